@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up everything slotrelay and its tests need on a Debian machine, from nothing:
+# system packages, the Docker daemon, the virtual environment, the sandbox images and the
+# Node tools the MCP tests use. Safe to run again: every step checks before it acts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+
+# System packages: the Docker engine, bubblewrap (the sandbox without a daemon), debootstrap
+# (the base image without a registry) and graphviz (chain graphs as PNG).
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v dot >/dev/null || missing+=(graphviz)
+command -v node >/dev/null || missing+=(nodejs npm)
+if ((${#missing[@]})); then
+    if [ "$(id -u)" -ne 0 ]; then
+        log "missing system packages: ${missing[*]} (install them with: sudo apt-get install ${missing[*]})"
+        exit 3
+    fi
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+scripts/start-dockerd.sh
+
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv"
+    python3 -m venv .venv
+fi
+if ! .venv/bin/python -c 'import slotrelay, prefect, pytest' 2>/dev/null \
+    || [ pyproject.toml -nt .venv/.installed ]; then
+    log "installing slotrelay and its dependencies into .venv"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e '.[dev]'
+    touch .venv/.installed
+fi

@@ -1,0 +1,26 @@
+"""The `slotrelay` command: mounts each part's sub-commands and maps errors to exit codes.
+
+Exit codes: 0 success, 1 the work ran and failed (a failed flow run, a failed sandbox
+program), 2 bad input (an invalid chain, intent or request), 3 the environment is missing
+something (no Docker daemon, no Prefect server, a package not installed).
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="slotrelay",
+    help="Run collaboration protocols between AI agents, tools and people, on Prefect 3.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def main() -> None:
+    """slotrelay: chain engine, magic pen and PSMR workspace."""
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""Prefect tasks wrapping core calls: node execution, routing, sandbox runs, code generation, alerts."""
