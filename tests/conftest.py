@@ -8,6 +8,13 @@ the test instead of skipping it.
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,3 +28,73 @@ def require_service(available: bool, why: str) -> None:
     if IN_CI:
         pytest.fail(f"CI must provide this service: {why}")
     pytest.skip(why)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real Prefect API server (SQLite, temporary PREFECT_HOME) for the whole test session.
+
+    Yields the API URL. In-process Prefect calls see it through `temporary_settings`; tests that
+    start subprocesses pass `PREFECT_API_URL` (also exported to `os.environ` here).
+    """
+    from prefect.logging.handlers import APILogHandler
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
+    }
+    env.pop("PREFECT_API_URL", None)
+    log = (home / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Prefect server did not start; see {home / 'server.log'}")
+            time.sleep(0.25)
+        saved = {key: os.environ.get(key) for key in ("PREFECT_API_URL", "PREFECT_HOME")}
+        os.environ["PREFECT_API_URL"] = url
+        os.environ["PREFECT_HOME"] = str(home)
+        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_HOME: str(home)}):
+            yield url
+            # Run logs are shipped in the background: send them before the server goes away.
+            APILogHandler.flush()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
