@@ -44,7 +44,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Yields the API URL. In-process Prefect calls see it through `temporary_settings`; tests that
     start subprocesses pass `PREFECT_API_URL` (also exported to `os.environ` here).
     """
-    from prefect.logging.handlers import APILogHandler
+    from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
     home = tmp_path_factory.mktemp("prefect-home")
@@ -84,7 +84,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_HOME: str(home)}):
             yield url
             # Run logs are shipped in the background: send them before the server goes away.
-            APILogHandler.flush()
+            APILogWorker.drain_all(timeout=5)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
