@@ -1,0 +1,137 @@
+"""The built-in `deploy` executor (seed 4.4): copy files to every target, prove each copy, check the URL.
+
+The seed found deploys that were half done (the B mirror not synced, a sitemap forgotten), so the
+checks are part of the step, not an afterthought: every copy is verified by sha256 against its
+source, and where a URL is given every deployed file must be served there with the same bytes
+(the seed's "curl C, compare with Dev").
+
+Spec (validated by the chain models): `{"kind": "deploy", "files": [...], "targets": [...],
+"check_url": str | null}`. Relative file and target paths resolve against the chain file's folder.
+
+Each failure raises `NodeError` with one of these error types, which a chain declares in its
+error_types to choose retry / skip / fail:
+
+    deploy_source_missing    a listed file does not exist or is not a regular file
+    deploy_target_unwritable a target folder cannot be created or written
+    deploy_hash_mismatch     a copy's sha256 differs from its source's
+    deploy_url_unreachable   the URL did not answer 200 after the retries
+    deploy_url_mismatch      the URL answered 200 with bytes that differ from the source
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urljoin
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util import Retry
+
+from slotrelay.chain.errors import NodeError
+
+URL_RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET",))
+URL_TIMEOUT_SECONDS = 10
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 hex digest of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _field(spec: Any, name: str) -> Any:
+    return spec[name] if isinstance(spec, dict) else getattr(spec, name)
+
+
+def _base_dir(context: Any) -> Path:
+    base = _field(context, "base_dir") if context is not None else None
+    return Path(base) if base is not None else Path.cwd()
+
+
+def _copy_verified(source: Path, relative: Path, target_dir: Path, expected: str) -> Path:
+    destination = target_dir / relative
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        temporary = destination.with_name(destination.name + ".tmp")
+        shutil.copyfile(source, temporary)
+        with temporary.open("rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, destination)
+    except OSError as exc:
+        raise NodeError("deploy_target_unwritable", f"cannot write {destination}: {exc}") from exc
+    actual = sha256_of(destination)
+    if actual != expected:
+        raise NodeError(
+            "deploy_hash_mismatch",
+            f"{destination}: sha256 {actual} differs from source {source} sha256 {expected}",
+        )
+    return destination
+
+
+def _check_served(session: requests.Session, base_url: str, relative: Path, expected: str) -> str:
+    url = urljoin(base_url if base_url.endswith("/") else base_url + "/", quote(relative.as_posix()))
+    try:
+        answer = session.get(url, timeout=URL_TIMEOUT_SECONDS)
+    except requests.RequestException as exc:
+        raise NodeError("deploy_url_unreachable", f"GET {url} failed after retries: {exc}") from exc
+    if answer.status_code != 200:
+        raise NodeError("deploy_url_unreachable", f"GET {url} answered {answer.status_code}, expected 200")
+    served = hashlib.sha256(answer.content).hexdigest()
+    if served != expected:
+        raise NodeError(
+            "deploy_url_mismatch", f"GET {url} served sha256 {served}, the source has sha256 {expected}"
+        )
+    return url
+
+
+def run_deploy(spec: Any, data: dict, context: Any) -> dict:
+    """Copy every listed file to every target folder, verify each copy, and check the URL serves them.
+
+    Parameters:
+        spec: the node's deploy executor spec (`files`, `targets`, `check_url`), a model or a dict.
+        data: the node's input data (unused by the copy itself; kept in the output for traceability).
+        context: where relative paths resolve: anything with a `base_dir` (the chain file's folder).
+
+    Returns:
+        The output data: `{"deployed": [{"file", "target", "sha256"}], "checked_urls": [...],
+        "input": data}`.
+
+    Raises:
+        NodeError: with one of the error types in the module docstring.
+    """
+    base = _base_dir(context)
+    files = [Path(f) for f in _field(spec, "files")]
+    targets = [base / Path(t) for t in _field(spec, "targets")]
+    check_url = _field(spec, "check_url")
+
+    sources: list[tuple[Path, Path, str]] = []
+    for listed in files:
+        source = listed if listed.is_absolute() else base / listed
+        if not source.is_file():
+            raise NodeError("deploy_source_missing", f"file to deploy {source} does not exist or is not a file")
+        # Keep the listed relative layout in each target; an absolute source goes by its name alone.
+        relative = Path(listed.name) if listed.is_absolute() else listed
+        sources.append((source, relative, sha256_of(source)))
+
+    deployed = []
+    for target in targets:
+        for source, relative, digest in sources:
+            copy = _copy_verified(source, relative, target, digest)
+            deployed.append({"file": str(source), "target": str(copy), "sha256": digest})
+
+    checked: list[str] = []
+    if check_url:
+        with requests.Session() as session:
+            adapter = HTTPAdapter(max_retries=URL_RETRY)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            for _source, relative, digest in sources:
+                checked.append(_check_served(session, check_url, relative, digest))
+    return {"deployed": deployed, "checked_urls": checked, "input": data}

@@ -1,0 +1,150 @@
+"""The `deploy` executor against real folders and a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from slotrelay.chain.deploy import run_deploy
+from slotrelay.chain.errors import NodeError
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    failures_left = 0
+    requests: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        type(self).requests.append(self.path)
+        if type(self).failures_left > 0:
+            type(self).failures_left -= 1
+            self.send_error(503, "warming up")
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str, type[_QuietHandler]]]:
+    """A folder served over HTTP on 127.0.0.1 (the seed's C side), with its URL and handler class."""
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = type("Handler", (_QuietHandler,), {"failures_left": 0, "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}/site", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A chain folder with two files to deploy, one in a subfolder."""
+    base = tmp_path / "chain"
+    (base / "build" / "posts").mkdir(parents=True)
+    (base / "build" / "index.html").write_text("<h1>slotrelay</h1>\n")
+    (base / "build" / "posts" / "a.html").write_bytes(b"\x00binary\xffpost")
+    return base
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
+    root, url, handler = served
+    spec = {
+        "kind": "deploy",
+        "files": ["build/index.html", "build/posts/a.html"],
+        "targets": [str(root / "site"), "mirror-b"],
+        "check_url": url,
+    }
+    out = run_deploy(spec, {"from": "upstream"}, SimpleNamespace(base_dir=site))
+
+    for target in (root / "site", site / "mirror-b"):
+        assert (target / "build/index.html").read_text() == "<h1>slotrelay</h1>\n"
+        assert (target / "build/posts/a.html").read_bytes() == b"\x00binary\xffpost"
+        assert not list(target.rglob("*.tmp"))
+    assert len(out["deployed"]) == 4
+    assert {d["sha256"] for d in out["deployed"]} == {_sha(b"<h1>slotrelay</h1>\n"), _sha(b"\x00binary\xffpost")}
+    assert out["checked_urls"] == [f"{url}/build/index.html", f"{url}/build/posts/a.html"]
+    assert handler.requests == ["/site/build/index.html", "/site/build/posts/a.html"]
+    assert out["input"] == {"from": "upstream"}
+
+
+def test_a_missing_source_is_named(site, served):
+    spec = {"kind": "deploy", "files": ["build/nope.html"], "targets": ["out"], "check_url": None}
+    with pytest.raises(NodeError) as caught:
+        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert caught.value.error_type == "deploy_source_missing"
+    assert "build/nope.html" in caught.value.message
+    assert not (site / "out").exists()
+
+
+def test_a_url_that_does_not_serve_the_file_fails_after_the_copy(site, served):
+    root, url, _handler = served
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["only-b"], "check_url": url}
+    with pytest.raises(NodeError) as caught:
+        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert caught.value.error_type == "deploy_url_unreachable"
+    assert "404" in caught.value.message
+
+
+def test_a_stale_served_copy_is_a_url_mismatch(site, served):
+    # The seed's failure: the served side (C) still has yesterday's file while the mirror got the new one.
+    root, url, _handler = served
+    (root / "site" / "build").mkdir(parents=True)
+    (root / "site" / "build" / "index.html").write_text("<h1>old</h1>\n")
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": url}
+    with pytest.raises(NodeError) as caught:
+        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert caught.value.error_type == "deploy_url_mismatch"
+
+
+def test_the_url_check_retries_a_warming_server(site, served):
+    root, url, handler = served
+    handler.failures_left = 2
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [str(root / "site")], "check_url": url}
+    out = run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert out["checked_urls"] == [f"{url}/build/index.html"]
+    assert len(handler.requests) == 3
+
+    handler.failures_left = 3
+    handler.requests.clear()
+    with pytest.raises(NodeError) as caught:
+        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert caught.value.error_type == "deploy_url_unreachable"
+    assert len(handler.requests) == 3
+
+
+def test_a_truncated_copy_is_a_hash_mismatch(site, monkeypatch):
+    # A copy that loses bytes on the way (a full disk, a flaky mount): simulated by a short copy.
+    def short_copy(src, dst, **_):
+        Path(dst).write_bytes(Path(src).read_bytes()[:-3])
+
+    monkeypatch.setattr(shutil, "copyfile", short_copy)
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": None}
+    with pytest.raises(NodeError) as caught:
+        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert caught.value.error_type == "deploy_hash_mismatch"
+
+
+def test_an_unwritable_target_is_named(site):
+    (site / "blocked").write_text("a file where a folder should be")
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["blocked"], "check_url": None}
+    with pytest.raises(NodeError) as caught:
+        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    assert caught.value.error_type == "deploy_target_unwritable"
