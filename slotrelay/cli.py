@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import typer
 
+from slotrelay.commands import mcp as mcp_commands
+
 app = typer.Typer(
     name="slotrelay",
     help="Run collaboration protocols between AI agents, tools and people, on Prefect 3.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
+app.add_typer(mcp_commands.app, name="mcp")
 
 
 @app.callback()

@@ -1,0 +1,138 @@
+"""`slotrelay mcp serve`: the PSMR MCP server, on stdio (for an MCP host) or streamable HTTP.
+
+The MCP SDK and `psmr_mcp` are imported inside the command so `slotrelay --help` stays fast and the
+core never depends on them. Exit codes: 2 for a bad option or a folder that cannot be served, 1 when
+building a workspace at start fails, 3 when the MCP SDK is missing; 0 after a clean stop (stdin
+closed, or Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from slotrelay.errors import SlotrelayError
+
+if TYPE_CHECKING:
+    from psmr_mcp import WorkspaceRegistry
+
+app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
+
+# Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages.
+console = Console(stderr=True)
+
+# Codes of input the caller can fix (exit 2); every other PSMR code means the work failed (exit 1).
+_BAD_INPUT_CODES = {
+    "INVALID_QUERY",
+    "TYPE_MISMATCH",
+    "CAPABILITY_DENIED",
+    "WORKSPACE_NOT_FOUND",
+    "OBJECT_NOT_FOUND",
+}
+
+
+@app.command("serve")
+def serve(
+    workspace: Annotated[
+        list[Path],
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="PATH",
+            help="A Python source folder to build (or load) at start and serve; repeat for several. "
+            "These folders are also the only roots psmr_workspace_build may analyse.",
+        ),
+    ],
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback only) instead of stdio.",
+        ),
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="One store folder for every workspace (default: PSMR_STORE, else .psmr/ under each folder).",
+        ),
+    ] = None,
+) -> None:
+    """Start the PSMR MCP server: read-only tools over the served workspaces, plus psmr_workspace_build."""
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        import anyio
+
+        from psmr_mcp import WorkspaceRegistry, build_server
+        from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio
+    except ImportError as exc:
+        console.print(f"[red]slotrelay mcp:[/] the MCP SDK is not installed ({exc}); run `pip install -e .`")
+        raise typer.Exit(3) from exc
+
+    try:
+        address = parse_http_address(http) if http else None
+        registry = WorkspaceRegistry(workspace, store=store)
+        for folder in workspace:
+            _build_at_start(registry, folder)
+    except SlotrelayError as exc:
+        console.print(f"[red]slotrelay mcp:[/] {exc}")
+        raise typer.Exit(2 if getattr(exc, "code", "") in _BAD_INPUT_CODES else 1) from exc
+
+    server = build_server(registry)
+    served = ", ".join(w.workspace_id for w in registry.served())
+    try:
+        if address is None:
+            console.print(f"PSMR MCP server on stdio, serving {served}")
+            anyio.run(serve_stdio, server)
+        else:
+            host, port = address
+
+            def ready(url: str) -> None:
+                console.print(f"PSMR MCP server at [bold]{url}[/], serving {served} (Ctrl-C stops it)")
+
+            anyio.run(lambda: serve_http(server, host, port, on_ready=ready))
+    except OSError as exc:
+        console.print(
+            f"[red]slotrelay mcp:[/] --http {http}: cannot listen ({exc.strerror or exc}); pick another port"
+        )
+        raise typer.Exit(2) from exc
+    except KeyboardInterrupt:
+        console.print("PSMR MCP server stopped")
+
+
+def _usage(message: str) -> SlotrelayError:
+    return SlotrelayError(message, code="INVALID_QUERY")
+
+
+def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
+    """Build or load one `--workspace` folder, with a progress bar on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not folder.is_dir():
+        raise _usage(f"--workspace {folder}: not a folder")
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"workspace {folder}", total=None)
+
+        def progress(done: int, total: int, file: str) -> None:
+            bar.update(task, completed=done, total=total)
+
+        summary = registry.build(folder, progress=progress, at_startup=True)
+    console.print(
+        f"workspace {summary['workspace_id']} <- {summary['root']}: {summary['files']} files "
+        f"({summary['analysed']} analysed, {summary['reused']} reused) in {summary['duration_s']:.1f}s"
+    )
