@@ -24,7 +24,7 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin
 
 import requests
@@ -32,6 +32,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.util import Retry
 
 from slotrelay.chain.errors import NodeError
+from slotrelay.chain.models import DeployExecutor
+
+if TYPE_CHECKING:
+    from slotrelay.chain.executors import ExecutionContext
 
 URL_RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET",))
 URL_TIMEOUT_SECONDS = 10
@@ -44,15 +48,6 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _field(spec: Any, name: str) -> Any:
-    return spec[name] if isinstance(spec, dict) else getattr(spec, name)
-
-
-def _base_dir(context: Any) -> Path:
-    base = _field(context, "base_dir") if context is not None else None
-    return Path(base) if base is not None else Path.cwd()
 
 
 def _copy_verified(source: Path, relative: Path, target_dir: Path, expected: str) -> Path:
@@ -91,13 +86,13 @@ def _check_served(session: requests.Session, base_url: str, relative: Path, expe
     return url
 
 
-def run_deploy(spec: Any, data: dict, context: Any) -> dict:
+def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionContext) -> dict[str, Any]:
     """Copy every listed file to every target folder, verify each copy, and check the URL serves them.
 
     Parameters:
-        spec: the node's deploy executor spec (`files`, `targets`, `check_url`), a model or a dict.
-        data: the node's input data (unused by the copy itself; kept in the output for traceability).
-        context: where relative paths resolve: anything with a `base_dir` (the chain file's folder).
+        spec: the node's deploy executor spec (`files`, `targets`, `check_url`).
+        data: the node's input data (not needed by the copy; handed on in the output for traceability).
+        context: the run's execution context; relative paths resolve against `context.chain.base_dir`.
 
     Returns:
         The output data: `{"deployed": [{"file", "target", "sha256"}], "checked_urls": [...],
@@ -106,10 +101,9 @@ def run_deploy(spec: Any, data: dict, context: Any) -> dict:
     Raises:
         NodeError: with one of the error types in the module docstring.
     """
-    base = _base_dir(context)
-    files = [Path(f) for f in _field(spec, "files")]
-    targets = [base / Path(t) for t in _field(spec, "targets")]
-    check_url = _field(spec, "check_url")
+    base = Path(context.chain.base_dir)
+    files = [Path(f) for f in spec.files]
+    targets = [base / Path(t) for t in spec.targets]
 
     sources: list[tuple[Path, Path, str]] = []
     for listed in files:
@@ -127,11 +121,11 @@ def run_deploy(spec: Any, data: dict, context: Any) -> dict:
             deployed.append({"file": str(source), "target": str(copy), "sha256": digest})
 
     checked: list[str] = []
-    if check_url:
+    if spec.check_url:
         with requests.Session() as session:
             adapter = HTTPAdapter(max_retries=URL_RETRY)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             for _source, relative, digest in sources:
-                checked.append(_check_served(session, check_url, relative, digest))
+                checked.append(_check_served(session, spec.check_url, relative, digest))
     return {"deployed": deployed, "checked_urls": checked, "input": data}

@@ -10,18 +10,20 @@ from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
 from slotrelay.chain.deploy import run_deploy
 from slotrelay.chain.errors import NodeError
+from slotrelay.chain.models import DeployExecutor
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
     failures_left = 0
-    requests: list[str] = []
+    requests: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         type(self).requests.append(self.path)
         if type(self).failures_left > 0:
             type(self).failures_left -= 1
@@ -60,6 +62,11 @@ def site(tmp_path: Path) -> Path:
     return base
 
 
+def in_chain(folder: Path) -> SimpleNamespace:
+    """The part of an ExecutionContext the deploy executor reads: the chain's folder."""
+    return SimpleNamespace(chain=SimpleNamespace(base_dir=folder))
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -72,7 +79,7 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
         "targets": [str(root / "site"), "mirror-b"],
         "check_url": url,
     }
-    out = run_deploy(spec, {"from": "upstream"}, SimpleNamespace(base_dir=site))
+    out = run_deploy(DeployExecutor(**spec), {"from": "upstream"}, in_chain(site))
 
     for target in (root / "site", site / "mirror-b"):
         assert (target / "build/index.html").read_text() == "<h1>slotrelay</h1>\n"
@@ -88,17 +95,17 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
 def test_a_missing_source_is_named(site, served):
     spec = {"kind": "deploy", "files": ["build/nope.html"], "targets": ["out"], "check_url": None}
     with pytest.raises(NodeError) as caught:
-        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_source_missing"
     assert "build/nope.html" in caught.value.message
     assert not (site / "out").exists()
 
 
 def test_a_url_that_does_not_serve_the_file_fails_after_the_copy(site, served):
-    root, url, _handler = served
+    _root, url, _handler = served
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["only-b"], "check_url": url}
     with pytest.raises(NodeError) as caught:
-        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_unreachable"
     assert "404" in caught.value.message
 
@@ -110,7 +117,7 @@ def test_a_stale_served_copy_is_a_url_mismatch(site, served):
     (root / "site" / "build" / "index.html").write_text("<h1>old</h1>\n")
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": url}
     with pytest.raises(NodeError) as caught:
-        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_mismatch"
 
 
@@ -118,14 +125,14 @@ def test_the_url_check_retries_a_warming_server(site, served):
     root, url, handler = served
     handler.failures_left = 2
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [str(root / "site")], "check_url": url}
-    out = run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+    out = run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert out["checked_urls"] == [f"{url}/build/index.html"]
     assert len(handler.requests) == 3
 
     handler.failures_left = 3
     handler.requests.clear()
     with pytest.raises(NodeError) as caught:
-        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_unreachable"
     assert len(handler.requests) == 3
 
@@ -138,7 +145,7 @@ def test_a_truncated_copy_is_a_hash_mismatch(site, monkeypatch):
     monkeypatch.setattr(shutil, "copyfile", short_copy)
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": None}
     with pytest.raises(NodeError) as caught:
-        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_hash_mismatch"
 
 
@@ -146,5 +153,5 @@ def test_an_unwritable_target_is_named(site):
     (site / "blocked").write_text("a file where a folder should be")
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["blocked"], "check_url": None}
     with pytest.raises(NodeError) as caught:
-        run_deploy(spec, {}, SimpleNamespace(base_dir=site))
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_target_unwritable"

@@ -1,0 +1,153 @@
+"""Routing one chain's output slots (seed 4.2, steps 3-7), exactly once, with the ledger as memory.
+
+The sensor routes the output slots of a chain's external nodes: those are written by agents outside
+the engine. Every other node runs inside a flow run, which routes its output itself; a run started
+here goes on until the chain ends or reaches the next external node, whose output comes back here.
+
+Routing one output slot:
+1. read it: a `.tmp`, a half-written or invalid file is "not there yet" (a later event brings it);
+2. check it: the node's identity (node_id, capabilities) must match, else nothing is routed;
+3. evaluate the node's routes on it (priority order), skipping routes the ledger has for this content;
+4. write each holding route's input slot (`status: pending`, atomic), then append the routes to the
+   ledger; targets that run inside the engine are handed to the coalescer to start a run.
+
+Key contracts:
+- One lock per chain: an event and the start-up reconcile never route the same slot at once.
+- The content hash is of the bytes read and parsed in this call, so the hash in the ledger always
+  belongs to the content that was routed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+
+from slotrelay.chain.checks import identity_problems
+from slotrelay.chain.models import Chain
+from slotrelay.chain.routing import evaluate_routes, input_slot_path, output_slot_path
+from slotrelay.chain.schema import load_chain
+from slotrelay.ledger import (
+    LEDGER_FILE_NAME,
+    PendingRun,
+    RoutedEntry,
+    RoutingLedger,
+    content_hash,
+    new_routed_entry,
+)
+from slotrelay.slots import input_slot_document, read_slot, write_json_atomic
+
+logger = logging.getLogger("slotrelay.sensor")
+
+FINISHED = {"completed", "failed", "skipped"}
+
+
+class ChainRouter:
+    """Routes the external nodes' output slots of one chain.
+
+    Parameters:
+        chain_path: the chain file.
+        slots_root: where relative slot paths resolve (default: the chain file's folder).
+        chain: an already loaded chain (skips loading `chain_path` again).
+    """
+
+    def __init__(self, chain_path: Path, *, slots_root: Path | None = None, chain: Chain | None = None) -> None:
+        self.chain_path = Path(chain_path).resolve()
+        self.chain = chain if chain is not None else load_chain(self.chain_path, slots_root=slots_root)
+        self.chain_id = self.chain.chain_id
+        self.ledger = RoutingLedger(self.chain.work_dir / LEDGER_FILE_NAME)
+        self.lock = threading.Lock()
+        self._external = {n.node_id for n in self.chain.nodes if n.executor.kind == "external"}
+
+    def watched_slots(self) -> dict[Path, str]:
+        """Output slot path (resolved) -> node_id, for every external node of the chain."""
+        slots: dict[Path, str] = {}
+        for node in self.chain.nodes:
+            if node.node_id in self._external:
+                path = output_slot_path(self.chain, node.node_id)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                slots[path.parent.resolve() / path.name] = node.node_id
+        return slots
+
+    def runs_inside(self, node_id: str) -> bool:
+        """Whether a node runs inside a flow run (anything but an external node)."""
+        return node_id not in self._external
+
+    def _read_output(self, node_id: str) -> tuple[dict, str] | None:
+        path = output_slot_path(self.chain, node_id)
+        document = read_slot(path)
+        if document is None:
+            return None
+        try:
+            raw = path.read_bytes()
+            same = json.loads(raw) == document
+        except (OSError, ValueError):
+            return None
+        # Rewritten between the two reads: the event of the newer write routes it.
+        return (document, content_hash(raw)) if same else None
+
+    def route_output(self, node_id: str) -> list[RoutedEntry]:
+        """Route the current content of a node's output slot, unless the ledger has it.
+
+        Parameters:
+            node_id: an external node of the chain.
+
+        Returns:
+            The newly fired routes whose target runs inside the engine (to start a run for).
+        """
+        with self.lock:
+            found = self._read_output(node_id)
+            if found is None:
+                return []
+            document, digest = found
+            if document.get("status") not in FINISHED:
+                return []
+            problems = identity_problems(self.chain.node(node_id), document)
+            if problems:
+                logger.error("chain %s: output of %s not routed, identity check failed: %s",
+                             self.chain_id, node_id, "; ".join(problems))
+                return []
+            fired: list[RoutedEntry] = []
+            for decision in evaluate_routes(self.chain, node_id, document):
+                if not decision.fired or self.ledger.has_routed(self.chain_id, decision.route_id, digest):
+                    continue
+                input_path = input_slot_path(self.chain, decision.to_node)
+                if input_path is None:
+                    continue
+                write_json_atomic(input_path, input_slot_document(
+                    from_node=node_id, route_id=decision.route_id, data=document.get("data") or {}))
+                fired.append(new_routed_entry(
+                    chain_id=self.chain_id, route_id=decision.route_id, source_hash=digest,
+                    from_node=node_id, to_node=decision.to_node, input_slot=str(input_path),
+                ))
+            self.ledger.record_routed(fired)
+            for entry in fired:
+                logger.info("chain %s: %s fired, %s written", self.chain_id, entry.route_id, entry.input_slot)
+            return [e for e in fired if self.runs_inside(e.to_node)]
+
+    def reconcile(self) -> tuple[list[RoutedEntry], list[PendingRun]]:
+        """Bring the slots and the ledger back in step after a stop or a crash.
+
+        Routes every finished output slot the ledger does not have, writes again every input slot of
+        a ledger entry that is missing (while its source still holds the routed content), and returns
+        what still needs a run: routed targets no run was requested for, and runs requested but not
+        confirmed.
+
+        Returns:
+            (routes whose target needs a run, runs to request again).
+        """
+        for node_id in sorted(self._external):
+            self.route_output(node_id)
+        with self.lock:
+            for entry in self.ledger.routed_entries(self.chain_id):
+                if Path(entry.input_slot).exists():
+                    continue
+                found = self._read_output(entry.from_node)
+                if found is None or found[1] != entry.source_hash:
+                    continue
+                write_json_atomic(Path(entry.input_slot), input_slot_document(
+                    from_node=entry.from_node, route_id=entry.route_id, data=found[0].get("data") or {}))
+                logger.info("chain %s: %s written again (it was missing)", self.chain_id, entry.input_slot)
+            pending = [e for e in self.ledger.unbatched(self.chain_id) if self.runs_inside(e.to_node)]
+            return pending, self.ledger.unstarted_runs(self.chain_id)

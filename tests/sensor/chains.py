@@ -1,0 +1,132 @@
+"""Chains, agent writes and a run recorder for the sensor tests, built on real temporary folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+
+from slotrelay.slots import output_slot_document
+
+WORK_CALLABLE = "sensor_work:stamp"
+WORK_MODULE = '''
+def stamp(data):
+    return {"seen": data, "stamped": True}
+'''
+
+
+def make_chain(
+    folder: Path,
+    chain_id: str,
+    sources: int,
+    *,
+    downstream: str = "python",
+    extra: dict | None = None,
+) -> Path:
+    """Write a chain with `sources` external nodes `src-i`, each routed to its own node `work-i`.
+
+    Parameters:
+        folder: where the chain file and its `slots/` go.
+        chain_id: the chain's id.
+        sources: how many source/target pairs.
+        downstream: the targets' executor kind: "python" (runs inside a flow run) or "external".
+        extra: extra top-level keys (e.g. error_types).
+
+    Returns:
+        The chain file.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sensor_work.py").write_text(WORK_MODULE)
+    nodes, routes = [], []
+    for i in range(sources):
+        nodes.append({
+            "node_id": f"src-{i}",
+            "output_slot": {"slot_id": f"src-{i}", "path": f"slots/src-{i}_output.json"},
+            "capabilities": ["Write"],
+            "executor": {"kind": "external"},
+        })
+        target = {
+            "node_id": f"work-{i}",
+            "input_slot": {"slot_id": f"work-{i}-in", "path": f"slots/work-{i}_input.json"},
+            "output_slot": {"slot_id": f"work-{i}", "path": f"slots/work-{i}_output.json"},
+            "executor": {"kind": "python", "callable": WORK_CALLABLE} if downstream == "python" else {"kind": "external"},
+        }
+        nodes.append(target)
+        routes.append({
+            "route_id": f"route-{i}",
+            "from_node": f"src-{i}",
+            "to_node": f"work-{i}",
+            "condition": {"field": "status", "operator": "equals", "value": "completed"},
+        })
+    chain = {"chain_id": chain_id, "nodes": nodes, "routes": routes, **(extra or {})}
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain, indent=1))
+    return path
+
+
+def agent_writes(folder: Path, node_id: str, data: dict, *, status: str = "completed", atomic: bool = True) -> Path:
+    """Write a node's output slot as an agent outside would: tmp + rename, no fsync (fast, like most agents)."""
+    path = folder / "slots" / f"{node_id}_output.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(output_slot_document(node_id, status=status, data=data, capabilities_used=["Write"]))
+    if not atomic:
+        path.write_text(text)
+        return path
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+class RunRecorder:
+    """The start-run action for core tests: records each run; like Prefect, a repeated key returns the same run.
+
+    With `path`, runs are appended to a JSON-lines file, so a sensor in another process can be checked.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.runs: dict[str, tuple[str, list[str], str]] = {}
+        self.calls = 0
+        self._lock = threading.Lock()
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:  # torn by a kill -9: that run is requested again and recorded anew
+                    continue
+                self.runs[record["key"]] = (record["chain_id"], record["start_nodes"], record["run_id"])
+
+    def __call__(self, chain_id: str, start_nodes: list[str], idempotency_key: str) -> str:
+        with self._lock:
+            self.calls += 1
+            if idempotency_key in self.runs:
+                return self.runs[idempotency_key][2]
+            run_id = uuid.uuid4().hex
+            self.runs[idempotency_key] = (chain_id, list(start_nodes), run_id)
+            if self.path is not None:
+                with self.path.open("a") as handle:
+                    handle.write(json.dumps({"key": idempotency_key, "chain_id": chain_id,
+                                             "start_nodes": start_nodes, "run_id": run_id}) + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            return run_id
+
+    def started_nodes(self) -> list[tuple[str, str]]:
+        """Every (chain_id, node) a run was started at, once per run."""
+        return [(chain, node) for chain, nodes, _ in self.runs.values() for node in nodes]
+
+
+def recorded_runs(path: Path) -> list[dict]:
+    """The runs a `RunRecorder(path)` in another process recorded."""
+    if not path.exists():
+        return []
+    runs = []
+    for line in path.read_text().splitlines():
+        try:
+            runs.append(json.loads(line))
+        except ValueError:
+            continue
+    return runs

@@ -1,0 +1,250 @@
+"""The sensor core on real temporary folders with real watchdog: exactly once, reconcile, bursts, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
+from slotrelay.routing_sensor import ChainRouter, SlotSensor
+from slotrelay.slots import read_slot
+
+from .chains import RunRecorder, agent_writes, make_chain, recorded_runs
+
+HERE = Path(__file__).parent
+
+
+def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def ledger_lines(folder: Path) -> list[dict]:
+    path = folder / LEDGER_FILE_NAME
+    if not path.exists():
+        return []
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+def routed_keys(folder: Path) -> Counter:
+    return Counter(
+        (r["chain_id"], r["route_id"], r["source_hash"]) for r in ledger_lines(folder) if r["kind"] == "routed"
+    )
+
+
+@pytest.fixture
+def sensor_for():
+    sensors: list[SlotSensor] = []
+
+    def start(chain_paths: list[Path], recorder: RunRecorder, **options) -> SlotSensor:
+        sensor = SlotSensor([ChainRouter(p) for p in chain_paths], recorder, **options)
+        sensor.start()
+        sensors.append(sensor)
+        return sensor
+
+    yield start
+    for sensor in sensors:
+        sensor.stop()
+
+
+def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "one", 2)
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    input_slot = tmp_path / "slots" / "work-0_input.json"
+
+    agent_writes(tmp_path, "src-0", {"n": 1})
+    wait_for(lambda: input_slot.exists(), what="the input slot")
+    document = read_slot(input_slot)
+    assert document["status"] == "pending"
+    assert document["from_node"] == "src-0" and document["route_id"] == "route-0"
+    assert document["data"] == {"n": 1}
+    assert sensor.coalescer.wait_idle(5)
+    assert recorder.started_nodes() == [("one", "work-0")]
+
+    # The very same bytes written again (touch, rewrite): no new route, no new run.
+    path = tmp_path / "slots" / "src-0_output.json"
+    raw = path.read_bytes()
+    path.write_bytes(raw)
+    os.utime(path)
+    time.sleep(0.5)
+    assert sensor.coalescer.wait_idle(5)
+    assert len(routed_keys(tmp_path)) == 1
+    assert len(recorder.runs) == 1
+
+    agent_writes(tmp_path, "src-0", {"n": 2})
+    wait_for(lambda: read_slot(input_slot)["data"] == {"n": 2}, what="the new content routed")
+    assert sensor.coalescer.wait_idle(5)
+    assert sorted(recorder.started_nodes()) == [("one", "work-0"), ("one", "work-0")]
+    assert list(routed_keys(tmp_path).values()) == [1, 1]
+    assert not (tmp_path / "slots" / "work-1_input.json").exists()
+
+
+def test_a_non_atomic_write_routes_once_when_complete(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "partial", 1)
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    path = tmp_path / "slots" / "src-0_output.json"
+    text = json.dumps({"node_id": "src-0", "status": "completed", "data": {"big": "x" * 5000},
+                       "error": None, "capabilities_used": ["Write"], "checks": {}, "attempt": 1,
+                       "updated_at": "2026-11-30T00:00:00+00:00"})
+    with path.open("w") as handle:
+        handle.write(text[: len(text) // 2])
+        handle.flush()
+        time.sleep(0.5)
+        assert not (tmp_path / "slots" / "work-0_input.json").exists()
+        assert routed_keys(tmp_path) == Counter()
+        handle.write(text[len(text) // 2:])
+    wait_for(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), what="the input slot")
+    time.sleep(0.3)
+    assert sensor.coalescer.wait_idle(5)
+    assert list(routed_keys(tmp_path).values()) == [1]
+    assert len(recorder.runs) == 1
+
+
+def test_identity_mismatch_and_unfinished_slots_are_not_routed(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "identity", 3)
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    slots = tmp_path / "slots"
+    (slots / "src-0_output.json").write_text(json.dumps(
+        {"node_id": "src-0", "status": "completed", "data": {}, "capabilities_used": ["scp"]}))
+    (slots / "src-1_output.json").write_text(json.dumps({"node_id": "someone-else", "status": "completed", "data": {}}))
+    (slots / "src-2_output.json").write_text(json.dumps({"node_id": "src-2", "status": "running", "data": {}}))
+    (slots / "src-2_output.json.tmp").write_text(json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
+    agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")  # a route on status == completed does not hold
+    time.sleep(0.6)
+    assert sensor.coalescer.wait_idle(5)
+    assert not list(slots.glob("work-*_input.json"))
+    assert routed_keys(tmp_path) == Counter()
+    assert recorder.runs == {}
+
+
+def test_start_reconciles_routes_runs_and_missing_input_slots(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "recon", 3, downstream="python")
+    # Written while no sensor ran.
+    agent_writes(tmp_path, "src-0", {"i": 0})
+    agent_writes(tmp_path, "src-1", {"i": 1})
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    assert sensor.coalescer.wait_idle(5)
+    assert sorted(n for _, n in recorder.started_nodes()) == ["work-0", "work-1"]
+    sensor.stop()
+
+    # An input slot lost after it was routed is written again; nothing is routed or run twice.
+    (tmp_path / "slots" / "work-1_input.json").unlink()
+    again = sensor_for([chain], recorder)
+    assert again.coalescer.wait_idle(5)
+    assert read_slot(tmp_path / "slots" / "work-1_input.json")["data"] == {"i": 1}
+    assert list(routed_keys(tmp_path).values()) == [1, 1]
+    assert recorder.calls == 1  # both targets went in one coalesced run, and the restart started none
+
+
+def test_external_targets_get_their_input_but_no_run(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "handoff", 1, downstream="external")
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    agent_writes(tmp_path, "src-0", {"to": "another agent"})
+    wait_for(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), what="the input slot")
+    assert sensor.coalescer.wait_idle(5)
+    assert recorder.runs == {}
+
+
+def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, sensor_for):
+    sizes = {"burst-a": 334, "burst-b": 333, "burst-c": 333}
+    chains = {cid: make_chain(tmp_path / cid, cid, n) for cid, n in sizes.items()}
+    recorder = RunRecorder()
+    sensor = sensor_for(list(chains.values()), recorder, window_seconds=0.1)
+
+    began = time.monotonic()
+    for i in range(334):
+        for cid, n in sizes.items():
+            if i < n:
+                agent_writes(tmp_path / cid, f"src-{i}", {"i": i})
+    assert time.monotonic() - began < 1.0, "the burst must be written within a second"
+
+    wait_for(lambda: sum(sum(routed_keys(tmp_path / c).values()) for c in sizes) == 1000, 60, "1,000 routes")
+    assert sensor.coalescer.wait_idle(30)
+    for cid, n in sizes.items():
+        assert set(routed_keys(tmp_path / cid).values()) == {1}
+        assert all((tmp_path / cid / "slots" / f"work-{i}_input.json").exists() for i in range(n))
+    started = Counter(recorder.started_nodes())
+    assert len(started) == 1000 and set(started.values()) == {1}
+    assert len(recorder.runs) < 100, f"{len(recorder.runs)} runs: targets were not coalesced"
+
+
+def _start_sensor_process(runs_file: Path, chains: list[Path]) -> subprocess.Popen:
+    log = runs_file.with_name(f"sensor-{time.monotonic_ns()}.log")
+    with log.open("w") as handle:
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "sensor_proc.py"), str(runs_file), *map(str, chains)], stderr=handle
+        )
+    wait_for(lambda: "watching" in log.read_text() or process.poll() is not None, 30, "the sensor process")
+    assert process.poll() is None, log.read_text()
+    return process
+
+
+def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
+    n = 80
+    chains = [make_chain(tmp_path / "k1", "kill-a", n), make_chain(tmp_path / "k2", "kill-b", n)]
+    runs_file = tmp_path / "runs.jsonl"
+    rng = random.Random(9)
+    process = _start_sensor_process(runs_file, chains)
+    kills = 0
+    for i in range(n):
+        agent_writes(tmp_path / "k1", f"src-{i}", {"i": i})
+        agent_writes(tmp_path / "k2", f"src-{i}", {"i": i})
+        time.sleep(rng.uniform(0, 0.01))
+        if i % 16 == 15:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            kills += 1
+            process = _start_sensor_process(runs_file, chains)
+    try:
+        def all_started() -> bool:
+            ledgers = [RoutingLedger(tmp_path / k / LEDGER_FILE_NAME) for k in ("k1", "k2")]
+            done = all(len(l.routed_entries()) == n for l in ledgers)
+            return done and all(not l.unstarted_runs(c) and not l.unbatched(c)
+                                for l, c in zip(ledgers, ("kill-a", "kill-b")))
+        wait_for(all_started, 30, "every route fired and its run started")
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0
+    assert kills == 5
+    for folder, cid in (("k1", "kill-a"), ("k2", "kill-b")):
+        assert set(routed_keys(tmp_path / folder).values()) == {1}
+        for i in range(n):
+            assert read_slot(tmp_path / folder / "slots" / f"work-{i}_input.json")["data"] == {"i": i}
+    started = Counter((r["chain_id"], node) for r in recorded_runs(runs_file) for node in r["start_nodes"])
+    assert len(started) == 2 * n and set(started.values()) == {1}
+
+
+def test_sigint_finishes_and_flushes_waiting_runs_then_exits_0(tmp_path):
+    chain = make_chain(tmp_path, "stop", 5)
+    runs_file = tmp_path / "runs.jsonl"
+    process = _start_sensor_process(runs_file, [chain])
+    for i in range(5):
+        agent_writes(tmp_path, f"src-{i}", {"i": i})
+    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 5, what="5 routes")
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=20) == 0
+    started = sorted(node for r in recorded_runs(runs_file) for node in r["start_nodes"])
+    assert started == [f"work-{i}" for i in range(5)]
