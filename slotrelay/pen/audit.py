@@ -1,0 +1,213 @@
+"""The pen's append-only, hash-chained audit log (`<root>/.slotrelay/pen-audit.jsonl`).
+
+Invariants (they break silently if forgotten):
+- One JSON object per line. Each record holds `seq` (1, 2, ...), `prev_hash` (the previous record's
+  `hash`, 64 zeros for the first) and `hash` = sha256 of the record's canonical JSON without `hash`.
+  Changing, inserting, reordering or deleting a record breaks the chain at that line.
+- Cutting records off the end leaves a valid chain, so the last `seq` and `hash` are also kept in
+  `pen-audit.head`; `verify` compares the two.
+- Appends (and read-check-append sequences such as state transitions) hold an exclusive `flock` on
+  `pen-audit.lock`, so two writers, in two processes or two threads, never fork the chain.
+- Records hold hashes of the intent and code, never the texts: an erased pen leaves only these.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+GENESIS = "0" * 64
+LOG_NAME = "pen-audit.jsonl"
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+def sha256_text(text: str) -> str:
+    """The hex sha256 of a text's UTF-8 bytes (the seed's intent_hash and code_hash)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with milliseconds."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _record_hash(record: dict[str, Any]) -> str:
+    body = {key: value for key, value in record.items() if key != "hash"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class AuditReport:
+    """What `verify` found: the number of records and every break in the chain."""
+
+    path: str
+    records: int = 0
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the chain is whole and matches its head."""
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as `slotrelay pen audit verify --json` prints it."""
+        return {"path": self.path, "ok": self.ok, "records": self.records, "problems": self.problems}
+
+
+class AuditLog:
+    """The audit log under one root.
+
+    Parameters:
+        root: the pen's root folder; the log lives in `<root>/.slotrelay/`.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.folder = Path(root) / ".slotrelay"
+        self.path = self.folder / LOG_NAME
+        self.head_path = self.folder / "pen-audit.head"
+        self.lock_path = self.folder / "pen-audit.lock"
+        key = str(self.path.resolve())
+        with _thread_locks_guard:
+            self._thread_lock = _thread_locks.setdefault(key, threading.RLock())
+        self._local = threading.local()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the log exclusively (re-entrant within a thread) for a read-check-append sequence."""
+        with self._thread_lock:
+            depth = getattr(self._local, "depth", 0)
+            if depth:
+                self._local.depth = depth + 1
+                try:
+                    yield
+                finally:
+                    self._local.depth -= 1
+                return
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with self.lock_path.open("a") as lock_file:
+                fcntl.flock(lock_file, fcntl.LOCK_EX)
+                self._local.depth = 1
+                try:
+                    yield
+                finally:
+                    self._local.depth = 0
+                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    def _head(self) -> tuple[int, str]:
+        try:
+            head = json.loads(self.head_path.read_text(encoding="utf-8"))
+            return int(head["seq"]), str(head["hash"])
+        except FileNotFoundError:
+            return 0, GENESIS
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one record and return it (with its `syslog_id`, `seq` and hashes).
+
+        Parameters:
+            event: what happened ("call", "transition", "review", ...).
+            **fields: the record's content (JSON-serialisable).
+
+        Returns:
+            The record as written.
+        """
+        with self.locked():
+            seq, prev_hash = self._head()
+            record: dict[str, Any] = {
+                "seq": seq + 1,
+                "syslog_id": f"SL-{uuid.uuid4().hex[:16]}",
+                "ts": now_iso(),
+                "event": event,
+                **fields,
+                "prev_hash": prev_hash,
+            }
+            record["hash"] = _record_hash(record)
+            line = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+            with self.path.open("a", encoding="utf-8") as log:
+                log.write(line)
+                log.flush()
+                os.fsync(log.fileno())
+            tmp = self.head_path.with_suffix(".head.tmp")
+            tmp.write_text(json.dumps({"seq": record["seq"], "hash": record["hash"]}), encoding="utf-8")
+            os.replace(tmp, self.head_path)
+            return record
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every record in order (lines that are not JSON objects are skipped; `verify` reports them)."""
+        try:
+            log = self.path.open(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        with log:
+            for line in log:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    yield record
+
+    def records_of(self, pen_id: str) -> list[dict[str, Any]]:
+        """The records about one pen, in order."""
+        return [record for record in self.records() if record.get("pen_id") == pen_id]
+
+    def verify(self) -> AuditReport:
+        """Check the whole chain and the head.
+
+        Returns:
+            A report listing each broken line (bad JSON, wrong seq, broken link, altered record,
+            records missing at the end).
+        """
+        report = AuditReport(path=str(self.path))
+        expected_prev, expected_seq = GENESIS, 1
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                report.problems.append({"line": number, "problem": "not a JSON object"})
+                continue
+            report.records += 1
+            if record.get("seq") != expected_seq:
+                report.problems.append(
+                    {
+                        "line": number,
+                        "problem": f"seq is {record.get('seq')}, expected {expected_seq} "
+                        "(a record was removed or inserted)",
+                    }
+                )
+            if record.get("prev_hash") != expected_prev:
+                report.problems.append(
+                    {"line": number, "problem": "prev_hash does not match the previous record"}
+                )
+            if record.get("hash") != _record_hash(record):
+                report.problems.append({"line": number, "problem": "record was changed (hash mismatch)"})
+            expected_prev = str(record.get("hash"))
+            expected_seq = (record.get("seq") if isinstance(record.get("seq"), int) else expected_seq) + 1
+        head_seq, head_hash = self._head()
+        if head_seq != expected_seq - 1 or (head_seq and head_hash != expected_prev):
+            report.problems.append(
+                {
+                    "line": len(lines),
+                    "problem": f"the head says {head_seq} records ending in {head_hash[:12]}; "
+                    f"the log ends at seq {expected_seq - 1} (records were cut off or the head was changed)",
+                }
+            )
+        return report

@@ -1,0 +1,273 @@
+"""A client for OpenAI-compatible `/v1/chat/completions` endpoints (Ollama, vLLM, llama.cpp server).
+
+Configuration is plain data (`ModelSettings`): the flow builds it from a Prefect Block, the CLI from
+the environment or `.env` (`SLOTRELAY_MODEL_BASE_URL` ending in /v1, `SLOTRELAY_MODEL_NAME`,
+`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`). Every failure of the endpoint is translated
+here, at one boundary, into `CodeGenerationFailed` (MPP-E003): connection refused, 429/5xx after
+urllib3's retries, a read timeout, a refusal, an empty or malformed reply. The servers' error bodies
+differ and all are read:
+
+    OpenAI, vLLM >= 0.6, llama.cpp  {"error": {"message": ..., "type": ..., "code": ...}}
+    Ollama                          {"error": "model 'x' not found"}
+    vLLM before 0.6                 {"object": "error", "message": ..., "type": ..., "code": ...}
+    FastAPI validation (vLLM 422)   {"detail": [...] | "..."}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import requests
+from dotenv import dotenv_values
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import ReadTimeoutError
+from urllib3.util.retry import Retry
+
+from slotrelay.pen.errors import CodeGenerationFailed, ModelNotConfigured
+
+ENV_PREFIX = "SLOTRELAY_MODEL_"
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Where the code model is and how long to wait for it.
+
+    Parameters:
+        base_url: the API root ending in `/v1` (e.g. `http://127.0.0.1:11434/v1` for Ollama).
+        model: the model name the server knows.
+        api_key: sent as a bearer token when set (kept out of `repr`).
+        timeout_s: read timeout of one request, in seconds.
+        max_retries: retries of connection errors and 429/5xx answers, with exponential backoff.
+    """
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 60.0
+    max_retries: int = 2
+
+    @classmethod
+    def from_env(cls, *, env_file: str | Path | None = ".env") -> ModelSettings:
+        """Read the settings from the environment, falling back to a `.env` file.
+
+        Parameters:
+            env_file: the dotenv file consulted for variables the environment lacks (None: none).
+
+        Returns:
+            The settings.
+
+        Raises:
+            ModelNotConfigured: when the base URL or the model name is missing, or the timeout is not a number.
+        """
+        values: dict[str, str | None] = {}
+        if env_file is not None and Path(env_file).is_file():
+            values.update(dotenv_values(env_file))
+        values.update({key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)})
+        base_url = values.get(f"{ENV_PREFIX}BASE_URL")
+        model = values.get(f"{ENV_PREFIX}NAME")
+        missing = [name for name, value in (("BASE_URL", base_url), ("NAME", model)) if not value]
+        if missing:
+            raise ModelNotConfigured(
+                "no code model configured: set "
+                + " and ".join(f"{ENV_PREFIX}{m}" for m in missing)
+                + " (environment or .env), or pass a code-model Block"
+            )
+        timeout = values.get(f"{ENV_PREFIX}TIMEOUT_S") or "60"
+        try:
+            timeout_s = float(timeout)
+        except ValueError as exc:
+            raise ModelNotConfigured(f"{ENV_PREFIX}TIMEOUT_S={timeout!r} is not a number of seconds") from exc
+        return cls(
+            base_url=str(base_url),
+            model=str(model),
+            api_key=values.get(f"{ENV_PREFIX}API_KEY") or None,
+            timeout_s=timeout_s,
+        )
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """The useful part of a chat-completions answer."""
+
+    content: str
+    finish_reason: str | None
+    model: str | None
+
+
+class ChatClient:
+    """A synchronous chat-completions client with retries (urllib3 `Retry` on a requests session).
+
+    Parameters:
+        settings: the endpoint and its limits.
+    """
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
+        self.url = settings.base_url.rstrip("/") + "/chat/completions"
+        retry = Retry(
+            total=settings.max_retries,
+            connect=settings.max_retries,
+            # A read timeout is not retried: the model was slow once, it will be slow again.
+            read=0,
+            status=settings.max_retries,
+            status_forcelist=RETRY_STATUSES,
+            allowed_methods=None,
+            backoff_factor=0.2,
+            backoff_max=5,
+            raise_on_status=False,
+            respect_retry_after_header=True,
+        )
+        self.session = requests.Session()
+        self.session.mount("http://", HTTPAdapter(max_retries=retry))
+        self.session.mount("https://", HTTPAdapter(max_retries=retry))
+        if settings.api_key:
+            self.session.headers["Authorization"] = f"Bearer {settings.api_key}"
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.session.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def complete(
+        self, messages: list[dict[str, str]], *, temperature: float = 0.0, max_tokens: int | None = None
+    ) -> ChatReply:
+        """Send one chat-completions request and return the first choice.
+
+        Parameters:
+            messages: `[{"role": "system"|"user"|"assistant", "content": str}, ...]`.
+            temperature: sampling temperature (0 for reproducible code).
+            max_tokens: a cap on the reply's length, when given.
+
+        Returns:
+            The reply's text, finish reason and the model that answered.
+
+        Raises:
+            CodeGenerationFailed: (MPP-E003) unreachable, timed out, an error status after retries,
+                a refusal, or a reply without text; `details` carries the server's error.
+        """
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": messages,
+            "temperature": temperature,
+            "stream": False,
+        }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        try:
+            response = self.session.post(self.url, json=body, timeout=(5.0, self.settings.timeout_s))
+        except requests.exceptions.RequestException as exc:
+            if _is_timeout(exc):
+                raise CodeGenerationFailed(
+                    f"code model at {self.url} did not answer within {self.settings.timeout_s:g} s",
+                    details={"reason": "timeout"},
+                ) from exc
+            raise CodeGenerationFailed(
+                f"code model at {self.url} is unreachable: {_root_cause(exc)}",
+                details={"reason": "unreachable"},
+            ) from exc
+        if response.status_code >= 400:
+            message = describe_error_body(response)
+            raise CodeGenerationFailed(
+                f"code model at {self.url} answered HTTP {response.status_code}: {message}",
+                details={"reason": "http_error", "status": response.status_code, "server_message": message},
+            )
+        return _parse_reply(response, self.url)
+
+
+def describe_error_body(response: requests.Response) -> str:
+    """The error message in a failed answer, whichever server shape it has.
+
+    Parameters:
+        response: an answer with a 4xx/5xx status.
+
+    Returns:
+        The server's message (with its type or code when given), or the start of a non-JSON body.
+    """
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason or "no body"
+    if not isinstance(body, dict):
+        return str(body)[:300]
+    error = body.get("error")
+    if isinstance(error, dict):
+        kind = error.get("type") or error.get("code")
+        message = str(error.get("message") or error)
+        return f"{message} ({kind})" if kind else message
+    if isinstance(error, str):
+        return error
+    if body.get("object") == "error":
+        kind = body.get("type")
+        message = str(body.get("message") or body)
+        return f"{message} ({kind})" if kind else message
+    if "detail" in body:
+        return str(body["detail"])[:300]
+    return str(body)[:300]
+
+
+def _parse_reply(response: requests.Response, url: str) -> ChatReply:
+    try:
+        body = response.json()
+        choice = body["choices"][0]
+        message = choice.get("message") or {}
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise CodeGenerationFailed(
+            f"code model at {url} sent a reply that is not a chat completion: {response.text[:200]!r}",
+            details={"reason": "malformed_reply"},
+        ) from exc
+    finish_reason = choice.get("finish_reason")
+    refusal = message.get("refusal")
+    if refusal or finish_reason == "content_filter":
+        raise CodeGenerationFailed(
+            f"code model refused: {refusal or 'content filtered'}",
+            details={"reason": "refused", "finish_reason": finish_reason},
+        )
+    content = message.get("content")
+    if isinstance(content, list):
+        # Some servers send content parts: keep the text ones.
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, str) or not content.strip():
+        raise CodeGenerationFailed(
+            f"code model at {url} replied with no text (finish_reason={finish_reason!r})",
+            details={"reason": "empty_reply", "finish_reason": finish_reason},
+        )
+    return ChatReply(content=content, finish_reason=finish_reason, model=body.get("model"))
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    # requests wraps urllib3's MaxRetryError (in args[0]), which holds the socket error in `reason`.
+    chain: list[BaseException] = []
+    pending: list[object] = [exc]
+    while pending:
+        item = pending.pop()
+        if not isinstance(item, BaseException) or item in chain:
+            continue
+        chain.append(item)
+        pending += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args[:1]]
+    return chain
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return any(
+        isinstance(cause, (ReadTimeoutError, requests.exceptions.ReadTimeout)) for cause in _causes(exc)
+    )
+
+
+def _root_cause(exc: BaseException) -> str:
+    # requests wraps urllib3's MaxRetryError which wraps the socket error: name the innermost one.
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            break
+        exc = nxt
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc)

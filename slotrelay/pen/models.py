@@ -1,0 +1,126 @@
+"""Pydantic models of the MPP-001 contract: `pen.write`'s input (section 1) and output (section 2).
+
+Field names, literals and defaults are the seed's. Unknown keys are errors, so a typo in a request
+cannot pass silently. `parse_request` turns validation errors into `InvalidPenRequest` naming each field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from slotrelay.pen.errors import InvalidPenRequest
+
+Lang = Literal["python", "node", "shell"]
+Action = Literal["erase", "keep", "share"]
+PersistHint = Literal["auto", "erase", "keep", "share"]
+ExecutionStatus = Literal["success", "error", "timeout"]
+
+# A persona id becomes part of pen_id and of folder names: keep it to a safe, unambiguous alphabet.
+PERSONA_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.]{0,63}$"
+
+FILE_SUFFIX: dict[str, str] = {"python": "py", "node": "js", "shell": "sh"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NetworkAllow(_Strict):
+    """`network: {allow: [...]}`: the host names the program may reach."""
+
+    allow: list[str]
+
+
+class FsAllow(_Strict):
+    """`fs: {allow_paths: [...]}`: the paths the program may read."""
+
+    allow_paths: list[str]
+
+
+class SandboxOptions(_Strict):
+    """`options.sandbox` of section 1, with the seed's defaults."""
+
+    lang: Lang = "python"
+    timeout_ms: int = Field(default=30000, ge=50, le=3_600_000)
+    memory_mb: int = Field(default=512, ge=32, le=65536)
+    network: Literal["none"] | NetworkAllow = "none"
+    fs: Literal["none", "tmp"] | FsAllow = "tmp"
+
+
+class PenOptions(_Strict):
+    """`options` of section 1."""
+
+    sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
+    persist_hint: PersistHint = "auto"
+
+
+class PenContext(_Strict):
+    """`context` of section 1: who holds the pen and what came from upstream."""
+
+    task_category: str | None = None
+    persona_id: str = Field(pattern=PERSONA_PATTERN)
+    upstream_inputs: Any = None
+
+
+class PenRequest(_Strict):
+    """The whole `pen.write` input."""
+
+    intent: str
+    context: PenContext
+    options: PenOptions = Field(default_factory=PenOptions)
+
+
+class Execution(_Strict):
+    """`execution` of section 2: what the sandbox reported."""
+
+    status: ExecutionStatus
+    stdout: str = ""
+    stderr: str = ""
+    result: Any = None
+    duration_ms: int = 0
+
+
+class AuditRef(_Strict):
+    """`audit` of section 2: the call's audit record id and the hashes it holds."""
+
+    syslog_id: str
+    intent_hash: str
+    code_hash: str | None = None
+
+
+class PenOutput(_Strict):
+    """The whole `pen.write` output of section 2."""
+
+    pen_id: str
+    code: str
+    lang: Lang
+    execution: Execution
+    suggestion: Action
+    audit: AuditRef
+
+
+def parse_request(data: Any) -> PenRequest:
+    """Validate a `pen.write` input object.
+
+    Parameters:
+        data: the decoded JSON object (or an existing `PenRequest`).
+
+    Returns:
+        The validated request with defaults filled in.
+
+    Raises:
+        InvalidPenRequest: naming every field that is missing, unknown or of the wrong type.
+    """
+    if isinstance(data, PenRequest):
+        return data
+    try:
+        return PenRequest.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(part) for part in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
+        ]
+        raise InvalidPenRequest(
+            "invalid pen.write request: " + "; ".join(problems), details={"fields": problems}
+        ) from exc

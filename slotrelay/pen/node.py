@@ -1,0 +1,64 @@
+"""The pen as a chain node: `{"kind": "pen", "intent", "persona_id", "options": {...}}`.
+
+The node's input slot data becomes `upstream_inputs`; its output data is the pen's output object
+plus `decision`. `options` takes the request's `sandbox` and `persist_hint`, and `task_category`,
+`root` (relative to the chain's work dir, which is the default), `backend` and `error_map`. A pen error becomes
+`NodeError(error_type, message)` with the MPP code as the error type (so a chain declares
+`MPP-E004` with handling `retry`, for instance), or the type `error_map` names for it.
+The code model comes from the environment or `.env` (`SLOTRELAY_MODEL_*`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slotrelay.chain.errors import NodeError
+from slotrelay.pen.errors import PenError
+from slotrelay.pen.model_client import ModelSettings
+from slotrelay.pen.writer import write
+
+NODE_OPTIONS = frozenset({"sandbox", "persist_hint", "task_category", "root", "backend", "error_map"})
+
+
+def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Run a pen call for a chain node.
+
+    Parameters:
+        spec: the node's executor (`kind`, `intent`, `persona_id`, `options`).
+        data: the input slot's data (the pen's upstream_inputs; `{}` for a start node).
+        context: the chain's `ExecutionContext` (its chain file locates the default root).
+
+    Returns:
+        The output slot's data: the pen's output object and its decision.
+
+    Raises:
+        NodeError: error type = the MPP code (or `error_map[code]`), message = the pen's message.
+    """
+    options = dict(spec.options or {})
+    unknown = set(options) - NODE_OPTIONS
+    error_map: dict[str, str] = options.get("error_map") or {}
+    if unknown:
+        raise NodeError("PEN_INVALID_REQUEST", f"pen node options: unknown keys {sorted(unknown)}")
+    work_dir = _work_dir(context)
+    root = work_dir / options["root"] if options.get("root") else work_dir
+    request = {
+        "intent": spec.intent,
+        "context": {
+            "persona_id": spec.persona_id,
+            "task_category": options.get("task_category"),
+            "upstream_inputs": data or None,
+        },
+        "options": {key: options[key] for key in ("sandbox", "persist_hint") if key in options},
+    }
+    try:
+        outcome = write(request, root=root, model=ModelSettings.from_env(), backend=options.get("backend"))
+    except PenError as error:
+        raise NodeError(error_map.get(error.code, error.code), error.message) from error
+    return outcome.to_json()
+
+
+def _work_dir(context: Any) -> Path:
+    # The chain's work dir (its folder, or --slots-root); plain callers without a chain get the cwd.
+    chain = getattr(context, "chain", None)
+    return Path(chain.work_dir) if chain is not None else Path.cwd()

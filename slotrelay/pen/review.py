@@ -1,0 +1,215 @@
+"""Registry review of a shared pen: shared -> reviewed -> accepted | rejected | observation.
+
+`check` runs the manifest's test_examples in the sandbox (comparing each result with `expected`)
+and the static screen under the pen's own sandbox options, writes `review.json` beside the
+manifest, and moves the pen to `reviewed`. `verdict` records the reviewer's answer and moves the
+folder to `factory/module-registry/{accepted,rejected,observation}/`. A rejection is sent to the
+persona as MPP-E006 (`.github/persona-brain/{persona_id}/pen-notices/{pen_id}.json`). A tool whose
+checks failed cannot be accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from slotrelay.pen import store
+from slotrelay.pen.audit import AuditLog, now_iso
+from slotrelay.pen.errors import InvalidPenRequest, SandboxStartFailed, ShareRejected
+from slotrelay.pen.ids import parse_pen_id
+from slotrelay.pen.manifest import validate_manifest
+from slotrelay.pen.models import PenRequest
+from slotrelay.pen.states import require_state, transition
+from slotrelay.pen.static_screen import screen_code
+from slotrelay.pen.writer import sandbox_limits_for
+
+Verdict = Literal["accept", "reject", "observation"]
+VERDICT_STATE: dict[str, Literal["accepted", "rejected", "observation"]] = {
+    "accept": "accepted",
+    "reject": "rejected",
+    "observation": "observation",
+}
+
+
+@dataclass
+class ReviewReport:
+    """What the checks found: one entry per test example and the static screen's findings."""
+
+    pen_id: str
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    static_findings: list[dict[str, Any]] = field(default_factory=list)
+    checked_at: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """True when every example gave its expected result and the screen found nothing."""
+        return all(test["passed"] for test in self.tests) and not self.static_findings
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as written to review.json and printed by the CLI."""
+        return {
+            "pen_id": self.pen_id,
+            "passed": self.passed,
+            "tests": self.tests,
+            "static_findings": self.static_findings,
+            "checked_at": self.checked_at,
+        }
+
+
+@dataclass
+class ReviewOutcome:
+    """The reviewer's verdict and where the tool went."""
+
+    pen_id: str
+    state: str
+    location: str
+    report: ReviewReport
+    error: ShareRejected | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as `slotrelay pen review --json` prints it."""
+        body: dict[str, Any] = {
+            "pen_id": self.pen_id,
+            "state": self.state,
+            "location": self.location,
+            "review": self.report.to_json(),
+        }
+        if self.error is not None:
+            body.update(self.error.to_json())
+        return body
+
+
+def _inbox(root: str | Path, pen_id: str) -> Path:
+    return store.registry_dir(root, "inbox", pen_id)
+
+
+def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> ReviewReport:
+    """Run a shared pen's test examples and static screen, and move it to `reviewed`.
+
+    Parameters:
+        root: the pen's root folder.
+        pen_id: a pen in state `shared`.
+        backend: the sandbox backend (None: the sandbox's default).
+
+    Returns:
+        The report (also written to `review.json` in the inbox folder).
+
+    Raises:
+        PenNotFound: no such pen or its inbox folder is incomplete.
+        IllegalTransition: the pen is not `shared`.
+        InvalidPenRequest: the manifest does not satisfy its schema.
+        SandboxStartFailed: (MPP-E002) the sandbox could not run the examples.
+    """
+    from slotrelay import sandbox
+    from slotrelay.sandbox.errors import SandboxError
+
+    log = AuditLog(root)
+    state = require_state(log, pen_id)
+    if state != "shared":
+        transition(log, pen_id, "reviewed")  # raises IllegalTransition naming the state
+    folder = _inbox(root, pen_id)
+    manifest = store.read_json(folder / "manifest.json")
+    validate_manifest(manifest)
+    request = PenRequest.model_validate(store.read_json(folder / "request.json"))
+    options = request.options.sandbox
+    code = store.read_json(folder / "output.json")["code"]
+    report = ReviewReport(pen_id=pen_id, checked_at=now_iso())
+    limits = sandbox_limits_for(request)
+    for index, example in enumerate(manifest["test_examples"]):
+        try:
+            result = sandbox.run(
+                code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend
+            )
+        except SandboxError as exc:
+            raise SandboxStartFailed(
+                f"the sandbox could not run test example {index}: {exc.message}"
+            ) from exc
+        got = result.result
+        report.tests.append(
+            {
+                "index": index,
+                "status": result.status,
+                "expected": example["expected"],
+                "got": got,
+                "passed": result.status == "success" and got == example["expected"],
+                "violations": [violation.model_dump() for violation in result.violations],
+            }
+        )
+    report.static_findings = [finding.to_json() for finding in screen_code(code, options.lang, options)]
+    store.write_json(folder / "review.json", report.to_json())
+    transition(log, pen_id, "reviewed", persona_id=manifest["persona_id"], passed=report.passed)
+    return report
+
+
+def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "reviewer") -> ReviewOutcome:
+    """Record a reviewer's verdict on a reviewed pen and move its folder.
+
+    Parameters:
+        root: the pen's root folder.
+        pen_id: a pen in state `reviewed`.
+        answer: accept, reject or observation.
+        reviewer: who decided (recorded).
+
+    Returns:
+        The outcome; on reject, `error` is the MPP-E006 sent to the persona.
+
+    Raises:
+        IllegalTransition: the pen is not `reviewed`.
+        InvalidPenRequest: an unknown verdict, or accept of a tool whose checks failed.
+    """
+    if answer not in VERDICT_STATE:
+        raise InvalidPenRequest(f"verdict {answer!r} is not one of accept, reject, observation")
+    persona_id, _, _ = parse_pen_id(pen_id)
+    log = AuditLog(root)
+    target = VERDICT_STATE[answer]
+    with log.locked():
+        state = require_state(log, pen_id)
+        if state != "reviewed":
+            transition(log, pen_id, target)  # raises IllegalTransition naming the state
+        folder = _inbox(root, pen_id)
+        report_json = store.read_json(folder / "review.json")
+        report = ReviewReport(
+            pen_id=pen_id,
+            tests=report_json["tests"],
+            static_findings=report_json["static_findings"],
+            checked_at=report_json["checked_at"],
+        )
+        if answer == "accept" and not report.passed:
+            raise InvalidPenRequest(
+                f"pen {pen_id} cannot be accepted: its review checks failed (see {folder / 'review.json'})"
+            )
+        location = store.move_dir(folder, store.registry_dir(root, target, pen_id))
+        record = transition(
+            log,
+            pen_id,
+            target,
+            persona_id=persona_id,
+            reviewer=reviewer,
+            location=str(location),
+            error_code=ShareRejected.code if answer == "reject" else None,
+        )
+        error: ShareRejected | None = None
+        if answer == "reject":
+            error = ShareRejected(
+                f"the registry review rejected {pen_id} (checks {'passed' if report.passed else 'failed'})",
+                details={"reviewer": reviewer, "review": str(location / "review.json")},
+            )
+            error.audit = {"syslog_id": record["syslog_id"], "pen_id": pen_id}
+            store.write_json(
+                store.notice_path(root, persona_id, pen_id), {**error.to_json(), "at": now_iso()}
+            )
+    return ReviewOutcome(pen_id=pen_id, state=target, location=str(location), report=report, error=error)
+
+
+def review(
+    root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "reviewer", backend: str | None = None
+) -> ReviewOutcome:
+    """Check a shared pen (if not checked yet) and apply the verdict, as `slotrelay pen review` does.
+
+    Raises:
+        PenNotFound, IllegalTransition, InvalidPenRequest, SandboxStartFailed: as `check` and `verdict`.
+    """
+    if require_state(AuditLog(root), pen_id) == "shared":
+        check(root, pen_id, backend=backend)
+    return verdict(root, pen_id, answer, reviewer=reviewer)

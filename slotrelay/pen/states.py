@@ -1,0 +1,100 @@
+"""The state machine of MPP-001 section 5, enforced.
+
+    draft -> executing -> completed -> erased
+                                    -> kept      (private)
+                                    -> shared    (registry inbox) -> reviewed -> accepted
+                                                                               -> rejected
+                                                                               -> observation
+
+A pen's state is not stored beside its files: it is the target of the last `transition` record about
+it in the audit log, so an erased pen still has one and every change is recorded. A change the
+diagram does not allow raises `IllegalTransition` and records nothing. Check and append happen
+under the log's lock, so two deciders cannot both move the same pen.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from slotrelay.pen.audit import AuditLog
+from slotrelay.pen.errors import IllegalTransition, PenNotFound
+
+State = Literal[
+    "draft",
+    "executing",
+    "completed",
+    "erased",
+    "kept",
+    "shared",
+    "reviewed",
+    "accepted",
+    "rejected",
+    "observation",
+]
+
+TRANSITIONS: dict[str | None, frozenset[str]] = {
+    None: frozenset({"draft"}),
+    "draft": frozenset({"executing"}),
+    "executing": frozenset({"completed"}),
+    "completed": frozenset({"erased", "kept", "shared"}),
+    "shared": frozenset({"reviewed"}),
+    "reviewed": frozenset({"accepted", "rejected", "observation"}),
+}
+FINAL_ACTION_STATE: dict[str, State] = {"erase": "erased", "keep": "kept", "share": "shared"}
+
+
+def current_state(log: AuditLog, pen_id: str) -> str | None:
+    """The state of a pen according to the audit log.
+
+    Parameters:
+        log: the audit log under the pen's root.
+        pen_id: the pen.
+
+    Returns:
+        The last state it moved to, or None when the log has no transition for it.
+    """
+    state: str | None = None
+    for record in log.records():
+        if record.get("pen_id") == pen_id and record.get("event") == "transition":
+            state = record.get("to")
+    return state
+
+
+def require_state(log: AuditLog, pen_id: str) -> str:
+    """The state of a pen that must exist.
+
+    Raises:
+        PenNotFound: when the log has no record of the pen.
+    """
+    state = current_state(log, pen_id)
+    if state is None:
+        raise PenNotFound(f"no pen {pen_id!r} in the audit log {log.path}")
+    return state
+
+
+def transition(log: AuditLog, pen_id: str, target: State, **fields: Any) -> dict[str, Any]:
+    """Move a pen to `target` if section 5 allows it from its current state, and record it.
+
+    Parameters:
+        log: the audit log under the pen's root.
+        pen_id: the pen.
+        target: the state to move to.
+        **fields: more content for the transition record (persona_id, final_action, by, ...).
+
+    Returns:
+        The transition record.
+
+    Raises:
+        IllegalTransition: when the current state does not lead to `target`; nothing is recorded.
+    """
+    with log.locked():
+        state = current_state(log, pen_id)
+        allowed = TRANSITIONS.get(state, frozenset())
+        if target not in allowed:
+            where = f"is {state}" if state else "does not exist yet"
+            raise IllegalTransition(
+                f"pen {pen_id} {where}: it cannot become {target} "
+                f"(allowed next: {', '.join(sorted(allowed)) or 'none, it is final'})",
+                details={"pen_id": pen_id, "from": state, "to": target},
+            )
+        return log.append("transition", pen_id=pen_id, **{"from": state, "to": target}, **fields)

@@ -1,0 +1,467 @@
+"""`pen.write` step by step: begin, screen, generate, screen the code, execute, suggest, stage, decide.
+
+Each step is a plain function over a `PenRun`, so the CLI runs them in a row (`write`) and the
+`pen-write` Prefect flow runs each as a task, with a pause before `decide` when a person decides.
+Whatever step fails, `fail` destroys what the run produced and appends the call's audit record, so
+every call, erased or failed, leaves exactly one `call` record (plus its state transitions).
+Timings are kept per phase (screening, model, sandbox, persistence) for the overhead bench.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from slotrelay.pen import store
+from slotrelay.pen.audit import AuditLog, now_iso, sha256_text
+from slotrelay.pen.codegen import generate_code
+from slotrelay.pen.errors import (
+    ExecutionTimedOut,
+    InvalidPenRequest,
+    PenError,
+    PermissionViolation,
+    SandboxStartFailed,
+)
+from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
+from slotrelay.pen.manifest import build_manifest
+from slotrelay.pen.model_client import ChatClient, ModelSettings
+from slotrelay.pen.models import (
+    FILE_SUFFIX,
+    Action,
+    AuditRef,
+    Execution,
+    PenOutput,
+    PenRequest,
+    parse_request,
+)
+from slotrelay.pen.policy import Decision, decide, load_policy
+from slotrelay.pen.screening import screen_intent
+from slotrelay.pen.states import FINAL_ACTION_STATE, require_state, transition
+from slotrelay.pen.static_screen import enforce_screen
+from slotrelay.pen.suggest import suggest
+
+# Sandbox violations that mean "tried to reach a forbidden resource" (MPP-E005); memory and output
+# caps are limits the run hit, reported as an execution error instead.
+ACCESS_VIOLATIONS = frozenset({"network", "fs"})
+
+
+@dataclass
+class PenRun:
+    """Everything one `pen.write` call has produced so far."""
+
+    root: Path
+    request: PenRequest
+    pen_id: str
+    intent_hash: str
+    started_at: str
+    code: str | None = None
+    execution: Execution | None = None
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    suggestion: Action | None = None
+    suggestion_source: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def persona_id(self) -> str:
+        """The persona holding the pen."""
+        return self.request.context.persona_id
+
+    @property
+    def log(self) -> AuditLog:
+        """The audit log under the run's root."""
+        return AuditLog(self.root)
+
+    @property
+    def code_hash(self) -> str | None:
+        """sha256 of the code, once there is code."""
+        return sha256_text(self.code) if self.code is not None else None
+
+    def output(self, syslog_id: str) -> PenOutput:
+        """The section 2 output object (once the run has completed)."""
+        if self.code is None or self.execution is None or self.suggestion is None:
+            raise PenError(f"pen {self.pen_id} has not completed: no output yet")
+        return PenOutput(
+            pen_id=self.pen_id,
+            code=self.code,
+            lang=self.request.options.sandbox.lang,
+            execution=self.execution,
+            suggestion=self.suggestion,
+            audit=AuditRef(syslog_id=syslog_id, intent_hash=self.intent_hash, code_hash=self.code_hash),
+        )
+
+
+@dataclass
+class PenOutcome:
+    """What `write` and `decide` hand back: the output and what became of the pen."""
+
+    output: PenOutput
+    state: str
+    final_action: Action | None
+    decided_by: str
+    location: str | None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The seed's output object, plus `decision` (final action, state, where the files are)."""
+        return {
+            **self.output.model_dump(mode="json"),
+            "decision": {
+                "final_action": self.final_action,
+                "state": self.state,
+                "decided_by": self.decided_by,
+                "location": self.location,
+            },
+        }
+
+
+@contextmanager
+def _timed(run: PenRun, phase: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        run.timings[phase] = run.timings.get(phase, 0.0) + (time.perf_counter() - start) * 1000
+
+
+def begin(request: Any, *, root: str | Path) -> PenRun:
+    """Validate the request, allocate a pen_id and record the pen as a draft.
+
+    Parameters:
+        request: the section 1 input (dict or `PenRequest`).
+        root: the pen's root folder.
+
+    Returns:
+        The run.
+
+    Raises:
+        InvalidPenRequest: the request breaks the contract (nothing is recorded: there is no pen yet).
+    """
+    parsed = parse_request(request)
+    run = PenRun(
+        root=Path(root),
+        request=parsed,
+        pen_id="",
+        intent_hash=sha256_text(parsed.intent),
+        started_at=now_iso(),
+    )
+    with _timed(run, "persistence"):
+        run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
+        transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
+    return run
+
+
+def screen(run: PenRun) -> None:
+    """Screen the intent (MPP-E001 on refusal; nothing has reached the model)."""
+    with _timed(run, "screening"):
+        screen_intent(run.request.intent)
+
+
+def generate(run: PenRun, client: ChatClient) -> str:
+    """Ask the code model for the program (MPP-E003 on failure)."""
+    with _timed(run, "model"):
+        run.code = generate_code(client, run.request)
+    return run.code
+
+
+def screen_code(run: PenRun) -> None:
+    """Screen the code statically (MPP-E005 before it runs)."""
+    with _timed(run, "screening"):
+        enforce_screen(_code(run), run.request.options.sandbox.lang, run.request.options.sandbox)
+
+
+def _code(run: PenRun) -> str:
+    if run.code is None:
+        raise PenError(f"pen {run.pen_id} has no code yet")
+    return run.code
+
+
+def sandbox_limits_for(request: PenRequest) -> Any:
+    """The sandbox's limits for a request's options.
+
+    Raises:
+        InvalidPenRequest: when the sandbox refuses the options (e.g. an IP address in network.allow).
+    """
+    from slotrelay.sandbox.limits import SandboxLimits
+
+    options = request.options.sandbox.model_dump(mode="json", exclude={"lang"})
+    try:
+        return SandboxLimits.model_validate(options)
+    except ValidationError as exc:
+        raise InvalidPenRequest(f"options.sandbox: {exc.errors()[0]['msg']}") from exc
+
+
+def execute(run: PenRun, *, backend: str | None = None) -> Execution:
+    """Run the code in the sandbox and move the pen through executing to completed.
+
+    Parameters:
+        run: a run whose code passed the static screen.
+        backend: the sandbox backend ("docker", "bwrap"; None: the sandbox's default).
+
+    Returns:
+        The execution (status success or error).
+
+    Raises:
+        SandboxStartFailed: (MPP-E002) no backend could start the code.
+        ExecutionTimedOut: (MPP-E004) killed at timeout_ms.
+        PermissionViolation: (MPP-E005) the sandbox refused a network or file access.
+    """
+    from slotrelay import sandbox
+    from slotrelay.sandbox.errors import SandboxError
+
+    code = _code(run)
+    options = run.request.options.sandbox
+    limits = sandbox_limits_for(run.request)
+    with _timed(run, "persistence"):
+        transition(run.log, run.pen_id, "executing", persona_id=run.persona_id, code_hash=run.code_hash)
+    with _timed(run, "sandbox"):
+        try:
+            result = sandbox.run(
+                code,
+                lang=options.lang,
+                limits=limits,
+                inputs=run.request.context.upstream_inputs,
+                backend=backend,
+            )
+        except SandboxError as exc:
+            raise SandboxStartFailed(
+                f"the sandbox could not start the code: {exc.message}", details={"sandbox_error": exc.code}
+            ) from exc
+    violations = [violation.model_dump() for violation in result.violations]
+    run.sandbox = {
+        "backend": result.backend,
+        "exit_code": result.exit_code,
+        "violations": violations,
+        "truncated": result.truncated.model_dump(),
+    }
+    if result.status == "timeout" or any(v["kind"] == "timeout" for v in violations):
+        raise ExecutionTimedOut(
+            f"the program ran past timeout_ms={options.timeout_ms} and was killed",
+            details={"duration_ms": result.duration_ms, "stderr_tail": result.stderr[-500:]},
+        )
+    access = [v for v in violations if v["kind"] in ACCESS_VIOLATIONS]
+    if access:
+        raise PermissionViolation(
+            "the sandbox refused: " + "; ".join(v["detail"] for v in access),
+            details={"stage": "runtime", "violations": access},
+        )
+    run.execution = Execution(
+        status=result.status,
+        stdout=result.stdout,
+        stderr=result.stderr,
+        result=_shell_result(result.result, result.stdout) if options.lang == "shell" else result.result,
+        duration_ms=result.duration_ms,
+    )
+    with _timed(run, "persistence"):
+        transition(
+            run.log, run.pen_id, "completed", persona_id=run.persona_id, execution_status=result.status
+        )
+    return run.execution
+
+
+def _shell_result(result: Any, stdout: str) -> Any:
+    # Shell scripts have no return value: by the pen's convention the last stdout line is the result.
+    if result is not None:
+        return result
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if not lines:
+        return None
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return None
+
+
+def suggest_action(run: PenRun, client: ChatClient | None) -> Action:
+    """The pen's suggestion, from the model or the rule."""
+    if run.execution is None:
+        raise PenError(f"pen {run.pen_id} has not run yet")
+    with _timed(run, "model"):
+        run.suggestion, run.suggestion_source = suggest(client, run.request, run.execution)
+    return run.suggestion
+
+
+def persona_decision(run: PenRun) -> Decision:
+    """What the persona's policy decides for this run (action None: a person decides)."""
+    if run.execution is None or run.suggestion is None:
+        raise PenError(f"pen {run.pen_id} has no suggestion yet")
+    policy = load_policy(run.root, run.persona_id)
+    return decide(policy, run.suggestion, run.execution, run.request.options.persist_hint)
+
+
+def stage(run: PenRun) -> Path:
+    """Write the completed pen to its staging folder, where it waits for the decision."""
+    folder = store.staging_dir(run.root, run.pen_id)
+    with _timed(run, "persistence"):
+        output = run.output(syslog_id="pending")
+        store.write_text(folder / f"code.{FILE_SUFFIX[output.lang]}", output.code)
+        store.write_json(folder / "request.json", run.request.model_dump(mode="json"))
+        store.write_json(
+            folder / "execution.json", {**output.execution.model_dump(mode="json"), "sandbox": run.sandbox}
+        )
+        store.write_json(folder / "output.json", output.model_dump(mode="json"))
+    return folder
+
+
+def record_call(run: PenRun, decision: Decision | None, *, error: PenError | None = None) -> AuditRef:
+    """Append the call's audit record (one per call, failed or not) and return its reference."""
+    with _timed(run, "persistence"):
+        record = run.log.append(
+            "call",
+            pen_id=run.pen_id,
+            persona_id=run.persona_id,
+            intent_hash=run.intent_hash,
+            code_hash=run.code_hash,
+            started_at=run.started_at,
+            ended_at=now_iso(),
+            status=error.code if error else "completed",
+            error_message=error.message if error else None,
+            execution_status=run.execution.status if run.execution else None,
+            suggestion=run.suggestion,
+            suggestion_source=run.suggestion_source,
+            final_action=decision.action if decision else None,
+            decided_by=decision.decided_by if decision else None,
+        )
+    return AuditRef(syslog_id=record["syslog_id"], intent_hash=run.intent_hash, code_hash=run.code_hash)
+
+
+def fail(run: PenRun, error: PenError) -> PenError:
+    """Destroy what a failed run produced, record the call, and return the error with its audit ref."""
+    store.erase_dir(store.staging_dir(run.root, run.pen_id))
+    error.audit = record_call(run, None, error=error).model_dump()
+    return error
+
+
+def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by: str) -> PenOutcome:
+    """Carry out a final action on a completed pen: erase, keep or share its staged files.
+
+    Parameters:
+        root: the pen's root folder.
+        pen_id: the pen.
+        action: erase, keep or share.
+        decided_by: who decided (recorded in the transition).
+
+    Returns:
+        The outcome, with where the files went (None after erase).
+
+    Raises:
+        PenNotFound: no such pen, or its staged files are gone.
+        IllegalTransition: the pen is not completed (already decided, or it failed before completing).
+        InvalidPenRequest: share of a run whose result does not make a valid manifest.
+    """
+    if action not in FINAL_ACTION_STATE:
+        raise InvalidPenRequest(f"final action {action!r} is not one of erase, keep, share")
+    persona_id, _, _ = parse_pen_id(pen_id)
+    log = AuditLog(root)
+    folder = store.staging_dir(root, pen_id)
+    with log.locked():
+        state = require_state(log, pen_id)
+        if state != "completed":
+            transition(log, pen_id, FINAL_ACTION_STATE[action])  # raises IllegalTransition with the states
+        output = PenOutput.model_validate(store.read_json(folder / "output.json"))
+        location: Path | None
+        if action == "erase":
+            store.erase_dir(folder)
+            location = None
+        elif action == "keep":
+            location = store.move_dir(folder, store.private_dir(root, persona_id, pen_id))
+        else:
+            request = PenRequest.model_validate(store.read_json(folder / "request.json"))
+            store.write_json(folder / "manifest.json", build_manifest(request, output))
+            location = store.move_dir(folder, store.registry_dir(root, "inbox", pen_id))
+        target = FINAL_ACTION_STATE[action]
+        transition(
+            log,
+            pen_id,
+            target,
+            persona_id=persona_id,
+            final_action=action,
+            decided_by=decided_by,
+            location=str(location) if location else None,
+        )
+    return PenOutcome(
+        output=output,
+        state=target,
+        final_action=action,
+        decided_by=decided_by,
+        location=str(location) if location else None,
+    )
+
+
+def write(
+    request: Any,
+    *,
+    root: str | Path,
+    model: ModelSettings,
+    backend: str | None = None,
+) -> PenOutcome:
+    """`pen.write`: from an intent to a run, a suggestion and the persona's decision.
+
+    Parameters:
+        request: the section 1 input (dict or `PenRequest`).
+        root: the pen's root folder (persona brains, module registry, audit log).
+        model: the code model's endpoint.
+        backend: the sandbox backend (None: the sandbox's default).
+
+    Returns:
+        The outcome. When the persona's policy asks a person, the pen stays completed and staged,
+        `final_action` is None, and `decide` finishes it later.
+
+    Raises:
+        InvalidPenRequest: the request breaks the contract.
+        PenError: MPP-E001..E005, each carrying `audit` (the call's audit reference).
+    """
+    run = begin(request, root=root)
+    with ChatClient(model) as client:
+        try:
+            screen(run)
+            generate(run, client)
+            screen_code(run)
+            execute(run, backend=backend)
+            suggest_action(run, client)
+            decision = persona_decision(run)
+            stage(run)
+        except PenError as error:
+            raise fail(run, error) from None
+    return finish(run, decision)
+
+
+def finish(run: PenRun, decision: Decision) -> PenOutcome:
+    """Carry out the decision when there is one (a person decides later otherwise) and record the call.
+
+    Raises:
+        PenError: carrying out the decision failed (e.g. a share whose manifest is invalid); the
+            pen's files are destroyed and the call is recorded with the error.
+    """
+    if decision.action is None:
+        ref = record_call(run, decision)
+        output = run.output(ref.syslog_id)
+        folder = store.staging_dir(run.root, run.pen_id)
+        with _timed(run, "persistence"):
+            store.write_json(folder / "output.json", output.model_dump(mode="json"))
+        return PenOutcome(
+            output=output,
+            state="completed",
+            final_action=None,
+            decided_by="person (pending)",
+            location=str(folder),
+            timings=run.timings,
+        )
+    try:
+        with _timed(run, "persistence"):
+            outcome = apply_decision(run.root, run.pen_id, decision.action, decided_by=decision.decided_by)
+    except PenError as error:
+        raise fail(run, error) from None
+    ref = record_call(run, decision)
+    outcome.output = run.output(ref.syslog_id)
+    if outcome.location is not None:
+        with _timed(run, "persistence"):
+            store.write_json(Path(outcome.location) / "output.json", outcome.output.model_dump(mode="json"))
+    outcome.timings = run.timings
+    return outcome

@@ -1,0 +1,132 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for the pen's tests, with scripted replies.
+
+Each request pops the next scripted `Reply` (status, JSON or raw body, delay, headers); when the
+script is empty, code requests get `default_code` in a fenced block and suggestion requests get
+`suggestion`. Every request body is kept in `requests`, so a test can check what reached the model.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SUM_CODE = "def main(inputs):\n    return {'total': sum(inputs['numbers'])}\n"
+
+
+@dataclass
+class Reply:
+    """One scripted answer."""
+
+    status: int = 200
+    body: Any = None
+    raw: bytes | None = None
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def completion(
+    content: str | None, *, finish_reason: str = "stop", refusal: str | None = None
+) -> dict[str, Any]:
+    """A chat-completions body with one choice."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal is not None:
+        message["refusal"] = refusal
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "model": "stub-coder",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+
+
+def code_reply(code: str, lang: str = "python") -> Reply:
+    """A reply with the code in a fenced block, with a line of prose around it."""
+    return Reply(body=completion(f"Here is the program:\n```{lang}\n{code}```\nIt returns the result."))
+
+
+class StubModel:
+    """The server; use as a context manager. `base_url` ends in /v1."""
+
+    def __init__(self) -> None:
+        self.script: list[Reply] = []
+        self.requests: list[dict[str, Any]] = []
+        self.default_code = SUM_CODE
+        self.suggestion = "keep"
+        self.lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with stub.lock:
+                    stub.requests.append(
+                        {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                    )
+                    reply = stub.script.pop(0) if stub.script else stub.default_reply(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json" if reply.raw is None else "text/html")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The API root, as SLOTRELAY_MODEL_BASE_URL takes it."""
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def default_reply(self, body: dict[str, Any]) -> Reply:
+        """Code for code requests, the configured word for suggestion requests."""
+        system = body["messages"][0]["content"]
+        if "Answer with exactly one word" in system:
+            return Reply(body=completion(self.suggestion))
+        lang = "python"
+        for candidate in ("node", "shell"):
+            if f"self-contained {candidate} program" in system:
+                lang = {"node": "javascript", "shell": "bash"}[candidate]
+        return code_reply(self.default_code, lang)
+
+    def code_requests(self) -> list[dict[str, Any]]:
+        """The requests that asked for code (not for a suggestion)."""
+        return [
+            r
+            for r in self.requests
+            if "Answer with exactly one word" not in r["body"]["messages"][0]["content"]
+        ]
+
+    def reset(self) -> None:
+        """Forget the script and the requests, back to the default replies."""
+        with self.lock:
+            self.script.clear()
+            self.requests.clear()
+            self.default_code = SUM_CODE
+            self.suggestion = "keep"
+
+    def __enter__(self) -> StubModel:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
