@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 
 from slotrelay.commands import mcp as mcp_commands
+from slotrelay.commands import server as server_commands
 
 app = typer.Typer(
     name="slotrelay",
@@ -18,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(mcp_commands.app, name="mcp")
+app.add_typer(server_commands.app)
 
 
 @app.callback()

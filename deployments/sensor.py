@@ -1,0 +1,114 @@
+"""The Prefect side of the sensor: how a routed target becomes a run of the chain's deployment.
+
+The core sensor (`slotrelay.routing_sensor`) decides WHAT runs; `DeploymentStarter` is the action it
+is given to start one run, through the Prefect API: a flow run created from the chain's deployment
+with parameters `chain_path`, `start_nodes` and `stop_at_external=True`, and the ledger's batch id as
+the idempotency key, so a request repeated after a crash returns the run already created.
+
+Why a direct API call and not an event with a deployment trigger (bench/routing_latency.py measures
+both): the call returns the run it created, so the ledger can record it; the event is fire-and-forget,
+the OSS server drops events past its 10,000-message queue under bursts, and a trigger whose template
+names a missing event field silently creates no run. `emit_routed_event` is kept for the bench.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+CHAIN_FLOW_NAME = "chain"
+ROUTED_EVENT = "slotrelay.route.fired"
+
+
+def chain_deployment_name(chain_id: str) -> str:
+    """The served deployment of a chain: `<chain_id>` under the flow `chain`."""
+    return chain_id
+
+
+@dataclass(frozen=True)
+class ChainTarget:
+    """Where the runs of one chain go: its deployment (`flow/deployment`), chain file and slots root."""
+
+    deployment: str
+    chain_path: Path
+    slots_root: Path | None = None
+
+
+class DeploymentStarter:
+    """`start_run(chain_id, start_nodes, idempotency_key) -> flow_run_id` on a Prefect API.
+
+    One synchronous client is kept for the sensor's lifetime (the coalescer calls from one thread),
+    and each deployment id is looked up once.
+
+    Parameters:
+        targets: chain_id -> its deployment and chain file.
+    """
+
+    def __init__(self, targets: dict[str, ChainTarget]) -> None:
+        self._targets = targets
+        self._ids: dict[str, UUID] = {}
+        self._client = None
+        self._lock = threading.Lock()
+
+    def _client_and_id(self, deployment: str):
+        from prefect.client.orchestration import get_client
+
+        if self._client is None:
+            self._client = get_client(sync_client=True)
+            self._client.__enter__()
+        if deployment not in self._ids:
+            self._ids[deployment] = self._client.read_deployment_by_name(deployment).id
+        return self._client, self._ids[deployment]
+
+    def __call__(self, chain_id: str, start_nodes: list[str], idempotency_key: str) -> str:
+        """Create one flow run of the chain's deployment beginning at `start_nodes`; returns its id."""
+        target = self._targets[chain_id]
+        with self._lock:
+            client, deployment_id = self._client_and_id(target.deployment)
+            run = client.create_flow_run_from_deployment(
+                deployment_id,
+                parameters={
+                    "chain_path": str(target.chain_path),
+                    "start_nodes": list(start_nodes),
+                    "slots_root": str(target.slots_root) if target.slots_root else None,
+                    "stop_at_external": True,
+                },
+                idempotency_key=idempotency_key,
+                tags=["slotrelay", "routed"],
+            )
+        return str(run.id)
+
+    def close(self) -> None:
+        """Close the API client."""
+        with self._lock:
+            if self._client is not None:
+                self._client.__exit__(None, None, None)
+                self._client = None
+
+
+def emit_routed_event(chain_id: str, chain_path: Path, start_nodes: list[str], idempotency_key: str) -> None:
+    """Emit the event a deployment trigger (`routed_trigger`) turns into a run (the bench's other path)."""
+    from prefect.events import emit_event
+
+    emit_event(
+        event=ROUTED_EVENT,
+        resource={"prefect.resource.id": f"slotrelay.chain.{chain_id}"},
+        payload={"chain_path": str(chain_path), "start_nodes": list(start_nodes), "batch_id": idempotency_key},
+    )
+
+
+def routed_trigger(chain_id: str):
+    """A deployment trigger creating a run from each `slotrelay.route.fired` event of one chain."""
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    return DeploymentEventTrigger(
+        expect={ROUTED_EVENT},
+        match={"prefect.resource.id": f"slotrelay.chain.{chain_id}"},
+        parameters={
+            "chain_path": "{{ event.payload.chain_path }}",
+            "start_nodes": {"__prefect_kind": "json", "value": "{{ event.payload.start_nodes | tojson }}"},
+            "stop_at_external": True,
+        },
+    )

@@ -1,0 +1,233 @@
+"""`slotrelay watch` and `slotrelay up`: the sensor on a Prefect API, and the whole local stack.
+
+`watch CHAIN.json ...` routes the chains' output slots as agents write them (watchdog, ledger,
+exactly once) and starts runs of each chain's deployment; unless `--no-serve`, it also serves those
+deployments in its own process, so `watch` against a server runs chains end to end on its own.
+
+`up [CHAIN.json ...]` starts a Prefect server with its UI on 127.0.0.1, runs `watch` for the chains
+in a child process, prints the UI address, and on one Ctrl-C stops everything it started: the watch
+process and every flow-run process under it, then the server and its process group, killing what
+does not stop in time (a worker has been seen ignoring SIGTERM for 70 s).
+
+Exit codes: 0 after a clean stop, 2 for a bad chain or option, 3 when no Prefect API answers or the
+server cannot start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.panel import Panel
+
+from slotrelay.chain.errors import ChainError
+
+app = typer.Typer()
+console = Console(stderr=True)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_CHAIN = PROJECT_ROOT / "examples" / "phase2" / "node_chain.json"
+LOCAL_API = "http://127.0.0.1:4200/api"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+STOP_GRACE_SECONDS = 10.0
+
+
+def _log_to_console() -> None:
+    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
+    for name in ("slotrelay", "slotrelay.sensor", "slotrelay.serve"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    logging.getLogger("slotrelay").addHandler(handler)
+
+
+def _load_routers(chains: list[Path], slots_root: Path | None):
+    from slotrelay.routing_sensor import ChainRouter
+
+    try:
+        return [ChainRouter(path, slots_root=slots_root) for path in chains]
+    except ChainError as bad:
+        console.print(f"[red]{bad}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _api_url() -> str:
+    from deployments.server import api_answers
+
+    url = os.environ.get("PREFECT_API_URL") or LOCAL_API
+    if not api_answers(url):
+        console.print(
+            f"[red]No Prefect API answers at {url}.[/red] Start one with `slotrelay up`, "
+            "or point PREFECT_API_URL at a running server."
+        )
+        raise typer.Exit(3)
+    os.environ["PREFECT_API_URL"] = url
+    return url
+
+
+@app.command("watch")
+def watch(
+    chains: Annotated[list[Path], typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
+    slots_root: Annotated[
+        Path | None, typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
+    ] = None,
+    no_serve: Annotated[
+        bool, typer.Option("--no-serve", help="Do not serve the deployments here: workers run them.")
+    ] = False,
+    deployment: Annotated[
+        str, typer.Option(help="With --no-serve: the deployment to run, `{chain_id}` filled in.")
+    ] = "chain/{chain_id}",
+    window: Annotated[float, typer.Option(help="Seconds routed targets wait to share one run.")] = 0.1,
+) -> None:
+    """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
+    _log_to_console()
+    routers = _load_routers(list(chains or []), slots_root)
+    url = _api_url()
+
+    from deployments.sensor import ChainTarget, DeploymentStarter
+    from deployments.serve import (
+        apply_all,
+        chain_deployment,
+        chain_flow_deployment_name,
+        generic_chain_deployment,
+        pen_deployments,
+        serve_until_stopped,
+    )
+    from slotrelay.routing_sensor import SlotSensor
+
+    served = []
+    if not no_serve:
+        served = [generic_chain_deployment(), *(chain_deployment(r.chain) for r in routers), *pen_deployments()]
+        apply_all(served)
+    targets = {
+        r.chain_id: ChainTarget(
+            chain_flow_deployment_name(r.chain_id) if not no_serve else deployment.format(chain_id=r.chain_id),
+            r.chain_path,
+            r.chain.work_dir if slots_root else None,
+        )
+        for r in routers
+    }
+    starter = DeploymentStarter(targets)
+    sensor = SlotSensor(routers, starter, window_seconds=window)
+    console.print(f"slotrelay watch: {len(routers)} chain(s) on {url}"
+                  + ("" if no_serve else f", serving {len(served)} deployment(s)"))
+    try:
+        if no_serve:
+            sensor.run_until_stopped()
+        else:
+            sensor.start()
+            serve_until_stopped(served)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sensor.stop()
+        starter.close()
+    console.print("slotrelay watch: stopped")
+
+
+def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -> None:
+    """Stop a child and all its descendants (found before signalling, as they may leave the group)."""
+    import psutil
+
+    try:
+        root = psutil.Process(process.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        process.wait()
+        return
+    try:
+        os.killpg(process.pid, first)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    # Whatever is still alive, including flow runs started in a session of their own, and their children.
+    late = [p for p in tree if p.is_running()]
+    for proc in list(late):
+        try:
+            late.extend(c for c in proc.children(recursive=True) if c not in late)
+        except psutil.NoSuchProcess:
+            continue
+    for proc in late:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _gone, alive = psutil.wait_procs(late, timeout=3)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=5)
+    if process.poll() is None:
+        process.wait()
+
+
+@app.command("up")
+def up(
+    chains: Annotated[list[Path], typer.Argument(help="Chain files to watch (default: the example chain).")] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
+    home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
+) -> None:
+    """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
+    if host not in LOOPBACK:
+        console.print(f"[red]--host {host}: slotrelay up binds loopback only; the Prefect server has no "
+                      "authentication. Put an authenticating proxy in front for remote use (README).[/red]")
+        raise typer.Exit(2)
+    chain_files = [p.resolve() for p in (chains or ([EXAMPLE_CHAIN] if EXAMPLE_CHAIN.exists() else []))]
+    _load_routers(chain_files, None)
+
+    from deployments.server import DEFAULT_HOME, ServerStartError, api_answers, start_server
+
+    if api_answers(f"http://{host}:{port}/api"):
+        console.print(f"[red]Something already answers on {host}:{port}; stop it or choose --port.[/red]")
+        raise typer.Exit(3)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    watcher: subprocess.Popen | None = None
+    try:
+        with console.status(f"starting the Prefect server on {host}:{port} ..."):
+            try:
+                server = start_server(host=host, port=port, home=home or DEFAULT_HOME)
+            except ServerStartError as failed:
+                console.print(f"[red]{failed}[/red]")
+                raise typer.Exit(3) from None
+        try:
+            watcher = subprocess.Popen(
+                [sys.executable, "-m", "slotrelay.cli", "watch", *map(str, chain_files)],
+                env={**os.environ, "PREFECT_API_URL": server.api_url},
+                stdin=subprocess.DEVNULL,
+                # Its own group: the terminal's Ctrl-C reaches `up` only, which stops the child in order.
+                start_new_session=True,
+            )
+            threading.Thread(target=lambda: (watcher.wait(), stop.set()), daemon=True).start()
+            console.print(Panel.fit(
+                f"Prefect UI  [bold]{server.ui_url}[/bold]\nAPI         {server.api_url}\n"
+                f"watching    {', '.join(map(str, chain_files)) or '(no chain)'}\n"
+                "Ctrl-C stops the server, the watcher and every run they started.",
+                title="slotrelay up",
+            ))
+            stop.wait()
+        finally:
+            with console.status("stopping ..."):
+                if watcher is not None:
+                    _stop_tree(watcher, signal.SIGINT, STOP_GRACE_SECONDS)
+                _stop_tree(server.process, signal.SIGTERM, STOP_GRACE_SECONDS)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
+        console.print(f"[red]slotrelay up: the watcher ended with exit code {watcher.returncode}[/red]")
+        raise typer.Exit(1)
+    console.print("slotrelay up: stopped")

@@ -1,0 +1,129 @@
+"""The deployment path on the session's real Prefect server: `slotrelay watch` runs a chain end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slotrelay.slots import read_slot
+
+from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes
+
+pytestmark = pytest.mark.prefect_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def relay_chain(folder: Path) -> Path:
+    """external `ask` -> python `work` -> external `review` -> python `publish`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sensor_work.py").write_text(WORK_MODULE)
+
+    def node(node_id: str, kind: str, with_input: bool) -> dict:
+        return {
+            "node_id": node_id,
+            "input_slot": {"slot_id": f"{node_id}-in", "path": f"slots/{node_id}_input.json"} if with_input else None,
+            "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
+            "capabilities": ["Write"],
+            "executor": {"kind": "external"} if kind == "external" else {"kind": "python", "callable": WORK_CALLABLE},
+        }
+
+    def route(a: str, b: str) -> dict:
+        return {"route_id": f"{a}-to-{b}", "from_node": a, "to_node": b,
+                "condition": {"field": "status", "operator": "equals", "value": "completed"}}
+
+    chain = {
+        "chain_id": "relay",
+        "nodes": [node("ask", "external", False), node("work", "python", True),
+                  node("review", "external", True), node("publish", "python", True)],
+        "routes": [route("ask", "work"), route("work", "review"), route("review", "publish")],
+    }
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain, indent=1))
+    return path
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def completed(path: Path) -> bool:
+    document = read_slot(path)
+    return bool(document) and document.get("status") == "completed"
+
+
+def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
+    from deployments.serve import apply_all, chain_deployment
+    from deployments.sensor import ChainTarget, DeploymentStarter
+    from slotrelay.chain import load_chain
+
+    chain = load_chain(relay_chain(tmp_path))
+    apply_all([chain_deployment(chain)])
+    starter = DeploymentStarter({"relay": ChainTarget("chain/relay", chain.source)})
+    try:
+        first = starter("relay", ["work"], "slotrelay-test-key-1")
+        again = starter("relay", ["work"], "slotrelay-test-key-1")
+        other = starter("relay", ["work"], "slotrelay-test-key-2")
+    finally:
+        starter.close()
+    assert first == again != other
+
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(first)
+        client.delete_flow_run(first)
+        client.delete_flow_run(other)
+    assert run.parameters == {"chain_path": str(chain.source), "start_nodes": ["work"],
+                              "slots_root": None, "stop_at_external": True}
+
+
+def test_watch_runs_a_chain_end_to_end_through_its_deployment(prefect_server, tmp_path):
+    chain = relay_chain(tmp_path / "relay")
+    slots = tmp_path / "relay" / "slots"
+    log = tmp_path / "watch.log"
+    with log.open("w") as handle:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain)],
+            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
+            stdout=handle, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        assert watch.poll() is None, log.read_text()
+
+        agent_writes(tmp_path / "relay", "ask", {"question": "ship it?"})
+        wait_for(lambda: completed(slots / "work_output.json"), 90, "`work` to run in a flow run")
+        assert read_slot(slots / "work_output.json")["data"] == {"seen": {"question": "ship it?"}, "stamped": True}
+        # The run stopped at the external `review`: its input is written, its output is the agent's to write.
+        assert read_slot(slots / "review_input.json")["data"]["stamped"] is True
+        assert not (slots / "review_output.json").exists()
+
+        agent_writes(tmp_path / "relay", "review", {"approved": True})
+        wait_for(lambda: completed(slots / "publish_output.json"), 90, "`publish` to run in a second flow run")
+    finally:
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(timeout=60)
+    assert code == 0, log.read_text()
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["relay"])))
+    assert sorted(r.parameters["start_nodes"][0] for r in runs) == ["publish", "work"]
+    assert {r.state.type.value for r in runs} == {"COMPLETED"}
+    ledger = [json.loads(line) for line in (tmp_path / "relay" / ".slotrelay-routing-ledger.jsonl").read_text().splitlines()]
+    assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == ["ask-to-work", "review-to-publish"]
+    assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == {str(r.id) for r in runs}
