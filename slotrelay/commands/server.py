@@ -74,7 +74,7 @@ def _api_url() -> str:
 
 @app.command("watch")
 def watch(
-    chains: Annotated[list[Path], typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
+    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
     slots_root: Annotated[
         Path | None, typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
     ] = None,
@@ -175,7 +175,7 @@ def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -
 
 @app.command("up")
 def up(
-    chains: Annotated[list[Path], typer.Argument(help="Chain files to watch (default: the example chain).")] = None,
+    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example chain).")] = None,
     host: Annotated[str, typer.Option(help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
     home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,

@@ -64,8 +64,8 @@ def completed(path: Path) -> bool:
 
 
 def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
-    from deployments.serve import apply_all, chain_deployment
     from deployments.sensor import ChainTarget, DeploymentStarter
+    from deployments.serve import apply_all, chain_deployment
     from slotrelay.chain import load_chain
 
     chain = load_chain(relay_chain(tmp_path))
