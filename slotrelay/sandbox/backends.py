@@ -1,0 +1,174 @@
+"""Choosing a sandbox backend, and `doctor`: which backends work here and why the others do not.
+
+The default order is docker, then bwrap (`SLOTRELAY_SANDBOX_BACKEND` or the `backend` argument
+pins one). Docker counts as usable for a language only when the daemon answers and that
+language's image for this checkout exists. Backends are opened once per process and closed at
+exit (the docker one owns a pool of containers). Where none works, `SandboxUnavailable` says
+why for each; code never runs unsandboxed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from slotrelay.sandbox import bwrap_backend, images
+from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
+from slotrelay.sandbox.limits import LANGUAGES, ExecutionResult, SandboxLimits
+
+BACKENDS = ("docker", "bwrap")
+BACKEND_VARIABLE = "SLOTRELAY_SANDBOX_BACKEND"
+POOL_SIZE_VARIABLE = "SLOTRELAY_SANDBOX_POOL_SIZE"
+
+
+class Backend(Protocol):
+    """What every backend offers."""
+
+    name: str
+
+    def run(self, code: str, *, lang: str, limits: SandboxLimits, inputs: Any) -> ExecutionResult: ...
+
+    def close(self) -> None: ...
+
+
+_opened: dict[str, Backend] = {}
+_images_seen: set[str] = set()
+_lock = threading.Lock()
+
+
+def _open(name: str) -> Backend:
+    if name in _opened:
+        return _opened[name]
+    if name == "docker":
+        from slotrelay.sandbox.docker_backend import DockerBackend
+
+        backend: Backend = DockerBackend(pool_size=int(os.environ.get(POOL_SIZE_VARIABLE, "2")))
+    else:
+        backend = bwrap_backend.BwrapBackend()
+    _opened[name] = backend
+    atexit.register(backend.close)
+    return backend
+
+
+def _usable_for(backend: Backend, lang: str) -> str | None:
+    """Why `backend` cannot run `lang` right now, or None when it can."""
+    if backend.name == "docker":
+        tag = images.image_tag(lang)
+        if tag not in _images_seen:
+            if backend.missing_image(lang):  # type: ignore[attr-defined]
+                return f"docker: image {tag} is missing (run `slotrelay sandbox build`)"
+            _images_seen.add(tag)
+        return None
+    found = bwrap_backend.problems(lang)
+    return "bwrap: " + "; ".join(found) if found else None
+
+
+def get_backend(name: str | None = None, *, lang: str = "python") -> Backend:
+    """The backend to run `lang` with: `name`, else `SLOTRELAY_SANDBOX_BACKEND`, else the first usable.
+
+    Raises:
+        SandboxRequestError: an unknown backend or language name.
+        SandboxUnavailable: the backend asked for (or every backend) cannot run `lang` here.
+    """
+    name = name or os.environ.get(BACKEND_VARIABLE) or None
+    if name is not None and name not in BACKENDS:
+        raise SandboxRequestError(f"backend: {name!r} is not one of {', '.join(BACKENDS)}")
+    if lang not in LANGUAGES:
+        raise SandboxRequestError(f"lang: {lang!r} is not one of {', '.join(LANGUAGES)}")
+    reasons = []
+    with _lock:
+        for candidate in [name] if name else BACKENDS:
+            try:
+                backend = _open(candidate)
+            except SandboxUnavailable as error:
+                reasons.append(error.message)
+                continue
+            reason = _usable_for(backend, lang)
+            if reason is None:
+                return backend
+            reasons.append(reason)
+    raise SandboxUnavailable(f"no sandbox can run {lang} code here: {'; '.join(reasons)}")
+
+
+@dataclass
+class BackendReport:
+    """One backend's answer in `doctor`."""
+
+    name: str
+    usable: bool
+    languages: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _docker_report() -> BackendReport:
+    import docker
+    import docker.errors
+
+    report = BackendReport(name="docker", usable=False)
+    try:
+        client = docker.from_env()
+        info = client.info()
+    except docker.errors.DockerException as error:
+        report.problems.append(
+            f"the daemon does not answer ({error}); start it with scripts/start-dockerd.sh"
+        )
+        return report
+    with client:
+        report.notes.append(
+            f"daemon {info.get('ServerVersion')} at {client.api.base_url}, storage {info.get('Driver')}, "
+            f"cgroup v{info.get('CgroupVersion', '1')}"
+        )
+        if info.get("Driver") == "vfs":
+            report.notes.append(
+                "vfs copies the whole image on every create: the pool hides it, but memory use grows"
+            )
+        if "name=seccomp" not in " ".join(info.get("SecurityOptions", [])):
+            report.problems.append("the daemon has no seccomp support")
+        missing = images.missing_images(client)
+        report.languages = [lang for lang in LANGUAGES if images.image_tag(lang) not in missing]
+        if missing:
+            report.problems.append(f"images missing: {', '.join(missing)} (run `slotrelay sandbox build`)")
+    report.usable = bool(report.languages) and not any("seccomp" in p for p in report.problems)
+    if not report.usable:
+        report.languages = []
+    report.notes.append("network allow-lists go through the host's egress proxy on a unix socket")
+    return report
+
+
+def _bwrap_report() -> BackendReport:
+    report = BackendReport(name="bwrap", usable=False, problems=bwrap_backend.problems())
+    if not report.problems:
+        probe = subprocess.run(
+            ["bwrap", "--unshare-all", "--unshare-user", "--ro-bind", "/usr", "/usr",
+             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--", "/usr/bin/true"],
+            capture_output=True, text=True, env={}, check=False,
+            user=bwrap_backend.NOBODY if os.geteuid() == 0 else None,
+        )  # fmt: skip
+        if probe.returncode != 0:
+            report.problems.append(f"bwrap cannot create namespaces here: {probe.stderr.strip()}")
+    if not report.problems:
+        report.usable = True
+        report.languages = [lang for lang in LANGUAGES if not bwrap_backend.problems(lang)]
+    report.notes += [
+        (
+            "memory is only an address-space limit (RLIMIT_AS), not a cgroup limit, and none for node "
+            "(V8 reserves more address space than it uses; its heap is capped with --max-old-space-size)"
+        ),
+        "processes are limited per uid (RLIMIT_NPROC), shared by every bwrap sandbox at once",
+        "no OOM report: a program over its memory limit sees allocation failures instead",
+    ]
+    return report
+
+
+def doctor() -> list[BackendReport]:
+    """Check each backend on this machine without running user code.
+
+    Returns:
+        One report per backend, in the default order.
+    """
+    return [_docker_report(), _bwrap_report()]

@@ -1,0 +1,240 @@
+"""The bwrap backend: the same limits without a daemon, for machines without Docker.
+
+Each run is one `bwrap` process: new user, pid, network, ipc, uts and cgroup namespaces, the
+host's /usr read-only with the usual merged-/usr links, /proc, a minimal /dev, a sized tmpfs
+at /tmp (fs "tmp"), allow_paths bound read-only, then / and /dev remounted read-only. Inside,
+the program runs as uid 65534 with slotrelay's seccomp filter (see `seccomp`); when slotrelay
+runs as root, bwrap itself is started as uid 65534 so the sandbox maps to nobody on the host.
+
+bwrap is started with an empty environment: its init is pid 1 inside, and its
+/proc/1/environ would otherwise show the caller's variables. rlimits bound the rest: files
+(nofile, fsize), processes (nproc: per uid, shared by all bwrap sandboxes, unlike Docker's
+per-container pids limit), CPU seconds, and memory as an address-space limit (RLIMIT_AS),
+which is weaker than a cgroup limit and is not applied to node (V8 reserves far more address
+space than it uses). `doctor` says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from slotrelay.sandbox import seccomp
+from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
+from slotrelay.sandbox.errors import SandboxUnavailable
+from slotrelay.sandbox.images import RUNTIME_DIR
+from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
+from slotrelay.sandbox.policy import admit_paths
+from slotrelay.sandbox.protocol import CappedCapture, decode_output, encode_request, new_marker
+
+NOBODY = 65534
+PYTHON = "/usr/bin/python3"
+NODE = "/usr/bin/node"
+EGRESS_MOUNT = "/run/slotrelay-egress"
+KILL_GRACE_S = 15.0
+
+
+def _runner(lang: str) -> list[str]:
+    if lang == "node":
+        return [NODE, "/opt/slotrelay/runner.js"]
+    return [PYTHON, "-I", "/opt/slotrelay/runner.py"]
+
+
+def problems(lang: str | None = None) -> list[str]:
+    """Why this machine cannot run bwrap sandboxes (for `lang`, or for any language); empty when it can."""
+    found = []
+    if shutil.which("bwrap") is None:
+        found.append("bwrap is not installed (apt-get install bubblewrap)")
+    if shutil.which("prlimit") is None:
+        found.append("prlimit is not installed (apt-get install util-linux)")
+    if os.uname().machine != "x86_64":
+        found.append(f"the seccomp filter is written for x86_64, not {os.uname().machine}")
+    wanted = {"node": [NODE]}.get(lang or "", [PYTHON]) if lang else [PYTHON]
+    for interpreter in wanted:
+        if not os.access(interpreter, os.X_OK):
+            found.append(f"{interpreter} is missing (the sandbox sees only the host's /usr)")
+    return found
+
+
+def _rlimits(limits: SandboxLimits, lang: str) -> list[str]:
+    """`prlimit` options binding bwrap and everything it starts (set before bwrap is exec'd)."""
+    file_limit = max(limits.tmp_mb, 1) << 20
+    cpu_seconds = math.ceil(limits.timeout_ms / 1000) + 1
+    options = [
+        "--nofile=256",
+        f"--fsize={file_limit}",
+        "--core=0",
+        f"--nproc={limits.pids}",
+        f"--cpu={cpu_seconds}",
+    ]
+    if lang != "node":
+        options.append(f"--as={limits.memory_mb << 20}")
+    return ["prlimit", *options, "--"]
+
+
+class BwrapBackend:
+    """Runs code under bubblewrap on this machine.
+
+    Raises:
+        SandboxUnavailable: bwrap, the seccomp architecture or the python interpreter is missing.
+    """
+
+    name = "bwrap"
+
+    def __init__(self) -> None:
+        found = problems()
+        if found:
+            raise SandboxUnavailable("bwrap: " + "; ".join(found))
+        self._filter = seccomp.bpf_program()
+
+    def close(self) -> None:
+        """Nothing to release: every run is its own process."""
+
+    def _command(
+        self, lang: str, limits: SandboxLimits, mounts: list, egress_dir: str | None, filter_fd: int
+    ) -> list[str]:
+        command = [
+            "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+            "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+            "--ro-bind", str(RUNTIME_DIR), "/opt/slotrelay",
+            "--proc", "/proc", "--dev", "/dev",
+        ]  # fmt: skip
+        if limits.tmp_mb:
+            command += ["--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        for mount in mounts:
+            command += ["--ro-bind", mount.source, mount.target]
+        environment = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+        runner = _runner(lang)
+        if egress_dir:
+            command += ["--ro-bind", egress_dir, EGRESS_MOUNT]
+            for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+                environment[name] = f"http://127.0.0.1:{SHIM_PORT}"
+            shim = [PYTHON, "-I", "/opt/slotrelay/egress_shim.py", f"{EGRESS_MOUNT}/egress.sock", "--"]
+            runner = shim + runner
+        for name, value in environment.items():
+            command += ["--setenv", name, value]
+        if lang == "node":
+            command += ["--setenv", "NODE_OPTIONS", f"--max-old-space-size={max(16, limits.memory_mb // 2)}"]
+        command += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp" if limits.tmp_mb else "/"]
+        command += ["--seccomp", str(filter_fd), "--", *runner]
+        return command
+
+    def run(self, code: str, *, lang: str, limits: SandboxLimits, inputs: Any) -> ExecutionResult:
+        """Run `code` in a fresh bwrap sandbox. See `slotrelay.sandbox.run` for the contract."""
+        found = problems(lang)
+        if found:
+            raise SandboxUnavailable("bwrap: " + "; ".join(found))
+        mounts, refused = admit_paths(limits.allow_paths)
+        if refused:
+            return ExecutionResult(status="error", exit_code=None, duration_ms=0, violations=refused,
+                                   backend=self.name, stderr="refused: " + "; ".join(v.detail for v in refused))  # fmt: skip
+        marker = new_marker()
+        request = encode_request(lang=lang, code=code, inputs=inputs, marker=marker)
+        egress_dir = None
+        proxy = None
+        if limits.allow_hosts:
+            egress_dir = tempfile.mkdtemp(prefix=f"{os.getpid()}-bwrap-")
+            os.chmod(egress_dir, 0o755)
+            proxy = EgressProxy(Path(egress_dir) / "egress.sock", limits.allow_hosts)
+            proxy.start()
+        try:
+            return self._run_process(lang, limits, mounts, egress_dir, request, marker, proxy)
+        finally:
+            if proxy is not None:
+                proxy.stop()
+            if egress_dir:
+                shutil.rmtree(egress_dir, ignore_errors=True)
+
+    def _run_process(self, lang, limits, mounts, egress_dir, request, marker, proxy) -> ExecutionResult:
+        filter_read, filter_write = os.pipe()
+        os.write(filter_write, self._filter)
+        os.close(filter_write)
+        as_root = os.geteuid() == 0
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(
+                [*_rlimits(limits, lang), *self._command(lang, limits, mounts, egress_dir, filter_read)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={},
+                pass_fds=(filter_read,),
+                start_new_session=True,
+                user=NOBODY if as_root else None,
+                group=NOBODY if as_root else None,
+                extra_groups=[] if as_root else None,
+                cwd="/",
+            )
+        finally:
+            os.close(filter_read)
+        stdout = CappedCapture(limits.stdout_max_bytes)
+        stderr = CappedCapture(limits.stderr_max_bytes)
+        readers = [_drain(process.stdout, stdout), _drain(process.stderr, stderr)]
+        _feed(process.stdin, request)
+        deadline = started + limits.timeout_ms / 1000
+        for reader in readers:
+            reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        timed_out = any(reader.is_alive() for reader in readers) or (
+            process.poll() is None and time.monotonic() >= deadline
+        )
+        if timed_out:
+            os.killpg(process.pid, signal.SIGKILL)
+        exit_code = process.wait(timeout=KILL_GRACE_S)
+        for reader in readers:
+            reader.join(timeout=KILL_GRACE_S)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        outcome = decode_output(stdout, stderr, marker)
+        violations = list(outcome.violations)
+        if timed_out:
+            violations.insert(
+                0, Violation(kind="timeout", detail=f"killed at the {limits.timeout_ms} ms deadline")
+            )
+        if proxy is not None:
+            violations += proxy.refusals()
+        status = "timeout" if timed_out else "success" if exit_code == 0 else "error"
+        return ExecutionResult(
+            status=status,
+            exit_code=exit_code if exit_code >= 0 else 128 - exit_code,
+            stdout=outcome.stdout,
+            stderr=outcome.stderr,
+            result=outcome.result,
+            duration_ms=duration_ms,
+            violations=violations,
+            backend=self.name,
+            truncated=Truncated(stdout=outcome.stdout_truncated, stderr=outcome.stderr_truncated),
+        )
+
+
+def _drain(pipe: IO[bytes], capture: CappedCapture) -> threading.Thread:
+    # Read to the end even past the cap: a reader that stops would block the program, not end it.
+    def drain() -> None:
+        with pipe:
+            while chunk := pipe.read1(65536):
+                capture.feed(chunk)
+
+    thread = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
+    thread.start()
+    return thread
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    def feed() -> None:
+        try:
+            with pipe:
+                pipe.write(data)
+        except OSError:
+            pass  # the program ended without reading all of its stdin
+
+    threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()

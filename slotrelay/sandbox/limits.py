@@ -1,0 +1,151 @@
+"""What a sandbox run may use (`SandboxLimits`) and what it reports back (`ExecutionResult`).
+
+`SandboxLimits` mirrors MPP-001 section 1 `options.sandbox` (timeout_ms, memory_mb, network,
+fs; `lang` is an argument of `run`), plus the limits the operator may tighten (pids, cpus,
+output caps). `ExecutionResult` is the seed's `execution` object plus what a caller needs to
+judge a run: the exit code, the limits it broke (`violations`), the backend and which output
+was cut.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+LANGUAGES = ("python", "node", "shell")
+
+# A DNS name, optionally with a port: letters, digits, hyphens, dots; "*." admits subdomains.
+_HOST = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*(:[0-9]{1,5})?$")
+
+
+class NetworkAllow(BaseModel):
+    """An egress allow-list: host names (optionally `host:port`, or `*.domain`) the program may reach.
+
+    Without a port, a host admits 80 (plain HTTP) and 443 (CONNECT). IP literals are refused:
+    the proxy checks names, so an address would bypass the list.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allow: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("allow")
+    @classmethod
+    def _hosts_by_name(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        checked = []
+        for entry in hosts:
+            host = entry.strip().lower()
+            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+            try:
+                ipaddress.ip_address(name.strip("[]"))
+            except ValueError:
+                pass
+            else:
+                raise ValueError(f"network.allow: {entry!r} is an IP address; list hosts by name")
+            if not _HOST.match(host):
+                raise ValueError(f"network.allow: {entry!r} is not a host name (host, host:port or *.domain)")
+            checked.append(host)
+        return tuple(checked)
+
+
+class FsAllowPaths(BaseModel):
+    """Host paths the program may read, mounted read-only at the same path; /tmp is writable too.
+
+    Each path is resolved to its real path and must lie inside a root the operator configured
+    (`SLOTRELAY_SANDBOX_ROOTS`); a path outside them is refused as a violation and nothing runs.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allow_paths: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("allow_paths")
+    @classmethod
+    def _absolute(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        for path in paths:
+            if not posixpath.isabs(path):
+                raise ValueError(f"fs.allow_paths: {path!r} is not an absolute path")
+        return tuple(posixpath.normpath(path) for path in paths)
+
+
+class SandboxLimits(BaseModel):
+    """The limits of one run. Defaults are the seed's (30 s, 512 MB, no network, a writable /tmp).
+
+    Parameters:
+        timeout_ms: wall-clock limit; at the deadline the sandbox is killed from outside.
+        memory_mb: memory limit, swap included; /tmp (a tmpfs) is sized inside it.
+        network: "none", or {"allow": [host, ...]} through the egress proxy.
+        fs: "none" (nothing writable), "tmp" (a sized tmpfs at /tmp) or {"allow_paths": [...]}.
+        pids: most processes and threads at once.
+        cpus: CPU share (1.0 = one core).
+        stdout_max_bytes: stdout kept; the rest is read and discarded, and marked truncated.
+        stderr_max_bytes: the same for stderr.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_ms: int = Field(default=30000, ge=50, le=3_600_000)
+    memory_mb: int = Field(default=512, ge=32, le=65536)
+    network: Literal["none"] | NetworkAllow = "none"
+    fs: Literal["none", "tmp"] | FsAllowPaths = "tmp"
+    pids: int = Field(default=64, ge=4, le=4096)
+    cpus: float = Field(default=1.0, gt=0, le=64)
+    stdout_max_bytes: int = Field(default=1 << 20, ge=0, le=64 << 20)
+    stderr_max_bytes: int = Field(default=256 << 10, ge=0, le=64 << 20)
+
+    @property
+    def tmp_mb(self) -> int:
+        """Size of the /tmp tmpfs: half the memory budget, because tmpfs pages count as memory."""
+        return 0 if self.fs == "none" else max(1, self.memory_mb // 2)
+
+    @property
+    def allow_hosts(self) -> tuple[str, ...]:
+        """The egress allow-list, empty when the network is off."""
+        return self.network.allow if isinstance(self.network, NetworkAllow) else ()
+
+    @property
+    def allow_paths(self) -> tuple[str, ...]:
+        """The host paths asked for, empty unless fs is an allow_paths object."""
+        return self.fs.allow_paths if isinstance(self.fs, FsAllowPaths) else ()
+
+
+ViolationKind = Literal["timeout", "memory", "output", "network", "fs", "result"]
+
+
+class Violation(BaseModel):
+    """A limit the run hit or a resource it was refused (the pen maps these to MPP-E004/E005)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ViolationKind
+    detail: str
+
+
+class Truncated(BaseModel):
+    """Which output streams were cut at their cap."""
+
+    stdout: bool = False
+    stderr: bool = False
+
+
+class ExecutionResult(BaseModel):
+    """What one sandbox run did.
+
+    `status` is "success" (exit code 0, within limits), "timeout" (killed at the deadline) or
+    "error" (any other end: a non-zero exit, an OOM kill, a refused request). `result` is the
+    program's structured return value by the language's convention (see `slotrelay.sandbox`).
+    """
+
+    status: Literal["success", "error", "timeout"]
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    result: Any = None
+    duration_ms: int
+    violations: list[Violation] = Field(default_factory=list)
+    backend: str
+    truncated: Truncated = Field(default_factory=Truncated)

@@ -1,0 +1,185 @@
+"""A pool of sandboxes created ahead of time and never started, one queue per container shape.
+
+Creating a container can take seconds (the vfs storage driver copies the whole image), so it
+never sits on the request path: `acquire` hands out a container created earlier and a
+background worker creates its replacement and removes used ones. A container is handed out
+once and never returns to the pool; a used one is only ever removed. When a shape has nothing
+ready, `acquire` creates one inline (a "cold" hand-out) and the worker warms that shape for
+next time. Shapes not asked for recently are evicted so the pool stays small.
+
+Key contracts: `acquire` never returns the same container twice; `close` removes every
+container the pool still holds, and waits for pending removals.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+Shape = TypeVar("Shape", bound=Hashable)
+Item = TypeVar("Item")
+
+
+@dataclass
+class PoolStats:
+    """Counters a test or benchmark can read: how many were created, handed out warm or cold."""
+
+    created: int = 0
+    warm: int = 0
+    cold: int = 0
+    removed: int = 0
+    handed_out: list[str] = field(default_factory=list)
+
+
+class ContainerPool(Generic[Shape, Item]):
+    """Pre-created sandboxes per shape, refilled and cleaned by one background worker.
+
+    Parameters:
+        create: makes one ready, never-started sandbox of a shape (called on the worker,
+            or inline on a cold hand-out).
+        remove: destroys a sandbox, used or not.
+        ident: a sandbox's identity, for the never-twice check and the stats.
+        size: sandboxes kept ready per shape.
+        max_shapes: shapes kept warm; the least recently used beyond that are emptied.
+    """
+
+    def __init__(
+        self,
+        *,
+        create: Callable[[Shape], Item],
+        remove: Callable[[Item], None],
+        ident: Callable[[Item], str],
+        size: int = 2,
+        max_shapes: int = 4,
+    ) -> None:
+        self._create = create
+        self._remove = remove
+        self._ident = ident
+        self._size = size
+        self._max_shapes = max_shapes
+        self._ready: OrderedDict[Shape, deque[Item]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._tasks: queue.Queue[tuple[str, object] | None] = queue.Queue()
+        self._seen: set[str] = set()
+        self._closed = False
+        self.stats = PoolStats()
+        self._worker = threading.Thread(target=self._work, name="sandbox-pool", daemon=True)
+        self._worker.start()
+
+    def warm(self, shape: Shape) -> None:
+        """Ask the worker to fill `shape` up to the pool size."""
+        with self._lock:
+            self._touch(shape)
+        self._tasks.put(("fill", shape))
+
+    def acquire(self, shape: Shape) -> Item:
+        """Hand out a never-started sandbox of `shape`; it is the caller's to use and `release`.
+
+        Raises:
+            Whatever `create` raises when nothing is ready and the inline creation fails.
+        """
+        with self._lock:
+            ready = self._touch(shape)
+            item = ready.popleft() if ready else None
+        if item is None:
+            item = self._create(shape)
+            with self._lock:
+                self.stats.created += 1
+                self.stats.cold += 1
+        else:
+            with self._lock:
+                self.stats.warm += 1
+        name = self._ident(item)
+        with self._lock:
+            if name in self._seen:
+                raise RuntimeError(f"sandbox pool handed out {name} twice")
+            self._seen.add(name)
+            self.stats.handed_out.append(name)
+        self._tasks.put(("fill", shape))
+        return item
+
+    def release(self, item: Item) -> None:
+        """Give back a used sandbox: it is removed in the background, never reused."""
+        self._tasks.put(("remove", item))
+
+    def ready_count(self, shape: Shape) -> int:
+        """How many sandboxes of `shape` are ready now."""
+        with self._lock:
+            return len(self._ready.get(shape, ()))
+
+    def close(self) -> None:
+        """Stop the worker, then remove every ready sandbox and every pending removal."""
+        if self._closed:
+            return
+        self._closed = True
+        self._tasks.put(None)
+        self._worker.join(timeout=120)
+        with self._lock:
+            leftovers = [item for ready in self._ready.values() for item in ready]
+            self._ready.clear()
+        for item in leftovers:
+            self._safe_remove(item)
+
+    def _touch(self, shape: Shape) -> deque[Item]:
+        ready = self._ready.get(shape)
+        if ready is None:
+            ready = self._ready[shape] = deque()
+        self._ready.move_to_end(shape)
+        while len(self._ready) > self._max_shapes:
+            _, evicted = self._ready.popitem(last=False)
+            for item in evicted:
+                self._tasks.put(("remove", item))
+        return ready
+
+    def _safe_remove(self, item: Item) -> None:
+        try:
+            self._remove(item)
+            self.stats.removed += 1
+        except Exception:  # a removal that fails must not stop the worker; the GC retries by label
+            log.warning("could not remove sandbox %s", self._ident(item), exc_info=True)
+
+    def _fill(self, shape: Shape) -> None:
+        while not self._closed:
+            with self._lock:
+                ready = self._ready.get(shape)
+                if ready is None or len(ready) >= self._size:
+                    return
+            try:
+                item = self._create(shape)
+            except Exception:  # the next acquire creates inline and reports the real error
+                log.warning("could not pre-create a sandbox", exc_info=True)
+                return
+            with self._lock:
+                self.stats.created += 1
+                target = self._ready.get(shape)
+                if target is not None and not self._closed:
+                    target.append(item)
+                    continue
+            self._safe_remove(item)
+            return
+
+    def _work(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                break
+            action, payload = task
+            if action == "remove":
+                self._safe_remove(payload)
+            else:
+                self._fill(payload)
+        # Removals queued before close still happen; fills are moot.
+        while True:
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                return
+            if task is not None and task[0] == "remove":
+                self._safe_remove(task[1])

@@ -1,0 +1,118 @@
+"""How the host and the in-sandbox runner talk: one JSON document in on stdin, a result trailer out.
+
+In: the runner reads all of stdin as `{"lang", "code", "inputs", "marker"}`; code goes on stdin
+rather than as an argument because arguments fail above 128 KiB.
+Out: the program's stdout and stderr pass through untouched; after the program ends the runner
+writes `"\\n" + marker + json(result) + "\\n"` on stdout. The host strips that trailer, so stdout is
+exactly what the program printed. The marker is a fresh random token per run; a program that
+forges it only changes its own result, which it controls anyway.
+
+Output is capped while it streams: `CappedCapture` keeps the first `limit` bytes, counts and
+discards the rest (the reader must keep draining, or killing the sandbox hangs), and keeps a
+tail window large enough to find the trailer.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from slotrelay.sandbox.limits import Violation
+
+RESULT_MAX_BYTES = 1 << 20
+
+
+def new_marker() -> str:
+    """A fresh token that opens the result trailer of one run."""
+    return f"@@slotrelay-result-{secrets.token_hex(16)}@@"
+
+
+def encode_request(*, lang: str, code: str, inputs: Any, marker: str) -> bytes:
+    """The runner's stdin for one run.
+
+    Raises:
+        TypeError: the inputs are not JSON-serializable.
+    """
+    return json.dumps({"lang": lang, "code": code, "inputs": inputs, "marker": marker}).encode()
+
+
+@dataclass
+class CappedCapture:
+    """One output stream: the first `limit` bytes, a byte count, and the last `tail_size` bytes."""
+
+    limit: int
+    tail_size: int = RESULT_MAX_BYTES + 256
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def feed(self, chunk: bytes) -> None:
+        """Take one chunk: keep what fits under the cap, remember the tail, count the rest."""
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+        self.total += len(chunk)
+        self.tail += chunk
+        if len(self.tail) > self.tail_size:
+            del self.tail[: len(self.tail) - self.tail_size]
+
+
+@dataclass
+class Outcome:
+    """The program's visible output and its result, decoded from the captures."""
+
+    stdout: str
+    stderr: str
+    result: Any
+    stdout_truncated: bool
+    stderr_truncated: bool
+    violations: list[Violation]
+
+
+def decode_output(stdout: CappedCapture, stderr: CappedCapture, marker: str) -> Outcome:
+    """Split the result trailer from stdout and apply the caps to what the program printed.
+
+    Parameters:
+        stdout: the captured stdout, trailer included.
+        stderr: the captured stderr.
+        marker: the token of this run's trailer.
+
+    Returns:
+        The visible output, the decoded result (None when the program wrote none) and the
+        violations: output cut at a cap, or a result that was not valid JSON or too large.
+    """
+    violations: list[Violation] = []
+    result: Any = None
+    program_bytes = stdout.total
+    opener = b"\n" + marker.encode()
+    at = stdout.tail.rfind(opener)
+    if at >= 0 and stdout.tail.endswith(b"\n"):
+        body = bytes(stdout.tail[at + len(opener) : -1])
+        program_bytes = stdout.total - (len(stdout.tail) - at)
+        try:
+            result = json.loads(body)
+        except ValueError:
+            violations.append(Violation(kind="result", detail="the result trailer is not valid JSON"))
+    elif stdout.total > len(stdout.tail) and marker.encode() in stdout.tail:
+        violations.append(Violation(kind="result", detail=f"the result exceeds {RESULT_MAX_BYTES} bytes"))
+    visible = bytes(stdout.head[: min(len(stdout.head), program_bytes)])
+    stdout_cut = program_bytes > stdout.limit
+    stderr_cut = stderr.total > stderr.limit
+    for name, cut, cap, total in (
+        ("stdout", stdout_cut, stdout.limit, program_bytes),
+        ("stderr", stderr_cut, stderr.limit, stderr.total),
+    ):
+        if cut:
+            violations.append(
+                Violation(kind="output", detail=f"{name} cut at {cap} bytes of {total} written")
+            )
+    return Outcome(
+        stdout=visible.decode("utf-8", "replace"),
+        stderr=bytes(stderr.head).decode("utf-8", "replace"),
+        result=result,
+        stdout_truncated=stdout_cut,
+        stderr_truncated=stderr_cut,
+        violations=violations,
+    )

@@ -1,0 +1,35 @@
+// The in-sandbox runner for node programs: reads {"lang", "code", "inputs", "marker"} from stdin,
+// runs the code as a CommonJS module and writes the result trailer on stdout.
+//
+// The result is what the module's `main(inputs)` returns (awaited when it is a promise), where
+// `main` is `module.exports` itself when that is a function, else `module.exports.main`; a module
+// without one has result null. The inputs are also visible as the global `INPUTS`.
+"use strict";
+const fs = require("fs");
+const Module = require("module");
+
+function writeTrailer(marker, result) {
+  fs.writeSync(1, "\n" + marker + JSON.stringify(result === undefined ? null : result) + "\n");
+}
+
+async function main() {
+  const request = JSON.parse(fs.readFileSync(0, "utf8"));
+  globalThis.INPUTS = request.inputs;
+  const program = new Module("/sandbox/main.js", null);
+  program.filename = "/sandbox/main.js";
+  program.paths = [];
+  program._compile(request.code, "/sandbox/main.js");
+  const exported = program.exports;
+  const entry = typeof exported === "function" ? exported : exported && exported.main;
+  let result = null;
+  if (typeof entry === "function") {
+    result = await entry(request.inputs);
+  }
+  writeTrailer(request.marker, result);
+}
+
+main().catch((error) => {
+  process.stderr.write((error && error.stack) || String(error));
+  process.stderr.write("\n");
+  process.exitCode = 1;
+});

@@ -1,0 +1,82 @@
+"""The in-sandbox runner for python and shell programs (runs under the sandbox's own python3).
+
+It reads the request from stdin (`{"lang", "code", "inputs", "marker"}`), runs the program and
+writes the result trailer. It imports nothing from slotrelay: it is copied into the images and
+bound into bwrap sandboxes as a single file.
+
+python: the code runs as `__main__`; `sys.stdin` holds the inputs as JSON. The result is what
+`main(inputs)` returns when the code defines `main` (a `main()` without parameters is called
+without them), else the value of a global named `result`, else None. It must be JSON-serializable.
+shell: the code runs under bash with the inputs as JSON on its stdin; the result is None.
+"""
+
+import inspect
+import io
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+
+def _write_trailer(marker, result):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.write(1, b"\n" + marker.encode() + json.dumps(result).encode() + b"\n")
+
+
+def _run_python(code, inputs):
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": "<sandbox>"}
+    sys.argv = ["<sandbox>"]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(inputs).encode()), encoding="utf-8")
+    exec(compile(code, "<sandbox>", "exec"), namespace)  # noqa: S102 - running the program is the point
+    main = namespace.get("main")
+    if callable(main):
+        wants_inputs = bool(inspect.signature(main).parameters)
+        return main(inputs) if wants_inputs else main()
+    return namespace.get("result")
+
+
+def _run_shell(code, inputs):
+    # The script goes through a pipe (not an argument: those fail above 128 KiB), so bash's
+    # stdin stays free for the inputs.
+    script_read, script_write = os.pipe()
+    shell = subprocess.Popen(
+        ["/bin/bash", f"/dev/fd/{script_read}"], stdin=subprocess.PIPE, pass_fds=(script_read,)
+    )
+    os.close(script_read)
+    with os.fdopen(script_write, "wb") as script:
+        script.write(code.encode())
+    try:
+        shell.stdin.write(json.dumps(inputs).encode())
+        shell.stdin.close()
+    except BrokenPipeError:
+        pass
+    return shell.wait()
+
+
+def main():
+    request = json.loads(sys.stdin.buffer.read())
+    marker = request["marker"]
+    if request["lang"] == "shell":
+        status = _run_shell(request["code"], request["inputs"])
+        _write_trailer(marker, None)
+        sys.exit(status if status >= 0 else 128 - status)
+    try:
+        result = _run_python(request["code"], request["inputs"])
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 - any failure of the program, shown as its traceback
+        # Show the program's own frames, not the runner's.
+        kind, error, trace = sys.exc_info()
+        traceback.print_exception(kind, error, trace.tb_next)
+        sys.exit(1)
+    try:
+        _write_trailer(marker, result)
+    except (TypeError, ValueError) as error:
+        print(f"slotrelay: the result is not JSON-serializable: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
