@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from slotrelay.commands import mcp as mcp_commands
-from slotrelay.commands import server as server_commands
+from slotrelay.commands import pen as pen_commands
 
 app = typer.Typer(
     name="slotrelay",
@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(mcp_commands.app, name="mcp")
-app.add_typer(server_commands.app)
+app.add_typer(pen_commands.app, name="pen")
 
 
 @app.callback()

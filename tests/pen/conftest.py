@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slotrelay.pen.model_client import ModelSettings
+from tests.conftest import require_service
+
 from .stub_model import StubModel
 
 
@@ -38,18 +41,17 @@ def root(tmp_path: Path) -> Path:
     return folder
 
 
-def docker_available() -> bool:
-    """Whether the Docker sandbox can run code here (daemon up, sandbox module present)."""
-    try:
-        import docker
+@pytest.fixture(scope="session")
+def sandbox_backend() -> str:
+    """The sandbox backend the pen's end-to-end tests run on: the real Docker one.
 
-        client = docker.from_env(timeout=5)
-        client.ping()
-        client.close()
-    except Exception:
-        return False
+    `SLOTRELAY_PEN_TEST_BACKEND=bwrap` runs them on bwrap instead on a machine without Docker.
+    """
+    from slotrelay.sandbox import SandboxUnavailable, get_backend
+
+    name = os.environ.get("SLOTRELAY_PEN_TEST_BACKEND", "docker")
     try:
-        from slotrelay.sandbox import run  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        get_backend(name, lang="python")
+    except SandboxUnavailable as missing:
+        require_service(False, f"the {name} sandbox cannot run python here: {missing.message}")
+    return name

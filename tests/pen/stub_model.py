@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 SUM_CODE = "def main(inputs):\n    return {'total': sum(inputs['numbers'])}\n"
 
@@ -122,7 +122,7 @@ class StubModel:
             self.default_code = SUM_CODE
             self.suggestion = "keep"
 
-    def __enter__(self) -> StubModel:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

@@ -1,0 +1,252 @@
+"""`slotrelay pen write | decide | review | audit verify`: the magic pen's commands.
+
+Exit codes (see slotrelay.cli): 0 ok; 1 the work ran and failed (MPP-E003 code generation,
+MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected); 2 bad input (MPP-E001 intent,
+an invalid request, pen_id, action or state change); 3 the environment is missing something
+(MPP-E002 no sandbox, no code model configured). With `--json`, a failure prints one object
+`{"error": {"code", "message", ...}, "audit": {...}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from slotrelay.pen import decide as pen_decide
+from slotrelay.pen import review as pen_review
+from slotrelay.pen import verify_audit
+from slotrelay.pen import write as pen_write
+from slotrelay.pen.errors import PenError
+from slotrelay.pen.model_client import ModelSettings
+from slotrelay.pen.writer import PenOutcome
+
+app = typer.Typer(
+    no_args_is_help=True, help="The magic pen: intent -> code -> sandbox -> erase, keep or share."
+)
+audit_app = typer.Typer(no_args_is_help=True, help="The pen's hash-chained audit log.")
+app.add_typer(audit_app, name="audit")
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+EXIT_CODES = {
+    "MPP-E001": 2,
+    "MPP-E002": 3,
+    "MPP-E003": 1,
+    "MPP-E004": 1,
+    "MPP-E005": 1,
+    "MPP-E006": 1,
+    "PEN_INVALID_REQUEST": 2,
+    "PEN_ILLEGAL_TRANSITION": 2,
+    "PEN_NOT_FOUND": 2,
+    "PEN_MODEL_NOT_CONFIGURED": 3,
+}
+
+Root = Annotated[Path, typer.Option("--root", help="where the pen keeps its files and audit log")]
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+
+
+class FinalAction(str, Enum):
+    erase = "erase"
+    keep = "keep"
+    share = "share"
+
+
+class Verdict(str, Enum):
+    accept = "accept"
+    reject = "reject"
+    observation = "observation"
+
+
+def _fail(error: PenError, as_json: bool) -> typer.Exit:
+    if as_json:
+        out.print_json(data=error.to_json())
+    else:
+        err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
+        for key, value in error.details.items():
+            err.print(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)}", markup=False)
+        if error.audit:
+            err.print(f"  audit: {error.audit}", markup=False)
+    return typer.Exit(EXIT_CODES.get(error.code, 1))
+
+
+def _json_value(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise typer.BadParameter(f"{what}: cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{what}: not JSON ({exc})") from None
+
+
+def _show_outcome(outcome: PenOutcome) -> None:
+    output = outcome.output
+    out.print(
+        Panel(
+            Syntax(output.code, {"node": "javascript", "shell": "bash"}.get(output.lang, output.lang)),
+            title=f"{output.pen_id} ({output.lang})",
+        )
+    )
+    table = Table(show_header=False)
+    execution = output.execution
+    table.add_row("execution", f"{execution.status} in {execution.duration_ms} ms")
+    table.add_row("result", json.dumps(execution.result, ensure_ascii=False, default=str)[:500])
+    if execution.stderr.strip():
+        table.add_row("stderr", execution.stderr.strip()[-500:])
+    table.add_row("suggestion", output.suggestion)
+    table.add_row("final action", f"{outcome.final_action or 'waiting for a person'} ({outcome.decided_by})")
+    table.add_row("state", outcome.state)
+    table.add_row("files", outcome.location or "none (erased; only the audit record stays)")
+    table.add_row("audit", output.audit.syslog_id)
+    out.print(table)
+    if outcome.final_action is None:
+        out.print(f"decide with: slotrelay pen decide {output.pen_id} keep|erase|share", markup=False)
+
+
+@app.command()
+def write(
+    intent: Annotated[str | None, typer.Argument(help="what the code should do, in any language")] = None,
+    persona: Annotated[str | None, typer.Option("--persona", help="the persona holding the pen")] = None,
+    input: Annotated[str | None, typer.Option("--input", help="upstream_inputs as JSON, or @FILE")] = None,
+    task_category: Annotated[
+        str | None, typer.Option("--task-category", help="data-process, api-call, ...")
+    ] = None,
+    lang: Annotated[str | None, typer.Option("--lang", help="python, node or shell")] = None,
+    timeout_ms: Annotated[int | None, typer.Option("--timeout-ms")] = None,
+    memory_mb: Annotated[int | None, typer.Option("--memory-mb")] = None,
+    network: Annotated[
+        str | None, typer.Option("--network", help="none, or host names separated by commas")
+    ] = None,
+    fs: Annotated[
+        str | None, typer.Option("--fs", help="none, tmp, or readable paths separated by commas")
+    ] = None,
+    persist_hint: Annotated[
+        str | None, typer.Option("--persist-hint", help="auto, erase, keep or share")
+    ] = None,
+    request: Annotated[
+        str | None, typer.Option("--request", help="the whole section 1 request as JSON or @FILE")
+    ] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help="sandbox backend: docker or bwrap")] = None,
+    root: Root = Path("."),
+    as_json: AsJson = False,
+) -> None:
+    """Turn an intent into code, run it in the sandbox, and erase, keep or share it."""
+    body: dict[str, Any] = _json_value(request, "--request") or {}
+    if not isinstance(body, dict):
+        raise typer.BadParameter("--request: must be a JSON object")
+    if intent is not None:
+        body["intent"] = intent
+    context = body.setdefault("context", {})
+    if persona is not None:
+        context["persona_id"] = persona
+    if input is not None:
+        context["upstream_inputs"] = _json_value(input, "--input")
+    if task_category is not None:
+        context["task_category"] = task_category
+    options = body.setdefault("options", {})
+    sandbox = options.setdefault("sandbox", {})
+    for key, value in (("lang", lang), ("timeout_ms", timeout_ms), ("memory_mb", memory_mb)):
+        if value is not None:
+            sandbox[key] = value
+    if network is not None:
+        sandbox["network"] = "none" if network == "none" else {"allow": [h for h in network.split(",") if h]}
+    if fs is not None:
+        sandbox["fs"] = fs if fs in ("none", "tmp") else {"allow_paths": [p for p in fs.split(",") if p]}
+    if persist_hint is not None:
+        options["persist_hint"] = persist_hint
+    body.setdefault("intent", "")
+    try:
+        outcome = pen_write(
+            body, root=root, model=ModelSettings.from_env(env_file=root / ".env"), backend=backend
+        )
+    except PenError as error:
+        raise _fail(error, as_json) from None
+    if as_json:
+        out.print_json(data=outcome.to_json())
+    else:
+        _show_outcome(outcome)
+
+
+@app.command()
+def decide(
+    pen_id: Annotated[str, typer.Argument(help="MPP-{persona}-{yyyymmdd}-{nnn}")],
+    action: Annotated[FinalAction, typer.Argument(help="erase, keep or share")],
+    root: Root = Path("."),
+    as_json: AsJson = False,
+) -> None:
+    """A person's final action on a completed pen that waits for one."""
+    try:
+        outcome = pen_decide(root, pen_id, action.value)
+    except PenError as error:
+        raise _fail(error, as_json) from None
+    if as_json:
+        out.print_json(data=outcome.to_json())
+    else:
+        out.print(
+            f"{pen_id}: {outcome.state} -> {outcome.location or 'erased (only the audit record stays)'}",
+            markup=False,
+        )
+
+
+@app.command()
+def review(
+    pen_id: Annotated[str, typer.Argument(help="a shared pen")],
+    verdict: Annotated[Verdict, typer.Argument(help="accept, reject or observation")],
+    reviewer: Annotated[str, typer.Option("--reviewer", help="who reviews")] = "reviewer",
+    backend: Annotated[str | None, typer.Option("--backend", help="sandbox backend: docker or bwrap")] = None,
+    root: Root = Path("."),
+    as_json: AsJson = False,
+) -> None:
+    """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
+    try:
+        outcome = pen_review(root, pen_id, verdict.value, reviewer=reviewer, backend=backend)
+    except PenError as error:
+        raise _fail(error, as_json) from None
+    if as_json:
+        out.print_json(data=outcome.to_json())
+    else:
+        table = Table("example", "status", "expected", "got", "passed")
+        for test in outcome.report.tests:
+            table.add_row(
+                str(test["index"]),
+                test["status"],
+                json.dumps(test["expected"])[:80],
+                json.dumps(test["got"])[:80],
+                "yes" if test["passed"] else "NO",
+            )
+        out.print(table)
+        for finding in outcome.report.static_findings:
+            out.print(f"static screen: line {finding['line']}: {finding['detail']}", markup=False)
+        out.print(f"{pen_id}: {outcome.state} -> {outcome.location}", markup=False)
+        if outcome.error is not None:
+            err.print(f"{outcome.error.code}: {outcome.error.message} (sent to the persona)", markup=False)
+    if outcome.error is not None:
+        raise typer.Exit(EXIT_CODES[outcome.error.code])
+
+
+@audit_app.command("verify")
+def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
+    """Check every record's hash, the chain between them, and the head (exit 1 when broken)."""
+    report = verify_audit(root)
+    if as_json:
+        out.print_json(data=report.to_json())
+    elif report.ok:
+        out.print(f"{report.path}: {report.records} records, chain intact", markup=False)
+    else:
+        for problem in report.problems:
+            err.print(f"{report.path}:{problem['line']}: {problem['problem']}", markup=False)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,282 @@
+"""`slotrelay pen write | decide | review | audit verify` end to end: the stub code model on
+127.0.0.1 and the real sandbox. Each error code is reached for real, each final action's files are
+checked on disk (nothing left after erase), and the audit log verifies after every scenario."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from slotrelay.cli import app
+from slotrelay.pen.audit import AuditLog, sha256_text
+from slotrelay.pen.manifest import validate_manifest
+
+from .stub_model import SUM_CODE, Reply, code_reply, completion
+
+pytestmark = pytest.mark.docker
+
+INTENT = "sum the numbers in the input list"
+runner = CliRunner()
+
+
+@pytest.fixture
+def pen(root: Path, stub, sandbox_backend: str, monkeypatch):
+    """Runs `slotrelay pen ...` in-process against the stub model and the real sandbox."""
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    monkeypatch.setenv("SLOTRELAY_MODEL_TIMEOUT_S", "5")
+
+    def call(*args: str, backend: bool = True) -> tuple[int, dict]:
+        extra = ["--backend", sandbox_backend] if backend else []
+        result = runner.invoke(app, ["pen", *args, "--root", str(root), "--json", *extra])
+        try:
+            body = json.loads(result.stdout)
+        except ValueError:
+            raise AssertionError(
+                f"not JSON (exit {result.exit_code}): {result.stdout!r} {result.stderr!r}"
+            ) from None
+        return result.exit_code, body
+
+    return call
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): path.read_text(errors="replace")
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+
+
+def _policy(root: Path, persona: str, policy: dict) -> None:
+    folder = root / ".github" / "persona-brain" / persona
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pen-policy.json").write_text(json.dumps(policy))
+
+
+def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub) -> None:
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [1, 2, 3]}')
+    assert code == 0, body
+    assert set(body) == {"pen_id", "code", "lang", "execution", "suggestion", "audit", "decision"}
+    assert body["pen_id"].startswith("MPP-p1-") and body["pen_id"].endswith("-001")
+    assert body["code"].strip() == SUM_CODE.strip() and body["lang"] == "python"
+    assert body["execution"]["status"] == "success" and body["execution"]["result"] == {"total": 6}
+    assert set(body["execution"]) == {"status", "stdout", "stderr", "result", "duration_ms"}
+    assert body["suggestion"] == "keep"  # the stub model's answer
+    assert body["audit"]["intent_hash"] == sha256_text(INTENT)
+    assert body["audit"]["code_hash"] == sha256_text(body["code"])
+    assert body["decision"]["final_action"] == "keep" and body["decision"]["state"] == "kept"
+    folder = root / ".github/persona-brain/p1/pen-private" / body["pen_id"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "code.py",
+        "execution.json",
+        "output.json",
+        "request.json",
+    ]
+    assert (
+        json.loads((folder / "output.json").read_text())["audit"]["syslog_id"] == body["audit"]["syslog_id"]
+    )
+    assert not (root / ".slotrelay/pen-staging" / body["pen_id"]).exists()
+    log = AuditLog(root)
+    call = [r for r in log.records() if r["event"] == "call"]
+    assert (
+        len(call) == 1
+        and call[0]["syslog_id"] == body["audit"]["syslog_id"]
+        and call[0]["final_action"] == "keep"
+    )
+    states = [r["to"] for r in log.records_of(body["pen_id"]) if r["event"] == "transition"]
+    assert states == ["draft", "executing", "completed", "kept"]
+    code, report = pen("audit", "verify", backend=False)
+    assert code == 0 and report["ok"] and report["records"] == 5
+
+
+def test_erase_leaves_only_the_audit_record(pen, root, stub) -> None:
+    stub.default_code = (
+        "def main(inputs):\n    return {'marker': 'ERASE-ME-' + str(len(inputs['numbers']))}\n"
+    )
+    code, body = pen(
+        "write", "--persona", "p1", INTENT, "--input", '{"numbers": [4, 5]}', "--persist-hint", "erase"
+    )
+    assert code == 0, body
+    assert body["execution"]["result"] == {"marker": "ERASE-ME-2"}
+    assert body["decision"] == {
+        "final_action": "erase",
+        "state": "erased",
+        "decided_by": "persist_hint",
+        "location": None,
+    }
+    files = _files(root)
+    assert not any(name.startswith((".github", "factory", ".slotrelay/pen-staging")) for name in files), files
+    everything = "\n".join(files.values())
+    assert "ERASE-ME" not in everything and INTENT not in everything and "numbers" not in everything
+    assert sha256_text(INTENT) in files[".slotrelay/pen-audit.jsonl"]
+
+
+def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
+    stub.suggestion = "share"
+    code, body = pen(
+        "write",
+        "--persona",
+        "p1",
+        INTENT,
+        "--input",
+        '{"numbers": [1, 2, 3]}',
+        "--task-category",
+        "data-process",
+    )
+    assert code == 0 and body["decision"]["state"] == "shared", body
+    pen_id = body["pen_id"]
+    inbox = root / "factory/module-registry/inbox" / pen_id
+    manifest = json.loads((inbox / "manifest.json").read_text())
+    validate_manifest(manifest)
+    assert manifest["test_examples"] == [{"input": {"numbers": [1, 2, 3]}, "expected": {"total": 6}}]
+    assert manifest["dependencies"] == [] and manifest["persona_id"] == "p1"
+
+    code, reviewed = pen("review", pen_id, "accept")
+    assert code == 0, reviewed
+    assert reviewed["state"] == "accepted" and reviewed["review"]["passed"]
+    assert reviewed["review"]["tests"][0]["got"] == {"total": 6}
+    assert (
+        not inbox.exists() and (root / "factory/module-registry/accepted" / pen_id / "review.json").is_file()
+    )
+    code, again = pen("review", pen_id, "reject")
+    assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION"
+
+    # A second tool whose example no longer holds: it cannot be accepted, and rejection is MPP-E006.
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [2, 2]}')
+    pen_id = body["pen_id"]
+    manifest_path = root / "factory/module-registry/inbox" / pen_id / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["test_examples"].append({"input": {"numbers": [1]}, "expected": {"total": 2}})
+    manifest_path.write_text(json.dumps(manifest))
+    code, refused = pen("review", pen_id, "accept")
+    assert code == 2 and "checks failed" in refused["error"]["message"]
+    code, rejected = pen("review", pen_id, "reject")
+    assert code == 1 and rejected["error"]["code"] == "MPP-E006" and rejected["state"] == "rejected"
+    assert [t["passed"] for t in rejected["review"]["tests"]] == [True, False]
+    notice = json.loads((root / ".github/persona-brain/p1/pen-notices" / f"{pen_id}.json").read_text())
+    assert notice["error"]["code"] == "MPP-E006"
+    assert (root / "factory/module-registry/rejected" / pen_id / "manifest.json").is_file()
+    assert pen("audit", "verify", backend=False)[0] == 0
+
+
+def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None:
+    _policy(root, "p2", {"mode": "person"})
+    code, body = pen("write", "--persona", "p2", INTENT, "--input", '{"numbers": [7]}')
+    assert code == 0 and body["decision"]["final_action"] is None and body["decision"]["state"] == "completed"
+    pen_id = body["pen_id"]
+    assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
+    code, decided = pen("decide", pen_id, "share", backend=False)
+    assert code == 0 and decided["decision"]["state"] == "shared", decided
+    assert decided["audit"]["syslog_id"] == body["audit"]["syslog_id"]
+    assert (root / "factory/module-registry/inbox" / pen_id / "manifest.json").is_file()
+    code, again = pen("decide", pen_id, "erase", backend=False)
+    assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION"
+    assert "is shared: it cannot become erased" in again["error"]["message"]
+    code, missing = pen("decide", "MPP-p2-20200101-001", "keep", backend=False)
+    assert code == 2 and missing["error"]["code"] == "PEN_NOT_FOUND"
+    _policy(root, "p3", {"mode": "fixed", "action": "share"})
+    stub.default_code = "def main(inputs):\n    raise ValueError('bad input')\n"
+    code, body = pen("write", "--persona", "p3", INTENT, "--input", '{"numbers": [7]}')
+    assert body["execution"]["status"] == "error" and "bad input" in body["execution"]["stderr"]
+    assert body["decision"]["final_action"] == "keep"  # a failed run is never shared
+
+
+def test_e001_nothing_reaches_the_model(pen, root, stub) -> None:
+    code, body = pen("write", "--persona", "p1", "deploy with key AKIAIOSFODNN7EXAMPLE to the bucket")
+    assert code == 2 and body["error"]["code"] == "MPP-E001"
+    assert body["error"]["details"]["findings"][0]["kind"] == "AWS Access Key"
+    assert body["audit"]["syslog_id"] and body["audit"]["code_hash"] is None
+    code, body = pen("write", "--persona", "p1", "   ")
+    assert code == 2 and body["error"]["code"] == "MPP-E001"
+    assert stub.requests == []
+    calls = [r for r in AuditLog(root).records() if r["event"] == "call"]
+    assert [c["status"] for c in calls] == ["MPP-E001", "MPP-E001"]
+    assert "AKIAIOSFODNN7EXAMPLE" not in (root / ".slotrelay/pen-audit.jsonl").read_text()
+
+
+def test_e003_refusal_and_server_errors(pen, root, stub) -> None:
+    stub.script.append(Reply(body=completion(None, refusal="I can't help with that.")))
+    code, body = pen("write", "--persona", "p1", INTENT)
+    assert code == 1 and body["error"]["code"] == "MPP-E003" and "refused" in body["error"]["message"]
+    stub.script.extend([Reply(status=500, body={"error": "llama runner process has terminated"})] * 3)
+    code, body = pen("write", "--persona", "p1", INTENT)
+    assert code == 1 and body["error"]["code"] == "MPP-E003" and "llama runner" in body["error"]["message"]
+    assert not (root / ".slotrelay/pen-staging").exists() or not any(
+        (root / ".slotrelay/pen-staging").iterdir()
+    )
+
+
+def test_e004_timeout_kills_the_program(pen, root, stub) -> None:
+    stub.default_code = "def main(inputs):\n    while True:\n        pass\n"
+    code, body = pen("write", "--persona", "p1", INTENT, "--timeout-ms", "700")
+    assert code == 1 and body["error"]["code"] == "MPP-E004", body
+    assert body["audit"]["code_hash"] == sha256_text(stub.default_code.strip())
+    pen_id = [r for r in AuditLog(root).records() if r["event"] == "call"][-1]["pen_id"]
+    states = [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"]
+    assert states == ["draft", "executing"]
+
+
+def test_e005_static_and_at_run_time(pen, root, stub) -> None:
+    stub.default_code = "import socket\ndef main(inputs):\n    return socket.gethostname()\n"
+    code, body = pen("write", "--persona", "p1", INTENT)
+    assert code == 1 and body["error"]["code"] == "MPP-E005", body
+    assert body["error"]["details"]["stage"] == "static"
+    pen_id = [r for r in AuditLog(root).records() if r["event"] == "call"][-1]["pen_id"]
+    # Refused before running: the pen never reached `executing`.
+    assert [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"] == ["draft"]
+
+    # The code names no path, but the request asks the sandbox for a host path outside its roots.
+    stub.default_code = "def main(inputs):\n    return 1\n"
+    code, body = pen("write", "--persona", "p1", INTENT, "--fs", "/etc")
+    assert code == 1 and body["error"]["code"] == "MPP-E005", body
+    assert body["error"]["details"]["stage"] == "runtime"
+
+
+def test_e002_when_no_sandbox_can_start(root, stub, tmp_path) -> None:
+    # A separate process whose Docker daemon address leads nowhere: the docker backend cannot start.
+    env = {
+        **os.environ,
+        "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock",
+        "SLOTRELAY_MODEL_BASE_URL": stub.base_url,
+        "SLOTRELAY_MODEL_NAME": "stub-coder",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slotrelay.cli",
+            "pen",
+            "write",
+            "--persona",
+            "p1",
+            INTENT,
+            "--backend",
+            "docker",
+            "--root",
+            str(root),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    body = json.loads(done.stdout)
+    assert done.returncode == 3 and body["error"]["code"] == "MPP-E002", done.stderr
+    assert "docker" in body["error"]["message"]
+    assert [r["status"] for r in AuditLog(root).records() if r["event"] == "call"] == ["MPP-E002"]
+
+
+def test_invalid_requests_name_the_field(pen) -> None:
+    code, body = pen("write", "--persona", "p1", INTENT, "--lang", "cobol")
+    assert code == 2 and "options.sandbox.lang" in body["error"]["message"]
+    code, body = pen("write", "--persona", "p/1", INTENT)
+    assert code == 2 and "context.persona_id" in body["error"]["message"]
