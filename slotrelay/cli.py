@@ -11,6 +11,7 @@ import typer
 
 from slotrelay.commands import mcp as mcp_commands
 from slotrelay.commands import pen as pen_commands
+from slotrelay.commands import server as server_commands
 
 app = typer.Typer(
     name="slotrelay",
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.add_typer(mcp_commands.app, name="mcp")
 app.add_typer(pen_commands.app, name="pen")
+app.add_typer(server_commands.app)
 
 
 @app.callback()
