@@ -13,6 +13,7 @@ import atexit
 import os
 import subprocess
 import threading
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -118,9 +119,9 @@ def _docker_report() -> BackendReport:
             f"the daemon does not answer ({error}); start it with scripts/start-dockerd.sh"
         )
         return report
-    with client:
+    with closing(client):
         report.notes.append(
-            f"daemon {info.get('ServerVersion')} at {client.api.base_url}, storage {info.get('Driver')}, "
+            f"daemon {info.get('ServerVersion')} at {os.environ.get('DOCKER_HOST', 'the local socket')}, storage {info.get('Driver')}, "
             f"cgroup v{info.get('CgroupVersion', '1')}"
         )
         if info.get("Driver") == "vfs":

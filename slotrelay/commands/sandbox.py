@@ -1,0 +1,167 @@
+"""`slotrelay sandbox build | run | doctor`: the sandbox's images, one-off runs, and a health check.
+
+Exit codes (see slotrelay.cli): 0 ok; 1 the program ran and failed or timed out, or an image
+build failed; 2 bad input (file, limits, inputs, language, backend); 3 the environment is
+missing something (no usable backend, no Docker daemon for `build`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import closing
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from slotrelay.sandbox.errors import SandboxImageError, SandboxRequestError, SandboxUnavailable
+from slotrelay.sandbox.limits import LANGUAGES
+
+app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+
+
+def _bad_input(message: str) -> typer.Exit:
+    err.print(f"[bold red]bad input[/]: {message}", highlight=False)
+    return typer.Exit(2)
+
+
+@app.command()
+def build(
+    lang: Annotated[list[str] | None, typer.Option("--lang", help="only these languages")] = None,
+    force: Annotated[bool, typer.Option("--force", help="rebuild even when the images are current")] = False,
+) -> None:
+    """Build the base image (debootstrap, no registry needed) and one image per language."""
+    import docker
+    import docker.errors
+
+    from slotrelay.sandbox import images
+
+    langs = tuple(lang or LANGUAGES)
+    unknown = [name for name in langs if name not in LANGUAGES]
+    if unknown:
+        raise _bad_input(f"--lang: {', '.join(unknown)} is not one of {', '.join(LANGUAGES)}")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as error:
+        err.print(f"[bold red]no Docker daemon[/]: {error} (start one with scripts/start-dockerd.sh)")
+        raise typer.Exit(3) from error
+    with closing(client), err.status("checking sandbox images") as status:
+        try:
+            steps = images.build_images(
+                client, langs=langs, force=force, say=lambda line: status.update(line, spinner="dots")
+            )
+        except SandboxImageError as error:
+            err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
+            raise typer.Exit(1) from error
+    table = Table("image", "action", title="sandbox images")
+    for step in steps:
+        table.add_row(step.image, step.action)
+    out.print(table)
+
+
+def _limits(
+    timeout_ms: int, memory_mb: int, network: str, fs: str, allow_path: list[str] | None
+) -> dict[str, Any]:
+    limits: dict[str, Any] = {"timeout_ms": timeout_ms, "memory_mb": memory_mb}
+    limits["network"] = (
+        "none" if network == "none" else {"allow": [h.strip() for h in network.split(",") if h.strip()]}
+    )
+    if allow_path:
+        limits["fs"] = {"allow_paths": allow_path}
+    else:
+        limits["fs"] = fs
+    return limits
+
+
+@app.command()
+def run(
+    file: Annotated[str, typer.Argument(help="the program's source file, or - for stdin")],
+    lang: Annotated[str, typer.Option(help="python, node or shell")] = "python",
+    backend: Annotated[str | None, typer.Option(help="docker or bwrap (default: the first usable)")] = None,
+    timeout_ms: Annotated[int, typer.Option("--timeout-ms", help="wall-clock limit")] = 30000,
+    memory_mb: Annotated[int, typer.Option("--memory-mb", help="memory limit, swap included")] = 512,
+    network: Annotated[
+        str, typer.Option(help='"none", or allowed hosts: "api.example.org,localhost:8080"')
+    ] = "none",
+    fs: Annotated[
+        str, typer.Option(help='"none" or "tmp" (a writable /tmp sized in the memory budget)')
+    ] = "tmp",
+    allow_path: Annotated[
+        list[str] | None, typer.Option("--allow-path", help="a host path to mount read-only (repeatable)")
+    ] = None,
+    inputs: Annotated[str | None, typer.Option(help="the program's inputs, as JSON")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Run one program in a sandbox and print what it did."""
+    from slotrelay import sandbox
+
+    if file == "-":
+        code = sys.stdin.read()
+    else:
+        try:
+            code = Path(file).read_text()
+        except (OSError, UnicodeDecodeError) as error:
+            raise _bad_input(f"FILE: cannot read {file}: {error}") from error
+    try:
+        parsed_inputs = None if inputs is None else json.loads(inputs)
+    except ValueError as error:
+        raise _bad_input(f"--inputs: not JSON ({error})") from error
+    try:
+        limits = sandbox.SandboxLimits.model_validate(_limits(timeout_ms, memory_mb, network, fs, allow_path))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _bad_input(f"{where}: {first['msg']}") from error
+    try:
+        result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend)
+    except SandboxRequestError as error:
+        raise _bad_input(error.message) from error
+    except SandboxUnavailable as error:
+        err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
+        raise typer.Exit(3) from error
+    if as_json:
+        out.print_json(data=result.model_dump(mode="json"))
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        colour = "green" if result.status == "success" else "red"
+        err.print(
+            f"[{colour}]{result.status}[/] exit {result.exit_code} in {result.duration_ms} ms on {result.backend}",
+            highlight=False,
+        )
+        if result.result is not None:
+            err.print(f"result: {json.dumps(result.result)}", markup=False)
+        for violation in result.violations:
+            err.print(f"[yellow]{violation.kind}[/]: {violation.detail}", highlight=False)
+    raise typer.Exit(0 if result.status == "success" else 1)
+
+
+@app.command()
+def doctor(as_json: AsJson = False) -> None:
+    """Say which backend can run code here, and why the others cannot."""
+    from dataclasses import asdict
+
+    from slotrelay import sandbox
+
+    reports = sandbox.doctor()
+    if as_json:
+        out.print_json(data=[asdict(report) for report in reports])
+    else:
+        for report in reports:
+            verdict = "[green]usable[/]" if report.usable else "[red]not usable[/]"
+            languages = ", ".join(report.languages) or "no language"
+            out.print(f"[bold]{report.name}[/]: {verdict} ({languages})", highlight=False)
+            for problem in report.problems:
+                out.print(f"  [red]problem[/]: {problem}", highlight=False)
+            for note in report.notes:
+                out.print(f"  note: {note}", highlight=False)
+    raise typer.Exit(0 if any(report.usable for report in reports) else 3)
