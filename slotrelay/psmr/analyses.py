@@ -1,0 +1,201 @@
+"""The analysis operators: analysis.impact, analysis.motifs, analysis.contracts and analysis.findings.
+
+Impact keeps direct impact (one step: callers, subclasses, readers of written state), derived impact
+(further steps) and runtime certainty (observed executions, none recorded by a static build) apart,
+as section 5.1 demands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slotrelay.psmr import findings as findings_mod
+from slotrelay.psmr.effects import classify
+from slotrelay.psmr.errors import PolicyBlocked
+from slotrelay.psmr.graph import qname
+from slotrelay.psmr.queries import MAX_DEPTH, Answer
+from slotrelay.psmr.slicing import (
+    CODE_KINDS,
+    analysable,
+    conflicts_on,
+    find_node,
+    neighbours,
+    node_item,
+    require_kind,
+    tests_reaching,
+    unknowns_in,
+    within,
+)
+from slotrelay.psmr.store import Store, Workspace
+
+ORCHESTRATOR_CALLS = 3
+
+
+def _upstream(ws: Workspace, node: str) -> list[tuple[str, str]]:
+    graph = ws.graph
+    out = {(u, "calls") for u, _, k in graph.in_edges(node, keys=True) if k == "calls"}
+    out |= {(u, "inherits") for u, _, k in graph.in_edges(node, keys=True) if k == "inherits"}
+    if graph.nodes[node]["kind"] == "state":
+        out |= {(u, k) for u, _, k in graph.in_edges(node, keys=True) if k in ("reads_state", "writes_state")}
+    for _, state, k in graph.out_edges(node, keys=True):
+        if k == "writes_state":
+            out |= {(u, "reads_state") for u, _, k2 in graph.in_edges(state, keys=True)
+                    if k2 == "reads_state" and u != node}
+    return sorted(out)
+
+
+def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
+    """analysis.impact: what a change to the target may affect within a radius."""
+    depth = request.get("depth", 3)
+    if depth > MAX_DEPTH:
+        raise PolicyBlocked(f"depth {depth} is above {MAX_DEPTH}; a radius that wide is a dump of the graph "
+                            "(section 十四): analyse the nearer ring first")
+    target = analysable(ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False))
+    distance = {target: 0}
+    via: dict[str, tuple[str, str]] = {}
+    frontier = [target]
+    for step in range(1, depth + 1):
+        nxt = []
+        for node in frontier:
+            for other, relation in _upstream(ws, node):
+                if other not in distance:
+                    distance[other] = step
+                    via[other] = (node, relation)
+                    nxt.append(other)
+        frontier = sorted(nxt)
+    radius = set(distance)
+
+    def entry(node: str) -> dict[str, Any]:
+        source, relation = via[node]
+        return node_item(ws, node, distance=distance[node], via={"node": source, "relation": relation})
+
+    ordered = sorted(radius - {target}, key=lambda n: (distance[n], n))
+    direct = [entry(n) for n in ordered if distance[n] == 1]
+    derived = [entry(n) for n in ordered if distance[n] > 1]
+    state = []
+    for _, s, k in sorted(ws.graph.out_edges(target, keys=True)):
+        if k in ("reads_state", "writes_state"):
+            state.append({"state": s, "access": k,
+                          "writers": neighbours_in(ws, s, "writes_state"), "readers": neighbours_in(ws, s, "reads_state")})
+    boundaries = []
+    for node in sorted(radius):
+        for _, callee, k in ws.graph.out_edges(node, keys=True):
+            effect = classify(qname(callee)) if k == "calls" else None
+            if effect:
+                boundaries.append({"node": node, "crosses": callee, "effect": effect})
+    motifs = [m for m in motif_instances(ws, store) if m["subject"] in radius]
+    files = sorted({ws.graph.nodes[n].get("artifact") for n in radius} - {None})
+    tests = {t["id"]: t for n in [target, *ordered] for t in tests_reaching(ws, n, depth=3)}
+    likely_tests = sorted(tests.values(), key=lambda t: (t["distance"], t["id"]))
+    uncertainty = unknowns_in(ws, radius)
+    answer = Answer(data={
+        "target": target, "depth": depth,
+        "runtime_certainty": {"observed": [], "note": "no runtime evidence is recorded in this workspace: direct "
+                              "and derived impact are static reachability, not observed executions"},
+        "counts": {"direct": len(direct), "derived": len(derived), "unknowns": len(uncertainty)},
+    })
+    answer.sections = [("direct", direct), ("derived", derived), ("state_coupling", state),
+                       ("boundaries", boundaries), ("motifs", motifs), ("review_files", files),
+                       ("likely_tests", likely_tests), ("uncertainty", uncertainty),
+                       ("conflicts", conflicts_on(ws, radius))]
+    return answer
+
+
+def neighbours_in(ws: Workspace, state: str, relation: str) -> list[str]:
+    return sorted({u for u, _, k in ws.graph.in_edges(state, keys=True) if k == relation})
+
+
+def motif_instances(ws: Workspace, store: Store) -> list[dict[str, Any]]:
+    """Every motif instance of the workspace, with the evidence that makes it one, by id."""
+    graph = ws.graph
+    out: list[dict[str, Any]] = []
+
+    def add(motif: str, subject: str, why: str, evidence: list[str]) -> None:
+        out.append({"id": f"motif:{motif}:{qname(subject)}", "motif": motif, "subject": subject,
+                    "why": why, "evidence_refs": sorted(set(evidence))})
+
+    for artifact, entry in sorted(ws.files.items()):
+        facts = store.get_json("facts", entry["key"]) or {}
+        scopes: dict[str, list[str]] = {}
+        for w in facts.get("withs") or []:
+            scopes.setdefault(w["scope"], []).append(f"{w['expr']} at line {w['span'][0]}")
+        for scope, exprs in sorted(scopes.items()):
+            subject = f"semantic:{scope}"
+            if subject in graph:
+                add("resource_scope", subject, "acquires and releases in a with block: " + "; ".join(exprs),
+                    list(graph.nodes[subject].get("evidence", [])))
+    for node, data in sorted(graph.nodes(data=True)):
+        if data["kind"] not in CODE_KINDS:
+            continue
+        reads = {v: e["evidence"] for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "reads_state"}
+        writes = {v: e["evidence"] for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "writes_state"}
+        both = sorted(set(reads) & set(writes))
+        if both and data["kind"] != "module":
+            add("read_modify_write", node, "reads then writes " + ", ".join(qname(s) for s in both),
+                [ev for s in both for ev in reads[s] + writes[s]])
+        calls = [(v, e["evidence"]) for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "calls"]
+        effects = [(v, ev) for v, ev in calls if classify(qname(v))]
+        if effects and data["kind"] != "module":
+            add("boundary_adapter", node, "crosses " + ", ".join(sorted({f"{classify(qname(v))} ({qname(v)})"
+                                                                        for v, _ in effects})),
+                [e for _, ev in effects for e in ev])
+        internal = [(v, ev) for v, ev in calls if graph.nodes[v]["kind"] in CODE_KINDS]
+        if writes and len({v for v, _ in internal}) >= ORCHESTRATOR_CALLS and data["kind"] != "module":
+            add("stateful_orchestrator", node, f"writes {len(writes)} state and drives "
+                f"{len({v for v, _ in internal})} other functions",
+                [e for evs in writes.values() for e in evs] + [e for _, ev in internal for e in ev])
+    return sorted(out, key=lambda m: m["id"])
+
+
+def motifs(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
+    """analysis.motifs: motif instances, optionally of one motif or inside one scope."""
+    items = motif_instances(ws, store)
+    if request.get("motif"):
+        items = [m for m in items if m["motif"] == request["motif"]]
+    if request.get("scope"):
+        scope = find_node(ws, request["scope"])
+        items = [m for m in items if within(m["subject"], {scope})]
+    return Answer(sections=[("motifs", items)], data={"total": len(items)},
+                  evidence_refs=[e for m in items for e in m["evidence_refs"]])
+
+
+def contracts(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
+    """analysis.contracts: signature, docstring, asserts, raises and tests of a function or class."""
+    target = analysable(ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False))
+    require_kind(ws, target, {"function", "method", "class", "lambda", "test"}, "analysis.contracts")
+    data = ws.graph.nodes[target]
+    members = [target]
+    if data["kind"] == "class":
+        members += [n for n in neighbours(ws, target, "defines") if ws.graph.nodes[n]["kind"] in ("method", "function")]
+    items = []
+    for node in members:
+        d = ws.graph.nodes[node]
+        ev = d.get("evidence", [])
+        items.append({
+            "subject": node, "signature": d.get("signature"), "docstring": d.get("doc"),
+            "preconditions": [a for a in d.get("asserts", []) if a["role"] == "precondition"],
+            "postconditions": [a for a in d.get("asserts", []) if a["role"] == "postcondition"],
+            "raises": d.get("raises", []), "decorators": d.get("decorators", []),
+            "api_contract": {"public": not qname(node).rsplit(".", 1)[-1].startswith("_")},
+            "evidence_refs": ev,
+        })
+    tests = tests_reaching(ws, target)
+    answer = Answer(data={"target": target, "policy": [], "intent_constraint": []})
+    answer.sections = [("contracts", items), ("test_contract", tests)]
+    answer.evidence_refs = [e for i in items for e in i["evidence_refs"]]
+    return answer
+
+
+def findings(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
+    """analysis.findings: three unmerged lists (confirmed_defect, anomaly, hotspot)."""
+    found = findings_mod.all_findings(ws, store)
+    scope = find_node(ws, request["scope"]) if request.get("scope") else None
+    kinds = [request["kind"]] if request.get("kind") else ["confirmed_defect", "anomaly", "hotspot"]
+    sections = []
+    for kind in kinds:
+        items = found[kind]
+        if scope:
+            items = [f for f in items if within(f["subject"], {scope})]
+        sections.append((kind, items))
+    return Answer(sections=sections, data={"counts": {k: len(v) for k, v in sections}})
+

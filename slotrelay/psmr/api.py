@@ -1,0 +1,137 @@
+"""The PSMR API: one entry, `call`, answering every read-only operator in the result envelope.
+
+    call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}}, store=".psmr")
+
+`call` validates the request against the operator's JSON Schema (`OPERATIONS`), runs it, pages the
+result to the request's budget, and always returns an envelope: a PSMR error becomes
+`status: "error"` with one of the twelve codes and a message saying what to do instead; an error of no
+PSMR type becomes EXECUTION_FAILED. It never raises on bad input. `build_workspace` and
+`list_workspaces` create and enumerate the workspaces the operators read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from slotrelay.psmr import envelope
+from slotrelay.psmr.errors import (
+    CapabilityDenied,
+    InvalidQuery,
+    OperatorUnavailable,
+    PsmrError,
+    TypeMismatch,
+)
+from slotrelay.psmr.operators import EFFECTFUL_OPERATIONS, LATER_OPERATIONS, OPERATIONS
+
+__all__ = ["OPERATIONS", "build_workspace", "call", "list_workspaces"]
+
+
+def _validate(operation: str, request: Any) -> None:
+    if not isinstance(request, dict):
+        raise TypeMismatch(f"the request of {operation} must be a JSON object, got {type(request).__name__}")
+    schema = OPERATIONS[operation]["input_schema"]
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(request))
+    if error is None:
+        return
+    where = "/".join(str(p) for p in error.absolute_path) or "(request)"
+    hint = f"see operator.describe {{'operator': '{operation}'}} for the request schema"
+    if error.validator == "type":
+        raise TypeMismatch(f"{operation}: field {where}: {error.message}; {hint}")
+    raise InvalidQuery(f"{operation}: field {where}: {error.message}; {hint}")
+
+
+def _check_operation(operation: str) -> None:
+    if operation in OPERATIONS:
+        return
+    if operation in EFFECTFUL_OPERATIONS:
+        raise CapabilityDenied(
+            f"{operation} needs the {EFFECTFUL_OPERATIONS[operation]} capability, which this read-only "
+            "runtime does not grant; use the query and analysis operators (operator.list)"
+        )
+    if operation in LATER_OPERATIONS:
+        raise OperatorUnavailable(
+            f"{operation} belongs to the modification phase, not offered by this read-only runtime; "
+            "operator.list shows what is"
+        )
+    raise OperatorUnavailable(f"no operator named {operation!r}; operator.list shows the {len(OPERATIONS)} offered")
+
+
+def call(operation: str, request: dict[str, Any], *, store: str | Path | None = None) -> dict[str, Any]:
+    """Run one operator and answer in the `psmr-tool-result-0.1` envelope.
+
+    Parameters:
+        operation: an operator name from `OPERATIONS` (e.g. `query.subgraph`).
+        request: the request object (see the operator's `input_schema`); may carry `budget` and
+            `continuation_token`.
+        store: the store folder; default `PSMR_STORE`, else `.psmr/` under the current folder's
+            git root (or the current folder).
+
+    Returns:
+        The envelope, `status` "ok" with `data`, or "error" with `error: {code, message}`.
+    """
+    from slotrelay.psmr.handlers import HANDLERS
+
+    request_id = envelope.new_request_id()
+    try:
+        if not isinstance(operation, str):
+            raise TypeMismatch("operation must be a string such as 'query.subgraph'")
+        _check_operation(operation)
+        _validate(operation, request)
+        return HANDLERS[operation](request, request_id=request_id, store=store)
+    except PsmrError as exc:
+        return envelope.error(request_id, exc.code, exc.message)
+    except Exception as exc:  # noqa: BLE001 - the API never raises; an internal fault is reported as one
+        return envelope.error(
+            request_id,
+            "EXECUTION_FAILED",
+            f"{operation} failed inside the runtime ({type(exc).__name__}: {exc}); rebuild the workspace "
+            "with `slotrelay psmr build` and retry, and report it if it persists",
+        )
+
+
+def build_workspace(
+    path: str | Path,
+    *,
+    rev: str | None = None,
+    store: str | Path | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Build or incrementally update the workspace of a source tree (or one git revision of it).
+
+    Parameters:
+        path: the root to analyse (a package folder, a project folder, or a git checkout).
+        rev: a git revision to analyse from its tree (through a worktree in the store) instead of
+            the files on disk.
+        store: the store folder (default: `PSMR_STORE`, else `<root>/.psmr`).
+        progress: called as `progress(done, total, file)` while files are analysed.
+
+    Returns:
+        `{"workspace_id", "root", "store", "rev", "commit", "version", "files", "analysed",
+        "reused", "removed", "dependents", "nodes", "edges", "unknowns", "conflicts",
+        "duration_s"}`.
+
+    Raises:
+        PsmrError: INVALID_QUERY for a missing root, EXECUTION_FAILED when git fails.
+    """
+    from slotrelay.psmr.build import build
+
+    return build(path, rev=rev, store=store, progress=progress)
+
+
+def list_workspaces(*, store: str | Path | None = None) -> list[dict[str, Any]]:
+    """The workspaces in a store.
+
+    Parameters:
+        store: the store folder (default as in `call`).
+
+    Returns:
+        One `{"workspace_id", "root", "rev", "commit", "version", "files", "updated"}` per workspace,
+        sorted by id.
+    """
+    from slotrelay.psmr.store import Store
+
+    return Store.open(store).list()

@@ -1,0 +1,139 @@
+"""Build or update a workspace: discover files, reuse facts by content hash, resolve, assemble, store.
+
+A revision is analysed from its own tree, a detached git worktree kept in the store, so the user's
+checkout is never touched. An update re-parses only files whose content hash changed; resolution and
+assembly run over the whole tree from the cached facts, so an updated workspace equals a full rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery
+from slotrelay.psmr.extract import FACTS_VERSION, extract
+from slotrelay.psmr.graph import GraphAssembler
+from slotrelay.psmr.importgraph import import_edges
+from slotrelay.psmr.link import Linker
+from slotrelay.psmr.store import Store, Workspace
+
+SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
+
+
+def discover(root: Path) -> list[Path]:
+    """The Python files under root, sorted; hidden folders, virtualenvs and caches are skipped."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
+                         and not (here / d / "pyvenv.cfg").exists())
+        found += [here / f for f in files if f.endswith(".py")]
+    return sorted(found)
+
+
+def module_name(root: Path, path: Path) -> tuple[str, bool]:
+    """The dotted module of a file relative to root (a root that is a package keeps its own name)."""
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if (root / "__init__.py").exists():
+        parts.insert(0, root.name)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts) or root.name, is_package
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ExecutionFailed(f"git {' '.join(args)} failed in {root}: {done.stderr.strip()}; check that the "
+                              "folder is a git checkout and the revision exists (`git log`)")
+    return done.stdout.strip()
+
+
+def revision_tree(root: Path, rev: str, store: Store) -> tuple[Path, str]:
+    """The folder holding `rev`'s version of root (a detached worktree in the store) and its commit."""
+    commit = _git(root, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    top = Path(_git(root, "rev-parse", "--show-toplevel")).resolve()
+    tree = store.tree_dir(commit)
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        _git(top, "worktree", "add", "--detach", "--force", str(tree), commit)
+    return tree / root.resolve().relative_to(top), commit
+
+
+def workspace_id(root: Path, commit: str | None) -> str:
+    """The id of the workspace of a root (and revision): stable across rebuilds."""
+    return "ws_" + hashlib.sha1(f"{root.resolve()}@{commit or 'worktree'}".encode()).hexdigest()[:12]
+
+
+def build(
+    path: str | Path,
+    *,
+    rev: str | None = None,
+    store: str | Path | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`)."""
+    started = time.perf_counter()
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise InvalidQuery(f"path {path} is not a folder; give the root of the Python code to analyse")
+    the_store = Store.open(store, root=root)
+    source, commit = (revision_tree(root, rev, the_store) if rev else (root, None))
+    ws_id = workspace_id(root, commit)
+    try:
+        previous = the_store.manifest(ws_id)["files"]
+    except Exception:  # noqa: BLE001 - a missing or damaged manifest means a full build
+        previous = {}
+    files = discover(source)
+    facts: dict[str, dict[str, Any]] = {}
+    paths: dict[str, str] = {}
+    entries: dict[str, dict[str, Any]] = {}
+    analysed: list[str] = []
+    for done, file in enumerate(files, start=1):
+        rel = file.relative_to(source).as_posix()
+        module, is_package = module_name(source, file)
+        data = file.read_bytes()
+        key = hashlib.sha256(f"{FACTS_VERSION}\0{module}\0{is_package}\0".encode() + data).hexdigest()
+        cached = the_store.get_json("facts", key) if previous.get(rel, {}).get("key") == key else None
+        if cached is None:
+            cached = the_store.get_json("facts", key)
+        if cached is None:
+            cached = extract(data.decode("utf-8", errors="replace"), module, is_package=is_package)
+            the_store.put_json("facts", key, cached)
+        if previous.get(rel, {}).get("key") != key:
+            analysed.append(rel)
+        facts[module] = cached
+        paths[module] = rel
+        entries[rel] = {"key": key, "module": module, "sha256": hashlib.sha256(data).hexdigest()}
+        if progress:
+            progress(done, len(files), rel)
+    removed = sorted(set(previous) - set(entries))
+    link = Linker(facts).run()
+    edges, warnings = import_edges(source, facts)
+    assembly = GraphAssembler(facts, paths, commit).build(link, edges)
+    changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
+    dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
+    version = hashlib.sha256("".join(sorted(e["key"] for e in entries.values())).encode()).hexdigest()[:16]
+    workspace = Workspace(
+        workspace_id=ws_id, root=str(root), source_root=str(source), rev=rev, commit=commit, version=version,
+        files=entries, graph=assembly.graph, evidence=assembly.evidence, unknowns=assembly.unknowns,
+        conflicts=assembly.conflicts, warnings=warnings, updated=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    summary = {
+        "workspace_id": ws_id, "root": str(root), "store": str(the_store.path), "rev": rev, "commit": commit,
+        "version": version, "files": len(entries), "analysed": len(analysed), "reused": len(entries) - len(analysed),
+        "removed": len(removed), "dependents": len(dependents),
+        "nodes": assembly.graph.number_of_nodes(), "edges": assembly.graph.number_of_edges(),
+        "unknowns": len(assembly.unknowns), "conflicts": len(assembly.conflicts), "warnings": warnings,
+    }
+    summary["duration_s"] = round(time.perf_counter() - started, 3)
+    the_store.save(workspace, stats=summary)
+    return summary

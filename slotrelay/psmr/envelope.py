@@ -1,0 +1,80 @@
+"""The result envelope every operator answers in (`psmr-tool-result-0.1`, section 十一).
+
+`data` holds the operator's result; `evidence_refs`, `unknown_refs` and `conflict_refs` list the ids
+the result rests on, so an agent sees what is unknown next to what is known (section 九).
+`continuation` is null, or `{"truncated": true, "continuation_token": ..., "exhausted": <budget>}`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+SCHEMA = "psmr-tool-result-0.1"
+
+
+def new_request_id() -> str:
+    """A fresh request id (`req_` and 16 hex digits)."""
+    return f"req_{uuid.uuid4().hex[:16]}"
+
+
+def ok(
+    request_id: str,
+    data: dict[str, Any],
+    *,
+    evidence_refs: list[str] | None = None,
+    unknown_refs: list[str] | None = None,
+    conflict_refs: list[str] | None = None,
+    warnings: list[str] | None = None,
+    continuation: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An envelope with status `ok`.
+
+    Parameters:
+        request_id: the id of the request answered.
+        data: the operator's result.
+        evidence_refs: evidence ids the result rests on.
+        unknown_refs: unknown ids inside the result.
+        conflict_refs: conflict ids touching the result.
+        warnings: things the caller should know (e.g. an item larger than the text budget).
+        continuation: the continuation record when the result was truncated.
+
+    Returns:
+        The envelope as a JSON-ready dict.
+    """
+    return {
+        "schema": SCHEMA,
+        "request_id": request_id,
+        "status": "ok",
+        "data": data,
+        "evidence_refs": sorted(set(evidence_refs or [])),
+        "unknown_refs": sorted(set(unknown_refs or [])),
+        "conflict_refs": sorted(set(conflict_refs or [])),
+        "warnings": list(warnings or []),
+        "continuation": continuation,
+    }
+
+
+def error(request_id: str, code: str, message: str) -> dict[str, Any]:
+    """An envelope with status `error` and `{"code", "message"}`.
+
+    Parameters:
+        request_id: the id of the request answered.
+        code: one of the twelve codes in `slotrelay.psmr.errors.ERROR_CODES`.
+        message: what went wrong and what to do instead.
+
+    Returns:
+        The envelope as a JSON-ready dict.
+    """
+    return {
+        "schema": SCHEMA,
+        "request_id": request_id,
+        "status": "error",
+        "data": None,
+        "error": {"code": code, "message": message},
+        "evidence_refs": [],
+        "unknown_refs": [],
+        "conflict_refs": [],
+        "warnings": [],
+        "continuation": None,
+    }

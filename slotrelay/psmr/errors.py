@@ -1,0 +1,119 @@
+"""PSMR's errors: the twelve codes of the contract (section 十二), one class each.
+
+    SlotrelayError
+     +-- PsmrError
+          +-- WorkspaceNotFound          WORKSPACE_NOT_FOUND
+          +-- ObjectNotFound             OBJECT_NOT_FOUND
+          +-- InvalidQuery               INVALID_QUERY
+          +-- TypeMismatch               TYPE_MISMATCH
+          +-- CapabilityDenied           CAPABILITY_DENIED
+          +-- PolicyBlocked              POLICY_BLOCKED
+          +-- OperatorUnavailable        OPERATOR_UNAVAILABLE
+          +-- UnsupportedProjection      UNSUPPORTED_PROJECTION
+          +-- UnresolvedRequiredInput    UNRESOLVED_REQUIRED_INPUT
+          +-- ConflictRequiresReview     CONFLICT_REQUIRES_REVIEW
+          +-- ExecutionFailed            EXECUTION_FAILED
+          +-- ValidationFailed           VALIDATION_FAILED
+
+Every message says what to do instead; `slotrelay.psmr.api.call` turns these into the
+`"error"` member of the result envelope and never lets one escape.
+"""
+
+from __future__ import annotations
+
+from slotrelay.errors import SlotrelayError
+
+
+class PsmrError(SlotrelayError):
+    """Base of every PSMR error; `code` is one of `ERROR_CODES`."""
+
+    code = "PSMR_ERROR"
+
+
+class WorkspaceNotFound(PsmrError):
+    """No workspace with that id in the store."""
+
+    code = "WORKSPACE_NOT_FOUND"
+
+
+class ObjectNotFound(PsmrError):
+    """A semantic identity, evidence id or file the workspace does not hold."""
+
+    code = "OBJECT_NOT_FOUND"
+
+
+class InvalidQuery(PsmrError):
+    """The request misses a field, has an unknown one, or a continuation token does not fit."""
+
+    code = "INVALID_QUERY"
+
+
+class TypeMismatch(PsmrError):
+    """A field has the wrong JSON type, or the target is the wrong kind of node for the operation."""
+
+    code = "TYPE_MISMATCH"
+
+
+class CapabilityDenied(PsmrError):
+    """The operation needs a capability (source write, process execution) this runtime does not grant."""
+
+    code = "CAPABILITY_DENIED"
+
+
+class PolicyBlocked(PsmrError):
+    """The request would dump the whole graph or workspace (section 十四)."""
+
+    code = "POLICY_BLOCKED"
+
+
+class OperatorUnavailable(PsmrError):
+    """No such operator in this runtime."""
+
+    code = "OPERATOR_UNAVAILABLE"
+
+
+class UnsupportedProjection(PsmrError):
+    """The requested output projection is not one this operator produces."""
+
+    code = "UNSUPPORTED_PROJECTION"
+
+
+class UnresolvedRequiredInput(PsmrError):
+    """The input exists only as an unresolved reference (an external or unknown), so it cannot be analysed."""
+
+    code = "UNRESOLVED_REQUIRED_INPUT"
+
+
+class ConflictRequiresReview(PsmrError):
+    """The target has an open conflict (e.g. two definitions) that the caller must acknowledge."""
+
+    code = "CONFLICT_REQUIRES_REVIEW"
+
+
+class ExecutionFailed(PsmrError):
+    """A tool the operator runs (git, griffe, jedi) failed, or the operator hit an internal error."""
+
+    code = "EXECUTION_FAILED"
+
+
+class ValidationFailed(PsmrError):
+    """A stored workspace failed its integrity check."""
+
+    code = "VALIDATION_FAILED"
+
+
+ERROR_CLASSES: tuple[type[PsmrError], ...] = (
+    WorkspaceNotFound,
+    ObjectNotFound,
+    InvalidQuery,
+    TypeMismatch,
+    CapabilityDenied,
+    PolicyBlocked,
+    OperatorUnavailable,
+    UnsupportedProjection,
+    UnresolvedRequiredInput,
+    ConflictRequiresReview,
+    ExecutionFailed,
+    ValidationFailed,
+)
+ERROR_CODES: tuple[str, ...] = tuple(cls.code for cls in ERROR_CLASSES)

@@ -1,0 +1,560 @@
+"""The fast pass: one Python file's source to its facts (definitions, bindings, calls, state access).
+
+Facts are file-local and JSON-ready, so the store caches them by content hash and a rebuild re-parses
+only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions become
+small symbolic references ("refs"), evaluated later, never guessed here:
+
+    ["name", scope, id]          a name looked up from a scope (LEGB, class scopes skipped inside functions)
+    ["attr", ref, name]          an attribute of what ref denotes
+    ["call", ref, [args], {kw}]  the result of calling ref
+    ["sub", ref] / ["iter", ref] an element of a container / of an iteration
+    ["coll", [refs]]             a literal container holding these values
+    ["union", [refs]]            any of these (conditional expression, `or`)
+    ["def", qualname]            a definition in this file (function, class, lambda)
+    ["deco", [refs], ref]        a definition passed through decorators, innermost last
+    ["imp", dotted] / ["from", module, name]   what an import binds
+    ["param", func, index, name, default]      a parameter; bound to arguments at link time
+    ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
+    ["unk", reason]              something dynamic the analysis refuses to guess
+
+A file that does not parse yields facts with `syntax_error` set and nothing else.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import warnings
+from typing import Any
+
+FACTS_VERSION = 3
+HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next", "reduce"})
+DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
+
+Ref = list[Any]
+
+
+def span(node: ast.AST) -> list[int]:
+    """[line, col, end_line, end_col] of a node (1-based lines, 0-based columns)."""
+    line = getattr(node, "lineno", 1)
+    col = getattr(node, "col_offset", 0)
+    return [line, col, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or col]
+
+
+def module_base(module: str, is_package: bool, level: int) -> str:
+    """The package a relative import of `level` dots starts from."""
+    parts = module.split(".") if module else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts)
+
+
+class _Scope:
+    def __init__(self, qualname: str, kind: str, parent: _Scope | None, class_q: str | None = None):
+        self.qualname = qualname
+        self.kind = kind
+        self.parent = parent
+        self.class_q = class_q
+        self.globals: set[str] = set()
+        self.lambda_count = 0
+
+
+class FileExtractor(ast.NodeVisitor):
+    """Walks one module's AST and fills the facts dict (see the module docstring)."""
+
+    def __init__(self, module: str, *, is_package: bool) -> None:
+        self.module = module
+        self.is_package = is_package
+        self.defs: list[dict[str, Any]] = []
+        self.scopes: dict[str, dict[str, Any]] = {}
+        self.bindings: dict[str, dict[str, list[Ref]]] = {}
+        self.instance_attrs: dict[str, dict[str, list[Ref]]] = {}
+        self.calls: list[dict[str, Any]] = []
+        self.state: list[dict[str, Any]] = []
+        self.imports: list[dict[str, Any]] = []
+        self.stars: dict[str, list[str]] = {}
+        self.unknowns: list[dict[str, Any]] = []
+        self.withs: list[dict[str, Any]] = []
+        self.exports: list[str] | None = None
+        self.lambdas: dict[int, str] = {}
+        self.scope = self._open(module, "module", None, None)
+
+    # scopes and bindings
+
+    def _open(self, qualname: str, kind: str, parent: _Scope | None, class_q: str | None) -> _Scope:
+        scope = _Scope(qualname, kind, parent, class_q)
+        self.scopes.setdefault(
+            qualname, {"kind": kind, "parent": parent.qualname if parent else None, "returns": [], "yields": []}
+        )
+        self.bindings.setdefault(qualname, {})
+        return scope
+
+    def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None) -> None:
+        scope = scope or self.scope
+        if ref is None:
+            ref = ["unk", "opaque_value"]
+        target = self._module_scope() if name in scope.globals else scope
+        self.bindings[target.qualname].setdefault(name, []).append(ref)
+
+    def _module_scope(self) -> _Scope:
+        scope = self.scope
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    def _lambda_name(self, node: ast.Lambda) -> str:
+        name = self.lambdas.get(id(node))
+        if name is None:
+            self.scope.lambda_count += 1
+            name = f"{self.scope.qualname}.<lambda{self.scope.lambda_count}>"
+            self.lambdas[id(node)] = name
+        return name
+
+    # expressions to refs
+
+    def ref(self, node: ast.AST | None) -> Ref | None:
+        """The symbolic reference of an expression, or None when it denotes nothing callable."""
+        q = self.scope.qualname
+        match node:
+            case ast.Name(id=name):
+                return ["name", q, name]
+            case ast.Attribute(value=value, attr=attr):
+                base = self.ref(value)
+                return ["attr", base, attr] if base is not None else None
+            case ast.Call():
+                return self._call_ref(node)
+            case ast.Subscript(value=value):
+                base = self.ref(value)
+                return ["sub", base] if base is not None else None
+            case ast.List(elts=elts) | ast.Tuple(elts=elts) | ast.Set(elts=elts):
+                return ["coll", [r for r in map(self.ref, elts) if r is not None]]
+            case ast.Dict(values=values):
+                return ["coll", [r for r in map(self.ref, values) if r is not None]]
+            case ast.Lambda():
+                return ["def", self._lambda_name(node)]
+            case ast.IfExp(body=body, orelse=orelse):
+                return ["union", [r for r in (self.ref(body), self.ref(orelse)) if r is not None]]
+            case ast.BoolOp(values=values):
+                return ["union", [r for r in map(self.ref, values) if r is not None]]
+            case ast.Await(value=value) | ast.NamedExpr(value=value) | ast.Starred(value=value):
+                return self.ref(value)
+            case ast.ListComp(elt=elt) | ast.SetComp(elt=elt) | ast.GeneratorExp(elt=elt):
+                return ["coll", [r for r in [self.ref(elt)] if r is not None]]
+            case ast.DictComp(value=value):
+                return ["coll", [r for r in [self.ref(value)] if r is not None]]
+        return None
+
+    def _call_ref(self, node: ast.Call) -> Ref | None:
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id == "super" and self.scope.class_q:
+                return ["super", self.scope.class_q]
+            if func.id == "getattr" and len(node.args) >= 2:
+                name = node.args[1]
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    base = self.ref(node.args[0])
+                    return ["attr", base, name.value] if base is not None else None
+                return ["unk", "dynamic_getattr"]
+            if func.id == "__import__" and node.args:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    return ["imp", arg.value.split(".")[0]]
+                return ["unk", "dynamic_import"]
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "import_module"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "importlib"
+            and node.args
+        ):
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                return ["imp", arg.value]
+            return ["unk", "dynamic_import"]
+        callee = self.ref(func)
+        if callee is None:
+            return None
+        args = [self.ref(a) or ["unk", "opaque_value"] for a in node.args]
+        kwargs = {k.arg: self.ref(k.value) or ["unk", "opaque_value"] for k in node.keywords if k.arg}
+        return ["call", callee, args, kwargs]
+
+    # statements
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self._docstring_scope(node, self.module)
+        self.generic_visit(node)
+
+    def _docstring_scope(self, node: ast.AST, qualname: str) -> None:
+        self.scopes[qualname]["doc"] = ast.get_docstring(node)  # type: ignore[arg-type]
+
+    def _decorated(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str) -> Ref:
+        base: Ref = ["def", qualname]
+        if not node.decorator_list:
+            return base
+        return ["deco", [self.ref(d) or ["unk", "opaque_value"] for d in node.decorator_list], base]
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        parent = self.scope
+        qualname = f"{parent.qualname}.{node.name}"
+        is_method = parent.kind == "class"
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        for deco in node.decorator_list:
+            self._record_call_of_decorator(deco, qualname)
+        self.bind(node.name, self._decorated(node, qualname))
+        kind = "method" if is_method else "function"
+        is_test = node.name.startswith("test") and self._is_test_module()
+        self._add_def(node, qualname, kind, decorators=decorators, is_test=is_test)
+        scope = self._open(qualname, kind, parent, parent.class_q if not is_method else parent.qualname)
+        self._docstring_scope(node, qualname)
+        self.scope = scope
+        self._bind_params(node.args, qualname, method_of=parent.qualname if is_method else None,
+                          decorators=decorators)
+        for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
+            self.scope = parent
+            self.visit(default)
+            self.scope = scope
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scope = parent
+        if node.returns is not None:
+            self.visit(node.returns)
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def _record_call_of_decorator(self, deco: ast.expr, qualname: str) -> None:
+        # `@dec` calls dec with the function; `@dec(...)` calls dec(...) (visited) then its result.
+        ref = self.ref(deco)
+        if ref is not None:
+            self.calls.append({"scope": self.scope.qualname, "callee": ref, "args": [["def", qualname]],
+                               "kwargs": {}, "span": span(deco), "decorator": True})
+        self.visit(deco)
+
+    def _bind_params(self, args: ast.arguments, qualname: str, *, method_of: str | None,
+                     decorators: list[str]) -> None:
+        positional = args.posonlyargs + args.args
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
+            if index == 0 and method_of and "staticmethod" not in decorators:
+                self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
+                continue
+            self.bind(arg.arg, ["param", qualname, index, arg.arg, self.ref(default)])
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self.ref(default)])
+        for arg in (args.vararg, args.kwarg):
+            if arg is not None:
+                self.bind(arg.arg, ["unk", "variadic_parameter"])
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        parent = self.scope
+        qualname = self._lambda_name(node)
+        self._add_def(node, qualname, "lambda")
+        scope = self._open(qualname, "lambda", parent, parent.class_q)
+        self.scope = scope
+        self._bind_params(node.args, qualname, method_of=None, decorators=[])
+        self.scopes[qualname]["returns"].append(self.ref(node.body))
+        self.visit(node.body)
+        self.scope = parent
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        parent = self.scope
+        qualname = f"{parent.qualname}.{node.name}"
+        for deco in node.decorator_list:
+            self._record_call_of_decorator(deco, qualname)
+        for base in node.bases + [k.value for k in node.keywords]:
+            self.visit(base)
+        self.bind(node.name, self._decorated(node, qualname))
+        bases = [self.ref(b) or ["unk", "opaque_value"] for b in node.bases]
+        self._add_def(node, qualname, "class", bases=bases, decorators=[ast.unparse(d) for d in node.decorator_list])
+        scope = self._open(qualname, "class", parent, qualname)
+        self._docstring_scope(node, qualname)
+        self.scope = scope
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scope = parent
+
+    def _add_def(self, node: ast.AST, qualname: str, kind: str, **extra: Any) -> None:
+        record: dict[str, Any] = {"qualname": qualname, "kind": kind, "span": span(node),
+                                  "parent": self.scope.qualname}
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            record["signature"] = f"({ast.unparse(node.args)})" + (
+                f" -> {ast.unparse(node.returns)}" if node.returns else "")
+            record["params"] = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+            record["body_hash"] = _body_hash(node)
+            record["asserts"] = _asserts(node)
+            record["raises"] = sorted({ast.unparse(r.exc.func if isinstance(r.exc, ast.Call) else r.exc)
+                                       for r in ast.walk(node) if isinstance(r, ast.Raise) and r.exc})
+            record["is_async"] = isinstance(node, ast.AsyncFunctionDef)
+        if isinstance(node, ast.ClassDef):
+            record["body_hash"] = _body_hash(node)
+        record.update(extra)
+        self.defs.append(record)
+
+    def _is_test_module(self) -> bool:
+        last = self.module.rsplit(".", 1)[-1]
+        return last.startswith("test_") or last.endswith("_test") or ".tests." in f".{self.module}."
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.scope.globals.update(node.names)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            ref = self.ref(node.value)
+            if ref is not None:
+                self.scopes[self.scope.qualname]["returns"].append(ref)
+            self.visit(node.value)
+
+    def _yield(self, node: ast.Yield | ast.YieldFrom) -> None:
+        info = self.scopes[self.scope.qualname]
+        info["generator"] = True
+        if node.value is not None:
+            ref = self.ref(node.value)
+            if ref is not None:
+                info["yields"].append(["iter", ref] if isinstance(node, ast.YieldFrom) else ref)
+            self.visit(node.value)
+
+    visit_Yield = _yield
+    visit_YieldFrom = _yield
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.bind(alias.asname, ["imp", alias.name])
+            else:
+                self.bind(alias.name.split(".")[0], ["imp", alias.name.split(".")[0]])
+            self.imports.append({"scope": self.scope.qualname, "module": alias.name, "name": None,
+                                 "span": span(node)})
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = module_base(self.module, self.is_package, node.level)
+            module = f"{base}.{node.module}" if node.module and base else (node.module or base)
+        else:
+            module = node.module or ""
+        for alias in node.names:
+            self.imports.append({"scope": self.scope.qualname, "module": module, "name": alias.name,
+                                 "span": span(node)})
+            if alias.name == "*":
+                self.stars.setdefault(self.scope.qualname, []).append(module)
+                continue
+            self.bind(alias.asname or alias.name, ["from", module, alias.name])
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        value = self.ref(node.value)
+        for target in node.targets:
+            self._assign(target, value, node)
+            if (
+                self.scope.kind == "module"
+                and isinstance(target, ast.Name)
+                and target.id == "__all__"
+                and isinstance(node.value, ast.List | ast.Tuple)
+            ):
+                self.exports = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+            self._assign(node.target, self.ref(node.value), node)
+        elif isinstance(node.target, ast.Attribute):
+            self.visit(node.target.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        self._access(node.target, "read", node)
+        self._access(node.target, "write", node)
+        if isinstance(node.target, ast.Attribute | ast.Subscript):
+            self.visit(node.target.value)
+
+    def _assign(self, target: ast.expr, value: Ref | None, node: ast.AST) -> None:
+        match target:
+            case ast.Name(id=name):
+                self.bind(name, value)
+                self._access(target, "write", node)
+            case ast.Tuple(elts=elts) | ast.List(elts=elts):
+                for elt in elts:
+                    self._assign(elt, ["sub", value] if value is not None else None, node)
+            case ast.Starred(value=inner):
+                self._assign(inner, value, node)
+            case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
+                class_q = self._self_class(owner)
+                self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
+                    value or ["unk", "opaque_value"])
+                self._access(target, "write", node)
+            case ast.Attribute(value=obj):
+                self.visit(obj)
+                self._access(target, "write", node)
+            case ast.Subscript(value=ast.Name(id=name) as container, slice=index):
+                # `d[k] = f` puts f in d: later `d[k]()` must see it.
+                if value is not None:
+                    self.bind(name, ["coll", [value]])
+                self._access(container, "write", node)
+                self.visit(index)
+            case ast.Subscript(value=obj, slice=index):
+                self.visit(obj)
+                self.visit(index)
+
+    def _self_class(self, name: str) -> str | None:
+        scope = self.scope
+        if scope.kind != "method" or scope.class_q is None:
+            return None
+        refs = self.bindings[scope.qualname].get(name, [])
+        return scope.class_q if any(r[0] in ("self", "cls") for r in refs) else None
+
+    def _access(self, target: ast.expr, mode: str, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.state.append({"scope": self.scope.qualname, "mode": mode, "ref": ["name", self.scope.qualname,
+                               target.id], "span": span(node), "global": target.id in self.scope.globals})
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            base = self.ref(target.value)
+            self.state.append({"scope": self.scope.qualname, "mode": mode, "ref": ["attr", base, target.attr],
+                               "span": span(node), "global": False})
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and self.scope.kind != "module":
+            self._access(node, "read", node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and self._self_class(node.value.id):
+            self._access(node, "read", node)
+        self.visit(node.value)
+
+    def _loop_target(self, target: ast.expr, iterable: ast.expr, node: ast.AST) -> None:
+        self.visit(iterable)
+        ref = self.ref(iterable)
+        self._assign(target, ["iter", ref] if ref is not None else None, node)
+
+    def visit_For(self, node: ast.For) -> None:
+        self._loop_target(node.target, node.iter, node)
+        for stmt in node.body + node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        self._loop_target(node.target, node.iter, node)
+        for cond in node.ifs:
+            self.visit(cond)
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        for gen in node.generators:
+            self.visit_comprehension(gen)
+        for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
+            if part is not None:
+                self.visit(part)
+
+    visit_ListComp = _comprehension
+    visit_SetComp = _comprehension
+    visit_GeneratorExp = _comprehension
+    visit_DictComp = _comprehension
+
+    def visit_With(self, node: ast.With) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            ref = self.ref(item.context_expr)
+            self.withs.append({"scope": self.scope.qualname, "expr": ast.unparse(item.context_expr),
+                               "ref": ref, "span": span(item.context_expr)})
+            if item.optional_vars is not None:
+                self._assign(item.optional_vars, ref, node)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    visit_AsyncWith = visit_With
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is not None:
+            self.visit(node.type)
+            if node.name:
+                exc = self.ref(node.type)
+                self.bind(node.name, ["call", exc, [], {}] if exc is not None else None)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        ref = self._call_ref(node)
+        if ref is not None and ref[0] == "call":
+            self.calls.append({"scope": self.scope.qualname, "callee": ref[1], "args": ref[2],
+                               "kwargs": ref[3], "span": span(node.func)})
+            self._note_container_method(node)
+        elif ref is not None:
+            # getattr / __import__ / super: the call itself is to the builtin.
+            self.calls.append({"scope": self.scope.qualname, "callee": ["name", self.scope.qualname,
+                               node.func.id if isinstance(node.func, ast.Name) else "getattr"],
+                               "args": [], "kwargs": {}, "span": span(node.func)})
+            if ref[0] == "unk":
+                self.unknowns.append({"scope": self.scope.qualname, "reason": ref[1], "span": span(node),
+                                      "detail": ast.unparse(node)[:200]})
+        if isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_BUILTINS:
+            self.unknowns.append({"scope": self.scope.qualname, "reason": DYNAMIC_BUILTINS[node.func.id],
+                                  "span": span(node), "detail": ast.unparse(node)[:200]})
+        self.generic_visit(node)
+
+    def _note_container_method(self, node: ast.Call) -> None:
+        # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would.
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in (
+                "append", "add", "insert", "extend", "update", "setdefault"):
+            values = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
+            values = [v for v in values if v is not None]
+            if func.attr == "extend" or func.attr == "update":
+                values = [["iter", v] for v in values] + values
+            if values:
+                self.bind(func.value.id, ["coll", values])
+
+
+def _body_hash(node: ast.AST) -> str:
+    return hashlib.sha1(ast.dump(node, include_attributes=False).encode()).hexdigest()[:16]
+
+
+def _asserts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any]]:
+    found = []
+    body = node.body
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, ast.Assert):
+            before_return = index + 1 < len(body) and isinstance(body[index + 1], ast.Return)
+            role = "postcondition" if before_return or index == len(body) - 1 else "precondition"
+            found.append({"role": role, "expr": ast.unparse(stmt.test), "span": span(stmt)})
+    return found
+
+
+def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, Any]:
+    """Facts of one module's source (see the module docstring for the ref language).
+
+    Parameters:
+        source: the file's text.
+        module: its dotted module name relative to the analysed root.
+        is_package: True for an `__init__.py` (relative imports start at the module itself).
+
+    Returns:
+        The facts, JSON-ready; on a syntax error only `syntax_error` and the module record.
+    """
+    base: dict[str, Any] = {"version": FACTS_VERSION, "module": module, "is_package": is_package,
+                            "lines": source.count("\n") + 1}
+    try:
+        # Invalid escapes etc. warn at parse time; they say nothing about structure.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        return {**base, "syntax_error": {"message": str(exc), "span": [line, getattr(exc, "offset", 0) or 0,
+                                                                       line, 0]}}
+    walker = FileExtractor(module, is_package=is_package)
+    walker.visit(tree)
+    return {
+        **base,
+        "syntax_error": None,
+        "defs": walker.defs,
+        "scopes": walker.scopes,
+        "bindings": walker.bindings,
+        "instance_attrs": walker.instance_attrs,
+        "calls": walker.calls,
+        "state": walker.state,
+        "imports": walker.imports,
+        "stars": walker.stars,
+        "exports": walker.exports,
+        "unknowns": walker.unknowns,
+        "withs": walker.withs,
+    }

@@ -1,0 +1,120 @@
+"""analysis.findings: confirmed defects, anomalies and hotspots, kept in three lists that never merge.
+
+Confirmed defects and anomalies come from pyflakes (a maintained checker), split by message class:
+a defect is code that fails or misbehaves when it runs (undefined name, return outside a function, a
+format string with the wrong arguments); an anomaly is suspicious but legal (unused import, redefined
+name). Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn over
+thresholds. Per-file checker output is cached in the store by the file's content key.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pyflakes import checker
+
+from slotrelay.psmr.graph import sid, stable_id
+from slotrelay.psmr.slicing import CODE_KINDS
+from slotrelay.psmr.store import Store, Workspace
+
+DEFECTS = frozenset({
+    "UndefinedName", "UndefinedLocal", "UndefinedExport", "DuplicateArgument", "ReturnOutsideFunction",
+    "YieldOutsideFunction", "ContinueOutsideLoop", "BreakOutsideLoop", "DefaultExceptNotLast",
+    "TwoStarredExpressions", "TooManyExpressionsInStarredAssignment", "IfTuple", "AssertTuple", "IsLiteral",
+    "InvalidPrintSyntax", "RaiseNotImplemented", "PercentFormatMissingArgument",
+    "PercentFormatPositionalCountMismatch", "PercentFormatExpectedMapping", "PercentFormatExpectedSequence",
+    "PercentFormatInvalidFormat", "PercentFormatUnsupportedFormatCharacter", "StringDotFormatMissingArgument",
+    "StringDotFormatInvalidFormat", "FutureFeatureNotDefined", "LateFutureImport",
+})
+THRESHOLDS = {"fan_in": 15, "fan_out": 25, "lines": 120, "churn": 10}
+
+
+def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tree = ast.parse(source, filename=artifact)
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None) or 1
+            return [{"rule": "SyntaxError", "message": str(exc), "line": line, "col": 0}]
+        found = checker.Checker(tree, filename=artifact)
+    return [{"rule": type(m).__name__, "message": m.message % m.message_args, "line": m.lineno,
+             "col": getattr(m, "col", 0)} for m in found.messages]
+
+
+def _enclosing(ws: Workspace, artifact: str, line: int) -> str:
+    best, best_size = None, None
+    for node, data in ws.graph.nodes(data=True):
+        if data.get("artifact") != artifact or data["kind"] not in CODE_KINDS or not data.get("span"):
+            continue
+        start, end = data["span"][0], data["span"][2]
+        if start <= line <= end and (best_size is None or end - start < best_size):
+            best, best_size = node, end - start
+    return best or sid(ws.files[artifact]["module"])
+
+
+def checker_findings(ws: Workspace, store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """pyflakes' messages over every file, as (confirmed defects, anomalies)."""
+    defects, anomalies = [], []
+    for artifact, entry in sorted(ws.files.items()):
+        messages = store.get_json("cache/pyflakes", entry["key"])
+        if messages is None:
+            source = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+            messages = _check_file(source, artifact)
+            store.put_json("cache/pyflakes", entry["key"], messages)
+        for m in messages:
+            kind = "confirmed_defect" if m["rule"] in DEFECTS or m["rule"] == "SyntaxError" else "anomaly"
+            item = {"id": stable_id("fd", artifact, m["line"], m["rule"], m["message"]), "kind": kind,
+                    "rule": f"pyflakes:{m['rule']}", "message": m["message"], "artifact": artifact,
+                    "span": {"line": m["line"], "col": m["col"]}, "subject": _enclosing(ws, artifact, m["line"]),
+                    "authority": "checker:pyflakes"}
+            (defects if kind == "confirmed_defect" else anomalies).append(item)
+    return defects, anomalies
+
+
+def churn(ws: Workspace) -> dict[str, int]:
+    """Commits touching each file over the last 500 commits (empty outside git)."""
+    done = subprocess.run(["git", "-C", ws.source_root, "log", "-n", "500", "--format=", "--name-only",
+                           "--relative", "--", "."], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {}
+    return dict(Counter(line for line in done.stdout.splitlines() if line in ws.files))
+
+
+def hotspots(ws: Workspace) -> list[dict[str, Any]]:
+    """Symbols and files past a threshold of fan-in, fan-out, size or churn, by measure."""
+    graph = ws.graph
+    out = []
+    for node, data in graph.nodes(data=True):
+        if data["kind"] not in CODE_KINDS - {"module"}:
+            continue
+        measures = {
+            "fan_in": len({u for u, _, k in graph.in_edges(node, keys=True) if k == "calls"}),
+            "fan_out": len({v for _, v, k in graph.out_edges(node, keys=True) if k == "calls"}),
+            "lines": data.get("lines", 0),
+        }
+        over = {k: v for k, v in measures.items() if v >= THRESHOLDS[k]}
+        if over:
+            out.append({"id": stable_id("fd", node, "hotspot"), "kind": "hotspot", "rule": "+".join(sorted(over)),
+                        "message": ", ".join(f"{k} {v} >= {THRESHOLDS[k]}" for k, v in sorted(over.items())),
+                        "artifact": data.get("artifact"), "span": {"line": data["span"][0], "col": data["span"][1]},
+                        "subject": node, "measures": measures, "authority": "graph"})
+    for artifact, count in sorted(churn(ws).items()):
+        if count >= THRESHOLDS["churn"]:
+            module = sid(ws.files[artifact]["module"])
+            out.append({"id": stable_id("fd", artifact, "churn"), "kind": "hotspot", "rule": "churn",
+                        "message": f"{count} commits touch this file", "artifact": artifact,
+                        "span": {"line": 1, "col": 0}, "subject": module, "measures": {"churn": count},
+                        "authority": "git"})
+    return sorted(out, key=lambda f: (f["artifact"] or "", f["span"]["line"], f["id"]))
+
+
+def all_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, Any]]]:
+    """The three kinds of finding, each sorted by file and line."""
+    defects, anomalies = checker_findings(ws, store)
+    return {"confirmed_defect": defects, "anomaly": anomalies, "hotspot": hotspots(ws)}

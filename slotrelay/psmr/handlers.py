@@ -1,0 +1,104 @@
+"""Operator name -> handler: load the workspace, run the operator, page it, wrap it in the envelope.
+
+The references an envelope lists (`evidence_refs`, `unknown_refs`, `conflict_refs`) are collected from
+the items actually on the page, so they always match what the caller received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slotrelay.psmr import analyses, diff, envelope, findings, queries
+from slotrelay.psmr.budgets import effective_budget, paginate
+from slotrelay.psmr.infer import infer_slice
+from slotrelay.psmr.queries import Answer
+from slotrelay.psmr.store import Store, Workspace
+
+Handler = Callable[..., dict[str, Any]]
+
+
+def _collect(value: Any, refs: dict[str, set[str]]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "evidence_refs" and isinstance(inner, list):
+                refs["evidence"].update(inner)
+            elif key == "id" and isinstance(inner, str):
+                for prefix, name in (("ev_", "evidence"), ("unk_", "unknown"), ("cf_", "conflict")):
+                    if inner.startswith(prefix):
+                        refs[name].add(inner)
+            else:
+                _collect(inner, refs)
+    elif isinstance(value, list):
+        for inner in value:
+            _collect(inner, refs)
+
+
+def _respond(operation: str, answer: Answer, request: dict[str, Any], request_id: str, version: str) -> dict[str, Any]:
+    page = paginate(answer.sections, operation=operation, request=request, version=version)
+    refs: dict[str, set[str]] = {"evidence": set(answer.evidence_refs), "unknown": set(), "conflict": set()}
+    _collect(page.sections, refs)
+    data = {**answer.data, **page.sections, "truncated": page.truncated}
+    return envelope.ok(request_id, data, evidence_refs=sorted(refs["evidence"]),
+                       unknown_refs=sorted(refs["unknown"]), conflict_refs=sorted(refs["conflict"]),
+                       warnings=answer.warnings + page.warnings, continuation=page.continuation)
+
+
+def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Store], Answer]) -> Handler:
+    def handler(request: dict[str, Any], *, request_id: str, store: str | Path | None) -> dict[str, Any]:
+        effective_budget(request)
+        the_store = Store.open(store)
+        ws = the_store.load(request["workspace_id"])
+        return _respond(operation, run(ws, request, the_store), request, request_id, ws.version)
+
+    return handler
+
+
+def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Handler:
+    def handler(request: dict[str, Any], *, request_id: str, store: str | Path | None) -> dict[str, Any]:
+        effective_budget(request)
+        the_store = Store.open(store)
+        answer = run(request, the_store)
+        version = answer.data.get("workspace_b", "runtime")
+        return _respond(operation, answer, request, request_id, version)
+
+    return handler
+
+
+def _operator_list(request: dict[str, Any], store: Store) -> Answer:
+    if request.get("workspace_id"):
+        store.load(request["workspace_id"])
+    return queries.list_operators(request)
+
+
+def _search(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    class _Bound:
+        @staticmethod
+        def motif_instances(w: Workspace) -> list[dict[str, Any]]:
+            return analyses.motif_instances(w, store)
+
+        @staticmethod
+        def all_findings(w: Workspace) -> dict[str, list[dict[str, Any]]]:
+            return findings.all_findings(w, store)
+
+    return queries.search(ws, request, analyses=_Bound)
+
+
+HANDLERS: dict[str, Handler] = {
+    "workspace.describe": _on_workspace("workspace.describe", lambda ws, r, s: queries.describe_workspace(ws, r)),
+    "operator.list": _plain("operator.list", _operator_list),
+    "operator.describe": _plain("operator.describe", lambda r, s: queries.describe_operator(r)),
+    "query.search": _on_workspace("query.search", _search),
+    "query.subgraph": _on_workspace(
+        "query.subgraph",
+        lambda ws, r, s: queries.subgraph(ws, r, infer=lambda w, dist: infer_slice(w, dist, s))),
+    "query.evidence": _on_workspace("query.evidence", lambda ws, r, s: queries.evidence(ws, r)),
+    "query.unknowns": _on_workspace("query.unknowns", lambda ws, r, s: queries.unknowns(ws, r)),
+    "query.conflicts": _on_workspace("query.conflicts", lambda ws, r, s: queries.conflicts(ws, r)),
+    "analysis.impact": _on_workspace("analysis.impact", lambda ws, r, s: analyses.impact(ws, r, store=s)),
+    "analysis.semantic_diff": _plain("analysis.semantic_diff", lambda r, s: diff.semantic_diff(r, store=s)),
+    "analysis.findings": _on_workspace("analysis.findings", lambda ws, r, s: analyses.findings(ws, r, store=s)),
+    "analysis.motifs": _on_workspace("analysis.motifs", lambda ws, r, s: analyses.motifs(ws, r, store=s)),
+    "analysis.contracts": _on_workspace("analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)),
+}

@@ -1,0 +1,280 @@
+"""The catalog of PSMR operators: name, description, request JSON Schema, and the facts
+`operator.describe` reports (side effects, determinism, cache behaviour, an example).
+
+This is the one place the request shapes live: `api.call` validates against these schemas, and the
+MCP server derives its tool input schemas from them. All operators here are read-only (section 十七).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BUDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Section 八: past any limit the result is truncated and carries a continuation token.",
+    "properties": {
+        "max_nodes": {"type": "integer", "minimum": 1},
+        "max_edges": {"type": "integer", "minimum": 1},
+        "max_evidence_items": {"type": "integer", "minimum": 1},
+        "max_text_bytes": {"type": "integer", "minimum": 256},
+    },
+    "additionalProperties": False,
+}
+DEFAULT_BUDGET: dict[str, int] = {
+    "max_nodes": 500,
+    "max_edges": 1500,
+    "max_evidence_items": 100,
+    "max_text_bytes": 100_000,
+}
+RELATIONS = (
+    "defines",
+    "imports",
+    "calls",
+    "called_by",
+    "reads_state",
+    "writes_state",
+    "inherits",
+    "decorates",
+    "tests",
+)
+SEARCH_KINDS = ("symbol", "file", "motif", "finding", "contract", "state", "effect", "boundary", "artifact")
+MOTIF_KINDS = ("resource_scope", "read_modify_write", "boundary_adapter", "stateful_orchestrator")
+FINDING_KINDS = ("confirmed_defect", "anomaly", "hotspot")
+
+_WS = {"type": "string", "pattern": "^ws_[0-9a-f]+$", "description": "A workspace id from `psmr build`."}
+_TARGET = {
+    "type": "string",
+    "minLength": 1,
+    "description": "A semantic identity (`semantic:pkg.mod.func`) or a dotted name (`pkg.mod.func`).",
+}
+_PAGE = {
+    "budget": BUDGET_SCHEMA,
+    "continuation_token": {"type": "string", "description": "From a truncated result, to resume it."},
+}
+
+
+def _request(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**properties, **_PAGE},
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _op(description: str, schema: dict[str, Any], example: dict[str, Any], **facts: Any) -> dict[str, Any]:
+    return {
+        "description": description,
+        "input_schema": schema,
+        "example": example,
+        "side_effects": facts.get("side_effects", "none (read-only)"),
+        "determinism": facts.get("determinism", "deterministic for a given workspace version"),
+        "cache": facts.get("cache", "reads the stored workspace; results are not cached"),
+        "required_capabilities": facts.get("required_capabilities", ["workspace:read"]),
+        "input_types": facts.get("input_types", ["graph:cisg"]),
+        "output": facts["output"],
+    }
+
+
+OPERATIONS: dict[str, dict[str, Any]] = {
+    "workspace.describe": _op(
+        "What the workspace holds: artifact, graph and contract types, operators, counts of unknowns "
+        "and conflicts.",
+        _request({"workspace_id": _WS}, ["workspace_id"]),
+        {"workspace_id": "ws_0123456789ab"},
+        output="workspace summary",
+        input_types=["workspace"],
+    ),
+    "operator.list": _op(
+        "The operators this runtime offers, optionally only those taking one input type.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "filter": {
+                    "type": "object",
+                    "properties": {"input_type": {"type": "string"}},
+                    "additionalProperties": False,
+                },
+            },
+            [],
+        ),
+        {"filter": {"input_type": "graph:cisg"}},
+        output="operator names with descriptions",
+        input_types=["runtime"],
+        required_capabilities=[],
+    ),
+    "operator.describe": _op(
+        "One operator's input contract, output, capabilities, side effects, determinism, cache and example.",
+        _request({"operator": {"type": "string", "minLength": 1}}, ["operator"]),
+        {"operator": "query.subgraph"},
+        output="operator description",
+        input_types=["runtime"],
+        required_capabilities=[],
+    ),
+    "query.search": _op(
+        "Find semantic identities by text: symbols, files, motifs, findings, contracts, state, effects, "
+        "boundaries or artifacts.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "text": {"type": "string", "description": "Case-insensitive substring; empty lists all."},
+                "kind": {"type": "string", "enum": list(SEARCH_KINDS)},
+            },
+            ["workspace_id", "text"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "text": "login", "kind": "symbol"},
+        output="matches, each with its semantic identity",
+    ),
+    "query.subgraph": _op(
+        "The slice around an anchor: nodes, edges, contracts, unknowns, conflicts and provenance "
+        "(section 九), following the chosen relations to a depth.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "anchor": {
+                    "type": "object",
+                    "properties": {
+                        "kind": {"type": "string", "enum": ["symbol", "file", "state"]},
+                        "value": {"type": "string", "minLength": 1},
+                    },
+                    "required": ["kind", "value"],
+                    "additionalProperties": False,
+                },
+                "relations": {"type": "array", "items": {"type": "string", "enum": list(RELATIONS)}},
+                "depth": {"type": "integer", "minimum": 0},
+                "include_evidence": {"type": "boolean"},
+                "infer": {
+                    "type": "boolean",
+                    "description": "Resolve the slice's unresolved call sites with jedi (slower; cached).",
+                },
+                "projection": {"type": "string", "description": "`graph` (default) or `callgraph`."},
+            },
+            ["workspace_id", "anchor"],
+        ),
+        {
+            "workspace_id": "ws_0123456789ab",
+            "anchor": {"kind": "symbol", "value": "pkg.auth.login"},
+            "relations": ["calls", "called_by", "reads_state", "writes_state"],
+            "depth": 2,
+            "include_evidence": True,
+        },
+        output="semantic slice S = (N, E, K, U, C, P)",
+    ),
+    "query.evidence": _op(
+        "The evidence records behind ids: artifact, source span, revision, resolution, authority, status.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "evidence_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            },
+            ["workspace_id", "evidence_ids"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "evidence_ids": ["ev_1", "ev_2"]},
+        output="evidence records",
+        input_types=["evidence"],
+    ),
+    "query.unknowns": _op(
+        "What the analysis could not resolve, each with a reason code, optionally around one symbol "
+        "or of one reason.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "scope": _TARGET,
+                "reason": {"type": "string"},
+            },
+            ["workspace_id"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "reason": "untyped_receiver"},
+        output="unknowns",
+    ),
+    "query.conflicts": _op(
+        "Unresolved conflicts: duplicate definitions, re-exports shadowing a definition, passes disagreeing.",
+        _request({"workspace_id": _WS, "subject": _TARGET}, ["workspace_id"]),
+        {"workspace_id": "ws_0123456789ab"},
+        output="conflicts",
+    ),
+    "analysis.impact": _op(
+        "What a change to the target may affect, with direct, derived and runtime certainty kept apart, "
+        "state coupling, boundaries, motifs, files to review, likely tests and the unknowns inside the radius.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "target": _TARGET,
+                "depth": {"type": "integer", "minimum": 1},
+                "accept_conflicts": {"type": "boolean"},
+            },
+            ["workspace_id", "target"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "target": "semantic:pkg.auth.login", "depth": 3},
+        output="impact report",
+    ),
+    "analysis.semantic_diff": _op(
+        "ΔG between two workspaces, or two git revisions of one workspace's root: symbols added, removed, "
+        "changed; edges and state accesses added and removed; public-API breakages (griffe).",
+        _request(
+            {
+                "workspace_id": _WS,
+                "workspace_a": _WS,
+                "workspace_b": _WS,
+                "rev_a": {"type": "string", "minLength": 1},
+                "rev_b": {"type": "string", "minLength": 1},
+            },
+            [],
+        ),
+        {"workspace_a": "ws_0123456789ab", "workspace_b": "ws_ba9876543210"},
+        output="semantic delta with evidence",
+        input_types=["workspace", "git_revision"],
+        cache="revisions are built once into the store and reused",
+    ),
+    "analysis.findings": _op(
+        "Confirmed defects (pyflakes), anomalies and hotspots (fan-in/out, size, git churn), never merged.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "kind": {"type": "string", "enum": list(FINDING_KINDS)},
+                "scope": _TARGET,
+            },
+            ["workspace_id"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "kind": "confirmed_defect"},
+        output="findings grouped by kind",
+    ),
+    "analysis.motifs": _op(
+        "Motif instances (resource_scope, read_modify_write, boundary_adapter, stateful_orchestrator), "
+        "each with the evidence that makes it one.",
+        _request(
+            {
+                "workspace_id": _WS,
+                "motif": {"type": "string", "enum": list(MOTIF_KINDS)},
+                "scope": _TARGET,
+            },
+            ["workspace_id"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "motif": "read_modify_write"},
+        output="motif instances",
+    ),
+    "analysis.contracts": _op(
+        "The contracts of a function or class: signature, docstring, asserts as pre/postconditions, "
+        "raises, and the tests that reach it.",
+        _request(
+            {"workspace_id": _WS, "target": _TARGET, "accept_conflicts": {"type": "boolean"}},
+            ["workspace_id", "target"],
+        ),
+        {"workspace_id": "ws_0123456789ab", "target": "semantic:pkg.auth.login"},
+        output="contracts",
+    ),
+}
+
+# Seed operators of the later phases (sections 六, 七): named so a caller gets a precise refusal.
+EFFECTFUL_OPERATIONS: dict[str, str] = {
+    "projection.apply": "source-write",
+    "execution.run_tests": "process-execution",
+}
+LATER_OPERATIONS: tuple[str, ...] = (
+    "delta.propose",
+    "delta.validate",
+    "projection.preview",
+    "verification.rebuild",
+    "verification.roundtrip",
+    "verification.review",
+)

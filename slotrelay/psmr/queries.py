@@ -1,0 +1,223 @@
+"""The discovery and query operators: workspace.describe, operator.list/describe, query.search,
+query.subgraph, query.evidence, query.unknowns, query.conflicts.
+
+Each returns an `Answer`: ordered sections of items (paged by the caller to the budget) and the
+unpaged summary members of `data`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from slotrelay.psmr.effects import classify
+from slotrelay.psmr.errors import (
+    InvalidQuery,
+    ObjectNotFound,
+    OperatorUnavailable,
+    PolicyBlocked,
+    UnsupportedProjection,
+)
+from slotrelay.psmr.graph import qname
+from slotrelay.psmr.operators import OPERATIONS
+from slotrelay.psmr.slicing import (
+    CODE_KINDS,
+    conflicts_on,
+    edge_item,
+    file_node,
+    find_node,
+    node_item,
+    unknowns_in,
+    walk,
+    within,
+)
+from slotrelay.psmr.store import Workspace
+
+MAX_DEPTH = 10
+DEFAULT_RELATIONS = ["calls", "called_by", "reads_state", "writes_state"]
+
+
+@dataclass
+class Answer:
+    """An operator's result before paging."""
+
+    sections: list[tuple[str, list[Any]]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    evidence_refs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def describe_workspace(ws: Workspace, request: dict[str, Any]) -> Answer:
+    """workspace.describe: what the workspace holds."""
+    kinds = Counter(d["kind"] for _, d in ws.graph.nodes(data=True))
+    relations = Counter(k for _, _, k in ws.graph.edges(keys=True))
+    return Answer(data={
+        "workspace_id": ws.workspace_id, "root": ws.root, "rev": ws.rev, "commit": ws.commit,
+        "version": ws.version, "updated": ws.updated, "files": len(ws.files),
+        "artifact_types": ["source_file", "git_revision"],
+        "graph_types": ["cisg", "state", "motif"],
+        "contract_types": ["test", "signature", "docstring", "assertion", "raises"],
+        "available_operators": sorted(OPERATIONS),
+        "capability_summary": {"read": True, "source_write": False, "process_execution": False,
+                               "inference": "jedi, on demand (query.subgraph infer: true)",
+                               "checker": "pyflakes", "api_diff": "griffe", "import_graph": "grimp"},
+        "node_counts": dict(sorted(kinds.items())), "edge_counts": dict(sorted(relations.items())),
+        "unknown_count": len(ws.unknowns), "conflict_count": len(ws.conflicts),
+        "warnings": ws.warnings,
+    })
+
+
+def list_operators(request: dict[str, Any]) -> Answer:
+    """operator.list: the operators, optionally only those taking an input type."""
+    wanted = (request.get("filter") or {}).get("input_type")
+    items = [{"operator": name, "description": op["description"], "input_types": op["input_types"]}
+             for name, op in sorted(OPERATIONS.items()) if wanted is None or wanted in op["input_types"]]
+    return Answer(sections=[("operators", items)])
+
+
+def describe_operator(request: dict[str, Any]) -> Answer:
+    """operator.describe: one operator's contract."""
+    name = request["operator"]
+    if name not in OPERATIONS:
+        raise OperatorUnavailable(f"no operator named {name!r}; operator.list shows the {len(OPERATIONS)} offered")
+    return Answer(data={"operator": name, **OPERATIONS[name]})
+
+
+def search(ws: Workspace, request: dict[str, Any], *, analyses: Any) -> Answer:
+    """query.search: semantic identities matching a text, of one kind."""
+    text = request["text"].lower()
+    kind = request.get("kind", "symbol")
+    graph = ws.graph
+    items: list[dict[str, Any]] = []
+    if kind in ("symbol", "state"):
+        wanted = CODE_KINDS if kind == "symbol" else {"state"}
+        hits = [n for n, d in graph.nodes(data=True) if d["kind"] in wanted and text in d["qualname"].lower()]
+        hits.sort(key=lambda n: (not qname(n).lower().endswith(text), len(n), n))
+        items = [node_item(ws, n) for n in hits]
+    elif kind in ("file", "artifact"):
+        for path, entry in sorted(ws.files.items()):
+            if text in path.lower():
+                ident = f"artifact:{path}" + (f"@{ws.commit}" if kind == "artifact" and ws.commit else "")
+                items.append({"id": ident, "artifact": path, "module": f"semantic:{entry['module']}",
+                              "sha256": entry["sha256"], "revision": ws.commit})
+    elif kind in ("effect", "boundary"):
+        items = _effects(ws, text, boundary=kind == "boundary")
+    elif kind == "motif":
+        items = [m for m in analyses.motif_instances(ws) if text in m["id"].lower()]
+    elif kind == "finding":
+        found = analyses.all_findings(ws)
+        items = [f for group in ("confirmed_defect", "anomaly", "hotspot") for f in found[group]
+                 if text in (f["message"] + f["subject"]).lower()]
+    elif kind == "contract":
+        hits = [n for n, d in graph.nodes(data=True) if d["kind"] in CODE_KINDS - {"module"}
+                and (d.get("asserts") or d.get("raises") or d.get("doc")) and text in d["qualname"].lower()]
+        items = [node_item(ws, n, has_asserts=bool(graph.nodes[n].get("asserts")),
+                           raises=graph.nodes[n].get("raises", [])) for n in sorted(hits)]
+    return Answer(sections=[("matches", items)], data={"kind": kind, "total": len(items)})
+
+
+def _effects(ws: Workspace, text: str, *, boundary: bool) -> list[dict[str, Any]]:
+    graph = ws.graph
+    by_target: dict[str, list[str]] = {}
+    for source, target, key in graph.edges(keys=True):
+        if key == "calls" and graph.nodes[target]["kind"] in ("external", "builtin") and classify(qname(target)):
+            by_target.setdefault(target, []).append(source)
+    if not boundary:
+        return [{"id": t, "effect": classify(qname(t)), "callers": sorted(set(c))}
+                for t, c in sorted(by_target.items()) if text in t.lower()]
+    by_caller: dict[str, set[str]] = {}
+    for target, callers in by_target.items():
+        for caller in callers:
+            by_caller.setdefault(caller, set()).add(target)
+    return [node_item(ws, c, effects=sorted({classify(qname(t)) for t in ts}), crosses=sorted(ts))
+            for c, ts in sorted(by_caller.items()) if text in c.lower()]
+
+
+def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
+    """query.subgraph: the semantic slice S = (N, E, K, U, C, P) around an anchor."""
+    anchor = request["anchor"]
+    depth = request.get("depth", 2)
+    if depth > MAX_DEPTH:
+        raise PolicyBlocked(f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph "
+                            "(section 十四); slice less deeply and follow up from the frontier")
+    projection = request.get("projection", "graph")
+    if projection not in ("graph", "callgraph"):
+        raise UnsupportedProjection(f"query.subgraph projects to 'graph' or 'callgraph', not {projection!r}; "
+                                    "patches and sources belong to projection.preview (not in this runtime)")
+    start = file_node(ws, anchor["value"]) if anchor["kind"] == "file" else find_node(ws, anchor["value"])
+    if anchor["kind"] == "state" and ws.graph.nodes[start]["kind"] != "state":
+        raise InvalidQuery(f"anchor kind 'state' but {qname(start)} is a {ws.graph.nodes[start]['kind']}; "
+                           "use anchor kind 'symbol'")
+    relations = request.get("relations") or DEFAULT_RELATIONS
+    answer = Answer()
+    overlay: list[dict[str, Any]] = []
+    if request.get("infer"):
+        overlay, inferred_evidence, warnings = infer(ws, walk(ws, start, relations, depth))
+        answer.warnings += warnings
+    else:
+        inferred_evidence = {}
+    distance = walk(ws, start, relations, depth)
+    nodes = sorted(distance, key=lambda n: (distance[n], n))
+    members = set(nodes)
+    forward = {"called_by": "calls"}
+    wanted = {forward.get(r, r) for r in relations}
+    edges = sorted(
+        (edge_item(ws, u, v, k) for u, v, k in ws.graph.edges(members, keys=True) if k in wanted and v in members),
+        key=lambda e: (e["source"], e["relation"], e["target"]))
+    edges += sorted((e for e in overlay if e["source"] in members),
+                    key=lambda e: (e["source"], e["relation"], e["target"]))
+    for extra in {e["target"] for e in overlay} - members:
+        nodes.append(extra)
+        distance[extra] = depth + 1
+    if projection == "callgraph":
+        edges = [e for e in edges if e["relation"] == "calls"]
+    contracts = [{"subject": n, "signature": ws.graph.nodes[n].get("signature"),
+                  "asserts": ws.graph.nodes[n].get("asserts", []), "raises": ws.graph.nodes[n].get("raises", [])}
+                 for n in nodes if n in ws.graph and (ws.graph.nodes[n].get("asserts") or ws.graph.nodes[n].get("raises"))]
+    resolved = {u["id"] for e in overlay for u in e.get("resolves", [])}
+    unknowns = [u for u in unknowns_in(ws, members) if u["id"] not in resolved]
+    node_items = [node_item(ws, n, distance=distance[n]) if n in ws.graph else
+                  {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]} for n in nodes]
+    answer.sections = [("nodes", node_items), ("edges", edges), ("contracts", contracts),
+                       ("unknowns", unknowns), ("conflicts", conflicts_on(ws, members))]
+    if request.get("include_evidence"):
+        ids = sorted({ev for e in edges for ev in e["evidence_refs"]})
+        records = {**ws.evidence, **inferred_evidence}
+        answer.sections.append(("evidence", [records[i] for i in ids if i in records]))
+    answer.data = {"anchor": start, "depth": depth, "relations": relations, "projection": projection,
+                   "provenance": {"workspace_id": ws.workspace_id, "version": ws.version, "revision": ws.commit,
+                                  "passes": ["ast"] + (["jedi"] if request.get("infer") else []),
+                                  "resolved_by_inference": sorted(resolved)}}
+    return answer
+
+
+def evidence(ws: Workspace, request: dict[str, Any]) -> Answer:
+    """query.evidence: the records behind evidence ids."""
+    ids = list(dict.fromkeys(request["evidence_ids"]))
+    missing = [i for i in ids if i not in ws.evidence]
+    if missing:
+        raise ObjectNotFound(f"no evidence {', '.join(missing[:5])} in workspace {ws.workspace_id}; evidence ids "
+                             "come from the evidence_refs of a result of this workspace version")
+    return Answer(sections=[("evidence", [ws.evidence[i] for i in ids])])
+
+
+def unknowns(ws: Workspace, request: dict[str, Any]) -> Answer:
+    """query.unknowns: what the analysis could not resolve."""
+    items = sorted(ws.unknowns.values(), key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
+    if request.get("scope"):
+        scope = find_node(ws, request["scope"])
+        items = [u for u in items if within(u["scope"], {scope})]
+    if request.get("reason"):
+        items = [u for u in items if u["reason"] == request["reason"]]
+    by_reason = Counter(u["reason"] for u in items)
+    return Answer(sections=[("unknowns", items)], data={"total": len(items), "by_reason": dict(sorted(by_reason.items()))})
+
+
+def conflicts(ws: Workspace, request: dict[str, Any]) -> Answer:
+    """query.conflicts: open conflicts, optionally about one subject."""
+    items = sorted(ws.conflicts.values(), key=lambda c: c["id"])
+    if request.get("subject"):
+        subject = find_node(ws, request["subject"])
+        items = [c for c in items if within(c["subject"], {subject})]
+    return Answer(sections=[("conflicts", items)], data={"total": len(items)})

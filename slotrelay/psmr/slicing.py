@@ -1,0 +1,149 @@
+"""Shared helpers of the operators: finding a target, walking relations, and rendering items.
+
+Every list an operator returns is built here in a stable order (by distance, then identity), which is
+what lets `budgets.paginate` resume exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import deque
+from typing import Any
+
+from slotrelay.psmr.errors import (
+    ConflictRequiresReview,
+    ObjectNotFound,
+    TypeMismatch,
+    UnresolvedRequiredInput,
+)
+from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.store import Workspace
+
+CODE_KINDS = frozenset({"module", "class", "function", "method", "lambda", "test"})
+
+
+def find_node(ws: Workspace, value: str) -> str:
+    """The node a target names (semantic identity or dotted name).
+
+    Raises:
+        ObjectNotFound: nothing by that name; the message offers close names.
+    """
+    node = sid(value.strip())
+    if node in ws.graph:
+        return node
+    names = [qname(n) for n in ws.graph]
+    close = difflib.get_close_matches(qname(node), names, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; find it with query.search"
+    raise ObjectNotFound(f"{qname(node)} is not in workspace {ws.workspace_id}{hint}")
+
+
+def analysable(ws: Workspace, node: str, *, accept_conflicts: bool = False) -> str:
+    """A node that an analysis can start from: defined in the tree and not under an open conflict.
+
+    Raises:
+        UnresolvedRequiredInput: the node is an external or builtin reference.
+        ConflictRequiresReview: the node has an open conflict and it was not accepted.
+    """
+    kind = ws.graph.nodes[node]["kind"]
+    if kind in ("external", "builtin"):
+        raise UnresolvedRequiredInput(
+            f"{qname(node)} is {kind}: only referenced from the tree, its code is not analysed; target "
+            "the symbols that call it (query.subgraph with relations ['called_by'])")
+    conflicts = [c["id"] for c in ws.conflicts.values() if c["subject"] == node]
+    if conflicts and not accept_conflicts:
+        raise ConflictRequiresReview(
+            f"{qname(node)} has open conflicts {', '.join(conflicts)} (see query.conflicts); repeat with "
+            "accept_conflicts: true to analyse over every definition")
+    return node
+
+
+def file_node(ws: Workspace, artifact: str) -> str:
+    """The module node of a file path (as stored, relative to the root).
+
+    Raises:
+        ObjectNotFound: no such file in the workspace.
+    """
+    entry = ws.files.get(artifact.strip().lstrip("./"))
+    if entry is None:
+        raise ObjectNotFound(f"no file {artifact} in workspace {ws.workspace_id}; paths are relative to "
+                             f"{ws.root} (query.search with kind 'file' lists them)")
+    return sid(entry["module"])
+
+
+def require_kind(ws: Workspace, node: str, kinds: set[str], operation: str) -> None:
+    """Refuse a node of the wrong kind for an operation.
+
+    Raises:
+        TypeMismatch: the node's kind is not among `kinds`.
+    """
+    kind = ws.graph.nodes[node]["kind"]
+    if kind not in kinds:
+        raise TypeMismatch(f"{operation} takes a {' or '.join(sorted(kinds))}; {qname(node)} is a {kind}")
+
+
+def neighbours(ws: Workspace, node: str, relation: str) -> list[str]:
+    """Nodes one step along a relation (`called_by` walks `calls` backwards)."""
+    graph = ws.graph
+    if relation == "called_by":
+        return sorted({u for u, _, k in graph.in_edges(node, keys=True) if k == "calls"})
+    return sorted({v for _, v, k in graph.out_edges(node, keys=True) if k == relation})
+
+
+def walk(ws: Workspace, start: str, relations: list[str], depth: int) -> dict[str, int]:
+    """Breadth-first distances from start along the relations, up to depth."""
+    distance = {start: 0}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        if distance[node] >= depth:
+            continue
+        for relation in relations:
+            for nxt in neighbours(ws, node, relation):
+                if nxt not in distance:
+                    distance[nxt] = distance[node] + 1
+                    queue.append(nxt)
+    return distance
+
+
+def node_item(ws: Workspace, node: str, **extra: Any) -> dict[str, Any]:
+    """A node as the API shows it."""
+    data = ws.graph.nodes[node]
+    item = {"id": node, "kind": data["kind"], "qualname": data["qualname"]}
+    for key in ("artifact", "span", "signature", "subkind"):
+        if data.get(key) is not None:
+            item[key] = data[key]
+    return item | extra
+
+
+def edge_item(ws: Workspace, source: str, target: str, relation: str) -> dict[str, Any]:
+    """An edge as the API shows it, with its evidence ids and how it was resolved."""
+    data = ws.graph.edges[source, target, relation]
+    first = ws.evidence.get(data["evidence"][0], {})
+    return {"source": source, "target": target, "relation": relation, "evidence_refs": list(data["evidence"]),
+            "resolution": first.get("resolution"), "status": first.get("status")}
+
+
+def within(scope: str, nodes: set[str]) -> bool:
+    """True if a scope identity is one of the nodes or nested in one of them."""
+    if scope in nodes:
+        return True
+    name = qname(scope)
+    return any(name.startswith(qname(n) + ".") for n in nodes)
+
+
+def unknowns_in(ws: Workspace, nodes: set[str]) -> list[dict[str, Any]]:
+    """The unknowns whose scope is one of the nodes, in a stable order."""
+    return sorted((u for u in ws.unknowns.values() if u["scope"] in nodes),
+                  key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
+
+
+def conflicts_on(ws: Workspace, nodes: set[str]) -> list[dict[str, Any]]:
+    """The conflicts whose subject is one of the nodes, by id."""
+    return sorted((c for c in ws.conflicts.values() if c["subject"] in nodes), key=lambda c: c["id"])
+
+
+def tests_reaching(ws: Workspace, node: str, *, depth: int = 6) -> list[dict[str, Any]]:
+    """The test functions whose calls reach the node within depth, nearest first."""
+    distance = walk(ws, node, ["called_by"], depth)
+    tests = [(d, n) for n, d in distance.items() if ws.graph.nodes[n]["kind"] == "test"]
+    return [node_item(ws, n, distance=d) for d, n in sorted(tests)]
