@@ -312,6 +312,7 @@ class DockerBackend:
         exit_code = api.wait(container.id, timeout=DRAIN_GRACE_S)["StatusCode"]
         state = api.inspect_container(container.id)["State"]
         stream.close()
+        raw.close()
         outcome = decode_output(stdout, stderr, marker)
         violations = list(outcome.violations)
         if timed_out:

@@ -13,6 +13,7 @@ shell: the code runs under bash with the inputs as JSON on its stdin; the result
 import inspect
 import io
 import json
+import linecache
 import os
 import subprocess
 import sys
@@ -28,6 +29,8 @@ def _write_trailer(marker, result):
 def _run_python(code, inputs):
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": "<sandbox>"}
     sys.argv = ["<sandbox>"]
+    # Tracebacks show the program's source lines.
+    linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
     sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(inputs).encode()), encoding="utf-8")
     exec(compile(code, "<sandbox>", "exec"), namespace)  # noqa: S102 - running the program is the point
     main = namespace.get("main")
@@ -66,10 +69,12 @@ def main():
         result = _run_python(request["code"], request["inputs"])
     except SystemExit:
         raise
-    except BaseException:  # noqa: BLE001 - any failure of the program, shown as its traceback
+    except BaseException as error:  # noqa: BLE001 - any failure of the program, shown as its traceback
         # Show the program's own frames, not the runner's.
-        kind, error, trace = sys.exc_info()
-        traceback.print_exception(kind, error, trace.tb_next)
+        trace = error.__traceback__
+        while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
+            trace = trace.tb_next
+        traceback.print_exception(type(error), error, trace)
         sys.exit(1)
     try:
         _write_trailer(marker, result)
