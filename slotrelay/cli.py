@@ -11,6 +11,7 @@ import typer
 
 from slotrelay.commands import mcp as mcp_commands
 from slotrelay.commands import pen as pen_commands
+from slotrelay.commands import psmr as psmr_commands
 from slotrelay.commands import sandbox as sandbox_commands
 from slotrelay.commands import server as server_commands
 
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 app.add_typer(mcp_commands.app, name="mcp")
 app.add_typer(pen_commands.app, name="pen")
+app.add_typer(psmr_commands.app, name="psmr")
 app.add_typer(sandbox_commands.app, name="sandbox")
 app.add_typer(server_commands.app)
 

@@ -1,0 +1,107 @@
+"""`slotrelay psmr build | call | callgraph | list`: build workspaces, call the API, export call graphs.
+
+Exit codes (see slotrelay.cli): 0 ok; 1 the operator ran and failed (EXECUTION_FAILED,
+VALIDATION_FAILED); 2 bad input (bad JSON, an unknown workspace, operator or object, a refused query).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from slotrelay.psmr.errors import PsmrError
+
+app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its read-only API.")
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+StoreOption = Annotated[Path | None, typer.Option("--store", help="store folder (default: PSMR_STORE, else .psmr/)",
+                                                  envvar="PSMR_STORE")]
+FAILED_CODES = frozenset({"EXECUTION_FAILED", "VALIDATION_FAILED"})
+
+
+def _fail(error: PsmrError) -> typer.Exit:
+    err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
+    return typer.Exit(1 if error.code in FAILED_CODES else 2)
+
+
+@app.command()
+def build(
+    path: Annotated[Path, typer.Argument(help="root of the Python code to analyse")],
+    rev: Annotated[str | None, typer.Option("--rev", help="analyse this git revision (through a worktree)")] = None,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the build summary as JSON")] = False,
+) -> None:
+    """Build or incrementally update the workspace of PATH; prints its workspace_id."""
+    from slotrelay.psmr.api import build_workspace
+
+    with Progress(TextColumn("[bold]analysing[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def progress(done: int, total: int, file: str) -> None:
+            bar.update(task, completed=done, total=total, description=file)
+
+        try:
+            summary = build_workspace(path, rev=rev, store=store, progress=progress)
+        except PsmrError as error:
+            raise _fail(error) from error
+    if as_json:
+        out.print_json(json.dumps(summary))
+        return
+    out.print(summary["workspace_id"])
+    err.print(f"{summary['files']} files ({summary['analysed']} analysed, {summary['reused']} reused), "
+              f"{summary['nodes']} nodes, {summary['edges']} edges, {summary['unknowns']} unknowns, "
+              f"{summary['conflicts']} conflicts in {summary['duration_s']} s; store {summary['store']}")
+
+
+@app.command("call")
+def call_operation(
+    operation: Annotated[str, typer.Argument(help="an operator, e.g. query.subgraph (see operator.list)")],
+    request: Annotated[str, typer.Argument(help="the request as a JSON object")] = "{}",
+    store: StoreOption = None,
+) -> None:
+    """Call one API operator; prints the psmr-tool-result-0.1 envelope."""
+    from slotrelay.psmr.api import call
+
+    try:
+        body = json.loads(request)
+    except json.JSONDecodeError as error:
+        err.print(f"[bold red]bad input[/]: the request is not JSON ({error.msg} at column {error.colno})")
+        raise typer.Exit(2) from error
+    result = call(operation, body, store=store)
+    out.print_json(json.dumps(result, ensure_ascii=False))
+    if result["status"] == "error":
+        raise typer.Exit(1 if result["error"]["code"] in FAILED_CODES else 2)
+
+
+@app.command()
+def callgraph(
+    workspace_id: Annotated[str, typer.Argument(help="a workspace id from `psmr build`")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="file to write the JSON call graph to")],
+    store: StoreOption = None,
+) -> None:
+    """Export the workspace's call graph as {"caller": ["callee", ...]}."""
+    from slotrelay.psmr.export import callgraph as export_callgraph
+    from slotrelay.psmr.store import Store
+
+    try:
+        graph = export_callgraph(Store.open(store).load(workspace_id))
+    except PsmrError as error:
+        raise _fail(error) from error
+    output.write_text(json.dumps(graph, indent=1) + "\n")
+    err.print(f"{len(graph)} callers, {sum(map(len, graph.values()))} edges -> {output}")
+
+
+@app.command("list")
+def list_command(store: StoreOption = None) -> None:
+    """List the workspaces in the store."""
+    from slotrelay.psmr.api import list_workspaces
+
+    for ws in list_workspaces(store=store):
+        out.print(f"{ws['workspace_id']}  {ws['files']:>5} files  {ws['commit'] or 'worktree':<12.12}  {ws['root']}")
