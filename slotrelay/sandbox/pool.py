@@ -109,10 +109,10 @@ class ContainerPool(Generic[Shape, Item]):
         """Give back a used sandbox: it is removed in the background, never reused."""
         self._tasks.put(("remove", item))
 
-    def ready_count(self, shape: Shape) -> int:
-        """How many sandboxes of `shape` are ready now."""
+    def ready(self, shape: Shape) -> list[Item]:
+        """The sandboxes of `shape` ready now (a snapshot, for inspection: `acquire` hands them out)."""
         with self._lock:
-            return len(self._ready.get(shape, ()))
+            return list(self._ready.get(shape, ()))
 
     def close(self) -> None:
         """Stop the worker, then remove every ready sandbox and every pending removal."""

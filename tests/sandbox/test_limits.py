@@ -323,3 +323,13 @@ result = [answer, ctypes.get_errno()]
 """
     result = sandbox.run(code, backend=backend)
     assert result.result == [-1, expected], result.stderr
+
+
+def test_a_flood_until_the_deadline_is_drained_and_killed(backend: str) -> None:
+    code = "import sys\nwhile True:\n    sys.stdout.write('z' * 65536)\n"
+    limits = SandboxLimits(timeout_ms=1500, stdout_max_bytes=10_000)
+    result = sandbox.run(code, limits=limits, backend=backend)
+    assert result.status == "timeout"
+    assert (len(result.stdout), result.truncated.stdout) == (10_000, True)
+    assert kinds(result) == ["timeout", "output"]
+    assert result.duration_ms < 60_000

@@ -1,0 +1,85 @@
+"""`slotrelay sandbox build | run | doctor` as a user types them (the README's examples)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+
+
+def slotrelay(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SLOTRELAY, "sandbox", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.docker
+def test_build_is_a_no_op_when_the_images_are_current(docker_backend) -> None:
+    first = slotrelay("build")
+    assert first.returncode == 0, first.stderr
+    again = slotrelay("build")
+    assert again.returncode == 0, again.stderr
+    rows = [line for line in again.stdout.splitlines() if "slotrelay-sandbox/" in line]
+    assert len(rows) == 4 and all("current" in row for row in rows)
+
+
+def test_run_prints_one_json_object(backend: str, tmp_path: Path) -> None:
+    program = tmp_path / "sum.py"
+    program.write_text("def main(inputs):\n    print('adding')\n    return sum(inputs)\n")
+    done = slotrelay(
+        "run", "--backend", backend, "--lang", "python", "--timeout-ms", "2000", "--memory-mb", "128",
+        "--network", "none", "--fs", "tmp", str(program), "--inputs", "[1, 2, 39]", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert set(answer) == {
+        "status", "exit_code", "stdout", "stderr", "result", "duration_ms", "violations", "backend", "truncated",
+    }  # fmt: skip
+    assert (answer["status"], answer["result"], answer["stdout"], answer["backend"]) == (
+        "success", 42, "adding\n", backend,
+    )  # fmt: skip
+    assert answer["truncated"] == {"stdout": False, "stderr": False}
+
+
+def test_run_exit_codes_say_failed_program_bad_input_or_no_sandbox(backend: str, tmp_path: Path) -> None:
+    program = tmp_path / "fails.sh"
+    program.write_text("echo nope >&2\nexit 4\n")
+    failed = slotrelay("run", "--backend", backend, "--lang", "shell", str(program))
+    assert failed.returncode == 1
+    assert "nope" in failed.stderr and "exit 4" in failed.stderr
+    bad = slotrelay("run", "--backend", backend, "--memory-mb", "1", str(program))
+    assert bad.returncode == 2 and "memory_mb" in bad.stderr
+    missing = slotrelay("run", "--backend", backend, str(tmp_path / "absent.py"))
+    assert missing.returncode == 2 and "absent.py" in missing.stderr
+    unknown = slotrelay("run", "--backend", backend, "--lang", "ruby", str(program))
+    assert unknown.returncode == 2 and "ruby" in unknown.stderr
+
+
+@pytest.mark.docker
+def test_no_daemon_means_exit_3_and_a_reason() -> None:
+    gone = slotrelay("run", "--backend", "docker", "-", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert gone.returncode == 3
+    assert "SANDBOX_UNAVAILABLE" in gone.stderr and "docker" in gone.stderr
+
+
+def test_doctor_names_each_backend(backend: str) -> None:
+    done = slotrelay("doctor", "--json")
+    assert done.returncode == 0, done.stderr
+    reports = {report["name"]: report for report in json.loads(done.stdout)}
+    assert set(reports) == {"docker", "bwrap"}
+    assert reports[backend]["usable"] is True
+    assert "python" in reports[backend]["languages"]
+    assert any("RLIMIT_AS" in note for note in reports["bwrap"]["notes"])
+    plain = slotrelay("doctor")
+    assert plain.returncode == 0 and f"{backend}: usable" in plain.stdout
