@@ -96,7 +96,8 @@ def serve(
             host, port = address
 
             def ready(url: str) -> None:
-                console.print(f"PSMR MCP server at [bold]{url}[/], serving {served} (Ctrl-C stops it)")
+                # One unwrapped line: scripts and tests read the URL from it.
+                console.print(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)", soft_wrap=True)
 
             anyio.run(lambda: serve_http(server, host, port, on_ready=ready))
     except OSError as exc:

@@ -1,0 +1,468 @@
+"""The one table that maps PSMR operations to MCP tools, with everything a model reads about them.
+
+Each `ToolSpec` names the tool, the core operation it calls (`slotrelay.psmr.api.call`), a
+description written for a model (what comes back, when to use it instead of its siblings, how to
+continue a truncated answer) and the overrides that turn the operation's request schema (owned by
+`slotrelay.psmr.operators.OPERATIONS`) into a tool input schema: every parameter described, every
+number bounded, defaults that fit a model's context. The server applies those defaults itself, so
+what `tools/list` advertises is what a call gets.
+
+Invariant: a tool's input schema is never looser than its operation's request schema; the core
+validates the request again, so the MCP layer can only narrow what reaches it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from slotrelay.psmr.errors import ERROR_CODES
+from slotrelay.psmr.operators import OPERATIONS, RELATIONS
+
+BUILD_TOOL = "psmr_workspace_build"
+
+# Budgets a model's context can hold (about 10k tokens of JSON by default); the core's own defaults
+# are sized for programs, not prompts. The maxima stay far below the core's dump ceiling.
+MCP_BUDGET_DEFAULTS: dict[str, int] = {
+    "max_nodes": 200,
+    "max_edges": 500,
+    "max_evidence_items": 50,
+    "max_text_bytes": 40_000,
+}
+MCP_BUDGET_MAXIMA: dict[str, int] = {
+    "max_nodes": 2_000,
+    "max_edges": 6_000,
+    "max_evidence_items": 500,
+    "max_text_bytes": 400_000,
+}
+_BUDGET_WORDS = {
+    "max_nodes": "nodes (and other non-edge items: matches, unknowns, findings, ...) per answer",
+    "max_edges": "edges per answer",
+    "max_evidence_items": "evidence records per answer",
+    "max_text_bytes": "bytes of JSON in the answer's items",
+}
+
+CONTINUE_HINT = (
+    "If the answer has `continuation.truncated: true`, call again with the same arguments plus "
+    "`continuation_token` from the answer to get the next page, or narrow the query instead."
+)
+
+WORKSPACE_ID = {
+    "description": (
+        "The workspace to read (`ws_` + hex). Optional when the server serves exactly one workspace "
+        "(it is the default); otherwise required: psmr_workspace_describe without arguments lists them."
+    ),
+}
+TARGET = (
+    "A semantic identity as returned by psmr_query_search (`semantic:pkg.mod.Class.method`) or the "
+    "dotted name (`pkg.mod.Class.method`)."
+)
+SCOPE = "Only results inside this symbol or module (a semantic identity or dotted name); omit for the whole workspace."
+
+
+def _budget_schema(base: dict[str, Any]) -> dict[str, Any]:
+    schema = copy.deepcopy(base)
+    schema["description"] = (
+        "Limits on this answer. Past any limit the answer is cut at a stable point and "
+        "says `continuation.truncated: true`; nothing is dropped silently. Omitted limits take the "
+        "defaults shown."
+    )
+    for name, prop in schema["properties"].items():
+        prop.update(
+            description=f"At most this many {_BUDGET_WORDS[name]}.",
+            maximum=MCP_BUDGET_MAXIMA[name],
+            default=MCP_BUDGET_DEFAULTS[name],
+        )
+    return schema
+
+
+PAGING = {
+    "continuation_token": {
+        "description": (
+            "Opaque token from a truncated answer (`continuation.continuation_token`). Resend the "
+            "original arguments unchanged with only this added (the budget may differ) to get the "
+            "next page; a token from another query or an older build is refused with INVALID_QUERY."
+        ),
+        "maxLength": 4096,
+    },
+}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: its name, the operation behind it and what a model is told about it.
+
+    Parameters:
+        name: the tool name (`psmr_*`).
+        operation: the core operation in `OPERATIONS` it calls; None for the build tool.
+        title: a short human-readable title.
+        description: the model-facing description.
+        overrides: per-parameter schema members merged over the operation's request schema.
+        read_only: False only for the one tool that writes (the build).
+    """
+
+    name: str
+    operation: str | None
+    title: str
+    description: str
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    read_only: bool = True
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "psmr_workspace_describe",
+        "workspace.describe",
+        "Describe a PSMR workspace",
+        "Start here. Returns what one workspace holds: artifact, graph and contract types, the "
+        "operators available, how many unknowns and conflicts it has, plus `served_workspaces`: every "
+        "workspace this server serves, with its root folder. Without `workspace_id` on a server that "
+        "serves several workspaces it only lists them, so you can pick one. Cheap. "
+        f"Next: psmr_query_search to find a symbol's semantic identity. {CONTINUE_HINT}",
+    ),
+    ToolSpec(
+        "psmr_operator_list",
+        "operator.list",
+        "List PSMR operators",
+        "Returns the analysis operators this runtime offers, each with a one-line description, "
+        "optionally only those taking one input type (e.g. `graph:cisg`). Use it before assuming an "
+        f"operation exists; the psmr_* tools are the usual way to run them. {CONTINUE_HINT}",
+        overrides={
+            "filter": {
+                "description": "Only operators that take this input type.",
+                "properties": {
+                    "input_type": {
+                        "description": "An input type such as `graph:cisg`, `workspace`, `evidence`.",
+                        "maxLength": 100,
+                    }
+                },
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_query_search",
+        "query.search",
+        "Search the workspace for semantic identities",
+        "Finds objects by case-insensitive substring and returns their semantic identities "
+        "(`semantic:pkg.mod.func`), kind and file, in a stable order. Use it to turn a name you know "
+        "into the identity the other tools take. For relations around a hit use psmr_query_subgraph; "
+        f"for findings, motifs or contracts there are dedicated tools. {CONTINUE_HINT}",
+        overrides={
+            "text": {
+                "description": "Case-insensitive substring of the name or path; empty lists everything "
+                "of the kind (paged).",
+                "maxLength": 200,
+            },
+            "kind": {
+                "description": "What to search: symbols (functions, classes, methods, modules), files, "
+                "motifs, findings, contracts, state (globals and attributes), effects, boundaries or "
+                "artifacts.",
+                "default": "symbol",
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_query_subgraph",
+        "query.subgraph",
+        "Slice the semantic graph around an anchor",
+        "Returns the semantic slice around one anchor: nodes, edges, contracts, the "
+        "unknowns and conflicts inside it, and provenance, following only the relations you name up "
+        "to `depth` hops. Use it to see what a function calls, what calls it, and which state it "
+        "reads or writes; the unknowns in the slice are the places the graph is incomplete, so do not "
+        "fill them in by guessing. For what a change would affect use psmr_impact instead; for the "
+        f"source spans behind edges use psmr_query_evidence with the ids in `evidence_refs`. {CONTINUE_HINT}",
+        overrides={
+            "anchor": {
+                "description": "Where the slice starts.",
+                "properties": {
+                    "kind": {"description": "What `value` names: a symbol, a file path, or a state region."},
+                    "value": {
+                        "description": "For `symbol`: a semantic identity or dotted name; for `file`: a "
+                        "path relative to the workspace root; for `state`: the dotted name "
+                        "of a global or attribute.",
+                        "maxLength": 500,
+                    },
+                },
+            },
+            "relations": {
+                "description": "Edge kinds to follow (`called_by` walks calls backwards).",
+                "uniqueItems": True,
+                "maxItems": len(RELATIONS),
+                "default": ["calls", "called_by", "reads_state", "writes_state"],
+            },
+            "depth": {"description": "How many hops from the anchor.", "maximum": 5, "default": 2},
+            "include_evidence": {
+                "description": "true adds the evidence records of the slice's edges (costs budget); "
+                "false lists only their ids in `evidence_refs`.",
+                "default": False,
+            },
+            "infer": {"default": False},
+            "projection": {
+                "description": "`graph`: the full slice; `callgraph`: the same slice with only its `calls` edges.",
+                "enum": ["graph", "callgraph"],
+                "default": "graph",
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_query_evidence",
+        "query.evidence",
+        "Read evidence records",
+        "Returns the evidence behind ids (`ev_…`) found in other answers' `evidence_refs`: the "
+        "artifact and revision, the source span (line and column), how the fact was resolved "
+        "(lexical, import, self/MRO, constructor binding, inference, heuristic), its authority and "
+        f"status. Use it to check a claim before you rely on it. {CONTINUE_HINT}",
+        overrides={
+            "evidence_ids": {
+                "description": "Evidence ids from a previous answer.",
+                "maxItems": 200,
+                "items": {"description": "An evidence id (`ev_…`).", "maxLength": 200},
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_query_unknowns",
+        "query.unknowns",
+        "List what the analysis could not resolve",
+        "Returns the unknowns: call sites and references the analysis could not resolve, each with a "
+        "reason code (untyped receiver, dynamic getattr/eval/exec, parameter call, external module, "
+        "syntax error, ...) and its location. Ask for them before concluding that nothing else calls "
+        f"or touches a symbol. {CONTINUE_HINT}",
+        overrides={
+            "scope": {"description": SCOPE, "maxLength": 500},
+            "reason": {
+                "description": "Only unknowns with this reason code (as shown in earlier answers).",
+                "maxLength": 100,
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_query_conflicts",
+        "query.conflicts",
+        "List unresolved conflicts",
+        "Returns the workspace's unresolved conflicts: the same qualified name defined twice "
+        "(conditional definitions), a re-export shadowing a definition, the two resolution passes "
+        "disagreeing. A tool that refuses with CONFLICT_REQUIRES_REVIEW names its conflict here; "
+        f"read it, then repeat that call with `accept_conflicts: true`. {CONTINUE_HINT}",
+        overrides={
+            "subject": {"description": "Only conflicts about this symbol. " + TARGET, "maxLength": 500}
+        },
+    ),
+    ToolSpec(
+        "psmr_impact",
+        "analysis.impact",
+        "Analyse the impact of changing a symbol",
+        "Returns what a change to the target may affect, keeping apart direct impact (edges from the "
+        "target), derived impact (reached through further hops) and runtime certainty (never claimed "
+        "statically); plus state coupling, boundaries crossed, motifs touched, files to review, likely "
+        "tests, and `uncertainty`: the unknowns inside the radius. Use it before editing; use "
+        f"psmr_query_subgraph to explore structure without a change in mind. {CONTINUE_HINT}",
+        overrides={
+            "target": {"description": TARGET, "maxLength": 500},
+            "depth": {"description": "Radius in hops.", "maximum": 6, "default": 3},
+            "accept_conflicts": {
+                "description": "true to analyse a target with an open conflict (see psmr_query_conflicts).",
+                "default": False,
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_semantic_diff",
+        "analysis.semantic_diff",
+        "Diff two workspaces or two revisions semantically",
+        "Returns ΔG between two workspaces (`workspace_a`, `workspace_b`) or two git revisions of one "
+        "workspace's root (`rev_a`, `rev_b`, with `workspace_id` or the default workspace): symbols "
+        "added, removed, with changed signature or body; edges and state accesses added and removed; "
+        "public-API breakages; each with evidence. A revision not yet analysed is built first, which "
+        f"takes a while once. {CONTINUE_HINT}",
+        overrides={
+            "workspace_a": {"description": "The old workspace (with `workspace_b`)."},
+            "workspace_b": {"description": "The new workspace (with `workspace_a`)."},
+            "rev_a": {
+                "description": "The old git revision (commit, tag, branch, `HEAD~1`).",
+                "maxLength": 200,
+            },
+            "rev_b": {"description": "The new git revision.", "maxLength": 200},
+        },
+    ),
+    ToolSpec(
+        "psmr_findings",
+        "analysis.findings",
+        "List findings: confirmed defects, anomalies, hotspots",
+        "Returns findings grouped by kind and never merged: confirmed defects (from a maintained "
+        "checker, pyflakes), anomalies (suspicious but not proven) and hotspots (fan-in/out, size, git "
+        "churn). Treat only confirmed defects as bugs. Filter by `kind` and `scope` to stay small. "
+        f"{CONTINUE_HINT}",
+        overrides={
+            "kind": {"description": "Only this kind of finding; omit for all three, kept apart."},
+            "scope": {"description": SCOPE, "maxLength": 500},
+        },
+    ),
+    ToolSpec(
+        "psmr_find_motif",
+        "analysis.motifs",
+        "Find motif instances",
+        "Returns instances of behavioural motifs: resource_scope (acquire/release), read_modify_write "
+        "(state read then written), boundary_adapter (code that wraps an external boundary), "
+        "stateful_orchestrator (a unit driving state across calls), each with the evidence that makes "
+        f"it one. Use it to find the places a change in behaviour is risky. {CONTINUE_HINT}",
+        overrides={
+            "motif": {"description": "Only this motif; omit for all four."},
+            "scope": {"description": SCOPE, "maxLength": 500},
+        },
+    ),
+    ToolSpec(
+        "psmr_get_contracts",
+        "analysis.contracts",
+        "Get the contracts of a function or class",
+        "Returns what a function or class promises: type signature, docstring, asserts read as pre- "
+        "and postconditions, the exceptions it raises, and the tests that reach it. Use it before "
+        "changing the target's behaviour, together with psmr_impact. " + CONTINUE_HINT,
+        overrides={
+            "target": {"description": TARGET, "maxLength": 500},
+            "accept_conflicts": {
+                "description": "true to read a target with an open conflict (see psmr_query_conflicts).",
+                "default": False,
+            },
+        },
+    ),
+)
+
+BUILD_SPEC = ToolSpec(
+    BUILD_TOOL,
+    None,
+    "Build or update a workspace",
+    "Analyses a Python source folder (or one git revision of it) into a workspace and returns its "
+    "`workspace_id`. The only tool that writes, and only to the workspace store (`.psmr/` in the "
+    "folder, or the server's --store), never to source files. An existing "
+    "workspace is updated incrementally by file hash, so calling it again after an edit is cheap. "
+    "`path` must lie inside a root the server was started with (`--workspace`); anything else is "
+    "refused with CAPABILITY_DENIED. The new workspace joins psmr_workspace_describe's list.",
+    read_only=False,
+)
+
+BUILD_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4096,
+            "description": "The folder to analyse: absolute, or relative to the server's working directory.",
+        },
+        "rev": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "A git revision of that folder's repository to analyse instead of the checkout "
+            "(read from the repository; the checkout is not touched).",
+        },
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+# What every tool answers with (section 十一); `error` is present only when `status` is "error".
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "schema": {"const": "psmr-tool-result-0.1"},
+        "request_id": {"type": "string"},
+        "status": {"enum": ["ok", "error"]},
+        "data": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+        "error": {
+            "type": "object",
+            "properties": {"code": {"enum": list(ERROR_CODES)}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        },
+        "evidence_refs": {"type": "array", "items": {"type": "string"}},
+        "unknown_refs": {"type": "array", "items": {"type": "string"}},
+        "conflict_refs": {"type": "array", "items": {"type": "string"}},
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "continuation": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "truncated": {"type": "boolean"},
+                        "continuation_token": {"type": "string"},
+                        "exhausted": {"type": "string"},
+                    },
+                },
+                {"type": "null"},
+            ]
+        },
+    },
+    "required": [
+        "schema",
+        "request_id",
+        "status",
+        "data",
+        "evidence_refs",
+        "unknown_refs",
+        "conflict_refs",
+        "warnings",
+        "continuation",
+    ],
+}
+
+
+def _merge(schema: dict[str, Any], override: dict[str, Any]) -> None:
+    """Merge `override` into a property schema, recursing into nested `properties` and `items`."""
+    for key, value in override.items():
+        if key in ("properties", "items") and isinstance(value, dict):
+            target = schema.setdefault(key, {})
+            if key == "properties":
+                for name, sub in value.items():
+                    _merge(target.setdefault(name, {}), sub)
+            else:
+                _merge(target, value)
+        else:
+            schema[key] = copy.deepcopy(value)
+
+
+def input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The tool's input schema: the operation's request schema, described and bounded for a model.
+
+    `workspace_id` is never required here: the server fills in its default workspace, or answers
+    INVALID_QUERY naming the workspaces it serves.
+
+    Parameters:
+        spec: the tool.
+
+    Returns:
+        A JSON Schema (draft 2020-12) object.
+    """
+    if spec.operation is None:
+        return copy.deepcopy(BUILD_INPUT_SCHEMA)
+    schema = copy.deepcopy(OPERATIONS[spec.operation]["input_schema"])
+    properties = schema["properties"]
+    for name, override in {**spec.overrides, **PAGING}.items():
+        if name in properties:
+            _merge(properties[name], override)
+    if "workspace_id" in properties:
+        properties["workspace_id"].update(WORKSPACE_ID)
+    if "budget" in properties:
+        properties["budget"] = _budget_schema(properties["budget"])
+    schema["required"] = [name for name in schema.get("required", []) if name != "workspace_id"]
+    return schema
+
+
+def defaults(schema: dict[str, Any]) -> dict[str, Any]:
+    """The top-level defaults a schema advertises, which the server applies to omitted arguments.
+
+    Parameters:
+        schema: a tool input schema.
+
+    Returns:
+        Parameter name to default value (budget defaults are applied member by member elsewhere).
+    """
+    return {
+        name: copy.deepcopy(prop["default"])
+        for name, prop in schema["properties"].items()
+        if "default" in prop
+    }
+
+
+TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in (*TOOLS, BUILD_SPEC)}

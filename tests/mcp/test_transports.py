@@ -1,0 +1,111 @@
+"""Round trips over the real transports: `slotrelay mcp serve` as a subprocess, on stdio and on
+streamable HTTP bound to 127.0.0.1, driven by the SDK's client; the HTTP server's DNS-rebinding
+protection; and the command's refusals of bad options."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import free_port
+from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+
+async def _search_login(client: Client) -> dict:
+    tools = await client.list_tools()
+    assert "psmr_query_subgraph" in {tool.name for tool in tools.tools}
+    result = await client.call_tool("psmr_query_search", {"text": "login", "kind": "symbol"})
+    assert not result.is_error, result.content
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+async def test_stdio_round_trip_through_the_cli(shop: Path) -> None:
+    params = StdioServerParameters(
+        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop
+    )
+    async with Client(params) as client:
+        answer = await _search_login(client)
+    assert answer["status"] == "ok"
+    assert any("shop.auth.login" in json.dumps(item) for item in answer["data"]["matches"])
+
+
+async def test_http_round_trip_on_loopback(http_server: str) -> None:
+    assert http_server.startswith("http://127.0.0.1:") and http_server.endswith("/mcp")
+    async with Client(http_server) as client:
+        answer = await _search_login(client)
+    assert answer["status"] == "ok"
+
+
+def test_http_refuses_a_foreign_host_or_origin(http_server: str) -> None:
+    """DNS rebinding: a page on evil.example resolving to 127.0.0.1 must not reach the tools."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    port = http_server.split(":")[2].split("/")[0]
+    with httpx.Client(timeout=10) as http:
+        foreign_host = http.post(
+            http_server, json=INITIALIZE, headers={**headers, "Host": f"evil.example:{port}"}
+        )
+        foreign_origin = http.post(
+            http_server, json=INITIALIZE, headers={**headers, "Origin": "http://evil.example"}
+        )
+        local = http.post(
+            http_server, json=INITIALIZE, headers={**headers, "Origin": f"http://localhost:{port}"}
+        )
+    assert foreign_host.status_code == 421
+    assert foreign_origin.status_code == 403
+    assert local.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--http", "0.0.0.0:8765"], "loopback only"),
+        (["--http", "127.0.0.1:notaport"], "expected HOST:PORT"),
+        (["--workspace", "/nonexistent/psmr-folder"], "not a folder"),
+    ],
+)
+def test_serve_refuses_bad_options_with_exit_2(shop: Path, args: list[str], message: str) -> None:
+    full = [*args, "--workspace", str(shop)] if "--workspace" not in args else args
+    done = subprocess.run(
+        [SLOTRELAY, "mcp", "serve", *full], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+
+
+def test_serve_reports_a_port_in_use(shop: Path, tmp_path: Path) -> None:
+    port = free_port()
+    first = start_server(
+        ["--http", f"127.0.0.1:{port}", "--workspace", str(shop)], cwd=shop, log=tmp_path / "log"
+    )
+    try:
+        wait_for_url(first)
+        done = subprocess.run(
+            [SLOTRELAY, "mcp", "serve", "--http", f"127.0.0.1:{port}", "--workspace", str(shop)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        stop_server(first)
+    assert done.returncode == 2
+    assert "cannot listen" in done.stderr
