@@ -8,7 +8,7 @@ audited, and is erased, kept or shared to the module registry for review.
 
 Module map: models (the contract), screening (intent), model_client + codegen (the code model),
 static_screen, writer (the steps), policy + suggest (decisions), states (section 5), audit, ids,
-store (folders), manifest (section 4), review, node (the chain executor).
+store (folders), manifest (section 4), registry (review), node (the chain executor).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from slotrelay.pen.audit import AuditLog, AuditReport
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.models import Action, PenOutput, PenRequest, parse_request
-from slotrelay.pen.review import ReviewOutcome, review
+from slotrelay.pen.registry import ReviewOutcome, review
 from slotrelay.pen.writer import PenOutcome, apply_decision, write
 
 

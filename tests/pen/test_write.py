@@ -17,7 +17,7 @@ from slotrelay.cli import app
 from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.manifest import validate_manifest
 
-from .stub_model import SUM_CODE, Reply, code_reply, completion
+from .stub_model import SUM_CODE, Reply, completion
 
 pytestmark = pytest.mark.docker
 

@@ -1,0 +1,135 @@
+"""The `pen-write` and `registry-review` flows on the real Prefect server: artifacts for the code and
+the execution, a pause for a person's decision resumed through the API, the code-model Block."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
+from prefect.client.schemas.objects import StateType
+from prefect.flow_runs import resume_flow_run
+
+from blocks.code_model import CodeModel
+from flows.pen import artifact_key, pen_write
+from flows.registry_review import registry_review
+from slotrelay.pen.audit import AuditLog
+from slotrelay.pen.errors import PermissionViolation
+
+pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
+
+
+async def _artifact(key: str) -> str | None:
+    async with get_client() as client:
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return found[0].data if found else None
+
+
+async def _paused_runs() -> list:
+    async with get_client() as client:
+        return await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
+            )
+        )
+
+
+def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
+    prefect_server, stub, root: Path, sandbox_backend: str
+) -> None:
+    CodeModel(base_url=stub.base_url, model="stub-coder", api_key="sk-flow", timeout_s=5).save(
+        "pen-test-model", overwrite=True
+    )
+    outcome = pen_write(
+        intent="sum the numbers in the input list",
+        persona_id="p1",
+        upstream_inputs={"numbers": [1, 2, 3]},
+        root=str(root),
+        model_block="pen-test-model",
+        backend=sandbox_backend,
+    )
+    assert outcome["execution"]["result"] == {"total": 6} and outcome["decision"]["state"] == "kept"
+    assert stub.requests[0]["auth"] == "Bearer sk-flow"
+    pen_id = outcome["pen_id"]
+    code_md = asyncio.run(_artifact(artifact_key("pen-code", pen_id)))
+    exec_md = asyncio.run(_artifact(artifact_key("pen-execution", pen_id)))
+    assert code_md and "sum(inputs['numbers'])" in code_md
+    assert exec_md and "| status | success |" in exec_md and '{"total": 6}' in exec_md
+
+    # A persona whose policy asks a person: the run pauses until it is resumed with an action.
+    brain = root / ".github/persona-brain/p2"
+    brain.mkdir(parents=True)
+    (brain / "pen-policy.json").write_text(json.dumps({"mode": "person"}))
+    stub.suggestion = "share"
+    results: dict = {}
+
+    def run_flow() -> None:
+        results["outcome"] = pen_write(
+            intent="sum the numbers in the input list",
+            persona_id="p2",
+            upstream_inputs={"numbers": [5, 5]},
+            root=str(root),
+            model_block="pen-test-model",
+            backend=sandbox_backend,
+            decision_timeout_s=120,
+        )
+
+    # Prefect's settings (the test server's URL) live in a context variable: carry them into the thread.
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run_flow,))
+    worker.start()
+    deadline = time.monotonic() + 60
+    paused = []
+    while not paused and time.monotonic() < deadline:
+        time.sleep(0.5)
+        paused = [r for r in asyncio.run(_paused_runs()) if r.parameters.get("persona_id") == "p2"]
+    assert paused, "the pen-write run did not pause for a decision"
+    staged = list((root / ".slotrelay/pen-staging").iterdir())
+    assert len(staged) == 1 and (staged[0] / "code.py").is_file()
+    resume_flow_run(paused[0].id, run_input={"action": "share", "decided_by": "alice"})
+    worker.join(timeout=60)
+    shared = results["outcome"]
+    assert shared["decision"] == {
+        "final_action": "share",
+        "state": "shared",
+        "decided_by": "person:alice",
+        "location": str(root / "factory/module-registry/inbox" / shared["pen_id"]),
+    }
+
+    review = registry_review(
+        pen_id=shared["pen_id"], root=str(root), verdict="accept", backend=sandbox_backend
+    )
+    assert review["state"] == "accepted" and review["review"]["passed"]
+    assert asyncio.run(_artifact(artifact_key("pen-review", shared["pen_id"])))
+    assert AuditLog(root).verify().ok
+
+
+def test_pen_write_flow_fails_with_the_pen_error(
+    prefect_server, stub, root: Path, sandbox_backend: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    stub.default_code = "import subprocess\ndef main(inputs):\n    return subprocess.run(['id']).returncode\n"
+    state = pen_write(
+        intent="print the user id of the process",
+        persona_id="p1",
+        root=str(root),
+        backend=sandbox_backend,
+        return_state=True,
+    )
+    assert state.is_failed()
+    with pytest.raises(PermissionViolation):
+        state.result()
+    calls = [r for r in AuditLog(root).records() if r["event"] == "call"]
+    assert calls[-1]["status"] == "MPP-E005"
