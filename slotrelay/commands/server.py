@@ -42,10 +42,11 @@ STOP_GRACE_SECONDS = 10.0
 
 
 def _log_to_console() -> None:
-    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
-    for name in ("slotrelay", "slotrelay.sensor", "slotrelay.serve"):
-        logging.getLogger(name).setLevel(logging.INFO)
-    logging.getLogger("slotrelay").addHandler(handler)
+    root = logging.getLogger("slotrelay")
+    root.setLevel(logging.INFO)
+    root.addHandler(RichHandler(console=console, show_path=False, rich_tracebacks=False))
+    # Prefect, once imported, logs to the console from the root logger too: say each line once.
+    root.propagate = False
 
 
 def _load_routers(chains: list[Path], slots_root: Path | None):

@@ -28,6 +28,7 @@ from slotrelay.chain.checks import identity_problems
 from slotrelay.chain.models import Chain
 from slotrelay.chain.routing import evaluate_routes, input_slot_path, output_slot_path
 from slotrelay.chain.schema import load_chain
+from slotrelay.enginelog import engine_logger
 from slotrelay.ledger import (
     LEDGER_FILE_NAME,
     PendingRun,
@@ -58,6 +59,7 @@ class ChainRouter:
         self.chain_id = self.chain.chain_id
         self.ledger = RoutingLedger(self.chain.work_dir / LEDGER_FILE_NAME)
         self.lock = threading.Lock()
+        self._engine_log = engine_logger(self.chain.work_dir)
         self._external = {n.node_id for n in self.chain.nodes if n.executor.kind == "external"}
 
     def watched_slots(self) -> dict[Path, str]:
@@ -69,6 +71,11 @@ class ChainRouter:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 slots[path.parent.resolve() / path.name] = node.node_id
         return slots
+
+    def _note(self, level: int, message: str, *args: object) -> None:
+        """Log to the console logger and to the chain's engine log (logs/engine.log, rotating)."""
+        logger.log(level, message, *args)
+        self._engine_log.log(level, "sensor: " + message, *args)
 
     def runs_inside(self, node_id: str) -> bool:
         """Whether a node runs inside a flow run (anything but an external node)."""
@@ -105,8 +112,8 @@ class ChainRouter:
                 return []
             problems = identity_problems(self.chain.node(node_id), document)
             if problems:
-                logger.error("chain %s: output of %s not routed, identity check failed: %s",
-                             self.chain_id, node_id, "; ".join(problems))
+                self._note(logging.ERROR, "chain %s: output of %s not routed, identity check failed: %s",
+                           self.chain_id, node_id, "; ".join(problems))
                 return []
             fired: list[RoutedEntry] = []
             for decision in evaluate_routes(self.chain, node_id, document):
@@ -123,7 +130,8 @@ class ChainRouter:
                 ))
             self.ledger.record_routed(fired)
             for entry in fired:
-                logger.info("chain %s: %s fired, %s written", self.chain_id, entry.route_id, entry.input_slot)
+                self._note(logging.INFO, "chain %s: %s fired, %s written", self.chain_id, entry.route_id,
+                           entry.input_slot)
             return [e for e in fired if self.runs_inside(e.to_node)]
 
     def reconcile(self) -> tuple[list[RoutedEntry], list[PendingRun]]:
@@ -148,6 +156,7 @@ class ChainRouter:
                     continue
                 write_json_atomic(Path(entry.input_slot), input_slot_document(
                     from_node=entry.from_node, route_id=entry.route_id, data=found[0].get("data") or {}))
-                logger.info("chain %s: %s written again (it was missing)", self.chain_id, entry.input_slot)
+                self._note(logging.INFO, "chain %s: %s written again (it was missing)", self.chain_id,
+                           entry.input_slot)
             pending = [e for e in self.ledger.unbatched(self.chain_id) if self.runs_inside(e.to_node)]
             return pending, self.ledger.unstarted_runs(self.chain_id)

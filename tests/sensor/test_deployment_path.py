@@ -127,3 +127,24 @@ def test_watch_runs_a_chain_end_to_end_through_its_deployment(prefect_server, tm
     ledger = [json.loads(line) for line in (tmp_path / "relay" / ".slotrelay-routing-ledger.jsonl").read_text().splitlines()]
     assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == ["ask-to-work", "review-to-publish"]
     assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == {str(r.id) for r in runs}
+
+
+def test_prefect_deploy_all_creates_every_deployment_of_prefect_yaml(prefect_server):
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PWD": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "prefect", "work-pool", "create", "slotrelay", "--type", "process"],
+                   check=False, cwd=ROOT, env=env, capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"],
+                          check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        chain = client.read_deployment_by_name("chain/run-chain")
+        names = {f"{d.entrypoint}" for d in client.read_deployments()}
+    assert {"flows/chain.py:run_chain", "flows/pen.py:pen_write", "flows/registry_review.py:registry_review"} <= names
+    assert chain.work_pool_name == "slotrelay"
+    assert chain.parameters["stop_at_external"] is True
+    assert chain.pull_steps == [
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}
+    ]
