@@ -480,9 +480,10 @@ class FileExtractor(ast.NodeVisitor):
             self._note_container_method(node)
         elif ref is not None:
             # getattr / __import__ / super: the call itself is to the builtin.
-            self.calls.append({"scope": self.scope.qualname, "callee": ["name", self.scope.qualname,
-                               node.func.id if isinstance(node.func, ast.Name) else "getattr"],
-                               "args": [], "kwargs": {}, "span": span(node.func)})
+            callee = self.ref(node.func)
+            if callee is not None:
+                self.calls.append({"scope": self.scope.qualname, "callee": callee, "args": [], "kwargs": {},
+                                   "span": span(node.func)})
             if ref[0] == "unk":
                 self.unknowns.append({"scope": self.scope.qualname, "reason": ref[1], "span": span(node),
                                       "detail": ast.unparse(node)[:200]})
@@ -509,13 +510,15 @@ def _body_hash(node: ast.AST) -> str:
 
 
 def _asserts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any]]:
+    # Asserts before the body does anything are preconditions; asserts after it has are postconditions.
     found = []
-    body = node.body
-    for index, stmt in enumerate(body):
+    started = False
+    for stmt in node.body:
         if isinstance(stmt, ast.Assert):
-            before_return = index + 1 < len(body) and isinstance(body[index + 1], ast.Return)
-            role = "postcondition" if before_return or index == len(body) - 1 else "precondition"
-            found.append({"role": role, "expr": ast.unparse(stmt.test), "span": span(stmt)})
+            found.append({"role": "postcondition" if started else "precondition", "expr": ast.unparse(stmt.test),
+                          "span": span(stmt)})
+        elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            started = True
     return found
 
 

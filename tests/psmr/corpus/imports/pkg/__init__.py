@@ -1,0 +1,2 @@
+from .util import helper
+from . import models

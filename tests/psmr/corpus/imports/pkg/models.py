@@ -1,0 +1,6 @@
+from .util import *
+
+
+class Model:
+    def save(self):
+        return helper()

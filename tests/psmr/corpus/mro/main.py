@@ -1,0 +1,24 @@
+class A:
+    def who(self):
+        return "A"
+
+    def hello(self):
+        return self.who()
+
+
+class B(A):
+    def who(self):
+        return "B"
+
+
+class C(A):
+    def greet(self):
+        return self.hello()
+
+
+class D(B, C):
+    pass
+
+
+D().greet()
+B().hello()
