@@ -1,9 +1,13 @@
 """Static screen of generated code before it runs (MPP-E005 without running it).
 
-Python is read through its AST; node and shell through their tokens. The screen looks for what the
-sandbox options forbid: network use while `network` is "none" (or URLs to hosts outside the
-allow-list), starting processes, and file paths outside what `fs` allows. It is a first gate only:
-the sandbox enforces the same at run time, and a violation it reports is also MPP-E005.
+Python goes through the PSMR analyzer (`slotrelay.psmr.screen.effects`: the same resolver as a
+workspace build, so aliases and `from x import y` resolve), which reports network, subprocess, file
+and dynamic-code effects; the pen adds, from the AST, the literal paths and URLs the code names,
+checked against `fs` and the network allow-list. Node and shell are read through their tokens.
+Refused: network use while `network` is "none" (or URLs outside the allow-list), starting processes,
+dynamic code (eval, exec, computed imports: the screen cannot see through them), file access when
+`fs` is "none", and paths outside what `fs` allows. It is a first gate only: the sandbox enforces
+the same at run time, and a violation it reports is also MPP-E005.
 """
 
 from __future__ import annotations
@@ -18,37 +22,10 @@ from urllib.parse import urlsplit
 
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import FsAllow, Lang, NetworkAllow, SandboxOptions
+from slotrelay.psmr.screen import effects
 
-FindingKind = Literal["network", "subprocess", "fs"]
+FindingKind = Literal["network", "subprocess", "fs", "dynamic"]
 
-NETWORK_MODULES = frozenset(
-    {
-        "socket",
-        "ssl",
-        "http",
-        "urllib.request",
-        "urllib3",
-        "requests",
-        "httpx",
-        "aiohttp",
-        "ftplib",
-        "smtplib",
-        "poplib",
-        "imaplib",
-        "telnetlib",
-        "xmlrpc",
-        "socketserver",
-        "websockets",
-        "asyncssh",
-        "paramiko",
-    }
-)
-PROCESS_MODULES = frozenset({"subprocess", "pty", "pexpect", "sh", "plumbum"})
-PROCESS_CALLS = frozenset(
-    {"os.system", "os.popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.posix_spawnp", "os.startfile"}
-)
-PROCESS_PREFIXES = ("os.exec", "os.spawn")
-NETWORK_CALLS = frozenset({"asyncio.open_connection", "asyncio.start_server", "asyncio.open_unix_connection"})
 FILE_CALLS = frozenset(
     {
         "open",
@@ -156,27 +133,15 @@ class _PythonScreen(ast.NodeVisitor):
         self.findings: list[CodeFinding] = []
         self.aliases: dict[str, str] = {}
 
-    def _module(self, name: str, line: int) -> None:
-        parts = name.split(".")
-        prefixes = {".".join(parts[: index + 1]) for index in range(len(parts))}
-        if prefixes & PROCESS_MODULES:
-            self.findings.append(CodeFinding("subprocess", f"imports {name}", line))
-        if self.options.network == "none" and prefixes & NETWORK_MODULES:
-            self.findings.append(CodeFinding("network", f"imports {name} while network is none", line))
-
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self._module(alias.name, node.lineno)
             if alias.asname:
                 self.aliases[alias.asname] = alias.name
         self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = node.module or ""
-        self._module(module, node.lineno)
         for alias in node.names:
-            self._module(f"{module}.{alias.name}", node.lineno)
-            self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
+            self.aliases[alias.asname or alias.name] = f"{node.module or ''}.{alias.name}"
         self.generic_visit(node)
 
     def _dotted(self, node: ast.expr) -> str | None:
@@ -189,23 +154,11 @@ class _PythonScreen(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self._dotted(node.func) or ""
-        line = node.lineno
         first = node.args[0] if node.args else None
         literal = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
-        if name in PROCESS_CALLS or name.startswith(PROCESS_PREFIXES):
-            self.findings.append(CodeFinding("subprocess", f"calls {name}", line))
-        if name in NETWORK_CALLS and self.options.network == "none":
-            self.findings.append(CodeFinding("network", f"calls {name} while network is none", line))
-        if name in ("__import__", "importlib.import_module"):
-            if literal is None:
-                self.findings.append(
-                    CodeFinding("subprocess", f"imports a module by a computed name ({name})", line)
-                )
-            else:
-                self._module(literal, line)
         if name in FILE_CALLS and literal is not None and not path_allowed(literal, self.options):
             self.findings.append(
-                CodeFinding("fs", f"{name}({literal!r}) is outside fs={_fs_label(self.options)}", line)
+                CodeFinding("fs", f"{name}({literal!r}) is outside fs={_fs_label(self.options)}", node.lineno)
             )
         self.generic_visit(node)
 
@@ -218,6 +171,28 @@ class _PythonScreen(ast.NodeVisitor):
                 self.findings.append(
                     CodeFinding("network", f"names {value!r}, outside network.allow", node.lineno)
                 )
+
+
+def _python_effects(code: str, options: SandboxOptions) -> list[CodeFinding]:
+    findings = []
+    for effect in effects(code):
+        if effect.kind == "network" and options.network == "none":
+            findings.append(
+                CodeFinding("network", f"uses {effect.target} while network is none", effect.line)
+            )
+        elif effect.kind == "subprocess":
+            findings.append(CodeFinding("subprocess", f"starts processes ({effect.target})", effect.line))
+        elif effect.kind == "dynamic":
+            findings.append(
+                CodeFinding(
+                    "dynamic", f"runs dynamic code the screen cannot check ({effect.target})", effect.line
+                )
+            )
+        elif effect.kind == "file" and options.fs == "none":
+            findings.append(
+                CodeFinding("fs", f"accesses files ({effect.target}) while fs is none", effect.line)
+            )
+    return findings
 
 
 def _fs_label(options: SandboxOptions) -> str:
@@ -283,7 +258,8 @@ def screen_code(code: str, lang: Lang, options: SandboxOptions) -> list[CodeFind
             return []
         visitor = _PythonScreen(options)
         visitor.visit(tree)
-        return sorted(set(visitor.findings), key=lambda finding: (finding.line or 0, finding.kind))
+        findings = visitor.findings + _python_effects(code, options)
+        return sorted(set(findings), key=lambda finding: (finding.line or 0, finding.kind, finding.detail))
     if lang == "node":
         return _screen_node(code, options)
     return _screen_shell(code, options)
