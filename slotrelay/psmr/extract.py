@@ -541,9 +541,12 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
+        # SyntaxError columns are 1-based; spans here are 0-based like the AST's.
         line = getattr(exc, "lineno", None) or 1
-        return {**base, "syntax_error": {"message": str(exc), "span": [line, getattr(exc, "offset", 0) or 0,
-                                                                       line, 0]}}
+        col = max((getattr(exc, "offset", None) or 1) - 1, 0)
+        end_line = getattr(exc, "end_lineno", None) or line
+        end_col = max((getattr(exc, "end_offset", None) or col + 1) - 1, col)
+        return {**base, "syntax_error": {"message": str(exc), "span": [line, col, end_line, end_col]}}
     walker = FileExtractor(module, is_package=is_package)
     walker.visit(tree)
     return {

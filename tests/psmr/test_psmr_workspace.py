@@ -1,0 +1,159 @@
+"""Workspaces end to end: a real installed package, incremental update against a full rebuild,
+how each edge was resolved, and the `slotrelay psmr` commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import requests
+from conftest import write_tree
+from typer.testing import CliRunner
+
+from slotrelay.cli import app
+from slotrelay.psmr.api import build_workspace, call
+from slotrelay.psmr.export import callgraph
+from slotrelay.psmr.store import Store, Workspace
+
+
+def _graph_state(ws: Workspace) -> tuple:
+    nodes = sorted((n, json.dumps(d, sort_keys=True, default=str)) for n, d in ws.graph.nodes(data=True))
+    edges = sorted((u, v, k, json.dumps(d, sort_keys=True)) for u, v, k, d in ws.graph.edges(keys=True, data=True))
+    return nodes, edges, ws.evidence, ws.unknowns, ws.conflicts, ws.version
+
+
+def test_a_real_installed_package_builds_end_to_end(tmp_path: Path) -> None:
+    root = Path(requests.__file__).parent
+    summary = build_workspace(root, store=tmp_path)
+    assert summary["files"] == len(list(root.rglob("*.py"))) and summary["analysed"] == summary["files"]
+    ws = Store.open(tmp_path).load(summary["workspace_id"])
+    edge = ws.graph.edges["semantic:requests.api.get", "semantic:requests.api.request", "calls"]
+    record = ws.evidence[edge["evidence"][0]]
+    line = (root / record["artifact"]).read_text().splitlines()[record["span"]["line"] - 1]
+    assert "request(" in line and record["resolution"] == "lexical" and record["status"] == "confirmed"
+    session_send = ws.graph.edges["semantic:requests.sessions.Session.request", "semantic:requests.sessions.Session.send",
+                                  "calls"]
+    assert ws.evidence[session_send["evidence"][0]]["resolution"] == "self_mro"
+    assert any(e["authority"] == "static:grimp" for e in ws.evidence.values())
+    assert "requests.api.request" in callgraph(ws)["requests.api.get"]
+    again = build_workspace(root, store=tmp_path)
+    assert again["analysed"] == 0 and again["reused"] == summary["files"] and again["version"] == summary["version"]
+    inferred = call("query.subgraph", {"workspace_id": summary["workspace_id"], "infer": True, "depth": 0,
+                                       "anchor": {"kind": "symbol", "value": "requests.sessions.Session.send"}},
+                    store=tmp_path)
+    assert inferred["status"] == "ok" and inferred["data"]["provenance"]["passes"] == ["ast", "jedi"]
+    by_jedi = [e for e in inferred["data"]["edges"] if e["resolution"] == "inference"]
+    assert by_jedi and all(e["status"] == "inferred" for e in by_jedi)
+    assert list((tmp_path / "cache" / "jedi").iterdir())
+
+
+TREE = {
+    "app/__init__.py": "from .core import run\n",
+    "app/core.py": "from .util import helper\n\n\ndef run():\n    return helper()\n",
+    "app/util.py": "def helper():\n    return 1\n",
+    "app/cli.py": "from app.core import run\n\n\ndef main():\n    run()\n",
+}
+
+
+def test_incremental_update_equals_a_full_rebuild(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    first = build_workspace(root, store=tmp_path / "inc")
+    assert first["analysed"] == 4
+    (root / "app" / "util.py").write_text("def helper():\n    return other()\n\n\ndef other():\n    return 2\n")
+    (root / "app" / "extra.py").write_text("from .util import other\n\nVALUE = other()\n")
+    (root / "app" / "cli.py").unlink()
+    update = build_workspace(root, store=tmp_path / "inc")
+    assert (update["analysed"], update["reused"], update["removed"]) == (2, 2, 1)
+    assert update["dependents"] >= 1
+    full = build_workspace(root, store=tmp_path / "full")
+    assert full["analysed"] == 4
+    inc_ws = Store.open(tmp_path / "inc").load(update["workspace_id"])
+    full_ws = Store.open(tmp_path / "full").load(full["workspace_id"])
+    assert _graph_state(inc_ws) == _graph_state(full_ws)
+    assert inc_ws.graph.has_edge("semantic:app.util.helper", "semantic:app.util.other", "calls")
+    assert "semantic:app.cli.main" not in inc_ws.graph
+
+
+RESOLUTION = {
+    "lib/__init__.py": "",
+    "lib/base.py": '''import functools
+import os
+
+
+class Base:
+    registry = {}
+
+    def __init__(self):
+        self.count = 0
+
+    def step(self):
+        self.count += 1
+        return self.helper()
+
+    def helper(self):
+        return os.getcwd()
+
+
+def traced(func):
+    @functools.wraps(func)
+    def inner(*args):
+        return func(*args)
+    return inner
+
+
+class Child(Base):
+    def step(self):
+        return super().step()
+
+
+@traced
+def work():
+    item = Child()
+    item.step()
+''',
+}
+
+
+def test_each_edge_says_how_it_was_resolved(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", RESOLUTION)
+    ws = Store.open(tmp_path / "s").load(build_workspace(root, store=tmp_path / "s")["workspace_id"])
+
+    def resolution(source: str, target: str, relation: str = "calls") -> str:
+        edge = ws.graph.edges[f"semantic:{source}", f"semantic:{target}", relation]
+        return ws.evidence[edge["evidence"][0]]["resolution"]
+
+    assert resolution("lib.base.Base.step", "lib.base.Base.helper") == "self_mro"
+    assert resolution("lib.base.Child.step", "lib.base.Base.step") == "self_mro"
+    assert resolution("lib.base.work", "lib.base.Child.step") == "constructor"
+    assert resolution("lib.base.work", "lib.base.Base.__init__") == "constructor"
+    assert resolution("lib.base.Base.helper", "os.getcwd") == "import"
+    assert resolution("lib.base.traced.inner", "lib.base.work") == "heuristic"
+    assert resolution("lib.base", "lib.base.traced") == "lexical"
+    assert ws.graph.has_edge("semantic:lib.base.Child", "semantic:lib.base.Base", "inherits")
+    assert ws.graph.has_edge("semantic:lib.base.traced", "semantic:lib.base.work", "decorates")
+    assert ws.graph.has_edge("semantic:lib.base.Base.step", "semantic:lib.base.Base.count", "writes_state")
+    assert ws.graph.has_edge("semantic:lib.base.Base.step", "semantic:lib.base.Base.count", "reads_state")
+    assert ws.graph.nodes["semantic:lib.base.Child"]["mro"] == ["lib.base.Child", "lib.base.Base"]
+    assert ws.graph.nodes["semantic:lib.base.Base.registry"]["subkind"] == "class_attribute"
+
+
+def test_the_psmr_commands(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    runner = CliRunner()
+    built = runner.invoke(app, ["psmr", "build", str(root), "--store", str(tmp_path / "s"), "--json"])
+    assert built.exit_code == 0, built.output
+    ws = json.loads(built.stdout)["workspace_id"]
+    called = runner.invoke(app, ["psmr", "call", "query.search", json.dumps({"workspace_id": ws, "text": "run"}),
+                                 "--store", str(tmp_path / "s")])
+    assert called.exit_code == 0 and json.loads(called.stdout)["data"]["matches"][0]["id"] == "semantic:app.core.run"
+    exported = runner.invoke(app, ["psmr", "callgraph", ws, "-o", str(tmp_path / "cg.json"),
+                                   "--store", str(tmp_path / "s")])
+    assert exported.exit_code == 0
+    assert json.loads((tmp_path / "cg.json").read_text())["app.cli.main"] == ["app.core.run"]
+    listed = runner.invoke(app, ["psmr", "list", "--store", str(tmp_path / "s")])
+    assert ws in listed.stdout
+    missing = runner.invoke(app, ["psmr", "call", "workspace.describe", '{"workspace_id": "ws_0000"}',
+                                  "--store", str(tmp_path / "s")])
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["code"] == "WORKSPACE_NOT_FOUND"
+    assert runner.invoke(app, ["psmr", "call", "query.search", "{not json"]).exit_code == 2
+    assert runner.invoke(app, ["psmr", "build", str(tmp_path / "nope"), "--store", str(tmp_path / "s")]).exit_code == 2
