@@ -1,8 +1,8 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for the pen's tests, with scripted replies.
 
 Each request pops the next scripted `Reply` (status, JSON or raw body, delay, headers); when the
-script is empty, code requests get `default_code` in a fenced block and suggestion requests get
-`suggestion`. Every request body is kept in `requests`, so a test can check what reached the model.
+script is empty, code requests get `default_code` (or the `code_by_keyword` entry whose word the
+intent contains) in a fenced block and suggestion requests get `suggestion`. Every request body is kept in `requests`, so a test can check what reached the model.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class StubModel:
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.default_code = SUM_CODE
+        self.code_by_keyword: dict[str, str] = {}
         self.suggestion = "keep"
         self.lock = threading.Lock()
         stub = self
@@ -100,11 +101,15 @@ class StubModel:
         system = body["messages"][0]["content"]
         if "Answer with exactly one word" in system:
             return Reply(body=completion(self.suggestion))
+        code = next(
+            (code for word, code in self.code_by_keyword.items() if word in body["messages"][-1]["content"]),
+            self.default_code,
+        )
         lang = "python"
         for candidate in ("node", "shell"):
             if f"self-contained {candidate} program" in system:
                 lang = {"node": "javascript", "shell": "bash"}[candidate]
-        return code_reply(self.default_code, lang)
+        return code_reply(code, lang)
 
     def code_requests(self) -> list[dict[str, Any]]:
         """The requests that asked for code (not for a suggestion)."""
@@ -120,6 +125,7 @@ class StubModel:
             self.script.clear()
             self.requests.clear()
             self.default_code = SUM_CODE
+            self.code_by_keyword.clear()
             self.suggestion = "keep"
 
     def __enter__(self) -> Self:

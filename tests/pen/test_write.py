@@ -60,7 +60,7 @@ def _policy(root: Path, persona: str, policy: dict) -> None:
     (folder / "pen-policy.json").write_text(json.dumps(policy))
 
 
-def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub) -> None:
+def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, sandbox_backend) -> None:
     code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [1, 2, 3]}')
     assert code == 0, body
     assert set(body) == {"pen_id", "code", "lang", "execution", "suggestion", "audit", "decision"}
@@ -163,6 +163,13 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
     notice = json.loads((root / ".github/persona-brain/p1/pen-notices" / f"{pen_id}.json").read_text())
     assert notice["error"]["code"] == "MPP-E006"
     assert (root / "factory/module-registry/rejected" / pen_id / "manifest.json").is_file()
+
+    # Observation: the reviewer keeps an eye on it; it leaves the inbox for its own bucket.
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [3]}')
+    code, observed = pen("review", body["pen_id"], "observation")
+    assert code == 0 and observed["state"] == "observation", observed
+    assert (root / "factory/module-registry/observation" / body["pen_id"] / "review.json").is_file()
+    assert not any((root / "factory/module-registry/inbox").iterdir())
     assert pen("audit", "verify", backend=False)[0] == 0
 
 

@@ -1,0 +1,106 @@
+"""A pen as a chain node: the chain's run writes the node's output slot from the pen's result, and a
+pen error becomes the node's error type (the MPP code), handled as the chain declares it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slotrelay.pen.audit import AuditLog
+
+pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
+
+HOSTNAME_CODE = "import socket\ndef main(inputs):\n    return socket.gethostname()\n"
+
+
+def _chain(folder: Path, backend: str) -> Path:
+    (folder / "numbers_node.py").write_text("def numbers(data):\n    return {'numbers': [4, 5, 6]}\n")
+
+    def pen_node(node_id: str, intent: str) -> dict:
+        return {
+            "node_id": node_id,
+            "input_slot": {"slot_id": f"{node_id}-in", "path": f"slots/{node_id}_input.json"},
+            "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
+            "executor": {
+                "kind": "pen",
+                "intent": intent,
+                "persona_id": "chain1",
+                "options": {
+                    "backend": backend,
+                    "persist_hint": "keep",
+                    "root": "pen-root",
+                    "sandbox": {"timeout_ms": 10000},
+                },
+            },
+        }
+
+    chain = {
+        "chain_id": "pen-in-a-chain",
+        "nodes": [
+            {
+                "node_id": "numbers",
+                "output_slot": {"slot_id": "numbers", "path": "slots/numbers_output.json"},
+                "executor": {"kind": "python", "callable": "numbers_node:numbers"},
+            },
+            pen_node("summer", "sum the numbers in the input list"),
+            pen_node("prober", "report the hostname of the machine"),
+        ],
+        "routes": [
+            {
+                "route_id": f"numbers-to-{target}",
+                "from_node": "numbers",
+                "to_node": target,
+                "condition": {"field": "status", "operator": "equals", "value": "completed"},
+            }
+            for target in ("summer", "prober")
+        ],
+        "error_types": [
+            {
+                "error_type": "MPP-E005",
+                "description": "the pen's code broke the sandbox rules",
+                "handling": "fail",
+            },
+            {
+                "error_type": "MPP-E003",
+                "description": "no code from the model",
+                "handling": "retry",
+                "max_retries": 1,
+            },
+        ],
+    }
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain, indent=2))
+    return path
+
+
+def test_pen_nodes_in_a_chain(
+    prefect_server, stub, tmp_path: Path, sandbox_backend: str, monkeypatch
+) -> None:
+    from flows.chain import run_chain
+
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    stub.code_by_keyword["hostname"] = HOSTNAME_CODE
+    chain_path = _chain(tmp_path, sandbox_backend)
+    state = run_chain(str(chain_path), return_state=True)
+    summary = state.result(raise_on_failure=False)
+    nodes = summary["nodes"]
+    assert nodes["numbers"]["state"] == "Completed"
+    assert nodes["summer"]["state"] == "Completed", summary
+    assert nodes["prober"]["state"] == "Failed" and nodes["prober"]["error_type"] == "MPP-E005", summary
+
+    output = json.loads((tmp_path / "slots/summer_output.json").read_text())
+    data = output["data"]
+    assert data["execution"]["result"] == {"total": 15}
+    assert data["decision"]["state"] == "kept" and data["pen_id"].startswith("MPP-chain1-")
+    assert (
+        tmp_path / "pen-root/.github/persona-brain/chain1/pen-private" / data["pen_id"] / "code.py"
+    ).is_file()
+    failed = json.loads((tmp_path / "slots/prober_output.json").read_text())
+    assert failed["status"] == "failed" and failed["error"]["error_type"] == "MPP-E005"
+    assert "imports socket" in failed["error"]["message"] or "socket" in failed["error"]["message"]
+    log = AuditLog(tmp_path / "pen-root")
+    assert sorted(r["status"] for r in log.records() if r["event"] == "call") == ["MPP-E005", "completed"]
+    assert log.verify().ok
