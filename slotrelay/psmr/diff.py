@@ -55,7 +55,7 @@ def api_breakages(old: Workspace, new: Workspace) -> tuple[list[dict[str, Any]],
             after = griffe.load(top, search_paths=[_search_path(new, top)], try_relative_path=False,
                                 allow_inspection=False, resolve_aliases=False)
             for breakage in griffe.find_breaking_changes(before, after):
-                out.append({"kind": breakage.kind.value, "object": breakage.obj.path,
+                out.append({"kind": breakage.kind.name.lower(), "title": breakage.kind.value, "object": breakage.obj.path,
                             "old": str(breakage.old_value), "new": str(breakage.new_value),
                             "explanation": breakage.explain().strip()})
         except Exception as exc:  # noqa: BLE001 - griffe's own failure is reported, the rest of ΔG stands

@@ -17,6 +17,11 @@ from slotrelay.psmr.store import Store
 CORPUS = Path(__file__).parent / "corpus"
 
 
+def features() -> list[Path]:
+    """The corpus folders, one per feature (tool caches such as .ruff_cache are not features)."""
+    return sorted(p for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def edges(graph: dict[str, list[str]]) -> set[tuple[str, str]]:
     """The (caller, callee) pairs of a call graph."""
     return {(caller, callee) for caller, callees in graph.items() for callee in callees}
@@ -25,7 +30,7 @@ def edges(graph: dict[str, list[str]]) -> set[tuple[str, str]]:
 def score(store: Path) -> dict[str, tuple[int, int, int]]:
     """Per feature: (true positives, edges produced, edges expected)."""
     out = {}
-    for folder in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
+    for folder in features():
         summary = build(folder, store=store / folder.name)
         produced = edges(callgraph(Store.open(store / folder.name).load(summary["workspace_id"])))
         expected = edges(json.loads((folder / "expected.json").read_text()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from psmr_corpus_score import CORPUS, score, totals
+from psmr_corpus_score import features, score, totals
 
 FEATURES = {"arguments", "assignments", "builtins", "classes", "decorators", "dicts", "direct_calls", "dynamic",
             "exceptions", "external", "functions", "generators", "imports", "kwargs", "lambdas", "lists", "mro",
@@ -15,7 +15,7 @@ RECALL_FLOOR = 0.95
 
 
 def test_corpus_precision_and_recall(tmp_path: Path) -> None:
-    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == FEATURES
+    assert {p.name for p in features()} == FEATURES
     scores = score(tmp_path)
     for feature, (tp, produced, expected) in scores.items():
         print(f"{feature:14} precision {tp}/{produced}  recall {tp}/{expected}")

@@ -1,0 +1,91 @@
+"""Semantic diff across two commits of a temporary git repository, analysed from worktrees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import write_tree
+
+from slotrelay.psmr.api import build_workspace, call
+
+BEFORE = '''def fetch(url, timeout=10):
+    return _get(url)
+
+
+def _get(url):
+    return url
+
+
+def legacy():
+    return 1
+
+
+class Client:
+    def send(self, data):
+        return fetch(data)
+'''
+AFTER = '''def fetch(url):
+    return _get(url).strip()
+
+
+def _get(url):
+    return url
+
+
+def newer():
+    return fetch("x")
+
+
+class Client:
+    def send(self, data):
+        return newer()
+'''
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env=GIT_ENV).stdout.strip()
+
+
+def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "repo", {"pkg/__init__.py": "", "pkg/api.py": BEFORE})
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "one")
+    (root / "pkg" / "api.py").write_text(AFTER)
+    git(root, "commit", "-qam", "two")
+    head = git(root, "rev-parse", "HEAD")
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+
+    result = call("analysis.semantic_diff", {"workspace_id": ws, "rev_a": "HEAD~1", "rev_b": "HEAD"}, store=store)
+    assert result["status"] == "ok", result.get("error")
+    data = result["data"]
+    assert [s["id"] for s in data["symbols_added"]] == ["semantic:pkg.api.newer"]
+    assert [s["id"] for s in data["symbols_removed"]] == ["semantic:pkg.api.legacy"]
+    changed = {s["id"]: s["changes"] for s in data["symbols_changed"]}
+    assert changed["semantic:pkg.api.fetch"] == ["signature_changed", "body_changed"]
+    assert changed["semantic:pkg.api.Client.send"] == ["body_changed"]
+    added = {(e["source"], e["target"]) for e in data["edges_added"] if e["relation"] == "calls"}
+    removed = {(e["source"], e["target"]) for e in data["edges_removed"] if e["relation"] == "calls"}
+    assert ("semantic:pkg.api.Client.send", "semantic:pkg.api.newer") in added
+    assert ("semantic:pkg.api.newer", "semantic:pkg.api.fetch") in added
+    assert ("semantic:pkg.api.Client.send", "semantic:pkg.api.fetch") in removed
+    breakages = {(b["kind"], b["object"]) for b in data["api_breakages"]}
+    assert ("object_removed", "pkg.api.legacy") in breakages
+    assert ("parameter_removed", "pkg.api.fetch") in breakages
+    assert data["revision_b"] == head and data["revision_a"] == git(root, "rev-parse", "HEAD~1")
+    assert result["evidence_refs"]
+
+    # The user's checkout is untouched: same HEAD, same files, nothing staged or modified.
+    assert git(root, "rev-parse", "HEAD") == head
+    assert git(root, "status", "--porcelain") == ""
+    assert (root / "pkg" / "api.py").read_text() == AFTER
+
+    # Two workspaces of the same tree: an empty delta.
+    same = call("analysis.semantic_diff", {"workspace_a": ws, "workspace_b": ws}, store=store)["data"]
+    assert all(count == 0 for count in same["counts"].values())
