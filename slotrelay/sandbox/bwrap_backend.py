@@ -183,15 +183,14 @@ class BwrapBackend:
         stderr = CappedCapture(limits.stderr_max_bytes)
         readers = [_drain(process.stdout, stdout), _drain(process.stderr, stderr)]
         _feed(process.stdin, request)
-        deadline = started + limits.timeout_ms / 1000
-        for reader in readers:
-            reader.join(timeout=max(0.0, deadline - time.monotonic()))
-        timed_out = any(reader.is_alive() for reader in readers) or (
-            process.poll() is None and time.monotonic() >= deadline
-        )
-        if timed_out:
+        # The deadline is on the process, not on its output: a program may close both streams.
+        try:
+            exit_code = process.wait(timeout=limits.timeout_ms / 1000)
+            timed_out = False
+        except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-        exit_code = process.wait(timeout=KILL_GRACE_S)
+            exit_code = process.wait(timeout=KILL_GRACE_S)
+            timed_out = True
         for reader in readers:
             reader.join(timeout=KILL_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)

@@ -299,20 +299,31 @@ class DockerBackend:
                 pass
 
         reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
+        exit_codes: list[int] = []
+
+        def wait() -> None:
+            exit_codes.append(api.wait(container.id)["StatusCode"])
+
         reader.start()
         started = time.monotonic()
         api.start(container.id)
         threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
-        reader.join(timeout=limits.timeout_ms / 1000)
-        timed_out = reader.is_alive()
+        # The deadline is on the container, not on its output: a program may close both streams.
+        waiter = threading.Thread(target=wait, name="sandbox-waiter", daemon=True)
+        waiter.start()
+        waiter.join(timeout=limits.timeout_ms / 1000)
+        timed_out = waiter.is_alive()
         if timed_out:
             api.kill(container.id)
-            reader.join(timeout=DRAIN_GRACE_S)
+            waiter.join(timeout=DRAIN_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)
-        exit_code = api.wait(container.id, timeout=DRAIN_GRACE_S)["StatusCode"]
-        state = api.inspect_container(container.id)["State"]
+        reader.join(timeout=DRAIN_GRACE_S)
         stream.close()
         raw.close()
+        if not exit_codes:
+            raise SandboxUnavailable(f"docker: container {container.id[:12]} did not stop after a kill")
+        exit_code = exit_codes[0]
+        state = api.inspect_container(container.id)["State"]
         outcome = decode_output(stdout, stderr, marker)
         violations = list(outcome.violations)
         if timed_out:

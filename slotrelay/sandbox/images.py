@@ -98,7 +98,8 @@ def cache_dir() -> Path:
 
 @dataclass
 class BuildStep:
-    """One image `build` looked at, and what it did: "current", "imported", "bootstrapped", "built"."""
+    """One image `build` looked at, and what it did: "current", "imported", "bootstrapped", "built",
+    or "removed (stale)" for an image of an older checkout."""
 
     image: str
     action: str
@@ -199,7 +200,23 @@ def build_images(
     steps = [_build_base(client, force=force, say=say)]
     for lang in langs:
         steps.append(_build_language(client, lang, force=force, say=say))
-    return steps
+    return steps + _remove_stale(client, keep={base_tag(), *(image_tag(lang) for lang in LANGUAGES)})
+
+
+def _remove_stale(client, *, keep: set[str]) -> list[BuildStep]:
+    """Untag sandbox images an older checkout built; one a container still uses stays."""
+    import docker.errors
+
+    removed = []
+    for image in client.images.list(filters={"label": HASH_LABEL}):
+        for tag in image.tags:
+            if tag.startswith(f"{REPOSITORY}/") and tag not in keep:
+                try:
+                    client.images.remove(tag)
+                except docker.errors.APIError:
+                    continue
+                removed.append(BuildStep(tag, "removed (stale)"))
+    return removed
 
 
 def missing_images(client, langs: tuple[str, ...] = LANGUAGES) -> list[str]:

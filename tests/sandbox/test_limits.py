@@ -333,3 +333,9 @@ def test_a_flood_until_the_deadline_is_drained_and_killed(backend: str) -> None:
     assert (len(result.stdout), result.truncated.stdout) == (10_000, True)
     assert kinds(result) == ["timeout", "output"]
     assert result.duration_ms < 60_000
+
+
+def test_a_program_that_closes_its_output_is_still_held_to_the_deadline(backend: str) -> None:
+    code = "import os, time\nprint('bye', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(120)\n"
+    result = sandbox.run(code, limits=SandboxLimits(timeout_ms=1500), backend=backend)
+    assert (result.status, result.stdout, kinds(result)) == ("timeout", "bye\n", ["timeout"])
