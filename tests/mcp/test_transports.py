@@ -16,6 +16,7 @@ from tests.conftest import free_port
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
 
 pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parents[2]
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -46,6 +47,18 @@ async def test_stdio_round_trip_through_the_cli(shop: Path) -> None:
         answer = await _search_login(client)
     assert answer["status"] == "ok"
     assert any("shop.auth.login" in json.dumps(item) for item in answer["data"]["matches"])
+
+
+async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> None:
+    """The stdio snippet of the README's MCP section, with its placeholder paths filled in."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## PSMR over MCP", 1)[1]
+    snippet = section.split("```json", 1)[1].split("```", 1)[0]
+    snippet = snippet.replace("/path/to/slotrelay", str(REPO)).replace("/path/to/your/project", str(shop))
+    server = json.loads(snippet)["mcpServers"]["psmr"]
+    async with Client(StdioServerParameters(command=server["command"], args=server["args"])) as client:
+        answer = await _search_login(client)
+    assert answer["status"] == "ok"
 
 
 async def test_http_round_trip_on_loopback(http_server: str) -> None:
