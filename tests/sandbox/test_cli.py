@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,42 @@ def test_doctor_names_each_backend(backend: str) -> None:
     assert any("RLIMIT_AS" in note for note in reports["bwrap"]["notes"])
     plain = slotrelay("doctor")
     assert plain.returncode == 0 and f"{backend}: usable" in plain.stdout
+
+
+def test_the_readme_examples_run(backend: str, tmp_path: Path, local_host) -> None:
+    from slotrelay import sandbox
+
+    r = sandbox.run(
+        "def main(inputs):\n    return sum(inputs)",
+        lang="python",
+        inputs=[1, 2],
+        limits=sandbox.SandboxLimits(timeout_ms=2000, memory_mb=128),
+        backend=backend,
+    )
+    assert (r.status, r.result) == ("success", 3)
+
+    script = tmp_path / "script.sh"
+    script.write_text('read -r inputs; echo "inputs: $inputs"\n')
+    shell = slotrelay("run", "--backend", backend, "--lang", "shell", "--inputs", '{"n": 3}', str(script))
+    assert shell.returncode == 0 and shell.stdout == 'inputs: {"n": 3}\n'
+
+    port, _ = local_host
+    data = Path(tempfile.mkdtemp(prefix="slotrelay-roots-"))
+    try:
+        data.chmod(0o755)
+        (data / "in.csv").write_text("a,b\n")
+        program = tmp_path / "prog.py"
+        program.write_text(
+            "import urllib.request\n"
+            f"print(open({str(data / 'in.csv')!r}).read().strip())\n"
+            f"print(urllib.request.urlopen('http://localhost:{port}/readme').read().decode())\n"
+        )
+        done = slotrelay(
+            "run", "--backend", backend, "--network", f"api.example.org,localhost:{port}",
+            "--allow-path", str(data / "in.csv"), str(program),
+            env={"SLOTRELAY_SANDBOX_ROOTS": str(data)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "a,b\nhello from /readme\n"
+    finally:
+        shutil.rmtree(data)
