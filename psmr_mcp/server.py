@@ -103,8 +103,13 @@ class ToolSurface:
             request = self._checked(name, arguments)
             async with self._lock:
                 if name == catalog.BUILD_TOOL:
-                    return await anyio.to_thread.run_sync(partial(self._build, request, ctx))
-                return await anyio.to_thread.run_sync(partial(self._query, name, request))
+                    answer = await anyio.to_thread.run_sync(partial(self._build, request, ctx))
+                else:
+                    answer = await anyio.to_thread.run_sync(partial(self._query, name, request))
+            if answer["status"] == "error" and answer["error"]["code"] == "EXECUTION_FAILED":
+                # The core reports its own faults (and failed git runs) this way: keep them in the log too.
+                logger.warning("psmr tool %s: %s", name, answer["error"]["message"])
+            return answer
         except PsmrError as exc:
             return envelope.error(request_id, exc.code, exc.message)
         except Exception:

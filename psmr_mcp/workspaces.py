@@ -67,9 +67,16 @@ class WorkspaceRegistry:
             The resolved path.
 
         Raises:
+            InvalidQuery: the path cannot be resolved (a NUL byte, a symlink loop).
             CapabilityDenied: the folder is outside every root.
         """
-        resolved = Path(path).expanduser().resolve()
+        try:
+            resolved = Path(path).expanduser().resolve()
+        except (ValueError, OSError, RuntimeError) as exc:
+            # A NUL byte, a symlink loop or an unknown `~user`: nothing a build could use.
+            raise InvalidQuery(
+                f"path {path!r} is not a usable path ({exc}); give a folder inside a root"
+            ) from exc
         if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
             allowed = ", ".join(str(root) for root in self.roots) or "none"
             raise CapabilityDenied(

@@ -194,11 +194,15 @@ async def test_a_truncated_answer_continues_exactly(registry: WorkspaceRegistry)
         ),
         ("psmr_semantic_diff", {"rev_a": "no-such-rev", "rev_b": "HEAD"}, "EXECUTION_FAILED", "no-such-rev"),
         ("psmr_workspace_build", {"path": "/"}, "CAPABILITY_DENIED", "outside the roots"),
+        ("psmr_workspace_build", {"path": "a\x00b"}, "INVALID_QUERY", "not a usable path"),
+        ("psmr_workspace_build", {"path": "{root}/shop/auth.py"}, "INVALID_QUERY", "not a folder"),
     ],
 )
 async def test_errors_are_tool_errors_with_the_code_first(
     registry: WorkspaceRegistry, tool: str, arguments: dict[str, Any], code: str, says: str
 ) -> None:
+    # "{root}" stands for the served root, which the parameters cannot know.
+    arguments = json.loads(json.dumps(arguments).replace("{root}", str(registry.roots[0])))
     async with Client(build_server(registry)) as client:
         message = await refused(client, tool, arguments, code)
         assert says in message
