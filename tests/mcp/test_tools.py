@@ -1,6 +1,10 @@
 """Every tool and every error through the SDK's in-memory client, on the sample package.
 
 The server is the real one (`build_server`) over a real workspace; only the transport is in memory.
+Three of the twelve codes cannot reach a model through these tools, by design: POLICY_BLOCKED (the
+tool schemas bound depth and budgets below the core's dump ceiling, so INVALID_QUERY answers first),
+UNSUPPORTED_PROJECTION (`projection` is an enum) and OPERATOR_UNAVAILABLE (every tool maps to an
+offered operator; an unknown tool name is a protocol error, tested below).
 """
 
 from __future__ import annotations
@@ -306,3 +310,16 @@ async def test_build_writes_only_inside_the_roots_and_reports_progress(tmp_path:
         for path in (str(outside), str(root / "escape"), str(root / ".." / "outside")):
             await refused(client, "psmr_workspace_build", {"path": path}, "CAPABILITY_DENIED")
     assert not (outside / ".psmr").exists()
+
+
+async def test_a_damaged_store_is_validation_failed_until_rebuilt(tmp_path: Path) -> None:
+    root = make_shop(tmp_path / "shop")
+    registry = WorkspaceRegistry([root])
+    workspace_id = registry.build(root, at_startup=True)["workspace_id"]
+    async with Client(build_server(registry)) as client:
+        await ok(client, "psmr_query_conflicts", {})
+        (root / ".psmr" / "workspaces" / workspace_id / "manifest.json").write_text("{")
+        assert "rebuild" in await refused(client, "psmr_query_conflicts", {}, "VALIDATION_FAILED")
+        rebuilt = await ok(client, "psmr_workspace_build", {"path": str(root)})
+        assert rebuilt["data"]["workspace_id"] == workspace_id
+        await ok(client, "psmr_query_conflicts", {})
