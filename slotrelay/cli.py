@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from slotrelay.commands import chain as chain_commands
 from slotrelay.commands import mcp as mcp_commands
 from slotrelay.commands import pen as pen_commands
 from slotrelay.commands import psmr as psmr_commands
@@ -25,6 +26,7 @@ app.add_typer(mcp_commands.app, name="mcp")
 app.add_typer(pen_commands.app, name="pen")
 app.add_typer(psmr_commands.app, name="psmr")
 app.add_typer(sandbox_commands.app, name="sandbox")
+app.add_typer(chain_commands.app)
 app.add_typer(server_commands.app)
 
 

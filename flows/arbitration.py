@@ -1,0 +1,141 @@
+"""L4 alerts and L5 arbitration inside a chain's flow run.
+
+`raise_alert` writes the Alert file (atomic), logs it to the engine log and the run log, and attaches
+a Markdown artifact to the flow run so the UI shows it. `wait_for_decision` pauses the flow run with
+`pause_flow_run(wait_for_input=ArbitrationDecision)`: the UI shows a form, `slotrelay decide` sends
+the same input through the API. The pause polls the API every `POLL_SECONDS` (Prefect's default is
+10 s) so a decision acts within about a second. No decision within the chain's
+`pause_timeout_seconds`: the alert is marked `timed_out` and `FlowPauseTimeout` propagates.
+"""
+
+from __future__ import annotations
+
+import getpass
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.exceptions import FlowPauseTimeout
+from prefect.flow_runs import pause_flow_run
+from prefect.input import RunInput
+
+from slotrelay.alerts import DECISION_HELP, Alert, Decision, alert_path, read_alert, utc_stamp, write_alert
+from slotrelay.chain import Chain
+from slotrelay.enginelog import engine_logger
+from slotrelay.slots import now_iso
+
+POLL_SECONDS = 0.5
+
+
+class ArbitrationDecision(RunInput):
+    """What a person decides for a paused node. `decision` has no default: an empty resume is refused."""
+
+    decision: Literal["continue", "retry", "terminate", "reload"]
+    comment: str | None = None
+    data: dict[str, Any] | None = None
+    decided_by: str | None = None
+    via: Literal["ui", "cli"] = "ui"
+
+
+def _markdown(alert: Alert, path: Path) -> str:
+    rows = [
+        ("node", alert.node_id), ("error type", alert.error_type), ("message", alert.message),
+        ("attempts", str(alert.attempts)), ("handling", alert.handling), ("reason", alert.reason),
+        ("input slot", alert.input_slot or "-"), ("output slot", alert.output_slot or "-"), ("alert file", str(path)),
+    ]
+    table = "\n".join(f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows)
+    decide = ""
+    if alert.decisions:
+        options = "\n".join(f"- **{name}**: {what}" for name, what in alert.decisions.items())
+        decide = f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`\n\n{options}"
+    return f"## Alert: {alert.node_id} ({alert.error_type})\n\n| field | value |\n|---|---|\n{table}{decide}\n"
+
+
+def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any], input_slot: str | None,
+                reason: str) -> Path:
+    """Write an alert for a failed node, log it and attach it to the flow run as an artifact.
+
+    Parameters:
+        chain: the chain.
+        flow_run_id: the current flow run.
+        outcome: the node task's outcome (see tasks/node.py).
+        input_slot: the node's input slot path, if any.
+        reason: why this alert exists, in one line.
+
+    Returns:
+        The alert file's path.
+    """
+    arbitrate = outcome["handling"] == "arbitrate"
+    alert = Alert(
+        alert_id=f"{utc_stamp()}-{outcome['node_id']}",
+        created_at=now_iso(),
+        chain_id=chain.chain_id,
+        chain_path=str(chain.source) if chain.source else None,
+        flow_run_id=flow_run_id,
+        node_id=outcome["node_id"],
+        error_type=outcome["error_type"] or "unknown",
+        message=outcome["message"] or "",
+        attempts=outcome["attempts"],
+        input_slot=input_slot,
+        output_slot=outcome["output_slot"],
+        handling=outcome["handling"] if outcome["handling"] in ("fail", "escalate", "arbitrate") else "fail",
+        reason=reason,
+        decisions=dict(DECISION_HELP) if arbitrate else {},
+        pause_timeout_seconds=chain.pause_timeout_seconds if arbitrate else None,
+    )
+    path = write_alert(alert_path(chain.work_dir / "alerts", alert.node_id), alert)
+    line = f"ALERT {alert.handling} {alert.node_id} {alert.error_type}: {alert.message} ({path})"
+    engine_logger(chain.work_dir).warning(line)
+    get_run_logger().warning(line)
+    create_markdown_artifact(markdown=_markdown(alert, path), description=f"alert: {alert.node_id} {alert.error_type}")
+    return path
+
+
+def _set_status(path: Path, **changes: Any) -> Alert:
+    alert = read_alert(path).model_copy(update=changes)
+    write_alert(path, alert)
+    return alert
+
+
+def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
+    """Pause the flow run until a person decides on the alert at `path`; record the decision there.
+
+    Parameters:
+        chain: the chain (its `pause_timeout_seconds` bounds the wait).
+        path: the alert file.
+        key: a pause key unique within the flow run.
+
+    Returns:
+        The decision, also written into the alert file (status `decided`).
+
+    Raises:
+        FlowPauseTimeout: no decision in time; the alert is marked `timed_out`.
+    """
+    alert = _set_status(path, status="paused")
+    log = get_run_logger()
+    engine = engine_logger(chain.work_dir)
+    log.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
+    engine.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
+    form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path))
+    try:
+        answer = pause_flow_run(
+            wait_for_input=form, timeout=chain.pause_timeout_seconds, poll_interval=POLL_SECONDS, key=key
+        )
+    except FlowPauseTimeout:
+        _set_status(path, status="timed_out")
+        engine.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
+        raise
+    decision = Decision(
+        decision=answer.decision,
+        comment=answer.comment,
+        data=answer.data,
+        decided_by=answer.decided_by or (getpass.getuser() if answer.via == "cli" else "prefect-ui"),
+        decided_at=now_iso(),
+        via=answer.via,
+    )
+    _set_status(path, status="decided", decision=decision)
+    log.info("decision on %s: %s (%s)", alert.node_id, decision.decision, decision.comment or "no comment")
+    engine.info("decision on %s: %s by %s via %s (%s)", alert.node_id, decision.decision, decision.decided_by,
+                decision.via, decision.comment or "no comment")
+    return decision

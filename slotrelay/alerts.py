@@ -1,0 +1,115 @@
+"""Alerts (L4/L5): a structured record of a failure a person should see or decide on.
+
+An alert is one JSON file `alerts/alert-<UTC timestamp>-<node_id>.json`, written atomically. The
+engine writes it when a node fails for good (handling `fail`), escalates (retries ran out), or needs
+arbitration (an error of no declared type, or an escalation whose type says `on_escalation: pause`);
+in the last case the flow run pauses until a decision arrives. The decision (who, when, what) is
+written back into the same file by the run that receives it; `status` tells where it stands:
+
+    open       written; nothing to decide (fail/escalate) or the pause has not begun yet
+    paused     the run waits for a decision (continue | retry | terminate | reload)
+    decided    a decision arrived; `decision` holds it
+    timed_out  the pause ran out with no decision; the run failed
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from slotrelay.errors import SlotrelayError
+from slotrelay.slots import read_slot, write_json_atomic
+
+DecisionName = Literal["continue", "retry", "terminate", "reload"]
+DECISIONS: tuple[str, ...] = ("continue", "retry", "terminate", "reload")
+DECISION_HELP = {
+    "continue": "treat the node as done with the data you give (--data JSON), or as skipped without data",
+    "retry": "run the node again",
+    "terminate": "fail the run; nothing downstream runs",
+    "reload": "re-read node_chain.json, validate it, and run the node again under the new rules",
+}
+
+
+class AlertError(SlotrelayError):
+    """An alert file that cannot be read, or a decision it cannot take."""
+
+    code = "ALERT_INVALID"
+
+
+class Decision(BaseModel):
+    """A person's decision on a paused run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: DecisionName
+    comment: str | None = None
+    data: dict[str, Any] | None = None
+    decided_by: str | None = None
+    decided_at: str
+    via: str = Field(description="cli or ui")
+
+
+class Alert(BaseModel):
+    """One alert file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alert_id: str
+    created_at: str
+    chain_id: str
+    chain_path: str | None
+    flow_run_id: str | None
+    node_id: str
+    error_type: str
+    message: str
+    attempts: int
+    input_slot: str | None
+    output_slot: str | None
+    handling: Literal["fail", "escalate", "arbitrate"]
+    reason: str
+    decisions: dict[str, str] = Field(default_factory=dict, description="what a person can decide, and what each does")
+    pause_timeout_seconds: int | None = None
+    status: Literal["open", "paused", "decided", "timed_out"] = "open"
+    decision: Decision | None = None
+
+
+def utc_stamp(moment: datetime | None = None) -> str:
+    """A file-name-safe UTC timestamp with milliseconds: `20261130T081502.123Z`."""
+    moment = moment or datetime.now(UTC)
+    return moment.strftime("%Y%m%dT%H%M%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def alert_path(alerts_dir: Path, node_id: str, *, moment: datetime | None = None) -> Path:
+    """A fresh alert file path in `alerts_dir` (a counter is added if the name is taken)."""
+    base = f"alert-{utc_stamp(moment)}-{re.sub(r'[^A-Za-z0-9_.-]', '_', node_id)}"
+    path = alerts_dir / f"{base}.json"
+    counter = 1
+    while path.exists():
+        counter += 1
+        path = alerts_dir / f"{base}-{counter}.json"
+    return path
+
+
+def write_alert(path: Path, alert: Alert) -> Path:
+    """Write (or rewrite) an alert file atomically; returns its path."""
+    return write_json_atomic(path, alert.model_dump(mode="json"))
+
+
+def read_alert(path: str | Path) -> Alert:
+    """Read an alert file.
+
+    Raises:
+        AlertError: missing, not JSON, or not an alert.
+    """
+    document = read_slot(path)
+    if document is None:
+        raise AlertError(f"{path}: no such alert file, or not a JSON object")
+    try:
+        return Alert.model_validate(document)
+    except ValidationError as invalid:
+        first = invalid.errors()[0]
+        raise AlertError(f"{path}: not an alert ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None

@@ -1,0 +1,95 @@
+"""Errors of the chain engine.
+
+    SlotrelayError                      slotrelay.errors
+     +-- ChainError                     a chain file that cannot be used (code CHAIN_INVALID, ...)
+     |    +-- ChainValidationError      every problem found, each with its JSON path
+     +-- NodeError                      a node's run failed; `code` is the chain's error_type
+     +-- ExecutorUnavailable            an executor kind whose module is not installed
+
+`NodeError.error_type` is matched against the chain's `error_types` (retry / skip / fail); a type the
+chain does not declare is handled as `unknown` (L5: the run pauses for a person).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slotrelay.errors import SlotrelayError
+
+# Error types the engine itself raises; a chain decides their handling by declaring them.
+INPUT_MISSING = "input_missing"
+SLOT_INVALID = "slot_invalid"
+EXECUTOR_MISSING = "executor_missing"
+OUTPUT_INVALID = "output_invalid"
+TIMEOUT = "timeout"
+CHECK_FAILED = "check_failed"
+IDENTITY_MISMATCH = "identity_mismatch"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a chain file.
+
+    Attributes:
+        path: JSON path of the offending value (`$.nodes[2].retry.max_retries`), `$` for the whole file.
+        message: what is wrong there.
+    """
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ChainError(SlotrelayError):
+    """A chain file that cannot be read or used."""
+
+    code = "CHAIN_INVALID"
+
+
+class ChainValidationError(ChainError):
+    """A chain file with problems; `problems` lists every one found, each naming its JSON path.
+
+    Parameters:
+        source: the chain file.
+        problems: what is wrong, in file order.
+    """
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {problem}" for problem in problems)
+        super().__init__(f"{source}: {len(problems)} problem(s)\n{lines}")
+
+
+class NodeError(SlotrelayError):
+    """A node's run failed with a named error type.
+
+    Raised by executors (and by python callables of a chain) as `NodeError(error_type, message)`.
+
+    Parameters:
+        error_type: the chain's error type this failure belongs to (`input_missing`, `timeout`, ...).
+        message: what happened.
+    """
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message, code=error_type)
+        self.error_type = error_type
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Prefect persists task exceptions with pickle: rebuild from both arguments.
+        return (type(self), (self.error_type, self.message))
+
+
+class ExecutorUnavailable(NodeError):
+    """An executor kind whose implementation module cannot be imported (not installed yet)."""
+
+    def __init__(self, kind: str, target: str, reason: str) -> None:
+        super().__init__(EXECUTOR_MISSING, f"executor kind {kind!r} needs {target}, which cannot be loaded: {reason}")
+        self.kind = kind
+        self.target = target
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (NodeError, (self.error_type, self.message))

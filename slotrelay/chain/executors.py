@@ -1,0 +1,277 @@
+"""Executors: how a node's work is done, chosen by `executor.kind`.
+
+Every executor is a function `fn(spec, data, context) -> dict | NodeOutput`: `spec` is the node's
+executor model, `data` the input slot's data (`{}` for a start node), `context` an
+`ExecutionContext`. A plain dict return is the output data; a `NodeOutput` also carries the checks
+it attests and the capabilities it used. Failures are raised as `NodeError(error_type, message)`.
+
+Kinds are looked up by import string in `EXECUTORS`, so a kind whose implementation lives in
+another part (deploy, pen) costs nothing until a chain uses it, and a missing module is a named
+error (`executor_missing`), not an ImportError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from slotrelay.chain.errors import (
+    EXECUTOR_MISSING,
+    OUTPUT_INVALID,
+    TIMEOUT,
+    UNKNOWN,
+    ExecutorUnavailable,
+    NodeError,
+)
+from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
+from slotrelay.slots import OUTPUT_STATUSES, read_slot
+
+EXECUTORS: dict[str, str] = {
+    "python": "slotrelay.chain.executors:run_python",
+    "command": "slotrelay.chain.executors:run_command",
+    "external": "slotrelay.chain.executors:run_external",
+    "deploy": "slotrelay.chain.deploy:run_deploy",
+    "pen": "slotrelay.pen.node:run_pen_node",
+}
+
+
+@dataclass
+class ExecutionContext:
+    """What an executor knows about the run it is part of.
+
+    Attributes:
+        chain: the chain (bound to its file; `chain.resolve()` turns slot paths into absolute paths).
+        node: the node being run.
+        attempt: 1 for the first try, 2 for the first retry, ...
+        input_slot: the resolved input slot path (None for a start node).
+        output_slot: the resolved output slot path.
+        since: epoch seconds; an external node only accepts an output slot written after this.
+        flow_run_id: the Prefect flow run, when run by a flow (None in plain Python).
+        logger: where to log (the engine log, and the run's log under Prefect).
+    """
+
+    chain: Chain
+    node: Node
+    attempt: int
+    input_slot: Path | None
+    output_slot: Path
+    since: float = 0.0
+    flow_run_id: str | None = None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("slotrelay.engine"))
+
+
+@dataclass
+class NodeOutput:
+    """What an executor hands back when it has more to say than the output data.
+
+    Attributes:
+        data: the output slot's `data`.
+        checks: free-text checks this run attests (`{"<check text>": true}`).
+        capabilities_used: capabilities the work used (checked against the node's declared ones).
+        document: the whole slot document when it was written outside the engine (external nodes).
+    """
+
+    data: dict[str, Any]
+    checks: dict[str, bool] = field(default_factory=dict)
+    capabilities_used: list[str] = field(default_factory=list)
+    document: dict[str, Any] | None = None
+
+
+def _import_target(target: str) -> Any:
+    module_name, _, attribute = target.partition(":")
+    value: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _import_callable(target: str, chain_dir: Path) -> Any:
+    """`module:function`, preferring `<chain_dir>/<module>.py`, loaded under a name unique to that folder.
+
+    Two chains may both have a `pipeline.py`; keying the module by its folder keeps them apart.
+    """
+    module_name, _, attribute = target.partition(":")
+    beside = chain_dir / (module_name.replace(".", "/") + ".py")
+    if not beside.is_file():
+        return _import_target(target)
+    unique = f"_slotrelay_chain_{hashlib.sha1(str(beside).encode()).hexdigest()[:12]}_{module_name.replace('.', '_')}"
+    module = sys.modules.get(unique)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(unique, beside)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[unique]
+            raise
+    value: Any = module
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def load_executor(kind: str) -> Callable[..., Any]:
+    """The executor function for a kind.
+
+    Raises:
+        ExecutorUnavailable: the kind is unknown or its module cannot be imported.
+    """
+    target = EXECUTORS.get(kind)
+    if target is None:
+        raise ExecutorUnavailable(kind, "<none>", "no executor of this kind")
+    try:
+        return _import_target(target)
+    except (ImportError, AttributeError) as missing:
+        raise ExecutorUnavailable(kind, target, str(missing)) from None
+
+
+def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) -> NodeOutput:
+    """Run a node's executor and normalise what it returns to a `NodeOutput`.
+
+    Raises:
+        NodeError: the executor failed, or returned something that is not a JSON object.
+    """
+    result = load_executor(node.executor.kind)(node.executor, data, context)
+    if isinstance(result, NodeOutput):
+        return result
+    if isinstance(result, dict):
+        return NodeOutput(data=result)
+    raise NodeError(OUTPUT_INVALID, f"executor {node.executor.kind!r} returned {type(result).__name__}, not a dict")
+
+
+def run_python(spec: PythonExecutor, data: dict[str, Any], context: ExecutionContext) -> dict[str, Any] | NodeOutput:
+    """Call `module:function(data)`; modules beside the chain file are importable.
+
+    Raises:
+        NodeError: `executor_missing` when the callable cannot be imported; whatever the callable raises.
+    """
+    try:
+        function = _import_callable(spec.callable, context.chain.base_dir)
+    except (ImportError, AttributeError, SyntaxError) as missing:
+        raise NodeError(EXECUTOR_MISSING, f"cannot import {spec.callable}: {missing}") from None
+    result = function(dict(data))
+    if not isinstance(result, dict | NodeOutput):
+        raise NodeError(OUTPUT_INVALID, f"{spec.callable} returned {type(result).__name__}, not a dict")
+    return result
+
+
+def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionContext) -> dict[str, Any]:
+    """Run a program with the input data as JSON on stdin; its stdout must be one JSON object.
+
+    `{python}` in argv is this interpreter, `{chain_dir}` the chain file's folder; the program runs in
+    the chain's folder. A non-zero exit maps through `error_map` (exit code -> error type), else `unknown`.
+
+    Raises:
+        NodeError: executor_missing, timeout, output_invalid, or the mapped error type.
+    """
+    argv = [a.replace("{python}", sys.executable).replace("{chain_dir}", str(context.chain.base_dir)) for a in spec.argv]
+    try:
+        done = subprocess.run(
+            argv,
+            check=False,
+            input=json.dumps(data),
+            capture_output=True,
+            text=True,
+            cwd=context.chain.base_dir,
+            timeout=context.node.timeout_seconds,
+        )
+    except FileNotFoundError:
+        raise NodeError(EXECUTOR_MISSING, f"program not found: {argv[0]}") from None
+    except subprocess.TimeoutExpired:
+        raise NodeError(TIMEOUT, f"{argv[0]} ran longer than {context.node.timeout_seconds} s") from None
+    if done.returncode != 0:
+        error_type = spec.error_map.get(str(done.returncode), UNKNOWN)
+        raise NodeError(error_type, f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    try:
+        output = json.loads(done.stdout)
+    except json.JSONDecodeError as bad:
+        raise NodeError(OUTPUT_INVALID, f"{argv[0]} printed non-JSON ({bad.msg}): {done.stdout[:200]!r}") from None
+    if not isinstance(output, dict):
+        raise NodeError(OUTPUT_INVALID, f"{argv[0]} printed JSON {type(output).__name__}, not an object")
+    return output
+
+
+class _SlotChanged(FileSystemEventHandler):
+    def __init__(self, target: Path, changed: threading.Event) -> None:
+        self.target = str(target)
+        self.changed = changed
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if self.target in (event.src_path, getattr(event, "dest_path", "")):
+            self.changed.set()
+
+
+def fresh_output(path: Path, node_id: str, *, since: float) -> dict[str, Any] | None:
+    """An external node's output slot when it is finished and written after `since`, else None."""
+    document = read_slot(path)
+    if document is None or document.get("node_id") != node_id or document.get("status") not in OUTPUT_STATUSES:
+        return None
+    try:
+        written = path.stat().st_mtime
+    except OSError:
+        return None
+    return document if written >= since else None
+
+
+def wait_for_output(path: Path, node_id: str, *, since: float, timeout: float | None) -> dict[str, Any]:
+    """Wait, on file events (watchdog, no polling), for an external node's finished output slot.
+
+    Raises:
+        NodeError: `timeout` when nothing acceptable arrives in `timeout` seconds.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    changed = threading.Event()
+    observer = Observer()
+    observer.schedule(_SlotChanged(path.resolve(), changed), str(path.parent.resolve()), recursive=False)
+    observer.start()
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # Clear before reading: an event between the read and the wait is not lost.
+            changed.clear()
+            document = fresh_output(path, node_id, since=since)
+            if document is not None:
+                return document
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise NodeError(TIMEOUT, f"no output slot from the external agent at {path} in {timeout} s")
+            changed.wait(remaining)
+    finally:
+        observer.stop()
+        observer.join()
+
+
+def run_external(spec: ExternalExecutor, data: dict[str, Any], context: ExecutionContext) -> NodeOutput:
+    """Wait for the agent outside the engine to write the output slot (up to the node's timeout).
+
+    Raises:
+        NodeError: `timeout`; or the error type the agent wrote in a `failed` slot (`unknown` if none).
+    """
+    document = wait_for_output(
+        context.output_slot, context.node.node_id, since=context.since, timeout=context.node.timeout_seconds
+    )
+    if document.get("status") == "failed":
+        error = document.get("error") if isinstance(document.get("error"), dict) else {}
+        raise NodeError(str(error.get("error_type") or UNKNOWN), str(error.get("message") or "the agent reported failure"))
+    raw_data = document.get("data")
+    return NodeOutput(
+        data=raw_data if isinstance(raw_data, dict) else {},
+        checks=document.get("checks") if isinstance(document.get("checks"), dict) else {},
+        capabilities_used=document.get("capabilities_used") if isinstance(document.get("capabilities_used"), list) else [],
+        document=document,
+    )

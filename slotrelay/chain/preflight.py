@@ -1,0 +1,104 @@
+"""L1 and L2: what must hold before a chain's flow starts.
+
+L1 (dependencies): the Python version, the packages the engine and the chain's executors need, and
+the `.env` (python-dotenv) with every variable the chain lists in `required_env`. L2 (paths): every
+slot folder exists (created if missing) and is writable. Anything missing stops the start with one
+line per problem saying what to install or fix; nothing has run yet.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+from slotrelay.chain.executors import EXECUTORS
+from slotrelay.chain.models import Chain
+from slotrelay.errors import SlotrelayError
+
+MIN_PYTHON = (3, 11)
+ENGINE_PACKAGES = {
+    "prefect": "prefect",
+    "watchdog": "watchdog",
+    "jsonschema": "jsonschema",
+    "dotenv": "python-dotenv",
+    "networkx": "networkx",
+    "pydantic": "pydantic",
+}
+
+
+class EnvironmentMissing(SlotrelayError):
+    """Something the chain needs is not installed, not set, or not writable (nothing ran)."""
+
+    code = "ENVIRONMENT_MISSING"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def dependency_problems(chain: Chain) -> list[str]:
+    """L1: the Python version, packages (engine and the chain's executor kinds) and `.env` variables."""
+    problems = []
+    if sys.version_info < MIN_PYTHON:
+        problems.append(f"Python {'.'.join(map(str, MIN_PYTHON))}+ is needed, this is {sys.version.split()[0]}")
+    for module, package in ENGINE_PACKAGES.items():
+        if importlib.util.find_spec(module) is None:
+            problems.append(f"package {package} is not installed: pip install {package}")
+    for kind in sorted({node.executor.kind for node in chain.nodes}):
+        module = EXECUTORS[kind].partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            problems.append(f"executor kind {kind!r} needs module {module}, which is not installed")
+    for env_file in (chain.base_dir / ".env", Path.cwd() / ".env"):
+        if env_file.is_file():
+            load_dotenv(env_file, override=False)
+    for name in chain.required_env:
+        if not os.environ.get(name):
+            problems.append(f"{name} is not set: add it to {chain.base_dir / '.env'} or the environment")
+    return problems
+
+
+def slot_folders(chain: Chain) -> list[Path]:
+    """Every folder a slot, babel log, alert or log of the chain lives in."""
+    folders = {chain.work_dir / "alerts", chain.work_dir / "logs"}
+    for node in chain.nodes:
+        for slot in (node.input_slot, node.output_slot):
+            if slot is None:
+                continue
+            folders.add(chain.resolve(slot.path).parent)
+            if slot.babel_path:
+                folders.add(chain.resolve(slot.babel_path).parent)
+    return sorted(folders)
+
+
+def path_problems(chain: Chain) -> list[str]:
+    """L2: create every slot folder and prove it writable with a real write."""
+    problems = []
+    for folder in slot_folders(chain):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / f".slotrelay-probe-{uuid.uuid4().hex[:8]}.tmp"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as denied:
+            problems.append(f"slot folder {folder} is not writable: {denied.strerror}")
+    return problems
+
+
+def preflight(chain: Chain) -> None:
+    """Run L1 then L2.
+
+    Raises:
+        EnvironmentMissing: every problem found.
+    """
+    problems = dependency_problems(chain) or path_problems(chain)
+    if problems:
+        raise EnvironmentMissing(problems)

@@ -1,0 +1,131 @@
+"""Loading and validating a chain file: JSON Schema first, then the models, then the graph.
+
+Order matters for the messages: jsonschema reports every structural problem with its JSON path;
+the pydantic models then catch what the schema cannot say; the graph checks (slotrelay.chain.graph)
+run only on a chain that parsed. `schema.json` is generated from the models and committed:
+`python -m slotrelay.chain.schema` rewrites it, and a test checks that it is current.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError as SchemaViolation
+from jsonschema.exceptions import best_match
+from pydantic import ValidationError
+
+from slotrelay.chain.errors import ChainValidationError, Problem
+from slotrelay.chain.graph import graph_problems
+from slotrelay.chain.models import Chain
+
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+def generate_schema() -> dict[str, Any]:
+    """The JSON Schema of a chain file, from the pydantic models."""
+    schema = Chain.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://slotrelay.dev/schema/node_chain.json"
+    return schema
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+def _json_path(location: tuple[Any, ...] | list[Any]) -> str:
+    path = "$"
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _schema_problem(violation: SchemaViolation) -> Problem:
+    # A oneOf/anyOf failure says only "not valid under any schema": report the branch meant. The
+    # `null` alternative of an optional object is never meant; a branch whose `kind` matched is.
+    while violation.context:
+        branches: dict[Any, list[SchemaViolation]] = {}
+        for error in violation.context:
+            branches.setdefault(error.relative_schema_path[0], []).append(error)
+        branches = {k: v for k, v in branches.items()
+                    if not any(e.validator == "type" and e.validator_value == "null" for e in v)}
+        if not branches:
+            break
+        mismatched = [v for v in branches.values() if any(e.validator == "const" for e in v)]
+        matched = [v for v in branches.values() if not any(e.validator == "const" for e in v)]
+        if mismatched and not matched:
+            consts = [e for v in mismatched for e in v if e.validator == "const"]
+            allowed = ", ".join(json.dumps(e.validator_value) for e in consts)
+            return Problem(consts[0].json_path, f"{json.dumps(consts[0].instance)} is not one of {allowed}")
+        candidates = [e for v in (matched if mismatched else branches.values()) for e in v]
+        deepest = max(len(e.absolute_path) for e in candidates)
+        candidates = [e for e in candidates if len(e.absolute_path) == deepest]
+        # "not of type 'string'" (the free-text alternative) says less than the object's own error.
+        violation = best_match([e for e in candidates if e.validator != "type"] or candidates)
+    return Problem(violation.json_path, violation.message)
+
+
+def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
+    """Validate a parsed chain document and build the `Chain`.
+
+    Parameters:
+        document: the parsed JSON.
+        source: name of the file, for messages.
+
+    Returns:
+        The chain (not yet bound to a file; see `load_chain`).
+
+    Raises:
+        ChainValidationError: every problem found, each with its JSON path.
+    """
+    problems = [_schema_problem(v) for v in sorted(_validator().iter_errors(document), key=lambda v: v.json_path)]
+    if problems:
+        raise ChainValidationError(source, problems)
+    try:
+        chain = Chain.model_validate(document)
+    except ValidationError as invalid:
+        raise ChainValidationError(
+            source, [Problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
+        ) from None
+    problems = graph_problems(chain)
+    if problems:
+        raise ChainValidationError(source, problems)
+    return chain
+
+
+def load_chain(path: str | Path, *, slots_root: str | Path | None = None) -> Chain:
+    """Read, validate and bind a chain file.
+
+    Parameters:
+        path: the `node_chain.json`.
+        slots_root: folder relative slot paths resolve against (default: the chain file's folder).
+
+    Returns:
+        The validated chain, bound to its file and slots root.
+
+    Raises:
+        ChainValidationError: the file is missing, not JSON, or invalid (every problem listed).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as unreadable:
+        raise ChainValidationError(str(path), [Problem("$", f"cannot read the file: {unreadable.strerror}")]) from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as bad:
+        raise ChainValidationError(
+            str(path), [Problem("$", f"not valid JSON: {bad.msg} at line {bad.lineno} column {bad.colno}")]
+        ) from None
+    chain = validate_document(document, source=str(path))
+    return chain.bind(source=path, slots_root=Path(slots_root) if slots_root else None)
+
+
+if __name__ == "__main__":
+    SCHEMA_PATH.write_text(json.dumps(generate_schema(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {SCHEMA_PATH}")

@@ -1,0 +1,208 @@
+"""`slotrelay validate | graph | run | decide`: the chain engine's commands.
+
+Exit codes (see slotrelay.cli): 0 ok, 1 the run failed, 2 bad input (an invalid chain, alert or
+decision), 3 the environment is missing something (a package, a writable folder, a Prefect server).
+Prefect is imported inside the commands that need it, so `validate` and `graph` stay fast.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from slotrelay.alerts import AlertError, read_alert
+from slotrelay.chain import ChainError, ChainValidationError, load_chain
+from slotrelay.chain.graph import render_dot, render_mermaid, render_png
+from slotrelay.chain.preflight import EnvironmentMissing, preflight
+from slotrelay.chain.routing import input_slot_path
+
+app = typer.Typer(no_args_is_help=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+ChainPath = Annotated[Path, typer.Argument(help="the node_chain.json")]
+
+
+class GraphFormat(str, Enum):
+    mermaid = "mermaid"
+    dot = "dot"
+    png = "png"
+
+
+class DecisionChoice(str, Enum):
+    continue_ = "continue"
+    retry = "retry"
+    terminate = "terminate"
+    reload = "reload"
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    err.print(message, markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def _load(path: Path, slots_root: Path | None = None) -> Any:
+    try:
+        return load_chain(path, slots_root=slots_root)
+    except ChainValidationError as invalid:
+        lines = "\n".join(f"  {problem}" for problem in invalid.problems)
+        raise _fail(f"{path}: invalid chain, {len(invalid.problems)} problem(s):\n{lines}", 2) from None
+
+
+@app.command()
+def validate(chain_path: ChainPath) -> None:
+    """Check a chain file: JSON Schema (errors carry JSON paths), then the models, then the graph."""
+    chain = _load(chain_path)
+    out.print(f"{chain_path}: valid chain {chain.chain_id!r}: {len(chain.nodes)} nodes, {len(chain.routes)} routes, "
+              f"{len(chain.error_types)} error types", markup=False, highlight=False)
+
+
+@app.command()
+def graph(
+    chain_path: ChainPath,
+    format: Annotated[GraphFormat, typer.Option("--format", "-f", help="mermaid, dot or png")] = GraphFormat.mermaid,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
+) -> None:
+    """Draw a chain: Mermaid or Graphviz DOT text, or a PNG rendered by Graphviz."""
+    chain = _load(chain_path)
+    if format is GraphFormat.png:
+        if output is None:
+            raise _fail("--format png needs --output FILE", 2)
+        try:
+            output.write_bytes(render_png(chain))
+        except ChainError as missing:
+            raise _fail(str(missing), 3) from None
+    else:
+        text = render_mermaid(chain) if format is GraphFormat.mermaid else render_dot(chain)
+        if output is None:
+            out.print(text, end="", markup=False, highlight=False)
+            return
+        output.write_text(text, encoding="utf-8")
+    err.print(f"wrote {output}", markup=False, highlight=False)
+
+
+def _short(path: Path) -> str:
+    """A path relative to the working folder when it is inside it (shorter in a table)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
+    colours = {"Completed": "green", "Skipped": "yellow", "Failed": "red", "NotRun": "dim"}
+    table = Table(title=f"chain {chain.chain_id}: {summary['state']}")
+    for column in ("node", "state", "attempts", "error type", "slots written"):
+        table.add_column(column)
+    for node_id, node in summary["nodes"].items():
+        written = []
+        in_path = input_slot_path(chain, node_id)
+        if node["state"] != "NotRun" and in_path is not None and in_path.exists():
+            written.append(f"in  {_short(in_path)}")
+        if node["output_slot"]:
+            written.append(f"out {_short(Path(node['output_slot']))}")
+        colour = colours.get(node["state"], "white")
+        table.add_row(node_id, f"[{colour}]{node['state']}[/]", str(node["attempts"]), node["error_type"] or "",
+                      "\n".join(written))
+    out.print(table)
+    for route_id, route in summary["routes"].items():
+        if not route["fired"]:
+            out.print(f"route {route_id} did not fire: {route['reason']}", markup=False, highlight=False)
+    for alert in summary["alerts"]:
+        out.print(f"alert: {alert}", markup=False, highlight=False)
+    out.print(f"flow run: {ui_url}/runs/flow-run/{summary['flow_run_id']}", markup=False, highlight=False)
+
+
+@app.command()
+def run(
+    chain_path: ChainPath,
+    as_json: Annotated[bool, typer.Option("--json", help="print only the summary, as one JSON object")] = False,
+    slots_root: Annotated[Path | None, typer.Option(help="folder relative slot paths resolve against")] = None,
+) -> None:
+    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none answers)."""
+    chain = _load(chain_path, slots_root)
+    try:
+        preflight(chain)
+    except EnvironmentMissing as missing:
+        raise _fail("\n".join(f"cannot start: {p}" for p in missing.problems), 3) from None
+    from deployments.server import ServerStartError, ensure_server
+
+    reused = os.environ.get("PREFECT_API_URL")
+    try:
+        with err.status("connecting to the Prefect server (starting one if none answers)"):
+            api_url = ensure_server()
+    except ServerStartError as down:
+        raise _fail(f"cannot start: {down.message}", 3) from None
+    how = "using" if reused == api_url else "using (started in the background if it was not running)"
+    err.print(f"{how} the Prefect server at {api_url}", markup=False, highlight=False)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.chain import read_summary, run_chain
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        state = run_chain(str(chain_path), slots_root=str(slots_root) if slots_root else None, return_state=True)
+        summary = read_summary(chain, state)
+    if summary is None:
+        raise _fail(f"the flow run ended {state.type.value} before it could summarise: {state.message}", 1)
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        _summary_table(chain, summary, api_url.removesuffix("/api"))
+    raise typer.Exit(0 if summary["state"] == "COMPLETED" else 1)
+
+
+@app.command()
+def decide(
+    alert_file: Annotated[Path, typer.Argument(help="the alert JSON in alerts/")],
+    decision: Annotated[DecisionChoice, typer.Argument(help="continue, retry, terminate or reload")],
+    comment: Annotated[str | None, typer.Option(help="why; kept in the alert file")] = None,
+    data: Annotated[str | None, typer.Option(help="with continue: the node's output data, a JSON object")] = None,
+) -> None:
+    """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
+    try:
+        alert = read_alert(alert_file)
+    except AlertError as bad:
+        raise _fail(str(bad.message), 2) from None
+    if alert.decision is not None or alert.status in ("decided", "timed_out"):
+        raise _fail(f"{alert_file}: already {alert.status}, nothing to decide", 2)
+    if alert.handling != "arbitrate" or not alert.flow_run_id:
+        raise _fail(f"{alert_file}: this alert ({alert.handling}) does not wait for a decision", 2)
+    payload: dict[str, Any] | None = None
+    if data is not None:
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError as bad:
+            raise _fail(f"--data is not JSON: {bad.msg}", 2) from None
+        if not isinstance(payload, dict):
+            raise _fail("--data must be a JSON object", 2)
+    from deployments.server import api_answers
+
+    api_url = os.environ.get("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    if not api_answers(api_url):
+        raise _fail(f"no Prefect server answers at {api_url} (set PREFECT_API_URL)", 3)
+    os.environ["PREFECT_API_URL"] = api_url
+    from uuid import UUID
+
+    from prefect.exceptions import FlowPauseTimeout, NotPausedError, ObjectNotFound
+    from prefect.flow_runs import resume_flow_run
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    run_input = {"decision": decision.value, "comment": comment, "data": payload,
+                 "decided_by": getpass.getuser(), "via": "cli"}
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            resume_flow_run(UUID(alert.flow_run_id), run_input=run_input)
+    except (NotPausedError, FlowPauseTimeout):
+        raise _fail(f"flow run {alert.flow_run_id} is no longer paused: refused", 2) from None
+    except ObjectNotFound:
+        raise _fail(f"flow run {alert.flow_run_id} does not exist on {api_url}", 2) from None
+    out.print(f"resumed flow run {alert.flow_run_id}: {decision.value} on {alert.node_id}", markup=False,
+              highlight=False)

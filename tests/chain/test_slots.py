@@ -1,0 +1,71 @@
+"""Slots: atomic writes, guarded reads (a racing reader never sees half a file), babel lines."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from slotrelay.slots import (
+    append_babel,
+    input_slot_document,
+    output_slot_document,
+    read_slot,
+    write_json_atomic,
+)
+
+
+def test_write_then_read(tmp_path: Path) -> None:
+    path = write_json_atomic(tmp_path / "deep" / "a_output.json", output_slot_document("a", status="completed", data={"x": 1}))
+    document = read_slot(path)
+    assert document["node_id"] == "a" and document["data"] == {"x": 1} and document["status"] == "completed"
+    assert set(document) == {"node_id", "status", "data", "error", "capabilities_used", "checks", "attempt", "updated_at"}
+    assert [p.name for p in path.parent.iterdir()] == ["a_output.json"], "no .tmp left behind"
+
+
+def test_reads_treat_missing_tmp_half_written_and_non_objects_as_absent(tmp_path: Path) -> None:
+    assert read_slot(tmp_path / "none.json") is None
+    (tmp_path / "a.json.1234.tmp").write_text('{"status": "completed"}')
+    assert read_slot(tmp_path / "a.json.1234.tmp") is None
+    (tmp_path / "half.json").write_text('{"status": "compl')
+    assert read_slot(tmp_path / "half.json") is None
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert read_slot(tmp_path / "list.json") is None
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
+    assert read_slot(tmp_path / "binary.json") is None
+
+
+def test_a_reader_racing_a_writer_never_sees_half_a_document(tmp_path: Path) -> None:
+    path = tmp_path / "race.json"
+    write_json_atomic(path, {"n": 0, "pad": "x" * 20000})
+    stop = threading.Event()
+    seen: list[int] = []
+    broken: list[object] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            document = read_slot(path)
+            if document is None or len(document["pad"]) != 20000:
+                broken.append(document)
+            else:
+                seen.append(document["n"])
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for n in range(1, 300):
+        write_json_atomic(path, {"n": n, "pad": "x" * 20000})
+    stop.set()
+    thread.join()
+    assert broken == []
+    assert len(seen) > 10 and seen == sorted(seen)
+
+
+def test_input_slot_and_babel_lines(tmp_path: Path) -> None:
+    document = input_slot_document(from_node="a", route_id="r", data={"k": 1})
+    assert document["status"] == "pending" and document["from_node"] == "a" and document["route_id"] == "r"
+    babel = tmp_path / "a_babel.jsonl"
+    append_babel(babel, sender="a", recipients=["b"], kind="slot.completed", payload={"x": 1})
+    append_babel(babel, sender="a", recipients=["b"], kind="slot.completed", payload={"x": 2})
+    lines = [json.loads(line) for line in babel.read_text().splitlines()]
+    assert [line["payload"]["x"] for line in lines] == [1, 2]
+    assert set(lines[0]) == {"ts", "from", "to", "type", "payload"}

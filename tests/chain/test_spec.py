@@ -1,0 +1,102 @@
+"""The chain spec: the example is valid; every kind of invalid chain is refused with its JSON path."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from slotrelay.chain import ChainValidationError, load_chain, validate_document
+from slotrelay.chain.schema import SCHEMA_PATH, generate_schema
+from tests.chain.conftest import EXAMPLE, node, route
+
+EXAMPLE_DOC = json.loads((EXAMPLE / "node_chain.json").read_text(encoding="utf-8"))
+
+
+def problems(document: dict) -> list[str]:
+    with pytest.raises(ChainValidationError) as refused:
+        validate_document(document)
+    return [str(p) for p in refused.value.problems]
+
+
+def test_committed_schema_is_generated_from_the_models() -> None:
+    assert json.loads(SCHEMA_PATH.read_text(encoding="utf-8")) == generate_schema()
+
+
+def test_example_chain_is_valid_and_keeps_the_seed_fields() -> None:
+    chain = load_chain(EXAMPLE / "node_chain.json")
+    assert chain.start_nodes() == ["exec-scan"]
+    assert len(chain.error_types) == 10
+    scan = chain.node("exec-scan")
+    assert scan.retry.max_retries == 1 and scan.output_slot.babel_path
+    assert chain.resolve(scan.output_slot.path) == EXAMPLE / "slots" / "exec-scan_output.json"
+    assert [r.route_id for r in chain.routes_from("exec-dedup")] == ["route-dedup-to-enrich", "route-dedup-to-empty-report"]
+
+
+def test_slots_root_overrides_relative_slot_paths(tmp_path: Path) -> None:
+    chain = load_chain(EXAMPLE / "node_chain.json", slots_root=tmp_path)
+    assert chain.resolve("slots/x.json") == tmp_path / "slots" / "x.json"
+    assert chain.base_dir == EXAMPLE
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda d: d["nodes"][1].update(retyr=1), "$.nodes[1]: Additional properties are not allowed ('retyr' was unexpected)"),
+        (lambda d: d.update(chian_id="x"), "$: Additional properties are not allowed ('chian_id' was unexpected)"),
+        (lambda d: d["nodes"][0].pop("output_slot"), "$.nodes[0]: 'output_slot' is a required property"),
+        (lambda d: d["nodes"][0]["retry"].update(max_retries=-1), "$.nodes[0].retry.max_retries: -1 is less than the minimum of 0"),
+        (lambda d: d["routes"][0]["condition"].update(operator="eq"), "$.routes[0].condition.operator: 'eq' is not one of"),
+        (lambda d: d["nodes"][2].update(executor={"kind": "shell"}), "$.nodes[2].executor.kind: \"shell\" is not one of \"python\""),
+        (lambda d: d["nodes"][2].update(executor={"kind": "python"}), "$.nodes[2].executor: 'callable' is a required property"),
+        (lambda d: d["error_types"][0].update(handling="ignore"), "$.error_types[0].handling: 'ignore' is not one of"),
+        (lambda d: d["routes"][0].update(priority="high"), "$.routes[0].priority: 'high' does not match"),
+        (lambda d: d["nodes"][1]["check_rules"]["pre_execution"].append({"path_exist": "x"}),
+         "$.nodes[1].check_rules.pre_execution[1]: Additional properties are not allowed ('path_exist' was unexpected)"),
+    ],
+)
+def test_schema_errors_name_their_json_path(change, expected: str) -> None:
+    document = copy.deepcopy(EXAMPLE_DOC)
+    change(document)
+    found = problems(document)
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_every_schema_error_is_reported_at_once() -> None:
+    document = copy.deepcopy(EXAMPLE_DOC)
+    document["nodes"][1]["retyr"] = 1
+    document["error_types"][0]["handling"] = "ignore"
+    document["routes"][0]["priority"] = "high"
+    assert len(problems(document)) == 3
+
+
+def test_graph_errors() -> None:
+    document = {
+        "chain_id": "g",
+        "nodes": [node("a", start=True), node("b"), node("b"), node("c"), node("d"), node("orphan")],
+        "routes": [route("a", "b"), route("b", "c"), route("c", "b", route_id="loop"), route("a", "ghost"),
+                   route("b", "a", route_id="to-start"), route("a", "d"), route("a", "d")],
+    }
+    found = problems(document)
+    assert "$.nodes[2].node_id: duplicate node_id 'b'" in found
+    assert "$.routes[6].route_id: duplicate route_id 'a-to-d'" in found
+    assert "$.routes[3].to_node: unknown node 'ghost'" in found
+    assert "$.routes[4].to_node: 'a' is a start node (input_slot null): a route cannot feed it" in found
+    assert "$.nodes[5]: no route reaches 'orphan' and it is not a start node" in found
+    assert any(p.startswith("$.routes: cycle: ") for p in found), found
+
+
+def test_no_start_node() -> None:
+    found = problems({"chain_id": "g", "nodes": [node("a"), node("b")], "routes": [route("a", "b"), route("b", "a")]})
+    assert '$.nodes: no start node: at least one node needs "input_slot": null' in found
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ChainValidationError, match=r"\$: cannot read the file"):
+        load_chain(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"chain_id": "x", "nodes": [', encoding="utf-8")
+    with pytest.raises(ChainValidationError, match=r"\$: not valid JSON: .* at line 1"):
+        load_chain(bad)
