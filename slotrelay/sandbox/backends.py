@@ -47,7 +47,11 @@ def _open(name: str) -> Backend:
     if name == "docker":
         from slotrelay.sandbox.docker_backend import DockerBackend
 
-        backend: Backend = DockerBackend(pool_size=int(os.environ.get(POOL_SIZE_VARIABLE, "2")))
+        docker_backend = DockerBackend(pool_size=int(os.environ.get(POOL_SIZE_VARIABLE, "2")))
+        # The most common shape, ready before the first run asks for it.
+        if not docker_backend.missing_image("python"):
+            docker_backend.warm("python")
+        backend: Backend = docker_backend
     else:
         backend = bwrap_backend.BwrapBackend()
     _opened[name] = backend
@@ -120,6 +124,8 @@ def _docker_report() -> BackendReport:
         )
         return report
     with closing(client):
+        if not client.api.base_url.startswith("http+docker://local"):
+            report.notes.append("the daemon is remote: allow_paths and network allow-lists need a local one")
         report.notes.append(
             f"daemon {info.get('ServerVersion')} at {os.environ.get('DOCKER_HOST', 'the local socket')}, storage {info.get('Driver')}, "
             f"cgroup v{info.get('CgroupVersion', '1')}"

@@ -24,6 +24,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 LABEL = "org.slotrelay.sandbox"
 OWNER_LABEL = "org.slotrelay.sandbox.owner"
+BACKEND_LABEL = "org.slotrelay.sandbox.backend"
 EGRESS_ROOT = Path(tempfile.gettempdir()) / "slotrelay-egress"
 EGRESS_MOUNT = "/run/slotrelay-egress"
 SANDBOX_UID = "65534:65534"
@@ -112,6 +114,8 @@ class DockerBackend:
             self._worker_client = docker.from_env()
         except docker.errors.DockerException as error:
             raise SandboxUnavailable(f"docker: the daemon does not answer ({error})") from error
+        self._instance = uuid.uuid4().hex
+        self._local = self._client.api.base_url.startswith("http+docker://local")
         self._seccomp = seccomp.docker_profile()
         self._entrypoints: dict[str, list[str]] = {}
         self.collect_orphans()
@@ -139,12 +143,14 @@ class DockerBackend:
         return removed
 
     def close(self) -> None:
-        """Remove every container this backend still holds, then its label's orphans."""
+        """Remove every container this backend still holds, even one a crashed run left behind."""
         self.pool.close()
         for container in self._client.api.containers(
-            all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"}
+            all=True, filters={"label": f"{BACKEND_LABEL}={self._instance}"}
         ):
             self._client.api.remove_container(container["Id"], force=True)
+        self._client.close()
+        self._worker_client.close()
 
     def missing_image(self, lang: str) -> str | None:
         """The image `lang` needs when the daemon lacks it, else None."""
@@ -217,7 +223,7 @@ class DockerBackend:
             environment=environment,
             working_dir="/tmp" if shape.tmp_mb else "/",
             host_config=host_config,
-            labels={LABEL: "1", OWNER_LABEL: owner_id()},
+            labels={LABEL: "1", OWNER_LABEL: owner_id(), BACKEND_LABEL: self._instance},
             network_disabled=True,
         )
         return PooledContainer(id=created["Id"], egress_dir=egress_dir)
@@ -242,6 +248,11 @@ class DockerBackend:
         """Run `code` in a fresh container. See `slotrelay.sandbox.run` for the contract."""
         import docker.errors
 
+        if not self._local and (limits.allow_paths or limits.allow_hosts):
+            raise SandboxUnavailable(
+                "docker: allow_paths and network allow-lists bind host paths, so they need the daemon "
+                f"on this machine, not {self._client.api.base_url}"
+            )
         mounts, refused = admit_paths(limits.allow_paths)
         if refused:
             return ExecutionResult(status="error", exit_code=None, duration_ms=0, violations=refused,
@@ -262,6 +273,8 @@ class DockerBackend:
             proxy.start()
         try:
             return self._run_started(container, request, marker, limits, proxy)
+        except docker.errors.DockerException as error:
+            raise SandboxUnavailable(f"docker: the sandbox container failed to run ({error})") from error
         finally:
             if proxy is not None:
                 proxy.stop()
@@ -275,6 +288,7 @@ class DockerBackend:
         limits: SandboxLimits,
         proxy: EgressProxy | None,
     ) -> ExecutionResult:
+        import docker.errors
         from docker.utils.socket import frames_iter
 
         api = self._client.api
@@ -314,7 +328,10 @@ class DockerBackend:
         waiter.join(timeout=limits.timeout_ms / 1000)
         timed_out = waiter.is_alive()
         if timed_out:
-            api.kill(container.id)
+            try:
+                api.kill(container.id)
+            except docker.errors.APIError:
+                pass  # it ended between the deadline and the kill
             waiter.join(timeout=DRAIN_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)
         reader.join(timeout=DRAIN_GRACE_S)

@@ -83,7 +83,7 @@ def apt_mirror() -> str:
     sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     pattern = re.compile(r"(?:^deb\s+(?:\[[^]]*\]\s+)?|^URIs:\s*)(\S+/debian)/?\s", re.MULTILINE)
     for source in sources:
-        if source.is_file() and not source.name.endswith((".disabled", ".save")):
+        if source.is_file() and source.name.endswith((".list", ".sources")):
             found = pattern.search(source.read_text(errors="replace") + "\n")
             if found:
                 return found.group(1)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import time
 
+import docker
 import docker.errors
 import pytest
 
@@ -19,6 +20,13 @@ pytestmark = pytest.mark.docker
 LIMITS = SandboxLimits(memory_mb=96, pids=48)
 
 
+@pytest.fixture
+def api():
+    client = docker.from_env()
+    yield client.api
+    client.close()
+
+
 def wait_for(check, what: str, seconds: float = 90):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -29,8 +37,7 @@ def wait_for(check, what: str, seconds: float = 90):
     pytest.fail(f"waited {seconds} s for {what}")
 
 
-def test_the_pool_hands_out_fresh_never_started_containers_and_refills(docker_backend) -> None:
-    api = docker_backend._client.api
+def test_the_pool_hands_out_fresh_never_started_containers_and_refills(docker_backend, api) -> None:
     shape = docker_backend.shape_for("python", LIMITS, [])
     docker_backend.warm("python", LIMITS)
     ready = wait_for(
@@ -60,11 +67,11 @@ def test_the_pool_hands_out_fresh_never_started_containers_and_refills(docker_ba
     wait_for(used_ones_removed, "used containers to be removed")
 
 
-def test_every_container_is_hardened(docker_backend) -> None:
+def test_every_container_is_hardened(docker_backend, api) -> None:
     shape = docker_backend.shape_for("python", LIMITS, [])
     docker_backend.warm("python", LIMITS)
     ready = wait_for(lambda: docker_backend.pool.ready(shape), "a ready container")
-    details = docker_backend._client.api.inspect_container(ready[0].id)
+    details = api.inspect_container(ready[0].id)
     host, config = details["HostConfig"], details["Config"]
     assert host["NetworkMode"] == "none" and config["NetworkDisabled"] is True
     assert host["ReadonlyRootfs"] is True
@@ -86,8 +93,7 @@ def test_every_container_is_hardened(docker_backend) -> None:
     assert not any(name.startswith("SLOTRELAY") for name in config["Env"])
 
 
-def test_orphans_of_a_dead_client_are_collected_by_label(docker_backend) -> None:
-    api = docker_backend._client.api
+def test_orphans_of_a_dead_client_are_collected_by_label(docker_backend, api) -> None:
     image = docker_backend.shape_for("python", LIMITS, []).image
     dead = api.create_container(
         image, labels={LABEL: "1", OWNER_LABEL: f"{owner_id().split(':')[0]}:999999999:0"}
