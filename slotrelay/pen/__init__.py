@@ -20,6 +20,7 @@ from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.models import Action, PenOutput, PenRequest, parse_request
 from slotrelay.pen.registry import ReviewOutcome, review
+from slotrelay.pen.states import check_index
 from slotrelay.pen.writer import PenOutcome, apply_decision, write
 
 
@@ -34,8 +35,11 @@ def decide(root: str | Path, pen_id: str, action: Action, *, decided_by: str = "
 
 
 def verify_audit(root: str | Path) -> AuditReport:
-    """Check the audit log under `root`: every record's hash, the chain, and its head."""
-    return AuditLog(root).verify()
+    """Check the audit log under `root`: every record's hash, the chain, its head, and the state index."""
+    log = AuditLog(root)
+    report = log.verify()
+    report.problems += check_index(log)
+    return report
 
 
 __all__ = [

@@ -6,14 +6,19 @@
                                                                                -> rejected
                                                                                -> observation
 
-A pen's state is not stored beside its files: it is the target of the last `transition` record about
-it in the audit log, so an erased pen still has one and every change is recorded. A change the
-diagram does not allow raises `IllegalTransition` and records nothing. Check and append happen
-under the log's lock, so two deciders cannot both move the same pen.
+A pen's state is the target of the last `transition` record about it in the audit log, so an
+erased pen still has one and every change is recorded. So that a long log is not read on every
+change, `.slotrelay/pen-states/{pen_id}.json` indexes that record (state, seq, hash); the log stays
+the truth: `check_index` reports an index entry that disagrees with it. A change the diagram does
+not allow raises `IllegalTransition` and records nothing. Check and append happen under the log's
+lock, so two deciders cannot both move the same pen.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any, Literal
 
 from slotrelay.pen.audit import AuditLog
@@ -43,8 +48,20 @@ TRANSITIONS: dict[str | None, frozenset[str]] = {
 FINAL_ACTION_STATE: dict[str, State] = {"erase": "erased", "keep": "kept", "share": "shared"}
 
 
+def _index_path(log: AuditLog, pen_id: str) -> Path:
+    return log.folder / "pen-states" / f"{pen_id}.json"
+
+
+def _state_from_log(log: AuditLog, pen_id: str) -> dict[str, Any] | None:
+    last: dict[str, Any] | None = None
+    for record in log.records():
+        if record.get("pen_id") == pen_id and record.get("event") == "transition":
+            last = record
+    return last
+
+
 def current_state(log: AuditLog, pen_id: str) -> str | None:
-    """The state of a pen according to the audit log.
+    """The state of a pen according to the audit log (through its index entry when there is one).
 
     Parameters:
         log: the audit log under the pen's root.
@@ -53,11 +70,41 @@ def current_state(log: AuditLog, pen_id: str) -> str | None:
     Returns:
         The last state it moved to, or None when the log has no transition for it.
     """
-    state: str | None = None
+    try:
+        return str(json.loads(_index_path(log, pen_id).read_text(encoding="utf-8"))["state"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        record = _state_from_log(log, pen_id)
+        return record.get("to") if record else None
+
+
+def check_index(log: AuditLog) -> list[dict[str, Any]]:
+    """Index entries that disagree with the audit log's last transition of their pen.
+
+    Returns:
+        One problem per entry whose state, seq or hash is not the log's.
+    """
+    last: dict[str, dict[str, Any]] = {}
     for record in log.records():
-        if record.get("pen_id") == pen_id and record.get("event") == "transition":
-            state = record.get("to")
-    return state
+        if record.get("event") == "transition":
+            last[str(record.get("pen_id"))] = record
+    problems = []
+    for path in sorted((log.folder / "pen-states").glob("*.json")):
+        pen_id = path.stem
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            entry = None
+        record = last.get(pen_id)
+        expected = (
+            {"state": record.get("to"), "seq": record.get("seq"), "hash": record.get("hash")}
+            if record
+            else None
+        )
+        if entry != expected:
+            problems.append(
+                {"line": None, "problem": f"state index of {pen_id} disagrees with the audit log"}
+            )
+    return problems
 
 
 def require_state(log: AuditLog, pen_id: str) -> str:
@@ -97,4 +144,12 @@ def transition(log: AuditLog, pen_id: str, target: State, **fields: Any) -> dict
                 f"(allowed next: {', '.join(sorted(allowed)) or 'none, it is final'})",
                 details={"pen_id": pen_id, "from": state, "to": target},
             )
-        return log.append("transition", pen_id=pen_id, **{"from": state, "to": target}, **fields)
+        record = log.append("transition", pen_id=pen_id, **{"from": state, "to": target}, **fields)
+        index = _index_path(log, pen_id)
+        index.parent.mkdir(exist_ok=True)
+        tmp = index.with_name(index.name + ".tmp")
+        tmp.write_text(
+            json.dumps({"state": target, "seq": record["seq"], "hash": record["hash"]}), encoding="utf-8"
+        )
+        os.replace(tmp, index)
+        return record

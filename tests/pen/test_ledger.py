@@ -211,3 +211,49 @@ def test_manifest_is_filled_from_the_run_and_checked_by_its_schema(tmp_path: Pat
 def test_dependencies_of_node_code() -> None:
     code = "const fs = require('fs');\nconst _ = require('lodash');\nimport x from 'node:path';\n"
     assert code_dependencies(code, "node") == ["lodash@unknown"]
+
+
+def test_state_index_follows_the_log_and_disagreement_is_reported(tmp_path: Path) -> None:
+    from slotrelay.pen import verify_audit
+
+    log = AuditLog(tmp_path)
+    for state in ("draft", "executing", "completed"):
+        transition(log, "MPP-p1-20261130-001", state)
+    index = tmp_path / ".slotrelay/pen-states/MPP-p1-20261130-001.json"
+    assert json.loads(index.read_text())["state"] == "completed"
+    assert verify_audit(tmp_path).ok
+    # Someone edits the index to skip a step: the log still decides in verify.
+    index.write_text(json.dumps({"state": "shared", "seq": 3, "hash": "x"}))
+    problems = verify_audit(tmp_path).problems
+    assert problems == [
+        {"line": None, "problem": "state index of MPP-p1-20261130-001 disagrees with the audit log"}
+    ]
+    # Without an index entry the state comes from the log.
+    index.unlink()
+    assert current_state(log, "MPP-p1-20261130-001") == "completed"
+
+
+def test_suggestion_from_the_model_or_the_rule(stub, model) -> None:
+    from slotrelay.pen.model_client import ChatClient
+    from slotrelay.pen.models import Execution
+    from slotrelay.pen.suggest import suggest
+
+    from .stub_model import Reply, completion
+
+    request = parse_request(
+        {
+            "intent": "sum the numbers in the input list",
+            "context": {"persona_id": "p1", "upstream_inputs": {"numbers": [1]}},
+        }
+    )
+    ok = Execution(status="success", result={"total": 1})
+    with ChatClient(model) as client:
+        stub.suggestion = "I would SHARE it."
+        assert suggest(client, request, ok) == ("share", "model")
+        stub.script.append(Reply(body=completion("no opinion")))
+        assert suggest(client, request, ok) == ("share", "rule")  # inputs turned into a result: reusable
+        stub.script.extend([Reply(status=503, body={"error": "overloaded"})] * 3)
+        assert suggest(client, request, Execution(status="error", stderr="boom")) == ("erase", "rule")
+    bare = parse_request({"intent": "print the current date", "context": {"persona_id": "p1"}})
+    assert suggest(None, bare, Execution(status="success", stdout="2026-11-30\n")) == ("keep", "rule")
+    assert suggest(None, bare, Execution(status="success")) == ("erase", "rule")

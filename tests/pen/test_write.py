@@ -94,6 +94,11 @@ def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, san
     assert states == ["draft", "executing", "completed", "kept"]
     code, report = pen("audit", "verify", backend=False)
     assert code == 0 and report["ok"] and report["records"] == 5
+    # Rewriting history (say, the final action) is caught.
+    log_path = root / ".slotrelay/pen-audit.jsonl"
+    log_path.write_text(log_path.read_text().replace('"final_action": "keep"', '"final_action": "erase"'))
+    code, report = pen("audit", "verify", backend=False)
+    assert code == 1 and not report["ok"] and "changed" in report["problems"][0]["problem"]
 
 
 def test_erase_leaves_only_the_audit_record(pen, root, stub) -> None:
