@@ -137,19 +137,27 @@ def pen_write(
             pen_tasks.suggest(run, client)
         decision = writer.persona_decision(run)
         pen_tasks.stage(run)
+    except PenError as error:
+        _error_artifact(run, writer.fail(run, error))
+        raise
+    try:
         outcome = writer.finish(run, decision)
     except PenError as error:
-        writer.fail(run, error)
-        create_markdown_artifact(
-            f"# {run.pen_id}: {error.code}\n\n{error.message}\n\naudit: `{error.audit}`",
-            key=artifact_key("pen-error", run.pen_id),
-            description="why the pen failed",
-        )
+        # finish() has already destroyed the pen's files and recorded the call with the error.
+        _error_artifact(run, error)
         raise
     if outcome.final_action is None:
         outcome = _ask_a_person(run, outcome, decision_timeout_s)
     log.info("pen %s: %s (%s)", run.pen_id, outcome.state, outcome.decided_by)
     return outcome.to_json()
+
+
+def _error_artifact(run: PenRun, error: PenError) -> None:
+    create_markdown_artifact(
+        f"# {run.pen_id}: {error.code}\n\n{error.message}\n\naudit: `{error.audit}`",
+        key=artifact_key("pen-error", run.pen_id),
+        description="why the pen failed",
+    )
 
 
 def _ask_a_person(run: PenRun, pending: PenOutcome, timeout_s: int) -> PenOutcome:

@@ -132,4 +132,6 @@ def test_pen_write_flow_fails_with_the_pen_error(
     with pytest.raises(PermissionViolation):
         state.result()
     calls = [r for r in AuditLog(root).records() if r["event"] == "call"]
-    assert calls[-1]["status"] == "MPP-E005"
+    assert [call["status"] for call in calls] == ["MPP-E005"]
+    error_md = asyncio.run(_artifact(artifact_key("pen-error", calls[0]["pen_id"])))
+    assert error_md and "MPP-E005" in error_md and "subprocess" in error_md

@@ -287,6 +287,23 @@ def test_e002_when_no_sandbox_can_start(root, stub, tmp_path) -> None:
     assert [r["status"] for r in AuditLog(root).records() if r["event"] == "call"] == ["MPP-E002"]
 
 
+def test_node_and_shell_programs(pen, stub) -> None:
+    stub.default_code = (
+        "module.exports = (inputs) => ({ total: inputs.numbers.reduce((a, b) => a + b, 0) });\n"
+    )
+    code, body = pen(
+        "write", "--persona", "p1", INTENT, "--lang", "node", "--input", '{"numbers": [1, 2, 3]}'
+    )
+    assert code == 0 and body["lang"] == "node", body
+    assert body["execution"]["result"] == {"total": 6}
+    stub.default_code = 'numbers=$(cat)\necho "got $numbers" >&2\necho \'{"lines": 1}\'\n'
+    code, body = pen("write", "--persona", "p1", INTENT, "--lang", "shell", "--input", '{"numbers": [1]}')
+    assert code == 0 and body["lang"] == "shell", body
+    assert (
+        body["execution"]["result"] == {"lines": 1} and 'got {"numbers": [1]}' in body["execution"]["stderr"]
+    )
+
+
 def test_invalid_requests_name_the_field(pen) -> None:
     code, body = pen("write", "--persona", "p1", INTENT, "--lang", "cobol")
     assert code == 2 and "options.sandbox.lang" in body["error"]["message"]
