@@ -29,8 +29,18 @@ from typing import Any
 GENESIS = "0" * 64
 LOG_NAME = "pen-audit.jsonl"
 
-_thread_locks: dict[str, threading.RLock] = {}
-_thread_locks_guard = threading.Lock()
+
+class _PathLock:
+    """The in-process side of one log's lock: threads queue on the RLock, and the depth (per thread,
+    shared by every `AuditLog` of the same file) says whether this thread already holds the flock."""
+
+    def __init__(self) -> None:
+        self.rlock = threading.RLock()
+        self.local = threading.local()
+
+
+_path_locks: dict[str, _PathLock] = {}
+_path_locks_guard = threading.Lock()
 
 
 def sha256_text(text: str) -> str:
@@ -80,30 +90,30 @@ class AuditLog:
         self.head_path = self.folder / "pen-audit.head"
         self.lock_path = self.folder / "pen-audit.lock"
         key = str(self.path.resolve())
-        with _thread_locks_guard:
-            self._thread_lock = _thread_locks.setdefault(key, threading.RLock())
-        self._local = threading.local()
+        with _path_locks_guard:
+            self._lock = _path_locks.setdefault(key, _PathLock())
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the log exclusively (re-entrant within a thread) for a read-check-append sequence."""
-        with self._thread_lock:
-            depth = getattr(self._local, "depth", 0)
+        local = self._lock.local
+        with self._lock.rlock:
+            depth = getattr(local, "depth", 0)
             if depth:
-                self._local.depth = depth + 1
+                local.depth = depth + 1
                 try:
                     yield
                 finally:
-                    self._local.depth -= 1
+                    local.depth -= 1
                 return
             self.folder.mkdir(parents=True, exist_ok=True)
             with self.lock_path.open("a") as lock_file:
                 fcntl.flock(lock_file, fcntl.LOCK_EX)
-                self._local.depth = 1
+                local.depth = 1
                 try:
                     yield
                 finally:
-                    self._local.depth = 0
+                    local.depth = 0
                     fcntl.flock(lock_file, fcntl.LOCK_UN)
 
     def _head(self) -> tuple[int, str]:

@@ -257,3 +257,12 @@ def test_suggestion_from_the_model_or_the_rule(stub, model) -> None:
     bare = parse_request({"intent": "print the current date", "context": {"persona_id": "p1"}})
     assert suggest(None, bare, Execution(status="success", stdout="2026-11-30\n")) == ("keep", "rule")
     assert suggest(None, bare, Execution(status="success")) == ("erase", "rule")
+
+
+def test_lock_is_reentrant_across_log_objects_of_one_file(tmp_path: Path) -> None:
+    # Two AuditLog objects for the same root in one thread must not deadlock on the file lock.
+    outer, inner = AuditLog(tmp_path), AuditLog(tmp_path)
+    with outer.locked():
+        transition(inner, "MPP-p1-20261130-001", "draft")
+        outer.append("call", pen_id="MPP-p1-20261130-001")
+    assert outer.verify().ok and outer.verify().records == 2
