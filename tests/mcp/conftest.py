@@ -3,12 +3,12 @@ it, the HTTP server as a subprocess for the session, and the Node MCP clients.""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from psmr_mcp import WorkspaceRegistry
 from tests.conftest import free_port, require_service
 from tests.mcp.processes import start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
@@ -27,10 +27,8 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def registry(shop: Path):
+def registry(shop: Path) -> WorkspaceRegistry:
     """A registry serving the sample package as the one (default) workspace."""
-    from psmr_mcp import WorkspaceRegistry
-
     registry = WorkspaceRegistry([shop])
     registry.build(shop, at_startup=True)
     return registry
@@ -49,16 +47,16 @@ def http_server(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     try:
         yield wait_for_url(server)
     finally:
-        stop_server(server)
+        output = stop_server(server)
+    # Every client of the session (SDK, Inspector, conformance suite) is done: none may have crashed it.
+    assert "Traceback" not in output, output
 
 
 @pytest.fixture(scope="session")
 def node_tools() -> Path:
     """The folder of the Node MCP clients (`scripts/bootstrap.sh` installs them); skips or fails without."""
     require_service(
-        (NODE_BIN / "conformance").exists()
-        and (NODE_BIN / "inspector").exists()
-        and shutil.which("node") is not None,
+        all((NODE_BIN / tool).exists() for tool in ("node", "inspector", "conformance")),
         "the Node MCP clients are not installed in tests/mcp/node_modules (run scripts/bootstrap.sh)",
     )
     return NODE_BIN
