@@ -122,3 +122,39 @@ def test_serve_reports_a_port_in_use(shop: Path, tmp_path: Path) -> None:
         stop_server(first)
     assert done.returncode == 2
     assert "cannot listen" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "host", "port", "url"),
+    [
+        ("127.0.0.1:8765", "127.0.0.1", 8765, "http://127.0.0.1:8765/mcp"),
+        ("localhost:1", "localhost", 1, "http://localhost:1/mcp"),
+        ("[::1]:65535", "::1", 65535, "http://[::1]:65535/mcp"),
+        ("127.0.0.2:80", "127.0.0.2", 80, "http://127.0.0.2:80/mcp"),
+    ],
+)
+def test_http_addresses_on_loopback_are_accepted(address: str, host: str, port: int, url: str) -> None:
+    from psmr_mcp.transports import http_url, parse_http_address
+
+    assert parse_http_address(address) == (host, port)
+    assert http_url(host, port) == url
+
+
+@pytest.mark.parametrize(
+    ("address", "code"),
+    [
+        ("8765", "INVALID_QUERY"),
+        ("127.0.0.1:0", "INVALID_QUERY"),
+        ("127.0.0.1:70000", "INVALID_QUERY"),
+        ("192.168.1.5:8765", "CAPABILITY_DENIED"),
+        ("example.com:8765", "CAPABILITY_DENIED"),
+        ("[::]:8765", "CAPABILITY_DENIED"),
+    ],
+)
+def test_http_addresses_off_loopback_or_malformed_are_refused(address: str, code: str) -> None:
+    from psmr_mcp.transports import parse_http_address
+    from slotrelay.psmr.errors import PsmrError
+
+    with pytest.raises(PsmrError) as refused:
+        parse_http_address(address)
+    assert refused.value.code == code
