@@ -10,6 +10,7 @@ an invalid request, pen_id, action or state change); 3 the environment is missin
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -75,6 +76,12 @@ def _fail(error: PenError, as_json: bool) -> typer.Exit:
         if error.audit:
             err.print(f"  audit: {error.audit}", markup=False)
     return typer.Exit(EXIT_CODES.get(error.code, 1))
+
+
+def _progress(message: str, as_json: bool) -> AbstractContextManager[object]:
+    # A spinner on stderr while the model and the sandbox work; none when stdout must be pure JSON
+    # for a program (stderr stays quiet then too).
+    return nullcontext() if as_json else err.status(message)
 
 
 def _json_value(text: str | None, what: str) -> Any:
@@ -169,9 +176,10 @@ def write(
         options["persist_hint"] = persist_hint
     body.setdefault("intent", "")
     try:
-        outcome = pen_write(
-            body, root=root, model=ModelSettings.from_env(env_file=root / ".env"), backend=backend
-        )
+        with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
+            outcome = pen_write(
+                body, root=root, model=ModelSettings.from_env(env_file=root / ".env"), backend=backend
+            )
     except PenError as error:
         raise _fail(error, as_json) from None
     if as_json:
@@ -212,7 +220,8 @@ def review(
 ) -> None:
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
     try:
-        outcome = pen_review(root, pen_id, verdict.value, reviewer=reviewer, backend=backend)
+        with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
+            outcome = pen_review(root, pen_id, verdict.value, reviewer=reviewer, backend=backend)
     except PenError as error:
         raise _fail(error, as_json) from None
     if as_json:
