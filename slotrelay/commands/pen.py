@@ -1,10 +1,12 @@
 """`slotrelay pen write | decide | review | audit verify`: the magic pen's commands.
 
-Exit codes (see slotrelay.cli): 0 ok; 1 the work ran and failed (MPP-E003 code generation,
-MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected); 2 bad input (MPP-E001 intent,
-an invalid request, pen_id, action or state change); 3 the environment is missing something
-(MPP-E002 no sandbox, no code model configured). With `--json`, a failure prints one object
-`{"error": {"code", "message", ...}, "audit": {...}}`.
+Exit codes (see slotrelay.cli):
+    0  ok
+    1  the work ran and failed: the program ended in error (its output is printed all the same),
+       MPP-E003 code generation, MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected
+    2  bad input: MPP-E001 intent, an invalid request, pen_id, action or state change
+    3  the environment is missing something: MPP-E002 no sandbox, no code model configured
+With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}`.
 """
 
 from __future__ import annotations
@@ -186,6 +188,8 @@ def write(
         out.print_json(data=outcome.to_json())
     else:
         _show_outcome(outcome)
+    if outcome.output.execution.status != "success":
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -196,7 +196,7 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     _policy(root, "p3", {"mode": "fixed", "action": "share"})
     stub.default_code = "def main(inputs):\n    raise ValueError('bad input')\n"
     code, body = pen("write", "--persona", "p3", INTENT, "--input", '{"numbers": [7]}')
-    assert body["execution"]["status"] == "error" and "bad input" in body["execution"]["stderr"]
+    assert code == 1 and body["execution"]["status"] == "error" and "bad input" in body["execution"]["stderr"]
     assert body["decision"]["final_action"] == "keep"  # a failed run is never shared
 
 
