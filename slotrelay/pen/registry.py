@@ -1,7 +1,8 @@
 """Registry review of a shared pen: shared -> reviewed -> accepted | rejected | observation.
 
 `check` runs the manifest's test_examples in the sandbox (comparing each result with `expected`)
-and the static screen under the pen's own sandbox options, writes `review.json` beside the
+and the static screen under the pen's own sandbox options, and checks that the code file is still
+the code whose hash the audit log holds, writes `review.json` beside the
 manifest, and moves the pen to `reviewed`. `verdict` records the reviewer's answer and moves the
 folder to `factory/module-registry/{accepted,rejected,observation}/`. A rejection is sent to the
 persona as MPP-E006 (`.github/persona-brain/{persona_id}/pen-notices/{pen_id}.json`). A tool whose
@@ -15,14 +16,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from slotrelay.pen import store
-from slotrelay.pen.audit import AuditLog, now_iso
+from slotrelay.pen.audit import AuditLog, now_iso, sha256_text
 from slotrelay.pen.errors import InvalidPenRequest, SandboxStartFailed, ShareRejected
 from slotrelay.pen.ids import parse_pen_id
 from slotrelay.pen.manifest import validate_manifest
-from slotrelay.pen.models import PenRequest
+from slotrelay.pen.models import FILE_SUFFIX, PenRequest
 from slotrelay.pen.states import require_state, transition
 from slotrelay.pen.static_screen import screen_code
-from slotrelay.pen.writer import sandbox_limits_for
+from slotrelay.pen.writer import program_result, sandbox_limits_for
 
 Verdict = Literal["accept", "reject", "observation"]
 VERDICT_STATE: dict[str, Literal["accepted", "rejected", "observation"]] = {
@@ -113,8 +114,18 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
     validate_manifest(manifest)
     request = PenRequest.model_validate(store.read_json(folder / "request.json"))
     options = request.options.sandbox
-    code = store.read_json(folder / "output.json")["code"]
+    # The code under review is the file that will be accepted; it must still be the audited code.
+    code = (folder / f"code.{FILE_SUFFIX[options.lang]}").read_text(encoding="utf-8")
+    audited_hash = store.read_json(folder / "output.json")["audit"]["code_hash"]
     report = ReviewReport(pen_id=pen_id, checked_at=now_iso())
+    if sha256_text(code) != audited_hash:
+        report.static_findings.append(
+            {
+                "kind": "integrity",
+                "detail": "the code differs from the audited code (sha256 mismatch)",
+                "line": None,
+            }
+        )
     limits = sandbox_limits_for(request)
     for index, example in enumerate(manifest["test_examples"]):
         try:
@@ -125,7 +136,7 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
             raise SandboxStartFailed(
                 f"the sandbox could not run test example {index}: {exc.message}"
             ) from exc
-        got = result.result
+        got = program_result(options.lang, result.result, result.stdout)
         report.tests.append(
             {
                 "index": index,
@@ -136,7 +147,7 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
                 "violations": [violation.model_dump() for violation in result.violations],
             }
         )
-    report.static_findings = [finding.to_json() for finding in screen_code(code, options.lang, options)]
+    report.static_findings += [finding.to_json() for finding in screen_code(code, options.lang, options)]
     store.write_json(folder / "review.json", report.to_json())
     transition(log, pen_id, "reviewed", persona_id=manifest["persona_id"], passed=report.passed)
     return report

@@ -255,7 +255,7 @@ def execute(run: PenRun, *, backend: str | None = None) -> Execution:
         status=result.status,
         stdout=result.stdout,
         stderr=result.stderr,
-        result=_shell_result(result.result, result.stdout) if options.lang == "shell" else result.result,
+        result=program_result(options.lang, result.result, result.stdout),
         duration_ms=result.duration_ms,
     )
     with _timed(run, "persistence"):
@@ -265,9 +265,21 @@ def execute(run: PenRun, *, backend: str | None = None) -> Execution:
     return run.execution
 
 
-def _shell_result(result: Any, stdout: str) -> Any:
-    # Shell scripts have no return value: by the pen's convention the last stdout line is the result.
-    if result is not None:
+def program_result(lang: str, result: Any, stdout: str) -> Any:
+    """A program's structured result by the pen's convention.
+
+    python and node return it (`main(inputs)`); a shell script has no return value, so its last
+    non-empty stdout line, read as JSON, is the result (None when that line is not JSON).
+
+    Parameters:
+        lang: the program's language.
+        result: what the sandbox reported as the result.
+        stdout: what the program printed.
+
+    Returns:
+        The result.
+    """
+    if lang != "shell" or result is not None:
         return result
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:

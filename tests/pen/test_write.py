@@ -169,6 +169,16 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
     assert notice["error"]["code"] == "MPP-E006"
     assert (root / "factory/module-registry/rejected" / pen_id / "manifest.json").is_file()
 
+    # Code changed after it was audited: the review flags it and it cannot be accepted.
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [9]}')
+    code_path = root / "factory/module-registry/inbox" / body["pen_id"] / "code.py"
+    code_path.write_text(code_path.read_text() + "# harmless-looking change\n")
+    code, refused = pen("review", body["pen_id"], "accept")
+    assert code == 2 and "checks failed" in refused["error"]["message"]
+    review = json.loads((code_path.parent / "review.json").read_text())
+    assert [f["kind"] for f in review["static_findings"]] == ["integrity"] and review["tests"][0]["passed"]
+    assert pen("review", body["pen_id"], "reject")[0] == 1
+
     # Observation: the reviewer keeps an eye on it; it leaves the inbox for its own bucket.
     code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [3]}')
     code, observed = pen("review", body["pen_id"], "observation")
