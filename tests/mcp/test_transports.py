@@ -14,6 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.conftest import free_port
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
+from tests.mcp.shop import make_shop
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +48,34 @@ async def test_stdio_round_trip_through_the_cli(shop: Path) -> None:
         answer = await _search_login(client)
     assert answer["status"] == "ok"
     assert any("shop.auth.login" in json.dumps(item) for item in answer["data"]["matches"])
+
+
+async def test_stdio_serving_several_workspaces_in_one_store(tmp_path: Path) -> None:
+    """Two --workspace folders and --store: tools need workspace_id, describe lists both, and a diff
+    across the two works because both live in the one store."""
+    first, second = make_shop(tmp_path / "first"), make_shop(tmp_path / "second")
+    args = [
+        "mcp",
+        "serve",
+        "--workspace",
+        str(first),
+        "--workspace",
+        str(second),
+        "--store",
+        str(tmp_path / "st"),
+    ]
+    async with Client(StdioServerParameters(command=SLOTRELAY, args=args, cwd=tmp_path)) as client:
+        listed = (await client.call_tool("psmr_workspace_describe", {})).structured_content
+        served = listed["data"]["served_workspaces"]
+        assert [w["root"] for w in served] == [str(first), str(second)]
+        missing = await client.call_tool("psmr_query_search", {"text": "login"})
+        assert missing.is_error and missing.content[0].text.startswith(
+            "INVALID_QUERY: workspace_id is required"
+        )
+        pair = {"workspace_a": served[0]["workspace_id"], "workspace_b": served[1]["workspace_id"]}
+        diff = await client.call_tool("psmr_semantic_diff", pair)
+    assert not diff.is_error, diff.content[0].text
+    assert (tmp_path / "st").is_dir() and not (first / ".psmr").exists()
 
 
 async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> None:
