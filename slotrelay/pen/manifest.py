@@ -22,6 +22,7 @@ from slotrelay.pen.audit import now_iso
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.json_shape import document_schema
 from slotrelay.pen.models import Lang, PenOutput, PenRequest
+from slotrelay.pen.screening import find_personal_numbers, find_secrets
 
 COPYRIGHT = "国作登字-2026-A-00037559"
 _NODE_REQUIRE = re.compile(r"""(?:require\(\s*|from\s+)['"]([^'"./][^'"]*)['"]""")
@@ -128,7 +129,8 @@ def build_manifest(request: PenRequest, output: PenOutput) -> dict[str, Any]:
         The manifest.
 
     Raises:
-        InvalidPenRequest: when the result does not make a valid manifest.
+        InvalidPenRequest: when the result does not make a valid manifest, or the test example would
+            publish sensitive content (secrets, personal ID or card numbers in the inputs or result).
     """
     inputs = request.context.upstream_inputs
     use_cases = [request.intent.strip()]
@@ -149,4 +151,25 @@ def build_manifest(request: PenRequest, output: PenOutput) -> dict[str, Any]:
         "copyright": COPYRIGHT,
     }
     validate_manifest(manifest)
+    found = sensitive_examples(inputs, output.execution.result)
+    if found:
+        raise InvalidPenRequest(
+            "cannot share: the test example (the run's inputs and result) contains sensitive content: "
+            + ", ".join(found),
+            details={"reason": "sensitive_example", "kinds": found},
+        )
     return manifest
+
+
+def sensitive_examples(inputs: Any, result: Any) -> list[str]:
+    """Kinds of sensitive content in a run's inputs and result, which sharing would publish as a test example.
+
+    Parameters:
+        inputs: the run's upstream_inputs.
+        result: the run's result.
+
+    Returns:
+        The kinds found (secrets, personal ID or card numbers), sorted; empty when none.
+    """
+    text = json.dumps({"input": inputs, "expected": result}, ensure_ascii=False, default=str, indent=1)
+    return sorted({finding.kind for finding in find_secrets(text) + find_personal_numbers(text)})

@@ -30,7 +30,7 @@ from slotrelay.pen.errors import (
     SandboxStartFailed,
 )
 from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
-from slotrelay.pen.manifest import build_manifest
+from slotrelay.pen.manifest import build_manifest, sensitive_examples
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import (
     FILE_SUFFIX,
@@ -465,6 +465,13 @@ def finish(run: PenRun, decision: Decision) -> PenOutcome:
             location=str(folder),
             timings=run.timings,
         )
+    if decision.action == "share" and run.execution is not None:
+        found = sensitive_examples(run.request.context.upstream_inputs, run.execution.result)
+        if found:
+            # Sharing would publish the run's data as a test example: the pen is kept instead.
+            decision = Decision(
+                "keep", f"{decision.decided_by} (share refused: {', '.join(found)} in the example)"
+            )
     try:
         with _timed(run, "persistence"):
             outcome = apply_decision(run.root, run.pen_id, decision.action, decided_by=decision.decided_by)

@@ -179,6 +179,13 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
     assert [f["kind"] for f in review["static_findings"]] == ["integrity"] and review["tests"][0]["passed"]
     assert pen("review", body["pen_id"], "reject")[0] == 1
 
+    # Sharing would publish the inputs as a test example: a personal ID number in them keeps it private.
+    code, body = pen(
+        "write", "--persona", "p1", INTENT, "--input", '{"numbers": [1], "owner": "11010519491231002X"}'
+    )
+    assert code == 0 and body["decision"]["final_action"] == "keep", body
+    assert "share refused: Chinese resident identity number" in body["decision"]["decided_by"]
+
     # Observation: the reviewer keeps an eye on it; it leaves the inbox for its own bucket.
     code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [3]}')
     code, observed = pen("review", body["pen_id"], "observation")
