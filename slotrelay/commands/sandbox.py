@@ -8,6 +8,7 @@ missing something (no usable backend, no Docker daemon for `build`).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import closing
 from pathlib import Path
@@ -103,6 +104,10 @@ def run(
 ) -> None:
     """Run one program in a sandbox and print what it did."""
     from slotrelay import sandbox
+    from slotrelay.sandbox.backends import POOL_SIZE_VARIABLE
+
+    # One run, then exit: containers created ahead would only be removed again.
+    os.environ.setdefault(POOL_SIZE_VARIABLE, "0")
 
     if file == "-":
         code = sys.stdin.read()
@@ -120,7 +125,8 @@ def run(
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise _bad_input(f"{where}: {first['msg']}") from error
+        message = first["msg"].removeprefix("Value error, ")
+        raise _bad_input(message if message.startswith(where) else f"{where}: {message}") from error
     try:
         result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend)
     except SandboxRequestError as error:

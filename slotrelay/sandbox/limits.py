@@ -14,7 +14,7 @@ import posixpath
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 LANGUAGES = ("python", "node", "shell")
 
@@ -72,6 +72,17 @@ class FsAllowPaths(BaseModel):
         return tuple(posixpath.normpath(path) for path in paths)
 
 
+def _nested(model: type[BaseModel], value: dict, field: str) -> BaseModel:
+    """Validate a union's object branch, reporting its own first error rather than the union's."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        where = ".".join([field, *(str(part) for part in first["loc"])])
+        raise ValueError(message if message.startswith(f"{field}.") else f"{where}: {message}") from None
+
+
 class SandboxLimits(BaseModel):
     """The limits of one run. Defaults are the seed's (30 s, 512 MB, no network, a writable /tmp).
 
@@ -96,6 +107,24 @@ class SandboxLimits(BaseModel):
     cpus: float = Field(default=1.0, gt=0, le=64)
     stdout_max_bytes: int = Field(default=1 << 20, ge=0, le=64 << 20)
     stderr_max_bytes: int = Field(default=256 << 10, ge=0, le=64 << 20)
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network(cls, value: Any) -> Any:
+        if value == "none" or isinstance(value, NetworkAllow):
+            return value
+        if isinstance(value, dict):
+            return _nested(NetworkAllow, value, "network")
+        raise ValueError('network: must be "none" or {"allow": [host, ...]}')
+
+    @field_validator("fs", mode="before")
+    @classmethod
+    def _fs(cls, value: Any) -> Any:
+        if value in ("none", "tmp") or isinstance(value, FsAllowPaths):
+            return value
+        if isinstance(value, dict):
+            return _nested(FsAllowPaths, value, "fs")
+        raise ValueError('fs: must be "none", "tmp" or {"allow_paths": [path, ...]}')
 
     @property
     def tmp_mb(self) -> int:

@@ -54,18 +54,27 @@ def test_run_prints_one_json_object(backend: str, tmp_path: Path) -> None:
     assert answer["truncated"] == {"stdout": False, "stderr": False}
 
 
-def test_run_exit_codes_say_failed_program_bad_input_or_no_sandbox(backend: str, tmp_path: Path) -> None:
+def test_a_failed_program_exits_1(backend: str, tmp_path: Path) -> None:
     program = tmp_path / "fails.sh"
     program.write_text("echo nope >&2\nexit 4\n")
     failed = slotrelay("run", "--backend", backend, "--lang", "shell", str(program))
     assert failed.returncode == 1
     assert "nope" in failed.stderr and "exit 4" in failed.stderr
-    bad = slotrelay("run", "--backend", backend, "--memory-mb", "1", str(program))
+
+
+def test_bad_input_exits_2_and_names_what_was_wrong(tmp_path: Path) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text("print(1)\n")
+    bad = slotrelay("run", "--memory-mb", "1", str(program))
     assert bad.returncode == 2 and "memory_mb" in bad.stderr
-    missing = slotrelay("run", "--backend", backend, str(tmp_path / "absent.py"))
+    missing = slotrelay("run", str(tmp_path / "absent.py"))
     assert missing.returncode == 2 and "absent.py" in missing.stderr
-    unknown = slotrelay("run", "--backend", backend, "--lang", "ruby", str(program))
+    unknown = slotrelay("run", "--lang", "ruby", str(program))
     assert unknown.returncode == 2 and "ruby" in unknown.stderr
+    not_json = slotrelay("run", "--inputs", "{nope", str(program))
+    assert not_json.returncode == 2 and "--inputs" in not_json.stderr
+    ip_host = slotrelay("run", "--network", "10.0.0.1", str(program))
+    assert ip_host.returncode == 2 and "IP address" in ip_host.stderr
 
 
 @pytest.mark.docker
