@@ -85,8 +85,7 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
                 boundaries.append({"node": node, "crosses": callee, "effect": effect})
     motifs = [m for m in motif_instances(ws, store) if m["subject"] in radius]
     files = sorted({ws.graph.nodes[n].get("artifact") for n in radius} - {None})
-    tests = {t["id"]: t for n in [target, *ordered] for t in tests_reaching(ws, n, depth=3)}
-    likely_tests = sorted(tests.values(), key=lambda t: (t["distance"], t["id"]))
+    likely_tests = tests_reaching(ws, target, depth=depth + 3)
     uncertainty = unknowns_in(ws, radius)
     answer = Answer(data={
         "target": target, "depth": depth,
@@ -105,8 +104,21 @@ def neighbours_in(ws: Workspace, state: str, relation: str) -> list[str]:
     return sorted({u for u, _, k in ws.graph.in_edges(state, keys=True) if k == relation})
 
 
+_MOTIFS: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+
 def motif_instances(ws: Workspace, store: Store) -> list[dict[str, Any]]:
-    """Every motif instance of the workspace, with the evidence that makes it one, by id."""
+    """Every motif instance of the workspace, with the evidence that makes it one, by id.
+
+    Computed once per workspace version in a process (the MCP server asks many times).
+    """
+    key = (ws.workspace_id, ws.version)
+    if key not in _MOTIFS:
+        _MOTIFS[key] = _find_motifs(ws, store)
+    return _MOTIFS[key]
+
+
+def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
     graph = ws.graph
     out: list[dict[str, Any]] = []
 
