@@ -57,10 +57,9 @@ def problems(lang: str | None = None) -> list[str]:
         found.append("prlimit is not installed (apt-get install util-linux)")
     if os.uname().machine != "x86_64":
         found.append(f"the seccomp filter is written for x86_64, not {os.uname().machine}")
-    wanted = {"node": [NODE]}.get(lang or "", [PYTHON]) if lang else [PYTHON]
-    for interpreter in wanted:
-        if not os.access(interpreter, os.X_OK):
-            found.append(f"{interpreter} is missing (the sandbox sees only the host's /usr)")
+    interpreter = NODE if lang == "node" else PYTHON
+    if not os.access(interpreter, os.X_OK):
+        found.append(f"{interpreter} is missing (the sandbox sees only the host's /usr)")
     return found
 
 
@@ -99,7 +98,13 @@ class BwrapBackend:
         """Nothing to release: every run is its own process."""
 
     def _command(
-        self, lang: str, limits: SandboxLimits, mounts: list, egress_dir: str | None, filter_fd: int
+        self,
+        lang: str,
+        limits: SandboxLimits,
+        mounts: list,
+        egress_dir: str | None,
+        filter_fd: int,
+        ready_fd: int,
     ) -> list[str]:
         command = [
             "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
@@ -123,6 +128,7 @@ class BwrapBackend:
                 environment[name] = f"http://127.0.0.1:{SHIM_PORT}"
             shim = [PYTHON, "-I", "/opt/slotrelay/egress_shim.py", f"{EGRESS_MOUNT}/egress.sock", "--"]
             runner = shim + runner
+        environment["SLOTRELAY_READY_FD"] = str(ready_fd)
         for name, value in environment.items():
             command += ["--setenv", name, value]
         if lang == "node":
@@ -138,8 +144,7 @@ class BwrapBackend:
             raise SandboxUnavailable("bwrap: " + "; ".join(found))
         mounts, refused = admit_paths(limits.allow_paths)
         if refused:
-            return ExecutionResult(status="error", exit_code=None, duration_ms=0, violations=refused,
-                                   backend=self.name, stderr="refused: " + "; ".join(v.detail for v in refused))  # fmt: skip
+            return ExecutionResult.refused(refused, self.name)
         marker = new_marker()
         request = encode_request(lang=lang, code=code, inputs=inputs, marker=marker)
         egress_dir = None
@@ -161,24 +166,32 @@ class BwrapBackend:
         filter_read, filter_write = os.pipe()
         os.write(filter_write, self._filter)
         os.close(filter_write)
+        # The runner writes a byte here once it starts inside the sandbox: without it, nothing ran.
+        ready_read, ready_write = os.pipe()
+        os.set_blocking(ready_read, False)
+        command = self._command(lang, limits, mounts, egress_dir, filter_read, ready_write)
         as_root = os.geteuid() == 0
         started = time.monotonic()
         try:
             process = subprocess.Popen(
-                [*_rlimits(limits, lang), *self._command(lang, limits, mounts, egress_dir, filter_read)],
+                [*_rlimits(limits, lang), *command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env={},
-                pass_fds=(filter_read,),
+                pass_fds=(filter_read, ready_write),
                 start_new_session=True,
                 user=NOBODY if as_root else None,
                 group=NOBODY if as_root else None,
                 extra_groups=[] if as_root else None,
                 cwd="/",
             )
+        except OSError as error:
+            os.close(ready_read)
+            raise SandboxUnavailable(f"bwrap: could not start ({error})") from error
         finally:
             os.close(filter_read)
+            os.close(ready_write)
         stdout = CappedCapture(limits.stdout_max_bytes)
         stderr = CappedCapture(limits.stderr_max_bytes)
         readers = [_drain(process.stdout, stdout), _drain(process.stderr, stderr)]
@@ -194,6 +207,13 @@ class BwrapBackend:
         for reader in readers:
             reader.join(timeout=KILL_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)
+        try:
+            set_up = timed_out or _read_available(ready_read) == b"1"
+        finally:
+            os.close(ready_read)
+        if not set_up:
+            message = bytes(stderr.head).decode("utf-8", "replace").strip()
+            raise SandboxUnavailable(f"bwrap could not set up the sandbox: {message or f'exit {exit_code}'}")
         outcome = decode_output(stdout, stderr, marker)
         violations = list(outcome.violations)
         if timed_out:
@@ -214,6 +234,13 @@ class BwrapBackend:
             backend=self.name,
             truncated=Truncated(stdout=outcome.stdout_truncated, stderr=outcome.stderr_truncated),
         )
+
+
+def _read_available(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
 
 
 def _drain(pipe: IO[bytes], capture: CappedCapture) -> threading.Thread:

@@ -255,8 +255,7 @@ class DockerBackend:
             )
         mounts, refused = admit_paths(limits.allow_paths)
         if refused:
-            return ExecutionResult(status="error", exit_code=None, duration_ms=0, violations=refused,
-                                   backend=self.name, stderr="refused: " + "; ".join(v.detail for v in refused))  # fmt: skip
+            return ExecutionResult.refused(refused, self.name)
         marker = new_marker()
         request = encode_request(lang=lang, code=code, inputs=inputs, marker=marker)
         try:

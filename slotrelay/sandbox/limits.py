@@ -178,3 +178,12 @@ class ExecutionResult(BaseModel):
     violations: list[Violation] = Field(default_factory=list)
     backend: str
     truncated: Truncated = Field(default_factory=Truncated)
+
+    @classmethod
+    def refused(cls, violations: list[Violation], backend: str) -> ExecutionResult:
+        """The result of a request refused before anything ran (e.g. an allow_path outside the roots)."""
+        reasons = "; ".join(violation.detail for violation in violations)
+        return cls(
+            status="error", exit_code=None, duration_ms=0, violations=violations, backend=backend,
+            stderr=f"refused: {reasons}",
+        )  # fmt: skip

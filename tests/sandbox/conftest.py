@@ -37,6 +37,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def bwrap_ready() -> str:
+    """The bwrap backend's name, once it is known to run here."""
+    return _usable("bwrap")
+
+
+@pytest.fixture
 def docker_backend():
     """The process-wide docker backend (its pool included)."""
     return get_backend(_usable("docker"), lang="python")

@@ -12,7 +12,19 @@ function writeTrailer(marker, result) {
   fs.writeSync(1, "\n" + marker + JSON.stringify(result === undefined ? null : result) + "\n");
 }
 
+// bwrap passes an open pipe end: a byte on it tells the host the sandbox was set up and the
+// runner started (so a bwrap setup failure is not mistaken for the program's own exit 1).
+function announceStart() {
+  const ready = process.env.SLOTRELAY_READY_FD;
+  if (ready) {
+    delete process.env.SLOTRELAY_READY_FD;
+    fs.writeSync(Number(ready), "1");
+    fs.closeSync(Number(ready));
+  }
+}
+
 async function main() {
+  announceStart();
   const request = JSON.parse(fs.readFileSync(0, "utf8"));
   globalThis.INPUTS = request.inputs;
   const program = new Module("/sandbox/main.js", null);

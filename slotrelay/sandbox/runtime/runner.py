@@ -58,7 +58,17 @@ def _run_shell(code, inputs):
     return shell.wait()
 
 
+def _announce_start():
+    # bwrap passes an open pipe end: a byte on it tells the host the sandbox was set up and the
+    # runner started (so a bwrap setup failure is not mistaken for the program's own exit 1).
+    ready = os.environ.pop("SLOTRELAY_READY_FD", None)
+    if ready:
+        os.write(int(ready), b"1")
+        os.close(int(ready))
+
+
 def main():
+    _announce_start()
     request = json.loads(sys.stdin.buffer.read())
     marker = request["marker"]
     if request["lang"] == "shell":
