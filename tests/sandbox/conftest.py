@@ -7,6 +7,7 @@ The docker backend is the process-wide one, so its pool is shared by the whole s
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +18,29 @@ from slotrelay.sandbox import SandboxUnavailable, get_backend
 from tests.conftest import require_service
 
 
+@functools.cache
+def _images_built() -> bool:
+    """Build the images this checkout needs when a daemon answers (a no-op when current, as in CI)."""
+    import docker
+    import docker.errors
+
+    from slotrelay.sandbox import images
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException:
+        return False
+    try:
+        images.build_images(client, say=lambda line: None)
+    finally:
+        client.close()
+    return True
+
+
 def _usable(name: str) -> str:
+    if name == "docker":
+        _images_built()
     try:
         get_backend(name, lang="python")
     except SandboxUnavailable as missing:

@@ -339,3 +339,12 @@ def test_a_program_that_closes_its_output_is_still_held_to_the_deadline(backend:
     code = "import os, time\nprint('bye', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(120)\n"
     result = sandbox.run(code, limits=SandboxLimits(timeout_ms=1500), backend=backend)
     assert (result.status, result.stdout, kinds(result)) == ("timeout", "bye\n", ["timeout"])
+
+
+def test_a_fork_bomb_is_contained_and_the_next_run_is_untouched(backend: str) -> None:
+    bomb = "bomb() { bomb | bomb & }\nbomb\nsleep 30\necho survived\n"
+    result = sandbox.run(bomb, lang="shell", limits=SandboxLimits(timeout_ms=2000, pids=32), backend=backend)
+    assert result.status == "timeout"
+    assert "survived" not in result.stdout
+    after = sandbox.run("import os\nresult = os.getpid()", backend=backend)
+    assert after.status == "success" and isinstance(after.result, int)
