@@ -49,7 +49,11 @@ def host_allowed(host: str, port: int, allow: tuple[str, ...]) -> bool:
     return False
 
 
-def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
+def _valid_port(port: str) -> bool:
+    return port.isdigit() and 0 < int(port) < 65536
+
+
+def request_target(head: bytes) -> tuple[str, str, int, bytes] | None:
     """(method, host, port, head rewritten for the origin server) of a request head, or None."""
     lines = head.split(b"\r\n")
     try:
@@ -58,19 +62,23 @@ def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
         return None
     if method == "CONNECT":
         host, _, port = target.rpartition(":")
-        return (method, host.strip("[]"), int(port), b"") if port.isdigit() else None
+        return (method, host.strip("[]"), int(port), b"") if _valid_port(port) else None
     if target.startswith("http://"):
         url = urlsplit(target)
+        try:
+            port = url.port or 80
+        except ValueError:
+            return None
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         lines[0] = f"{method} {path} {version}".encode("latin-1")
-        return method, url.hostname or "", url.port or 80, b"\r\n".join(lines)
+        return method, url.hostname or "", port, b"\r\n".join(lines)
     for line in lines[1:]:
         name, _, value = line.decode("latin-1").partition(":")
         if name.strip().lower() == "host":
             host, _, port = value.strip().rpartition(":")
-            if not port.isdigit():
+            if not host:
                 host, port = value.strip(), "80"
-            return method, host.strip("[]"), int(port), head
+            return (method, host.strip("[]"), int(port), head) if _valid_port(port) else None
     return None
 
 
@@ -160,18 +168,22 @@ class EgressProxy:
         client.close()
 
     def _handle(self, client: socket.socket) -> None:
-        head = b""
         try:
-            while b"\r\n\r\n" not in head and len(head) < _HEAD_MAX:
-                chunk = client.recv(4096)
-                if not chunk:
-                    client.close()
-                    return
-                head += chunk
+            self._serve(client)
         except OSError:
-            return
+            # The sandbox hung up or was killed mid-request; nothing to report.
+            client.close()
+
+    def _serve(self, client: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < _HEAD_MAX:
+            chunk = client.recv(4096)
+            if not chunk:
+                client.close()
+                return
+            head += chunk
         head, _, rest = head.partition(b"\r\n\r\n")
-        target = _target(head)
+        target = request_target(head)
         if target is None:
             self._refuse(client, "a request that names no host")
             return

@@ -1,0 +1,123 @@
+"""The sandbox's pure parts, from strings: limits validation, the output protocol, the proxy's rules."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from pydantic import ValidationError
+
+from slotrelay.sandbox import SandboxLimits, seccomp
+from slotrelay.sandbox.egress import host_allowed, request_target
+from slotrelay.sandbox.protocol import CappedCapture, decode_output
+
+MARKER = "@@m@@"
+
+
+def captured(data: bytes, limit: int, tail: int = 1 << 20) -> CappedCapture:
+    capture = CappedCapture(limit, tail_size=tail)
+    for at in range(0, len(data), 7):
+        capture.feed(data[at : at + 7])
+    return capture
+
+
+@pytest.mark.parametrize(
+    ("printed", "limit", "visible", "cut"),
+    [
+        (b"hello\n", 100, "hello\n", False),
+        (b"no newline", 100, "no newline", False),
+        (b"x" * 50, 10, "x" * 10, True),
+        (b"x" * 10, 10, "x" * 10, False),
+    ],
+)
+def test_the_trailer_is_stripped_and_the_cap_counts_only_the_program(printed, limit, visible, cut) -> None:
+    stdout = captured(printed + b"\n" + MARKER.encode() + json.dumps({"r": [1]}).encode() + b"\n", limit)
+    outcome = decode_output(stdout, captured(b"", 10), MARKER)
+    assert (outcome.stdout, outcome.stdout_truncated, outcome.result) == (visible, cut, {"r": [1]})
+    assert [v.kind for v in outcome.violations] == (["output"] if cut else [])
+
+
+def test_no_trailer_means_no_result_and_a_bad_one_is_a_violation() -> None:
+    plain = decode_output(captured(b"just text\n", 100), captured(b"", 10), MARKER)
+    assert (plain.stdout, plain.result, plain.violations) == ("just text\n", None, [])
+    broken = decode_output(captured(b"\n" + MARKER.encode() + b"{nope\n", 100), captured(b"", 10), MARKER)
+    assert broken.result is None and [v.kind for v in broken.violations] == ["result"]
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "allow", "admitted"),
+    [
+        ("api.example.org", 443, ("api.example.org",), True),
+        ("api.example.org", 80, ("api.example.org",), True),
+        ("api.example.org", 8443, ("api.example.org",), False),
+        ("API.Example.org.", 443, ("api.example.org",), True),
+        ("localhost", 8080, ("localhost:8080",), True),
+        ("localhost", 443, ("localhost:8080",), False),
+        ("a.b.example.org", 443, ("*.example.org",), True),
+        ("example.org", 443, ("*.example.org",), False),
+        ("evil-example.org", 443, ("*.example.org",), False),
+        ("127.0.0.1", 80, ("localhost",), False),
+        ("::1", 80, ("localhost",), False),
+        ("other.org", 443, ("api.example.org",), False),
+    ],
+)
+def test_the_proxy_admits_listed_names_only(host, port, allow, admitted) -> None:
+    assert host_allowed(host, port, allow) is admitted
+
+
+@pytest.mark.parametrize(
+    ("head", "target"),
+    [
+        (b"CONNECT api.example.org:443 HTTP/1.1\r\nHost: x", ("CONNECT", "api.example.org", 443)),
+        (b"GET http://h.org:8080/a?b=1 HTTP/1.1\r\nHost: h.org", ("GET", "h.org", 8080)),
+        (b"GET /a HTTP/1.1\r\nHost: h.org", ("GET", "h.org", 80)),
+        (b"GET /a HTTP/1.1\r\nHost: [::1]:81", ("GET", "::1", 81)),
+        (b"CONNECT h.org:99999 HTTP/1.1", None),
+        (b"GET /a HTTP/1.1\r\nAccept: */*", None),
+        (b"garbage", None),
+    ],
+)
+def test_the_proxy_reads_the_target_of_a_request(head, target) -> None:
+    parsed = request_target(head)
+    assert (parsed[:3] if parsed else None) == target
+
+
+def test_an_absolute_url_is_forwarded_in_origin_form() -> None:
+    parsed = request_target(b"GET http://h.org/path?q=1 HTTP/1.1\r\nHost: h.org")
+    assert parsed is not None and parsed[3].split(b"\r\n")[0] == b"GET /path?q=1 HTTP/1.1"
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"network": {"allow": ["10.0.0.1"]}}, "network.allow: '10.0.0.1' is an IP address"),
+        ({"network": "all"}, 'network: must be "none"'),
+        ({"fs": {"allow_paths": ["relative/x"]}}, "fs.allow_paths: 'relative/x' is not an absolute path"),
+        ({"fs": "home"}, 'fs: must be "none", "tmp"'),
+        ({"memory_mb": 8}, "greater than or equal to 32"),
+        ({"timeout": 5}, "Extra inputs are not permitted"),
+    ],
+)
+def test_limits_name_the_field_that_is_wrong(limits, message) -> None:
+    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        SandboxLimits.model_validate(limits)
+
+
+def test_the_seed_defaults_and_tmp_inside_the_memory_budget() -> None:
+    limits = SandboxLimits()
+    assert (limits.timeout_ms, limits.memory_mb, limits.network, limits.fs) == (30000, 512, "none", "tmp")
+    assert limits.tmp_mb == 256
+    assert SandboxLimits(fs="none").tmp_mb == 0
+
+
+def test_the_bpf_filter_is_well_formed() -> None:
+    program = seccomp.bpf_program()
+    assert len(program) % 8 == 0
+    instructions = [struct.unpack("<HBBI", program[at : at + 8]) for at in range(0, len(program), 8)]
+    for index, (code, true_jump, false_jump, _) in enumerate(instructions):
+        if code & 0x07 == 0x05:  # a jump: both targets inside the program
+            assert index + 1 + max(true_jump, false_jump) < len(instructions)
+    denied = {value for code, _, _, value in instructions if code == 0x15}
+    assert {425, 426, 427, 272, 308, 101, 56} <= denied
+    assert instructions[-1] == (0x06, 0, 0, 0x7FFF0000)
