@@ -108,7 +108,11 @@ def routed_trigger(chain_id: str):
         match={"prefect.resource.id": f"slotrelay.chain.{chain_id}"},
         parameters={
             "chain_path": "{{ event.payload.chain_path }}",
-            "start_nodes": {"__prefect_kind": "json", "value": "{{ event.payload.start_nodes | tojson }}"},
+            # A list parameter: render the payload's list as JSON text, then parse it (Prefect's hydration).
+            "start_nodes": {
+                "__prefect_kind": "json",
+                "value": {"__prefect_kind": "jinja", "template": "{{ event.payload.start_nodes | tojson }}"},
+            },
             "stop_at_external": True,
         },
     )

@@ -1,8 +1,9 @@
 """Coalescing routed targets into few runs: one run of a chain per short window.
 
 A flow run costs about a second however little it does, so targets routed close together (a burst
-of output slots) start ONE run of their chain beginning at all of them, not one run each. The
-window is counted from the first target waiting, so no target waits longer than one window.
+of output slots) start ONE run of their chain beginning at all of them, not one run each. A target
+routed when its chain had no run requested for a window starts its run at once (a lone event pays
+no wait); later ones wait for the window, counted from the first of them, so none waits longer.
 
 Key contracts:
 - Before a run is requested the ledger gets a `run` line naming its routes and its batch id, and
@@ -49,6 +50,7 @@ class RunCoalescer:
         self._window = window_seconds
         self._attempts = attempts
         self._waiting: dict[str, _Waiting] = {}
+        self._last_request: dict[str, float] = {}
         self._repeats: list[tuple[RoutingLedger, PendingRun]] = []
         self._cond = threading.Condition()
         self._closing = False
@@ -117,11 +119,17 @@ class RunCoalescer:
                     self._busy = False
                     self._cond.notify_all()
 
+    def _due_at(self, chain_id: str, waiting: _Waiting) -> float:
+        last = self._last_request.get(chain_id)
+        if last is None or waiting.since - last >= self._window:
+            return waiting.since
+        return waiting.since + self._window
+
     def _time_to_next(self) -> float | None:
         if not self._waiting:
             return None
-        first = min(w.since for w in self._waiting.values())
-        return max(0.0, first + self._window - time.monotonic())
+        first = min(self._due_at(chain_id, w) for chain_id, w in self._waiting.items())
+        return max(0.0, first - time.monotonic())
 
     def _take_due(self) -> list[tuple[RoutingLedger, PendingRun]] | None:
         """Runs to request now: repeats, and every chain whose window has passed (all when closing)."""
@@ -130,8 +138,9 @@ class RunCoalescer:
         self._repeats.clear()
         for chain_id in list(self._waiting):
             waiting = self._waiting[chain_id]
-            if self._closing or now >= waiting.since + self._window:
+            if self._closing or now >= self._due_at(chain_id, waiting):
                 del self._waiting[chain_id]
+                self._last_request[chain_id] = now
                 # The same route can arrive twice (an event racing the start-up reconcile): run it once.
                 fresh = {e.key: e for e in waiting.entries if not waiting.ledger.is_batched(e.key)}
                 if fresh:
