@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery
+from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.extract import FACTS_VERSION, extract
 from slotrelay.psmr.graph import GraphAssembler
 from slotrelay.psmr.importgraph import import_edges
@@ -89,32 +89,40 @@ def build(
     source, commit = (revision_tree(root, rev, the_store) if rev else (root, None))
     ws_id = workspace_id(root, commit)
     try:
-        previous = the_store.manifest(ws_id)["files"]
-    except Exception:  # noqa: BLE001 - a missing or damaged manifest means a full build
-        previous = {}
+        manifest = the_store.manifest(ws_id)
+    except PsmrError:
+        manifest = {"files": {}}
+    previous = manifest["files"]
     files = discover(source)
-    facts: dict[str, dict[str, Any]] = {}
-    paths: dict[str, str] = {}
     entries: dict[str, dict[str, Any]] = {}
-    analysed: list[str] = []
-    for done, file in enumerate(files, start=1):
+    texts: dict[str, tuple[bytes, bool]] = {}
+    for file in files:
         rel = file.relative_to(source).as_posix()
         module, is_package = module_name(source, file)
         data = file.read_bytes()
         key = hashlib.sha256(f"{FACTS_VERSION}\0{module}\0{is_package}\0".encode() + data).hexdigest()
-        cached = the_store.get_json("facts", key) if previous.get(rel, {}).get("key") == key else None
-        if cached is None:
-            cached = the_store.get_json("facts", key)
-        if cached is None:
-            cached = extract(data.decode("utf-8", errors="replace"), module, is_package=is_package)
-            the_store.put_json("facts", key, cached)
-        if previous.get(rel, {}).get("key") != key:
-            analysed.append(rel)
-        facts[module] = cached
-        paths[module] = rel
         entries[rel] = {"key": key, "module": module, "sha256": hashlib.sha256(data).hexdigest()}
+        texts[rel] = (data, is_package)
+    analysed = [rel for rel, entry in entries.items() if previous.get(rel, {}).get("key") != entry["key"]]
+    removed = sorted(set(previous) - set(entries))
+    if not analysed and not removed and manifest.get("stats") and the_store.graph_intact(ws_id):
+        # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
-            progress(done, len(files), rel)
+            progress(len(files), len(files), "unchanged")
+        return {**manifest["stats"], "store": str(the_store.path), "analysed": 0, "reused": len(entries),
+                "removed": 0, "dependents": 0, "duration_s": round(time.perf_counter() - started, 3)}
+    facts: dict[str, dict[str, Any]] = {}
+    paths: dict[str, str] = {}
+    for done, (rel, entry) in enumerate(entries.items(), start=1):
+        cached = the_store.get_json("facts", entry["key"])
+        if cached is None:
+            data, is_package = texts[rel]
+            cached = extract(data.decode("utf-8", errors="replace"), entry["module"], is_package=is_package)
+            the_store.put_json("facts", entry["key"], cached)
+        facts[entry["module"]] = cached
+        paths[entry["module"]] = rel
+        if progress:
+            progress(done, len(entries), rel)
     removed = sorted(set(previous) - set(entries))
     link = Linker(facts).run()
     edges, warnings = import_edges(source, facts)

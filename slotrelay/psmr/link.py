@@ -79,16 +79,24 @@ class Linker:
         self.instance_attrs: dict[str, dict[str, list[Any]]] = defaultdict(dict)
         self.stars: dict[str, list[str]] = {}
         self.exports: dict[str, list[str] | None] = {}
+        # Refs are frozen once here, so evaluation hashes tuples and never converts again.
         for module, f in self.facts.items():
-            self.scopes.update(f["scopes"])
-            self.bindings.update(f["bindings"])
+            for qualname, scope in f["scopes"].items():
+                self.scopes[qualname] = {**scope, "returns": freeze(scope["returns"]),
+                                         "yields": freeze(scope["yields"])}
+            for qualname, names in f["bindings"].items():
+                self.bindings[qualname] = {name: freeze(refs) for name, refs in names.items()}
             for d in f["defs"]:
-                self.defs[d["qualname"]] = {**d, "module": module}
+                self.defs[d["qualname"]] = {**d, "module": module, "bases": freeze(d.get("bases", []))}
             for cls, attrs in f["instance_attrs"].items():
                 for name, refs in attrs.items():
-                    self.instance_attrs[cls].setdefault(name, []).extend(refs)
+                    self.instance_attrs[cls].setdefault(name, []).extend(freeze(refs))
             self.stars.update(f["stars"])
             self.exports[module] = f["exports"]
+        self.sites = [(m, i, {**s, "callee": freeze(s["callee"]), "args": freeze(s["args"]),
+                              "kwargs": {k: freeze(v) for k, v in s["kwargs"].items()}})
+                      for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
+        self.module_memo: dict[tuple[str, str], frozenset[Value]] = {}
         self.colls: dict[Any, list[Any]] = {}
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         self.memo: dict[Any, frozenset[Value]] = {}
@@ -179,7 +187,7 @@ class Linker:
                 if refs:
                     out: set[Value] = set()
                     for r in refs:
-                        out |= self.eval(freeze(r))
+                        out |= self.eval(r)
                     return out
                 if info["kind"] == "module":
                     starred = self.star_lookup(current, name)
@@ -203,11 +211,21 @@ class Linker:
         return out
 
     def module_attr(self, module: str, name: str) -> set[Value]:
+        """What `module.name` denotes: its binding, a submodule, or a star import's export."""
+        key = (module, name)
+        cached = self.module_memo.get(key)
+        if cached is None:
+            # Marked empty while computed, so cyclic star imports end.
+            self.module_memo[key] = frozenset()
+            cached = self.module_memo[key] = frozenset(self._module_attr(module, name))
+        return set(cached)
+
+    def _module_attr(self, module: str, name: str) -> set[Value]:
         refs = self.bindings.get(module, {}).get(name)
         if refs:
             out: set[Value] = set()
             for r in refs:
-                out |= self.eval(freeze(r))
+                out |= self.eval(r)
             return out
         if f"{module}.{name}" in self.modules:
             return {("mod", f"{module}.{name}")}
@@ -255,10 +273,10 @@ class Linker:
         for klass in order[1:] if after_self else order:
             out: set[Value] = set()
             for r in self.bindings.get(klass, {}).get(name, []):
-                out |= self.eval(freeze(r))
+                out |= self.eval(r)
             if instance:
                 for r in self.instance_attrs.get(klass, {}).get(name, []):
-                    out |= self.eval(freeze(r))
+                    out |= self.eval(r)
             if out:
                 return out
         return set()
@@ -276,7 +294,7 @@ class Linker:
                 return {("gen", subject)}
             out: set[Value] = set()
             for r in scope.get("returns", []):
-                out |= self.eval(freeze(r))
+                out |= self.eval(r)
             return out
         if kind == "inst":
             out = set()
@@ -293,7 +311,7 @@ class Linker:
                 out |= self.eval(r)
         elif kind == "gen":
             for r in self.scopes.get(subject, {}).get("yields", []):
-                out |= self.eval(freeze(r))
+                out |= self.eval(r)
         elif kind == "inst":
             for method in self.class_attr(subject, "__iter__", instance=True):
                 out |= self.call_result(method)
@@ -346,7 +364,7 @@ class Linker:
     def class_bases(self, cls: str) -> list[str]:
         out = []
         for base in self.defs.get(cls, {}).get("bases", []):
-            for value in sorted(self.eval(freeze(base))):
+            for value in sorted(self.eval(base)):
                 if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class" and value[1] != cls:
                     out.append(value[1])
         return out
@@ -355,7 +373,7 @@ class Linker:
 
     def targets(self, site: dict[str, Any]) -> list[CallTarget]:
         """The resolved callees of one call site, with how each was resolved."""
-        callee = freeze(site["callee"])
+        callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
         for value in sorted(self.eval(callee), key=repr):
@@ -363,7 +381,7 @@ class Linker:
                 found.setdefault(target.target, target)
             if value == ("builtin", value[1]) and value[1] in ("map", "filter", "sorted", "min", "max"):
                 for arg in [*site["args"], *site["kwargs"].values()]:
-                    for v in sorted(self.eval(freeze(arg)), key=repr):
+                    for v in sorted(self.eval(arg), key=repr):
                         if v[0] == "def" and self.defs.get(v[1], {}).get("kind") != "class":
                             found.setdefault(v[1], CallTarget(v[1], "function", "lexical"))
         return sorted(found.values(), key=lambda t: t.target)
@@ -469,12 +487,12 @@ class Linker:
         out = []
         for klass in self.mro(cls):
             for base in self.defs.get(klass, {}).get("bases", []):
-                out += [v[1] for v in self.eval(freeze(base)) if v[0] in ("ext", "builtin") and v[1] != "object"]
+                out += [v[1] for v in self.eval(base) if v[0] in ("ext", "builtin") and v[1] != "object"]
         return sorted(set(out))
 
     def flow_arguments(self, site: dict[str, Any]) -> bool:
         """Bind a call site's arguments to the parameters of its callees; True if anything was new."""
-        callee = freeze(site["callee"])
+        callee = site["callee"]
         grew = False
         bound_offset = 1 if callee[0] == "attr" and any(
             v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
@@ -498,7 +516,7 @@ class Linker:
         return grew
 
     def _bind(self, func: str, key: Any, arg: Any) -> bool:
-        frozen = freeze(arg)
+        frozen = arg
         slot = self.params[(func, key)]
         if frozen in slot:
             return False
@@ -507,12 +525,13 @@ class Linker:
 
     def run(self) -> LinkResult:
         """Resolve every call site, state access and class of the tree."""
-        sites = [(m, i, s) for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
+        sites = self.sites
         for _ in range(MAX_ROUNDS):
             grew = False
             for _m, _i, site in sites:
                 grew |= self.flow_arguments(site)
             self.memo.clear()
+            self.module_memo.clear()
             if not grew:
                 break
         result = LinkResult()
@@ -521,7 +540,7 @@ class Linker:
             if targets:
                 result.targets[(module, index)] = targets
             else:
-                result.unresolved[(module, index)] = self.unknown_reason(freeze(site["callee"]))
+                result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
         for qualname, info in sorted(self.defs.items()):
             if info["kind"] == "class":
                 result.mro[qualname] = self.mro(qualname)

@@ -144,6 +144,15 @@ class Store:
         _LOADED[key] = workspace
         return workspace
 
+    def graph_intact(self, workspace_id: str) -> bool:
+        """True if the workspace's graph file exists and matches its manifest's digest."""
+        try:
+            manifest = self.manifest(workspace_id)
+            blob = (self._ws_dir(workspace_id) / "graph.pickle").read_bytes()
+        except (OSError, WorkspaceNotFound, ValidationFailed):
+            return False
+        return hashlib.sha256(blob).hexdigest() == manifest.get("graph_sha256")
+
     def save(self, workspace: Workspace, *, stats: dict[str, Any]) -> None:
         """Write a workspace's graph, then its manifest (the manifest last, so it never points at nothing)."""
         folder = self._ws_dir(workspace.workspace_id)
