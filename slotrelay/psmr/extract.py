@@ -27,7 +27,7 @@ import hashlib
 import warnings
 from typing import Any
 
-FACTS_VERSION = 3
+FACTS_VERSION = 4
 HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next", "reduce"})
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 
@@ -232,6 +232,15 @@ class FileExtractor(ast.NodeVisitor):
                                "kwargs": {}, "span": span(deco), "decorator": True})
         self.visit(deco)
 
+    def _outer_ref(self, node: ast.expr | None) -> Ref | None:
+        # Defaults are evaluated where the function is defined, not inside it.
+        inner = self.scope
+        self.scope = inner.parent or inner
+        try:
+            return self.ref(node)
+        finally:
+            self.scope = inner
+
     def _bind_params(self, args: ast.arguments, qualname: str, *, method_of: str | None,
                      decorators: list[str]) -> None:
         positional = args.posonlyargs + args.args
@@ -240,9 +249,9 @@ class FileExtractor(ast.NodeVisitor):
             if index == 0 and method_of and "staticmethod" not in decorators:
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
                 continue
-            self.bind(arg.arg, ["param", qualname, index, arg.arg, self.ref(default)])
+            self.bind(arg.arg, ["param", qualname, index, arg.arg, self._outer_ref(default)])
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self.ref(default)])
+            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default)])
         for arg in (args.vararg, args.kwarg):
             if arg is not None:
                 self.bind(arg.arg, ["unk", "variadic_parameter"])

@@ -73,16 +73,8 @@ def _operator_list(request: dict[str, Any], store: Store) -> Answer:
 
 
 def _search(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    class _Bound:
-        @staticmethod
-        def motif_instances(w: Workspace) -> list[dict[str, Any]]:
-            return analyses.motif_instances(w, store)
-
-        @staticmethod
-        def all_findings(w: Workspace) -> dict[str, list[dict[str, Any]]]:
-            return findings.all_findings(w, store)
-
-    return queries.search(ws, request, analyses=_Bound)
+    return queries.search(ws, request, motifs=lambda: analyses.motif_instances(ws, store),
+                          findings=lambda: findings.all_findings(ws, store))
 
 
 HANDLERS: dict[str, Handler] = {

@@ -8,6 +8,7 @@ unpaged summary members of `data`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +85,24 @@ def describe_operator(request: dict[str, Any]) -> Answer:
     return Answer(data={"operator": name, **OPERATIONS[name]})
 
 
-def search(ws: Workspace, request: dict[str, Any], *, analyses: Any) -> Answer:
-    """query.search: semantic identities matching a text, of one kind."""
+def search(
+    ws: Workspace,
+    request: dict[str, Any],
+    *,
+    motifs: Callable[[], list[dict[str, Any]]],
+    findings: Callable[[], dict[str, list[dict[str, Any]]]],
+) -> Answer:
+    """query.search: semantic identities matching a text, of one kind.
+
+    Parameters:
+        ws: the workspace.
+        request: the request (`text`, optional `kind`, default `symbol`).
+        motifs: gives every motif instance (computed only for kind `motif`).
+        findings: gives the findings by kind (computed only for kind `finding`).
+
+    Returns:
+        One section, `matches`, each with its semantic identity in `id`.
+    """
     text = request["text"].lower()
     kind = request.get("kind", "symbol")
     graph = ws.graph
@@ -104,9 +121,9 @@ def search(ws: Workspace, request: dict[str, Any], *, analyses: Any) -> Answer:
     elif kind in ("effect", "boundary"):
         items = _effects(ws, text, boundary=kind == "boundary")
     elif kind == "motif":
-        items = [m for m in analyses.motif_instances(ws) if text in m["id"].lower()]
+        items = [m for m in motifs() if text in m["id"].lower()]
     elif kind == "finding":
-        found = analyses.all_findings(ws)
+        found = findings()
         items = [f for group in ("confirmed_defect", "anomaly", "hotspot") for f in found[group]
                  if text in (f["message"] + f["subject"]).lower()]
     elif kind == "contract":

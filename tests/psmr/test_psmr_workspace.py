@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.api import build_workspace, call
-from slotrelay.psmr.export import callgraph
+from slotrelay.psmr.export import callgraph, callgraph_of
 from slotrelay.psmr.store import Store, Workspace
 
 
@@ -157,3 +157,34 @@ def test_the_psmr_commands(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["code"] == "WORKSPACE_NOT_FOUND"
     assert runner.invoke(app, ["psmr", "call", "query.search", "{not json"]).exit_code == 2
     assert runner.invoke(app, ["psmr", "build", str(tmp_path / "nope"), "--store", str(tmp_path / "s")]).exit_code == 2
+
+
+def test_resolution_corner_cases_from_strings() -> None:
+    graph = callgraph_of({
+        "a": ("from b import *\n\n\ndef fa():\n    fb()\n", False),
+        "b": ("from a import *\n\n\ndef fb():\n    pass\n\n\ndef use(cb=fb):\n    cb()\n", False),
+        "c": ('''class Registry:
+    def __init__(self, func):
+        self.func = func
+
+    def __call__(self):
+        return self.func()
+
+
+@Registry
+def task():
+    pass
+
+
+def chain(n):
+    return chain(n - 1) if n else task()
+
+
+task()
+''', False),
+    })
+    assert graph["a.fa"] == ["b.fb"]  # star import, in a cycle of star imports
+    assert graph["b.use"] == ["b.fb"]  # a default argument, looked up where the function is defined
+    assert graph["c"] == ["c.Registry.__call__", "c.Registry.__init__", "c.task"]  # class used as decorator
+    assert graph["c.Registry.__call__"] == ["c.task"]
+    assert graph["c.chain"] == ["c.Registry.__call__", "c.chain", "c.task"]
