@@ -1,0 +1,152 @@
+"""L5 on a real Prefect server: an unknown error pauses the run; a second process decides.
+
+Each decision gets its own run (started together, decided together, to keep the suite short).
+A side branch that does not depend on the paused node finishes before the pause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slotrelay.alerts import read_alert, write_alert
+from tests.chain.conftest import node, route
+
+pytestmark = pytest.mark.prefect_server
+SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+
+STEPS = '''
+from pathlib import Path
+HERE = Path(__file__).parent
+
+def flaky(data):
+    if not (HERE / "fixed").exists():
+        raise RuntimeError("disk on fire")
+    return {"fixed": True}
+
+def fine(data):
+    return {"fine": True, **data}
+'''
+
+
+def chain(*, pause_timeout: int = 300, callable_: str = "steps:flaky") -> dict:
+    python = {"kind": "python"}
+    return {
+        "chain_id": "arbitration",
+        "pause_timeout_seconds": pause_timeout,
+        "nodes": [
+            node("flaky", start=True, executor={**python, "callable": callable_}),
+            node("after", executor={**python, "callable": "steps:fine"}),
+            node("side", start=True, executor={**python, "callable": "steps:fine"}),
+            node("side-2", executor={**python, "callable": "steps:fine"}),
+        ],
+        "routes": [route("flaky", "after"), route("side", "side-2")],
+    }
+
+
+def make_chain(folder: Path, **options: object) -> Path:
+    folder.mkdir()
+    (folder / "steps.py").write_text(STEPS)
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain(**options)))
+    return path
+
+
+def wait_paused(folder: Path, run: subprocess.Popen, timeout: float = 120) -> Path:
+    """The alert file once the run is Paused on the server (alert says so, and the API agrees)."""
+    from prefect.client.orchestration import get_client
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.poll() is None, run.stderr.read()[-3000:]
+        for path in sorted((folder / "alerts").glob("alert-*.json")):
+            alert = read_alert(path)
+            if alert.status == "paused":
+                with get_client(sync_client=True) as client:
+                    if client.read_flow_run(alert.flow_run_id).state.is_paused():
+                        return path
+        time.sleep(0.2)
+    raise AssertionError(f"no paused alert in {folder}")
+
+
+def decide(alert: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([SLOTRELAY, "decide", str(alert), *args], check=False, capture_output=True, text=True,
+                          timeout=120, env={**os.environ})
+
+
+def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path) -> None:
+    decisions = {
+        "continue": ["--data", '{"by": "hand"}', "--comment", "looked fine"],
+        "retry": [],
+        "terminate": ["--comment", "stop"],
+        "reload": [],
+    }
+    runs = {}
+    for name in decisions:
+        path = make_chain(tmp_path / name)
+        runs[name] = (path, subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True, env={**os.environ}))
+    alerts = {name: wait_paused(path.parent, run) for name, (path, run) in runs.items()}
+    for name, alert_path in alerts.items():
+        alert = read_alert(alert_path)
+        assert (alert.error_type, alert.handling, alert.message) == ("unknown", "arbitrate", "RuntimeError: disk on fire")
+        assert set(alert.decisions) == {"continue", "retry", "terminate", "reload"}
+        # The side branch did not wait for the paused node.
+        assert json.loads((runs[name][0].parent / "slots" / "side-2_output.json").read_text())["status"] == "completed"
+
+    (runs["retry"][0].parent / "fixed").write_text("")
+    runs["reload"][0].write_text(json.dumps(chain(callable_="steps:fine")))
+    for name, args in decisions.items():
+        done = decide(alerts[name], name, *args)
+        assert done.returncode == 0, done.stderr
+    summaries = {}
+    for name, (path, run) in runs.items():
+        out, _ = run.communicate(timeout=120)
+        summaries[name] = (run.returncode, json.loads(out))
+
+    code, summary = summaries["continue"]
+    assert code == 0 and summary["nodes"]["after"]["state"] == "Completed"
+    after = json.loads((runs["continue"][0].parent / "slots" / "after_output.json").read_text())
+    assert after["data"] == {"fine": True, "by": "hand"}
+    code, summary = summaries["retry"]
+    assert code == 0 and summary["nodes"]["flaky"] == {
+        "state": "Completed", "attempts": 2, "error_type": None,
+        "output_slot": str(runs["retry"][0].parent / "slots" / "flaky_output.json")}
+    code, summary = summaries["terminate"]
+    assert code == 1 and summary["state"] == "FAILED"
+    assert summary["nodes"]["flaky"]["state"] == "Failed" and summary["nodes"]["after"]["state"] == "NotRun"
+    assert summary["nodes"]["side-2"]["state"] == "Completed"
+    code, summary = summaries["reload"]
+    assert code == 0 and summary["nodes"]["after"]["state"] == "Completed"
+
+    recorded = read_alert(alerts["continue"])
+    assert recorded.status == "decided" and recorded.decision.decision == "continue"
+    assert recorded.decision.comment == "looked fine" and recorded.decision.via == "cli" and recorded.decision.decided_by
+
+    again = decide(alerts["retry"], "retry")
+    assert again.returncode == 2 and "already decided" in again.stderr
+    # An alert that still says paused, for a run that has ended: refused by the server's answer.
+    stale = read_alert(alerts["terminate"]).model_copy(update={"status": "paused", "decision": None})
+    stale_path = write_alert(tmp_path / "stale-alert.json", stale)
+    refused = decide(stale_path, "continue")
+    assert refused.returncode == 2 and "no longer paused" in refused.stderr
+
+
+def test_a_pause_with_no_decision_fails_the_run_and_keeps_the_alert(prefect_server: str, tmp_path: Path) -> None:
+    from flows.chain import read_summary, run_chain
+    from slotrelay.chain import load_chain
+
+    path = make_chain(tmp_path / "timeout", pause_timeout=2)
+    state = run_chain(str(path), return_state=True)
+    summary = read_summary(load_chain(path), state)
+    assert state.is_failed()
+    assert summary["state"] == "FAILED" and summary["nodes"]["flaky"]["state"] == "Failed"
+    assert summary["nodes"]["side-2"]["state"] == "Completed"
+    alert = read_alert(summary["alerts"][0])
+    assert alert.status == "timed_out" and alert.decision is None

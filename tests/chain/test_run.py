@@ -1,0 +1,141 @@
+"""Whole chains on a real Prefect server: the example end to end, and every failure handling (L4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slotrelay.alerts import read_alert
+from tests.chain.conftest import node, route
+
+pytestmark = pytest.mark.prefect_server
+SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+
+
+def task_runs(flow_run_id: str) -> dict[str, object]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return {run.name: run for run in runs}
+
+
+def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect_server: str, example_copy: Path) -> None:
+    done = subprocess.run([SLOTRELAY, "run", str(example_copy), "--json"], check=False, capture_output=True, text=True,
+                          env={**os.environ, "PREFECT_API_URL": prefect_server}, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    states = {node_id: n["state"] for node_id, n in summary["nodes"].items()}
+    assert states == {
+        "exec-scan": "Completed", "exec-dedup": "Completed", "exec-empty-report": "NotRun",
+        "exec-enrich": "Completed", "exec-reviewer-agent": "Completed", "exec-review": "Completed",
+        "exec-publish": "Completed", "exec-notify-cdn": "Skipped", "exec-archive": "Completed",
+    }
+    assert summary["state"] == "COMPLETED" and summary["alerts"] == []
+    assert summary["nodes"]["exec-enrich"]["attempts"] == 2
+    assert summary["nodes"]["exec-notify-cdn"]["error_type"] == "external_unreachable"
+    assert summary["routes"]["route-dedup-to-empty-report"] == {"fired": False, "reason": "len(data.items) = 3 != 0"}
+    assert summary["routes"]["route-notify-cdn-to-archive"]["fired"] is True
+    folder = example_copy.parent
+    assert (folder / "work" / "published" / "index.md").read_text().count("- ") == 3
+    assert json.loads((folder / "slots" / "exec-dedup_output.json").read_text())["data"]["duplicates"] == 1
+    babel = (folder / "slots" / "exec-scan_babel.jsonl").read_text().splitlines()
+    assert json.loads(babel[-1])["to"] == ["exec-dedup"]
+    assert "exec-enrich attempt 1 failed (source_busy)" in (folder / "logs" / "engine.log").read_text()
+
+    runs = task_runs(summary["flow_run_id"])
+    ran = {node_id for node_id, state in states.items() if state != "NotRun"}
+    assert set(runs) == ran
+    assert runs["exec-notify-cdn"].state.name == "Skipped" and runs["exec-notify-cdn"].state.type.value == "COMPLETED"
+    assert runs["exec-enrich"].run_count == 2
+
+
+STEPS = '''
+import subprocess
+from slotrelay.chain import NodeError
+
+def denied(data):
+    raise NodeError("write_denied", "the target refused the write")
+
+def busy(data):
+    raise NodeError("busy", "still busy")
+
+def unreachable(data):
+    raise NodeError("external_unreachable", "no route to host")
+
+def fine(data):
+    return {"fine": True, **data}
+
+def impostor(data):
+    from slotrelay.chain import NodeOutput
+    return NodeOutput(data={}, capabilities_used=["scp"])
+'''
+
+
+def failing_chain() -> dict:
+    fail_type = {"handling": "fail"}
+    return {
+        "chain_id": "failures",
+        "nodes": [
+            node("denied", start=True, executor={"kind": "python", "callable": "steps:denied"}),
+            node("after-denied", executor={"kind": "python", "callable": "steps:fine"}),
+            node("busy", start=True, executor={"kind": "python", "callable": "steps:busy"}),
+            node("unreachable", start=True, executor={"kind": "python", "callable": "steps:unreachable"}),
+            node("after-skip", executor={"kind": "python", "callable": "steps:fine"}),
+            node("non-json", start=True, executor={"kind": "command", "argv": ["{python}", "-c", "print('hello')"]}),
+            node("exit-3", start=True, executor={"kind": "command", "argv": ["{python}", "-c", "raise SystemExit(3)"],
+                                                  "error_map": {"3": "write_denied"}}),
+            node("missing", start=True, executor={"kind": "python", "callable": "steps:nowhere"}),
+            node("impostor", start=True, capabilities=["Read"], forbidden_capabilities=["scp"],
+                 executor={"kind": "python", "callable": "steps:impostor"}),
+        ],
+        "routes": [
+            route("denied", "after-denied"),
+            route("unreachable", "after-skip",
+                  condition={"field": "status", "operator": "in", "value": ["completed", "skipped"]}),
+        ],
+        "error_types": [
+            {"error_type": "write_denied", **fail_type},
+            {"error_type": "output_invalid", **fail_type},
+            {"error_type": "executor_missing", **fail_type},
+            {"error_type": "identity_mismatch", **fail_type},
+            {"error_type": "external_unreachable", "handling": "skip"},
+            {"error_type": "busy", "handling": "retry", "max_retries": 1, "retry_interval_seconds": 0,
+             "escalate_after": "max_retries_exceeded"},
+        ],
+    }
+
+
+def test_retry_skip_fail_and_escalation(prefect_server: str, write_chain) -> None:
+    from flows.chain import read_summary, run_chain
+    from slotrelay.chain import load_chain
+
+    path = write_chain(failing_chain(), {"steps.py": STEPS})
+    state = run_chain(str(path), return_state=True)
+    summary = read_summary(load_chain(path), state)
+    assert state.is_failed() and summary["state"] == "FAILED"
+    nodes = summary["nodes"]
+    assert nodes["denied"] == {"state": "Failed", "attempts": 1, "error_type": "write_denied",
+                               "output_slot": str(path.parent / "slots" / "denied_output.json")}
+    assert nodes["after-denied"]["state"] == "NotRun"
+    assert summary["routes"]["denied-to-after-denied"] == {"fired": False, "reason": "the source ended Failed"}
+    assert (nodes["busy"]["state"], nodes["busy"]["attempts"]) == ("Failed", 2)
+    assert nodes["unreachable"]["state"] == "Skipped" and nodes["after-skip"]["state"] == "Completed"
+    assert (nodes["non-json"]["state"], nodes["non-json"]["error_type"]) == ("Failed", "output_invalid")
+    assert nodes["exit-3"]["error_type"] == "write_denied"
+    assert nodes["missing"]["error_type"] == "executor_missing"
+    assert nodes["impostor"]["error_type"] == "identity_mismatch"
+
+    alerts = {read_alert(p).node_id: read_alert(p) for p in summary["alerts"]}
+    assert alerts["busy"].handling == "escalate" and alerts["busy"].attempts == 2
+    assert alerts["busy"].status == "open" and alerts["busy"].decision is None
+    assert alerts["denied"].handling == "fail" and alerts["denied"].flow_run_id == summary["flow_run_id"]
+    assert "unreachable" not in alerts and all(Path(p).name.startswith("alert-") for p in summary["alerts"])
+    failed_slot = json.loads((path.parent / "slots" / "denied_output.json").read_text())
+    assert failed_slot["status"] == "failed" and failed_slot["error"]["error_type"] == "write_denied"
