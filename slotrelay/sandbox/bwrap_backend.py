@@ -113,6 +113,7 @@ class BwrapBackend:
             "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
             "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+            "--ro-bind-try", "/etc/ssl", "/etc/ssl",
             "--ro-bind", str(RUNTIME_DIR), "/opt/slotrelay",
             "--proc", "/proc", "--dev", "/dev",
         ]  # fmt: skip

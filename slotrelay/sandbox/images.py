@@ -2,7 +2,8 @@
 
 The base is a minimal Debian with python3 from `sandbox_images/base/bootstrap.sh` (debootstrap,
 then `docker import`); its tarball is cached under `~/.cache/slotrelay/` so a wiped daemon
-re-imports in seconds. Each language image is `docker build` of `sandbox_images/<lang>/Dockerfile`
+re-imports in seconds, and so are the downloaded .debs, so a changed script does not download
+them again. Each language image is `docker build` of `sandbox_images/<lang>/Dockerfile`
 with the in-sandbox runtime (`slotrelay/sandbox/runtime/`) as context.
 
 Every image is tagged and labelled with a content hash of what it is made from (the base: the
@@ -127,11 +128,17 @@ def _build_base(client, *, force: bool, say: Callable[[str], None]) -> BuildStep
         say(f"debootstrap bookworm from {mirror} (about a minute)")
         script = images_dir() / "base" / "bootstrap.sh"
         done = subprocess.run(
-            ["sh", str(script), mirror, str(tarball)], capture_output=True, text=True, check=False
+            ["sh", str(script), mirror, str(tarball), str(cache_dir() / "debs")],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0:
             raise SandboxImageError(f"{script} failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
         action = "bootstrapped"
+        for older in cache_dir().glob("base-*.tar"):
+            if older != tarball:
+                older.unlink()
     say(f"docker import {tarball.name}")
     repository, version = tag.split(":")
     client.api.import_image_from_file(

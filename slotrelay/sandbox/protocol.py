@@ -3,8 +3,8 @@
 In: the runner reads all of stdin as `{"lang", "code", "inputs", "marker"}`; code goes on stdin
 rather than as an argument because arguments fail above 128 KiB.
 Out: the program's stdout and stderr pass through untouched; after the program ends the runner
-writes `"\\n" + marker + json(result) + "\\n"` on stdout. The host strips that trailer, so stdout is
-exactly what the program printed. The marker is a fresh random token per run; a program that
+writes `"\\n" + marker + json(result) + "\\n"` on stdout. The host strips that trailer (wherever it
+lands: a background child may still print after it), so stdout is exactly what the program printed. The marker is a fresh random token per run; a program that
 forges it only changes its own result, which it controls anyway.
 
 Output is capped while it streams: `CappedCapture` keeps the first `limit` bytes, counts and
@@ -86,18 +86,22 @@ def decode_output(stdout: CappedCapture, stderr: CappedCapture, marker: str) -> 
     violations: list[Violation] = []
     result: Any = None
     program_bytes = stdout.total
+    visible = bytes(stdout.head)
     opener = b"\n" + marker.encode()
     at = stdout.tail.rfind(opener)
-    if at >= 0 and stdout.tail.endswith(b"\n"):
-        body = bytes(stdout.tail[at + len(opener) : -1])
-        program_bytes = stdout.total - (len(stdout.tail) - at)
+    end = stdout.tail.find(b"\n", at + len(opener)) if at >= 0 else -1
+    if end >= 0:
         try:
-            result = json.loads(body)
+            result = json.loads(bytes(stdout.tail[at + len(opener) : end]))
         except ValueError:
             violations.append(Violation(kind="result", detail="the result trailer is not valid JSON"))
+        # Output written after the trailer (a callback, a background child) is the program's too.
+        start = stdout.total - len(stdout.tail) + at
+        after = bytes(stdout.tail[end + 1 :])
+        program_bytes = stdout.total - (end + 1 - at)
+        visible = (bytes(stdout.head[:start]) + after)[: stdout.limit]
     elif stdout.total > len(stdout.tail) and marker.encode() in stdout.tail:
         violations.append(Violation(kind="result", detail=f"the result exceeds {RESULT_MAX_BYTES} bytes"))
-    visible = bytes(stdout.head[: min(len(stdout.head), program_bytes)])
     stdout_cut = program_bytes > stdout.limit
     stderr_cut = stderr.total > stderr.limit
     for name, cut, cap, total in (

@@ -121,3 +121,9 @@ def test_the_bpf_filter_is_well_formed() -> None:
     denied = {value for code, _, _, value in instructions if code == 0x15}
     assert {425, 426, 427, 272, 308, 101, 56} <= denied
     assert instructions[-1] == (0x06, 0, 0, 0x7FFF0000)
+
+
+def test_output_after_the_trailer_is_kept() -> None:
+    stream = b"before\n\n" + MARKER.encode() + b'"r"\n' + b"after\n"
+    outcome = decode_output(captured(stream, 100), captured(b"", 10), MARKER)
+    assert (outcome.stdout, outcome.result, outcome.violations) == ("before\nafter\n", "r", [])

@@ -37,7 +37,8 @@ async function main() {
   if (typeof entry === "function") {
     result = await entry(request.inputs);
   }
-  writeTrailer(request.marker, result);
+  // Written when the event loop is empty, so callbacks still pending print before it.
+  process.on("exit", () => writeTrailer(request.marker, result));
 }
 
 main().catch((error) => {
