@@ -14,6 +14,7 @@ small symbolic references ("refs"), evaluated later, never guessed here:
     ["deco", [refs], ref]        a definition passed through decorators, innermost last
     ["imp", dotted] / ["from", module, name]   what an import binds
     ["param", func, index, name, default]      a parameter; bound to arguments at link time
+    ["annot", ref]               an instance of the class an annotation names
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
     ["unk", reason]              something dynamic the analysis refuses to guess
 
@@ -27,7 +28,7 @@ import hashlib
 import warnings
 from typing import Any
 
-FACTS_VERSION = 4
+FACTS_VERSION = 5
 HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next", "reduce"})
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 
@@ -241,6 +242,18 @@ class FileExtractor(ast.NodeVisitor):
         finally:
             self.scope = inner
 
+    def _annotation(self, arg: ast.arg) -> None:
+        # `x: Cls` declares x an instance of Cls; string annotations are parsed the same way.
+        note = arg.annotation
+        if isinstance(note, ast.Constant) and isinstance(note.value, str):
+            try:
+                note = ast.parse(note.value, mode="eval").body
+            except SyntaxError:
+                return
+        ref = self._outer_ref(note) if note is not None else None
+        if ref is not None:
+            self.bind(arg.arg, ["annot", ref])
+
     def _bind_params(self, args: ast.arguments, qualname: str, *, method_of: str | None,
                      decorators: list[str]) -> None:
         positional = args.posonlyargs + args.args
@@ -250,8 +263,10 @@ class FileExtractor(ast.NodeVisitor):
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
                 continue
             self.bind(arg.arg, ["param", qualname, index, arg.arg, self._outer_ref(default)])
+            self._annotation(arg)
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default)])
+            self._annotation(arg)
         for arg in (args.vararg, args.kwarg):
             if arg is not None:
                 self.bind(arg.arg, ["unk", "variadic_parameter"])

@@ -8,15 +8,26 @@ shown beside the stored graph, never written into it, so the fast pass's edges s
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr.graph import sid, stable_id
+from slotrelay.psmr.graph import qname, sid, stable_id
 from slotrelay.psmr.slicing import unknowns_in
 from slotrelay.psmr.store import Store, Workspace
 
 INFERABLE = frozenset({"untyped_receiver", "attribute_not_found", "call_result", "untyped_value",
                        "container_element", "external_base_class", "ambiguous_target", "parameter_call"})
+
+
+@dataclass
+class Inference:
+    """What the slow pass adds to a slice: edges, their evidence, conflicts with the fast pass, warnings."""
+
+    edges: list[dict[str, Any]] = field(default_factory=list)
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _project_base(ws: Workspace) -> Path:
@@ -32,17 +43,28 @@ def _ask_jedi(ws: Workspace, artifact: str, sites: list[dict[str, Any]]) -> dict
     answers: dict[str, list[str]] = {}
     for unknown in sites:
         span = unknown["span"]
+        line, column = span["end_line"], max(span["end_col"] - 1, 0)
         try:
-            names = script.goto(span["end_line"], max(span["end_col"] - 1, 0), follow_imports=True)
+            # goto names the definition an attribute or name refers to; for a parameter or a
+            # variable that is the binding itself, so fall back to inferring its value.
+            names = [n for n in script.goto(line, column, follow_imports=True)
+                     if n.type in ("function", "class") and n.full_name]
+            if not names:
+                names = [n for n in script.infer(line, column) if n.type in ("function", "class") and n.full_name]
         except Exception:  # noqa: BLE001 - jedi fails on some constructs; the site stays unknown
             names = []
-        answers[f"{span['end_line']}:{span['end_col']}"] = sorted(
-            {n.full_name for n in names if n.type in ("function", "class") and n.full_name})
+        answers[_site_key(span)] = sorted({n.full_name for n in names})
     return answers
 
 
-def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-    """Inferred call edges for the inferable unknowns of a slice.
+def _agrees(static: str, inferred: list[str]) -> bool:
+    # jedi names a constructor call by its class, the fast pass by the class's __init__.
+    return any(static == name or static.startswith(name + ".") or name.startswith(static + ".")
+               for name in inferred)
+
+
+def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Inference:
+    """Inferred call edges for the inferable unknowns of a slice, and where jedi contradicts a heuristic edge.
 
     Parameters:
         ws: the workspace.
@@ -50,36 +72,58 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> tuple[
         store: the store holding the jedi cache.
 
     Returns:
-        (overlay edges, their evidence records by id, warnings).
+        The overlay edges, their evidence records, the passes' disagreements and warnings.
     """
+    members = set(distance)
     by_file: dict[str, list[dict[str, Any]]] = {}
-    for unknown in unknowns_in(ws, set(distance)):
+    for unknown in unknowns_in(ws, members):
         if unknown["reason"] in INFERABLE:
             by_file.setdefault(unknown["artifact"], []).append(unknown)
-    edges: list[dict[str, Any]] = []
-    evidence: dict[str, Any] = {}
-    warnings: list[str] = []
+    # Heuristic edges (argument flow) are the fast pass's weakest: jedi checks them too.
+    checked: list[tuple[str, str, dict[str, Any]]] = []
+    for source, target, key, data in ws.graph.out_edges(members, keys=True, data=True):
+        for ev in data["evidence"] if key == "calls" else []:
+            record = ws.evidence[ev]
+            if record["resolution"] == "heuristic":
+                checked.append((source, target, record))
+                by_file.setdefault(record["artifact"], []).append({"span": record["span"]})
+    out = Inference()
+    answers: dict[str, dict[str, list[str]]] = {}
     for artifact, sites in sorted(by_file.items()):
         entry = ws.files.get(artifact)
         if entry is None:
             continue
         cache = store.get_json("cache/jedi", entry["key"]) or {}
-        missing = [u for u in sites if f"{u['span']['end_line']}:{u['span']['end_col']}" not in cache]
+        missing = [u for u in sites if _site_key(u["span"]) not in cache]
         if missing:
             try:
                 cache.update(_ask_jedi(ws, artifact, missing))
             except Exception as exc:  # noqa: BLE001 - a jedi failure leaves the unknowns as they are
-                warnings.append(f"jedi could not analyse {artifact} ({type(exc).__name__}: {exc})")
+                out.warnings.append(f"jedi could not analyse {artifact} ({type(exc).__name__}: {exc})")
                 continue
             store.put_json("cache/jedi", entry["key"], cache)
+        answers[artifact] = cache
         for unknown in sites:
-            for full_name in cache.get(f"{unknown['span']['end_line']}:{unknown['span']['end_col']}", []):
-                target = sid(full_name)
+            if "id" not in unknown:
+                continue
+            for full_name in cache.get(_site_key(unknown["span"]), []):
                 ev = stable_id("ev", "jedi", unknown["id"], full_name)
-                evidence[ev] = {"id": ev, "about": f"{unknown['scope']} calls {full_name}", "artifact": artifact,
-                                "revision": ws.commit, "span": unknown["span"], "resolution": "inference",
-                                "authority": "static:jedi", "status": "inferred"}
-                edges.append({"source": unknown["scope"], "target": target, "relation": "calls",
-                              "evidence_refs": [ev], "resolution": "inference", "status": "inferred",
-                              "resolves": [{"id": unknown["id"]}]})
-    return edges, evidence, warnings
+                out.evidence[ev] = {"id": ev, "about": f"{unknown['scope']} calls {full_name}",
+                                    "artifact": artifact, "revision": ws.commit, "span": unknown["span"],
+                                    "resolution": "inference", "authority": "static:jedi", "status": "inferred"}
+                out.edges.append({"source": unknown["scope"], "target": sid(full_name), "relation": "calls",
+                                  "evidence_refs": [ev], "resolution": "inference", "status": "inferred",
+                                  "resolves": [{"id": unknown["id"]}]})
+    for source, target, record in sorted(checked, key=lambda c: (c[0], c[1], c[2]["id"])):
+        inferred = answers.get(record["artifact"], {}).get(_site_key(record["span"]), [])
+        if inferred and not _agrees(qname(target), inferred):
+            cid = stable_id("cf", "passes_disagree", source, target, record["id"])
+            out.conflicts.append({"id": cid, "kind": "passes_disagree", "subject": source,
+                                  "detail": f"the fast pass resolves the call at line {record['span']['line']} to "
+                                            f"{qname(target)} (argument flow); jedi infers {', '.join(inferred)}",
+                                  "evidence_refs": [record["id"]], "status": "open"})
+    return out
+
+
+def _site_key(span: dict[str, int]) -> str:
+    return f"{span['end_line']}:{span['end_col']}"

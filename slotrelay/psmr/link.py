@@ -166,6 +166,9 @@ class Linker:
             if ref[4] is not None:
                 out |= self.eval(ref[4])
             return out
+        if kind == "annot":
+            return {("inst", v[1]) for v in self.eval(ref[1])
+                    if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"}
         if kind == "self":
             return {("inst", ref[1])}
         if kind == "cls":
@@ -461,14 +464,13 @@ class Linker:
             kinds = self.binding_kinds(callee)
             if not kinds:
                 return "unresolved_name"
-            if kinds <= {"param", "unk"}:
+            if kinds <= {"param", "unk", "annot"}:
                 return "parameter_call" if "param" in kinds else "opaque_value"
             return "untyped_value"
         if kind == "attr":
             base = self.eval(callee[1])
             if not base:
-                inner = self.unknown_reason(callee[1])
-                return "parameter_call" if inner == "parameter_call" else "untyped_receiver"
+                return "untyped_receiver"
             classes = [v[1] for v in base if v[0] in ("inst", "def", "super")]
             if any(self.external_bases(c) for c in classes):
                 return "external_base_class"

@@ -168,13 +168,11 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
                            "use anchor kind 'symbol'")
     relations = request.get("relations") or DEFAULT_RELATIONS
     answer = Answer()
-    overlay: list[dict[str, Any]] = []
-    if request.get("infer"):
-        overlay, inferred_evidence, warnings = infer(ws, walk(ws, start, relations, depth))
-        answer.warnings += warnings
-    else:
-        inferred_evidence = {}
     distance = walk(ws, start, relations, depth)
+    inferred = infer(ws, distance) if request.get("infer") else None
+    overlay = inferred.edges if inferred else []
+    if inferred:
+        answer.warnings += inferred.warnings
     nodes = sorted(distance, key=lambda n: (distance[n], n))
     members = set(nodes)
     forward = {"called_by": "calls"}
@@ -196,11 +194,12 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
     unknowns = [u for u in unknowns_in(ws, members) if u["id"] not in resolved]
     node_items = [node_item(ws, n, distance=distance[n]) if n in ws.graph else
                   {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]} for n in nodes]
+    disagreements = inferred.conflicts if inferred else []
     answer.sections = [("nodes", node_items), ("edges", edges), ("contracts", contracts),
-                       ("unknowns", unknowns), ("conflicts", conflicts_on(ws, members))]
+                       ("unknowns", unknowns), ("conflicts", conflicts_on(ws, members) + disagreements)]
     if request.get("include_evidence"):
         ids = sorted({ev for e in edges for ev in e["evidence_refs"]})
-        records = {**ws.evidence, **inferred_evidence}
+        records = {**ws.evidence, **(inferred.evidence if inferred else {})}
         answer.sections.append(("evidence", [records[i] for i in ids if i in records]))
     answer.data = {"anchor": start, "depth": depth, "relations": relations, "projection": projection,
                    "provenance": {"workspace_id": ws.workspace_id, "version": ws.version, "revision": ws.commit,

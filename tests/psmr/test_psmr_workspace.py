@@ -188,3 +188,56 @@ task()
     assert graph["c"] == ["c.Registry.__call__", "c.Registry.__init__", "c.task"]  # class used as decorator
     assert graph["c.Registry.__call__"] == ["c.task"]
     assert graph["c.chain"] == ["c.Registry.__call__", "c.chain", "c.task"]
+
+
+def test_jedi_resolves_unknowns_and_flags_where_it_disagrees(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", {"m.py": '''import json
+
+
+def a():
+    pass
+
+
+def b():
+    pass
+
+
+def run(f=b):
+    f()
+
+
+class Box:
+    def open(self):
+        return 1
+
+
+def opener(box: Box):
+    return box.open()
+
+
+def decode(text):
+    decoder = json.JSONDecoder()
+    return decoder.decode(text)
+
+
+run(a)
+'''})
+    ws = build_workspace(root, store=tmp_path / "s")["workspace_id"]
+    typed = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.opener"},
+                                    "depth": 1, "relations": ["calls"]}, store=tmp_path / "s")["data"]
+    assert [e["target"] for e in typed["edges"]] == ["semantic:m.Box.open"]  # from the annotation
+    plain = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.decode"},
+                                    "depth": 0}, store=tmp_path / "s")["data"]
+    assert [u["reason"] for u in plain["unknowns"]] == ["untyped_receiver"]
+    inferred = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.decode"},
+                                       "depth": 0, "infer": True, "include_evidence": True}, store=tmp_path / "s")
+    data = inferred["data"]
+    assert ("semantic:json.decoder.JSONDecoder.decode", "inference", "inferred") in [
+        (e["target"], e["resolution"], e["status"]) for e in data["edges"]]
+    assert data["unknowns"] == [] and data["provenance"]["resolved_by_inference"] == [plain["unknowns"][0]["id"]]
+    assert {e["authority"] for e in data["evidence"]} == {"static:jedi"}
+    # The fast pass lets both the argument and the default flow into f; jedi infers only the argument.
+    run = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.run"},
+                                  "depth": 0, "infer": True}, store=tmp_path / "s")
+    assert [(c["kind"], c["subject"]) for c in run["data"]["conflicts"]] == [("passes_disagree", "semantic:m.run")]
+    assert "m.b" in run["data"]["conflicts"][0]["detail"] and run["conflict_refs"] == [run["data"]["conflicts"][0]["id"]]
