@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -38,7 +39,7 @@ from slotrelay.chain.errors import (
     NodeError,
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
-from slotrelay.slots import OUTPUT_STATUSES, read_slot
+from slotrelay.slots import OUTPUT_STATUSES
 
 EXECUTORS: dict[str, str] = {
     "python": "slotrelay.chain.executors:run_python",
@@ -207,25 +208,42 @@ def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionC
 
 
 class _SlotChanged(FileSystemEventHandler):
+    WRITES = frozenset({"created", "modified", "moved", "closed"})
+
     def __init__(self, target: Path, changed: threading.Event) -> None:
         self.target = str(target)
         self.changed = changed
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        # Only writes count: our own reads raise "opened" / "closed_no_write" events, which must
+        # not wake the waiter (it would spin on them).
+        if event.event_type not in self.WRITES:
+            return
         if self.target in (event.src_path, getattr(event, "dest_path", "")):
             self.changed.set()
 
 
 def fresh_output(path: Path, node_id: str, *, since: float) -> dict[str, Any] | None:
-    """An external node's output slot when it is finished and written after `since`, else None."""
-    document = read_slot(path)
-    if document is None or document.get("node_id") != node_id or document.get("status") not in OUTPUT_STATUSES:
-        return None
+    """An external node's output slot when it is finished and written after `since`, else None.
+
+    The time and the content come from one open file: a writer replacing the slot between a
+    read and a stat must not make stale content look fresh.
+    """
     try:
-        written = path.stat().st_mtime
+        with path.open("rb") as handle:
+            written = os.fstat(handle.fileno()).st_mtime
+            raw = handle.read()
     except OSError:
         return None
-    return document if written >= since else None
+    if written < since:
+        return None
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(document, dict) or document.get("node_id") != node_id:
+        return None
+    return document if document.get("status") in OUTPUT_STATUSES else None
 
 
 def wait_for_output(path: Path, node_id: str, *, since: float, timeout: float | None) -> dict[str, Any]:

@@ -1,0 +1,65 @@
+"""The documented commands: validate and graph (in-process), and run's refusals before any flow starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from slotrelay.cli import app
+from tests.chain.conftest import EXAMPLE, node
+
+runner = CliRunner()
+CHAIN = str(EXAMPLE / "node_chain.json")
+
+
+def test_validate_the_example() -> None:
+    done = runner.invoke(app, ["validate", CHAIN])
+    assert done.exit_code == 0
+    assert "valid chain 'phase2-content': 9 nodes, 8 routes, 10 error types" in done.output
+
+
+def test_validate_lists_every_problem_with_its_path_and_exits_2(tmp_path: Path) -> None:
+    document = json.loads(Path(CHAIN).read_text())
+    document["nodes"][0]["retyr"] = 1
+    document["routes"][0]["priority"] = "high"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(document))
+    done = runner.invoke(app, ["validate", str(bad)])
+    assert done.exit_code == 2
+    assert "2 problem(s)" in done.output
+    assert "$.nodes[0]: Additional properties are not allowed ('retyr' was unexpected)" in done.output
+    assert "$.routes[0].priority: 'high' does not match" in done.output
+
+
+def test_graph_formats(tmp_path: Path) -> None:
+    mermaid = runner.invoke(app, ["graph", CHAIN, "--format", "mermaid"])
+    assert mermaid.exit_code == 0 and mermaid.output.startswith("flowchart LR")
+    assert '-->|"route-dedup-to-empty-report: data.items length_equals 0"|' in mermaid.output
+    dot_file = tmp_path / "chain.dot"
+    assert runner.invoke(app, ["graph", CHAIN, "--format", "dot", "-o", str(dot_file)]).exit_code == 0
+    assert dot_file.read_text().startswith('digraph "phase2-content" {')
+    png = tmp_path / "chain.png"
+    done = runner.invoke(app, ["graph", CHAIN, "--format", "png", "-o", str(png)])
+    assert done.exit_code == 0, done.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert runner.invoke(app, ["graph", CHAIN, "--format", "png"]).exit_code == 2
+
+
+def test_run_refuses_bad_input_and_a_missing_environment_before_any_flow(tmp_path: Path, monkeypatch) -> None:
+    missing = runner.invoke(app, ["run", str(tmp_path / "none.json")])
+    assert missing.exit_code == 2 and "cannot read the file" in missing.output
+    monkeypatch.delenv("SLOTRELAY_TEST_SECRET", raising=False)
+    chain = tmp_path / "c.json"
+    chain.write_text(json.dumps({"chain_id": "c", "required_env": ["SLOTRELAY_TEST_SECRET"],
+                                 "nodes": [node("a", start=True, executor={"kind": "python", "callable": "m:f"})]}))
+    done = runner.invoke(app, ["run", str(chain)])
+    assert done.exit_code == 3
+    assert "cannot start: SLOTRELAY_TEST_SECRET is not set" in done.output
+    (tmp_path / ".env").write_text("SLOTRELAY_TEST_SECRET=present\n")
+    from slotrelay.chain import load_chain
+    from slotrelay.chain.preflight import preflight
+
+    preflight(load_chain(chain))
+    assert (tmp_path / "slots").is_dir() and (tmp_path / "alerts").is_dir()
