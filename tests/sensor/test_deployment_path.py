@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
 
 from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes
@@ -89,13 +95,42 @@ def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
                               "slots_root": None, "stop_at_external": True}
 
 
-def test_watch_runs_a_chain_end_to_end_through_its_deployment(prefect_server, tmp_path):
+@pytest.fixture
+def site_example(tmp_path):
+    """The `examples/relay` chain copied to a temporary folder, deploying to a folder served on 127.0.0.1."""
+    folder = tmp_path / "site"
+    shutil.copytree(ROOT / "examples" / "relay", folder,
+                    ignore=shutil.ignore_patterns("slots", "build", "public", "mirror-b", "logs", "alerts", ".slotrelay-*"))
+    (folder / "public").mkdir()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder / "public")))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    chain_file = folder / "node_chain.json"
+    chain = json.loads(chain_file.read_text())
+    deploy = next(n for n in chain["nodes"] if n["node_id"] == "deploy-site")
+    deploy["executor"]["check_url"] = f"http://127.0.0.1:{server.server_address[1]}/"
+    chain_file.write_text(json.dumps(chain, indent=1))
+    try:
+        yield chain_file, f"http://127.0.0.1:{server.server_address[1]}/build/index.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        return
+
+
+def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_server, tmp_path, site_example):
     chain = relay_chain(tmp_path / "relay")
+    site_chain, page_url = site_example
     slots = tmp_path / "relay" / "slots"
     log = tmp_path / "watch.log"
     with log.open("w") as handle:
         watch = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain)],
+            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain), str(site_chain)],
             cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
             stdout=handle, stderr=subprocess.STDOUT,
         )
@@ -104,6 +139,7 @@ def test_watch_runs_a_chain_end_to_end_through_its_deployment(prefect_server, tm
         assert watch.poll() is None, log.read_text()
 
         agent_writes(tmp_path / "relay", "ask", {"question": "ship it?"})
+        agent_writes(tmp_path / "site", "draft", {"title": "Relay <1>", "body": "routed once"})
         wait_for(lambda: completed(slots / "work_output.json"), 90, "`work` to run in a flow run")
         assert read_slot(slots / "work_output.json")["data"] == {"seen": {"question": "ship it?"}, "stamped": True}
         # The run stopped at the external `review`: its input is written, its output is the agent's to write.
@@ -112,19 +148,33 @@ def test_watch_runs_a_chain_end_to_end_through_its_deployment(prefect_server, tm
 
         agent_writes(tmp_path / "relay", "review", {"approved": True})
         wait_for(lambda: completed(slots / "publish_output.json"), 90, "`publish` to run in a second flow run")
+        deployed = tmp_path / "site" / "slots" / "deploy_output.json"
+        wait_for(lambda: completed(deployed), 90, "the site chain's deploy node")
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=60)
     assert code == 0, log.read_text()
+
+    # The deploy node copied the page to the served folder and the B mirror, and the URL serves it.
+    page = (tmp_path / "site" / "build" / "index.html").read_bytes()
+    assert b"<h1>Relay &lt;1&gt;</h1>" in page
+    assert (tmp_path / "site" / "mirror-b" / "build" / "index.html").read_bytes() == page
+    with urllib.request.urlopen(page_url) as answer:
+        assert answer.read() == page
+    assert read_slot(deployed)["data"]["checked_urls"] == [page_url]
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
 
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["relay"])))
+        site_runs = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["site-relay"])))
     assert sorted(r.parameters["start_nodes"][0] for r in runs) == ["publish", "work"]
     assert {r.state.type.value for r in runs} == {"COMPLETED"}
-    ledger = [json.loads(line) for line in (tmp_path / "relay" / ".slotrelay-routing-ledger.jsonl").read_text().splitlines()]
+    assert [r.parameters["start_nodes"] for r in site_runs] == [["render"]]
+    assert site_runs[0].state.type.value == "COMPLETED"
+    ledger = [json.loads(line) for line in (tmp_path / "relay" / LEDGER_FILE_NAME).read_text().splitlines()]
     assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == ["ask-to-work", "review-to-publish"]
     assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == {str(r.id) for r in runs}
 
