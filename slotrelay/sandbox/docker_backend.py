@@ -144,11 +144,17 @@ class DockerBackend:
 
     def close(self) -> None:
         """Remove every container this backend still holds, even one a crashed run left behind."""
+        import docker.errors
+
         self.pool.close()
-        for container in self._client.api.containers(
-            all=True, filters={"label": f"{BACKEND_LABEL}={self._instance}"}
-        ):
-            self._client.api.remove_container(container["Id"], force=True)
+        try:
+            for container in self._client.api.containers(
+                all=True, filters={"label": f"{BACKEND_LABEL}={self._instance}"}
+            ):
+                self._client.api.remove_container(container["Id"], force=True)
+        except docker.errors.DockerException:
+            # The daemon went away first; the next backend's start collects these by label.
+            log.warning("could not remove this backend's sandbox containers", exc_info=True)
         self._client.close()
         self._worker_client.close()
 
