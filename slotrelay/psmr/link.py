@@ -532,10 +532,11 @@ class Linker:
             grew = False
             for _m, _i, site in sites:
                 grew |= self.flow_arguments(site)
+            if not grew:
+                # Nothing new flowed: this round's memo is the fixpoint's, keep it for the targets.
+                break
             self.memo.clear()
             self.module_memo.clear()
-            if not grew:
-                break
         result = LinkResult()
         for module, index, site in sites:
             targets = self.targets(site)
