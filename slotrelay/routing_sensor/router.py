@@ -37,7 +37,7 @@ from slotrelay.ledger import (
     content_hash,
     new_routed_entry,
 )
-from slotrelay.slots import input_slot_document, read_slot, write_json_atomic
+from slotrelay.slots import input_slot_document, write_json_atomic
 
 logger = logging.getLogger("slotrelay.sensor")
 
@@ -82,17 +82,17 @@ class ChainRouter:
         return node_id not in self._external
 
     def _read_output(self, node_id: str) -> tuple[dict, str] | None:
-        path = output_slot_path(self.chain, node_id)
-        document = read_slot(path)
-        if document is None:
-            return None
+        """The output slot's document and the hash of the very bytes it was parsed from.
+
+        Read once, so the hash always belongs to the content routed; as with `slots.read_slot`, a
+        missing, half-written or non-object file is "not there yet" (None).
+        """
         try:
-            raw = path.read_bytes()
-            same = json.loads(raw) == document
+            raw = output_slot_path(self.chain, node_id).read_bytes()
+            document = json.loads(raw)
         except (OSError, ValueError):
             return None
-        # Rewritten between the two reads: the event of the newer write routes it.
-        return (document, content_hash(raw)) if same else None
+        return (document, content_hash(raw)) if isinstance(document, dict) else None
 
     def route_output(self, node_id: str) -> list[RoutedEntry]:
         """Route the current content of a node's output slot, unless the ledger has it.

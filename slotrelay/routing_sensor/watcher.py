@@ -70,7 +70,6 @@ class SlotSensor:
                 self._by_path.setdefault(path, []).append((router, node_id))
         self._observer = Observer()
         self._stop = threading.Event()
-        self.started = False
 
     @property
     def folders(self) -> list[Path]:
@@ -97,7 +96,6 @@ class SlotSensor:
             for run in unstarted:
                 self.coalescer.repeat(router.ledger, run)
             self.coalescer.submit(router.ledger, entries)
-        self.started = True
         logger.info("watching %d output slot(s) in %s", len(self._by_path), ", ".join(map(str, self.folders)))
 
     def stop(self) -> None:
