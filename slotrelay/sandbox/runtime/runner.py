@@ -10,14 +10,13 @@ without them), else the value of a global named `result`, else None. It must be 
 shell: the code runs under bash with the inputs as JSON on its stdin; the result is None.
 """
 
-import inspect
 import io
 import json
-import linecache
 import os
-import subprocess
 import sys
-import traceback
+
+# inspect, subprocess, linecache and traceback are imported where needed: every run pays for what the
+# runner imports at start (inspect alone is ~10 ms), and most programs need none of them.
 
 
 def _write_trailer(marker, result):
@@ -29,18 +28,20 @@ def _write_trailer(marker, result):
 def _run_python(code, inputs):
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": "<sandbox>"}
     sys.argv = ["<sandbox>"]
-    # Tracebacks show the program's source lines.
-    linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
     sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(inputs).encode()), encoding="utf-8")
     exec(compile(code, "<sandbox>", "exec"), namespace)  # noqa: S102 - running the program is the point
     main = namespace.get("main")
     if callable(main):
+        import inspect
+
         wants_inputs = bool(inspect.signature(main).parameters)
         return main(inputs) if wants_inputs else main()
     return namespace.get("result")
 
 
 def _run_shell(code, inputs):
+    import subprocess
+
     # The script goes through a pipe (not an argument: those fail above 128 KiB), so bash's
     # stdin stays free for the inputs.
     script_read, script_write = os.pipe()
@@ -80,7 +81,12 @@ def main():
     except SystemExit:
         raise
     except BaseException as error:  # noqa: BLE001 - any failure of the program, shown as its traceback
-        # Show the program's own frames, not the runner's.
+        import linecache
+        import traceback
+
+        # Tracebacks show the program's source lines, and its own frames, not the runner's.
+        code = request["code"]
+        linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
         trace = error.__traceback__
         while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
             trace = trace.tb_next
