@@ -1,4 +1,4 @@
-"""PSMR benchmark: build time, files per CPU-second, a one-file incremental update, query latency, peak memory.
+"""PSMR benchmark: build time, files per CPU-second, one-file update, query latency, peak memory.
 
     .venv/bin/python bench/psmr_bench.py [requests rich networkx]
 
@@ -55,7 +55,7 @@ def measure(package: str) -> dict:
                 for f in files:
                     ast.parse(f.read_text(encoding="utf-8", errors="replace"))
 
-        _, parse_wall, parse_cpu = _timed(parse_all)
+        _, parse_wall, _ = _timed(parse_all)
         summary, build_wall, build_cpu = _timed(lambda: build_workspace(root, store=work / "store"))
         _, noop_wall, _ = _timed(lambda: build_workspace(root, store=work / "store"))
         target = max(files, key=lambda f: f.stat().st_size if f.name != "__init__.py" else 0)
@@ -67,21 +67,29 @@ def measure(package: str) -> dict:
         sample = random.Random(7).sample(functions, min(SAMPLES, len(functions)))
         sub, imp = [], []
         for node in sample:
-            _, wall, _ = _timed(lambda: call("query.subgraph", {"workspace_id": ws_id, "depth": 2,
-                                                                "anchor": {"kind": "symbol", "value": node}},
-                                             store=work / "store"))
+            subgraph = {"workspace_id": ws_id, "depth": 2, "anchor": {"kind": "symbol", "value": node}}
+            impact = {"workspace_id": ws_id, "target": node, "depth": 3, "accept_conflicts": True}
+            _, wall, _ = _timed(lambda q=subgraph: call("query.subgraph", q, store=work / "store"))
             sub.append(wall)
-            result, wall, _ = _timed(lambda: call("analysis.impact", {"workspace_id": ws_id, "target": node,
-                                                                      "depth": 3, "accept_conflicts": True},
-                                                  store=work / "store"))
+            result, wall, _ = _timed(lambda q=impact: call("analysis.impact", q, store=work / "store"))
             assert result["status"] == "ok", result.get("error")
             imp.append(wall)
         return {
-            "package": package, "files": summary["files"], "nodes": summary["nodes"], "edges": summary["edges"],
-            "unknowns": summary["unknowns"], "parse_s": parse_wall, "build_s": build_wall, "build_cpu_s": build_cpu,
-            "files_per_cpu_s": summary["files"] / build_cpu, "ratio": build_wall / parse_wall,
-            "noop_s": noop_wall, "incremental_s": inc_wall, "incremental_analysed": update["analysed"],
-            "subgraph_p50_ms": statistics.median(sub) * 1000, "impact_p50_ms": statistics.median(imp) * 1000,
+            "package": package,
+            "files": summary["files"],
+            "nodes": summary["nodes"],
+            "edges": summary["edges"],
+            "unknowns": summary["unknowns"],
+            "parse_s": parse_wall,
+            "build_s": build_wall,
+            "build_cpu_s": build_cpu,
+            "files_per_cpu_s": summary["files"] / build_cpu,
+            "ratio": build_wall / parse_wall,
+            "noop_s": noop_wall,
+            "incremental_s": inc_wall,
+            "incremental_analysed": update["analysed"],
+            "subgraph_p50_ms": statistics.median(sub) * 1000,
+            "impact_p50_ms": statistics.median(imp) * 1000,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
     finally:
@@ -93,20 +101,45 @@ def main(packages: list[str]) -> None:
     rows = []
     for package in packages:
         with console.status(f"measuring {package}"):
-            done = subprocess.run([sys.executable, __file__, "--one", package], capture_output=True, text=True,
-                                  check=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--one", package], capture_output=True, text=True, check=True
+            )
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     table = Table(title="PSMR build and query (each package in its own process)")
-    for column in ("package", "files", "nodes", "edges", "unknowns", "ast.parse s", "build s", "x parse",
-                   "files/CPU-s", "no-op s", "1-file update s", "subgraph d2 p50 ms", "impact d3 p50 ms",
-                   "peak MB"):
+    for column in (
+        "package",
+        "files",
+        "nodes",
+        "edges",
+        "unknowns",
+        "ast.parse s",
+        "build s",
+        "x parse",
+        "files/CPU-s",
+        "no-op s",
+        "1-file update s",
+        "subgraph d2 p50 ms",
+        "impact d3 p50 ms",
+        "peak MB",
+    ):
         table.add_column(column, justify="right")
     for r in rows:
-        table.add_row(r["package"], str(r["files"]), str(r["nodes"]), str(r["edges"]), str(r["unknowns"]),
-                      f"{r['parse_s']:.2f}", f"{r['build_s']:.2f}", f"{r['ratio']:.1f}",
-                      f"{r['files_per_cpu_s']:.0f}", f"{r['noop_s']:.2f}",
-                      f"{r['incremental_s']:.2f} ({r['incremental_analysed']})",
-                      f"{r['subgraph_p50_ms']:.1f}", f"{r['impact_p50_ms']:.1f}", f"{r['peak_mb']:.0f}")
+        table.add_row(
+            r["package"],
+            str(r["files"]),
+            str(r["nodes"]),
+            str(r["edges"]),
+            str(r["unknowns"]),
+            f"{r['parse_s']:.2f}",
+            f"{r['build_s']:.2f}",
+            f"{r['ratio']:.1f}",
+            f"{r['files_per_cpu_s']:.0f}",
+            f"{r['noop_s']:.2f}",
+            f"{r['incremental_s']:.2f} ({r['incremental_analysed']})",
+            f"{r['subgraph_p50_ms']:.1f}",
+            f"{r['impact_p50_ms']:.1f}",
+            f"{r['peak_mb']:.0f}",
+        )
     console.print(table)
 
 

@@ -16,12 +16,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from slotrelay.psmr.errors import PsmrError
 
-app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its read-only API.")
+app = typer.Typer(
+    no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its read-only API."
+)
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-StoreOption = Annotated[Path | None, typer.Option("--store", help="store folder (default: PSMR_STORE, else .psmr/)",
-                                                  envvar="PSMR_STORE")]
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="store folder (default: PSMR_STORE, else .psmr/)", envvar="PSMR_STORE"),
+]
 FAILED_CODES = frozenset({"EXECUTION_FAILED", "VALIDATION_FAILED"})
 
 
@@ -33,15 +37,24 @@ def _fail(error: PsmrError) -> typer.Exit:
 @app.command()
 def build(
     path: Annotated[Path, typer.Argument(help="root of the Python code to analyse")],
-    rev: Annotated[str | None, typer.Option("--rev", help="analyse this git revision (through a worktree)")] = None,
+    rev: Annotated[
+        str | None, typer.Option("--rev", help="analyse this git revision (through a worktree)")
+    ] = None,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the build summary as JSON")] = False,
 ) -> None:
     """Build or incrementally update the workspace of PATH; prints its workspace_id."""
     from slotrelay.psmr.api import build_workspace
 
-    with Progress(TextColumn("[bold]analysing[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]analysing[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task("", total=None)
 
         def progress(done: int, total: int, file: str) -> None:
@@ -55,9 +68,11 @@ def build(
         out.print_json(json.dumps(summary))
         return
     out.print(summary["workspace_id"])
-    err.print(f"{summary['files']} files ({summary['analysed']} analysed, {summary['reused']} reused), "
-              f"{summary['nodes']} nodes, {summary['edges']} edges, {summary['unknowns']} unknowns, "
-              f"{summary['conflicts']} conflicts in {summary['duration_s']} s; store {summary['store']}")
+    err.print(
+        f"{summary['files']} files ({summary['analysed']} analysed, {summary['reused']} reused), "
+        f"{summary['nodes']} nodes, {summary['edges']} edges, {summary['unknowns']} unknowns, "
+        f"{summary['conflicts']} conflicts in {summary['duration_s']} s; store {summary['store']}"
+    )
 
 
 @app.command("call")
@@ -104,4 +119,6 @@ def list_command(store: StoreOption = None) -> None:
     from slotrelay.psmr.api import list_workspaces
 
     for ws in list_workspaces(store=store):
-        out.print(f"{ws['workspace_id']}  {ws['files']:>5} files  {ws['commit'] or 'worktree':<12.12}  {ws['root']}")
+        out.print(
+            f"{ws['workspace_id']}  {ws['files']:>5} files  {ws['commit'] or 'worktree':<12.12}  {ws['root']}"
+        )

@@ -39,8 +39,11 @@ def _upstream(ws: Workspace, node: str) -> list[tuple[str, str]]:
         out |= {(u, k) for u, _, k in graph.in_edges(node, keys=True) if k in ("reads_state", "writes_state")}
     for _, state, k in graph.out_edges(node, keys=True):
         if k == "writes_state":
-            out |= {(u, "reads_state") for u, _, k2 in graph.in_edges(state, keys=True)
-                    if k2 == "reads_state" and u != node}
+            out |= {
+                (u, "reads_state")
+                for u, _, k2 in graph.in_edges(state, keys=True)
+                if k2 == "reads_state" and u != node
+            }
     return sorted(out)
 
 
@@ -48,9 +51,13 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     """analysis.impact: what a change to the target may affect within a radius."""
     depth = request.get("depth", 3)
     if depth > MAX_DEPTH:
-        raise PolicyBlocked(f"depth {depth} is above {MAX_DEPTH}; a radius that wide is a dump of the graph "
-                            "(section 十四): analyse the nearer ring first")
-    target = analysable(ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False))
+        raise PolicyBlocked(
+            f"depth {depth} is above {MAX_DEPTH}; a radius that wide is a dump of the graph "
+            "(section 十四): analyse the nearer ring first"
+        )
+    target = analysable(
+        ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False)
+    )
     distance = {target: 0}
     via: dict[str, tuple[str, str]] = {}
     frontier = [target]
@@ -75,8 +82,14 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     state = []
     for _, s, k in sorted(ws.graph.out_edges(target, keys=True)):
         if k in ("reads_state", "writes_state"):
-            state.append({"state": s, "access": k,
-                          "writers": neighbours_in(ws, s, "writes_state"), "readers": neighbours_in(ws, s, "reads_state")})
+            state.append(
+                {
+                    "state": s,
+                    "access": k,
+                    "writers": neighbours_in(ws, s, "writes_state"),
+                    "readers": neighbours_in(ws, s, "reads_state"),
+                }
+            )
     boundaries = []
     for node in sorted(radius):
         for _, callee, k in ws.graph.out_edges(node, keys=True):
@@ -87,16 +100,29 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     files = sorted({ws.graph.nodes[n].get("artifact") for n in radius} - {None})
     likely_tests = tests_reaching(ws, target, depth=depth + 3)
     uncertainty = unknowns_in(ws, radius)
-    answer = Answer(data={
-        "target": target, "depth": depth,
-        "runtime_certainty": {"observed": [], "note": "no runtime evidence is recorded in this workspace: direct "
-                              "and derived impact are static reachability, not observed executions"},
-        "counts": {"direct": len(direct), "derived": len(derived), "unknowns": len(uncertainty)},
-    })
-    answer.sections = [("direct", direct), ("derived", derived), ("state_coupling", state),
-                       ("boundaries", boundaries), ("motifs", motifs), ("review_files", files),
-                       ("likely_tests", likely_tests), ("uncertainty", uncertainty),
-                       ("conflicts", conflicts_on(ws, radius))]
+    answer = Answer(
+        data={
+            "target": target,
+            "depth": depth,
+            "runtime_certainty": {
+                "observed": [],
+                "note": "no runtime evidence is recorded in this workspace: direct "
+                "and derived impact are static reachability, not observed executions",
+            },
+            "counts": {"direct": len(direct), "derived": len(derived), "unknowns": len(uncertainty)},
+        }
+    )
+    answer.sections = [
+        ("direct", direct),
+        ("derived", derived),
+        ("state_coupling", state),
+        ("boundaries", boundaries),
+        ("motifs", motifs),
+        ("review_files", files),
+        ("likely_tests", likely_tests),
+        ("uncertainty", uncertainty),
+        ("conflicts", conflicts_on(ws, radius)),
+    ]
     return answer
 
 
@@ -123,8 +149,15 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def add(motif: str, subject: str, why: str, evidence: list[str]) -> None:
-        out.append({"id": f"motif:{motif}:{qname(subject)}", "motif": motif, "subject": subject,
-                    "why": why, "evidence_refs": sorted(set(evidence))})
+        out.append(
+            {
+                "id": f"motif:{motif}:{qname(subject)}",
+                "motif": motif,
+                "subject": subject,
+                "why": why,
+                "evidence_refs": sorted(set(evidence)),
+            }
+        )
 
     for artifact, entry in sorted(ws.files.items()):
         facts = store.get_json("facts", entry["key"]) or {}
@@ -134,28 +167,52 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
         for scope, exprs in sorted(scopes.items()):
             subject = f"semantic:{scope}"
             if subject in graph:
-                add("resource_scope", subject, "acquires and releases in a with block: " + "; ".join(exprs),
-                    list(graph.nodes[subject].get("evidence", [])))
+                add(
+                    "resource_scope",
+                    subject,
+                    "acquires and releases in a with block: " + "; ".join(exprs),
+                    list(graph.nodes[subject].get("evidence", [])),
+                )
     for node, data in sorted(graph.nodes(data=True)):
         if data["kind"] not in CODE_KINDS:
             continue
-        reads = {v: e["evidence"] for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "reads_state"}
-        writes = {v: e["evidence"] for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "writes_state"}
+        reads = {
+            v: e["evidence"]
+            for _, v, k, e in graph.out_edges(node, keys=True, data=True)
+            if k == "reads_state"
+        }
+        writes = {
+            v: e["evidence"]
+            for _, v, k, e in graph.out_edges(node, keys=True, data=True)
+            if k == "writes_state"
+        }
         both = sorted(set(reads) & set(writes))
         if both and data["kind"] != "module":
-            add("read_modify_write", node, "reads then writes " + ", ".join(qname(s) for s in both),
-                [ev for s in both for ev in reads[s] + writes[s]])
-        calls = [(v, e["evidence"]) for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "calls"]
+            add(
+                "read_modify_write",
+                node,
+                "reads then writes " + ", ".join(qname(s) for s in both),
+                [ev for s in both for ev in reads[s] + writes[s]],
+            )
+        calls = [
+            (v, e["evidence"]) for _, v, k, e in graph.out_edges(node, keys=True, data=True) if k == "calls"
+        ]
         effects = [(v, ev) for v, ev in calls if classify(qname(v))]
         if effects and data["kind"] != "module":
-            add("boundary_adapter", node, "crosses " + ", ".join(sorted({f"{classify(qname(v))} ({qname(v)})"
-                                                                        for v, _ in effects})),
-                [e for _, ev in effects for e in ev])
+            add(
+                "boundary_adapter",
+                node,
+                "crosses " + ", ".join(sorted({f"{classify(qname(v))} ({qname(v)})" for v, _ in effects})),
+                [e for _, ev in effects for e in ev],
+            )
         internal = [(v, ev) for v, ev in calls if graph.nodes[v]["kind"] in CODE_KINDS]
         if writes and len({v for v, _ in internal}) >= ORCHESTRATOR_CALLS and data["kind"] != "module":
-            add("stateful_orchestrator", node, f"writes {len(writes)} state and drives "
-                f"{len({v for v, _ in internal})} other functions",
-                [e for evs in writes.values() for e in evs] + [e for _, ev in internal for e in ev])
+            add(
+                "stateful_orchestrator",
+                node,
+                f"writes {len(writes)} state and drives {len({v for v, _ in internal})} other functions",
+                [e for evs in writes.values() for e in evs] + [e for _, ev in internal for e in ev],
+            )
     return sorted(out, key=lambda m: m["id"])
 
 
@@ -167,30 +224,44 @@ def motifs(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     if request.get("scope"):
         scope = find_node(ws, request["scope"])
         items = [m for m in items if within(m["subject"], {scope})]
-    return Answer(sections=[("motifs", items)], data={"total": len(items)},
-                  evidence_refs=[e for m in items for e in m["evidence_refs"]])
+    return Answer(
+        sections=[("motifs", items)],
+        data={"total": len(items)},
+        evidence_refs=[e for m in items for e in m["evidence_refs"]],
+    )
 
 
 def contracts(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     """analysis.contracts: signature, docstring, asserts, raises and tests of a function or class."""
-    target = analysable(ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False))
+    target = analysable(
+        ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False)
+    )
     require_kind(ws, target, {"function", "method", "class", "lambda", "test"}, "analysis.contracts")
     data = ws.graph.nodes[target]
     members = [target]
     if data["kind"] == "class":
-        members += [n for n in neighbours(ws, target, "defines") if ws.graph.nodes[n]["kind"] in ("method", "function")]
+        members += [
+            n
+            for n in neighbours(ws, target, "defines")
+            if ws.graph.nodes[n]["kind"] in ("method", "function")
+        ]
     items = []
     for node in members:
         d = ws.graph.nodes[node]
         ev = d.get("evidence", [])
-        items.append({
-            "subject": node, "signature": d.get("signature"), "docstring": d.get("doc"),
-            "preconditions": [a for a in d.get("asserts", []) if a["role"] == "precondition"],
-            "postconditions": [a for a in d.get("asserts", []) if a["role"] == "postcondition"],
-            "raises": d.get("raises", []), "decorators": d.get("decorators", []),
-            "api_contract": {"public": not qname(node).rsplit(".", 1)[-1].startswith("_")},
-            "evidence_refs": ev,
-        })
+        items.append(
+            {
+                "subject": node,
+                "signature": d.get("signature"),
+                "docstring": d.get("doc"),
+                "preconditions": [a for a in d.get("asserts", []) if a["role"] == "precondition"],
+                "postconditions": [a for a in d.get("asserts", []) if a["role"] == "postcondition"],
+                "raises": d.get("raises", []),
+                "decorators": d.get("decorators", []),
+                "api_contract": {"public": not qname(node).rsplit(".", 1)[-1].startswith("_")},
+                "evidence_refs": ev,
+            }
+        )
     tests = tests_reaching(ws, target)
     answer = Answer(data={"target": target, "policy": [], "intent_constraint": []})
     answer.sections = [("contracts", items), ("test_contract", tests)]
@@ -210,4 +281,3 @@ def findings(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
             items = [f for f in items if within(f["subject"], {scope})]
         sections.append((kind, items))
     return Answer(sections=sections, data={"counts": {k: len(v) for k, v in sections}})
-

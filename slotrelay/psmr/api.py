@@ -57,7 +57,9 @@ def _check_operation(operation: str) -> None:
             f"{operation} belongs to the modification phase, not offered by this read-only runtime; "
             "operator.list shows what is"
         )
-    raise OperatorUnavailable(f"no operator named {operation!r}; operator.list shows the {len(OPERATIONS)} offered")
+    raise OperatorUnavailable(
+        f"no operator named {operation!r}; operator.list shows the {len(OPERATIONS)} offered"
+    )
 
 
 def call(operation: str, request: dict[str, Any], *, store: str | Path | None = None) -> dict[str, Any]:

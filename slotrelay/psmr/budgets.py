@@ -154,7 +154,10 @@ def paginate(
         first = start_item if s_index == start_section else 0
         for i_index in range(first, len(items)):
             size = _size(items[i_index])
-            over = used[counter] + 1 > budget[counter] or used["max_text_bytes"] + size > budget["max_text_bytes"]
+            over = (
+                used[counter] + 1 > budget[counter]
+                or used["max_text_bytes"] + size > budget["max_text_bytes"]
+            )
             if over and any(used.values()):
                 exhausted = counter if used[counter] + 1 > budget[counter] else "max_text_bytes"
                 state = {"op": operation, "fp": fingerprint(operation, request), "v": version}

@@ -31,18 +31,25 @@ def discover(root: Path) -> list[Path]:
     found = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
-                         and not (here / d / "pyvenv.cfg").exists())
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists()
+        )
         found += [here / f for f in files if f.endswith(".py")]
     return sorted(found)
 
 
 def module_name(root: Path, path: Path) -> tuple[str, bool]:
-    """The dotted module of a file relative to root (a root that is a package keeps its own name)."""
+    """The dotted module of a file relative to root (a root that is a package keeps its own name;
+    in the src layout, `src/` is not part of the name)."""
     rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
     if (root / "__init__.py").exists():
         parts.insert(0, root.name)
+    elif len(parts) > 1 and parts[0] == "src" and not (root / "src" / "__init__.py").exists():
+        # The src layout: `src/pkg/mod.py` is imported as `pkg.mod`.
+        parts = parts[1:]
     is_package = parts[-1] == "__init__"
     if is_package:
         parts = parts[:-1]
@@ -52,8 +59,10 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
 def _git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise ExecutionFailed(f"git {' '.join(args)} failed in {root}: {done.stderr.strip()}; check that the "
-                              "folder is a git checkout and the revision exists (`git log`)")
+        raise ExecutionFailed(
+            f"git {' '.join(args)} failed in {root}: {done.stderr.strip()}; check that the "
+            "folder is a git checkout and the revision exists (`git log`)"
+        )
     return done.stdout.strip()
 
 
@@ -86,7 +95,7 @@ def build(
     if not root.is_dir():
         raise InvalidQuery(f"path {path} is not a folder; give the root of the Python code to analyse")
     the_store = Store.open(store, root=root)
-    source, commit = (revision_tree(root, rev, the_store) if rev else (root, None))
+    source, commit = revision_tree(root, rev, the_store) if rev else (root, None)
     ws_id = workspace_id(root, commit)
     try:
         manifest = the_store.manifest(ws_id)
@@ -109,8 +118,15 @@ def build(
         # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
             progress(len(files), len(files), "unchanged")
-        return {**manifest["stats"], "store": str(the_store.path), "analysed": 0, "reused": len(entries),
-                "removed": 0, "dependents": 0, "duration_s": round(time.perf_counter() - started, 3)}
+        return {
+            **manifest["stats"],
+            "store": str(the_store.path),
+            "analysed": 0,
+            "reused": len(entries),
+            "removed": 0,
+            "dependents": 0,
+            "duration_s": round(time.perf_counter() - started, 3),
+        }
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
     for done, (rel, entry) in enumerate(entries.items(), start=1):
@@ -131,16 +147,37 @@ def build(
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
     version = hashlib.sha256("".join(sorted(e["key"] for e in entries.values())).encode()).hexdigest()[:16]
     workspace = Workspace(
-        workspace_id=ws_id, root=str(root), source_root=str(source), rev=rev, commit=commit, version=version,
-        files=entries, graph=assembly.graph, evidence=assembly.evidence, unknowns=assembly.unknowns,
-        conflicts=assembly.conflicts, warnings=warnings, updated=datetime.now(UTC).isoformat(timespec="seconds"),
+        workspace_id=ws_id,
+        root=str(root),
+        source_root=str(source),
+        rev=rev,
+        commit=commit,
+        version=version,
+        files=entries,
+        graph=assembly.graph,
+        evidence=assembly.evidence,
+        unknowns=assembly.unknowns,
+        conflicts=assembly.conflicts,
+        warnings=warnings,
+        updated=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     summary = {
-        "workspace_id": ws_id, "root": str(root), "store": str(the_store.path), "rev": rev, "commit": commit,
-        "version": version, "files": len(entries), "analysed": len(analysed), "reused": len(entries) - len(analysed),
-        "removed": len(removed), "dependents": len(dependents),
-        "nodes": assembly.graph.number_of_nodes(), "edges": assembly.graph.number_of_edges(),
-        "unknowns": len(assembly.unknowns), "conflicts": len(assembly.conflicts), "warnings": warnings,
+        "workspace_id": ws_id,
+        "root": str(root),
+        "store": str(the_store.path),
+        "rev": rev,
+        "commit": commit,
+        "version": version,
+        "files": len(entries),
+        "analysed": len(analysed),
+        "reused": len(entries) - len(analysed),
+        "removed": len(removed),
+        "dependents": len(dependents),
+        "nodes": assembly.graph.number_of_nodes(),
+        "edges": assembly.graph.number_of_edges(),
+        "unknowns": len(assembly.unknowns),
+        "conflicts": len(assembly.conflicts),
+        "warnings": warnings,
     }
     summary["duration_s"] = round(time.perf_counter() - started, 3)
     the_store.save(workspace, stats=summary)

@@ -45,6 +45,14 @@ def callgraph_of(facts: dict[str, Any]) -> dict[str, list[str]]:
 
     parsed = {m: extract(src, m, is_package=is_pkg) for m, (src, is_pkg) in facts.items()}
     assembly = GraphAssembler(parsed, {m: m for m in parsed}, None).build(Linker(parsed).run(), [])
-    ws = _Workspace(workspace_id="ws_memory", root="", source_root="", rev=None, commit=None, version="",
-                    files={}, graph=assembly.graph)
+    ws = _Workspace(
+        workspace_id="ws_memory",
+        root="",
+        source_root="",
+        rev=None,
+        commit=None,
+        version="",
+        files={},
+        graph=assembly.graph,
+    )
     return callgraph(ws)

@@ -39,7 +39,12 @@ def span(node: ast.AST) -> list[int]:
     """[line, col, end_line, end_col] of a node (1-based lines, 0-based columns)."""
     line = getattr(node, "lineno", 1)
     col = getattr(node, "col_offset", 0)
-    return [line, col, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or col]
+    return [
+        line,
+        col,
+        getattr(node, "end_lineno", None) or line,
+        getattr(node, "end_col_offset", None) or col,
+    ]
 
 
 def module_base(module: str, is_package: bool, level: int) -> str:
@@ -87,7 +92,8 @@ class FileExtractor(ast.NodeVisitor):
     def _open(self, qualname: str, kind: str, parent: _Scope | None, class_q: str | None) -> _Scope:
         scope = _Scope(qualname, kind, parent, class_q)
         self.scopes.setdefault(
-            qualname, {"kind": kind, "parent": parent.qualname if parent else None, "returns": [], "yields": []}
+            qualname,
+            {"kind": kind, "parent": parent.qualname if parent else None, "returns": [], "yields": []},
         )
         self.bindings.setdefault(qualname, {})
         return scope
@@ -210,8 +216,9 @@ class FileExtractor(ast.NodeVisitor):
         scope = self._open(qualname, kind, parent, parent.class_q if not is_method else parent.qualname)
         self._docstring_scope(node, qualname)
         self.scope = scope
-        self._bind_params(node.args, qualname, method_of=parent.qualname if is_method else None,
-                          decorators=decorators)
+        self._bind_params(
+            node.args, qualname, method_of=parent.qualname if is_method else None, decorators=decorators
+        )
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             self.scope = parent
             self.visit(default)
@@ -229,8 +236,16 @@ class FileExtractor(ast.NodeVisitor):
         # `@dec` calls dec with the function; `@dec(...)` calls dec(...) (visited) then its result.
         ref = self.ref(deco)
         if ref is not None:
-            self.calls.append({"scope": self.scope.qualname, "callee": ref, "args": [["def", qualname]],
-                               "kwargs": {}, "span": span(deco), "decorator": True})
+            self.calls.append(
+                {
+                    "scope": self.scope.qualname,
+                    "callee": ref,
+                    "args": [["def", qualname]],
+                    "kwargs": {},
+                    "span": span(deco),
+                    "decorator": True,
+                }
+            )
         self.visit(deco)
 
     def _outer_ref(self, node: ast.expr | None) -> Ref | None:
@@ -254,10 +269,13 @@ class FileExtractor(ast.NodeVisitor):
         if ref is not None:
             self.bind(arg.arg, ["annot", ref])
 
-    def _bind_params(self, args: ast.arguments, qualname: str, *, method_of: str | None,
-                     decorators: list[str]) -> None:
+    def _bind_params(
+        self, args: ast.arguments, qualname: str, *, method_of: str | None, decorators: list[str]
+    ) -> None:
         positional = args.posonlyargs + args.args
-        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(
+            args.defaults
+        )
         for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
             if index == 0 and method_of and "staticmethod" not in decorators:
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
@@ -291,7 +309,9 @@ class FileExtractor(ast.NodeVisitor):
             self.visit(base)
         self.bind(node.name, self._decorated(node, qualname))
         bases = [self.ref(b) or ["unk", "opaque_value"] for b in node.bases]
-        self._add_def(node, qualname, "class", bases=bases, decorators=[ast.unparse(d) for d in node.decorator_list])
+        self._add_def(
+            node, qualname, "class", bases=bases, decorators=[ast.unparse(d) for d in node.decorator_list]
+        )
         scope = self._open(qualname, "class", parent, qualname)
         self._docstring_scope(node, qualname)
         self.scope = scope
@@ -300,16 +320,26 @@ class FileExtractor(ast.NodeVisitor):
         self.scope = parent
 
     def _add_def(self, node: ast.AST, qualname: str, kind: str, **extra: Any) -> None:
-        record: dict[str, Any] = {"qualname": qualname, "kind": kind, "span": span(node),
-                                  "parent": self.scope.qualname}
+        record: dict[str, Any] = {
+            "qualname": qualname,
+            "kind": kind,
+            "span": span(node),
+            "parent": self.scope.qualname,
+        }
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             record["signature"] = f"({ast.unparse(node.args)})" + (
-                f" -> {ast.unparse(node.returns)}" if node.returns else "")
+                f" -> {ast.unparse(node.returns)}" if node.returns else ""
+            )
             record["params"] = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
             record["body_hash"] = _body_hash(node)
             record["asserts"] = _asserts(node)
-            record["raises"] = sorted({ast.unparse(r.exc.func if isinstance(r.exc, ast.Call) else r.exc)
-                                       for r in ast.walk(node) if isinstance(r, ast.Raise) and r.exc})
+            record["raises"] = sorted(
+                {
+                    ast.unparse(r.exc.func if isinstance(r.exc, ast.Call) else r.exc)
+                    for r in ast.walk(node)
+                    if isinstance(r, ast.Raise) and r.exc
+                }
+            )
             record["is_async"] = isinstance(node, ast.AsyncFunctionDef)
         if isinstance(node, ast.ClassDef):
             record["body_hash"] = _body_hash(node)
@@ -348,8 +378,9 @@ class FileExtractor(ast.NodeVisitor):
                 self.bind(alias.asname, ["imp", alias.name])
             else:
                 self.bind(alias.name.split(".")[0], ["imp", alias.name.split(".")[0]])
-            self.imports.append({"scope": self.scope.qualname, "module": alias.name, "name": None,
-                                 "span": span(node)})
+            self.imports.append(
+                {"scope": self.scope.qualname, "module": alias.name, "name": None, "span": span(node)}
+            )
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -358,8 +389,9 @@ class FileExtractor(ast.NodeVisitor):
         else:
             module = node.module or ""
         for alias in node.names:
-            self.imports.append({"scope": self.scope.qualname, "module": module, "name": alias.name,
-                                 "span": span(node)})
+            self.imports.append(
+                {"scope": self.scope.qualname, "module": module, "name": alias.name, "span": span(node)}
+            )
             if alias.name == "*":
                 self.stars.setdefault(self.scope.qualname, []).append(module)
                 continue
@@ -405,7 +437,8 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
                 class_q = self._self_class(owner)
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
-                    value or ["unk", "opaque_value"])
+                    value or ["unk", "opaque_value"]
+                )
                 self._access(target, "write", node)
             case ast.Attribute(value=obj):
                 self.visit(obj)
@@ -429,19 +462,37 @@ class FileExtractor(ast.NodeVisitor):
 
     def _access(self, target: ast.expr, mode: str, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
-            self.state.append({"scope": self.scope.qualname, "mode": mode, "ref": ["name", self.scope.qualname,
-                               target.id], "span": span(node), "global": target.id in self.scope.globals})
+            self.state.append(
+                {
+                    "scope": self.scope.qualname,
+                    "mode": mode,
+                    "ref": ["name", self.scope.qualname, target.id],
+                    "span": span(node),
+                    "global": target.id in self.scope.globals,
+                }
+            )
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             base = self.ref(target.value)
-            self.state.append({"scope": self.scope.qualname, "mode": mode, "ref": ["attr", base, target.attr],
-                               "span": span(node), "global": False})
+            self.state.append(
+                {
+                    "scope": self.scope.qualname,
+                    "mode": mode,
+                    "ref": ["attr", base, target.attr],
+                    "span": span(node),
+                    "global": False,
+                }
+            )
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load) and self.scope.kind != "module":
             self._access(node, "read", node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and self._self_class(node.value.id):
+        if (
+            isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and self._self_class(node.value.id)
+        ):
             self._access(node, "read", node)
         self.visit(node.value)
 
@@ -478,8 +529,14 @@ class FileExtractor(ast.NodeVisitor):
         for item in node.items:
             self.visit(item.context_expr)
             ref = self.ref(item.context_expr)
-            self.withs.append({"scope": self.scope.qualname, "expr": ast.unparse(item.context_expr),
-                               "ref": ref, "span": span(item.context_expr)})
+            self.withs.append(
+                {
+                    "scope": self.scope.qualname,
+                    "expr": ast.unparse(item.context_expr),
+                    "ref": ref,
+                    "span": span(item.context_expr),
+                }
+            )
             if item.optional_vars is not None:
                 self._assign(item.optional_vars, ref, node)
         for stmt in node.body:
@@ -499,28 +556,57 @@ class FileExtractor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         ref = self._call_ref(node)
         if ref is not None and ref[0] == "call":
-            self.calls.append({"scope": self.scope.qualname, "callee": ref[1], "args": ref[2],
-                               "kwargs": ref[3], "span": span(node.func)})
+            self.calls.append(
+                {
+                    "scope": self.scope.qualname,
+                    "callee": ref[1],
+                    "args": ref[2],
+                    "kwargs": ref[3],
+                    "span": span(node.func),
+                }
+            )
             self._note_container_method(node)
         elif ref is not None:
             # getattr / __import__ / super: the call itself is to the builtin.
             callee = self.ref(node.func)
             if callee is not None:
-                self.calls.append({"scope": self.scope.qualname, "callee": callee, "args": [], "kwargs": {},
-                                   "span": span(node.func)})
+                self.calls.append(
+                    {
+                        "scope": self.scope.qualname,
+                        "callee": callee,
+                        "args": [],
+                        "kwargs": {},
+                        "span": span(node.func),
+                    }
+                )
             if ref[0] == "unk":
-                self.unknowns.append({"scope": self.scope.qualname, "reason": ref[1], "span": span(node),
-                                      "detail": ast.unparse(node)[:200]})
+                self.unknowns.append(
+                    {
+                        "scope": self.scope.qualname,
+                        "reason": ref[1],
+                        "span": span(node),
+                        "detail": ast.unparse(node)[:200],
+                    }
+                )
         if isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_BUILTINS:
-            self.unknowns.append({"scope": self.scope.qualname, "reason": DYNAMIC_BUILTINS[node.func.id],
-                                  "span": span(node), "detail": ast.unparse(node)[:200]})
+            self.unknowns.append(
+                {
+                    "scope": self.scope.qualname,
+                    "reason": DYNAMIC_BUILTINS[node.func.id],
+                    "span": span(node),
+                    "detail": ast.unparse(node)[:200],
+                }
+            )
         self.generic_visit(node)
 
     def _note_container_method(self, node: ast.Call) -> None:
         # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would.
         func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in (
-                "append", "add", "insert", "extend", "update", "setdefault"):
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
+        ):
             values = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
             values = [v for v in values if v is not None]
             if func.attr == "extend" or func.attr == "update":
@@ -539,8 +625,13 @@ def _asserts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any
     started = False
     for stmt in node.body:
         if isinstance(stmt, ast.Assert):
-            found.append({"role": "postcondition" if started else "precondition", "expr": ast.unparse(stmt.test),
-                          "span": span(stmt)})
+            found.append(
+                {
+                    "role": "postcondition" if started else "precondition",
+                    "expr": ast.unparse(stmt.test),
+                    "span": span(stmt),
+                }
+            )
         elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
             started = True
     return found
@@ -557,8 +648,12 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
     Returns:
         The facts, JSON-ready; on a syntax error only `syntax_error` and the module record.
     """
-    base: dict[str, Any] = {"version": FACTS_VERSION, "module": module, "is_package": is_package,
-                            "lines": source.count("\n") + 1}
+    base: dict[str, Any] = {
+        "version": FACTS_VERSION,
+        "module": module,
+        "is_package": is_package,
+        "lines": source.count("\n") + 1,
+    }
     try:
         # Invalid escapes etc. warn at parse time; they say nothing about structure.
         with warnings.catch_warnings():

@@ -22,15 +22,36 @@ from slotrelay.psmr.graph import sid, stable_id
 from slotrelay.psmr.slicing import CODE_KINDS
 from slotrelay.psmr.store import Store, Workspace
 
-DEFECTS = frozenset({
-    "UndefinedName", "UndefinedLocal", "UndefinedExport", "DuplicateArgument", "ReturnOutsideFunction",
-    "YieldOutsideFunction", "ContinueOutsideLoop", "BreakOutsideLoop", "DefaultExceptNotLast",
-    "TwoStarredExpressions", "TooManyExpressionsInStarredAssignment", "IfTuple", "AssertTuple", "IsLiteral",
-    "InvalidPrintSyntax", "RaiseNotImplemented", "PercentFormatMissingArgument",
-    "PercentFormatPositionalCountMismatch", "PercentFormatExpectedMapping", "PercentFormatExpectedSequence",
-    "PercentFormatInvalidFormat", "PercentFormatUnsupportedFormatCharacter", "StringDotFormatMissingArgument",
-    "StringDotFormatInvalidFormat", "FutureFeatureNotDefined", "LateFutureImport",
-})
+DEFECTS = frozenset(
+    {
+        "UndefinedName",
+        "UndefinedLocal",
+        "UndefinedExport",
+        "DuplicateArgument",
+        "ReturnOutsideFunction",
+        "YieldOutsideFunction",
+        "ContinueOutsideLoop",
+        "BreakOutsideLoop",
+        "DefaultExceptNotLast",
+        "TwoStarredExpressions",
+        "TooManyExpressionsInStarredAssignment",
+        "IfTuple",
+        "AssertTuple",
+        "IsLiteral",
+        "InvalidPrintSyntax",
+        "RaiseNotImplemented",
+        "PercentFormatMissingArgument",
+        "PercentFormatPositionalCountMismatch",
+        "PercentFormatExpectedMapping",
+        "PercentFormatExpectedSequence",
+        "PercentFormatInvalidFormat",
+        "PercentFormatUnsupportedFormatCharacter",
+        "StringDotFormatMissingArgument",
+        "StringDotFormatInvalidFormat",
+        "FutureFeatureNotDefined",
+        "LateFutureImport",
+    }
+)
 THRESHOLDS = {"fan_in": 15, "fan_out": 25, "lines": 120, "churn": 10}
 
 
@@ -43,8 +64,15 @@ def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
             line = getattr(exc, "lineno", None) or 1
             return [{"rule": "SyntaxError", "message": str(exc), "line": line, "col": 0}]
         found = checker.Checker(tree, filename=artifact)
-    return [{"rule": type(m).__name__, "message": m.message % m.message_args, "line": m.lineno,
-             "col": getattr(m, "col", 0)} for m in found.messages]
+    return [
+        {
+            "rule": type(m).__name__,
+            "message": m.message % m.message_args,
+            "line": m.lineno,
+            "col": getattr(m, "col", 0),
+        }
+        for m in found.messages
+    ]
 
 
 def _enclosing(ws: Workspace, artifact: str, line: int) -> str:
@@ -69,18 +97,40 @@ def checker_findings(ws: Workspace, store: Store) -> tuple[list[dict[str, Any]],
             store.put_json("cache/pyflakes", entry["key"], messages)
         for m in messages:
             kind = "confirmed_defect" if m["rule"] in DEFECTS or m["rule"] == "SyntaxError" else "anomaly"
-            item = {"id": stable_id("fd", artifact, m["line"], m["rule"], m["message"]), "kind": kind,
-                    "rule": f"pyflakes:{m['rule']}", "message": m["message"], "artifact": artifact,
-                    "span": {"line": m["line"], "col": m["col"]}, "subject": _enclosing(ws, artifact, m["line"]),
-                    "authority": "checker:pyflakes"}
+            item = {
+                "id": stable_id("fd", artifact, m["line"], m["rule"], m["message"]),
+                "kind": kind,
+                "rule": f"pyflakes:{m['rule']}",
+                "message": m["message"],
+                "artifact": artifact,
+                "span": {"line": m["line"], "col": m["col"]},
+                "subject": _enclosing(ws, artifact, m["line"]),
+                "authority": "checker:pyflakes",
+            }
             (defects if kind == "confirmed_defect" else anomalies).append(item)
     return defects, anomalies
 
 
 def churn(ws: Workspace) -> dict[str, int]:
     """Commits touching each file over the last 500 commits (empty outside git)."""
-    done = subprocess.run(["git", "-C", ws.source_root, "log", "-n", "500", "--format=", "--name-only",
-                           "--relative", "--", "."], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            "git",
+            "-C",
+            ws.source_root,
+            "log",
+            "-n",
+            "500",
+            "--format=",
+            "--name-only",
+            "--relative",
+            "--",
+            ".",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         return {}
     return dict(Counter(line for line in done.stdout.splitlines() if line in ws.files))
@@ -100,17 +150,35 @@ def hotspots(ws: Workspace) -> list[dict[str, Any]]:
         }
         over = {k: v for k, v in measures.items() if v >= THRESHOLDS[k]}
         if over:
-            out.append({"id": stable_id("fd", node, "hotspot"), "kind": "hotspot", "rule": "+".join(sorted(over)),
-                        "message": ", ".join(f"{k} {v} >= {THRESHOLDS[k]}" for k, v in sorted(over.items())),
-                        "artifact": data.get("artifact"), "span": {"line": data["span"][0], "col": data["span"][1]},
-                        "subject": node, "measures": measures, "authority": "graph"})
+            out.append(
+                {
+                    "id": stable_id("fd", node, "hotspot"),
+                    "kind": "hotspot",
+                    "rule": "+".join(sorted(over)),
+                    "message": ", ".join(f"{k} {v} >= {THRESHOLDS[k]}" for k, v in sorted(over.items())),
+                    "artifact": data.get("artifact"),
+                    "span": {"line": data["span"][0], "col": data["span"][1]},
+                    "subject": node,
+                    "measures": measures,
+                    "authority": "graph",
+                }
+            )
     for artifact, count in sorted(churn(ws).items()):
         if count >= THRESHOLDS["churn"]:
             module = sid(ws.files[artifact]["module"])
-            out.append({"id": stable_id("fd", artifact, "churn"), "kind": "hotspot", "rule": "churn",
-                        "message": f"{count} commits touch this file", "artifact": artifact,
-                        "span": {"line": 1, "col": 0}, "subject": module, "measures": {"churn": count},
-                        "authority": "git"})
+            out.append(
+                {
+                    "id": stable_id("fd", artifact, "churn"),
+                    "kind": "hotspot",
+                    "rule": "churn",
+                    "message": f"{count} commits touch this file",
+                    "artifact": artifact,
+                    "span": {"line": 1, "col": 0},
+                    "subject": module,
+                    "measures": {"churn": count},
+                    "authority": "git",
+                }
+            )
     return sorted(out, key=lambda f: (f["artifact"] or "", f["span"]["line"], f["id"]))
 
 

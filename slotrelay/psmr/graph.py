@@ -55,15 +55,27 @@ class GraphAssembler:
         self.revision = revision
         self.out = Assembly()
 
-    def evidence(self, module: str, span: list[int], resolution: str, *, about: str,
-                 authority: str = "static:ast", status: str | None = None) -> str:
+    def evidence(
+        self,
+        module: str,
+        span: list[int],
+        resolution: str,
+        *,
+        about: str,
+        authority: str = "static:ast",
+        status: str | None = None,
+    ) -> str:
         """Record one piece of evidence and return its id."""
         artifact = self.paths.get(module, module)
         ev = stable_id("ev", about, artifact, span, resolution)
         self.out.evidence[ev] = {
-            "id": ev, "about": about, "artifact": artifact, "revision": self.revision,
+            "id": ev,
+            "about": about,
+            "artifact": artifact,
+            "revision": self.revision,
             "span": {"line": span[0], "col": span[1], "end_line": span[2], "end_col": span[3]},
-            "resolution": resolution, "authority": authority,
+            "resolution": resolution,
+            "authority": authority,
             "status": status or RESOLVED_STATUS.get(resolution, "confirmed"),
         }
         return ev
@@ -86,15 +98,26 @@ class GraphAssembler:
     def unknown(self, module: str, scope: str, reason: str, span: list[int], detail: str) -> str:
         artifact = self.paths.get(module, module)
         uid = stable_id("unk", scope, reason, artifact, span)
-        self.out.unknowns[uid] = {"id": uid, "reason": reason, "scope": sid(scope), "artifact": artifact,
-                                  "span": {"line": span[0], "col": span[1], "end_line": span[2],
-                                           "end_col": span[3]}, "detail": detail}
+        self.out.unknowns[uid] = {
+            "id": uid,
+            "reason": reason,
+            "scope": sid(scope),
+            "artifact": artifact,
+            "span": {"line": span[0], "col": span[1], "end_line": span[2], "end_col": span[3]},
+            "detail": detail,
+        }
         return uid
 
     def conflict(self, kind: str, subject: str, detail: str, evidence: list[str]) -> str:
         cid = stable_id("cf", kind, subject, tuple(evidence))
-        self.out.conflicts[cid] = {"id": cid, "kind": kind, "subject": sid(subject), "detail": detail,
-                                   "evidence_refs": evidence, "status": "open"}
+        self.out.conflicts[cid] = {
+            "id": cid,
+            "kind": kind,
+            "subject": sid(subject),
+            "detail": detail,
+            "evidence_refs": evidence,
+            "status": "open",
+        }
         return cid
 
     def build(self, link: LinkResult, import_edges: list[tuple[str, str, int, str]]) -> Assembly:
@@ -116,8 +139,15 @@ class GraphAssembler:
         artifact = self.paths.get(module, module)
         span = [1, 0, facts["lines"], 0]
         ev = self.evidence(module, span, "lexical", about=f"defines {module}")
-        self.node(module, "module", artifact=artifact, span=span, evidence=[ev], lines=facts["lines"],
-                  doc=None if facts.get("syntax_error") else facts["scopes"][module].get("doc"))
+        self.node(
+            module,
+            "module",
+            artifact=artifact,
+            span=span,
+            evidence=[ev],
+            lines=facts["lines"],
+            doc=None if facts.get("syntax_error") else facts["scopes"][module].get("doc"),
+        )
         if facts.get("syntax_error"):
             err = facts["syntax_error"]
             self.unknown(module, module, "syntax_error", err["span"], err["message"])
@@ -128,26 +158,49 @@ class GraphAssembler:
             ev = self.evidence(module, d["span"], "lexical", about=f"defines {q}")
             seen.setdefault(q, []).append(ev)
             kind = "test" if d.get("is_test") else d["kind"]
-            attrs = {k: d[k] for k in ("signature", "params", "body_hash", "asserts", "raises", "decorators",
-                                       "is_async") if k in d}
-            node = self.node(q, kind, artifact=artifact, span=d["span"], evidence=[ev],
-                             lines=d["span"][2] - d["span"][0] + 1,
-                             doc=facts["scopes"].get(q, {}).get("doc"), module=module, **attrs)
+            attrs = {
+                k: d[k]
+                for k in ("signature", "params", "body_hash", "asserts", "raises", "decorators", "is_async")
+                if k in d
+            }
+            node = self.node(
+                q,
+                kind,
+                artifact=artifact,
+                span=d["span"],
+                evidence=[ev],
+                lines=d["span"][2] - d["span"][0] + 1,
+                doc=facts["scopes"].get(q, {}).get("doc"),
+                module=module,
+                **attrs,
+            )
             self.edge(sid(d["parent"]), node, "defines", ev)
         for q, evs in seen.items():
             if len(evs) > 1:
-                self.conflict("duplicate_definition", q, f"{q} is defined {len(evs)} times (conditional or "
-                              "repeated definitions); which one runs depends on control flow", evs)
+                self.conflict(
+                    "duplicate_definition",
+                    q,
+                    f"{q} is defined {len(evs)} times (conditional or "
+                    "repeated definitions); which one runs depends on control flow",
+                    evs,
+                )
         self._state_nodes(module, facts)
         for item in facts["unknowns"]:
             self.unknown(module, item["scope"], item["reason"], item["span"], item["detail"])
         for item in facts["imports"]:
             if not self._is_internal(item["module"]):
-                self.unknown(module, item["scope"], "external_module", item["span"],
-                             f"{item['module']} is outside the analysed tree; its behaviour is not modelled")
+                self.unknown(
+                    module,
+                    item["scope"],
+                    "external_module",
+                    item["span"],
+                    f"{item['module']} is outside the analysed tree; its behaviour is not modelled",
+                )
 
     def _is_internal(self, module: str) -> bool:
-        return any(module == m or m.startswith(module + ".") or module.startswith(m + ".") for m in self.facts)
+        return any(
+            module == m or m.startswith(module + ".") or module.startswith(m + ".") for m in self.facts
+        )
 
     def _state_nodes(self, module: str, facts: dict[str, Any]) -> None:
         artifact = self.paths.get(module, module)
@@ -159,7 +212,9 @@ class GraphAssembler:
                 self.node(f"{scope}.{name}", "state", subkind=subkind, artifact=artifact, module=module)
         for cls, attrs in sorted(facts["instance_attrs"].items()):
             for name in sorted(attrs):
-                self.node(f"{cls}.{name}", "state", subkind="instance_attribute", artifact=artifact, module=module)
+                self.node(
+                    f"{cls}.{name}", "state", subkind="instance_attribute", artifact=artifact, module=module
+                )
 
     def _calls(self, module: str, facts: dict[str, Any], link: LinkResult) -> None:
         for index, site in enumerate(facts["calls"]):
@@ -176,7 +231,9 @@ class GraphAssembler:
                     node = self.node(t.target, "builtin")
                 else:
                     node = sid(t.target)
-                ev = self.evidence(module, site["span"], t.resolution, about=f"{site['scope']} calls {t.target}")
+                ev = self.evidence(
+                    module, site["span"], t.resolution, about=f"{site['scope']} calls {t.target}"
+                )
                 self.edge(caller, node, "calls", ev)
 
     def _state(self, link: LinkResult) -> None:
@@ -209,8 +266,13 @@ class GraphAssembler:
     def _imports(self, import_edges: list[tuple[str, str, int, str]]) -> None:
         for importer, imported, line, authority in import_edges:
             node = sid(imported) if sid(imported) in self.out.graph else self.node(imported, "external")
-            ev = self.evidence(importer, [line, 0, line, 0], "import", about=f"{importer} imports {imported}",
-                               authority=authority)
+            ev = self.evidence(
+                importer,
+                [line, 0, line, 0],
+                "import",
+                about=f"{importer} imports {imported}",
+                authority=authority,
+            )
             self.edge(sid(importer), node, "imports", ev)
 
     def _tests(self) -> None:
@@ -224,8 +286,12 @@ class GraphAssembler:
 
     def _reexports(self, link: LinkResult) -> None:
         for module, name, kind in link.reexports:
-            self.conflict(kind, f"{module}.{name}", f"{module} both defines and imports {name}; the later "
-                          "binding shadows the other", [])
+            self.conflict(
+                kind,
+                f"{module}.{name}",
+                f"{module} both defines and imports {name}; the later binding shadows the other",
+                [],
+            )
 
 
 def _describe(ref: Any) -> str:

@@ -35,14 +35,22 @@ def _collect(value: Any, refs: dict[str, set[str]]) -> None:
             _collect(inner, refs)
 
 
-def _respond(operation: str, answer: Answer, request: dict[str, Any], request_id: str, version: str) -> dict[str, Any]:
+def _respond(
+    operation: str, answer: Answer, request: dict[str, Any], request_id: str, version: str
+) -> dict[str, Any]:
     page = paginate(answer.sections, operation=operation, request=request, version=version)
     refs: dict[str, set[str]] = {"evidence": set(answer.evidence_refs), "unknown": set(), "conflict": set()}
     _collect(page.sections, refs)
     data = {**answer.data, **page.sections, "truncated": page.truncated}
-    return envelope.ok(request_id, data, evidence_refs=sorted(refs["evidence"]),
-                       unknown_refs=sorted(refs["unknown"]), conflict_refs=sorted(refs["conflict"]),
-                       warnings=answer.warnings + page.warnings, continuation=page.continuation)
+    return envelope.ok(
+        request_id,
+        data,
+        evidence_refs=sorted(refs["evidence"]),
+        unknown_refs=sorted(refs["unknown"]),
+        conflict_refs=sorted(refs["conflict"]),
+        warnings=answer.warnings + page.warnings,
+        continuation=page.continuation,
+    )
 
 
 def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Store], Answer]) -> Handler:
@@ -73,24 +81,35 @@ def _operator_list(request: dict[str, Any], store: Store) -> Answer:
 
 
 def _search(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    return queries.search(ws, request, motifs=lambda: analyses.motif_instances(ws, store),
-                          findings=lambda: findings.all_findings(ws, store))
+    return queries.search(
+        ws,
+        request,
+        motifs=lambda: analyses.motif_instances(ws, store),
+        findings=lambda: findings.all_findings(ws, store),
+    )
 
 
 HANDLERS: dict[str, Handler] = {
-    "workspace.describe": _on_workspace("workspace.describe", lambda ws, r, s: queries.describe_workspace(ws, r)),
+    "workspace.describe": _on_workspace(
+        "workspace.describe", lambda ws, r, s: queries.describe_workspace(ws, r)
+    ),
     "operator.list": _plain("operator.list", _operator_list),
     "operator.describe": _plain("operator.describe", lambda r, s: queries.describe_operator(r)),
     "query.search": _on_workspace("query.search", _search),
     "query.subgraph": _on_workspace(
         "query.subgraph",
-        lambda ws, r, s: queries.subgraph(ws, r, infer=lambda w, dist: infer_slice(w, dist, s))),
+        lambda ws, r, s: queries.subgraph(ws, r, infer=lambda w, dist: infer_slice(w, dist, s)),
+    ),
     "query.evidence": _on_workspace("query.evidence", lambda ws, r, s: queries.evidence(ws, r)),
     "query.unknowns": _on_workspace("query.unknowns", lambda ws, r, s: queries.unknowns(ws, r)),
     "query.conflicts": _on_workspace("query.conflicts", lambda ws, r, s: queries.conflicts(ws, r)),
     "analysis.impact": _on_workspace("analysis.impact", lambda ws, r, s: analyses.impact(ws, r, store=s)),
     "analysis.semantic_diff": _plain("analysis.semantic_diff", lambda r, s: diff.semantic_diff(r, store=s)),
-    "analysis.findings": _on_workspace("analysis.findings", lambda ws, r, s: analyses.findings(ws, r, store=s)),
+    "analysis.findings": _on_workspace(
+        "analysis.findings", lambda ws, r, s: analyses.findings(ws, r, store=s)
+    ),
     "analysis.motifs": _on_workspace("analysis.motifs", lambda ws, r, s: analyses.motifs(ws, r, store=s)),
-    "analysis.contracts": _on_workspace("analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)),
+    "analysis.contracts": _on_workspace(
+        "analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)
+    ),
 }

@@ -27,8 +27,7 @@ def import_edges(root: Path, facts: dict[str, dict[str, Any]]) -> tuple[list[Imp
     Returns:
         The sorted edges and warnings (e.g. a package grimp could not build).
     """
-    # A root that is itself a package is found from its parent folder.
-    base = root.parent if (root / "__init__.py").exists() else root
+    base = import_base(root)
     packages = sorted({m.split(".")[0] for m in facts if (base / m.split(".")[0] / "__init__.py").exists()})
     edges: set[ImportEdge] = set()
     warnings: list[str] = []
@@ -39,8 +38,10 @@ def import_edges(root: Path, facts: dict[str, dict[str, Any]]) -> tuple[list[Imp
             edges |= _grimp_edges(base, usable, facts)
             by_grimp = set(usable)
         except Exception as exc:  # noqa: BLE001 - grimp parse failures fall back to the fast pass
-            warnings.append(f"grimp could not build the import graph ({type(exc).__name__}: {exc}); "
-                            "import edges come from the fast pass")
+            warnings.append(
+                f"grimp could not build the import graph ({type(exc).__name__}: {exc}); "
+                "import edges come from the fast pass"
+            )
     for module, f in facts.items():
         if module.split(".")[0] in by_grimp or f.get("syntax_error"):
             continue
@@ -48,6 +49,18 @@ def import_edges(root: Path, facts: dict[str, dict[str, Any]]) -> tuple[list[Imp
             target = _internal_target(item, facts)
             edges.add((module, target, item["span"][0], "static:ast"))
     return sorted(edges), warnings
+
+
+def import_base(root: Path) -> Path:
+    """The folder the tree's top-level modules are imported from.
+
+    A root that is itself a package is imported from its parent folder; the src layout from `src/`.
+    """
+    if (root / "__init__.py").exists():
+        return root.parent
+    if (root / "src").is_dir() and not (root / "src" / "__init__.py").exists():
+        return root / "src"
+    return root
 
 
 def _internal_target(item: dict[str, Any], facts: dict[str, Any]) -> str:

@@ -13,11 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr.graph import qname, sid, stable_id
+from slotrelay.psmr.importgraph import import_base
 from slotrelay.psmr.slicing import unknowns_in
 from slotrelay.psmr.store import Store, Workspace
 
-INFERABLE = frozenset({"untyped_receiver", "attribute_not_found", "call_result", "untyped_value",
-                       "container_element", "external_base_class", "ambiguous_target", "parameter_call"})
+INFERABLE = frozenset(
+    {
+        "untyped_receiver",
+        "attribute_not_found",
+        "call_result",
+        "untyped_value",
+        "container_element",
+        "external_base_class",
+        "ambiguous_target",
+        "parameter_call",
+    }
+)
 
 
 @dataclass
@@ -30,16 +41,11 @@ class Inference:
     warnings: list[str] = field(default_factory=list)
 
 
-def _project_base(ws: Workspace) -> Path:
-    source = Path(ws.source_root)
-    return source.parent if (source / "__init__.py").exists() else source
-
-
 def _ask_jedi(ws: Workspace, artifact: str, sites: list[dict[str, Any]]) -> dict[str, list[str]]:
     import jedi
 
     path = Path(ws.source_root) / artifact
-    script = jedi.Script(path=str(path), project=jedi.Project(str(_project_base(ws))))
+    script = jedi.Script(path=str(path), project=jedi.Project(str(import_base(Path(ws.source_root)))))
     answers: dict[str, list[str]] = {}
     for unknown in sites:
         span = unknown["span"]
@@ -47,10 +53,15 @@ def _ask_jedi(ws: Workspace, artifact: str, sites: list[dict[str, Any]]) -> dict
         try:
             # goto names the definition an attribute or name refers to; for a parameter or a
             # variable that is the binding itself, so fall back to inferring its value.
-            names = [n for n in script.goto(line, column, follow_imports=True)
-                     if n.type in ("function", "class") and n.full_name]
+            names = [
+                n
+                for n in script.goto(line, column, follow_imports=True)
+                if n.type in ("function", "class") and n.full_name
+            ]
             if not names:
-                names = [n for n in script.infer(line, column) if n.type in ("function", "class") and n.full_name]
+                names = [
+                    n for n in script.infer(line, column) if n.type in ("function", "class") and n.full_name
+                ]
         except Exception:  # noqa: BLE001 - jedi fails on some constructs; the site stays unknown
             names = []
         answers[_site_key(span)] = sorted({n.full_name for n in names})
@@ -59,8 +70,9 @@ def _ask_jedi(ws: Workspace, artifact: str, sites: list[dict[str, Any]]) -> dict
 
 def _agrees(static: str, inferred: list[str]) -> bool:
     # jedi names a constructor call by its class, the fast pass by the class's __init__.
-    return any(static == name or static.startswith(name + ".") or name.startswith(static + ".")
-               for name in inferred)
+    return any(
+        static == name or static.startswith(name + ".") or name.startswith(static + ".") for name in inferred
+    )
 
 
 def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Inference:
@@ -108,20 +120,42 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Infere
                 continue
             for full_name in cache.get(_site_key(unknown["span"]), []):
                 ev = stable_id("ev", "jedi", unknown["id"], full_name)
-                out.evidence[ev] = {"id": ev, "about": f"{unknown['scope']} calls {full_name}",
-                                    "artifact": artifact, "revision": ws.commit, "span": unknown["span"],
-                                    "resolution": "inference", "authority": "static:jedi", "status": "inferred"}
-                out.edges.append({"source": unknown["scope"], "target": sid(full_name), "relation": "calls",
-                                  "evidence_refs": [ev], "resolution": "inference", "status": "inferred",
-                                  "resolves": [{"id": unknown["id"]}]})
+                out.evidence[ev] = {
+                    "id": ev,
+                    "about": f"{unknown['scope']} calls {full_name}",
+                    "artifact": artifact,
+                    "revision": ws.commit,
+                    "span": unknown["span"],
+                    "resolution": "inference",
+                    "authority": "static:jedi",
+                    "status": "inferred",
+                }
+                out.edges.append(
+                    {
+                        "source": unknown["scope"],
+                        "target": sid(full_name),
+                        "relation": "calls",
+                        "evidence_refs": [ev],
+                        "resolution": "inference",
+                        "status": "inferred",
+                        "resolves": [{"id": unknown["id"]}],
+                    }
+                )
     for source, target, record in sorted(checked, key=lambda c: (c[0], c[1], c[2]["id"])):
         inferred = answers.get(record["artifact"], {}).get(_site_key(record["span"]), [])
         if inferred and not _agrees(qname(target), inferred):
             cid = stable_id("cf", "passes_disagree", source, target, record["id"])
-            out.conflicts.append({"id": cid, "kind": "passes_disagree", "subject": source,
-                                  "detail": f"the fast pass resolves the call at line {record['span']['line']} to "
-                                            f"{qname(target)} (argument flow); jedi infers {', '.join(inferred)}",
-                                  "evidence_refs": [record["id"]], "status": "open"})
+            out.conflicts.append(
+                {
+                    "id": cid,
+                    "kind": "passes_disagree",
+                    "subject": source,
+                    "detail": f"the fast pass resolves the call at line {record['span']['line']} to "
+                    f"{qname(target)} (argument flow); jedi infers {', '.join(inferred)}",
+                    "evidence_refs": [record["id"]],
+                    "status": "open",
+                }
+            )
     return out
 
 

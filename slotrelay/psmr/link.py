@@ -31,8 +31,14 @@ MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
-RESOLVED_STATUS = {"lexical": "confirmed", "import": "confirmed", "self_mro": "confirmed",
-                   "constructor": "confirmed", "heuristic": "heuristic", "inference": "inferred"}
+RESOLVED_STATUS = {
+    "lexical": "confirmed",
+    "import": "confirmed",
+    "self_mro": "confirmed",
+    "constructor": "confirmed",
+    "heuristic": "heuristic",
+    "inference": "inferred",
+}
 
 
 def freeze(ref: Any) -> Any:
@@ -82,8 +88,11 @@ class Linker:
         # Refs are frozen once here, so evaluation hashes tuples and never converts again.
         for module, f in self.facts.items():
             for qualname, scope in f["scopes"].items():
-                self.scopes[qualname] = {**scope, "returns": freeze(scope["returns"]),
-                                         "yields": freeze(scope["yields"])}
+                self.scopes[qualname] = {
+                    **scope,
+                    "returns": freeze(scope["returns"]),
+                    "yields": freeze(scope["yields"]),
+                }
             for qualname, names in f["bindings"].items():
                 self.bindings[qualname] = {name: freeze(refs) for name, refs in names.items()}
             for d in f["defs"]:
@@ -93,9 +102,20 @@ class Linker:
                     self.instance_attrs[cls].setdefault(name, []).extend(freeze(refs))
             self.stars.update(f["stars"])
             self.exports[module] = f["exports"]
-        self.sites = [(m, i, {**s, "callee": freeze(s["callee"]), "args": freeze(s["args"]),
-                              "kwargs": {k: freeze(v) for k, v in s["kwargs"].items()}})
-                      for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
+        self.sites = [
+            (
+                m,
+                i,
+                {
+                    **s,
+                    "callee": freeze(s["callee"]),
+                    "args": freeze(s["args"]),
+                    "kwargs": {k: freeze(v) for k, v in s["kwargs"].items()},
+                },
+            )
+            for m, f in sorted(self.facts.items())
+            for i, s in enumerate(f["calls"])
+        ]
         self.module_memo: dict[tuple[str, str], frozenset[Value]] = {}
         self.colls: dict[Any, list[Any]] = {}
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
@@ -167,8 +187,11 @@ class Linker:
                 out |= self.eval(ref[4])
             return out
         if kind == "annot":
-            return {("inst", v[1]) for v in self.eval(ref[1])
-                    if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"}
+            return {
+                ("inst", v[1])
+                for v in self.eval(ref[1])
+                if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"
+            }
         if kind == "self":
             return {("inst", ref[1])}
         if kind == "cls":
@@ -368,7 +391,11 @@ class Linker:
         out = []
         for base in self.defs.get(cls, {}).get("bases", []):
             for value in sorted(self.eval(base)):
-                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class" and value[1] != cls:
+                if (
+                    value[0] == "def"
+                    and self.defs.get(value[1], {}).get("kind") == "class"
+                    and value[1] != cls
+                ):
                     out.append(value[1])
         return out
 
@@ -496,8 +523,9 @@ class Linker:
         """Bind a call site's arguments to the parameters of its callees; True if anything was new."""
         callee = site["callee"]
         grew = False
-        bound_offset = 1 if callee[0] == "attr" and any(
-            v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
+        bound_offset = (
+            1 if callee[0] == "attr" and any(v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
+        )
         for value in self.eval(callee):
             if value[0] != "def":
                 continue
@@ -509,7 +537,9 @@ class Linker:
                 func, offset = self.find_method(value[1], "__init__") or "", 1
                 if not func:
                     continue
-            elif info["kind"] == "method" and any(d in ("classmethod",) for d in self.defs[func].get("decorators", [])):
+            elif info["kind"] == "method" and any(
+                d in ("classmethod",) for d in self.defs[func].get("decorators", [])
+            ):
                 offset = 1
             for index, arg in enumerate(site["args"]):
                 grew |= self._bind(func, index + offset, arg)

@@ -195,7 +195,8 @@ OPERATIONS: dict[str, dict[str, Any]] = {
     ),
     "analysis.impact": _op(
         "What a change to the target may affect, with direct, derived and runtime certainty kept apart, "
-        "state coupling, boundaries, motifs, files to review, likely tests and the unknowns inside the radius.",
+        "state coupling, boundaries, motifs, files to review, likely tests and the unknowns inside "
+        "the radius.",
         _request(
             {
                 "workspace_id": _WS,

@@ -53,27 +53,45 @@ def describe_workspace(ws: Workspace, request: dict[str, Any]) -> Answer:
     """workspace.describe: what the workspace holds."""
     kinds = Counter(d["kind"] for _, d in ws.graph.nodes(data=True))
     relations = Counter(k for _, _, k in ws.graph.edges(keys=True))
-    return Answer(data={
-        "workspace_id": ws.workspace_id, "root": ws.root, "rev": ws.rev, "commit": ws.commit,
-        "version": ws.version, "updated": ws.updated, "files": len(ws.files),
-        "artifact_types": ["source_file", "git_revision"],
-        "graph_types": ["cisg", "state", "motif"],
-        "contract_types": ["test", "signature", "docstring", "assertion", "raises"],
-        "available_operators": sorted(OPERATIONS),
-        "capability_summary": {"read": True, "source_write": False, "process_execution": False,
-                               "inference": "jedi, on demand (query.subgraph infer: true)",
-                               "checker": "pyflakes", "api_diff": "griffe", "import_graph": "grimp"},
-        "node_counts": dict(sorted(kinds.items())), "edge_counts": dict(sorted(relations.items())),
-        "unknown_count": len(ws.unknowns), "conflict_count": len(ws.conflicts),
-        "warnings": ws.warnings,
-    })
+    return Answer(
+        data={
+            "workspace_id": ws.workspace_id,
+            "root": ws.root,
+            "rev": ws.rev,
+            "commit": ws.commit,
+            "version": ws.version,
+            "updated": ws.updated,
+            "files": len(ws.files),
+            "artifact_types": ["source_file", "git_revision"],
+            "graph_types": ["cisg", "state", "motif"],
+            "contract_types": ["test", "signature", "docstring", "assertion", "raises"],
+            "available_operators": sorted(OPERATIONS),
+            "capability_summary": {
+                "read": True,
+                "source_write": False,
+                "process_execution": False,
+                "inference": "jedi, on demand (query.subgraph infer: true)",
+                "checker": "pyflakes",
+                "api_diff": "griffe",
+                "import_graph": "grimp",
+            },
+            "node_counts": dict(sorted(kinds.items())),
+            "edge_counts": dict(sorted(relations.items())),
+            "unknown_count": len(ws.unknowns),
+            "conflict_count": len(ws.conflicts),
+            "warnings": ws.warnings,
+        }
+    )
 
 
 def list_operators(request: dict[str, Any]) -> Answer:
     """operator.list: the operators, optionally only those taking an input type."""
     wanted = (request.get("filter") or {}).get("input_type")
-    items = [{"operator": name, "description": op["description"], "input_types": op["input_types"]}
-             for name, op in sorted(OPERATIONS.items()) if wanted is None or wanted in op["input_types"]]
+    items = [
+        {"operator": name, "description": op["description"], "input_types": op["input_types"]}
+        for name, op in sorted(OPERATIONS.items())
+        if wanted is None or wanted in op["input_types"]
+    ]
     return Answer(sections=[("operators", items)])
 
 
@@ -81,7 +99,9 @@ def describe_operator(request: dict[str, Any]) -> Answer:
     """operator.describe: one operator's contract."""
     name = request["operator"]
     if name not in OPERATIONS:
-        raise OperatorUnavailable(f"no operator named {name!r}; operator.list shows the {len(OPERATIONS)} offered")
+        raise OperatorUnavailable(
+            f"no operator named {name!r}; operator.list shows the {len(OPERATIONS)} offered"
+        )
     return Answer(data={"operator": name, **OPERATIONS[name]})
 
 
@@ -116,21 +136,44 @@ def search(
         for path, entry in sorted(ws.files.items()):
             if text in path.lower():
                 ident = f"artifact:{path}" + (f"@{ws.commit}" if kind == "artifact" and ws.commit else "")
-                items.append({"id": ident, "artifact": path, "module": f"semantic:{entry['module']}",
-                              "sha256": entry["sha256"], "revision": ws.commit})
+                items.append(
+                    {
+                        "id": ident,
+                        "artifact": path,
+                        "module": f"semantic:{entry['module']}",
+                        "sha256": entry["sha256"],
+                        "revision": ws.commit,
+                    }
+                )
     elif kind in ("effect", "boundary"):
         items = _effects(ws, text, boundary=kind == "boundary")
     elif kind == "motif":
         items = [m for m in motifs() if text in m["id"].lower()]
     elif kind == "finding":
         found = findings()
-        items = [f for group in ("confirmed_defect", "anomaly", "hotspot") for f in found[group]
-                 if text in (f["message"] + f["subject"]).lower()]
+        items = [
+            f
+            for group in ("confirmed_defect", "anomaly", "hotspot")
+            for f in found[group]
+            if text in (f["message"] + f["subject"]).lower()
+        ]
     elif kind == "contract":
-        hits = [n for n, d in graph.nodes(data=True) if d["kind"] in CODE_KINDS - {"module"}
-                and (d.get("asserts") or d.get("raises") or d.get("doc")) and text in d["qualname"].lower()]
-        items = [node_item(ws, n, has_asserts=bool(graph.nodes[n].get("asserts")),
-                           raises=graph.nodes[n].get("raises", [])) for n in sorted(hits)]
+        hits = [
+            n
+            for n, d in graph.nodes(data=True)
+            if d["kind"] in CODE_KINDS - {"module"}
+            and (d.get("asserts") or d.get("raises") or d.get("doc"))
+            and text in d["qualname"].lower()
+        ]
+        items = [
+            node_item(
+                ws,
+                n,
+                has_asserts=bool(graph.nodes[n].get("asserts")),
+                raises=graph.nodes[n].get("raises", []),
+            )
+            for n in sorted(hits)
+        ]
     return Answer(sections=[("matches", items)], data={"kind": kind, "total": len(items)})
 
 
@@ -138,17 +181,27 @@ def _effects(ws: Workspace, text: str, *, boundary: bool) -> list[dict[str, Any]
     graph = ws.graph
     by_target: dict[str, list[str]] = {}
     for source, target, key in graph.edges(keys=True):
-        if key == "calls" and graph.nodes[target]["kind"] in ("external", "builtin") and classify(qname(target)):
+        if (
+            key == "calls"
+            and graph.nodes[target]["kind"] in ("external", "builtin")
+            and classify(qname(target))
+        ):
             by_target.setdefault(target, []).append(source)
     if not boundary:
-        return [{"id": t, "effect": classify(qname(t)), "callers": sorted(set(c))}
-                for t, c in sorted(by_target.items()) if text in t.lower()]
+        return [
+            {"id": t, "effect": classify(qname(t)), "callers": sorted(set(c))}
+            for t, c in sorted(by_target.items())
+            if text in t.lower()
+        ]
     by_caller: dict[str, set[str]] = {}
     for target, callers in by_target.items():
         for caller in callers:
             by_caller.setdefault(caller, set()).add(target)
-    return [node_item(ws, c, effects=sorted({classify(qname(t)) for t in ts}), crosses=sorted(ts))
-            for c, ts in sorted(by_caller.items()) if text in c.lower()]
+    return [
+        node_item(ws, c, effects=sorted({classify(qname(t)) for t in ts}), crosses=sorted(ts))
+        for c, ts in sorted(by_caller.items())
+        if text in c.lower()
+    ]
 
 
 def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
@@ -156,16 +209,22 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
     anchor = request["anchor"]
     depth = request.get("depth", 2)
     if depth > MAX_DEPTH:
-        raise PolicyBlocked(f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph "
-                            "(section 十四); slice less deeply and follow up from the frontier")
+        raise PolicyBlocked(
+            f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph "
+            "(section 十四); slice less deeply and follow up from the frontier"
+        )
     projection = request.get("projection", "graph")
     if projection not in ("graph", "callgraph"):
-        raise UnsupportedProjection(f"query.subgraph projects to 'graph' or 'callgraph', not {projection!r}; "
-                                    "patches and sources belong to projection.preview (not in this runtime)")
+        raise UnsupportedProjection(
+            f"query.subgraph projects to 'graph' or 'callgraph', not {projection!r}; "
+            "patches and sources belong to projection.preview (not in this runtime)"
+        )
     start = file_node(ws, anchor["value"]) if anchor["kind"] == "file" else find_node(ws, anchor["value"])
     if anchor["kind"] == "state" and ws.graph.nodes[start]["kind"] != "state":
-        raise InvalidQuery(f"anchor kind 'state' but {qname(start)} is a {ws.graph.nodes[start]['kind']}; "
-                           "use anchor kind 'symbol'")
+        raise InvalidQuery(
+            f"anchor kind 'state' but {qname(start)} is a {ws.graph.nodes[start]['kind']}; "
+            "use anchor kind 'symbol'"
+        )
     relations = request.get("relations") or DEFAULT_RELATIONS
     answer = Answer()
     distance = walk(ws, start, relations, depth)
@@ -178,33 +237,65 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
     forward = {"called_by": "calls"}
     wanted = {forward.get(r, r) for r in relations}
     edges = sorted(
-        (edge_item(ws, u, v, k) for u, v, k in ws.graph.edges(members, keys=True) if k in wanted and v in members),
-        key=lambda e: (e["source"], e["relation"], e["target"]))
-    edges += sorted((e for e in overlay if e["source"] in members),
-                    key=lambda e: (e["source"], e["relation"], e["target"]))
+        (
+            edge_item(ws, u, v, k)
+            for u, v, k in ws.graph.edges(members, keys=True)
+            if k in wanted and v in members
+        ),
+        key=lambda e: (e["source"], e["relation"], e["target"]),
+    )
+    edges += sorted(
+        (e for e in overlay if e["source"] in members),
+        key=lambda e: (e["source"], e["relation"], e["target"]),
+    )
     for extra in {e["target"] for e in overlay} - members:
         nodes.append(extra)
         distance[extra] = depth + 1
     if projection == "callgraph":
         edges = [e for e in edges if e["relation"] == "calls"]
-    contracts = [{"subject": n, "signature": ws.graph.nodes[n].get("signature"),
-                  "asserts": ws.graph.nodes[n].get("asserts", []), "raises": ws.graph.nodes[n].get("raises", [])}
-                 for n in nodes if n in ws.graph and (ws.graph.nodes[n].get("asserts") or ws.graph.nodes[n].get("raises"))]
+    contracts = [
+        {
+            "subject": n,
+            "signature": ws.graph.nodes[n].get("signature"),
+            "asserts": ws.graph.nodes[n].get("asserts", []),
+            "raises": ws.graph.nodes[n].get("raises", []),
+        }
+        for n in nodes
+        if n in ws.graph and (ws.graph.nodes[n].get("asserts") or ws.graph.nodes[n].get("raises"))
+    ]
     resolved = {u["id"] for e in overlay for u in e.get("resolves", [])}
     unknowns = [u for u in unknowns_in(ws, members) if u["id"] not in resolved]
-    node_items = [node_item(ws, n, distance=distance[n]) if n in ws.graph else
-                  {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]} for n in nodes]
+    node_items = [
+        node_item(ws, n, distance=distance[n])
+        if n in ws.graph
+        else {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]}
+        for n in nodes
+    ]
     disagreements = inferred.conflicts if inferred else []
-    answer.sections = [("nodes", node_items), ("edges", edges), ("contracts", contracts),
-                       ("unknowns", unknowns), ("conflicts", conflicts_on(ws, members) + disagreements)]
+    answer.sections = [
+        ("nodes", node_items),
+        ("edges", edges),
+        ("contracts", contracts),
+        ("unknowns", unknowns),
+        ("conflicts", conflicts_on(ws, members) + disagreements),
+    ]
     if request.get("include_evidence"):
         ids = sorted({ev for e in edges for ev in e["evidence_refs"]})
         records = {**ws.evidence, **(inferred.evidence if inferred else {})}
         answer.sections.append(("evidence", [records[i] for i in ids if i in records]))
-    answer.data = {"anchor": start, "depth": depth, "relations": relations, "projection": projection,
-                   "provenance": {"workspace_id": ws.workspace_id, "version": ws.version, "revision": ws.commit,
-                                  "passes": ["ast"] + (["jedi"] if request.get("infer") else []),
-                                  "resolved_by_inference": sorted(resolved)}}
+    answer.data = {
+        "anchor": start,
+        "depth": depth,
+        "relations": relations,
+        "projection": projection,
+        "provenance": {
+            "workspace_id": ws.workspace_id,
+            "version": ws.version,
+            "revision": ws.commit,
+            "passes": ["ast"] + (["jedi"] if request.get("infer") else []),
+            "resolved_by_inference": sorted(resolved),
+        },
+    }
     return answer
 
 
@@ -213,21 +304,28 @@ def evidence(ws: Workspace, request: dict[str, Any]) -> Answer:
     ids = list(dict.fromkeys(request["evidence_ids"]))
     missing = [i for i in ids if i not in ws.evidence]
     if missing:
-        raise ObjectNotFound(f"no evidence {', '.join(missing[:5])} in workspace {ws.workspace_id}; evidence ids "
-                             "come from the evidence_refs of a result of this workspace version")
+        raise ObjectNotFound(
+            f"no evidence {', '.join(missing[:5])} in workspace {ws.workspace_id}; evidence ids "
+            "come from the evidence_refs of a result of this workspace version"
+        )
     return Answer(sections=[("evidence", [ws.evidence[i] for i in ids])])
 
 
 def unknowns(ws: Workspace, request: dict[str, Any]) -> Answer:
     """query.unknowns: what the analysis could not resolve."""
-    items = sorted(ws.unknowns.values(), key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
+    items = sorted(
+        ws.unknowns.values(), key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"])
+    )
     if request.get("scope"):
         scope = find_node(ws, request["scope"])
         items = [u for u in items if within(u["scope"], {scope})]
     if request.get("reason"):
         items = [u for u in items if u["reason"] == request["reason"]]
     by_reason = Counter(u["reason"] for u in items)
-    return Answer(sections=[("unknowns", items)], data={"total": len(items), "by_reason": dict(sorted(by_reason.items()))})
+    return Answer(
+        sections=[("unknowns", items)],
+        data={"total": len(items), "by_reason": dict(sorted(by_reason.items()))},
+    )
 
 
 def conflicts(ws: Workspace, request: dict[str, Any]) -> Answer:

@@ -48,12 +48,14 @@ def analysable(ws: Workspace, node: str, *, accept_conflicts: bool = False) -> s
     if kind in ("external", "builtin"):
         raise UnresolvedRequiredInput(
             f"{qname(node)} is {kind}: only referenced from the tree, its code is not analysed; target "
-            "the symbols that call it (query.subgraph with relations ['called_by'])")
+            "the symbols that call it (query.subgraph with relations ['called_by'])"
+        )
     conflicts = [c["id"] for c in ws.conflicts.values() if c["subject"] == node]
     if conflicts and not accept_conflicts:
         raise ConflictRequiresReview(
             f"{qname(node)} has open conflicts {', '.join(conflicts)} (see query.conflicts); repeat with "
-            "accept_conflicts: true to analyse over every definition")
+            "accept_conflicts: true to analyse over every definition"
+        )
     return node
 
 
@@ -65,8 +67,10 @@ def file_node(ws: Workspace, artifact: str) -> str:
     """
     entry = ws.files.get(artifact.strip().lstrip("./"))
     if entry is None:
-        raise ObjectNotFound(f"no file {artifact} in workspace {ws.workspace_id}; paths are relative to "
-                             f"{ws.root} (query.search with kind 'file' lists them)")
+        raise ObjectNotFound(
+            f"no file {artifact} in workspace {ws.workspace_id}; paths are relative to "
+            f"{ws.root} (query.search with kind 'file' lists them)"
+        )
     return sid(entry["module"])
 
 
@@ -119,8 +123,14 @@ def edge_item(ws: Workspace, source: str, target: str, relation: str) -> dict[st
     """An edge as the API shows it, with its evidence ids and how it was resolved."""
     data = ws.graph.edges[source, target, relation]
     first = ws.evidence.get(data["evidence"][0], {})
-    return {"source": source, "target": target, "relation": relation, "evidence_refs": list(data["evidence"]),
-            "resolution": first.get("resolution"), "status": first.get("status")}
+    return {
+        "source": source,
+        "target": target,
+        "relation": relation,
+        "evidence_refs": list(data["evidence"]),
+        "resolution": first.get("resolution"),
+        "status": first.get("status"),
+    }
 
 
 def within(scope: str, nodes: set[str]) -> bool:
@@ -133,8 +143,10 @@ def within(scope: str, nodes: set[str]) -> bool:
 
 def unknowns_in(ws: Workspace, nodes: set[str]) -> list[dict[str, Any]]:
     """The unknowns whose scope is one of the nodes, in a stable order."""
-    return sorted((u for u in ws.unknowns.values() if u["scope"] in nodes),
-                  key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
+    return sorted(
+        (u for u in ws.unknowns.values() if u["scope"] in nodes),
+        key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]),
+    )
 
 
 def conflicts_on(ws: Workspace, nodes: set[str]) -> list[dict[str, Any]]:

@@ -67,8 +67,9 @@ def default_store(root: Path | None = None) -> Path:
     if root is not None:
         return root.resolve() / ".psmr"
     cwd = Path.cwd()
-    done = subprocess.run(["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        ["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+    )
     top = Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else cwd
     return top.resolve() / ".psmr"
 
@@ -96,8 +97,10 @@ class Store:
                 manifest = self.manifest(folder.name)
             except (WorkspaceNotFound, ValidationFailed):
                 continue
-            out.append({k: manifest.get(k) for k in ("workspace_id", "root", "rev", "commit", "version",
-                                                      "updated")} | {"files": len(manifest["files"])})
+            out.append(
+                {k: manifest.get(k) for k in ("workspace_id", "root", "rev", "commit", "version", "updated")}
+                | {"files": len(manifest["files"])}
+            )
         return out
 
     def manifest(self, workspace_id: str) -> dict[str, Any]:
@@ -111,14 +114,22 @@ class Store:
         if not path.is_file():
             raise WorkspaceNotFound(
                 f"no workspace {workspace_id} in the store {self.path}; run `slotrelay psmr build PATH` "
-                "(or pass the store it was built in with --store / PSMR_STORE)")
+                "(or pass the store it was built in with --store / PSMR_STORE)"
+            )
         try:
             manifest = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise ValidationFailed(f"{path} is not valid JSON ({exc}); rebuild with `slotrelay psmr build`") from exc
-        if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA or not isinstance(
-                manifest.get("files"), dict):
-            raise ValidationFailed(f"{path} is not a {MANIFEST_SCHEMA} manifest; rebuild with `slotrelay psmr build`")
+            raise ValidationFailed(
+                f"{path} is not valid JSON ({exc}); rebuild with `slotrelay psmr build`"
+            ) from exc
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("schema") != MANIFEST_SCHEMA
+            or not isinstance(manifest.get("files"), dict)
+        ):
+            raise ValidationFailed(
+                f"{path} is not a {MANIFEST_SCHEMA} manifest; rebuild with `slotrelay psmr build`"
+            )
         return manifest
 
     def load(self, workspace_id: str) -> Workspace:
@@ -159,10 +170,17 @@ class Store:
         blob = pickle.dumps(workspace, protocol=pickle.HIGHEST_PROTOCOL)
         _atomic_write(folder / "graph.pickle", blob)
         manifest = {
-            "schema": MANIFEST_SCHEMA, "workspace_id": workspace.workspace_id, "root": workspace.root,
-            "source_root": workspace.source_root, "rev": workspace.rev, "commit": workspace.commit,
-            "version": workspace.version, "updated": workspace.updated, "files": workspace.files,
-            "graph_sha256": hashlib.sha256(blob).hexdigest(), "stats": stats,
+            "schema": MANIFEST_SCHEMA,
+            "workspace_id": workspace.workspace_id,
+            "root": workspace.root,
+            "source_root": workspace.source_root,
+            "rev": workspace.rev,
+            "commit": workspace.commit,
+            "version": workspace.version,
+            "updated": workspace.updated,
+            "files": workspace.files,
+            "graph_sha256": hashlib.sha256(blob).hexdigest(),
+            "stats": stats,
         }
         _atomic_write(folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
         _LOADED[(str(self.path), workspace.workspace_id)] = workspace

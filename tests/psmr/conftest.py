@@ -61,13 +61,13 @@ class Cart:
     def handler(self, callback):
         return callback(self)
 ''',
-    "tests/test_cart.py": '''from shop.cart import Cart
+    "tests/test_cart.py": """from shop.cart import Cart
 
 
 def test_add():
     cart = Cart()
     assert cart.add("x") > 0
-''',
+""",
     "bad.py": "def broken(:\n    pass\n",
 }
 

@@ -14,11 +14,32 @@ from conftest import write_tree
 from slotrelay.psmr.api import OPERATIONS, build_workspace, call, list_workspaces
 from slotrelay.psmr.errors import ERROR_CODES
 
-ENVELOPE_KEYS = {"schema", "request_id", "status", "data", "evidence_refs", "unknown_refs", "conflict_refs",
-                 "warnings", "continuation"}
-SEED_OPERATIONS = {"workspace.describe", "operator.list", "operator.describe", "query.search", "query.subgraph",
-                   "query.evidence", "query.unknowns", "query.conflicts", "analysis.impact",
-                   "analysis.semantic_diff", "analysis.findings", "analysis.motifs", "analysis.contracts"}
+ENVELOPE_KEYS = {
+    "schema",
+    "request_id",
+    "status",
+    "data",
+    "evidence_refs",
+    "unknown_refs",
+    "conflict_refs",
+    "warnings",
+    "continuation",
+}
+SEED_OPERATIONS = {
+    "workspace.describe",
+    "operator.list",
+    "operator.describe",
+    "query.search",
+    "query.subgraph",
+    "query.evidence",
+    "query.unknowns",
+    "query.conflicts",
+    "analysis.impact",
+    "analysis.semantic_diff",
+    "analysis.findings",
+    "analysis.motifs",
+    "analysis.contracts",
+}
 
 
 def ok(operation: str, request: dict[str, Any], store: Path) -> dict[str, Any]:
@@ -45,21 +66,38 @@ def test_discovery_and_queries(shop: tuple[str, Path]) -> None:
     assert ws in [w["workspace_id"] for w in list_workspaces(store=store)]
     listed = ok("operator.list", {"filter": {"input_type": "evidence"}}, store)["data"]["operators"]
     assert [o["operator"] for o in listed] == ["query.evidence"]
-    assert ok("operator.describe", {"operator": "analysis.impact"}, store)["data"]["input_schema"]["required"] == [
-        "workspace_id", "target"]
+    assert ok("operator.describe", {"operator": "analysis.impact"}, store)["data"]["input_schema"][
+        "required"
+    ] == ["workspace_id", "target"]
 
     found = ok("query.search", {"workspace_id": ws, "text": "add"}, store)["data"]["matches"]
     assert found[0]["id"] == "semantic:shop.cart.Cart.add"
-    assert [m["id"] for m in ok("query.search", {"workspace_id": ws, "text": "count", "kind": "state"},
-                                store)["data"]["matches"]] == ["semantic:shop.cart.COUNT"]
+    assert [
+        m["id"]
+        for m in ok("query.search", {"workspace_id": ws, "text": "count", "kind": "state"}, store)["data"][
+            "matches"
+        ]
+    ] == ["semantic:shop.cart.COUNT"]
     effects = ok("query.search", {"workspace_id": ws, "text": "", "kind": "effect"}, store)["data"]["matches"]
-    assert {(e["id"], e["effect"]) for e in effects} >= {("semantic:subprocess.run", "subprocess"),
-                                                         ("semantic:<builtin>.open", "file")}
-    boundary = ok("query.search", {"workspace_id": ws, "text": "", "kind": "boundary"}, store)["data"]["matches"]
+    assert {(e["id"], e["effect"]) for e in effects} >= {
+        ("semantic:subprocess.run", "subprocess"),
+        ("semantic:<builtin>.open", "file"),
+    }
+    boundary = ok("query.search", {"workspace_id": ws, "text": "", "kind": "boundary"}, store)["data"][
+        "matches"
+    ]
     assert [b["id"] for b in boundary] == ["semantic:shop.cart.Cart.checkout"]
 
-    sliced = ok("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "shop.cart.Cart.add"},
-                                   "depth": 1, "include_evidence": True}, store)
+    sliced = ok(
+        "query.subgraph",
+        {
+            "workspace_id": ws,
+            "anchor": {"kind": "symbol", "value": "shop.cart.Cart.add"},
+            "depth": 1,
+            "include_evidence": True,
+        },
+        store,
+    )
     data = sliced["data"]
     edges = {(e["source"], e["relation"], e["target"]) for e in data["edges"]}
     assert ("semantic:shop.cart.Cart.add", "calls", "semantic:shop.pricing.price") in edges
@@ -68,8 +106,9 @@ def test_discovery_and_queries(shop: tuple[str, Path]) -> None:
     assert ("semantic:shop.cart.Cart.add", "reads_state", "semantic:shop.cart.Cart.total") in edges
     assert {"nodes", "edges", "contracts", "unknowns", "conflicts", "evidence", "provenance"} <= set(data)
     assert sliced["evidence_refs"] == sorted({ev for e in data["edges"] for ev in e["evidence_refs"]})
-    record = ok("query.evidence", {"workspace_id": ws, "evidence_ids": sliced["evidence_refs"][:1]},
-                store)["data"]["evidence"][0]
+    record = ok("query.evidence", {"workspace_id": ws, "evidence_ids": sliced["evidence_refs"][:1]}, store)[
+        "data"
+    ]["evidence"][0]
     assert {"artifact", "span", "resolution", "authority", "status", "revision"} <= set(record)
 
     unknowns = ok("query.unknowns", {"workspace_id": ws, "scope": "shop.cart.Cart.handler"}, store)["data"]
@@ -82,8 +121,9 @@ def test_discovery_and_queries(shop: tuple[str, Path]) -> None:
 
 def test_analyses(shop: tuple[str, Path]) -> None:
     ws, store = shop
-    impact = ok("analysis.impact", {"workspace_id": ws, "target": "semantic:shop.pricing.price", "depth": 3},
-                store)["data"]
+    impact = ok(
+        "analysis.impact", {"workspace_id": ws, "target": "semantic:shop.pricing.price", "depth": 3}, store
+    )["data"]
     assert [d["id"] for d in impact["direct"]] == ["semantic:shop.cart.Cart.add"]
     assert "semantic:tests.test_cart.test_add" in [d["id"] for d in impact["derived"]]
     assert [t["id"] for t in impact["likely_tests"]] == ["semantic:tests.test_cart.test_add"]
@@ -92,10 +132,15 @@ def test_analyses(shop: tuple[str, Path]) -> None:
 
     found = ok("analysis.findings", {"workspace_id": ws}, store)["data"]
     assert set(found["counts"]) == {"confirmed_defect", "anomaly", "hotspot"}
-    assert any(f["rule"] == "pyflakes:SyntaxError" and f["artifact"] == "bad.py" for f in found["confirmed_defect"])
+    assert any(
+        f["rule"] == "pyflakes:SyntaxError" and f["artifact"] == "bad.py" for f in found["confirmed_defect"]
+    )
     assert any(f["rule"] == "pyflakes:RedefinedWhileUnused" for f in found["anomaly"])
 
-    motifs = {(m["motif"], m["subject"]) for m in ok("analysis.motifs", {"workspace_id": ws}, store)["data"]["motifs"]}
+    motifs = {
+        (m["motif"], m["subject"])
+        for m in ok("analysis.motifs", {"workspace_id": ws}, store)["data"]["motifs"]
+    }
     assert ("resource_scope", "semantic:shop.cart.Cart.checkout") in motifs
     assert ("boundary_adapter", "semantic:shop.cart.Cart.checkout") in motifs
     assert ("read_modify_write", "semantic:shop.cart.Cart.add") in motifs
@@ -104,7 +149,9 @@ def test_analyses(shop: tuple[str, Path]) -> None:
     item = contracts["contracts"][0]
     assert item["preconditions"][0]["expr"] == "item is not None" and item["docstring"] == "Price of an item."
     assert [t["id"] for t in contracts["test_contract"]] == ["semantic:tests.test_cart.test_add"]
-    raises = ok("analysis.contracts", {"workspace_id": ws, "target": "shop.cart.Cart.checkout"}, store)["data"]
+    raises = ok("analysis.contracts", {"workspace_id": ws, "target": "shop.cart.Cart.checkout"}, store)[
+        "data"
+    ]
     assert raises["contracts"][0]["raises"] == ["ValueError"]
 
 
@@ -131,22 +178,49 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
         token = result["continuation"]["continuation_token"]
 
 
-@pytest.mark.parametrize(("operation", "request_body", "budget"), [
-    ("query.subgraph", {"anchor": {"kind": "symbol", "value": "shop.cart.Cart"}, "depth": 3,
-                        "relations": ["defines", "calls", "called_by", "reads_state", "writes_state"],
-                        "include_evidence": True}, {"max_nodes": 2}),
-    ("query.subgraph", {"anchor": {"kind": "file", "value": "shop/cart.py"}, "depth": 2,
-                        "relations": ["defines", "calls"], "include_evidence": True}, {"max_edges": 2}),
-    ("query.subgraph", {"anchor": {"kind": "symbol", "value": "shop.cart"}, "depth": 2,
-                        "relations": ["defines", "calls"], "include_evidence": True}, {"max_evidence_items": 1}),
-    ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 400}),
-    ("query.unknowns", {}, {"max_nodes": 3}),
-    ("analysis.impact", {"target": "shop.pricing.price", "depth": 3}, {"max_nodes": 1}),
-    ("analysis.findings", {}, {"max_text_bytes": 300}),
-    ("analysis.motifs", {}, {"max_nodes": 1}),
-])
-def test_every_budget_truncates_and_resumes_exactly(shop: tuple[str, Path], operation: str,
-                                                    request_body: dict[str, Any], budget: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    ("operation", "request_body", "budget"),
+    [
+        (
+            "query.subgraph",
+            {
+                "anchor": {"kind": "symbol", "value": "shop.cart.Cart"},
+                "depth": 3,
+                "relations": ["defines", "calls", "called_by", "reads_state", "writes_state"],
+                "include_evidence": True,
+            },
+            {"max_nodes": 2},
+        ),
+        (
+            "query.subgraph",
+            {
+                "anchor": {"kind": "file", "value": "shop/cart.py"},
+                "depth": 2,
+                "relations": ["defines", "calls"],
+                "include_evidence": True,
+            },
+            {"max_edges": 2},
+        ),
+        (
+            "query.subgraph",
+            {
+                "anchor": {"kind": "symbol", "value": "shop.cart"},
+                "depth": 2,
+                "relations": ["defines", "calls"],
+                "include_evidence": True,
+            },
+            {"max_evidence_items": 1},
+        ),
+        ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 400}),
+        ("query.unknowns", {}, {"max_nodes": 3}),
+        ("analysis.impact", {"target": "shop.pricing.price", "depth": 3}, {"max_nodes": 1}),
+        ("analysis.findings", {}, {"max_text_bytes": 300}),
+        ("analysis.motifs", {}, {"max_nodes": 1}),
+    ],
+)
+def test_every_budget_truncates_and_resumes_exactly(
+    shop: tuple[str, Path], operation: str, request_body: dict[str, Any], budget: dict[str, int]
+) -> None:
     ws, store = shop
     request = {"workspace_id": ws, **request_body}
     whole = ok(operation, request, store)
@@ -171,18 +245,48 @@ def test_every_error_code(shop: tuple[str, Path], tmp_path: Path) -> None:
     manifest.write_text(manifest.read_text()[:40])
     cases = {
         "WORKSPACE_NOT_FOUND": ("workspace.describe", {"workspace_id": "ws_000000000000"}, store),
-        "OBJECT_NOT_FOUND": ("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol",
-                                                                             "value": "shop.cart.Cartt"}}, store),
-        "INVALID_QUERY": ("query.unknowns", {"workspace_id": ws, "continuation_token": token, "reason": "x"}, store),
+        "OBJECT_NOT_FOUND": (
+            "query.subgraph",
+            {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "shop.cart.Cartt"}},
+            store,
+        ),
+        "INVALID_QUERY": (
+            "query.unknowns",
+            {"workspace_id": ws, "continuation_token": token, "reason": "x"},
+            store,
+        ),
         "TYPE_MISMATCH": ("analysis.contracts", {"workspace_id": ws, "target": "shop.cart.COUNT"}, store),
         "CAPABILITY_DENIED": ("projection.apply", {}, store),
-        "POLICY_BLOCKED": ("query.search", {"workspace_id": ws, "text": "", "budget": {"max_nodes": 10**6}}, store),
+        "POLICY_BLOCKED": (
+            "query.search",
+            {"workspace_id": ws, "text": "", "budget": {"max_nodes": 10**6}},
+            store,
+        ),
         "OPERATOR_UNAVAILABLE": ("delta.propose", {"workspace_id": ws}, store),
-        "UNSUPPORTED_PROJECTION": ("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol",
-                                   "value": "shop.pricing.price"}, "projection": "patch"}, store),
-        "UNRESOLVED_REQUIRED_INPUT": ("analysis.impact", {"workspace_id": ws, "target": "subprocess.run"}, store),
-        "CONFLICT_REQUIRES_REVIEW": ("analysis.impact", {"workspace_id": ws, "target": "shop.pricing.discount"}, store),
-        "EXECUTION_FAILED": ("analysis.semantic_diff", {"workspace_id": ws, "rev_a": "HEAD~1", "rev_b": "HEAD"}, store),
+        "UNSUPPORTED_PROJECTION": (
+            "query.subgraph",
+            {
+                "workspace_id": ws,
+                "anchor": {"kind": "symbol", "value": "shop.pricing.price"},
+                "projection": "patch",
+            },
+            store,
+        ),
+        "UNRESOLVED_REQUIRED_INPUT": (
+            "analysis.impact",
+            {"workspace_id": ws, "target": "subprocess.run"},
+            store,
+        ),
+        "CONFLICT_REQUIRES_REVIEW": (
+            "analysis.impact",
+            {"workspace_id": ws, "target": "shop.pricing.discount"},
+            store,
+        ),
+        "EXECUTION_FAILED": (
+            "analysis.semantic_diff",
+            {"workspace_id": ws, "rev_a": "HEAD~1", "rev_b": "HEAD"},
+            store,
+        ),
         "VALIDATION_FAILED": ("workspace.describe", {"workspace_id": damaged}, tmp_path / "store"),
     }
     assert set(cases) == set(ERROR_CODES)
@@ -192,11 +296,20 @@ def test_every_error_code(shop: tuple[str, Path], tmp_path: Path) -> None:
         assert result["status"] == "error" and result["error"]["code"] == code, (code, result["error"])
         assert len(result["error"]["message"]) > 30
     # More ways in: wrong JSON types, unknown fields, not even a dict; none of them raises.
-    assert call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "x"}, "depth": "2"},
-                store=store)["error"]["code"] == "TYPE_MISMATCH"
-    assert call("query.search", {"workspace_id": ws, "text": "", "bogus": 1}, store=store)["error"]["code"] == \
-        "INVALID_QUERY"
-    assert call("query.search", ["not", "a", "dict"], store=store)["error"]["code"] == "TYPE_MISMATCH"  # type: ignore[arg-type]
+    assert (
+        call(
+            "query.subgraph",
+            {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "x"}, "depth": "2"},
+            store=store,
+        )["error"]["code"]
+        == "TYPE_MISMATCH"
+    )
+    assert (
+        call("query.search", {"workspace_id": ws, "text": "", "bogus": 1}, store=store)["error"]["code"]
+        == "INVALID_QUERY"
+    )
+    not_a_dict: Any = ["not", "a", "dict"]
+    assert call("query.search", not_a_dict, store=store)["error"]["code"] == "TYPE_MISMATCH"
     assert call("impact", {}, store=store)["error"]["code"] == "OPERATOR_UNAVAILABLE"
     other = call("query.search", {"workspace_id": ws, "text": "", "continuation_token": token}, store=store)
     assert other["error"]["code"] == "INVALID_QUERY" and "different query" in other["error"]["message"]

@@ -10,7 +10,7 @@ from conftest import write_tree
 
 from slotrelay.psmr.api import build_workspace, call
 
-BEFORE = '''def fetch(url, timeout=10):
+BEFORE = """def fetch(url, timeout=10):
     return _get(url)
 
 
@@ -25,8 +25,8 @@ def legacy():
 class Client:
     def send(self, data):
         return fetch(data)
-'''
-AFTER = '''def fetch(url):
+"""
+AFTER = """def fetch(url):
     return _get(url).strip()
 
 
@@ -41,14 +41,20 @@ def newer():
 class Client:
     def send(self, data):
         return newer()
-'''
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
+"""
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env=GIT_ENV).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=GIT_ENV
+    ).stdout.strip()
 
 
 def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
@@ -62,7 +68,9 @@ def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
     store = tmp_path / "store"
     ws = build_workspace(root, store=store)["workspace_id"]
 
-    result = call("analysis.semantic_diff", {"workspace_id": ws, "rev_a": "HEAD~1", "rev_b": "HEAD"}, store=store)
+    result = call(
+        "analysis.semantic_diff", {"workspace_id": ws, "rev_a": "HEAD~1", "rev_b": "HEAD"}, store=store
+    )
     assert result["status"] == "ok", result.get("error")
     data = result["data"]
     assert [s["id"] for s in data["symbols_added"]] == ["semantic:pkg.api.newer"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slotrelay.psmr.screen import Effect, effects
 
-SOURCE = '''import subprocess as sp
+SOURCE = """import subprocess as sp
 from os import system
 import importlib
 
@@ -25,7 +25,7 @@ def run(cmd):
 
 importlib.import_module(name)
 eval("1")
-'''
+"""
 
 
 def test_effects_of_a_code_string() -> None:

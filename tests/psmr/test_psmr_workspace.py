@@ -18,7 +18,9 @@ from slotrelay.psmr.store import Store, Workspace
 
 def _graph_state(ws: Workspace) -> tuple:
     nodes = sorted((n, json.dumps(d, sort_keys=True, default=str)) for n, d in ws.graph.nodes(data=True))
-    edges = sorted((u, v, k, json.dumps(d, sort_keys=True)) for u, v, k, d in ws.graph.edges(keys=True, data=True))
+    edges = sorted(
+        (u, v, k, json.dumps(d, sort_keys=True)) for u, v, k, d in ws.graph.edges(keys=True, data=True)
+    )
     return nodes, edges, ws.evidence, ws.unknowns, ws.conflicts, ws.version
 
 
@@ -31,16 +33,28 @@ def test_a_real_installed_package_builds_end_to_end(tmp_path: Path) -> None:
     record = ws.evidence[edge["evidence"][0]]
     line = (root / record["artifact"]).read_text().splitlines()[record["span"]["line"] - 1]
     assert "request(" in line and record["resolution"] == "lexical" and record["status"] == "confirmed"
-    session_send = ws.graph.edges["semantic:requests.sessions.Session.request", "semantic:requests.sessions.Session.send",
-                                  "calls"]
+    session_send = ws.graph.edges[
+        "semantic:requests.sessions.Session.request", "semantic:requests.sessions.Session.send", "calls"
+    ]
     assert ws.evidence[session_send["evidence"][0]]["resolution"] == "self_mro"
     assert any(e["authority"] == "static:grimp" for e in ws.evidence.values())
     assert "requests.api.request" in callgraph(ws)["requests.api.get"]
     again = build_workspace(root, store=tmp_path)
-    assert again["analysed"] == 0 and again["reused"] == summary["files"] and again["version"] == summary["version"]
-    inferred = call("query.subgraph", {"workspace_id": summary["workspace_id"], "infer": True, "depth": 0,
-                                       "anchor": {"kind": "symbol", "value": "requests.sessions.Session.send"}},
-                    store=tmp_path)
+    assert (
+        again["analysed"] == 0
+        and again["reused"] == summary["files"]
+        and again["version"] == summary["version"]
+    )
+    inferred = call(
+        "query.subgraph",
+        {
+            "workspace_id": summary["workspace_id"],
+            "infer": True,
+            "depth": 0,
+            "anchor": {"kind": "symbol", "value": "requests.sessions.Session.send"},
+        },
+        store=tmp_path,
+    )
     assert inferred["status"] == "ok" and inferred["data"]["provenance"]["passes"] == ["ast", "jedi"]
     by_jedi = [e for e in inferred["data"]["edges"] if e["resolution"] == "inference"]
     assert by_jedi and all(e["status"] == "inferred" for e in by_jedi)
@@ -59,7 +73,9 @@ def test_incremental_update_equals_a_full_rebuild(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "tree", TREE)
     first = build_workspace(root, store=tmp_path / "inc")
     assert first["analysed"] == 4
-    (root / "app" / "util.py").write_text("def helper():\n    return other()\n\n\ndef other():\n    return 2\n")
+    (root / "app" / "util.py").write_text(
+        "def helper():\n    return other()\n\n\ndef other():\n    return 2\n"
+    )
     (root / "app" / "extra.py").write_text("from .util import other\n\nVALUE = other()\n")
     (root / "app" / "cli.py").unlink()
     update = build_workspace(root, store=tmp_path / "inc")
@@ -76,7 +92,7 @@ def test_incremental_update_equals_a_full_rebuild(tmp_path: Path) -> None:
 
 RESOLUTION = {
     "lib/__init__.py": "",
-    "lib/base.py": '''import functools
+    "lib/base.py": """import functools
 import os
 
 
@@ -110,7 +126,7 @@ class Child(Base):
 def work():
     item = Child()
     item.step()
-''',
+""",
 }
 
 
@@ -143,27 +159,49 @@ def test_the_psmr_commands(tmp_path: Path) -> None:
     built = runner.invoke(app, ["psmr", "build", str(root), "--store", str(tmp_path / "s"), "--json"])
     assert built.exit_code == 0, built.output
     ws = json.loads(built.stdout)["workspace_id"]
-    called = runner.invoke(app, ["psmr", "call", "query.search", json.dumps({"workspace_id": ws, "text": "run"}),
-                                 "--store", str(tmp_path / "s")])
-    assert called.exit_code == 0 and json.loads(called.stdout)["data"]["matches"][0]["id"] == "semantic:app.core.run"
-    exported = runner.invoke(app, ["psmr", "callgraph", ws, "-o", str(tmp_path / "cg.json"),
-                                   "--store", str(tmp_path / "s")])
+    called = runner.invoke(
+        app,
+        [
+            "psmr",
+            "call",
+            "query.search",
+            json.dumps({"workspace_id": ws, "text": "run"}),
+            "--store",
+            str(tmp_path / "s"),
+        ],
+    )
+    assert (
+        called.exit_code == 0
+        and json.loads(called.stdout)["data"]["matches"][0]["id"] == "semantic:app.core.run"
+    )
+    exported = runner.invoke(
+        app, ["psmr", "callgraph", ws, "-o", str(tmp_path / "cg.json"), "--store", str(tmp_path / "s")]
+    )
     assert exported.exit_code == 0
     assert json.loads((tmp_path / "cg.json").read_text())["app.cli.main"] == ["app.core.run"]
     listed = runner.invoke(app, ["psmr", "list", "--store", str(tmp_path / "s")])
     assert ws in listed.stdout
-    missing = runner.invoke(app, ["psmr", "call", "workspace.describe", '{"workspace_id": "ws_0000"}',
-                                  "--store", str(tmp_path / "s")])
+    missing = runner.invoke(
+        app,
+        ["psmr", "call", "workspace.describe", '{"workspace_id": "ws_0000"}', "--store", str(tmp_path / "s")],
+    )
     assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["code"] == "WORKSPACE_NOT_FOUND"
     assert runner.invoke(app, ["psmr", "call", "query.search", "{not json"]).exit_code == 2
-    assert runner.invoke(app, ["psmr", "build", str(tmp_path / "nope"), "--store", str(tmp_path / "s")]).exit_code == 2
+    assert (
+        runner.invoke(
+            app, ["psmr", "build", str(tmp_path / "nope"), "--store", str(tmp_path / "s")]
+        ).exit_code
+        == 2
+    )
 
 
 def test_resolution_corner_cases_from_strings() -> None:
-    graph = callgraph_of({
-        "a": ("from b import *\n\n\ndef fa():\n    fb()\n", False),
-        "b": ("from a import *\n\n\ndef fb():\n    pass\n\n\ndef use(cb=fb):\n    cb()\n", False),
-        "c": ('''class Registry:
+    graph = callgraph_of(
+        {
+            "a": ("from b import *\n\n\ndef fa():\n    fb()\n", False),
+            "b": ("from a import *\n\n\ndef fb():\n    pass\n\n\ndef use(cb=fb):\n    cb()\n", False),
+            "c": (
+                """class Registry:
     def __init__(self, func):
         self.func = func
 
@@ -181,8 +219,11 @@ def chain(n):
 
 
 task()
-''', False),
-    })
+""",
+                False,
+            ),
+        }
+    )
     assert graph["a.fa"] == ["b.fb"]  # star import, in a cycle of star imports
     assert graph["b.use"] == ["b.fb"]  # a default argument, looked up where the function is defined
     assert graph["c"] == ["c.Registry.__call__", "c.Registry.__init__", "c.task"]  # class used as decorator
@@ -191,7 +232,10 @@ task()
 
 
 def test_jedi_resolves_unknowns_and_flags_where_it_disagrees(tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "tree", {"m.py": '''import json
+    root = write_tree(
+        tmp_path / "tree",
+        {
+            "m.py": """import json
 
 
 def a():
@@ -221,23 +265,70 @@ def decode(text):
 
 
 run(a)
-'''})
+"""
+        },
+    )
     ws = build_workspace(root, store=tmp_path / "s")["workspace_id"]
-    typed = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.opener"},
-                                    "depth": 1, "relations": ["calls"]}, store=tmp_path / "s")["data"]
+    typed = call(
+        "query.subgraph",
+        {
+            "workspace_id": ws,
+            "anchor": {"kind": "symbol", "value": "m.opener"},
+            "depth": 1,
+            "relations": ["calls"],
+        },
+        store=tmp_path / "s",
+    )["data"]
     assert [e["target"] for e in typed["edges"]] == ["semantic:m.Box.open"]  # from the annotation
-    plain = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.decode"},
-                                    "depth": 0}, store=tmp_path / "s")["data"]
+    plain = call(
+        "query.subgraph",
+        {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.decode"}, "depth": 0},
+        store=tmp_path / "s",
+    )["data"]
     assert [u["reason"] for u in plain["unknowns"]] == ["untyped_receiver"]
-    inferred = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.decode"},
-                                       "depth": 0, "infer": True, "include_evidence": True}, store=tmp_path / "s")
+    inferred = call(
+        "query.subgraph",
+        {
+            "workspace_id": ws,
+            "anchor": {"kind": "symbol", "value": "m.decode"},
+            "depth": 0,
+            "infer": True,
+            "include_evidence": True,
+        },
+        store=tmp_path / "s",
+    )
     data = inferred["data"]
     assert ("semantic:json.decoder.JSONDecoder.decode", "inference", "inferred") in [
-        (e["target"], e["resolution"], e["status"]) for e in data["edges"]]
-    assert data["unknowns"] == [] and data["provenance"]["resolved_by_inference"] == [plain["unknowns"][0]["id"]]
+        (e["target"], e["resolution"], e["status"]) for e in data["edges"]
+    ]
+    assert data["unknowns"] == [] and data["provenance"]["resolved_by_inference"] == [
+        plain["unknowns"][0]["id"]
+    ]
     assert {e["authority"] for e in data["evidence"]} == {"static:jedi"}
     # The fast pass lets both the argument and the default flow into f; jedi infers only the argument.
-    run = call("query.subgraph", {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.run"},
-                                  "depth": 0, "infer": True}, store=tmp_path / "s")
-    assert [(c["kind"], c["subject"]) for c in run["data"]["conflicts"]] == [("passes_disagree", "semantic:m.run")]
-    assert "m.b" in run["data"]["conflicts"][0]["detail"] and run["conflict_refs"] == [run["data"]["conflicts"][0]["id"]]
+    run = call(
+        "query.subgraph",
+        {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.run"}, "depth": 0, "infer": True},
+        store=tmp_path / "s",
+    )
+    assert [(c["kind"], c["subject"]) for c in run["data"]["conflicts"]] == [
+        ("passes_disagree", "semantic:m.run")
+    ]
+    assert "m.b" in run["data"]["conflicts"][0]["detail"] and run["conflict_refs"] == [
+        run["data"]["conflicts"][0]["id"]
+    ]
+
+
+def test_the_src_layout_names_modules_without_src(tmp_path: Path) -> None:
+    root = write_tree(
+        tmp_path / "proj",
+        {
+            "src/tool/__init__.py": "",
+            "src/tool/core.py": "def work():\n    return 1\n",
+            "src/tool/cli.py": "from tool.core import work\n\n\ndef main():\n    work()\n",
+        },
+    )
+    ws = Store.open(tmp_path / "s").load(build_workspace(root, store=tmp_path / "s")["workspace_id"])
+    assert callgraph(ws)["tool.cli.main"] == ["tool.core.work"]
+    imports = ws.graph.edges["semantic:tool.cli", "semantic:tool.core", "imports"]
+    assert ws.evidence[imports["evidence"][0]]["authority"] == "static:grimp"
