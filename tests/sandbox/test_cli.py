@@ -84,16 +84,25 @@ def test_no_daemon_means_exit_3_and_a_reason() -> None:
     assert "SANDBOX_UNAVAILABLE" in gone.stderr and "docker" in gone.stderr
 
 
-def test_doctor_names_each_backend(backend: str) -> None:
+@pytest.mark.docker
+@pytest.mark.bwrap
+def test_doctor_names_each_backend(docker_backend, bwrap_ready: str) -> None:
     done = slotrelay("doctor", "--json")
     assert done.returncode == 0, done.stderr
     reports = {report["name"]: report for report in json.loads(done.stdout)}
     assert set(reports) == {"docker", "bwrap"}
-    assert reports[backend]["usable"] is True
-    assert "python" in reports[backend]["languages"]
+    for name in reports:
+        assert reports[name]["usable"] is True and reports[name]["problems"] == []
+        assert set(reports[name]["languages"]) == {"python", "node", "shell"}
     assert any("RLIMIT_AS" in note for note in reports["bwrap"]["notes"])
     plain = slotrelay("doctor")
-    assert plain.returncode == 0 and f"{backend}: usable" in plain.stdout
+    assert plain.returncode == 0
+    assert "docker: usable (python, node, shell)" in plain.stdout
+    assert "bwrap: usable (python, node, shell)" in plain.stdout
+    no_daemon = slotrelay("doctor", "--json", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    docker_report = json.loads(no_daemon.stdout)[0]
+    assert no_daemon.returncode == 0  # bwrap still runs code
+    assert docker_report["usable"] is False and "does not answer" in docker_report["problems"][0]
 
 
 def test_the_readme_examples_run(backend: str, tmp_path: Path, local_host) -> None:
