@@ -140,6 +140,7 @@ def semantic_diff(request: dict[str, Any], *, store: Store) -> Answer:
             "workspace_b": new.workspace_id,
             "revision_a": old.commit,
             "revision_b": new.commit,
+            "evidence_from": {"added": new.workspace_id, "removed": old.workspace_id},
             "counts": {name: len(items) for name, items in sections},
         },
     )

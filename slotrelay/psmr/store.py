@@ -18,6 +18,7 @@ import json
 import os
 import pickle
 import subprocess
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ import networkx as nx
 from slotrelay.psmr.errors import ValidationFailed, WorkspaceNotFound
 
 MANIFEST_SCHEMA = "psmr-workspace-0.1"
-_LOADED: dict[tuple[str, str], Workspace] = {}
+# Loaded workspaces kept per process (a server answers many calls); the least recently used go first.
+_LOADED: OrderedDict[tuple[str, str], Workspace] = OrderedDict()
+KEEP_LOADED = 8
 
 
 @dataclass
@@ -57,6 +60,13 @@ def _atomic_write(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     tmp.replace(path)
+
+
+def _remember(key: tuple[str, str], workspace: Workspace) -> None:
+    _LOADED[key] = workspace
+    _LOADED.move_to_end(key)
+    while len(_LOADED) > KEEP_LOADED:
+        _LOADED.popitem(last=False)
 
 
 def default_store(root: Path | None = None) -> Path:
@@ -143,6 +153,7 @@ class Store:
         key = (str(self.path), workspace_id)
         cached = _LOADED.get(key)
         if cached is not None and cached.version == manifest["version"]:
+            _LOADED.move_to_end(key)
             return cached
         path = self._ws_dir(workspace_id) / "graph.pickle"
         try:
@@ -152,7 +163,7 @@ class Store:
         if hashlib.sha256(blob).hexdigest() != manifest.get("graph_sha256"):
             raise ValidationFailed(f"{path} does not match its manifest; rebuild with `slotrelay psmr build`")
         workspace: Workspace = pickle.loads(blob)  # the digest above proves this runtime wrote it
-        _LOADED[key] = workspace
+        _remember(key, workspace)
         return workspace
 
     def graph_intact(self, workspace_id: str) -> bool:
@@ -183,7 +194,7 @@ class Store:
             "stats": stats,
         }
         _atomic_write(folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
-        _LOADED[(str(self.path), workspace.workspace_id)] = workspace
+        _remember((str(self.path), workspace.workspace_id), workspace)
 
     def get_json(self, kind: str, key: str) -> Any:
         """A cached JSON document (facts, inference, findings), or None."""
