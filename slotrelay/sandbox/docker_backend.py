@@ -315,36 +315,43 @@ class DockerBackend:
                 for kind, data in frames_iter(stream, False):
                     (stdout if kind == 1 else stderr).feed(data)
             except OSError:
-                pass
+                pass  # the stream was closed under us after a failed start
 
-        reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
-        exit_codes: list[int] = []
+        ended: list[int | Exception] = []
 
         def wait() -> None:
-            exit_codes.append(api.wait(container.id)["StatusCode"])
-
-        reader.start()
-        started = time.monotonic()
-        api.start(container.id)
-        threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
-        # The deadline is on the container, not on its output: a program may close both streams.
-        waiter = threading.Thread(target=wait, name="sandbox-waiter", daemon=True)
-        waiter.start()
-        waiter.join(timeout=limits.timeout_ms / 1000)
-        timed_out = waiter.is_alive()
-        if timed_out:
             try:
-                api.kill(container.id)
-            except docker.errors.APIError:
-                pass  # it ended between the deadline and the kill
-            waiter.join(timeout=DRAIN_GRACE_S)
-        duration_ms = int((time.monotonic() - started) * 1000)
-        reader.join(timeout=DRAIN_GRACE_S)
-        stream.close()
-        raw.close()
-        if not exit_codes:
+                ended.append(api.wait(container.id)["StatusCode"])
+            except docker.errors.DockerException as error:
+                ended.append(error)
+
+        reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
+        waiter = threading.Thread(target=wait, name="sandbox-waiter", daemon=True)
+        try:
+            reader.start()
+            started = time.monotonic()
+            api.start(container.id)
+            threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
+            # The deadline is on the container, not on its output: a program may close both streams.
+            waiter.start()
+            waiter.join(timeout=limits.timeout_ms / 1000)
+            timed_out = waiter.is_alive()
+            if timed_out:
+                try:
+                    api.kill(container.id)
+                except docker.errors.APIError:
+                    pass  # it ended between the deadline and the kill
+                waiter.join(timeout=DRAIN_GRACE_S)
+            duration_ms = int((time.monotonic() - started) * 1000)
+            reader.join(timeout=DRAIN_GRACE_S)
+        finally:
+            stream.close()
+            raw.close()
+        if not ended:
             raise SandboxUnavailable(f"docker: container {container.id[:12]} did not stop after a kill")
-        exit_code = exit_codes[0]
+        if isinstance(ended[0], Exception):
+            raise ended[0]
+        exit_code = ended[0]
         state = api.inspect_container(container.id)["State"]
         outcome = decode_output(stdout, stderr, marker)
         violations = list(outcome.violations)
