@@ -160,7 +160,7 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
         )
 
     for artifact, entry in sorted(ws.files.items()):
-        facts = store.get_json("facts", entry["key"]) or {}
+        facts = store.get_facts(entry["key"]) or {}
         scopes: dict[str, list[str]] = {}
         for w in facts.get("withs") or []:
             scopes.setdefault(w["scope"], []).append(f"{w['expr']} at line {w['span'][0]}")

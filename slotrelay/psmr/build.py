@@ -130,11 +130,11 @@ def build(
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
     for done, (rel, entry) in enumerate(entries.items(), start=1):
-        cached = the_store.get_json("facts", entry["key"])
+        cached = the_store.get_facts(entry["key"])
         if cached is None:
             data, is_package = texts[rel]
             cached = extract(data.decode("utf-8", errors="replace"), entry["module"], is_package=is_package)
-            the_store.put_json("facts", entry["key"], cached)
+            the_store.put_facts(entry["key"], cached)
         facts[entry["module"]] = cached
         paths[entry["module"]] = rel
         if progress:

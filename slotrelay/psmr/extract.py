@@ -1,6 +1,6 @@
 """The fast pass: one Python file's source to its facts (definitions, bindings, calls, state access).
 
-Facts are file-local and JSON-ready, so the store caches them by content hash and a rebuild re-parses
+Facts are file-local plain data (refs frozen to tuples), so the store caches them by content hash and a rebuild re-parses
 only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions become
 small symbolic references ("refs"), evaluated later, never guessed here:
 
@@ -28,11 +28,20 @@ import hashlib
 import warnings
 from typing import Any
 
-FACTS_VERSION = 5
+FACTS_VERSION = 6
 HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next", "reduce"})
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 
 Ref = list[Any]
+
+
+def freeze(ref: Any) -> Any:
+    """A hashable copy of a ref (lists become tuples, keyword dicts sorted pairs)."""
+    if isinstance(ref, list):
+        return tuple(freeze(r) for r in ref)
+    if isinstance(ref, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in ref.items()))
+    return ref
 
 
 def span(node: ast.AST) -> list[int]:
@@ -646,7 +655,8 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         is_package: True for an `__init__.py` (relative imports start at the module itself).
 
     Returns:
-        The facts, JSON-ready; on a syntax error only `syntax_error` and the module record.
+        The facts (plain data, refs as tuples); on a syntax error only `syntax_error` and the module
+        record.
     """
     base: dict[str, Any] = {
         "version": FACTS_VERSION,
@@ -668,18 +678,34 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         return {**base, "syntax_error": {"message": str(exc), "span": [line, col, end_line, end_col]}}
     walker = FileExtractor(module, is_package=is_package)
     walker.visit(tree)
+    # Refs leave frozen (tuples), so the resolver hashes them as they are.
     return {
         **base,
         "syntax_error": None,
-        "defs": walker.defs,
-        "scopes": walker.scopes,
-        "bindings": walker.bindings,
-        "instance_attrs": walker.instance_attrs,
-        "calls": walker.calls,
-        "state": walker.state,
+        "defs": [{**d, "bases": freeze(d["bases"])} if "bases" in d else d for d in walker.defs],
+        "scopes": {
+            q: {**info, "returns": freeze(info["returns"]), "yields": freeze(info["yields"])}
+            for q, info in walker.scopes.items()
+        },
+        "bindings": {
+            q: {n: freeze(refs) for n, refs in names.items()} for q, names in walker.bindings.items()
+        },
+        "instance_attrs": {
+            c: {n: freeze(refs) for n, refs in names.items()} for c, names in walker.instance_attrs.items()
+        },
+        "calls": [
+            {
+                **site,
+                "callee": freeze(site["callee"]),
+                "args": freeze(site["args"]),
+                "kwargs": {k: freeze(v) for k, v in site["kwargs"].items()},
+            }
+            for site in walker.calls
+        ],
+        "state": [{**access, "ref": freeze(access["ref"])} for access in walker.state],
         "imports": walker.imports,
         "stars": walker.stars,
         "exports": walker.exports,
         "unknowns": walker.unknowns,
-        "withs": walker.withs,
+        "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
     }

@@ -23,6 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from slotrelay.psmr.extract import freeze
+
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_ROUNDS = 6
@@ -39,15 +41,6 @@ RESOLVED_STATUS = {
     "heuristic": "heuristic",
     "inference": "inferred",
 }
-
-
-def freeze(ref: Any) -> Any:
-    """A hashable copy of a JSON ref."""
-    if isinstance(ref, list):
-        return tuple(freeze(r) for r in ref)
-    if isinstance(ref, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in ref.items()))
-    return ref
 
 
 @dataclass

@@ -2,13 +2,13 @@
 
     <store>/workspaces/<ws_id>/manifest.json   root, revision, files with content hashes, version
     <store>/workspaces/<ws_id>/graph.pickle    the assembled graph, evidence, unknowns, conflicts
-    <store>/facts/<key>.json                   one file's fast-pass facts, keyed by content hash
+    <store>/facts/<key>.pickle                 one file's fast-pass facts, keyed by content hash
     <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings)
     <store>/trees/<commit>/                    git worktrees of analysed revisions
 
 Invariants: every file is written to a temporary name, flushed and renamed, so a crash never leaves a
-half-written manifest or graph; the graph pickle is only ever read from a store this runtime wrote,
-and its manifest's digest must match before it is trusted.
+half-written manifest or graph; pickles (graph, facts) are only ever read from a store this runtime
+wrote, and the graph's digest must match its manifest before it is trusted.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class Store:
         _remember((str(self.path), workspace.workspace_id), workspace)
 
     def get_json(self, kind: str, key: str) -> Any:
-        """A cached JSON document (facts, inference, findings), or None."""
+        """A cached JSON document (jedi inference, pyflakes findings), or None."""
         path = self.path / kind / f"{key}.json"
         try:
             return json.loads(path.read_text())
@@ -207,6 +207,19 @@ class Store:
     def put_json(self, kind: str, key: str, value: Any) -> None:
         """Cache a JSON document under a content key."""
         _atomic_write(self.path / kind / f"{key}.json", json.dumps(value, separators=(",", ":")).encode())
+
+    def get_facts(self, key: str) -> dict[str, Any] | None:
+        """One file's cached facts by content key, or None."""
+        try:
+            return pickle.loads((self.path / "facts" / f"{key}.pickle").read_bytes())
+        except (OSError, pickle.UnpicklingError, EOFError):
+            return None
+
+    def put_facts(self, key: str, facts: dict[str, Any]) -> None:
+        """Cache one file's facts under its content key (pickled: the refs stay tuples)."""
+        _atomic_write(
+            self.path / "facts" / f"{key}.pickle", pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL)
+        )
 
     def tree_dir(self, commit: str) -> Path:
         """Where a revision's worktree lives in this store."""
