@@ -133,6 +133,7 @@ def semantic_diff(request: dict[str, Any], *, store: Store) -> Answer:
         raise ExecutionFailed(f"griffe is not importable ({exc}); pip install griffe") from exc
     sections.append(("api_breakages", breakages))
     answer = Answer(
+        version=f"{old.version}:{new.version}",
         sections=sections,
         warnings=warnings,
         data={

@@ -68,8 +68,7 @@ def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Ha
         effective_budget(request)
         the_store = Store.open(store)
         answer = run(request, the_store)
-        version = answer.data.get("workspace_b", "runtime")
-        return _respond(operation, answer, request, request_id, version)
+        return _respond(operation, answer, request, request_id, answer.version or "runtime")
 
     return handler
 

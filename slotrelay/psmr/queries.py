@@ -47,6 +47,8 @@ class Answer:
     data: dict[str, Any] = field(default_factory=dict)
     evidence_refs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What a continuation token is bound to when no single workspace answers (semantic diff).
+    version: str | None = None
 
 
 def describe_workspace(ws: Workspace, request: dict[str, Any]) -> Answer:

@@ -97,3 +97,19 @@ def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
     # Two workspaces of the same tree: an empty delta.
     same = call("analysis.semantic_diff", {"workspace_a": ws, "workspace_b": ws}, store=store)["data"]
     assert all(count == 0 for count in same["counts"].values())
+
+    # The delta pages like any other answer, and resumes exactly.
+    whole = {k: v for k, v in data.items() if isinstance(v, list)}
+    request = {"workspace_id": ws, "rev_a": "HEAD~1", "rev_b": "HEAD", "budget": {"max_nodes": 2}}
+    paged: dict[str, list] = {}
+    pages = 0
+    while True:
+        page = call("analysis.semantic_diff", request, store=store)
+        pages += 1
+        for key, value in page["data"].items():
+            if isinstance(value, list):
+                paged.setdefault(key, []).extend(value)
+        if page["continuation"] is None:
+            break
+        request = {**request, "continuation_token": page["continuation"]["continuation_token"]}
+    assert pages > 2 and paged == whole
