@@ -112,3 +112,19 @@ def test_up_refuses_a_non_loopback_host(tmp_path):
     )
     assert done.returncode == 2
     assert "loopback" in done.stderr
+
+
+def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
+    bad = tmp_path / "node_chain.json"
+    bad.write_text(json.dumps({"chain_id": "bad", "nodes": [{"node_id": "a"}]}))
+    done = subprocess.run([sys.executable, "-m", "slotrelay.cli", "watch", str(bad)],
+                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "output_slot" in done.stderr
+
+    good = slow_chain(tmp_path / "good")
+    env = {**os.environ, "PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"}
+    done = subprocess.run([sys.executable, "-m", "slotrelay.cli", "watch", str(good)],
+                          check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3
+    assert "No Prefect API answers" in done.stderr
