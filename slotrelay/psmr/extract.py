@@ -28,7 +28,7 @@ import hashlib
 import warnings
 from typing import Any
 
-FACTS_VERSION = 6
+FACTS_VERSION = 7
 HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next", "reduce"})
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 
@@ -79,8 +79,9 @@ class _Scope:
 class FileExtractor(ast.NodeVisitor):
     """Walks one module's AST and fills the facts dict (see the module docstring)."""
 
-    def __init__(self, module: str, *, is_package: bool) -> None:
+    def __init__(self, module: str, *, is_package: bool, lines: list[str] | None = None) -> None:
         self.module = module
+        self.lines = lines or []
         self.is_package = is_package
         self.defs: list[dict[str, Any]] = []
         self.scopes: dict[str, dict[str, Any]] = {}
@@ -340,7 +341,7 @@ class FileExtractor(ast.NodeVisitor):
                 f" -> {ast.unparse(node.returns)}" if node.returns else ""
             )
             record["params"] = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
-            record["body_hash"] = _body_hash(node)
+            record["body_hash"] = self._body_hash(node)
             record["asserts"] = _asserts(node)
             record["raises"] = sorted(
                 {
@@ -351,9 +352,15 @@ class FileExtractor(ast.NodeVisitor):
             )
             record["is_async"] = isinstance(node, ast.AsyncFunctionDef)
         if isinstance(node, ast.ClassDef):
-            record["body_hash"] = _body_hash(node)
+            record["body_hash"] = self._body_hash(node)
         record.update(extra)
         self.defs.append(record)
+
+    def _body_hash(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+        # The definition's text, indentation and blank lines aside: what a reader would call a change.
+        lines = self.lines[node.lineno - 1 : node.end_lineno]
+        text = "\n".join(line.strip() for line in lines if line.strip())
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def _is_test_module(self) -> bool:
         last = self.module.rsplit(".", 1)[-1]
@@ -624,10 +631,6 @@ class FileExtractor(ast.NodeVisitor):
                 self.bind(func.value.id, ["coll", values])
 
 
-def _body_hash(node: ast.AST) -> str:
-    return hashlib.sha1(ast.dump(node, include_attributes=False).encode()).hexdigest()[:16]
-
-
 def _asserts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any]]:
     # Asserts before the body does anything are preconditions; asserts after it has are postconditions.
     found = []
@@ -676,7 +679,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         end_line = getattr(exc, "end_lineno", None) or line
         end_col = max((getattr(exc, "end_offset", None) or col + 1) - 1, col)
         return {**base, "syntax_error": {"message": str(exc), "span": [line, col, end_line, end_col]}}
-    walker = FileExtractor(module, is_package=is_package)
+    walker = FileExtractor(module, is_package=is_package, lines=source.splitlines())
     walker.visit(tree)
     # Refs leave frozen (tuples), so the resolver hashes them as they are.
     return {
