@@ -29,7 +29,6 @@ import warnings
 from typing import Any
 
 FACTS_VERSION = 7
-HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next", "reduce"})
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 
 Ref = list[Any]

@@ -33,6 +33,7 @@ MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
+HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter"})
 RESOLVED_STATUS = {
     "lexical": "confirmed",
     "import": "confirmed",
@@ -115,6 +116,7 @@ class Linker:
         self.memo: dict[Any, frozenset[Value]] = {}
         self.active: set[Any] = set()
         self._mro: dict[str, list[str]] = {}
+        self._children: dict[str, list[str]] | None = None
 
     # evaluation
 
@@ -402,12 +404,47 @@ class Linker:
         for value in sorted(self.eval(callee), key=repr):
             for target in self.value_targets(value, resolution):
                 found.setdefault(target.target, target)
-            if value == ("builtin", value[1]) and value[1] in ("map", "filter", "sorted", "min", "max"):
+            if value[0] == "builtin" and value[1] in HIGHER_ORDER_BUILTINS:
+                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`).
                 for arg in [*site["args"], *site["kwargs"].values()]:
                     for v in sorted(self.eval(arg), key=repr):
-                        if v[0] == "def" and self.defs.get(v[1], {}).get("kind") != "class":
-                            found.setdefault(v[1], CallTarget(v[1], "function", "lexical"))
+                        for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
+                            found.setdefault(target.target, target)
+            if value[0] == "def" and callee[0] == "attr":
+                for override in self.overrides(callee[1], value[1]):
+                    found.setdefault(override, CallTarget(override, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
+
+    def overrides(self, receiver: Any, method: str) -> list[str]:
+        """For `self.m()`, the methods that replace m in subclasses of self's class (dynamic dispatch)."""
+        if receiver[0] != "name" or self.binding_kinds(receiver) != {"self"}:
+            return []
+        classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
+        name = method.rsplit(".", 1)[-1]
+        out = set()
+        for cls in classes:
+            for sub in self.subclasses(cls):
+                found = self.find_method(sub, name)
+                if found and found != method:
+                    out.add(found)
+        return sorted(out)
+
+    def subclasses(self, cls: str) -> list[str]:
+        """Every class of the tree that has cls in its MRO, except cls."""
+        if self._children is None:
+            self._children = defaultdict(list)
+            for qualname, info in self.defs.items():
+                if info["kind"] == "class":
+                    for base in self.class_bases(qualname):
+                        self._children[base].append(qualname)
+        seen: list[str] = []
+        stack = list(self._children.get(cls, []))
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.append(current)
+                stack += self._children.get(current, [])
+        return sorted(seen)
 
     def value_targets(self, value: Value, resolution: str) -> list[CallTarget]:
         kind, subject = value

@@ -20,5 +20,11 @@ class D(B, C):
     pass
 
 
+class E(A):
+    # Never instantiated: a call through A.hello never reaches E.who.
+    def who(self):
+        return "E"
+
+
 D().greet()
 B().hello()
