@@ -81,6 +81,7 @@ class ChainRun:
         self.routes: dict[str, dict[str, Any]] = {}
         self.alerts: list[str] = []
         self.futures: dict[str, Any] = {}
+        self.tasks: dict[str, Any] = {}
         self.in_flight: set[str] = set()
         self.done: queue.Queue[str] = queue.Queue()
         self.arbitrations: list[tuple[str, Path]] = []
@@ -108,7 +109,10 @@ class ChainRun:
         # The edges are for the UI: readiness is decided here, and a source settled by a person's
         # `continue` after a failure still feeds its target, so a failed source must not block it.
         wait_for = [allow_failure(self.futures[s]) for s in sources if s in self.futures]
-        future = node_task(self.chain, node).submit(self.chain, node_id, wait_for=wait_for)
+        if node_id not in self.tasks:
+            # Building a Prefect task costs a few ms: once per node per run (a reload clears them).
+            self.tasks[node_id] = node_task(self.chain, node)
+        future = self.tasks[node_id].submit(self.chain, node_id, wait_for=wait_for)
         self.futures[node_id] = future
         self.in_flight.add(node_id)
         self.status[node_id] = "Running"
@@ -201,6 +205,7 @@ class ChainRun:
                     self.arbitrations.insert(0, (node_id, path))
                     return
                 self.chain = reloaded
+                self.tasks.clear()
                 self.note("reloaded %s", self.chain.source)
             self.status[node_id] = None
             self.submit(node_id)

@@ -41,6 +41,8 @@ from slotrelay.chain.errors import (
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
 from slotrelay.slots import OUTPUT_STATUSES
 
+_IMPORT_LOCK = threading.Lock()
+
 EXECUTORS: dict[str, str] = {
     "python": "slotrelay.chain.executors:run_python",
     "command": "slotrelay.chain.executors:run_command",
@@ -110,16 +112,19 @@ def _import_callable(target: str, chain_dir: Path) -> Any:
     if not beside.is_file():
         return _import_target(target)
     unique = f"_slotrelay_chain_{hashlib.sha1(str(beside).encode()).hexdigest()[:12]}_{module_name.replace('.', '_')}"
-    module = sys.modules.get(unique)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(unique, beside)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[unique] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[unique]
-            raise
+    # Nodes start in parallel threads: without the lock a second thread could find the module in
+    # sys.modules while the first is still executing it, and miss its functions.
+    with _IMPORT_LOCK:
+        module = sys.modules.get(unique)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(unique, beside)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[unique] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[unique]
+                raise
     value: Any = module
     for part in attribute.split("."):
         value = getattr(value, part)
