@@ -12,7 +12,7 @@ from pathlib import Path
 
 MAX_BYTES = 5 * 1024 * 1024
 BACKUP_COUNT = 5
-_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
 def engine_logger(work_dir: Path) -> logging.Logger:

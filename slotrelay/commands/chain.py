@@ -112,6 +112,9 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
         colour = colours.get(node["state"], "white")
         table.add_row(node_id, f"[{colour}]{node['state']}[/]", str(node["attempts"]), node["error_type"] or "",
                       "\n".join(written))
+    if not out.is_terminal:
+        # Piped or under make: rich would assume 80 columns and cut the slot paths.
+        out.width = max(out.width, 160)
     out.print(table)
     for route_id, route in summary["routes"].items():
         if not route["fired"]:
