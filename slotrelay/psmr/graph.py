@@ -54,6 +54,7 @@ class GraphAssembler:
         self.paths = paths
         self.revision = revision
         self.out = Assembly()
+        self._prefixes: set[str] | None = None
 
     def evidence(
         self,
@@ -198,8 +199,14 @@ class GraphAssembler:
                 )
 
     def _is_internal(self, module: str) -> bool:
-        return any(
-            module == m or m.startswith(module + ".") or module.startswith(m + ".") for m in self.facts
+        # Internal: a module of the tree, a package above one, or something inside one.
+        if self._prefixes is None:
+            self._prefixes = {
+                ".".join(m.split(".")[:i]) for m in self.facts for i in range(1, m.count(".") + 2)
+            }
+        parts = module.split(".")
+        return module in self._prefixes or any(
+            ".".join(parts[:i]) in self.facts for i in range(1, len(parts))
         )
 
     def _state_nodes(self, module: str, facts: dict[str, Any]) -> None:

@@ -23,8 +23,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from slotrelay.psmr.extract import freeze
-
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_ROUNDS = 6
@@ -76,40 +74,21 @@ class Linker:
         self.scopes: dict[str, dict[str, Any]] = {}
         self.bindings: dict[str, dict[str, list[Any]]] = {}
         self.defs: dict[str, dict[str, Any]] = {}
-        self.instance_attrs: dict[str, dict[str, list[Any]]] = defaultdict(dict)
+        self.instance_attrs: dict[str, dict[str, tuple[Any, ...]]] = defaultdict(dict)
         self.stars: dict[str, list[str]] = {}
         self.exports: dict[str, list[str] | None] = {}
-        # Refs are frozen once here, so evaluation hashes tuples and never converts again.
+        # The fast pass hands over frozen refs (tuples), so they are used as they are.
         for module, f in self.facts.items():
-            for qualname, scope in f["scopes"].items():
-                self.scopes[qualname] = {
-                    **scope,
-                    "returns": freeze(scope["returns"]),
-                    "yields": freeze(scope["yields"]),
-                }
-            for qualname, names in f["bindings"].items():
-                self.bindings[qualname] = {name: freeze(refs) for name, refs in names.items()}
+            self.scopes.update(f["scopes"])
+            self.bindings.update(f["bindings"])
             for d in f["defs"]:
-                self.defs[d["qualname"]] = {**d, "module": module, "bases": freeze(d.get("bases", []))}
+                self.defs[d["qualname"]] = {**d, "module": module, "bases": d.get("bases", ())}
             for cls, attrs in f["instance_attrs"].items():
                 for name, refs in attrs.items():
-                    self.instance_attrs[cls].setdefault(name, []).extend(freeze(refs))
+                    self.instance_attrs[cls][name] = self.instance_attrs[cls].get(name, ()) + refs
             self.stars.update(f["stars"])
             self.exports[module] = f["exports"]
-        self.sites = [
-            (
-                m,
-                i,
-                {
-                    **s,
-                    "callee": freeze(s["callee"]),
-                    "args": freeze(s["args"]),
-                    "kwargs": {k: freeze(v) for k, v in s["kwargs"].items()},
-                },
-            )
-            for m, f in sorted(self.facts.items())
-            for i, s in enumerate(f["calls"])
-        ]
+        self.sites = [(m, i, s) for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
         self.module_memo: dict[tuple[str, str], frozenset[Value]] = {}
         self.colls: dict[Any, list[Any]] = {}
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
@@ -638,7 +617,7 @@ class Linker:
                     return None
                 current = info.get("parent")
             return None
-        base = self.eval(freeze(ref[1]))
+        base = self.eval(ref[1])
         for kind, subject in sorted(base, key=repr):
             if kind in ("inst", "def") and self.defs.get(subject, {}).get("kind") == "class":
                 for klass in self.mro(subject):
