@@ -482,14 +482,19 @@ class Linker:
             return "heuristic"
         return "heuristic"
 
-    def binding_kinds(self, name_ref: Any) -> set[str]:
+    def binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
+        """The refs a name is bound to in the nearest scope that binds it."""
         current: str | None = name_ref[1]
         while current is not None:
             refs = self.bindings.get(current, {}).get(name_ref[2])
             if refs:
-                return {r[0] for r in refs}
+                return tuple(refs)
             current = self.scopes.get(current, {}).get("parent")
-        return set()
+        return ()
+
+    def binding_kinds(self, name_ref: Any) -> set[str]:
+        """The kinds of ref a name is bound to (`imp`, `param`, `def`, ...)."""
+        return {r[0] for r in self.binding_refs(name_ref)}
 
     def unknown_reason(self, callee: Any) -> str:
         """Why a callee denotes nothing: a reason code for the unknown."""
@@ -500,8 +505,15 @@ class Linker:
             kinds = self.binding_kinds(callee)
             if not kinds:
                 return "unresolved_name"
-            if kinds <= {"param", "unk", "annot"}:
-                return "parameter_call" if "param" in kinds else "opaque_value"
+            if "param" in kinds and kinds <= {"param", "unk", "annot"}:
+                return "parameter_call"
+            if kinds == {"unk"}:
+                # Bound only to what the fast pass refused to model: say why (e.g. variadic_parameter).
+                return self.binding_refs(callee)[0][1]
+            if kinds <= {"sub", "iter"}:
+                return "container_element"
+            if kinds == {"call"}:
+                return "call_result"
             return "untyped_value"
         if kind == "attr":
             base = self.eval(callee[1])

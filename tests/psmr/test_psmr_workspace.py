@@ -332,3 +332,44 @@ def test_the_src_layout_names_modules_without_src(tmp_path: Path) -> None:
     assert callgraph(ws)["tool.cli.main"] == ["tool.core.work"]
     imports = ws.graph.edges["semantic:tool.cli", "semantic:tool.core", "imports"]
     assert ws.evidence[imports["evidence"][0]]["authority"] == "static:grimp"
+
+
+def test_unknowns_name_their_reason() -> None:
+    from slotrelay.psmr.extract import extract
+    from slotrelay.psmr.link import Linker
+
+    source = """import os
+
+
+def each(*handlers, **options):
+    for handler in handlers:
+        handler()
+    options["x"]()
+
+
+def forward(callback, *args):
+    callback()
+    args()
+    missing()
+    getattr(os, name)()
+    os.environ.copy().clear()
+
+
+class Local:
+    pass
+
+
+Local().nothing()
+"""
+    facts = extract(source, "m")
+    link = Linker({"m": facts}).run()
+    reasons = {(facts["calls"][i]["scope"], reason) for (_, i), reason in link.unresolved.items()}
+    assert reasons == {
+        ("m.each", "container_element"),
+        ("m.forward", "parameter_call"),
+        ("m.forward", "variadic_parameter"),
+        ("m.forward", "unresolved_name"),
+        ("m.forward", "dynamic_getattr"),
+        ("m.forward", "untyped_receiver"),
+        ("m", "attribute_not_found"),
+    }
