@@ -5,12 +5,14 @@
 `call` validates the request against the operator's JSON Schema (`OPERATIONS`), runs it, pages the
 result to the request's budget, and always returns an envelope: a PSMR error becomes
 `status: "error"` with one of the twelve codes and a message saying what to do instead; an error of no
-PSMR type becomes EXECUTION_FAILED. It never raises on bad input. `build_workspace` and
+PSMR type is logged with its traceback (logger `slotrelay.psmr`) and answered as EXECUTION_FAILED
+with an incident id, never with its own text. It never raises on bad input. `build_workspace` and
 `list_workspaces` create and enumerate the workspaces the operators read.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from slotrelay.psmr.errors import (
 from slotrelay.psmr.operators import EFFECTFUL_OPERATIONS, LATER_OPERATIONS, OPERATIONS
 
 __all__ = ["OPERATIONS", "build_workspace", "call", "list_workspaces"]
+
+logger = logging.getLogger("slotrelay.psmr")
 
 
 def _validate(operation: str, request: Any) -> None:
@@ -86,12 +90,15 @@ def call(operation: str, request: dict[str, Any], *, store: str | Path | None = 
         return HANDLERS[operation](request, request_id=request_id, store=store)
     except PsmrError as exc:
         return envelope.error(request_id, exc.code, exc.message)
-    except Exception as exc:  # noqa: BLE001 - the API never raises; an internal fault is reported as one
+    except Exception:  # noqa: BLE001 - the API never raises; an internal fault is reported as one
+        # The traceback goes to the log; the caller learns only the incident id to look it up by.
+        logger.exception("psmr operation %s failed unexpectedly (incident %s)", operation, request_id)
         return envelope.error(
             request_id,
             "EXECUTION_FAILED",
-            f"{operation} failed inside the runtime ({type(exc).__name__}: {exc}); rebuild the workspace "
-            "with `slotrelay psmr build` and retry, and report it if it persists",
+            f"{operation} failed with an internal error (incident {request_id}, logged as slotrelay.psmr); "
+            "rebuild the workspace with `slotrelay psmr build` and retry, and report the incident if it "
+            "persists",
         )
 
 

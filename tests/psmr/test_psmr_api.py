@@ -4,6 +4,7 @@ every error code."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +314,23 @@ def test_every_error_code(shop: tuple[str, Path], tmp_path: Path) -> None:
     assert call("impact", {}, store=store)["error"]["code"] == "OPERATOR_UNAVAILABLE"
     other = call("query.search", {"workspace_id": ws, "text": "", "continuation_token": token}, store=store)
     assert other["error"]["code"] == "INVALID_QUERY" and "different query" in other["error"]["message"]
+
+
+def test_an_internal_fault_is_logged_and_masked(
+    shop: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from slotrelay.psmr import queries
+
+    ws, store = shop
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(queries, "conflicts", broken)
+    with caplog.at_level(logging.ERROR, logger="slotrelay.psmr"):
+        result = call("query.conflicts", {"workspace_id": ws}, store=store)
+    message = result["error"]["message"]
+    assert result["error"]["code"] == "EXECUTION_FAILED" and "secret" not in message
+    assert f"incident {result['request_id']}" in message
+    logged = [r for r in caplog.records if result["request_id"] in r.getMessage()]
+    assert logged and "secret internal detail" in str(logged[0].exc_info[1])
