@@ -148,16 +148,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def started_at(client, flow_run_id: str, timeout: float = 120.0) -> tuple[float, float] | None:
-    """Epoch seconds at which a flow run was created and entered Running, once it has ended (None: not
-    ended within `timeout`, counted as a miss)."""
+def started_at(client, flow_run_id: str, timeout: float = 120.0) -> tuple[float, float] | str:
+    """Epoch seconds at which a flow run was created and entered Running, once it has ended; else why not
+    (the state it ended in without running, or that it did not end within `timeout`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run = client.read_flow_run(flow_run_id)
-        if run.state is not None and run.state.is_final() and run.start_time is not None:
+        if run.state is not None and run.state.is_final():
+            if run.start_time is None:
+                return f"{run.state.name} without running: {run.state.message}"
             return run.created.timestamp(), run.start_time.timestamp()
         time.sleep(0.05)
-    return None
+    return f"still {run.state.name if run.state else 'without a state'} after {timeout:.0f} s"
 
 
 def bench_run_creation(work: Path, creations: int) -> dict[str, list[float]]:
@@ -208,7 +210,7 @@ def bench_run_creation(work: Path, creations: int) -> dict[str, list[float]]:
     return results
 
 
-def bench_slot_to_run_started(work: Path, events: int, api_url: str) -> dict[str, list[float]]:
+def bench_slot_to_run_started(work: Path, events: int, api_url: str, log_path: Path) -> dict[str, list]:
     """Through `slotrelay watch` (sensor + served deployment): output slot written -> flow run created and
     -> Running. Each run ends before the next write, so runs do not queue behind each other.
 
@@ -218,15 +220,15 @@ def bench_slot_to_run_started(work: Path, events: int, api_url: str) -> dict[str
 
     folder = work / "to-run"
     chain = make_chain(folder, "to-run", events)
-    log = (work / "watch.log").open("w")
+    log = log_path.open("w")
     watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(chain)], cwd=ROOT,
                              env={**os.environ, "PREFECT_API_URL": api_url}, stdout=log, stderr=subprocess.STDOUT)
     ledger_path = folder / LEDGER_FILE_NAME
-    found: dict[str, list[float]] = {"created": [], "running": [], "direct": [], "missed": []}
+    found: dict[str, list] = {"created": [], "running": [], "direct": [], "missed": []}
     try:
-        while "watching" not in (work / "watch.log").read_text():
+        while "watching" not in log_path.read_text():
             if watch.poll() is not None:
-                raise RuntimeError((work / "watch.log").read_text())
+                raise RuntimeError(log_path.read_text())
             time.sleep(0.1)
         with get_client(sync_client=True) as client:
             deployment_id = client.read_deployment_by_name("chain/to-run").id
@@ -241,8 +243,8 @@ def bench_slot_to_run_started(work: Path, events: int, api_url: str) -> dict[str
                         text = ledger_path.read_text() if ledger_path.exists() else ""
                         started = [json.loads(x) for x in text.splitlines() if '"started"' in x]
                     times = started_at(client, started[-1]["flow_run_id"])
-                    if times is None:
-                        found["missed"].append(i)
+                    if isinstance(times, str):
+                        found["missed"].append(f"event {i}: {times}")
                         continue
                     found["created"].append(times[0] - began)
                     found["running"].append(times[1] - began)
@@ -253,8 +255,8 @@ def bench_slot_to_run_started(work: Path, events: int, api_url: str) -> dict[str
                         deployment_id, parameters={"chain_path": str(chain), "start_nodes": [f"work-{i}"],
                                                    "stop_at_external": True})
                     times = started_at(client, str(run.id))
-                    if times is None:
-                        found["missed"].append(-1)
+                    if isinstance(times, str):
+                        found["missed"].append(f"baseline {i}: {times}")
                         continue
                     found["direct"].append(times[1] - began)
         return found
@@ -270,6 +272,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--run-events", type=int, default=200, help="events for the flow-run latency")
     parser.add_argument("--creations", type=int, default=30)
+    parser.add_argument("--watch-log", type=Path, help="keep the output of `slotrelay watch` in this file")
     args = parser.parse_args()
 
     from deployments.server import start_server
@@ -300,7 +303,8 @@ def main() -> None:
                 starter.close()
             with console.status("run creation"):
                 creation = bench_run_creation(work, args.creations)
-            to_run = bench_slot_to_run_started(work, args.run_events, server.api_url)
+            to_run = bench_slot_to_run_started(work, args.run_events, server.api_url,
+                                               args.watch_log or work / "watch.log")
         finally:
             server.stop()
 
@@ -325,8 +329,8 @@ def main() -> None:
         row(runs, "write -> downstream flow run created", to_run["created"])
         row(runs, "write -> downstream flow run Running", to_run["running"], to_run["direct"])
         console.print(latency, runs, burst, create)
-        if to_run["missed"]:
-            console.print(f"[yellow]{len(to_run['missed'])} run(s) did not end within 120 s and are not in the table[/yellow]")
+        for miss in to_run["missed"]:
+            console.print(f"[yellow]not in the table: {miss}[/yellow]")
         console.print(f"measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} CPUs")
 
 
