@@ -90,8 +90,8 @@ def call(operation: str, request: dict[str, Any], *, store: str | Path | None = 
         return HANDLERS[operation](request, request_id=request_id, store=store)
     except PsmrError as exc:
         return envelope.error(request_id, exc.code, exc.message)
-    except Exception:  # noqa: BLE001 - the API never raises; an internal fault is reported as one
-        # The traceback goes to the log; the caller learns only the incident id to look it up by.
+    except Exception:  # the API never raises: an internal fault is answered as EXECUTION_FAILED
+        # The traceback goes to the log; the caller learns only the incident id to find it by.
         logger.exception("psmr operation %s failed unexpectedly (incident %s)", operation, request_id)
         return envelope.error(
             request_id,
