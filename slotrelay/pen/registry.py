@@ -1,8 +1,8 @@
 """Registry review of a shared pen: shared -> reviewed -> accepted | rejected | observation.
 
-`check` runs the manifest's test_examples in the sandbox (comparing each result with `expected`)
-and the static screen under the pen's own sandbox options, and checks that the code file is still
-the code whose hash the audit log holds, writes `review.json` beside the
+`check` runs the static screen under the pen's own sandbox options, then, when the screen passes,
+the manifest's test_examples in the sandbox (comparing each result with `expected`); it checks that
+the code file is still the code whose hash the audit log holds, writes `review.json` beside the
 manifest, and moves the pen to `reviewed`. `verdict` records the reviewer's answer and moves the
 folder to `factory/module-registry/{accepted,rejected,observation}/`. A rejection is sent to the
 persona as MPP-E006 (`.github/persona-brain/{persona_id}/pen-notices/{pen_id}.json`). A tool whose
@@ -126,8 +126,24 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
                 "line": None,
             }
         )
+    # The screen comes first, as in pen.write: code it refuses (say, edited so it no longer parses)
+    # is not run at all, and its examples are reported as not run.
+    findings = [finding.to_json() for finding in screen_code(code, options.lang, options)]
+    report.static_findings += findings
     limits = sandbox_limits_for(request)
     for index, example in enumerate(manifest["test_examples"]):
+        if findings:
+            report.tests.append(
+                {
+                    "index": index,
+                    "status": "not_run",
+                    "expected": example["expected"],
+                    "got": None,
+                    "passed": False,
+                    "violations": [],
+                }
+            )
+            continue
         try:
             result = sandbox.run(
                 code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend
@@ -147,7 +163,6 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
                 "violations": [violation.model_dump() for violation in result.violations],
             }
         )
-    report.static_findings += [finding.to_json() for finding in screen_code(code, options.lang, options)]
     store.write_json(folder / "review.json", report.to_json())
     transition(log, pen_id, "reviewed", persona_id=manifest["persona_id"], passed=report.passed)
     return report

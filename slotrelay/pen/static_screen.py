@@ -5,9 +5,12 @@ workspace build, so aliases and `from x import y` resolve), which reports networ
 and dynamic-code effects; the pen adds, from the AST, the literal paths and URLs the code names,
 checked against `fs` and the network allow-list. Node and shell are read through their tokens.
 Refused: network use while `network` is "none" (or URLs outside the allow-list), starting processes,
-dynamic code (eval, exec, computed imports: the screen cannot see through them), file access when
-`fs` is "none", and paths outside what `fs` allows. It is a first gate only: the sandbox enforces
-the same at run time, and a violation it reports is also MPP-E005.
+dynamic code (eval, exec, computed imports: the screen cannot see through them), python that does
+not parse (it cannot be screened, so it must not run), file access when `fs` is "none", and paths
+outside what `fs` allows. Environment access (os.environ, os.getenv, os.chdir) is allowed: both
+sandbox backends start the program with a clean environment, so there is no host variable to read.
+It is a first gate only: the sandbox enforces the same at run time, and a violation it reports is
+also MPP-E005.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import FsAllow, Lang, NetworkAllow, SandboxOptions
 from slotrelay.psmr.screen import effects
 
-FindingKind = Literal["network", "subprocess", "fs", "dynamic"]
+FindingKind = Literal["network", "subprocess", "fs", "dynamic", "unparsable"]
 
 FILE_CALLS = frozenset(
     {
@@ -192,6 +195,8 @@ def _python_effects(code: str, options: SandboxOptions) -> list[CodeFinding]:
             findings.append(
                 CodeFinding("fs", f"accesses files ({effect.target}) while fs is none", effect.line)
             )
+        # "environment" effects pass: the sandbox's environment holds nothing of the host's.
+        # "unparsable" cannot occur: screen_code parses the code first.
     return findings
 
 
@@ -253,9 +258,12 @@ def screen_code(code: str, lang: Lang, options: SandboxOptions) -> list[CodeFind
     if lang == "python":
         try:
             tree = ast.parse(code)
-        except SyntaxError:
-            # Code that does not parse cannot run either; codegen reports that as MPP-E003.
-            return []
+        except SyntaxError as exc:
+            # Unscreened code must not run. pen.write never gets here (codegen refuses generated
+            # code that does not parse, MPP-E003); code edited afterwards, as in a review, does.
+            return [
+                CodeFinding("unparsable", f"does not parse ({exc.msg}), so it cannot be screened", exc.lineno)
+            ]
         visitor = _PythonScreen(options)
         visitor.visit(tree)
         findings = visitor.findings + _python_effects(code, options)

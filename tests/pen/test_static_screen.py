@@ -61,6 +61,10 @@ ALLOW = SandboxOptions.model_validate(
             ALLOW,
             ["fs"],
         ),
+        # The sandbox's environment is clean, so reading it is allowed.
+        ("import os\ndef main(inputs):\n    return os.environ.get('HOME', os.getenv('USER'))\n", NO_FS, []),
+        # Code that does not parse cannot be screened: refused, whatever it would do.
+        ("def main(inputs:\n    return 1\n", TMP, ["unparsable"]),
     ],
 )
 def test_python_screen(code, options, kinds) -> None:
@@ -80,3 +84,10 @@ def test_enforce_names_every_finding() -> None:
         enforce_screen("import socket, subprocess\n", "python", TMP)
     assert caught.value.code == "MPP-E005" and caught.value.details["stage"] == "static"
     assert {f["kind"] for f in caught.value.details["findings"]} == {"network", "subprocess"}
+
+
+def test_code_that_does_not_parse_is_refused_with_e005() -> None:
+    with pytest.raises(PermissionViolation) as caught:
+        enforce_screen("import json\ndef main(inputs):\n    return json.dumps(inputs\n", "python", TMP)
+    [finding] = caught.value.details["findings"]
+    assert caught.value.code == "MPP-E005" and finding["kind"] == "unparsable" and finding["line"] == 3

@@ -179,6 +179,17 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
     assert [f["kind"] for f in review["static_findings"]] == ["integrity"] and review["tests"][0]["passed"]
     assert pen("review", body["pen_id"], "reject")[0] == 1
 
+    # Code edited so it no longer parses cannot be screened: its examples are not run at all.
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [8]}')
+    code_path = root / "factory/module-registry/inbox" / body["pen_id"] / "code.py"
+    code_path.write_text("def main(inputs:\n    return {'total': 8}\n")
+    code, refused = pen("review", body["pen_id"], "accept")
+    assert code == 2 and "checks failed" in refused["error"]["message"]
+    review = json.loads((code_path.parent / "review.json").read_text())
+    assert [f["kind"] for f in review["static_findings"]] == ["integrity", "unparsable"]
+    assert [(t["status"], t["got"], t["passed"]) for t in review["tests"]] == [("not_run", None, False)]
+    assert pen("review", body["pen_id"], "reject")[0] == 1
+
     # Sharing would publish the inputs as a test example: a personal ID number in them keeps it private.
     code, body = pen(
         "write", "--persona", "p1", INTENT, "--input", '{"numbers": [1], "owner": "11010519491231002X"}'
@@ -215,6 +226,20 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     code, body = pen("write", "--persona", "p3", INTENT, "--input", '{"numbers": [7]}')
     assert code == 1 and body["execution"]["status"] == "error" and "bad input" in body["execution"]["stderr"]
     assert body["decision"]["final_action"] == "keep"  # a failed run is never shared
+
+
+def test_the_program_may_read_its_environment_which_holds_nothing_of_the_hosts(
+    pen, stub, monkeypatch
+) -> None:
+    # The static screen lets environment access pass because the sandbox's environment is clean.
+    monkeypatch.setenv("SLOTRELAY_MODEL_API_KEY", "sk-host-secret")
+    stub.default_code = "import os\ndef main(inputs):\n    return dict(os.environ)\n"
+    code, body = pen("write", "--persona", "p1", INTENT, "--persist-hint", "erase")
+    assert code == 0, body
+    environment = body["execution"]["result"]
+    assert "PATH" in environment
+    assert not any(name.startswith("SLOTRELAY_MODEL") for name in environment)
+    assert "sk-host-secret" not in json.dumps(environment)
 
 
 def test_e001_nothing_reaches_the_model(pen, root, stub) -> None:
