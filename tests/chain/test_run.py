@@ -139,3 +139,27 @@ def test_retry_skip_fail_and_escalation(prefect_server: str, write_chain) -> Non
     assert "unreachable" not in alerts and all(Path(p).name.startswith("alert-") for p in summary["alerts"])
     failed_slot = json.loads((path.parent / "slots" / "denied_output.json").read_text())
     assert failed_slot["status"] == "failed" and failed_slot["error"]["error_type"] == "write_denied"
+
+
+def test_a_run_can_begin_mid_chain_and_stop_at_an_external_node(prefect_server: str, example_copy: Path) -> None:
+    """What the watchdog sensor's runs do: begin at routed nodes, leave an unfinished external node alone."""
+    from flows.chain import run_chain
+    from slotrelay.chain import load_chain
+    from slotrelay.slots import input_slot_document, write_json_atomic
+
+    chain = load_chain(example_copy)
+    write_json_atomic(chain.resolve("slots/exec-review_input.json"),
+                      input_slot_document(from_node="exec-enrich", route_id="route-enrich-to-review", data={}))
+    stopped = run_chain(str(example_copy), start_nodes=["exec-review"], stop_at_external=True)
+    assert stopped["state"] == "COMPLETED"
+    assert {n: s["state"] for n, s in stopped["nodes"].items() if s["state"] != "NotRun"} == {}
+
+    (example_copy.parent / "work").mkdir()
+    index = example_copy.parent / "work" / "index.md"
+    index.write_text("# Today\n")
+    write_json_atomic(chain.resolve("slots/exec-notify-cdn_input.json"), input_slot_document(
+        from_node="exec-publish", route_id="route-publish-to-notify-cdn", data={"index_file": str(index)}))
+    resumed = run_chain(str(example_copy), start_nodes=["exec-notify-cdn"])
+    assert resumed["nodes"]["exec-notify-cdn"]["state"] == "Skipped"
+    assert resumed["nodes"]["exec-archive"]["state"] == "Completed"
+    assert resumed["nodes"]["exec-scan"]["state"] == "NotRun"
