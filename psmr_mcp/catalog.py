@@ -243,7 +243,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "List unresolved conflicts",
         "Returns the workspace's unresolved conflicts: the same qualified name defined twice "
         "(conditional definitions), a re-export shadowing a definition, the two resolution passes "
-        "disagreeing. A tool that refuses with CONFLICT_REQUIRES_REVIEW names its conflict here; "
+        "disagreeing (listed once a psmr_query_subgraph with `infer: true` has met the disagreement). "
+        "A tool that refuses with CONFLICT_REQUIRES_REVIEW names its conflict here; "
         f"read it, then repeat that call with `accept_conflicts: true`. {CONTINUE_HINT}",
         overrides={
             "subject": {"description": "Only conflicts about this symbol. " + TARGET, "maxLength": 500}

@@ -12,7 +12,7 @@ from typing import Any
 
 from slotrelay.psmr import analyses, diff, envelope, findings, queries
 from slotrelay.psmr.budgets import effective_budget, paginate
-from slotrelay.psmr.infer import infer_slice
+from slotrelay.psmr.infer import infer_slice, recorded_disagreements
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 
@@ -90,18 +90,23 @@ def _search(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
 
 HANDLERS: dict[str, Handler] = {
     "workspace.describe": _on_workspace(
-        "workspace.describe", lambda ws, r, s: queries.describe_workspace(ws, r)
+        "workspace.describe",
+        lambda ws, r, s: queries.describe_workspace(ws, r, recorded=recorded_disagreements(ws, s)),
     ),
     "operator.list": _plain("operator.list", _operator_list),
     "operator.describe": _plain("operator.describe", lambda r, s: queries.describe_operator(r)),
     "query.search": _on_workspace("query.search", _search),
     "query.subgraph": _on_workspace(
         "query.subgraph",
-        lambda ws, r, s: queries.subgraph(ws, r, infer=lambda w, dist: infer_slice(w, dist, s)),
+        lambda ws, r, s: queries.subgraph(
+            ws, r, infer=lambda w, dist: infer_slice(w, dist, s), recorded=recorded_disagreements(ws, s)
+        ),
     ),
     "query.evidence": _on_workspace("query.evidence", lambda ws, r, s: queries.evidence(ws, r)),
     "query.unknowns": _on_workspace("query.unknowns", lambda ws, r, s: queries.unknowns(ws, r)),
-    "query.conflicts": _on_workspace("query.conflicts", lambda ws, r, s: queries.conflicts(ws, r)),
+    "query.conflicts": _on_workspace(
+        "query.conflicts", lambda ws, r, s: queries.conflicts(ws, r, recorded=recorded_disagreements(ws, s))
+    ),
     "analysis.impact": _on_workspace("analysis.impact", lambda ws, r, s: analyses.impact(ws, r, store=s)),
     "analysis.semantic_diff": _plain("analysis.semantic_diff", lambda r, s: diff.semantic_diff(r, store=s)),
     "analysis.findings": _on_workspace(

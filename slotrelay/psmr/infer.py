@@ -4,6 +4,9 @@ Only the unknowns inside a queried slice are asked about, and jedi's answers are
 per file content key, so a second query (or another session) over the same file costs nothing. An
 inferred edge carries resolution `inference`, authority `static:jedi` and status `inferred`; it is
 shown beside the stored graph, never written into it, so the fast pass's edges stay what they were.
+Where jedi contradicts a heuristic edge, the disagreement is a conflict, recorded in the store under
+the caller's file content key so that query.conflicts lists it afterwards (a changed file, or an edge
+the fast pass no longer draws, retires it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ INFERABLE = frozenset(
         "parameter_call",
     }
 )
+DISAGREEMENTS = "cache/disagreements"
 
 
 @dataclass
@@ -141,10 +145,12 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Infere
                         "resolves": [{"id": unknown["id"]}],
                     }
                 )
+    contradicted: dict[str, str] = {}
     for source, target, record in sorted(checked, key=lambda c: (c[0], c[1], c[2]["id"])):
         inferred = answers.get(record["artifact"], {}).get(_site_key(record["span"]), [])
         if inferred and not _agrees(qname(target), inferred):
             cid = stable_id("cf", "passes_disagree", source, target, record["id"])
+            contradicted[cid] = target
             out.conflicts.append(
                 {
                     "id": cid,
@@ -156,7 +162,53 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Infere
                     "status": "open",
                 }
             )
+    _record(ws, store, out.conflicts, contradicted)
     return out
+
+
+def _record(
+    ws: Workspace, store: Store, conflicts: list[dict[str, Any]], contradicted: dict[str, str]
+) -> None:
+    # Each record keeps the target of the edge it contradicts, to check later that the edge still stands.
+    by_key: dict[str, dict[str, dict[str, Any]]] = {}
+    for conflict in conflicts:
+        record = ws.evidence[conflict["evidence_refs"][0]]
+        key = ws.files[record["artifact"]]["key"]
+        by_key.setdefault(key, {})[conflict["id"]] = {
+            "target": contradicted[conflict["id"]],
+            "conflict": conflict,
+        }
+    for key, found in by_key.items():
+        known = store.get_json(DISAGREEMENTS, key) or {}
+        if not found.keys() <= known.keys():
+            store.put_json(DISAGREEMENTS, key, {**known, **found})
+
+
+def recorded_disagreements(ws: Workspace, store: Store) -> list[dict[str, Any]]:
+    """The passes' disagreements recorded by earlier inference queries that still hold in this workspace.
+
+    A record holds while its file's content key is the workspace's and the heuristic edge it
+    contradicts is still in the graph with the same evidence.
+
+    Parameters:
+        ws: the workspace.
+        store: the store holding the records.
+
+    Returns:
+        The conflict records, by id.
+    """
+    recorded = store.json_keys(DISAGREEMENTS)
+    out = []
+    for entry in ws.files.values():
+        if entry["key"] not in recorded:
+            continue
+        for item in (store.get_json(DISAGREEMENTS, entry["key"]) or {}).values():
+            conflict, target = item["conflict"], item["target"]
+            source, ev = conflict["subject"], conflict["evidence_refs"][0]
+            edge = (source, target, "calls")
+            if ws.graph.has_edge(*edge) and ev in ws.graph.edges[edge]["evidence"]:
+                out.append(conflict)
+    return sorted(out, key=lambda c: c["id"])
 
 
 def _site_key(span: dict[str, int]) -> str:

@@ -188,7 +188,8 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         output="unknowns",
     ),
     "query.conflicts": _op(
-        "Unresolved conflicts: duplicate definitions, re-exports shadowing a definition, passes disagreeing.",
+        "Unresolved conflicts: duplicate definitions, re-exports shadowing a definition, passes "
+        "disagreeing (recorded once a query.subgraph with infer: true has met them).",
         _request({"workspace_id": _WS, "subject": _TARGET}, ["workspace_id"]),
         {"workspace_id": "ws_0123456789ab"},
         output="conflicts",

@@ -51,8 +51,8 @@ class Answer:
     version: str | None = None
 
 
-def describe_workspace(ws: Workspace, request: dict[str, Any]) -> Answer:
-    """workspace.describe: what the workspace holds."""
+def describe_workspace(ws: Workspace, request: dict[str, Any], *, recorded: list[dict[str, Any]]) -> Answer:
+    """workspace.describe: what the workspace holds (`recorded`: the passes' recorded disagreements)."""
     kinds = Counter(d["kind"] for _, d in ws.graph.nodes(data=True))
     relations = Counter(k for _, _, k in ws.graph.edges(keys=True))
     return Answer(
@@ -80,7 +80,7 @@ def describe_workspace(ws: Workspace, request: dict[str, Any]) -> Answer:
             "node_counts": dict(sorted(kinds.items())),
             "edge_counts": dict(sorted(relations.items())),
             "unknown_count": len(ws.unknowns),
-            "conflict_count": len(ws.conflicts),
+            "conflict_count": len(ws.conflicts) + len(recorded),
             "warnings": ws.warnings,
         }
     )
@@ -206,8 +206,12 @@ def _effects(ws: Workspace, text: str, *, boundary: bool) -> list[dict[str, Any]
     ]
 
 
-def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
-    """query.subgraph: the semantic slice S = (N, E, K, U, C, P) around an anchor."""
+def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: list[dict[str, Any]]) -> Answer:
+    """query.subgraph: the semantic slice S = (N, E, K, U, C, P) around an anchor.
+
+    `infer(ws, distance)` runs the slow pass over the slice (when the request says `infer: true`);
+    `recorded` are the passes' disagreements recorded earlier, shown when they touch the slice.
+    """
     anchor = request["anchor"]
     depth = request.get("depth", 2)
     if depth > MAX_DEPTH:
@@ -273,13 +277,15 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any) -> Answer:
         else {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]}
         for n in nodes
     ]
-    disagreements = inferred.conflicts if inferred else []
+    # Disagreements met now or recorded by an earlier inference query, each once.
+    disagreements = {c["id"]: c for c in recorded if c["subject"] in members}
+    disagreements |= {c["id"]: c for c in (inferred.conflicts if inferred else [])}
     answer.sections = [
         ("nodes", node_items),
         ("edges", edges),
         ("contracts", contracts),
         ("unknowns", unknowns),
-        ("conflicts", conflicts_on(ws, members) + disagreements),
+        ("conflicts", conflicts_on(ws, members) + sorted(disagreements.values(), key=lambda c: c["id"])),
     ]
     if request.get("include_evidence"):
         ids = sorted({ev for e in edges for ev in e["evidence_refs"]})
@@ -330,9 +336,18 @@ def unknowns(ws: Workspace, request: dict[str, Any]) -> Answer:
     )
 
 
-def conflicts(ws: Workspace, request: dict[str, Any]) -> Answer:
-    """query.conflicts: open conflicts, optionally about one subject."""
-    items = sorted(ws.conflicts.values(), key=lambda c: c["id"])
+def conflicts(ws: Workspace, request: dict[str, Any], *, recorded: list[dict[str, Any]]) -> Answer:
+    """query.conflicts: open conflicts, optionally about one subject.
+
+    Parameters:
+        ws: the workspace.
+        request: the request (optional `subject`).
+        recorded: the passes' disagreements recorded by inference queries (see `infer`).
+
+    Returns:
+        One section, `conflicts`, by id.
+    """
+    items = sorted([*ws.conflicts.values(), *recorded], key=lambda c: c["id"])
     if request.get("subject"):
         subject = find_node(ws, request["subject"])
         items = [c for c in items if within(c["subject"], {subject})]

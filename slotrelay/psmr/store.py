@@ -3,7 +3,8 @@
     <store>/workspaces/<ws_id>/manifest.json   root, revision, files with content hashes, version
     <store>/workspaces/<ws_id>/graph.pickle    the assembled graph, evidence, unknowns, conflicts
     <store>/facts/<key>.pickle                 one file's fast-pass facts, keyed by content hash
-    <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings)
+    <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings,
+                                               the passes' recorded disagreements)
     <store>/trees/<commit>/                    git worktrees of analysed revisions
 
 Invariants: every file is written to a temporary name, flushed and renamed, so a crash never leaves a
@@ -207,6 +208,10 @@ class Store:
     def put_json(self, kind: str, key: str, value: Any) -> None:
         """Cache a JSON document under a content key."""
         _atomic_write(self.path / kind / f"{key}.json", json.dumps(value, separators=(",", ":")).encode())
+
+    def json_keys(self, kind: str) -> set[str]:
+        """The keys under which documents of a kind are cached."""
+        return {path.stem for path in (self.path / kind).glob("*.json")}
 
     def get_facts(self, key: str) -> dict[str, Any] | None:
         """One file's cached facts by content key, or None."""

@@ -317,6 +317,22 @@ run(a)
     assert "m.b" in run["data"]["conflicts"][0]["detail"] and run["conflict_refs"] == [
         run["data"]["conflicts"][0]["id"]
     ]
+    # The disagreement is recorded: query.conflicts and a slice without inference list it afterwards.
+    listed = call("query.conflicts", {"workspace_id": ws}, store=tmp_path / "s")["data"]["conflicts"]
+    assert listed == run["data"]["conflicts"]
+    plain_run = call(
+        "query.subgraph",
+        {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "m.run"}, "depth": 0},
+        store=tmp_path / "s",
+    )["data"]
+    assert plain_run["conflicts"] == listed
+    described = call("workspace.describe", {"workspace_id": ws}, store=tmp_path / "s")["data"]
+    assert described["conflict_count"] == 1
+    # Once the file changes so that no default flows into f, the record no longer holds.
+    source = (root / "m.py").read_text()
+    (root / "m.py").write_text(source.replace("def run(f=b):", "def run(f):"))
+    build_workspace(root, store=tmp_path / "s")
+    assert call("query.conflicts", {"workspace_id": ws}, store=tmp_path / "s")["data"]["conflicts"] == []
 
 
 def test_the_src_layout_names_modules_without_src(tmp_path: Path) -> None:
