@@ -334,3 +334,26 @@ def test_an_internal_fault_is_logged_and_masked(
     assert f"incident {result['request_id']}" in message
     logged = [r for r in caplog.records if result["request_id"] in r.getMessage()]
     assert logged and "secret internal detail" in str(logged[0].exc_info[1])
+
+
+def test_findings_of_one_symbol_stay_in_their_own_lists(tmp_path: Path) -> None:
+    # One long function with an undefined name and an unused import: a defect, an anomaly and a
+    # hotspot about the same symbol, each in its list alone, none folded into another.
+    body = "".join(f"    total = total + {i}\n" for i in range(130))
+    root = write_tree(
+        tmp_path / "tree",
+        {"big.py": f"import os\n\n\ndef long():\n    total = MISSING\n{body}    return total\n"},
+    )
+    ws = build_workspace(root, store=tmp_path / "s")["workspace_id"]
+    found = ok("analysis.findings", {"workspace_id": ws}, tmp_path / "s")["data"]
+    assert [(f["rule"], f["subject"]) for f in found["confirmed_defect"]] == [
+        ("pyflakes:UndefinedName", "semantic:big.long")
+    ]
+    assert [(f["rule"], f["subject"]) for f in found["anomaly"]] == [
+        ("pyflakes:UnusedImport", "semantic:big")
+    ]
+    assert [(f["rule"], f["subject"]) for f in found["hotspot"]] == [("lines", "semantic:big.long")]
+    for kind in ("confirmed_defect", "anomaly", "hotspot"):
+        assert {f["kind"] for f in found[kind]} == {kind}
+    ids = [f["id"] for kind in ("confirmed_defect", "anomaly", "hotspot") for f in found[kind]]
+    assert len(ids) == len(set(ids)) == 3
