@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slotrelay.sandbox.errors import SandboxImageError, SandboxRequestError, SandboxUnavailable
-from slotrelay.sandbox.limits import LANGUAGES
+from slotrelay.sandbox.limits import LANGUAGES, validation_problem
 
 app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
 out = Console(soft_wrap=True)
@@ -123,10 +123,7 @@ def run(
     try:
         limits = sandbox.SandboxLimits.model_validate(_limits(timeout_ms, memory_mb, network, fs, allow_path))
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
-        raise _bad_input(message if message.startswith(where) else f"{where}: {message}") from error
+        raise _bad_input(validation_problem(error)) from error
     try:
         result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend)
     except SandboxRequestError as error:

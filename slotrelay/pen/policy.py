@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.models import Action, Execution, PersistHint
+from slotrelay.sandbox.limits import validation_problem
 
 POLICY_FILE = "pen-policy.json"
 
@@ -65,9 +66,13 @@ def load_policy(root: str | Path, persona_id: str) -> PersonaPolicy:
     except FileNotFoundError:
         return PersonaPolicy()
     try:
-        return PersonaPolicy.model_validate(json.loads(text))
-    except (ValueError, ValidationError) as exc:
-        raise InvalidPenRequest(f"{path}: not a valid persona policy: {exc}") from exc
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InvalidPenRequest(f"{path}: not JSON ({exc})") from exc
+    try:
+        return PersonaPolicy.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidPenRequest(f"{path}: not a valid persona policy: {validation_problem(exc)}") from exc
 
 
 def decide(policy: PersonaPolicy, suggestion: Action, execution: Execution, hint: PersistHint) -> Decision:

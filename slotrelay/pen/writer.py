@@ -144,6 +144,9 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
         InvalidPenRequest: the request breaks the contract (nothing is recorded: there is no pen yet).
     """
     parsed = parse_request(request)
+    # Options the sandbox would refuse (an IP in network.allow, a relative allow_path) are bad input
+    # now, before a pen_id is claimed and the model is asked for code that could never run.
+    sandbox_limits_for(parsed)
     run = PenRun(
         root=Path(root),
         request=parsed,
@@ -188,13 +191,16 @@ def sandbox_limits_for(request: PenRequest) -> Any:
     Raises:
         InvalidPenRequest: when the sandbox refuses the options (e.g. an IP address in network.allow).
     """
-    from slotrelay.sandbox.limits import SandboxLimits
+    from slotrelay.sandbox.limits import SandboxLimits, validation_problem
 
     options = request.options.sandbox.model_dump(mode="json", exclude={"lang"})
     try:
         return SandboxLimits.model_validate(options)
     except ValidationError as exc:
-        raise InvalidPenRequest(f"options.sandbox: {exc.errors()[0]['msg']}") from exc
+        problem = f"options.sandbox.{validation_problem(exc)}"
+        raise InvalidPenRequest(
+            f"invalid pen.write request: {problem}", details={"fields": [problem]}
+        ) from exc
 
 
 def execute(run: PenRun, *, backend: str | None = None) -> Execution:

@@ -45,9 +45,9 @@ class NetworkAllow(BaseModel):
             except ValueError:
                 pass
             else:
-                raise ValueError(f"network.allow: {entry!r} is an IP address; list hosts by name")
+                raise ValueError(f"{entry!r} is an IP address; list hosts by name")
             if not _HOST.match(host):
-                raise ValueError(f"network.allow: {entry!r} is not a host name (host, host:port or *.domain)")
+                raise ValueError(f"{entry!r} is not a host name (host, host:port or *.domain)")
             checked.append(host)
         return tuple(checked)
 
@@ -68,8 +68,28 @@ class FsAllowPaths(BaseModel):
     def _absolute(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
         for path in paths:
             if not posixpath.isabs(path):
-                raise ValueError(f"fs.allow_paths: {path!r} is not an absolute path")
+                raise ValueError(f"{path!r} is not an absolute path")
         return tuple(posixpath.normpath(path) for path in paths)
+
+
+def validation_problem(error: ValidationError) -> str:
+    """The first problem of a failed validation, as "field: what is wrong".
+
+    Pydantic starts a validator's message with "Value error, "; that is dropped. A message that
+    already names its field (`_nested` writes "network.allow: ...") is kept as it is.
+
+    Parameters:
+        error: the validation error of `SandboxLimits` (or any pydantic model).
+
+    Returns:
+        One line naming the field.
+    """
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if not where or message.startswith((f"{where}.", f"{where}:")):
+        return message
+    return f"{where}: {message}"
 
 
 def _nested(model: type[BaseModel], value: dict, field: str) -> BaseModel:
@@ -77,10 +97,8 @@ def _nested(model: type[BaseModel], value: dict, field: str) -> BaseModel:
     try:
         return model.model_validate(value)
     except ValidationError as error:
-        first = error.errors()[0]
-        message = first["msg"].removeprefix("Value error, ")
-        where = ".".join([field, *(str(part) for part in first["loc"])])
-        raise ValueError(message if message.startswith(f"{field}.") else f"{where}: {message}") from None
+        problem = validation_problem(error)
+        raise ValueError(problem if problem.startswith(f"{field}.") else f"{field}.{problem}") from None
 
 
 class SandboxLimits(BaseModel):

@@ -346,8 +346,28 @@ def test_node_and_shell_programs(pen, stub) -> None:
     )
 
 
-def test_invalid_requests_name_the_field(pen) -> None:
+def test_invalid_requests_name_the_field(pen, root, stub) -> None:
     code, body = pen("write", "--persona", "p1", INTENT, "--lang", "cobol")
     assert code == 2 and "options.sandbox.lang" in body["error"]["message"]
     code, body = pen("write", "--persona", "p/1", INTENT)
     assert code == 2 and "context.persona_id" in body["error"]["message"]
+    # Options only the sandbox can judge are refused before a pen_id is claimed or the model is asked.
+    code, body = pen("write", "--persona", "p1", INTENT, "--network", "10.0.0.1")
+    assert code == 2 and body["error"]["code"] == "PEN_INVALID_REQUEST"
+    assert body["error"]["message"] == (
+        "invalid pen.write request: options.sandbox.network.allow: '10.0.0.1' is an IP address; "
+        "list hosts by name"
+    )
+    code, body = pen("write", "--persona", "p1", INTENT, "--fs", "data/in.csv")
+    assert (
+        code == 2
+        and "options.sandbox.fs.allow_paths: 'data/in.csv' is not an absolute path"
+        in (body["error"]["message"])
+    )
+    assert stub.requests == [] and not (root / ".slotrelay").exists()
+    # A persona policy that breaks its schema is named by file and field.
+    _policy(root, "p4", {"mode": "fixed"})
+    code, body = pen("write", "--persona", "p4", INTENT)
+    assert code == 2 and body["error"]["message"].endswith(
+        "pen-policy.json: not a valid persona policy: mode 'fixed' needs an 'action' (erase, keep or share)"
+    )

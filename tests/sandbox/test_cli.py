@@ -74,7 +74,10 @@ def test_bad_input_exits_2_and_names_what_was_wrong(tmp_path: Path) -> None:
     not_json = slotrelay("run", "--inputs", "{nope", str(program))
     assert not_json.returncode == 2 and "--inputs" in not_json.stderr
     ip_host = slotrelay("run", "--network", "10.0.0.1", str(program))
-    assert ip_host.returncode == 2 and "IP address" in ip_host.stderr
+    assert ip_host.returncode == 2 and "network.allow: '10.0.0.1' is an IP address" in ip_host.stderr
+    relative = slotrelay("run", "--allow-path", "data/in.csv", str(program))
+    assert relative.returncode == 2 and "fs.allow_paths: 'data/in.csv' is not an absolute" in relative.stderr
+    assert "Value error" not in ip_host.stderr + relative.stderr
 
 
 @pytest.mark.docker
