@@ -1,4 +1,4 @@
-"""Fixtures of the pen's tests: the stub code model, a root folder, model settings, Docker."""
+"""Fixtures of the pen's tests: the stub code model, a root folder, model settings, Docker, a local host."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import pytest
 
 from slotrelay.pen.model_client import ModelSettings
 from tests.conftest import require_service
+
+# The sandbox tests' HTTP server on 127.0.0.1, for the pen's network allow-list test.
+from tests.sandbox.conftest import local_host  # noqa: F401
 
 from .stub_model import StubModel
 

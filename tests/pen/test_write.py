@@ -293,6 +293,42 @@ def test_e005_static_and_at_run_time(pen, root, stub) -> None:
     assert body["error"]["details"]["stage"] == "runtime"
 
 
+def test_the_network_allow_list_admits_its_host_and_refuses_the_rest(pen, stub, local_host) -> None:
+    port, log = local_host
+    fetch = (
+        "import urllib.error, urllib.request\n"
+        "def fetch(url):\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(url, timeout=10) as answer:\n"
+        "            return answer.status, answer.read().decode()\n"
+        "    except urllib.error.HTTPError as error:\n"
+        "        return error.code, str(error.reason)\n"
+    )
+    allow = ["--network", f"localhost:{port}", "--persist-hint", "erase"]
+    stub.default_code = (
+        fetch + f"def main(inputs):\n    return fetch('http://localhost:{port}/from-the-pen')\n"
+    )
+    code, body = pen("write", "--persona", "p1", INTENT, *allow)
+    assert code == 0, body
+    assert body["execution"]["result"] == [200, "hello from /from-the-pen"] and "/from-the-pen" in log.paths
+
+    # A URL the code names outside the list is refused before anything runs.
+    stub.default_code = fetch + f"def main(inputs):\n    return fetch('http://127.0.0.1:{port}/by-ip')\n"
+    code, body = pen("write", "--persona", "p1", INTENT, *allow)
+    assert code == 1 and body["error"]["code"] == "MPP-E005", body
+    assert body["error"]["details"]["stage"] == "static"
+
+    # One the screen cannot see (built at run time) is refused by the sandbox's egress proxy.
+    stub.default_code = fetch + (
+        f"def main(inputs):\n    return fetch('http' + '://' + '127.0.0.1:{port}' + '/built-by-ip')\n"
+    )
+    code, body = pen("write", "--persona", "p1", INTENT, *allow)
+    assert code == 1 and body["error"]["code"] == "MPP-E005", body
+    assert body["error"]["details"]["stage"] == "runtime"
+    assert any(f"127.0.0.1:{port}" in v["detail"] for v in body["error"]["details"]["violations"])
+    assert "/by-ip" not in log.paths and "/built-by-ip" not in log.paths
+
+
 def test_e002_when_no_sandbox_can_start(root, stub, tmp_path) -> None:
     # A separate process whose Docker daemon address leads nowhere: the docker backend cannot start.
     env = {
