@@ -57,21 +57,23 @@ def manifest_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
-def validate_manifest(manifest: Any) -> None:
+def validate_manifest(manifest: Any, *, source: str | None = None) -> None:
     """Check a manifest against the schema.
 
     Parameters:
         manifest: the decoded manifest.
+        source: the file it was read from, named in the error.
 
     Raises:
-        InvalidPenRequest: naming each failing JSON path and why.
+        InvalidPenRequest: naming the file, and each failing JSON path and why.
     """
     validator = Draft202012Validator(manifest_schema(), format_checker=FormatChecker())
     errors = sorted(validator.iter_errors(manifest), key=lambda error: list(error.absolute_path))
     if errors:
         problems = [f"{error.json_path}: {error.message}" for error in errors]
+        where = f"{source}: " if source else ""
         raise InvalidPenRequest(
-            "invalid share manifest: " + "; ".join(problems), details={"fields": problems}
+            f"{where}invalid share manifest: " + "; ".join(problems), details={"fields": problems}
         )
 
 

@@ -99,7 +99,7 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
     Raises:
         PenNotFound: no such pen or its inbox folder is incomplete.
         IllegalTransition: the pen is not `shared`.
-        InvalidPenRequest: the manifest does not satisfy its schema.
+        InvalidPenRequest: the manifest is not JSON or does not satisfy its schema (naming the file).
         SandboxStartFailed: (MPP-E002) the sandbox could not run the examples.
     """
     from slotrelay import sandbox
@@ -110,8 +110,9 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
     if state != "shared":
         transition(log, pen_id, "reviewed")  # raises IllegalTransition naming the state
     folder = _inbox(root, pen_id)
-    manifest = store.read_json(folder / "manifest.json")
-    validate_manifest(manifest)
+    manifest_path = folder / "manifest.json"
+    manifest = store.read_json(manifest_path)
+    validate_manifest(manifest, source=str(manifest_path))
     request = PenRequest.model_validate(store.read_json(folder / "request.json"))
     options = request.options.sandbox
     # The code under review is the file that will be accepted; it must still be the audited code.

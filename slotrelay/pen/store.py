@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from slotrelay.pen.errors import PenNotFound
+from slotrelay.pen.errors import InvalidPenRequest, PenNotFound
 
 RegistryBucket = Literal["inbox", "accepted", "rejected", "observation"]
 
@@ -66,11 +66,14 @@ def read_json(path: Path) -> Any:
 
     Raises:
         PenNotFound: when it is missing.
+        InvalidPenRequest: when it is not JSON (say, edited by hand in the registry inbox).
     """
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise PenNotFound(f"{path} is missing") from exc
+    except ValueError as exc:
+        raise InvalidPenRequest(f"{path}: not JSON ({exc})") from exc
 
 
 def move_dir(source: Path, target: Path) -> Path:

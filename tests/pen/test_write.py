@@ -206,6 +206,28 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
     assert pen("audit", "verify", backend=False)[0] == 0
 
 
+def test_review_of_a_hand_broken_manifest_names_the_file(pen, root, stub) -> None:
+    code, body = pen(
+        "write", "--persona", "p1", INTENT, "--input", '{"numbers": [1]}', "--persist-hint", "share"
+    )
+    assert code == 0 and body["decision"]["state"] == "shared", body
+    manifest_path = root / "factory/module-registry/inbox" / body["pen_id"] / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text('{"pen_id": ')
+    code, broken = pen("review", body["pen_id"], "accept")
+    assert code == 2 and broken["error"]["message"].startswith(f"{manifest_path}: not JSON")
+    del manifest["copyright"]
+    manifest_path.write_text(json.dumps(manifest))
+    code, broken = pen("review", body["pen_id"], "accept")
+    assert code == 2 and broken["error"]["message"] == (
+        f"{manifest_path}: invalid share manifest: $: 'copyright' is a required property"
+    )
+    # Nothing moved: the pen is still shared, waiting for a review of a valid manifest.
+    assert [r["to"] for r in AuditLog(root).records_of(body["pen_id"]) if r["event"] == "transition"][-1] == (
+        "shared"
+    )
+
+
 def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None:
     _policy(root, "p2", {"mode": "person"})
     code, body = pen("write", "--persona", "p2", INTENT, "--input", '{"numbers": [7]}')
