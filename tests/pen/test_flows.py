@@ -25,6 +25,7 @@ from prefect.flow_runs import resume_flow_run
 from blocks.code_model import CodeModel
 from flows.pen import artifact_key, pen_write
 from flows.registry_review import registry_review
+from slotrelay import pen
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import PermissionViolation
 
@@ -135,3 +136,52 @@ def test_pen_write_flow_fails_with_the_pen_error(
     assert [call["status"] for call in calls] == ["MPP-E005"]
     error_md = asyncio.run(_artifact(artifact_key("pen-error", calls[0]["pen_id"])))
     assert error_md and "MPP-E005" in error_md and "subprocess" in error_md
+
+
+def test_registry_review_flow_pauses_for_the_reviewer(
+    prefect_server, stub, model, root: Path, sandbox_backend: str
+) -> None:
+    shared = pen.write(
+        {
+            "intent": "sum the numbers in the input list",
+            "context": {"persona_id": "p5", "upstream_inputs": {"numbers": [2, 3]}},
+            "options": {"persist_hint": "share"},
+        },
+        root=root,
+        model=model,
+        backend=sandbox_backend,
+    )
+    pen_id = shared.output.pen_id
+    assert shared.state == "shared"
+    results: dict = {}
+
+    def run_flow() -> None:
+        results["outcome"] = registry_review(
+            pen_id=pen_id, root=str(root), backend=sandbox_backend, review_timeout_s=120
+        )
+
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run_flow,))
+    worker.start()
+    deadline = time.monotonic() + 60
+    paused = []
+    while not paused and time.monotonic() < deadline:
+        time.sleep(0.5)
+        paused = [r for r in asyncio.run(_paused_runs()) if r.parameters.get("pen_id") == pen_id]
+    assert paused, "the registry-review run did not pause for a reviewer"
+    # While it waits, the checks are done and shown, and nothing has moved yet.
+    report_md = asyncio.run(_artifact(artifact_key("pen-review", pen_id)))
+    assert report_md and "all checks passed" in report_md and "| 0 | success |" in report_md
+    inbox = root / "factory/module-registry/inbox" / pen_id
+    assert json.loads((inbox / "review.json").read_text())["passed"] is True
+    assert AuditLog(root).records_of(pen_id)[-1]["to"] == "reviewed"
+
+    resume_flow_run(paused[0].id, run_input={"verdict": "reject", "reviewer": "bob"})
+    worker.join(timeout=60)
+    outcome = results["outcome"]
+    assert (outcome["state"], outcome["error"]["code"]) == ("rejected", "MPP-E006")
+    assert not inbox.exists()
+    assert (root / "factory/module-registry/rejected" / pen_id / "manifest.json").is_file()
+    notice = json.loads((root / ".github/persona-brain/p5/pen-notices" / f"{pen_id}.json").read_text())
+    assert notice["error"]["code"] == "MPP-E006" and notice["error"]["details"]["reviewer"] == "bob"
+    last = AuditLog(root).records_of(pen_id)[-1]
+    assert (last["to"], last["reviewer"], last["error_code"]) == ("rejected", "bob", "MPP-E006")
