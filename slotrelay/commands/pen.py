@@ -253,6 +253,10 @@ def review(
 @audit_app.command("verify")
 def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
     """Check every record's hash, the chain between them, and the head (exit 1 when broken)."""
+    if not root.is_dir():
+        # A mistyped root would otherwise verify an empty log as intact.
+        err.print(f"--root: {root} is not a folder", markup=False)
+        raise typer.Exit(2)
     report = verify_audit(root)
     if as_json:
         out.print_json(data=report.to_json())

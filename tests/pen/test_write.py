@@ -423,6 +423,8 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
         in (body["error"]["message"])
     )
     assert stub.requests == [] and not (root / ".slotrelay").exists()
+    missing = runner.invoke(app, ["pen", "audit", "verify", "--root", str(root / "typo")])
+    assert missing.exit_code == 2 and missing.stderr == f"--root: {root / 'typo'} is not a folder\n"
     # A persona policy that breaks its schema is named by file and field.
     _policy(root, "p4", {"mode": "fixed"})
     code, body = pen("write", "--persona", "p4", INTENT)
