@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from slotrelay.pen.errors import InvalidPenRequest, PenNotFound
+from slotrelay.pen.errors import InvalidPenRequest, PenError, PenNotFound
 
 RegistryBucket = Literal["inbox", "accepted", "rejected", "observation"]
 
@@ -81,12 +81,12 @@ def move_dir(source: Path, target: Path) -> Path:
 
     Raises:
         PenNotFound: when the source folder is missing.
-        FileExistsError: when the target exists already (a pen is never overwritten).
+        PenError: when the target exists already (a pen is never overwritten).
     """
     if not source.is_dir():
         raise PenNotFound(f"{source} is missing")
     if target.exists():
-        raise FileExistsError(f"{target} exists already")
+        raise PenError(f"{target} exists already: a pen's folder is never overwritten")
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(source, target)
     return target

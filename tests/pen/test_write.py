@@ -234,6 +234,14 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     assert code == 0 and body["decision"]["final_action"] is None and body["decision"]["state"] == "completed"
     pen_id = body["pen_id"]
     assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
+    # A folder already where the pen would go is never overwritten; the pen keeps waiting.
+    blocker = root / ".github/persona-brain/p2/pen-private" / pen_id
+    blocker.mkdir(parents=True)
+    code, clash = pen("decide", pen_id, "keep", backend=False)
+    assert code == 1 and clash["error"]["message"] == (
+        f"{blocker} exists already: a pen's folder is never overwritten"
+    )
+    assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
     code, decided = pen("decide", pen_id, "share", backend=False)
     assert code == 0 and decided["decision"]["state"] == "shared", decided
     assert decided["audit"]["syslog_id"] == body["audit"]["syslog_id"]
