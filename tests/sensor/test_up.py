@@ -78,9 +78,9 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(tm
             cwd=ROOT, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT,
         )
     try:
-        wait_for(lambda: base in log.read_text(), 120, "the UI address to be printed", up, log)
+        wait_for(lambda: base in log.read_text(), 240, "the UI address to be printed", up, log)
         assert get(f"{base}/") == 200
-        wait_for(lambda: get(f"{base}/api/deployments/name/chain/slow") == 200, 90, "the served deployment", up, log)
+        wait_for(lambda: get(f"{base}/api/deployments/name/chain/slow") == 200, 180, "the served deployment", up, log)
 
         # A flow run in progress when the Ctrl-C comes: its process must not outlive `up`.
         agent_writes(tmp_path / "slow", "ask", {"go": True})
@@ -89,13 +89,13 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(tm
             tree = psutil.Process(up.pid).children(recursive=True)
             return any("prefect.engine" in " ".join(p.cmdline()) for p in tree if p.is_running())
 
-        wait_for(running_flow, 90, "a flow-run process", up, log)
+        wait_for(running_flow, 180, "a flow-run process", up, log)
         tree = psutil.Process(up.pid).children(recursive=True)
         assert len(tree) >= 3  # the server, the watcher, the flow run (and their helpers)
     finally:
         up.send_signal(signal.SIGINT)
         try:
-            code = up.wait(timeout=90)
+            code = up.wait(timeout=180)
         except subprocess.TimeoutExpired:
             up.kill()
             raise
@@ -108,7 +108,7 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(tm
 def test_up_refuses_a_non_loopback_host(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "slotrelay.cli", "up", "--host", "0.0.0.0", "--home", str(tmp_path)],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=60,
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=180,
     )
     assert done.returncode == 2
     assert "loopback" in done.stderr
@@ -118,13 +118,13 @@ def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
     bad = tmp_path / "node_chain.json"
     bad.write_text(json.dumps({"chain_id": "bad", "nodes": [{"node_id": "a"}]}))
     done = subprocess.run([sys.executable, "-m", "slotrelay.cli", "watch", str(bad)],
-                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=60)
+                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 2
     assert "output_slot" in done.stderr
 
     good = slow_chain(tmp_path / "good")
     env = {**os.environ, "PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"}
     done = subprocess.run([sys.executable, "-m", "slotrelay.cli", "watch", str(good)],
-                          check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+                          check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 3
     assert "No Prefect API answers" in done.stderr
