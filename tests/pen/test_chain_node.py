@@ -100,7 +100,7 @@ def test_pen_nodes_in_a_chain(
     ).is_file()
     failed = json.loads((tmp_path / "slots/prober_output.json").read_text())
     assert failed["status"] == "failed" and failed["error"]["error_type"] == "MPP-E005"
-    assert "imports socket" in failed["error"]["message"] or "socket" in failed["error"]["message"]
+    assert "uses socket while network is none" in failed["error"]["message"]
     log = AuditLog(tmp_path / "pen-root")
     assert sorted(r["status"] for r in log.records() if r["event"] == "call") == ["MPP-E005", "completed"]
     assert log.verify().ok
