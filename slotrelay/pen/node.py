@@ -5,7 +5,7 @@ plus `decision`. `options` takes the request's `sandbox` and `persist_hint`, and
 `root` (relative to the chain's work dir, which is the default), `backend` and `error_map`. A pen error becomes
 `NodeError(error_type, message)` with the MPP code as the error type (so a chain declares
 `MPP-E004` with handling `retry`, for instance), or the type `error_map` names for it.
-The code model comes from the environment or `.env` (`SLOTRELAY_MODEL_*`).
+The code model comes from the environment or `<root>/.env` (`SLOTRELAY_MODEL_*`), as for `slotrelay pen write`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
         "options": {key: options[key] for key in ("sandbox", "persist_hint") if key in options},
     }
     try:
-        outcome = write(request, root=root, model=ModelSettings.from_env(), backend=options.get("backend"))
+        model = ModelSettings.from_env(env_file=root / ".env")
+        outcome = write(request, root=root, model=model, backend=options.get("backend"))
     except PenError as error:
         raise NodeError(error_map.get(error.code, error.code), error.message) from error
     return outcome.to_json()

@@ -104,3 +104,27 @@ def test_pen_nodes_in_a_chain(
     log = AuditLog(tmp_path / "pen-root")
     assert sorted(r["status"] for r in log.records() if r["event"] == "call") == ["MPP-E005", "completed"]
     assert log.verify().ok
+
+
+def test_a_pen_node_reads_the_model_from_the_roots_env_file(
+    stub, tmp_path: Path, sandbox_backend: str, monkeypatch
+) -> None:
+    from types import SimpleNamespace
+
+    from slotrelay.pen.node import run_pen_node
+
+    for name in ("BASE_URL", "NAME", "API_KEY", "TIMEOUT_S"):
+        monkeypatch.delenv(f"SLOTRELAY_MODEL_{name}", raising=False)
+
+    root = tmp_path / "pen-root"
+    root.mkdir()
+    (root / ".env").write_text(f"SLOTRELAY_MODEL_BASE_URL={stub.base_url}\nSLOTRELAY_MODEL_NAME=stub-coder\n")
+    spec = SimpleNamespace(
+        intent="sum the numbers in the input list",
+        persona_id="chain2",
+        options={"root": "pen-root", "backend": sandbox_backend, "persist_hint": "erase"},
+    )
+    context = SimpleNamespace(chain=SimpleNamespace(work_dir=str(tmp_path)))
+    data = run_pen_node(spec, {"numbers": [1, 2]}, context)
+    assert data["execution"]["result"] == {"total": 3} and data["decision"]["state"] == "erased"
+    assert stub.requests and stub.requests[0]["body"]["model"] == "stub-coder"
