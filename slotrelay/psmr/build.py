@@ -139,7 +139,6 @@ def build(
         paths[entry["module"]] = rel
         if progress:
             progress(done, len(entries), rel)
-    removed = sorted(set(previous) - set(entries))
     link = Linker(facts).run()
     edges, warnings = import_edges(source, facts)
     assembly = GraphAssembler(facts, paths, commit).build(link, edges)

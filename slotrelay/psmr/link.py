@@ -569,11 +569,10 @@ class Linker:
         return grew
 
     def _bind(self, func: str, key: Any, arg: Any) -> bool:
-        frozen = arg
         slot = self.params[(func, key)]
-        if frozen in slot:
+        if arg in slot:
             return False
-        slot.add(frozen)
+        slot.add(arg)
         return True
 
     def run(self) -> LinkResult:
