@@ -109,7 +109,17 @@ def callgraph(
         graph = export_callgraph(Store.open(store).load(workspace_id))
     except PsmrError as error:
         raise _fail(error) from error
-    output.write_text(json.dumps(graph, indent=1) + "\n")
+    # Written beside the target and renamed, so a failed write never leaves half a graph behind.
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        partial.write_text(json.dumps(graph, indent=1) + "\n")
+        partial.replace(output)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        err.print(
+            f"[bold red]bad input[/]: cannot write {output} ({error.strerror or error}); pick a writable path"
+        )
+        raise typer.Exit(2) from error
     err.print(f"{len(graph)} callers, {sum(map(len, graph.values()))} edges -> {output}")
 
 

@@ -179,6 +179,11 @@ def test_the_psmr_commands(tmp_path: Path) -> None:
     )
     assert exported.exit_code == 0
     assert json.loads((tmp_path / "cg.json").read_text())["app.cli.main"] == ["app.core.run"]
+    unwritable = runner.invoke(
+        app, ["psmr", "callgraph", ws, "-o", str(tmp_path / "no" / "cg.json"), "--store", str(tmp_path / "s")]
+    )
+    assert unwritable.exit_code == 2 and "cannot write" in unwritable.output
+    assert not (tmp_path / "no").exists()
     listed = runner.invoke(app, ["psmr", "list", "--store", str(tmp_path / "s")])
     assert ws in listed.stdout
     missing = runner.invoke(
