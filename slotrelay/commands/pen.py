@@ -68,6 +68,15 @@ class Verdict(str, Enum):
     observation = "observation"
 
 
+class Backend(str, Enum):
+    docker = "docker"
+    bwrap = "bwrap"
+
+
+# Checked by typer before anything runs: a misspelt backend must not cost a model call first.
+SandboxBackend = Annotated[Backend | None, typer.Option("--backend", help="sandbox backend: docker or bwrap")]
+
+
 def _fail(error: PenError, as_json: bool) -> typer.Exit:
     if as_json:
         out.print_json(data=error.to_json())
@@ -148,7 +157,7 @@ def write(
     request: Annotated[
         str | None, typer.Option("--request", help="the whole section 1 request as JSON or @FILE")
     ] = None,
-    backend: Annotated[str | None, typer.Option("--backend", help="sandbox backend: docker or bwrap")] = None,
+    backend: SandboxBackend = None,
     root: Root = Path("."),
     as_json: AsJson = False,
 ) -> None:
@@ -180,7 +189,10 @@ def write(
     try:
         with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
             outcome = pen_write(
-                body, root=root, model=ModelSettings.from_env(env_file=root / ".env"), backend=backend
+                body,
+                root=root,
+                model=ModelSettings.from_env(env_file=root / ".env"),
+                backend=backend.value if backend else None,
             )
     except PenError as error:
         raise _fail(error, as_json) from None
@@ -218,14 +230,16 @@ def review(
     pen_id: Annotated[str, typer.Argument(help="a shared pen")],
     verdict: Annotated[Verdict, typer.Argument(help="accept, reject or observation")],
     reviewer: Annotated[str, typer.Option("--reviewer", help="who reviews")] = "reviewer",
-    backend: Annotated[str | None, typer.Option("--backend", help="sandbox backend: docker or bwrap")] = None,
+    backend: SandboxBackend = None,
     root: Root = Path("."),
     as_json: AsJson = False,
 ) -> None:
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
     try:
         with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
-            outcome = pen_review(root, pen_id, verdict.value, reviewer=reviewer, backend=backend)
+            outcome = pen_review(
+                root, pen_id, verdict.value, reviewer=reviewer, backend=backend.value if backend else None
+            )
     except PenError as error:
         raise _fail(error, as_json) from None
     if as_json:

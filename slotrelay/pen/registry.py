@@ -99,11 +99,12 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
     Raises:
         PenNotFound: no such pen or its inbox folder is incomplete.
         IllegalTransition: the pen is not `shared`.
-        InvalidPenRequest: the manifest is not JSON or does not satisfy its schema (naming the file).
+        InvalidPenRequest: the manifest is not JSON or does not satisfy its schema (naming the file),
+            or the backend named does not exist.
         SandboxStartFailed: (MPP-E002) the sandbox could not run the examples.
     """
     from slotrelay import sandbox
-    from slotrelay.sandbox.errors import SandboxError
+    from slotrelay.sandbox.errors import SandboxError, SandboxRequestError
 
     log = AuditLog(root)
     state = require_state(log, pen_id)
@@ -149,6 +150,8 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
             result = sandbox.run(
                 code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend
             )
+        except SandboxRequestError as exc:
+            raise InvalidPenRequest(f"sandbox: {exc.message}") from exc
         except SandboxError as exc:
             raise SandboxStartFailed(
                 f"the sandbox could not run test example {index}: {exc.message}"

@@ -214,12 +214,13 @@ def execute(run: PenRun, *, backend: str | None = None) -> Execution:
         The execution (status success or error).
 
     Raises:
+        InvalidPenRequest: the backend named does not exist.
         SandboxStartFailed: (MPP-E002) no backend could start the code.
         ExecutionTimedOut: (MPP-E004) killed at timeout_ms.
         PermissionViolation: (MPP-E005) the sandbox refused a network or file access.
     """
     from slotrelay import sandbox
-    from slotrelay.sandbox.errors import SandboxError
+    from slotrelay.sandbox.errors import SandboxError, SandboxRequestError
 
     code = _code(run)
     options = run.request.options.sandbox
@@ -235,6 +236,9 @@ def execute(run: PenRun, *, backend: str | None = None) -> Execution:
                 inputs=run.request.context.upstream_inputs,
                 backend=backend,
             )
+        except SandboxRequestError as exc:
+            # A backend name that does not exist is bad input, not a sandbox that failed to start.
+            raise InvalidPenRequest(f"sandbox: {exc.message}") from exc
         except SandboxError as exc:
             raise SandboxStartFailed(
                 f"the sandbox could not start the code: {exc.message}", details={"sandbox_error": exc.code}

@@ -395,6 +395,15 @@ def test_e002_when_no_sandbox_can_start(root, stub, tmp_path) -> None:
     assert [r["status"] for r in AuditLog(root).records() if r["event"] == "call"] == ["MPP-E002"]
 
 
+def test_an_unknown_backend_from_the_environment_is_bad_input(pen, stub, monkeypatch) -> None:
+    monkeypatch.setenv("SLOTRELAY_SANDBOX_BACKEND", "podman")
+    code, body = pen("write", "--persona", "p1", INTENT, backend=False)
+    assert code == 2 and body["error"] == {
+        "code": "PEN_INVALID_REQUEST",
+        "message": "sandbox: backend: 'podman' is not one of docker, bwrap",
+    }
+
+
 def test_node_and_shell_programs(pen, stub) -> None:
     stub.default_code = (
         "module.exports = (inputs) => ({ total: inputs.numbers.reduce((a, b) => a + b, 0) });\n"
@@ -431,6 +440,8 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
         in (body["error"]["message"])
     )
     assert stub.requests == [] and not (root / ".slotrelay").exists()
+    code = runner.invoke(app, ["pen", "write", "--persona", "p1", INTENT, "--backend", "podman"]).exit_code
+    assert code == 2 and stub.requests == []
     missing = runner.invoke(app, ["pen", "audit", "verify", "--root", str(root / "typo")])
     assert missing.exit_code == 2 and missing.stderr == f"--root: {root / 'typo'} is not a folder\n"
     # A persona policy that breaks its schema is named by file and field.
