@@ -112,7 +112,10 @@ def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
     Raises:
         FlowPauseTimeout: no decision in time; the alert is marked `timed_out`.
     """
-    alert = _set_status(path, status="paused")
+    alert = read_alert(path)
+    # Asked again (a reload was refused): keep the decision that could not be applied.
+    history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions
+    alert = _set_status(path, status="paused", decision=None, previous_decisions=history)
     log = get_run_logger()
     engine = engine_logger(chain.work_dir)
     log.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)

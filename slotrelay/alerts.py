@@ -75,6 +75,9 @@ class Alert(BaseModel):
     pause_timeout_seconds: int | None = None
     status: Literal["open", "paused", "decided", "timed_out"] = "open"
     decision: Decision | None = None
+    previous_decisions: list[Decision] = Field(
+        default_factory=list, description="decisions that could not be applied (a refused reload), oldest first"
+    )
 
 
 def utc_stamp(moment: datetime | None = None) -> str:

@@ -86,6 +86,7 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
         "retry": [],
         "terminate": ["--comment", "stop"],
         "reload": [],
+        "bad-reload": [],
     }
     runs = {}
     for name in decisions:
@@ -102,9 +103,15 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
 
     (runs["retry"][0].parent / "fixed").write_text("")
     runs["reload"][0].write_text(json.dumps(chain(callable_="steps:fine")))
+    runs["bad-reload"][0].write_text('{"chain_id": "arbitration", "nodes": []}')
     for name, args in decisions.items():
-        done = decide(alerts[name], name, *args)
+        done = decide(alerts[name], name.removeprefix("bad-"), *args)
         assert done.returncode == 0, done.stderr
+    # A reload of an invalid chain is refused: the run asks again, keeping the refused decision.
+    again = wait_paused(runs["bad-reload"][0].parent, runs["bad-reload"][1])
+    assert again == alerts["bad-reload"]
+    assert [d.decision for d in read_alert(again).previous_decisions] == ["reload"]
+    assert decide(again, "terminate").returncode == 0
     summaries = {}
     for name, (path, run) in runs.items():
         out, _ = run.communicate(timeout=120)
@@ -124,6 +131,8 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     assert summary["nodes"]["side-2"]["state"] == "Completed"
     code, summary = summaries["reload"]
     assert code == 0 and summary["nodes"]["after"]["state"] == "Completed"
+    code, summary = summaries["bad-reload"]
+    assert code == 1 and summary["nodes"]["flaky"]["state"] == "Failed"
 
     recorded = read_alert(alerts["continue"])
     assert recorded.status == "decided" and recorded.decision.decision == "continue"
