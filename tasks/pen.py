@@ -66,6 +66,8 @@ def registry_check(root: str | Path, pen_id: str, backend: str | None) -> dict[s
 
 
 @task(name="registry-verdict", cache_policy=NO_CACHE)
-def registry_verdict(root: str | Path, pen_id: str, verdict: str, reviewer: str) -> dict[str, Any]:
+def registry_verdict(
+    root: str | Path, pen_id: str, verdict: registry.Verdict, reviewer: str
+) -> dict[str, Any]:
     """Record the reviewer's verdict and move the tool in the registry."""
-    return registry.verdict(root, pen_id, verdict, reviewer=reviewer).to_json()  # type: ignore[arg-type]
+    return registry.verdict(root, pen_id, verdict, reviewer=reviewer).to_json()
