@@ -2,7 +2,7 @@
 
 Exit codes (see slotrelay.cli): 0 ok; 1 the program ran and failed or timed out, or an image
 build failed; 2 bad input (file, limits, inputs, language, backend); 3 the environment is
-missing something (no usable backend, no Docker daemon for `build`).
+missing something (no usable backend, no Docker daemon or no debootstrap for `build`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def build(
         except SandboxImageError as error:
             err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
             raise typer.Exit(1) from error
+        except SandboxUnavailable as error:
+            err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
+            raise typer.Exit(3) from error
     table = Table("image", "action", title="sandbox images")
     for step in steps:
         table.add_row(step.image, step.action)

@@ -18,13 +18,14 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slotrelay.sandbox.errors import SandboxImageError
+from slotrelay.sandbox.errors import SandboxImageError, SandboxUnavailable
 from slotrelay.sandbox.limits import LANGUAGES
 
 REPOSITORY = "slotrelay-sandbox"
@@ -124,6 +125,11 @@ def _build_base(client, *, force: bool, say: Callable[[str], None]) -> BuildStep
     action = "imported"
     if force or not tarball.is_file():
         tarball.parent.mkdir(parents=True, exist_ok=True)
+        if shutil.which("debootstrap") is None:
+            raise SandboxUnavailable(
+                f"debootstrap is not installed, and the base image {tag} is made with it "
+                "(apt-get install debootstrap)"
+            )
         mirror = apt_mirror()
         say(f"debootstrap bookworm from {mirror} (about a minute)")
         script = images_dir() / "base" / "bootstrap.sh"
@@ -202,6 +208,7 @@ def build_images(
         One `BuildStep` per image, saying whether it was current or what was done.
 
     Raises:
+        SandboxUnavailable: the base must be made and debootstrap is not installed.
         SandboxImageError: debootstrap or a build failed (the message has the log's end).
     """
     steps = [_build_base(client, force=force, say=say)]

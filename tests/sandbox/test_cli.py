@@ -81,6 +81,14 @@ def test_bad_input_exits_2_and_names_what_was_wrong(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
+def test_build_without_debootstrap_means_exit_3(docker_backend, tmp_path: Path) -> None:
+    # --force makes the base again, which needs debootstrap; an empty PATH hides it. Nothing is built.
+    done = slotrelay("build", "--force", "--lang", "python", env={"PATH": str(tmp_path)})
+    assert done.returncode == 3, done.stderr
+    assert "SANDBOX_UNAVAILABLE" in done.stderr and "debootstrap is not installed" in done.stderr
+
+
+@pytest.mark.docker
 def test_no_daemon_means_exit_3_and_a_reason() -> None:
     gone = slotrelay("run", "--backend", "docker", "-", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert gone.returncode == 3
