@@ -19,7 +19,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilterState,
     FlowRunFilterStateType,
 )
-from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.flow_runs import resume_flow_run
 
 from blocks.code_model import CodeModel
@@ -45,6 +45,20 @@ async def _paused_runs() -> list:
                 state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
             )
         )
+
+
+def _start_until_paused(flow_call, parameter: str, value: str) -> tuple[threading.Thread, FlowRun]:
+    """Run a flow call in a thread until its run (found by one parameter) pauses; return both."""
+    # Prefect's settings (the test server's URL) live in a context variable: carry them into the thread.
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(flow_call,))
+    worker.start()
+    deadline = time.monotonic() + 60
+    paused = []
+    while not paused and time.monotonic() < deadline:
+        time.sleep(0.5)
+        paused = [r for r in asyncio.run(_paused_runs()) if r.parameters.get(parameter) == value]
+    assert paused, f"the run with {parameter}={value} did not pause"
+    return worker, paused[0]
 
 
 def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
@@ -87,18 +101,10 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
             decision_timeout_s=120,
         )
 
-    # Prefect's settings (the test server's URL) live in a context variable: carry them into the thread.
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(run_flow,))
-    worker.start()
-    deadline = time.monotonic() + 60
-    paused = []
-    while not paused and time.monotonic() < deadline:
-        time.sleep(0.5)
-        paused = [r for r in asyncio.run(_paused_runs()) if r.parameters.get("persona_id") == "p2"]
-    assert paused, "the pen-write run did not pause for a decision"
+    worker, paused = _start_until_paused(run_flow, "persona_id", "p2")
     staged = list((root / ".slotrelay/pen-staging").iterdir())
     assert len(staged) == 1 and (staged[0] / "code.py").is_file()
-    resume_flow_run(paused[0].id, run_input={"action": "share", "decided_by": "alice"})
+    resume_flow_run(paused.id, run_input={"action": "share", "decided_by": "alice"})
     worker.join(timeout=60)
     shared = results["outcome"]
     assert shared["decision"] == {
@@ -160,14 +166,7 @@ def test_registry_review_flow_pauses_for_the_reviewer(
             pen_id=pen_id, root=str(root), backend=sandbox_backend, review_timeout_s=120
         )
 
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(run_flow,))
-    worker.start()
-    deadline = time.monotonic() + 60
-    paused = []
-    while not paused and time.monotonic() < deadline:
-        time.sleep(0.5)
-        paused = [r for r in asyncio.run(_paused_runs()) if r.parameters.get("pen_id") == pen_id]
-    assert paused, "the registry-review run did not pause for a reviewer"
+    worker, paused = _start_until_paused(run_flow, "pen_id", pen_id)
     # While it waits, the checks are done and shown, and nothing has moved yet.
     report_md = asyncio.run(_artifact(artifact_key("pen-review", pen_id)))
     assert report_md and "all checks passed" in report_md and "| 0 | success |" in report_md
@@ -175,7 +174,7 @@ def test_registry_review_flow_pauses_for_the_reviewer(
     assert json.loads((inbox / "review.json").read_text())["passed"] is True
     assert AuditLog(root).records_of(pen_id)[-1]["to"] == "reviewed"
 
-    resume_flow_run(paused[0].id, run_input={"verdict": "reject", "reviewer": "bob"})
+    resume_flow_run(paused.id, run_input={"verdict": "reject", "reviewer": "bob"})
     worker.join(timeout=60)
     outcome = results["outcome"]
     assert (outcome["state"], outcome["error"]["code"]) == ("rejected", "MPP-E006")
