@@ -9,8 +9,8 @@ A call goes: look the tool up, check the arguments against its input schema (a b
 tool error naming the field, never a crash), fill in defaults and the default workspace, run the
 core in a worker thread, and answer with the envelope as `structuredContent` plus the same JSON as
 text. A `status: "error"` envelope becomes `isError: true` with `CODE: message` as the first text.
-Anything unexpected is logged with its traceback and reaches the client only as EXECUTION_FAILED
-with an incident id.
+Anything unexpected, here or in the core (`slotrelay.psmr.api.call` masks its own the same way), is
+logged with its traceback and reaches the client only as EXECUTION_FAILED with an incident id.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ class ToolSurface:
                 else:
                     answer = await anyio.to_thread.run_sync(partial(self._query, name, request))
             if answer["status"] == "error" and answer["error"]["code"] == "EXECUTION_FAILED":
-                # The core reports its own faults (and failed git runs) this way: keep them in the log too.
+                # A failed git run, or a core fault answered with its incident id (the core logs the
+                # traceback as slotrelay.psmr): name the tool beside it in this server's log.
                 logger.warning("psmr tool %s: %s", name, answer["error"]["message"])
             return answer
         except PsmrError as exc:

@@ -260,6 +260,26 @@ async def test_an_unexpected_exception_is_logged_and_masked(
         await ok(client, "psmr_query_conflicts", {})
 
 
+async def test_a_fault_inside_the_core_reaches_the_client_masked(
+    registry: WorkspaceRegistry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from slotrelay.psmr import queries
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret internal detail")
+
+    async with Client(build_server(registry)) as client:
+        monkeypatch.setattr(queries, "unknowns", broken)
+        with caplog.at_level(logging.ERROR, logger="slotrelay.psmr"):
+            message = await refused(client, "psmr_query_unknowns", {}, "EXECUTION_FAILED")
+        monkeypatch.undo()
+        assert "secret" not in message and "incident req_" in message
+        incident = message.split("incident ")[1].split(",")[0]
+        logged = [r for r in caplog.records if incident in r.getMessage()]
+        assert logged and "secret internal detail" in str(logged[0].exc_info[1])
+        await ok(client, "psmr_query_unknowns", {})
+
+
 @pytest.mark.parametrize("shared_store", [False, True])
 async def test_several_workspaces_need_an_id_and_describe_lists_them(
     tmp_path: Path, shared_store: bool
