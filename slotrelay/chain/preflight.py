@@ -1,7 +1,8 @@
 """L1 and L2: what must hold before a chain's flow starts.
 
-L1 (dependencies): the Python version, the packages the engine and the chain's executors need, and
-the `.env` (python-dotenv) with every variable the chain lists in `required_env`. L2 (paths): every
+L1 (dependencies): the Python version, the packages the engine and the chain's executors need, the
+`.env` (python-dotenv) with every variable the chain lists in `required_env`, and for pen nodes a
+sandbox (a Docker daemon that answers, or bwrap). L2 (paths): every
 slot folder exists (created if missing) and is writable. Anything missing stops the start with one
 line per problem saying what to install or fix; nothing has run yet.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -66,6 +68,30 @@ def dependency_problems(chain: Chain) -> list[str]:
     return problems
 
 
+def sandbox_problems(chain: Chain) -> list[str]:
+    """L1 for pen nodes: their code runs in a sandbox, so a Docker daemon must answer or bwrap exist."""
+    if not any(node.executor.kind == "pen" for node in chain.nodes):
+        return []
+    import docker
+
+    try:
+        client = docker.from_env(timeout=5)
+    except docker.errors.DockerException:
+        client = None
+    if client is not None:
+        try:
+            client.ping()
+            return []
+        except docker.errors.DockerException:
+            pass
+        finally:
+            client.close()
+    if shutil.which("bwrap"):
+        return []
+    return [("pen nodes run generated code in a sandbox: no Docker daemon answers (start dockerd) "
+            "and bwrap is not installed (apt-get install bubblewrap)")]
+
+
 def slot_folders(chain: Chain) -> list[Path]:
     """Every folder a slot, babel log, alert or log of the chain lives in."""
     folders = {chain.work_dir / "alerts", chain.work_dir / "logs"}
@@ -99,6 +125,6 @@ def preflight(chain: Chain) -> None:
     Raises:
         EnvironmentMissing: every problem found.
     """
-    problems = dependency_problems(chain) or path_problems(chain)
+    problems = (dependency_problems(chain) + sandbox_problems(chain)) or path_problems(chain)
     if problems:
         raise EnvironmentMissing(problems)
