@@ -136,16 +136,21 @@ def run(
         preflight(chain)
     except EnvironmentMissing as missing:
         raise _fail("\n".join(f"cannot start: {p}" for p in missing.problems), 3) from None
-    from deployments.server import ServerStartError, ensure_server
+    from deployments.server import DEFAULT_HOME, ServerStartError, api_answers, ensure_server
 
-    reused = os.environ.get("PREFECT_API_URL")
+    answering = [url for url in (os.environ.get("PREFECT_API_URL"), "http://127.0.0.1:4200/api")
+                 if url and api_answers(url)]
     try:
         with err.status("connecting to the Prefect server (starting one if none answers)"):
             api_url = ensure_server()
     except ServerStartError as down:
         raise _fail(f"cannot start: {down.message}", 3) from None
-    how = "using" if reused == api_url else "using (started in the background if it was not running)"
-    err.print(f"{how} the Prefect server at {api_url}", markup=False, highlight=False)
+    if api_url in answering:
+        err.print(f"using the Prefect server at {api_url}", markup=False, highlight=False)
+    else:
+        err.print(f"started a Prefect server at {api_url} in the background; it keeps running for the UI "
+                  f"and the next run (stop it: kill -- -$(cat {DEFAULT_HOME / 'server.pid'}))",
+                  markup=False, highlight=False)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.chain import read_summary, run_chain
