@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace
 
@@ -70,15 +71,6 @@ def test_add():
 """,
     "bad.py": "def broken(:\n    pass\n",
 }
-
-
-def write_tree(root: Path, files: dict[str, str]) -> Path:
-    """Write {relative path: text} under root and return root."""
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import write_tree
+from psmr_trees import write_tree
 
 from slotrelay.psmr.api import OPERATIONS, build_workspace, call, list_workspaces
 from slotrelay.psmr.errors import ERROR_CODES

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import write_tree
+from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace, call
 

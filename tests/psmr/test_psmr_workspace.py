@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import requests
-from conftest import write_tree
+from psmr_trees import write_tree
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
