@@ -293,11 +293,14 @@ def main() -> None:
 
             with console.status(f"burst of {args.burst}"):
                 w1, r1, n1 = bench_burst(work, args.burst, RunRecorder(), "mem")
-                targets = {f"api-{c}": ChainTarget("chain/run-chain", work / f"api-{c}" / "node_chain.json")
-                           for c in range(3)}
-                from deployments.serve import apply_all, generic_chain_deployment
+                # A deployment nobody serves: the burst's runs are created and left scheduled, so they
+                # do not queue in front of the runs the next measurement times.
+                from deployments.serve import apply_all
+                from flows.chain import run_chain
 
-                apply_all([generic_chain_deployment()])
+                apply_all([run_chain.to_deployment(name="burst-unserved")])
+                targets = {f"api-{c}": ChainTarget("chain/burst-unserved", work / f"api-{c}" / "node_chain.json")
+                           for c in range(3)}
                 starter = DeploymentStarter(targets)
                 w2, r2, n2 = bench_burst(work, args.burst, starter, "api")
                 starter.close()
