@@ -14,9 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import free_port
-
-from .chains import agent_writes
+from .chains import agent_writes, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_MODULE = '''
