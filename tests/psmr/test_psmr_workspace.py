@@ -4,6 +4,7 @@ how each edge was resolved, and the `slotrelay psmr` commands."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import requests
@@ -88,6 +89,34 @@ def test_incremental_update_equals_a_full_rebuild(tmp_path: Path) -> None:
     assert _graph_state(inc_ws) == _graph_state(full_ws)
     assert inc_ws.graph.has_edge("semantic:app.util.helper", "semantic:app.util.other", "calls")
     assert "semantic:app.cli.main" not in inc_ws.graph
+
+
+def test_incremental_update_of_a_real_package_equals_a_full_rebuild(tmp_path: Path) -> None:
+    # On real code the resolver's argument flow crosses files, so one edited file can change the
+    # resolution of files that never import it: the update must still equal a full rebuild.
+    root = tmp_path / "requests"
+    shutil.copytree(Path(requests.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    first = build_workspace(root, store=tmp_path / "inc")
+    utils = root / "utils.py"
+    text = utils.read_text()
+    assert "def super_len(o: Any) -> int:" in text
+    # A changed signature, and a new function whose argument flows into another file's function.
+    utils.write_text(
+        text.replace("def super_len(o: Any) -> int:", "def super_len(o: Any, hook: Any = len) -> int:")
+        + "\n\ndef _added(session):\n"
+        + "    from .hooks import dispatch_hook\n\n"
+        + "    dispatch_hook('response', {'response': [super_len]}, None)\n"
+        + "    return session.request('GET', '/')\n"
+    )
+    update = build_workspace(root, store=tmp_path / "inc")
+    assert (update["analysed"], update["reused"]) == (1, first["files"] - 1)
+    full = build_workspace(root, store=tmp_path / "full")
+    inc_ws = Store.open(tmp_path / "inc").load(update["workspace_id"])
+    full_ws = Store.open(tmp_path / "full").load(full["workspace_id"])
+    assert _graph_state(inc_ws) == _graph_state(full_ws)
+    assert inc_ws.graph.has_edge(
+        "semantic:requests.utils._added", "semantic:requests.hooks.dispatch_hook", "calls"
+    )
 
 
 RESOLUTION = {
