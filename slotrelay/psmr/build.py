@@ -3,6 +3,10 @@
 A revision is analysed from its own tree, a detached git worktree kept in the store, so the user's
 checkout is never touched. An update re-parses only files whose content hash changed; resolution and
 assembly run over the whole tree from the cached facts, so an updated workspace equals a full rebuild.
+Resolution is whole-program on purpose: arguments flow from callers into callees in files that never
+import the caller, and the resolver's memoised evaluation cuts cycles in the order it meets them (on
+networkx, reversing the order of the call sites changes the targets of 279 of 53,894), so
+re-resolving only the changed files and their importers would not equal a full rebuild.
 """
 
 from __future__ import annotations
