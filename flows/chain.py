@@ -39,7 +39,7 @@ from slotrelay.chain import (
     load_chain,
     write_route_inputs,
 )
-from slotrelay.chain.errors import TIMEOUT, UNKNOWN
+from slotrelay.chain.errors import UNKNOWN
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.preflight import preflight
 from slotrelay.chain.routing import input_slot_path, output_slot_path
@@ -135,9 +135,8 @@ class ChainRun:
         self.in_flight.discard(node_id)
         result = self.futures[node_id].result(raise_on_failure=False)
         if not isinstance(result, dict):
-            # Not our outcome: Prefect's own timeout or a crash of the task machinery.
-            error_type = TIMEOUT if isinstance(result, TimeoutError) else UNKNOWN
-            error = NodeError(error_type, f"{type(result).__name__}: {result}")
+            # Not our outcome: a crash of the task machinery (node tasks have no Prefect timeout).
+            error = NodeError(UNKNOWN, f"{type(result).__name__}: {result}")
             handling = decide_handling(self.chain, error, type_failures=10**9)
             result = outcome(node_id, "Failed", attempts=1, error=error, handling=handling)
         self.outcomes[node_id] = result

@@ -119,8 +119,11 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
 def node_task(chain: Chain, node: Node) -> Any:
     """`run_node` configured for one node: run name, retries, retry delay.
 
-    No Prefect task timeout: external and command nodes enforce `timeout_seconds` themselves, and a
-    sync task runs in a worker thread, which Prefect cannot interrupt (it warns and waits anyway).
+    `timeout_seconds` is not given to Prefect: every executor enforces it itself (python callables
+    in a thread of their own, command nodes by killing the program, external nodes by their wait)
+    and fails with the chain's `timeout` error type, which the chain's error_types then handle.
+    Prefect's task timeout would inject its exception anywhere in this task's thread, slot writes
+    included, and would end the task outside the chain's error types.
     """
     retries, delay = retry_policy(chain, node)
     return run_node.with_options(task_run_name=node.node_id, retries=retries, retry_delay_seconds=delay)

@@ -12,6 +12,8 @@ error (`executor_missing`), not an ImportError.
 
 from __future__ import annotations
 
+import contextvars
+import ctypes
 import hashlib
 import importlib
 import importlib.util
@@ -160,17 +162,76 @@ def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) ->
     raise NodeError(OUTPUT_INVALID, f"executor {node.executor.kind!r} returned {type(result).__name__}, not a dict")
 
 
+class _CallableTimedOut(BaseException):
+    """Raised inside a python callable's thread when its node's timeout_seconds ran out.
+
+    A BaseException so that a callable's own `except Exception` does not swallow it.
+    """
+
+
+def _call_with_timeout(function: Callable[..., Any], data: dict[str, Any], timeout: float, name: str) -> Any:
+    """Call `function(data)` in its own thread; give up on it after `timeout` seconds.
+
+    Python cannot kill a thread. On timeout `_CallableTimedOut` is set as the thread's asynchronous
+    exception (what Prefect's own sync-task timeout does, but aimed at the callable's thread only,
+    so the engine's slot writes are never interrupted): a callable running Python code stops at its
+    next bytecode; one blocked in a C call (`time.sleep`, a socket read, file I/O) stops when that
+    call returns, having done no more Python work. Either way the node fails with `timeout` at the
+    deadline. Context variables (Prefect's run context, loggers) are carried into the thread.
+
+    Raises:
+        NodeError: `timeout` when the callable has not returned after `timeout` seconds.
+    """
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+    # Held while deciding to interrupt, and while the thread marks itself done: the exception is
+    # never set on a thread that has already left the guarded part.
+    finishing = threading.Lock()
+
+    def call() -> None:
+        try:
+            try:
+                outcome["result"] = context.run(function, data)
+            except BaseException as failure:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome["error"] = failure
+            finally:
+                with finishing:
+                    outcome["done"] = True
+        except _CallableTimedOut:
+            pass
+
+    worker = threading.Thread(target=call, name=f"slotrelay-callable {name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    with finishing:
+        timed_out = not outcome.get("done")
+        if timed_out:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(_CallableTimedOut))
+    if timed_out:
+        raise NodeError(TIMEOUT, f"{name} ran longer than timeout_seconds ({timeout} s)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
 def run_python(spec: PythonExecutor, data: dict[str, Any], context: ExecutionContext) -> dict[str, Any] | NodeOutput:
     """Call `module:function(data)`; modules beside the chain file are importable.
 
+    With the node's `timeout_seconds` set, the callable runs in its own thread and the node fails
+    with `timeout` when it runs longer (see `_call_with_timeout` for how the callable is stopped).
+
     Raises:
-        NodeError: `executor_missing` when the callable cannot be imported; whatever the callable raises.
+        NodeError: `executor_missing` when the callable cannot be imported; `timeout`; whatever the
+            callable raises.
     """
     try:
         function = _import_callable(spec.callable, context.chain.base_dir)
     except (ImportError, AttributeError, SyntaxError) as missing:
         raise NodeError(EXECUTOR_MISSING, f"cannot import {spec.callable}: {missing}") from None
-    result = function(dict(data))
+    if context.node.timeout_seconds is None:
+        result = function(dict(data))
+    else:
+        result = _call_with_timeout(function, dict(data), context.node.timeout_seconds, spec.callable)
     if not isinstance(result, dict | NodeOutput):
         raise NodeError(OUTPUT_INVALID, f"{spec.callable} returned {type(result).__name__}, not a dict")
     return result

@@ -84,6 +84,61 @@ def test_external_timeout_and_reported_failure(write_chain) -> None:
     assert (reported.value.error_type, reported.value.message) == ("external_unreachable", "no network")
 
 
+SLOW = """
+import pathlib, time
+
+def spin(data):
+    marker = pathlib.Path(data["marker"])
+    n = 0
+    while True:
+        n += 1
+        marker.write_text(str(n))
+
+def nap(data):
+    time.sleep(1.5)
+    pathlib.Path(data["marker"]).write_text("woke and went on")
+    return {}
+
+def quick(data):
+    return {"ok": True}
+"""
+
+
+def test_python_callable_past_timeout_seconds_fails_with_timeout_and_is_stopped(write_chain, tmp_path) -> None:
+    nodes = [node(name, start=True, timeout_seconds=0.5, executor={"kind": "python", "callable": f"slow:{name}"})
+             for name in ("spin", "nap", "quick")]
+    path = write_chain({"chain_id": "x", "nodes": nodes, "routes": []}, {"slow.py": SLOW})
+    chain = load_chain(path)
+    spin_marker, nap_marker = tmp_path / "spin.txt", tmp_path / "nap.txt"
+    run = executors_module.run_python
+
+    def call(name: str, marker: Path) -> object:
+        context = executors_module.ExecutionContext(chain=chain, node=chain.node(name), attempt=1, input_slot=None,
+                                                    output_slot=tmp_path / f"{name}.json")
+        return run(chain.node(name).executor, {"marker": str(marker)}, context)
+
+    started = time.monotonic()
+    with pytest.raises(NodeError) as busy:
+        call("spin", spin_marker)
+    assert busy.value.error_type == "timeout" and "timeout_seconds (0.5 s)" in busy.value.message
+    assert time.monotonic() - started < 1.5
+    # A busy loop is stopped at its next bytecode: the counter it writes stops growing.
+    time.sleep(0.3)
+    counted = spin_marker.read_text()
+    time.sleep(0.3)
+    assert spin_marker.read_text() == counted
+
+    started = time.monotonic()
+    with pytest.raises(NodeError) as sleeping:
+        call("nap", nap_marker)
+    assert sleeping.value.error_type == "timeout"
+    assert time.monotonic() - started < 1.2, "the node must fail at its deadline, not when the sleep ends"
+    # A sleep cannot be interrupted; once it returns, the callable does no more work.
+    time.sleep(1.5)
+    assert not nap_marker.exists()
+    assert call("quick", tmp_path / "unused") == {"ok": True}
+
+
 def test_command_executor(write_chain) -> None:
     echo = {"kind": "command", "argv": ["{python}", "-c", "import json,sys; d=json.load(sys.stdin); print(json.dumps({'got': d}))"]}
     chain = build(write_chain, [node("cmd", start=True, executor=echo),
@@ -118,4 +173,3 @@ def test_node_error_survives_pickling() -> None:
 
     error = pickle.loads(pickle.dumps(NodeError("timeout", "slow")))
     assert (error.error_type, error.message, error.code) == ("timeout", "slow", "timeout")
-    assert isinstance(Path(__file__), Path)
