@@ -153,11 +153,6 @@ def main() -> None:
                           f"{statistics.median(values) / base:.2f}x")
         console.print(table)
     finally:
-        if "prefect" in sys.modules:
-            from prefect.logging.handlers import APILogWorker
-
-            # Ship the run logs still queued before the server goes away.
-            APILogWorker.drain_all(timeout=5)
         server.stop()
 
 

@@ -98,11 +98,6 @@ def main() -> None:
             table.add_row(name, f"{total:.2f}", f"{total / NODES * 1000:.1f}", f"{total / base:.2f}x")
         console.print(table)
     finally:
-        if "prefect" in sys.modules:
-            from prefect.logging.handlers import APILogWorker
-
-            # Ship the run logs still queued before the server goes away.
-            APILogWorker.drain_all(timeout=5)
         server.stop()
 
 

@@ -10,7 +10,8 @@ project's `.env` (git-ignored): it is generated on first start and reused afterw
 stored by one server start can be read by the next.
 
 Contract for callers (`slotrelay run`, `slotrelay up`):
-- `start_server` returns a `ServerHandle`; `handle.stop()` ends the server and its process group.
+- `start_server` returns a `ServerHandle`; `handle.stop()` ships this process's queued run logs, then
+  ends the server and its process group.
 - `ensure_server` returns an API URL (`http://host:port/api`) and leaves a server it started running,
   detached, so the next command reuses it; its log is `<home>/server.log`.
 """
@@ -62,9 +63,17 @@ class ServerHandle:
     log_path: Path
 
     def stop(self, *, timeout: float = 20.0) -> None:
-        """Stop the server: SIGTERM to its process group, SIGKILL if it has not ended in `timeout` s."""
+        """Stop the server: SIGTERM to its process group, SIGKILL if it has not ended in `timeout` s.
+
+        Run logs of this process are shipped in the background: when Prefect is loaded, the queued
+        ones are sent first (up to 5 s), so they are not lost with the server.
+        """
         if self.process.poll() is not None:
             return
+        if "prefect" in sys.modules:
+            from prefect.logging.handlers import APILogWorker
+
+            APILogWorker.drain_all(timeout=5)
         try:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(timeout=timeout)
