@@ -119,9 +119,10 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
 def node_task(chain: Chain, node: Node) -> Any:
     """`run_node` configured for one node: run name, retries, retry delay.
 
-    `timeout_seconds` is not given to Prefect: every executor enforces it itself (python callables
-    in a thread of their own, command nodes by killing the program, external nodes by their wait)
-    and fails with the chain's `timeout` error type, which the chain's error_types then handle.
+    `timeout_seconds` is not given to Prefect: python, command and external executors enforce it
+    themselves (the callable in a thread of their own, the program killed, the wait bounded) and
+    fail with the chain's `timeout` error type, which the chain's error_types then handle. deploy
+    and pen nodes do not read it: their own limits bound them (URL timeouts, sandbox limits).
     Prefect's task timeout would inject its exception anywhere in this task's thread, slot writes
     included, and would end the task outside the chain's error types.
     """

@@ -2,19 +2,24 @@
 
 scan reads `inbox/`, dedup drops repeated articles, enrich adds word counts (its first attempt finds
 the source busy and asks for a retry), the reviewer agent plays an agent outside the engine that
-writes the review node's output slot, publish writes an index, notify_cdn finds the CDN unreachable
+writes the review node's output slot, publish writes an index (the chain's deploy node then copies
+it to `work/site` and `work/mirror-b`), check_site serves the site folder over HTTP on 127.0.0.1 and
+compares what it serves with what was deployed, notify_cdn finds the CDN unreachable
 (skipped, by the chain's rules), archive bundles what was published.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
 import threading
 import time
+import urllib.request
 from datetime import UTC, datetime
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from slotrelay.chain import NodeError, NodeOutput
@@ -96,6 +101,41 @@ def publish(data: dict) -> dict:
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text("# Today\n" + "\n".join(lines) + "\n", encoding="utf-8")
     return {"index_file": str(index), "published": len(lines)}
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """No request lines on stderr: the run's own log says what was checked."""
+
+
+def check_site(data: dict) -> dict:
+    """Serve `work/site` on a free port of 127.0.0.1 for the check, GET every deployed file, compare sha256.
+
+    A free port per run (not a fixed one in the chain file) keeps parallel runs of copies of this
+    example, and the long-lived `slotrelay up` process, from clashing.
+    """
+    site = (WORK / "site").resolve()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, name="site-server", daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    checked = []
+    try:
+        for copy in data["deployed"]:
+            target = Path(copy["target"]).resolve()
+            if not target.is_relative_to(site):
+                continue
+            url = base + target.relative_to(site).as_posix()
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                served = hashlib.sha256(answer.read()).hexdigest()
+            if served != copy["sha256"]:
+                raise NodeError("site_mismatch", f"GET {url} served sha256 {served}, deployed {copy['sha256']}")
+            checked.append(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    if not checked:
+        raise NodeError("site_mismatch", f"nothing was deployed under {site}")
+    return {"checked_urls": checked, "served_matches": True}
 
 
 def notify_cdn(data: dict) -> dict:

@@ -35,7 +35,8 @@ def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect
     assert states == {
         "exec-scan": "Completed", "exec-dedup": "Completed", "exec-empty-report": "NotRun",
         "exec-enrich": "Completed", "exec-reviewer-agent": "Completed", "exec-review": "Completed",
-        "exec-publish": "Completed", "exec-notify-cdn": "Skipped", "exec-archive": "Completed",
+        "exec-publish": "Completed", "exec-deploy": "Completed", "exec-check-site": "Completed",
+        "exec-notify-cdn": "Skipped", "exec-archive": "Completed",
     }
     assert summary["state"] == "COMPLETED" and summary["alerts"] == []
     assert summary["nodes"]["exec-enrich"]["attempts"] == 2
@@ -43,7 +44,12 @@ def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect
     assert summary["routes"]["route-dedup-to-empty-report"] == {"fired": False, "reason": "len(data.items) = 3 != 0"}
     assert summary["routes"]["route-notify-cdn-to-archive"]["fired"] is True
     folder = example_copy.parent
-    assert (folder / "work" / "published" / "index.md").read_text().count("- ") == 3
+    index = (folder / "work" / "published" / "index.md").read_bytes()
+    assert index.count(b"- ") == 3
+    assert (folder / "work" / "site" / "work" / "published" / "index.md").read_bytes() == index
+    assert (folder / "work" / "mirror-b" / "work" / "published" / "index.md").read_bytes() == index
+    checked = json.loads((folder / "slots" / "exec-check-site_output.json").read_text())["data"]["checked_urls"]
+    assert len(checked) == 1 and checked[0].startswith("http://127.0.0.1:")
     assert json.loads((folder / "slots" / "exec-dedup_output.json").read_text())["data"]["duplicates"] == 1
     babel = (folder / "slots" / "exec-scan_babel.jsonl").read_text().splitlines()
     assert json.loads(babel[-1])["to"] == ["exec-dedup"]
