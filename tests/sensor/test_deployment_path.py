@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
 
-from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes
+from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes, make_chain
 
 pytestmark = pytest.mark.prefect_server
 
@@ -198,3 +199,61 @@ def test_prefect_deploy_all_creates_every_deployment_of_prefect_yaml(prefect_ser
     assert chain.pull_steps == [
         {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}
     ]
+
+
+def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run(prefect_server, tmp_path):
+    sizes = {"pburst-a": 50, "pburst-b": 50}
+    chains = {cid: make_chain(tmp_path / cid, cid, n) for cid, n in sizes.items()}
+    log = tmp_path / "watch.log"
+    with log.open("w") as handle:
+        # A wider window than the default: the burst lands in a few runs, so few flow-run processes start.
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--window", "0.5", *map(str, chains.values())],
+            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
+            stdout=handle, stderr=subprocess.STDOUT,
+        )
+    outputs = [tmp_path / cid / "slots" / f"work-{i}_output.json" for cid, n in sizes.items() for i in range(n)]
+    try:
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        assert watch.poll() is None, log.read_text()
+        for i in range(max(sizes.values())):
+            for cid, n in sizes.items():
+                if i < n:
+                    agent_writes(tmp_path / cid, f"src-{i}", {"i": i})
+        wait_for(lambda: all(completed(p) for p in outputs), 180, "all 100 targets to run")
+    finally:
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(timeout=60)
+    assert code == 0, log.read_text()
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterName,
+        FlowRunFilter,
+        FlowRunFilterId,
+    )
+
+    expected = {f"work-{i}" for n in sizes.values() for i in range(n)}
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(sizes))))
+        in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[r.id for r in runs]))
+        ran: Counter = Counter()
+
+        def every_task_run_recorded() -> bool:
+            # The server records task runs from their events, shortly after the flow run ends.
+            ran.clear()
+            ran.update(t.name for t in client.read_task_runs(flow_run_filter=in_runs, limit=200))
+            return sum(ran.values()) >= 100
+
+        wait_for(every_task_run_recorded, 30, "the server to record the 100 task runs")
+    assert {r.state.type.value for r in runs} == {"COMPLETED"}
+    assert len(runs) < 100, "the burst's targets were not coalesced into fewer runs"
+    # Each routed target is started by exactly one run, and runs as a task in exactly one (work-i: once per chain).
+    started = Counter((r.parameters["chain_path"], node) for r in runs for node in r.parameters["start_nodes"])
+    assert len(started) == 100 and set(started.values()) == {1}
+    assert set(ran) == expected and set(ran.values()) == {len(sizes)}
+    for cid in sizes:
+        ledger = [json.loads(line) for line in (tmp_path / cid / LEDGER_FILE_NAME).read_text().splitlines()]
+        chain_runs = {str(r.id) for r in runs if r.parameters["chain_path"] == str(chains[cid])}
+        assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == chain_runs
