@@ -66,7 +66,8 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
     Returns:
         The alert file's path.
     """
-    arbitrate = outcome["handling"] == "arbitrate"
+    # An escalation is asked too, once the rest of the run is done (flows/chain.py).
+    arbitrate = outcome["handling"] in ("arbitrate", "escalate")
     alert = Alert(
         alert_id=f"{utc_stamp()}-{outcome['node_id']}",
         created_at=now_iso(),

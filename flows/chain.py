@@ -5,10 +5,14 @@ its routes are evaluated from its output slot (priority order) and every route t
 its target's input slot; a target is submitted with `wait_for` on its sources once every source has
 settled. A route that does not hold leaves its target unrun, and the summary says why.
 
-Failures (L4/L5): `skip` goes on; `fail` and an escalation write an alert and stop that branch; an
-error of no declared type (or an escalation whose type says `pause`) writes an alert and, once the
-branches that do not depend on that node have finished, pauses the run for a decision
-(flows/arbitration.py): continue, retry, terminate or reload.
+Failures (L4/L5): `skip` goes on; `fail` writes an alert and stops that branch; an error of no
+declared type (or an escalation whose type says `pause`) writes an alert and, once the branches that
+do not depend on that node have finished, pauses the run for a decision (flows/arbitration.py):
+continue, retry, terminate or reload. An escalation whose type says `alert` writes the alert and
+fails the node, and the run goes on with everything that does not need it (a join whose other
+source fired runs); when nothing else can run and that alert is still undecided, it is "an alert
+left unhandled" (issue 3, seed 八.1 "don't guess: escalate"): the run pauses on it the same way
+before it ends.
 
 Key contract: `run_chain(...)` returns the `slotrelay run --json` summary dict (a failed run returns
 `Failed` carrying the same dict, so `state.result(raise_on_failure=False)` gives it). The summary is
@@ -87,6 +91,8 @@ class ChainRun:
         self.in_flight: set[str] = set()
         self.done: queue.Queue[str] = queue.Queue()
         self.arbitrations: list[tuple[str, Path]] = []
+        # Escalations (`on_escalation: alert`) not decided yet: asked before the run ends.
+        self.unhandled: list[tuple[str, Path]] = []
         self.terminated: str | None = None
         self.log = get_run_logger()
         self.engine = engine_logger(chain.work_dir)
@@ -148,7 +154,8 @@ class ChainRun:
         in_path = input_slot_path(self.chain, node_id)
         reason = {
             "fail": f"error type {result['error_type']!r} is handled by failing the node",
-            "escalate": f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded)",
+            "escalate": (f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
+                         " the run goes on without this node, and a person decides before it ends"),
             "arbitrate": (f"error type {result['error_type']!r} is not declared by the chain: a person decides"
                           if self.chain.error_type(result["error_type"] or UNKNOWN) is None
                           else f"retries of {result['error_type']!r} ran out and its type says: pause for a person"),
@@ -159,6 +166,8 @@ class ChainRun:
         if result["handling"] == "arbitrate":
             self.status[node_id] = "Paused"
             self.arbitrations.append((node_id, path))
+        elif result["handling"] == "escalate":
+            self.unhandled.append((node_id, path))
 
     def route(self, node_id: str, document: dict[str, Any]) -> None:
         decisions = evaluate_routes(self.chain, node_id, document)
@@ -239,6 +248,12 @@ class ChainRun:
             elif self.arbitrations:
                 rounds += 1
                 self.arbitrate(*self.arbitrations.pop(0), rounds)
+            elif self.unhandled:
+                # Before unstarted nodes are closed: a `continue` must still be able to feed them.
+                for node_id, path in self.unhandled:
+                    self.status[node_id] = "Paused"
+                    self.arbitrations.append((node_id, path))
+                self.unhandled.clear()
             elif not self.close_unreachable():
                 break
             for node_id in self.ready():

@@ -2,11 +2,13 @@
 
 An alert is one JSON file `alerts/alert-<UTC timestamp>-<node_id>.json`, written atomically. The
 engine writes it when a node fails for good (handling `fail`), escalates (retries ran out), or needs
-arbitration (an error of no declared type, or an escalation whose type says `on_escalation: pause`);
-in the last case the flow run pauses until a decision arrives. The decision (who, when, what) is
+arbitration (an error of no declared type, or an escalation whose type says `on_escalation: pause`).
+Arbitration pauses the flow run until a decision arrives; an escalation (`on_escalation: alert`)
+lets the run go on without the node and pauses it the same way before the run ends, if nobody has
+decided by then (an alert left unhandled). Only `fail` alerts have nothing to decide. The decision (who, when, what) is
 written back into the same file by the run that receives it; `status` tells where it stands:
 
-    open       written; nothing to decide (fail/escalate) or the pause has not begun yet
+    open       written; nothing to decide (fail) or the pause has not begun yet
     paused     the run waits for a decision (continue | retry | terminate | reload)
     decided    a decision arrived; `decision` holds it
     timed_out  the pause ran out with no decision; the run failed

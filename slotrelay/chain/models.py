@@ -169,7 +169,9 @@ class ErrorType(Spec):
     retry_interval_seconds: float = Field(default=0, ge=0)
     escalate_after: Literal["max_retries_exceeded"] | None = None
     on_escalation: Literal["alert", "pause"] = Field(
-        default="alert", description="alert: write an alert and fail the node; pause: also wait for a person"
+        default="alert",
+        description=("alert: write an alert, fail the node and go on with what does not need it; a person decides"
+                     " before the run ends. pause: the node's downstream waits for the person's decision"),
     )
 
 

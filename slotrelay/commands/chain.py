@@ -181,7 +181,7 @@ def decide(
         raise _fail(str(bad.message), 2) from None
     if alert.decision is not None or alert.status in ("decided", "timed_out"):
         raise _fail(f"{alert_file}: already {alert.status}, nothing to decide", 2)
-    if alert.handling != "arbitrate" or not alert.flow_run_id:
+    if alert.handling not in ("arbitrate", "escalate") or not alert.flow_run_id:
         raise _fail(f"{alert_file}: this alert ({alert.handling}) does not wait for a decision", 2)
     payload: dict[str, Any] | None = None
     if data is not None:

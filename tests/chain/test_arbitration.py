@@ -159,3 +159,28 @@ def test_a_pause_with_no_decision_fails_the_run_and_keeps_the_alert(prefect_serv
     assert summary["nodes"]["side-2"]["state"] == "Completed"
     alert = read_alert(summary["alerts"][0])
     assert alert.status == "timed_out" and alert.decision is None
+
+
+def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_server: str, tmp_path: Path) -> None:
+    """`on_escalation: alert`: the run goes on without the node, then asks a person before it ends."""
+    folder = tmp_path / "escalation"
+    folder.mkdir()
+    (folder / "steps.py").write_text(STEPS)
+    document = chain()
+    document["error_types"] = [{"error_type": "unknown", "handling": "retry", "max_retries": 1,
+                                "escalate_after": "max_retries_exceeded", "on_escalation": "alert"}]
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(document))
+    run = subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env={**os.environ})
+    alert_path = wait_paused(folder, run)
+    alert = read_alert(alert_path)
+    assert (alert.node_id, alert.handling, alert.attempts) == ("flaky", "escalate", 2)
+    assert json.loads((folder / "slots" / "side-2_output.json").read_text())["status"] == "completed"
+    done = decide(alert_path, "continue", "--data", '{"by": "hand"}')
+    assert done.returncode == 0, done.stderr
+    out, _ = run.communicate(timeout=120)
+    summary = json.loads(out)
+    assert run.returncode == 0 and summary["state"] == "COMPLETED"
+    assert summary["nodes"]["flaky"]["state"] == "Completed" and summary["nodes"]["after"]["state"] == "Completed"
+    assert read_alert(alert_path).decision.decision == "continue"
