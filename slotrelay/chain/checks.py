@@ -49,13 +49,6 @@ def is_missing(value: Any) -> bool:
     return value is _MISSING
 
 
-def check_label(check: Check) -> str:
-    """A short human form of a check, for reasons and logs."""
-    if isinstance(check, str):
-        return check
-    return json.dumps(check.model_dump(), ensure_ascii=False)
-
-
 def run_check(check: Check, document: dict[str, Any], *, chain: Chain) -> CheckResult:
     """Run one check against a slot document.
 

@@ -7,7 +7,7 @@ the node in priority order, and for every route that holds write the target's in
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,6 @@ class RouteDecision:
     to_node: str
     fired: bool
     reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain-dict form (for JSON summaries and task results)."""
-        return asdict(self)
 
 
 def evaluate_routes(chain: Chain, node_id: str, output_doc: dict[str, Any]) -> list[RouteDecision]:
