@@ -10,7 +10,7 @@ process and every flow-run process under it, then the server and its process gro
 does not stop in time (a worker has been seen ignoring SIGTERM for 70 s).
 
 Exit codes: 0 after a clean stop, 2 for a bad chain or option, 3 when no Prefect API answers or the
-server cannot start.
+server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when the watcher failed.
 """
 
 from __future__ import annotations
@@ -230,5 +230,6 @@ def up(
             signal.signal(sig, handler)
     if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
         console.print(f"[red]slotrelay up: the watcher ended with exit code {watcher.returncode}[/red]")
-        raise typer.Exit(1)
+        # Bad input (2) or a missing environment (3) seen by the watcher is the same for `up`; else it failed.
+        raise typer.Exit(watcher.returncode if watcher.returncode in (2, 3) else 1)
     console.print("slotrelay up: stopped")
