@@ -59,9 +59,10 @@ def _copy_verified(source: Path, relative: Path, target_dir: Path, expected: str
         with temporary.open("rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(temporary, destination)
+        # Read back from the target, not from memory: the proof is what the target holds.
+        actual = sha256_of(destination)
     except OSError as exc:
         raise NodeError("deploy_target_unwritable", f"cannot write {destination}: {exc}") from exc
-    actual = sha256_of(destination)
     if actual != expected:
         raise NodeError(
             "deploy_hash_mismatch",

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import pytest
 
+from slotrelay.chain import deploy
 from slotrelay.chain.deploy import run_deploy
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import DeployExecutor
@@ -155,3 +156,20 @@ def test_an_unwritable_target_is_named(site):
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_target_unwritable"
+
+
+def test_a_copy_that_cannot_be_read_back_is_named(site, monkeypatch):
+    # The target's disk fails on the read that proves the copy: a named node error, not a bare OSError.
+    real = deploy.sha256_of
+
+    def failing_read(path):
+        if "mirror-b" in str(path):
+            raise OSError(5, "Input/output error")
+        return real(path)
+
+    monkeypatch.setattr(deploy, "sha256_of", failing_read)
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": None}
+    with pytest.raises(NodeError) as caught:
+        run_deploy(DeployExecutor(**spec), {}, in_chain(site))
+    assert caught.value.error_type == "deploy_target_unwritable"
+    assert "mirror-b/build/index.html" in caught.value.message
