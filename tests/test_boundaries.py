@@ -13,5 +13,5 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_core_imports_neither_prefect_nor_mcp() -> None:
     lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert lint_imports, "import-linter is a dev dependency: pip install -e '.[dev]'"
-    done = subprocess.run([lint_imports], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([lint_imports], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
