@@ -1,8 +1,9 @@
-"""The `slotrelay` command: mounts each part's sub-commands and maps errors to exit codes.
+"""The `slotrelay` command: mounts each part's sub-commands from `slotrelay.commands`.
 
-Exit codes: 0 success, 1 the work ran and failed (a failed flow run, a failed sandbox
-program), 2 bad input (an invalid chain, intent or request), 3 the environment is missing
-something (no Docker daemon, no Prefect server, a package not installed).
+Every command module maps its part's typed errors onto one convention of exit codes:
+0 success, 1 the work ran and failed (a failed flow run, a failed sandbox program), 2 bad input
+(an invalid chain, intent or request), 3 the environment is missing something (no Docker daemon,
+no Prefect server, a package not installed).
 """
 
 from __future__ import annotations
