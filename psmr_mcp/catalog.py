@@ -17,6 +17,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from slotrelay.psmr import envelope
 from slotrelay.psmr.errors import ERROR_CODES
 from slotrelay.psmr.operators import OPERATIONS, RELATIONS
 
@@ -368,7 +369,7 @@ BUILD_INPUT_SCHEMA: dict[str, Any] = {
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "schema": {"const": "psmr-tool-result-0.1"},
+        "schema": {"const": envelope.SCHEMA},
         "request_id": {"type": "string"},
         "status": {"enum": ["ok", "error"]},
         "data": {"anyOf": [{"type": "object"}, {"type": "null"}]},
@@ -395,17 +396,7 @@ ENVELOPE_SCHEMA: dict[str, Any] = {
             ]
         },
     },
-    "required": [
-        "schema",
-        "request_id",
-        "status",
-        "data",
-        "evidence_refs",
-        "unknown_refs",
-        "conflict_refs",
-        "warnings",
-        "continuation",
-    ],
+    "required": list(envelope.FIELDS),
 }
 
 

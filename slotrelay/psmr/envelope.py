@@ -11,6 +11,18 @@ import uuid
 from typing import Any
 
 SCHEMA = "psmr-tool-result-0.1"
+# The fields every envelope carries, ok or error (an error adds `error`).
+FIELDS = (
+    "schema",
+    "request_id",
+    "status",
+    "data",
+    "evidence_refs",
+    "unknown_refs",
+    "conflict_refs",
+    "warnings",
+    "continuation",
+)
 
 
 def new_request_id() -> str:
