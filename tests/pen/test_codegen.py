@@ -99,7 +99,7 @@ def test_5xx_then_success_is_retried(stub, model) -> None:
 
 
 def test_slow_model_times_out_without_retrying(stub, model) -> None:
-    stub.script.append(Reply(body=completion("```python\nx = 1\n```"), delay=1.5))
+    stub.script.append(Reply(body=completion("```python\nx = 1\n```"), delay=3))
     settings = ModelSettings(base_url=model.base_url, model="stub-coder", timeout_s=0.4)
     started = time.monotonic()
     with (
@@ -107,7 +107,7 @@ def test_slow_model_times_out_without_retrying(stub, model) -> None:
         pytest.raises(CodeGenerationFailed, match="did not answer within 0.4 s"),
     ):
         generate_code(client, REQUEST)
-    assert time.monotonic() - started < 1.4
+    assert time.monotonic() - started < 2.5, "the client must give up at its timeout, not when the reply comes"
     assert len(stub.requests) == 1
 
 

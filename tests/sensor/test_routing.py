@@ -175,15 +175,20 @@ def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, 
     recorder = RunRecorder()
     sensor = sensor_for(list(chains.values()), recorder, window_seconds=0.1)
 
-    documents = [
-        (tmp_path / cid / "slots" / f"src-{i}_output.json",
-         json.dumps({"node_id": f"src-{i}", "status": "completed", "data": {"i": i}, "capabilities_used": ["Write"]}))
-        for i in range(334) for cid, n in sizes.items() if i < n
-    ]
+    # As agents write: a complete temporary file renamed onto the slot. The temporary files are written
+    # beforehand, outside the watched folders, so that the burst itself is 1,000 renames within a second.
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    documents = []
+    for i in range(334):
+        for cid, n in sizes.items():
+            if i < n:
+                tmp = staging / f"{cid}-src-{i}_output.json.tmp"
+                tmp.write_text(json.dumps(
+                    {"node_id": f"src-{i}", "status": "completed", "data": {"i": i}, "capabilities_used": ["Write"]}))
+                documents.append((tmp, tmp_path / cid / "slots" / f"src-{i}_output.json"))
     began = time.monotonic()
-    for path, text in documents:  # as agents write: a temporary file renamed onto the slot
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
+    for tmp, path in documents:
         os.replace(tmp, path)
     assert time.monotonic() - began < 1.0, "the burst must be written within a second"
 
