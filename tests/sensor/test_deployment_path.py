@@ -65,6 +65,16 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def runs_finished(*deployments: str) -> bool:
+    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running ones)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
+    return bool(runs) and all(r.state is not None and r.state.is_final() for r in runs)
+
+
 def completed(path: Path) -> bool:
     document = read_slot(path)
     return bool(document) and document.get("status") == "completed"
@@ -151,6 +161,7 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
         wait_for(lambda: completed(slots / "publish_output.json"), 90, "`publish` to run in a second flow run")
         deployed = tmp_path / "site" / "slots" / "deploy_output.json"
         wait_for(lambda: completed(deployed), 90, "the site chain's deploy node")
+        wait_for(lambda: runs_finished("relay", "site-relay"), 90, "the flow runs to end")
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=60)
@@ -221,6 +232,7 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
                 if i < n:
                     agent_writes(tmp_path / cid, f"src-{i}", {"i": i})
         wait_for(lambda: all(completed(p) for p in outputs), 180, "all 100 targets to run")
+        wait_for(lambda: runs_finished(*sizes), 120, "the flow runs to end")
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=60)
