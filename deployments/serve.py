@@ -10,18 +10,23 @@ Choices, from measurements on Prefect 3.9.1:
   routed run then starts within about a second instead of up to ten.
 - `pause_on_shutdown=False`: a stopped `watch` must not pause the deployments, or runs requested
   by the next sensor start (reconcile) would wait for a person to resume the deployment.
+- A stop reschedules the runs in flight instead of leaving them Running (`serve_until_stopped`).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import time
+import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from deployments.sensor import CHAIN_FLOW_NAME, chain_deployment_name
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
+    from prefect.runner import Runner
 
     from slotrelay.chain.models import Chain
 
@@ -100,20 +105,117 @@ def apply_all(deployments: list[RunnerDeployment]) -> None:
 
 
 def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: float = POLL_SECONDS) -> None:
-    """Serve the deployments in this process until SIGINT/SIGTERM.
+    """Serve the deployments in this process until SIGINT/SIGTERM, then stop without losing a run.
+
+    Prefect's `serve` lets a Ctrl-C tear its event loop down, which kills the flow-run processes
+    without telling the API: their runs stay Running in the UI forever. Here a signal stops the
+    runner through `Runner.astop`, which cancels each run in flight through Prefect's own sequence
+    (kill, hooks, Cancelled state, event), and each of those runs gets a successor: a new Scheduled
+    run of the same deployment with the same parameters, which the next `watch` or `up` serving the
+    deployment runs. A successor rather than the cancelled run set back to Scheduled, because the
+    next runner's cancellation observer replays the recent Cancelling event of that run id and
+    would cancel it again.
 
     Parameters:
         deployments: what to serve.
         poll_seconds: how often the runner asks the API for runs to start.
     """
-    from prefect import serve
+    import asyncio
+    import signal
 
-    serve(
-        *deployments,
-        pause_on_shutdown=False,
-        print_starting_message=False,
-        query_seconds=poll_seconds,
+    from prefect.runner import Runner
+
+    runner = Runner(pause_on_shutdown=False, query_seconds=poll_seconds)
+    for deployment in deployments:
+        runner.add_deployment(deployment)
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        stopping: list[asyncio.Task[None]] = []
+
+        def stop() -> None:
+            if not stopping:
+                stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments)))
+
+        # The runner installs its own SIGTERM handler when it starts; SIGINT is ours.
+        loop.add_signal_handler(signal.SIGINT, stop)
+        await runner.start()
+        if stopping:
+            await stopping[0]
+
+    asyncio.run(serve())
+
+
+SHUTDOWN_MESSAGE = "Runner is shutting down."  # the state message of runs `Runner.astop` cancels
+FINISHING_GRACE_SECONDS = 10.0
+
+
+def _flow_run_processes() -> set[uuid.UUID]:
+    """The flow runs this process's runner has processes for (the runner puts the id in their environment)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            flow_run_id = child.environ().get("PREFECT__FLOW_RUN_ID")
+        except psutil.Error:
+            continue
+        if flow_run_id:
+            found.add(uuid.UUID(flow_run_id))
+    return found
+
+
+async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeployment]) -> None:
+    """Stop the runner; give each run it cancelled on the way out a Scheduled successor.
+
+    Runs that have already ended are first given a moment for their processes to exit: the
+    runner's stop cancels every run it still has a process for, and would mark a run that has
+    just completed Cancelled.
+    """
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterName,
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
     )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Scheduled
+
+    began = datetime.now(UTC)
+    async with get_client() as client:
+        deadline = time.monotonic() + FINISHING_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            states = [(await client.read_flow_run(i)).state for i in _flow_run_processes()]
+            if not any(state is not None and state.is_final() for state in states):
+                break
+            await asyncio.sleep(0.2)
+        await runner.astop()
+        cancelled = await client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=sorted({d.name for d in deployments}))),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.CANCELLED]))
+            ),
+        )
+        for run in cancelled:
+            state = run.state
+            if run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE or state.timestamp < began:
+                continue
+            successor = await client.create_flow_run_from_deployment(
+                run.deployment_id,
+                parameters=run.parameters,
+                name=run.name,
+                tags=run.tags,
+                idempotency_key=f"successor-of-{run.id}",
+                state=Scheduled(message=f"Runs again what flow run {run.id} was doing when watch stopped"),
+            )
+            logger.info("flow run %s was cancelled by the stop; %s will run it again", run.id, successor.id)
 
 
 def chain_flow_deployment_name(chain_id: str) -> str:

@@ -269,3 +269,66 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
         ledger = [json.loads(line) for line in (tmp_path / cid / LEDGER_FILE_NAME).read_text().splitlines()]
         chain_runs = {str(r.id) for r in runs if r.parameters["chain_path"] == str(chains[cid])}
         assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == chain_runs
+
+
+NAP_MODULE = '''
+import pathlib, time
+
+def nap(data):
+    with (pathlib.Path(__file__).parent / "attempts.txt").open("a") as attempts:
+        attempts.write("started\\n")
+    time.sleep(6)
+    return {"slept": True}
+'''
+
+
+def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_server, tmp_path):
+    # Stopping leaves no run Running in the UI with nobody running it: it is cancelled, and a successor runs it.
+    folder = tmp_path / "nap"
+    chain = make_chain(folder, "nap", 1)
+    (folder / "nap_work.py").write_text(NAP_MODULE)
+    document = json.loads(chain.read_text())
+    document["nodes"][1]["executor"]["callable"] = "nap_work:nap"
+    chain.write_text(json.dumps(document))
+    attempts = folder / "attempts.txt"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
+
+    def start_watch(log: Path) -> subprocess.Popen:
+        with log.open("w") as handle:
+            watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(chain)],
+                                     cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        assert watch.poll() is None, log.read_text()
+        return watch
+
+    first = start_watch(tmp_path / "watch-1.log")
+    try:
+        agent_writes(folder, "src-0", {"i": 0})
+        wait_for(attempts.exists, 90, "the node to start in a flow run")
+    finally:
+        first.send_signal(signal.SIGINT)
+        assert first.wait(timeout=60) == 0, (tmp_path / "watch-1.log").read_text()
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    def runs() -> list:
+        with get_client(sync_client=True) as client:
+            return client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["nap"])))
+
+    [stopped] = [r for r in runs() if not r.state.is_scheduled()]
+    assert stopped.state.is_cancelled(), "a run in flight must not be left Running with nobody running it"
+    [successor] = [r for r in runs() if r.id != stopped.id]
+    assert successor.state.is_scheduled() and successor.parameters == stopped.parameters
+
+    second = start_watch(tmp_path / "watch-2.log")
+    try:
+        wait_for(lambda: completed(folder / "slots" / "work-0_output.json"), 120, "the next watch to run it")
+        wait_for(lambda: runs_finished("nap"), 60, "the flow run to end")
+    finally:
+        second.send_signal(signal.SIGINT)
+        assert second.wait(timeout=60) == 0, (tmp_path / "watch-2.log").read_text()
+    states = {r.id: r.state for r in runs()}
+    assert states.keys() == {stopped.id, successor.id}
+    assert states[stopped.id].is_cancelled() and states[successor.id].is_completed()
+    assert attempts.read_text() == "started\nstarted\n"
