@@ -8,13 +8,15 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
 # System packages: the Docker engine, bubblewrap (the sandbox without a daemon), debootstrap
-# (the base image without a registry) and graphviz (chain graphs as PNG).
+# (the base image without a registry), graphviz (chain graphs as PNG) and chromium (the browser the
+# Prefect UI test drives).
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v dot >/dev/null || missing+=(graphviz)
 command -v node >/dev/null || missing+=(nodejs npm)
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         log "missing system packages: ${missing[*]} (install them with: sudo apt-get install ${missing[*]})"
@@ -53,4 +55,12 @@ if [ ! -x tests/mcp/node_modules/.bin/conformance ] \
     # `npm install --no-save` rather than `npm ci`: npm ci rejects this lock file over a Windows-only
     # optional dependency npm leaves out of it; with the lock in sync, install resolves the same tree.
     (cd tests/mcp && npm install --no-save --no-audit --no-fund --loglevel=error)
+fi
+
+# The browser driver of the Prefect UI test: playwright-core, pinned by tests/ui/package-lock.json,
+# into tests/ui/node_modules (git-ignored). It drives the chromium above and downloads no browser.
+if [ ! -d tests/ui/node_modules/playwright-core ] \
+    || [ tests/ui/package-lock.json -nt tests/ui/node_modules/.package-lock.json ]; then
+    log "installing the UI test's browser driver into tests/ui/node_modules"
+    (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
 fi

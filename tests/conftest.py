@@ -41,7 +41,8 @@ def free_port() -> int:
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real Prefect API server (SQLite, temporary PREFECT_HOME) for the whole test session.
 
-    Yields the API URL. In-process Prefect calls see it through `temporary_settings`; tests that
+    Yields the API URL; the UI is served at the same address without `/api` (v1 at `/`, v2 at `/v2`).
+    In-process Prefect calls see it through `temporary_settings`; tests that
     start subprocesses pass `PREFECT_API_URL` (also exported to `os.environ` here).
     """
     from prefect.logging.handlers import APILogWorker
@@ -55,6 +56,8 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
+        # The UI is served too; without this its pages would call the API at the default port 4200.
+        "PREFECT_UI_API_URL": url,
     }
     env.pop("PREFECT_API_URL", None)
     log = (home / "server.log").open("wb")

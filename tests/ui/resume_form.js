@@ -1,0 +1,149 @@
+// Resumes a paused flow run through the form the Prefect UI renders for it, as a person would:
+// open the run's page, press Resume, fill the form Prefect generates from the RunInput model's JSON
+// schema, submit, and watch the run's state badge leave Paused and reach a final state.
+//
+// Usage: node resume_form.js '<job JSON>' with keys
+//   ui_url, flow_run_id, ui ("v1": the Vue UI at /, "v2": the React UI at /v2),
+//   form ({decision, comment?, decided_by?, data?}), profile (a fresh Chromium user-data-dir),
+//   screenshot (where to save a PNG of the page as the script leaves it), timeout_ms (for every wait).
+// Prints one JSON line: {ok, ui, page, decision_shown, resume_status, run_input, state_after,
+// final_state, api_errors, screenshot, elapsed_ms}, or {ok: false, ui, error, api_errors, screenshot,
+// elapsed_ms} (exit code 1).
+//
+// Every wait is on an element or a response, never a sleep: the page is a single-page app that
+// renders after its API calls answer, which takes seconds on a loaded machine.
+'use strict';
+
+const { chromium } = require('playwright-core');
+
+const CHROMIUM = '/usr/bin/chromium';
+// `headless: true` adds --headless; the profile is the fresh --user-data-dir the caller names.
+const ARGS = [
+    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync',
+];
+const FINAL = /^(Completed|Failed|Crashed|Cancelled)$/;
+
+// Labels such as `Comment (Optional)` hold regex characters: match them literally, and whole.
+const exact = (text) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+
+// Vue UI (v1): the run page has a Resume button; the form is a p-modal of schema-form properties.
+const v1 = {
+    path: (id) => `/runs/flow-run/${id}`,
+    stateBadge: (page) => page.locator('.state-badge').first(),
+    async openForm(page) {
+        await page.getByRole('button', { name: 'Resume', exact: true }).click();
+        return page.locator('.p-modal__card').filter({ hasText: 'Resume Flow Run' });
+    },
+    property: (form, label) => form.locator('.schema-form-property').filter({
+        has: form.page().locator('.schema-form-property__label', { hasText: exact(label) }),
+    }),
+    async choose(form, label, value) {
+        const control = this.property(form, label).locator('.p-select-button__control');
+        // A click leaves this select closed in headless Chromium; ArrowDown opens it, as for a keyboard user.
+        await control.press('ArrowDown');
+        await form.page().locator('.p-select-option', { hasText: exact(value) }).click();
+        return (await control.innerText()).trim();
+    },
+    async fillText(form, label, text) {
+        const property = this.property(form, label);
+        await property.getByRole('button', { name: 'str', exact: true }).click();
+        await property.locator('textarea').fill(text);
+    },
+    async fillJson(form, label, value) {
+        const property = this.property(form, label);
+        await property.getByRole('button', { name: 'dict', exact: true }).click();
+        await property.locator('textarea.p-code-input__textarea').fill(JSON.stringify(value));
+    },
+    submit: (form) => form.getByRole('button', { name: 'Submit', exact: true }).click(),
+};
+
+// React UI (v2): Resume is in the run's menu; the form is a dialog whose optional properties are tabs.
+const v2 = {
+    path: (id) => `/v2/runs/flow-run/${id}`,
+    stateBadge: (page) => page.locator('[data-slot="badge"]').filter({
+        hasText: /^(Scheduled|Pending|Running|Paused|Completed|Failed|Crashed|Cancelled|Cancelling)$/,
+    }).first(),
+    async openForm(page) {
+        await page.getByRole('button', { name: 'Open menu', exact: true }).click();
+        await page.getByRole('menuitem', { name: 'Resume', exact: true }).click();
+        return page.getByRole('dialog').filter({ hasText: 'Resume Flow Run' });
+    },
+    property: (form, label) => form.locator('label', { hasText: exact(label) })
+        .locator("xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' group ')][1]"),
+    async choose(form, label, value) {
+        const control = this.property(form, label).locator('fieldset button').first();
+        await control.click();
+        await form.page().getByRole('option', { name: value, exact: true }).click();
+        return (await control.innerText()).trim();
+    },
+    async fillText(form, label, text) {
+        const property = this.property(form, label);
+        await property.getByRole('tab', { name: 'str', exact: true }).click();
+        await property.getByRole('tabpanel').locator('textarea').fill(text);
+    },
+    submit: (form) => form.getByRole('button', { name: 'Resume', exact: true }).click(),
+};
+
+async function resume(page, job) {
+    const ui = { v1, v2 }[job.ui];
+    const url = new URL(ui.path(job.flow_run_id), job.ui_url).href;
+    const done = { ui: job.ui, page: url };
+    await page.goto(url);
+    await ui.stateBadge(page).filter({ hasText: 'Paused' }).waitFor();
+    const form = await ui.openForm(page);
+    await form.waitFor();
+    done.decision_shown = await ui.choose(form, 'Decision', job.form.decision);
+    if (job.form.comment !== undefined) await ui.fillText(form, 'Comment (Optional)', job.form.comment);
+    if (job.form.decided_by !== undefined) await ui.fillText(form, 'Decided By (Optional)', job.form.decided_by);
+    if (job.form.data !== undefined) {
+        // v2 renders a free-form object (`data: dict | None`) with no input at all: only v1 can give data.
+        if (!ui.fillJson) throw new Error(`the ${job.ui} form has no input for the free-form data object`);
+        await ui.fillJson(form, 'Data (Optional)', job.form.data);
+    }
+    const answered = page.waitForResponse(
+        (r) => r.request().method() === 'POST' && r.url().endsWith(`/flow_runs/${job.flow_run_id}/resume`));
+    await ui.submit(form);
+    const response = await answered;
+    done.resume_status = response.status();
+    done.run_input = response.request().postDataJSON().run_input;
+    await form.waitFor({ state: 'hidden' });
+    // The page follows the run by itself: it goes on (no longer Paused), then ends.
+    const badge = ui.stateBadge(page);
+    await badge.filter({ hasNotText: 'Paused' }).waitFor();
+    done.state_after = (await badge.innerText()).trim();
+    await badge.filter({ hasText: FINAL }).waitFor();
+    done.final_state = (await badge.innerText()).trim();
+    return done;
+}
+
+async function main() {
+    const job = JSON.parse(process.argv[2]);
+    const started = Date.now();
+    const context = await chromium.launchPersistentContext(job.profile, {
+        executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 1000 },
+    });
+    const page = context.pages()[0] || await context.newPage();
+    page.setDefaultTimeout(job.timeout_ms);
+    page.setDefaultNavigationTimeout(job.timeout_ms);
+    // API calls the page saw fail: the first thing to read when the form did not do its job.
+    const apiErrors = [];
+    page.on('response', (r) => {
+        if (r.status() >= 400 && new URL(r.url()).pathname.startsWith('/api/')) apiErrors.push(`${r.status()} ${r.url()}`);
+    });
+    let outcome;
+    try {
+        outcome = { ok: true, ...await resume(page, job) };
+    } catch (error) {
+        outcome = { ok: false, ui: job.ui, error: String(error.message || error) };
+        process.exitCode = 1;
+    }
+    // Whatever happened, the page as it is now: what a failed assertion's message points to.
+    await page.screenshot({ path: job.screenshot, fullPage: true });
+    await context.close();
+    console.log(JSON.stringify({
+        ...outcome, api_errors: apiErrors, screenshot: job.screenshot, elapsed_ms: Date.now() - started,
+    }));
+}
+
+main();
