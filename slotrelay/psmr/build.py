@@ -6,11 +6,17 @@ assembly run over the whole tree from the cached facts, so an updated workspace 
 Resolution is whole-program on purpose: arguments flow from callers into callees in files that never
 import the caller, and the resolver's memoised evaluation cuts cycles in the order it meets them (on
 networkx, reversing the order of the call sites changes the targets of 279 of 53,894), so
-re-resolving only the changed files and their importers would not equal a full rebuild.
+re-resolving only the changed files and their importers would not equal a full rebuild. Resolving to
+a fixed point instead does not remove the order: the cap of 16 values a reference may denote (past
+it, the value is dropped) gives the equations several end states; the variant with a unique end
+state (an over-large value becomes unknown everywhere it flows) loses 21% of networkx's resolved
+call sites. On networkx a one-file update spends its time loading the cached facts, resolving,
+assembling and saving, in that order of size.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import subprocess
@@ -94,6 +100,25 @@ def build(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`)."""
+    # A build makes millions of small objects that all live until it ends, so the cyclic collector
+    # rescans a growing heap for nothing: without it, networkx builds in 8.4 s instead of 12.5 s and a
+    # one-file update takes 3.2 s instead of 4.8 s (fresh processes), with the same peak memory.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(path, rev=rev, store=store, progress=progress)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(
+    path: str | Path,
+    *,
+    rev: str | None = None,
+    store: str | Path | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
     started = time.perf_counter()
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
