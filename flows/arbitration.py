@@ -6,19 +6,32 @@ a Markdown artifact to the flow run so the UI shows it. `wait_for_decision` paus
 the same input through the API. The pause polls the API every `POLL_SECONDS` (Prefect's default is
 10 s) so a decision acts within about a second. No decision within the chain's
 `pause_timeout_seconds`: the alert is marked `timed_out` and `FlowPauseTimeout` propagates.
+
+The form is generated from ArbitrationDecision's JSON schema, and both Prefect UIs render it (v1, Vue,
+at `/`; v2, React, at `/v2`). `data` is a JSON object to the flow, the CLI and the alert file, but the
+form offers it as a string of format `json-string`: both UIs render that as a JSON editor and send the
+text (v2 has no input at all for a free-form object). `slotrelay decide --data` sends text too. The
+server checks only that it is a string; the text is parsed here, and an answer whose `data` is not a
+JSON object is refused by asking again, the refusal at the top of the new form. `via` is not in the
+form: only `slotrelay decide` sends it (`cli`).
 """
 
 from __future__ import annotations
 
 import getpass
+import itertools
+import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from slotrelay.alerts import DECISION_HELP, Alert, Decision, alert_path, read_alert, utc_stamp, write_alert
 from slotrelay.chain import Chain
@@ -26,19 +39,60 @@ from slotrelay.enginelog import engine_logger
 from slotrelay.slots import now_iso
 
 POLL_SECONDS = 0.5
+JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+              float: "a number", type(None): "null"}
+
+
+def _json_object(value: Any) -> Any:
+    """`data` as the form sends it, JSON text, parsed to the object the node's output slot takes."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as bad:
+        raise PydanticCustomError("json_invalid", "not JSON ({msg} at line {line} column {column})",
+                                  {"msg": bad.msg, "line": bad.lineno, "column": bad.colno}) from None
+    if not isinstance(parsed, dict):
+        raise PydanticCustomError("json_object", "must be a JSON object such as {example}, not {kind}",
+                                  {"example": '{"key": "value"}', "kind": JSON_TYPES[type(parsed)]})
+    return parsed
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    # Given `"default": null`, the v2 form sends `data: null` when the editor is left empty, and the
+    # server refuses it (null is no string) with the dialog still open. With no default, the server
+    # lets an optional field be null or absent, which the model takes as no data.
+    del schema["default"]
+
+
+def _via_outside_the_form(schema: dict[str, Any]) -> None:
+    # The UIs render `properties` only. The server validates the whole schema, which forbids other
+    # names (extra="forbid"): a pattern lets `via` through, checked, without a field in the form.
+    schema["patternProperties"] = {"^via$": {"enum": ["ui", "cli"]}}
 
 
 class ArbitrationDecision(RunInput):
     """What a person decides for a paused node. `decision` has no default: an empty resume is refused."""
 
+    model_config = ConfigDict(json_schema_extra=_via_outside_the_form)
+
     decision: Literal["continue", "retry", "terminate", "reload"]
     comment: str | None = None
-    data: dict[str, Any] | None = None
+    data: Annotated[
+        dict[str, Any] | None,
+        BeforeValidator(_json_object),
+        WithJsonSchema({"type": "string", "format": "json-string"}),
+    ] = Field(default=None, description='with continue: the node\'s output data, a JSON object such as {"key": "value"}',
+              json_schema_extra=_no_default)
     decided_by: str | None = None
-    via: Literal["ui", "cli"] = "ui"
+    via: SkipJsonSchema[Literal["ui", "cli"]] = "ui"
 
 
-def _markdown(alert: Alert, path: Path) -> str:
+def _refusal(bad: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in bad.errors())
+
+
+def _markdown(alert: Alert, path: Path, *, refused: str | None = None) -> str:
     rows = [
         ("node", alert.node_id), ("error type", alert.error_type), ("message", alert.message),
         ("attempts", str(alert.attempts)), ("handling", alert.handling), ("reason", alert.reason),
@@ -49,7 +103,8 @@ def _markdown(alert: Alert, path: Path) -> str:
     if alert.decisions:
         options = "\n".join(f"- **{name}**: {what}" for name, what in alert.decisions.items())
         decide = f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`\n\n{options}"
-    return f"## Alert: {alert.node_id} ({alert.error_type})\n\n| field | value |\n|---|---|\n{table}{decide}\n"
+    again = f"**Your last answer was refused, decide again.** {refused}\n\n" if refused else ""
+    return f"{again}## Alert: {alert.node_id} ({alert.error_type})\n\n| field | value |\n|---|---|\n{table}{decide}\n"
 
 
 def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any], input_slot: str | None,
@@ -107,6 +162,9 @@ def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
         path: the alert file.
         key: a pause key unique within the flow run.
 
+    An answer the flow cannot take (its `data` is not a JSON object) is refused: the run pauses again,
+    under `key` with a counter, and the new form says why.
+
     Returns:
         The decision, also written into the alert file (status `decided`).
 
@@ -121,15 +179,23 @@ def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
     engine = engine_logger(chain.work_dir)
     log.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
     engine.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
-    form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path))
-    try:
-        answer = pause_flow_run(
-            wait_for_input=form, timeout=chain.pause_timeout_seconds, poll_interval=POLL_SECONDS, key=key
-        )
-    except FlowPauseTimeout:
-        _set_status(path, status="timed_out")
-        engine.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
-        raise
+    refused: str | None = None
+    for asked in itertools.count():
+        form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path, refused=refused))
+        try:
+            answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
+                                    poll_interval=POLL_SECONDS, key=f"{key}-{asked}" if asked else key)
+        except FlowPauseTimeout:
+            _set_status(path, status="timed_out")
+            engine.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
+            raise
+        except ValidationError as bad:
+            # The server took the answer (its schema sees only a string) and the run is Running again.
+            refused = _refusal(bad)
+            log.error("answer on %s refused, asking again: %s", alert.node_id, refused)
+            engine.error("answer on %s refused, asking again: %s", alert.node_id, refused)
+        else:
+            break
     decision = Decision(
         decision=answer.decision,
         comment=answer.comment,

@@ -203,8 +203,11 @@ def decide(
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    run_input = {"decision": decision.value, "comment": comment, "data": payload,
-                 "decided_by": getpass.getuser(), "via": "cli"}
+    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment, "decided_by": getpass.getuser(),
+                                 "via": "cli"}
+    if payload is not None:
+        # As JSON text, the form's way: the run input's `data` is a string the flow parses (flows/arbitration.py).
+        run_input["data"] = json.dumps(payload)
     try:
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
             resume_flow_run(UUID(alert.flow_run_id), run_input=run_input)

@@ -136,6 +136,7 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
 
     recorded = read_alert(alerts["continue"])
     assert recorded.status == "decided" and recorded.decision.decision == "continue"
+    assert recorded.decision.data == {"by": "hand"}
     assert recorded.decision.comment == "looked fine" and recorded.decision.via == "cli" and recorded.decision.decided_by
 
     again = decide(alerts["retry"], "retry")
@@ -145,6 +146,44 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     stale_path = write_alert(tmp_path / "stale-alert.json", stale)
     refused = decide(stale_path, "continue")
     assert refused.returncode == 2 and "no longer paused" in refused.stderr
+
+
+def test_the_form_offers_data_as_json_text_and_the_flow_gets_an_object() -> None:
+    """Both Prefect UIs render a `json-string` property as a JSON editor (a free-form object gets no input
+    in v2); the flow parses it, and refuses what is not a JSON object, naming the field."""
+    from prefect._internal.pydantic.v2_schema import create_v2_schema
+    from prefect.utilities.schema_tools import ValidationError as SchemaError
+    from prefect.utilities.schema_tools import validate
+    from pydantic import ValidationError
+
+    from flows.arbitration import ArbitrationDecision
+
+    form = ArbitrationDecision.with_initial_data(description="the alert")
+    # The schema the server keeps for the pause, from which both UIs draw the form.
+    schema = create_v2_schema(form.__name__, model_base=form)
+    assert list(schema["properties"]) == ["decision", "comment", "data", "decided_by"]
+    assert {k: v for k, v in schema["properties"]["data"].items() if k != "description"} == {
+        "type": "string", "format": "json-string", "title": "Data"}
+    assert schema["required"] == ["decision"]
+
+    assert form(decision="continue", data='{"by": "hand"}').data == {"by": "hand"}
+    assert form(decision="retry").data is None
+    for text, why in [("[1]", "must be a JSON object such as {\"key\": \"value\"}, not an array"),
+                      ('{"by": "hand"', "not JSON (Expecting ',' delimiter at line 1 column 14)")]:
+        with pytest.raises(ValidationError) as refused:
+            form(decision="continue", data=text)
+        assert [(e["loc"], e["msg"]) for e in refused.value.errors()] == [(("data",), why)]
+
+    # The server checks the input against the schema: `via` only as the CLI sends it, data only as text
+    # (or null: the server lets an optional field with no default be null, and that is no data).
+    for taken in [{"decision": "retry", "via": "cli", "data": "{}"}, {"decision": "retry", "data": None}]:
+        validate(taken, schema, raise_on_error=True)
+    assert form(decision="retry", data=None).data is None
+    assert form(decision="retry", via="cli").via == "cli" and form(decision="retry").via == "ui"
+    for refused_input in [{"decision": "retry", "via": "browser"}, {"decision": "retry", "data": {"by": "hand"}},
+                          {"decision": "retry", "who": "ada"}]:
+        with pytest.raises(SchemaError):
+            validate(refused_input, schema, raise_on_error=True)
 
 
 def test_a_pause_with_no_decision_fails_the_run_and_keeps_the_alert(prefect_server: str, tmp_path: Path) -> None:

@@ -4,11 +4,13 @@
 //
 // Usage: node resume_form.js '<job JSON>' with keys
 //   ui_url, flow_run_id, ui ("v1": the Vue UI at /, "v2": the React UI at /v2),
-//   form ({decision, comment?, decided_by?, data?}), profile (a fresh Chromium user-data-dir),
-//   screenshot (where to save a PNG of the page as the script leaves it), timeout_ms (for every wait).
-// Prints one JSON line: {ok, ui, page, decision_shown, resume_status, run_input, state_after,
-// final_state, api_errors, screenshot, elapsed_ms}, or {ok: false, ui, error, api_errors, screenshot,
-// elapsed_ms} (exit code 1).
+//   form ({decision, comment?, decided_by?, data?: the text typed into the JSON editor}),
+//   refused (true: the run will refuse this answer and ask again, so do not wait for it to go on),
+//   profile (a fresh Chromium user-data-dir), screenshot (where to save a PNG of the page as the
+//   script leaves it), timeout_ms (for every wait).
+// Prints one JSON line: {ok, ui, page, decision_shown, fields, form_text, resume_status, run_input,
+// resume_answer, state_after?, final_state?, api_errors, screenshot, elapsed_ms}, or with ok: false,
+// an error and whatever it had done before it (exit code 1).
 //
 // Every wait is on an element or a response, never a sleep: the page is a single-page app that
 // renders after its API calls answer, which takes seconds on a loaded machine.
@@ -38,6 +40,7 @@ const v1 = {
     property: (form, label) => form.locator('.schema-form-property').filter({
         has: form.page().locator('.schema-form-property__label', { hasText: exact(label) }),
     }),
+    labels: (form) => form.locator('.schema-form-property__label').allInnerTexts(),
     async choose(form, label, value) {
         const control = this.property(form, label).locator('.p-select-button__control');
         // A click leaves this select closed in headless Chromium; ArrowDown opens it, as for a keyboard user.
@@ -50,11 +53,8 @@ const v1 = {
         await property.getByRole('button', { name: 'str', exact: true }).click();
         await property.locator('textarea').fill(text);
     },
-    async fillJson(form, label, value) {
-        const property = this.property(form, label);
-        await property.getByRole('button', { name: 'dict', exact: true }).click();
-        await property.locator('textarea.p-code-input__textarea').fill(JSON.stringify(value));
-    },
+    // A `json-string` property is a code input over a textarea.
+    fillJson: (form, label, text) => v1.property(form, label).locator('textarea.p-code-input__textarea').fill(text),
     submit: (form) => form.getByRole('button', { name: 'Submit', exact: true }).click(),
 };
 
@@ -71,6 +71,7 @@ const v2 = {
     },
     property: (form, label) => form.locator('label', { hasText: exact(label) })
         .locator("xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' group ')][1]"),
+    labels: (form) => form.locator('label').allInnerTexts(),
     async choose(form, label, value) {
         const control = this.property(form, label).locator('fieldset button').first();
         await control.click();
@@ -82,32 +83,38 @@ const v2 = {
         await property.getByRole('tab', { name: 'str', exact: true }).click();
         await property.getByRole('tabpanel').locator('textarea').fill(text);
     },
+    // A `json-string` property is a CodeMirror editor: its content element is the textbox.
+    fillJson: (form, label, text) => v2.property(form, label).locator('.cm-content[role="textbox"]').fill(text),
     submit: (form) => form.getByRole('button', { name: 'Resume', exact: true }).click(),
 };
 
-async function resume(page, job) {
+// Fills `done` as it goes, so a failure still reports what happened before it.
+async function resume(page, job, done) {
     const ui = { v1, v2 }[job.ui];
     const url = new URL(ui.path(job.flow_run_id), job.ui_url).href;
-    const done = { ui: job.ui, page: url };
+    done.page = url;
     await page.goto(url);
     await ui.stateBadge(page).filter({ hasText: 'Paused' }).waitFor();
     const form = await ui.openForm(page);
     await form.waitFor();
     done.decision_shown = await ui.choose(form, 'Decision', job.form.decision);
+    // Read once a field could be used: the whole form is on the page.
+    done.fields = (await ui.labels(form)).map((label) => label.trim());
+    done.form_text = (await form.innerText()).slice(0, 500);
     if (job.form.comment !== undefined) await ui.fillText(form, 'Comment (Optional)', job.form.comment);
     if (job.form.decided_by !== undefined) await ui.fillText(form, 'Decided By (Optional)', job.form.decided_by);
-    if (job.form.data !== undefined) {
-        // v2 renders a free-form object (`data: dict | None`) with no input at all: only v1 can give data.
-        if (!ui.fillJson) throw new Error(`the ${job.ui} form has no input for the free-form data object`);
-        await ui.fillJson(form, 'Data (Optional)', job.form.data);
-    }
+    if (job.form.data !== undefined) await ui.fillJson(form, 'Data (Optional)', job.form.data);
     const answered = page.waitForResponse(
         (r) => r.request().method() === 'POST' && r.url().endsWith(`/flow_runs/${job.flow_run_id}/resume`));
     await ui.submit(form);
     const response = await answered;
     done.resume_status = response.status();
     done.run_input = response.request().postDataJSON().run_input;
+    // The server's verdict: ACCEPT, or REJECT with its reason (a refused input keeps the run paused).
+    const answer = await response.json();
+    done.resume_answer = { status: answer.status, reason: answer.details?.reason };
     await form.waitFor({ state: 'hidden' });
+    if (job.refused) return done;
     // The page follows the run by itself: it goes on (no longer Paused), then ends.
     const badge = ui.stateBadge(page);
     await badge.filter({ hasNotText: 'Paused' }).waitFor();
@@ -131,11 +138,12 @@ async function main() {
     page.on('response', (r) => {
         if (r.status() >= 400 && new URL(r.url()).pathname.startsWith('/api/')) apiErrors.push(`${r.status()} ${r.url()}`);
     });
+    const done = { ui: job.ui };
     let outcome;
     try {
-        outcome = { ok: true, ...await resume(page, job) };
+        outcome = { ok: true, ...await resume(page, job, done) };
     } catch (error) {
-        outcome = { ok: false, ui: job.ui, error: String(error.message || error) };
+        outcome = { ...done, ok: false, error: String(error.message || error) };
         process.exitCode = 1;
     }
     // Whatever happened, the page as it is now: what a failed assertion's message points to.

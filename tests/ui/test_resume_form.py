@@ -1,12 +1,14 @@
 """L5 in the Prefect UI: a person decides a paused run in the form the UI renders, in a real browser.
 
-Two chain runs pause on an undeclared error (the chain of tests/chain/test_arbitration.py). Each is
+Four chain runs pause on an undeclared error (the chain of tests/chain/test_arbitration.py). Each is
 resumed through one of the two UIs the Prefect server serves: v1 (Vue, at `/`), where the run link
 `slotrelay run` prints leads, and v2 (React, at `/v2`), where the UI's root sends a browser that has
 no saved preference. tests/ui/resume_form.js drives Debian's headless Chromium with playwright-core:
 it presses Resume, fills the form Prefect generates from ArbitrationDecision's JSON schema, submits,
-and follows the run's state on the page. The runs then end as the decisions say, and the alert files
-record the decision, who made it and when.
+and follows the run's state on the page. In both UIs a person continues with data typed into the
+form's JSON editor; in v2 a first answer whose data is not JSON is refused and the run asks again,
+saying why. The runs then end as the decisions say, the data reaches the output slot, and the alert
+files record the decision (its data an object), who made it and when.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -35,23 +38,35 @@ NODE = HERE.parent / "mcp" / "node_modules" / ".bin" / "node"
 CHROMIUM = "/usr/bin/chromium"
 # Every wait in the browser; far above what a loaded 2-core machine needs (a few seconds).
 BROWSER_TIMEOUT_MS = 120_000
-FORMS = {
-    # v1: continue with the data the person types as JSON; `after` runs on it.
-    "v1": {"decision": "continue", "comment": "looked fine", "decided_by": "ada", "data": {"by": "hand"}},
-    # v2: retry once the cause is fixed (its form has no input for the free-form `data`).
-    "v2": {"decision": "retry", "comment": "disk replaced", "decided_by": "grace"},
+# Per run: the UI and the answers given in turn; `data` is the text typed into the JSON editor.
+RUNS = {
+    # Continue with the data the person types as JSON; `after` runs on it.
+    "v1-continue": ("v1", [{"decision": "continue", "comment": "looked fine", "decided_by": "ada",
+                            "data": '{"by": "hand"}'}]),
+    # The same in v2, after an answer whose data is not JSON (a brace missing): refused, asked again.
+    "v2-continue": ("v2", [{"decision": "continue", "data": '{"by": "hand"'},
+                           {"decision": "continue", "comment": "typo fixed", "decided_by": "grace",
+                            "data": '{"by": "hand"}'}]),
+    # Retry once the cause is fixed, the JSON editor left empty: no `data` sent.
+    "v1-retry": ("v1", [{"decision": "retry", "comment": "disk replaced", "decided_by": "ada"}]),
+    "v2-retry": ("v2", [{"decision": "retry", "comment": "disk replaced", "decided_by": "grace"}]),
 }
+RETRIES = ("v1-retry", "v2-retry")
+# The form has no `via`: only `slotrelay decide` sends it.
+FIELDS = ["Decision", "Comment (Optional)", "Data (Optional)", "Decided By (Optional)"]
 
 
-def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, tmp_path: Path) -> dict:
+def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, refused: bool, name: str,
+                      tmp_path: Path) -> dict:
     """Run resume_form.js on one paused run; returns what it did, with a screenshot of the page it left."""
-    screenshot = tmp_path / f"{ui}-page.png"
+    screenshot = tmp_path / f"{name}-page.png"
     job = {
         "ui_url": ui_url,
         "flow_run_id": flow_run_id,
         "ui": ui,
         "form": form,
-        "profile": str(tmp_path / f"{ui}-chromium-profile"),
+        "refused": refused,
+        "profile": str(tmp_path / f"{name}-chromium-profile"),
         "screenshot": str(screenshot),
         "timeout_ms": BROWSER_TIMEOUT_MS,
     }
@@ -60,10 +75,30 @@ def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, tmp
     lines = done.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {"ok": False}
     assert done.returncode == 0 and result["ok"], (
-        f"the {ui} UI did not take the decision: {result.get('error')}; screenshot: {screenshot}; "
+        f"the {ui} UI did not take the decision: {result}; screenshot: {screenshot}; "
         f"stderr: {done.stderr[-2000:]}"
     )
     return result
+
+
+def pause_key(flow_run_id: str) -> str | None:
+    """The key of the pause the run waits in, or None when it is not paused."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(flow_run_id).state
+    return state.state_details.pause_key if state.is_paused() else None
+
+
+def wait_asked_again(flow_run_id: str, refused_key: str, timeout: float = 120) -> str:
+    """The key of the run's next pause, once it has refused the answer to the pause `refused_key`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        key = pause_key(flow_run_id)
+        if key not in (None, refused_key):
+            return key
+        time.sleep(0.2)
+    raise AssertionError(f"flow run {flow_run_id} did not ask again after its pause {refused_key}")
 
 
 @pytest.fixture
@@ -78,13 +113,13 @@ def browser_tools() -> None:
 
 @pytest.fixture
 def chain_runs(prefect_server: str, tmp_path: Path) -> Iterator[dict[str, tuple[Path, subprocess.Popen]]]:
-    """`slotrelay run` of the arbitration chain, one per UI, started together; a run still going at the
-    end (a failed test leaves it paused, and a paused `slotrelay run` ignores SIGTERM) is killed."""
+    """`slotrelay run` of the arbitration chain, one per entry of RUNS, started together; a run still going
+    at the end (a failed test leaves it paused, and a paused `slotrelay run` ignores SIGTERM) is killed."""
     runs = {}
-    for ui in FORMS:
-        path = make_chain(tmp_path / ui)
-        runs[ui] = (path, subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True, env={**os.environ}))
+    for name in RUNS:
+        path = make_chain(tmp_path / name)
+        runs[name] = (path, subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True, env={**os.environ}))
     yield runs
     for _, run in runs.values():
         if run.poll() is None:
@@ -95,38 +130,56 @@ def chain_runs(prefect_server: str, tmp_path: Path) -> Iterator[dict[str, tuple[
 def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
     browser_tools: None, prefect_server: str, chain_runs: dict[str, tuple[Path, subprocess.Popen]], tmp_path: Path
 ) -> None:
-    alerts = {ui: wait_paused(path.parent, run) for ui, (path, run) in chain_runs.items()}
-    (chain_runs["v2"][0].parent / "fixed").write_text("")
+    alerts = {name: wait_paused(path.parent, run) for name, (path, run) in chain_runs.items()}
+    for name in RETRIES:
+        (chain_runs[name][0].parent / "fixed").write_text("")
 
-    for ui, form in FORMS.items():
-        did = resume_in_browser(prefect_server.removesuffix("/api"), read_alert(alerts[ui]).flow_run_id, ui=ui,
-                                form=form, tmp_path=tmp_path)
-        shown = f"the {ui} UI did {did}; screenshot: {did['screenshot']}"
-        assert did["decision_shown"] == form["decision"], shown
-        # `data` leaves the page as the UI's own {"__prefect_kind": "json", ...} value, which the server
-        # hydrates: what the run got is checked below, in the alert and the slots.
-        sent, typed = ({key: value for key, value in d.items() if key != "data"} for d in (did["run_input"], form))
-        assert did["resume_status"] == 201 and sent == {**typed, "via": "ui"}, shown
-        assert did["state_after"] != "Paused" and did["final_state"] == "Completed", shown
+    for name, (ui, answers) in RUNS.items():
+        flow_run_id = read_alert(alerts[name]).flow_run_id
+        for turn, form in enumerate(answers):
+            refused = turn < len(answers) - 1
+            key = pause_key(flow_run_id)
+            did = resume_in_browser(prefect_server.removesuffix("/api"), flow_run_id, ui=ui, form=form,
+                                    refused=refused, name=f"{name}-{turn}", tmp_path=tmp_path)
+            shown = f"the {ui} UI did {did}; screenshot: {did['screenshot']}"
+            assert did["fields"] == FIELDS and did["decision_shown"] == form["decision"], shown
+            # What the form sent: the fields filled, `data` as the text typed, no `via`.
+            sent = {field: value for field, value in did["run_input"].items() if value is not None}
+            assert (did["resume_status"], did["resume_answer"]["status"], sent) == (201, "ACCEPT", form), shown
+            # Asked again, the form says why at its top.
+            refusal = "Your last answer was refused, decide again. data: not JSON (Expecting ',' delimiter"
+            assert (refusal in did["form_text"]) == (turn > 0), shown
+            if refused:
+                wait_asked_again(flow_run_id, key)
+                recorded = read_alert(alerts[name])
+                assert (recorded.status, recorded.decision) == ("paused", None)
+            else:
+                assert did["state_after"] != "Paused" and did["final_state"] == "Completed", shown
 
     summaries = {}
-    for ui, (_, run) in chain_runs.items():
+    for name, (_, run) in chain_runs.items():
         out, err = run.communicate(timeout=120)
-        page = f"the {ui} page as the browser left it: {tmp_path / f'{ui}-page.png'}"
+        page = f"the {name} page as the browser left it: {tmp_path / f'{name}-{len(RUNS[name][1]) - 1}-page.png'}"
         assert run.returncode == 0, f"{err[-3000:]}\n{page}"
-        summaries[ui] = json.loads(out)
-        assert summaries[ui]["state"] == "COMPLETED", f"{summaries[ui]}\n{page}"
-    assert summaries["v1"]["nodes"]["after"]["state"] == "Completed"
-    after = json.loads((chain_runs["v1"][0].parent / "slots" / "after_output.json").read_text())
-    assert after["data"] == {"fine": True, "by": "hand"}
-    assert (summaries["v2"]["nodes"]["flaky"]["state"], summaries["v2"]["nodes"]["flaky"]["attempts"]) == ("Completed", 2)
-    flaky = json.loads((chain_runs["v2"][0].parent / "slots" / "flaky_output.json").read_text())
-    assert flaky["status"] == "completed" and flaky["data"] == {"fixed": True}
+        summaries[name] = json.loads(out)
+        assert summaries[name]["state"] == "COMPLETED", f"{summaries[name]}\n{page}"
+    for name in ("v1-continue", "v2-continue"):
+        slots = chain_runs[name][0].parent / "slots"
+        flaky = json.loads((slots / "flaky_output.json").read_text())
+        assert (flaky["status"], flaky["data"]) == ("completed", {"by": "hand"}), name
+        assert summaries[name]["nodes"]["after"]["state"] == "Completed", name
+        assert json.loads((slots / "after_output.json").read_text())["data"] == {"fine": True, "by": "hand"}, name
+    for name in RETRIES:
+        retried = summaries[name]["nodes"]["flaky"]
+        assert (retried["state"], retried["attempts"]) == ("Completed", 2), name
+        flaky = json.loads((chain_runs[name][0].parent / "slots" / "flaky_output.json").read_text())
+        assert (flaky["status"], flaky["data"]) == ("completed", {"fixed": True}), name
 
-    for ui, form in FORMS.items():
-        recorded = read_alert(alerts[ui])
-        decision = recorded.decision
+    for name, (_, answers) in RUNS.items():
+        recorded = read_alert(alerts[name])
+        decision, form = recorded.decision, answers[-1]
         assert recorded.status == "decided"
+        data = json.loads(form["data"]) if "data" in form else None
         assert (decision.decision, decision.comment, decision.decided_by, decision.via, decision.data) == (
-            form["decision"], form["comment"], form["decided_by"], "ui", form.get("data"))
+            form["decision"], form["comment"], form["decided_by"], "ui", data)
         assert datetime.fromisoformat(decision.decided_at) > datetime.fromisoformat(recorded.created_at)
