@@ -153,7 +153,9 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
         agent_writes(tmp_path / "site", "draft", {"title": "Relay <1>", "body": "routed once"})
         wait_for(lambda: completed(slots / "work_output.json"), 90, "`work` to run in a flow run")
         assert read_slot(slots / "work_output.json")["data"] == {"seen": {"question": "ship it?"}, "stamped": True}
-        # The run stopped at the external `review`: its input is written, its output is the agent's to write.
+        # The run stops at the external `review`: it writes its input (just after `work`'s output), and
+        # the output is the agent's to write.
+        wait_for(lambda: read_slot(slots / "review_input.json") is not None, 60, "`review`'s input slot")
         assert read_slot(slots / "review_input.json")["data"]["stamped"] is True
         assert not (slots / "review_output.json").exists()
 
