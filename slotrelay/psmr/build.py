@@ -16,6 +16,7 @@ assembling and saving, in that order of size.
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import os
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.extract import FACTS_VERSION, extract
@@ -33,6 +34,7 @@ from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
 from slotrelay.psmr.store import Store, Workspace
 
+T = TypeVar("T")
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 
 
@@ -92,6 +94,28 @@ def workspace_id(root: Path, commit: str | None) -> str:
     return "ws_" + hashlib.sha1(f"{root.resolve()}@{commit or 'worktree'}".encode()).hexdigest()[:12]
 
 
+def _without_cyclic_gc(function: Callable[..., T]) -> Callable[..., T]:
+    """Run `function` with the cyclic garbage collector off.
+
+    A build makes millions of small objects that all live until it ends, so the collector rescans a
+    growing heap for nothing: without it, networkx builds in 8.4 s instead of 12.5 s and a one-file
+    update takes 3.2 s instead of 4.8 s (fresh processes), with the same peak memory.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if collecting:
+                gc.enable()
+
+    return wrapper
+
+
+@_without_cyclic_gc
 def build(
     path: str | Path,
     *,
@@ -100,25 +124,6 @@ def build(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`)."""
-    # A build makes millions of small objects that all live until it ends, so the cyclic collector
-    # rescans a growing heap for nothing: without it, networkx builds in 8.4 s instead of 12.5 s and a
-    # one-file update takes 3.2 s instead of 4.8 s (fresh processes), with the same peak memory.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _build(path, rev=rev, store=store, progress=progress)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _build(
-    path: str | Path,
-    *,
-    rev: str | None = None,
-    store: str | Path | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-) -> dict[str, Any]:
     started = time.perf_counter()
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
