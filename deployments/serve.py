@@ -190,11 +190,15 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
     began = datetime.now(UTC)
     async with get_client() as client:
         deadline = time.monotonic() + FINISHING_GRACE_SECONDS
-        while time.monotonic() < deadline:
-            states = [(await client.read_flow_run(i)).state for i in _flow_run_processes()]
-            if not any(state is not None and state.is_final() for state in states):
-                break
-            await asyncio.sleep(0.2)
+        try:
+            while time.monotonic() < deadline:
+                states = [(await client.read_flow_run(i)).state for i in _flow_run_processes()]
+                if not any(state is not None and state.is_final() for state in states):
+                    break
+                await asyncio.sleep(0.2)
+        except Exception:
+            # Waiting is a courtesy to runs that have ended; the runner must stop whatever happens.
+            logger.exception("could not tell which flow runs have ended; stopping the runner now")
         await runner.astop()
         cancelled = await client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),
