@@ -10,7 +10,8 @@ Choices, from measurements on Prefect 3.9.1:
   routed run then starts within about a second instead of up to ten.
 - `pause_on_shutdown=False`: a stopped `watch` must not pause the deployments, or runs requested
   by the next sensor start (reconcile) would wait for a person to resume the deployment.
-- A stop reschedules the runs in flight instead of leaving them Running (`serve_until_stopped`).
+- A stop cancels the runs in flight and schedules a successor for each, instead of leaving them
+  Running (`serve_until_stopped`).
 """
 
 from __future__ import annotations
@@ -112,9 +113,8 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
     runner through `Runner.astop`, which cancels each run in flight through Prefect's own sequence
     (kill, hooks, Cancelled state, event), and each of those runs gets a successor: a new Scheduled
     run of the same deployment with the same parameters, which the next `watch` or `up` serving the
-    deployment runs. A successor rather than the cancelled run set back to Scheduled, because the
-    next runner's cancellation observer replays the recent Cancelling event of that run id and
-    would cancel it again.
+    deployment runs. A successor rather than the cancelled run forced back to Scheduled: the
+    cancelled run's history stays true, and a final state is not moved without forcing it.
 
     Parameters:
         deployments: what to serve.
@@ -137,8 +137,10 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
             if not stopping:
                 stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments)))
 
-        # The runner installs its own SIGTERM handler when it starts; SIGINT is ours.
         loop.add_signal_handler(signal.SIGINT, stop)
+        # `Runner.start` installs its own SIGTERM handler (a stop with no successors) before it first
+        # waits; this callback runs at that first wait and puts ours in its place.
+        loop.call_soon(loop.add_signal_handler, signal.SIGTERM, stop)
         await runner.start()
         if stopping:
             await stopping[0]

@@ -308,7 +308,7 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
         agent_writes(folder, "src-0", {"i": 0})
         wait_for(attempts.exists, 90, "the node to start in a flow run")
     finally:
-        first.send_signal(signal.SIGINT)
+        first.send_signal(signal.SIGTERM)  # as a service manager stops it; the second watch gets a Ctrl-C
         assert first.wait(timeout=60) == 0, (tmp_path / "watch-1.log").read_text()
 
     from prefect.client.orchestration import get_client
