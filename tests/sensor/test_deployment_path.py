@@ -65,13 +65,18 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def runs_finished(*deployments: str) -> bool:
-    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running ones)."""
+def deployment_runs(*deployments: str) -> list:
+    """The flow runs of the deployments with these names, read from the session's server."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
 
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
+        return client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
+
+
+def runs_finished(*deployments: str) -> bool:
+    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running ones)."""
+    runs = deployment_runs(*deployments)
     return bool(runs) and all(r.state is not None and r.state.is_final() for r in runs)
 
 
@@ -177,13 +182,7 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
         assert answer.read() == page
     assert read_slot(deployed)["data"]["checked_urls"] == [page_url]
 
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["relay"])))
-        site_runs = client.read_flow_runs(
-            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["site-relay"])))
+    runs, site_runs = deployment_runs("relay"), deployment_runs("site-relay")
     assert sorted(r.parameters["start_nodes"][0] for r in runs) == ["publish", "work"]
     assert {r.state.type.value for r in runs} == {"COMPLETED"}
     assert [r.parameters["start_nodes"] for r in site_runs] == [["render"]]
@@ -241,16 +240,11 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
     assert code == 0, log.read_text()
 
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterName,
-        FlowRunFilter,
-        FlowRunFilterId,
-    )
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     expected = {f"work-{i}" for n in sizes.values() for i in range(n)}
+    runs = deployment_runs(*sizes)
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(sizes))))
         in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[r.id for r in runs]))
         ran: Counter = Counter()
 
@@ -311,16 +305,9 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
         first.send_signal(signal.SIGTERM)  # as a service manager stops it; the second watch gets a Ctrl-C
         assert first.wait(timeout=60) == 0, (tmp_path / "watch-1.log").read_text()
 
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-
-    def runs() -> list:
-        with get_client(sync_client=True) as client:
-            return client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["nap"])))
-
-    [stopped] = [r for r in runs() if not r.state.is_scheduled()]
+    [stopped] = [r for r in deployment_runs("nap") if not r.state.is_scheduled()]
     assert stopped.state.is_cancelled(), "a run in flight must not be left Running with nobody running it"
-    [successor] = [r for r in runs() if r.id != stopped.id]
+    [successor] = [r for r in deployment_runs("nap") if r.id != stopped.id]
     assert successor.state.is_scheduled() and successor.parameters == stopped.parameters
 
     second = start_watch(tmp_path / "watch-2.log")
@@ -330,7 +317,7 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
     finally:
         second.send_signal(signal.SIGINT)
         assert second.wait(timeout=60) == 0, (tmp_path / "watch-2.log").read_text()
-    states = {r.id: r.state for r in runs()}
+    states = {r.id: r.state for r in deployment_runs("nap")}
     assert states.keys() == {stopped.id, successor.id}
     assert states[stopped.id].is_cancelled() and states[successor.id].is_completed()
     assert attempts.read_text() == "started\nstarted\n"
