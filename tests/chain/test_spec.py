@@ -28,7 +28,7 @@ def test_committed_schema_is_generated_from_the_models() -> None:
 def test_example_chain_is_valid_and_keeps_the_seed_fields() -> None:
     chain = load_chain(EXAMPLE / "node_chain.json")
     assert chain.start_nodes() == ["exec-scan"]
-    assert len(chain.error_types) == 14
+    assert len(chain.error_types) == 21
     assert chain.node("exec-deploy").executor.kind == "deploy"
     assert {e.error_type for e in chain.error_types} >= {"deploy_source_missing", "deploy_hash_mismatch"}
     scan = chain.node("exec-scan")
