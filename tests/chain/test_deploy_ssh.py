@@ -7,6 +7,7 @@ where a test compares with it. Every failure must leave nothing under a final na
 from __future__ import annotations
 
 import functools
+import shutil
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,10 +18,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from slotrelay.chain import load_chain
+from slotrelay.chain.conditions import evaluate_condition
 from slotrelay.chain.deploy import run_deploy
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import DeployExecutor
 from slotrelay.chain.sitemap import listed_locs
+from tests.chain.conftest import EXAMPLE
 from tests.chain.deploy_sshd import Sshd, new_key, running_sshd, sshd_available
 from tests.conftest import free_port, require_service
 
@@ -221,3 +225,29 @@ def test_a_sitemap_that_already_lists_a_page_keeps_one_entry(sshd, chain_dir, mo
     assert out["sitemap"]["added"] == [f"{SITE}build/posts/one.html"]
     assert again["sitemap"]["added"] == [] and again["sitemap"]["updated"] == [f"{SITE}build/index.html"]
     assert b"2020-01-01" not in served and b"<changefreq>daily</changefreq>" in served
+
+
+def test_the_example_deploys_c_to_the_remote_its_env_names_and_to_a_folder_otherwise(sshd, tmp_path, monkeypatch):
+    example = tmp_path / "phase2"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("slots", "work", "logs", "alerts", ".env"))
+    (example / "work" / "published").mkdir(parents=True)
+    (example / "work" / "published" / "index.md").write_text("# Today\n- one\n")
+    chain = load_chain(example / "node_chain.json")
+    executor = chain.node("exec-deploy").executor
+    to_check_site = next(r for r in chain.routes if r.route_id == "route-deploy-to-check-site")
+    remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
+    for key in sshd.env("PHASE2_C", remote):
+        monkeypatch.delenv(key, raising=False)
+
+    local = run_deploy(executor, {}, in_chain(example))
+    assert local["targets"]["C"] == {"kind": "folder", "location": str(example / "work" / "site"), "base_url": None}
+    assert evaluate_condition(to_check_site.condition, {"data": local}, chain=chain).ok
+
+    with serving(remote) as c_url:
+        (example / ".env").write_text("".join(f"{k}={v}\n" for k, v in sshd.env("PHASE2_C", remote, url=c_url).items()))
+        out = run_deploy(executor, {}, in_chain(example))
+    assert out["targets"]["C"]["kind"] == "ssh"
+    assert (remote / "work" / "published" / "index.md").read_text() == "# Today\n- one\n"
+    assert out["checked_urls"] == [c_url + "work/published/index.md"]
+    # The deploy node checked the remote C itself: the local site check does not run.
+    assert not evaluate_condition(to_check_site.condition, {"data": out}, chain=chain).ok
