@@ -226,7 +226,13 @@ async def _land(settings: RemoteSettings, uploads: list[Upload]) -> list[str]:
                         with _mapped(settings, f"writing {temporary}"):
                             await sftp.put(str(upload.source), temporary)
 
-                await asyncio.gather(*(send(u, t) for u, t in zip(uploads, temporaries, strict=True)))
+                # Every transfer ends before anything else happens, failed or not: a copy still being
+                # written while the leftovers are removed would outlive the removal.
+                sent = await asyncio.gather(*(send(u, t) for u, t in zip(uploads, temporaries, strict=True)),
+                                            return_exceptions=True)
+                failure = next((outcome for outcome in sent if isinstance(outcome, BaseException)), None)
+                if failure is not None:
+                    raise failure
                 with _mapped(settings, "hashing the copies"):
                     digests = await _hashes(connection, temporaries, where)
                 for upload, final, digest in zip(uploads, finals, digests, strict=True):

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slotrelay.chain import deploy as deploy_module
 from slotrelay.chain import load_chain
 from slotrelay.chain.conditions import evaluate_condition
 from slotrelay.chain.deploy import run_deploy
@@ -182,6 +183,19 @@ def test_a_read_only_remote_folder_is_write_denied_and_left_as_it_was(sshd, chai
     assert "refused" in caught.value.message and str(remote) in caught.value.message
     # The old page is whole under its name, no new file is, and no temporary copy is left behind.
     assert files_under(remote) == {"build/index.html": b"yesterday's page"}
+
+
+def test_a_remote_copy_whose_hash_differs_is_removed_not_renamed(sshd, chain_dir, monkeypatch):
+    # The source changed between its hash and its transfer: the remote sha256sum sees other bytes.
+    monkeypatch.setattr(deploy_module, "sha256_of", lambda path: "0" * 64)
+    remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
+    for key, value in sshd.env("SITE_C", remote).items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(NodeError) as caught:
+        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}])
+    assert caught.value.error_type == "deploy_hash_mismatch"
+    assert f"the source {'0' * 64}" in caught.value.message
+    assert files_under(remote) == {}
 
 
 def test_a_served_title_that_differs_from_dev_fails_naming_the_page(sshd, chain_dir, tmp_path_factory, monkeypatch):
