@@ -21,11 +21,11 @@ from slotrelay.psmr.errors import (
     UnsupportedProjection,
 )
 from slotrelay.psmr.graph import qname
-from slotrelay.psmr.operators import OPERATIONS
+from slotrelay.psmr.operators import DEFAULT_RELATIONS, OPERATIONS
 from slotrelay.psmr.slicing import (
     CODE_KINDS,
     conflicts_on,
-    edge_item,
+    edges_among,
     file_node,
     find_node,
     node_item,
@@ -36,7 +36,6 @@ from slotrelay.psmr.slicing import (
 from slotrelay.psmr.store import Workspace
 
 MAX_DEPTH = 10
-DEFAULT_RELATIONS = ["calls", "called_by", "reads_state", "writes_state"]
 
 
 @dataclass
@@ -240,16 +239,7 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
         answer.warnings += inferred.warnings
     nodes = sorted(distance, key=lambda n: (distance[n], n))
     members = set(nodes)
-    forward = {"called_by": "calls"}
-    wanted = {forward.get(r, r) for r in relations}
-    edges = sorted(
-        (
-            edge_item(ws, u, v, k)
-            for u, v, k in ws.graph.edges(members, keys=True)
-            if k in wanted and v in members
-        ),
-        key=lambda e: (e["source"], e["relation"], e["target"]),
-    )
+    edges = edges_among(ws, members, relations)
     edges += sorted(
         (e for e in overlay if e["source"] in members),
         key=lambda e: (e["source"], e["relation"], e["target"]),
