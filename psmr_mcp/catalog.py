@@ -41,7 +41,7 @@ _BUDGET_WORDS = {
     "max_nodes": "nodes (and other non-edge items: matches, unknowns, findings, ...) per answer",
     "max_edges": "edges per answer",
     "max_evidence_items": "evidence records per answer",
-    "max_text_bytes": "bytes of JSON in the answer's items",
+    "max_text_bytes": "bytes of the whole answer as sent (its JSON text)",
 }
 
 CONTINUE_HINT = (

@@ -97,7 +97,11 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
             if effect:
                 boundaries.append({"node": node, "crosses": callee, "effect": effect})
     motifs = [m for m in motif_instances(ws, store) if m["subject"] in radius]
-    files = sorted({ws.graph.nodes[n].get("artifact") for n in radius} - {None})
+    nearest_in_file: dict[str, int] = {}
+    for node in radius:
+        artifact = ws.graph.nodes[node].get("artifact")
+        if artifact:
+            nearest_in_file[artifact] = min(nearest_in_file.get(artifact, depth), distance[node])
     likely_tests = tests_reaching(ws, target, depth=depth + 3)
     uncertainty = unknowns_in(ws, radius)
     answer = Answer(
@@ -112,17 +116,17 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
             "counts": {"direct": len(direct), "derived": len(derived), "unknowns": len(uncertainty)},
         }
     )
-    answer.sections = [
-        ("direct", direct),
-        ("derived", derived),
-        ("state_coupling", state),
-        ("boundaries", boundaries),
-        ("motifs", motifs),
-        ("review_files", files),
-        ("likely_tests", likely_tests),
-        ("uncertainty", uncertainty),
-        ("conflicts", conflicts_on(ws, radius)),
-    ]
+    # Nearest-first: what is one step from the target (callers, the unknowns among them, their files
+    # and tests) comes before the second ring.
+    answer.add("direct", direct, lambda n: n["distance"])
+    answer.add("derived", derived, lambda n: n["distance"])
+    answer.add("state_coupling", state, lambda s: 0)
+    answer.add("uncertainty", uncertainty, lambda u: distance[u["scope"]])
+    answer.add("conflicts", conflicts_on(ws, radius), lambda c: distance[c["subject"]])
+    answer.add("review_files", sorted(nearest_in_file), lambda f: nearest_in_file[f])
+    answer.add("likely_tests", likely_tests, lambda t: t["distance"])
+    answer.add("boundaries", boundaries, lambda b: distance[b["node"]])
+    answer.add("motifs", motifs, lambda m: distance[m["subject"]])
     return answer
 
 
