@@ -1,12 +1,14 @@
 """The analysis operators: analysis.impact, analysis.motifs, analysis.contracts and analysis.findings.
 
-Impact keeps direct impact (one step: callers, subclasses, readers of written state), derived impact
-(further steps) and runtime certainty (observed executions, none recorded by a static build) apart,
-as section 5.1 demands.
+Impact keeps direct impact (one step: callers, subclasses, readers of written state, decorated
+functions), derived impact (further steps) and runtime certainty (observed executions, none recorded
+by a static build) apart, as section 5.1 demands; unresolved call sites that may reach the target
+(same attribute name) are listed under uncertainty as possible callers, never as callers.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from slotrelay.psmr import findings as findings_mod
@@ -31,20 +33,42 @@ from slotrelay.psmr.store import Store, Workspace
 ORCHESTRATOR_CALLS = 3
 
 
+# Edges that do not make their source depend on their target's behaviour: containment, import
+# structure, the test marker (a test's calls are walked as calls) and decoration (walked forward:
+# a decorator's change reaches what it decorates). Every other relation, `calls`, `inherits`, state
+# access and any kind the resolver adds for calls or reads (a property getter), is walked backwards.
+NOT_DEPENDENCIES = frozenset({"defines", "imports", "tests", "decorates"})
+# An unresolved call site names its callee as `receiver.attribute` (graph._describe).
+_SITE = re.compile(r"^\S*\.(?P<attribute>\w+)$")
+
+
 def _upstream(ws: Workspace, node: str) -> list[tuple[str, str]]:
     graph = ws.graph
-    out = {(u, "calls") for u, _, k in graph.in_edges(node, keys=True) if k == "calls"}
-    out |= {(u, "inherits") for u, _, k in graph.in_edges(node, keys=True) if k == "inherits"}
-    if graph.nodes[node]["kind"] == "state":
-        out |= {(u, k) for u, _, k in graph.in_edges(node, keys=True) if k in ("reads_state", "writes_state")}
-    for _, state, k in graph.out_edges(node, keys=True):
-        if k == "writes_state":
+    out = {(u, k) for u, _, k in graph.in_edges(node, keys=True) if k not in NOT_DEPENDENCIES}
+    for _, other, k in graph.out_edges(node, keys=True):
+        if k == "decorates":
+            out.add((other, "decorated_by"))
+        elif k == "writes_state":
             out |= {
                 (u, "reads_state")
-                for u, _, k2 in graph.in_edges(state, keys=True)
+                for u, _, k2 in graph.in_edges(other, keys=True)
                 if k2 == "reads_state" and u != node
             }
     return sorted(out)
+
+
+def possible_callers(ws: Workspace, target: str) -> list[dict[str, Any]]:
+    """The unresolved call sites whose attribute is the target's name (`self.console.print` for
+    `Console.print`): each may call it, and the analysis cannot say."""
+    if ws.graph.nodes[target]["kind"] not in CODE_KINDS - {"module"}:
+        return []
+    name = qname(target).rsplit(".", 1)[-1]
+    found = []
+    for unknown in ws.unknowns.values():
+        site = _SITE.match(unknown["detail"])
+        if site and site["attribute"] == name:
+            found.append({**unknown, "possible_caller_of": target})
+    return sorted(found, key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
 
 
 def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
@@ -103,7 +127,9 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
         if artifact:
             nearest_in_file[artifact] = min(nearest_in_file.get(artifact, depth), distance[node])
     likely_tests = tests_reaching(ws, target, depth=depth + 3)
-    uncertainty = unknowns_in(ws, radius)
+    candidates = possible_callers(ws, target)
+    marked = {u["id"] for u in candidates}
+    uncertainty = candidates + [u for u in unknowns_in(ws, radius) if u["id"] not in marked]
     answer = Answer(
         data={
             "target": target,
@@ -113,7 +139,12 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
                 "note": "no runtime evidence is recorded in this workspace: direct "
                 "and derived impact are static reachability, not observed executions",
             },
-            "counts": {"direct": len(direct), "derived": len(derived), "unknowns": len(uncertainty)},
+            "counts": {
+                "direct": len(direct),
+                "derived": len(derived),
+                "unknowns": len(uncertainty),
+                "possible_callers": len(candidates),
+            },
         }
     )
     # Nearest-first: what is one step from the target (callers, the unknowns among them, their files
@@ -121,7 +152,12 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     answer.add("direct", direct, lambda n: n["distance"])
     answer.add("derived", derived, lambda n: n["distance"])
     answer.add("state_coupling", state, lambda s: 0)
-    answer.add("uncertainty", uncertainty, lambda u: distance[u["scope"]])
+    # A possible caller is as near as a direct one.
+    answer.add(
+        "uncertainty",
+        uncertainty,
+        lambda u: min(distance.get(u["scope"], 1), 1) if u["id"] in marked else distance[u["scope"]],
+    )
     answer.add("conflicts", conflicts_on(ws, radius), lambda c: distance[c["subject"]])
     answer.add("review_files", sorted(nearest_in_file), lambda f: nearest_in_file[f])
     answer.add("likely_tests", likely_tests, lambda t: t["distance"])
