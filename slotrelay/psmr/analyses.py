@@ -15,6 +15,7 @@ from slotrelay.psmr import findings as findings_mod
 from slotrelay.psmr.effects import classify
 from slotrelay.psmr.errors import PolicyBlocked
 from slotrelay.psmr.graph import qname
+from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.queries import MAX_DEPTH, Answer
 from slotrelay.psmr.slicing import (
     CODE_KINDS,
@@ -31,6 +32,8 @@ from slotrelay.psmr.slicing import (
 from slotrelay.psmr.store import Store, Workspace
 
 ORCHESTRATOR_CALLS = 3
+# Context managers that hold no resource: they only suppress exceptions or stand in for one.
+NO_RESOURCE = re.compile(r"^(?:[\w.]*\.)?(?:suppress|nullcontext)\(")
 
 
 # Edges that do not make their source depend on their target's behaviour: containment, import
@@ -203,7 +206,8 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
         facts = store.get_facts(entry["key"]) or {}
         scopes: dict[str, list[str]] = {}
         for w in facts.get("withs") or []:
-            scopes.setdefault(w["scope"], []).append(f"{w['expr']} at line {w['span'][0]}")
+            if not NO_RESOURCE.match(w["expr"]):
+                scopes.setdefault(w["scope"], []).append(f"{w['expr']} at line {w['span'][0]}")
         for scope, exprs in sorted(scopes.items()):
             subject = f"semantic:{scope}"
             if subject in graph:
@@ -226,7 +230,7 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
             for _, v, k, e in graph.out_edges(node, keys=True, data=True)
             if k == "writes_state"
         }
-        both = sorted(set(reads) & set(writes))
+        both = sorted(v for v in set(reads) & set(writes) if _read_first(ws, reads[v], writes[v]))
         if both and data["kind"] != "module":
             add(
                 "read_modify_write",
@@ -254,6 +258,17 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
                 [e for evs in writes.values() for e in evs] + [e for _, ev in internal for e in ev],
             )
     return sorted(out, key=lambda m: m["id"])
+
+
+def _read_first(ws: Workspace, reads: list[str], writes: list[str]) -> bool:
+    """True if some read starts before some write statement ends: a read on the right of the
+    assignment, or earlier, feeds the write. A read only after every write is no read-modify-write."""
+
+    def at(ev: str, end: bool) -> tuple[int, int]:
+        span = ws.evidence[ev]["span"]
+        return (span["end_line"], span["end_col"]) if end else (span["line"], span["col"])
+
+    return any(at(r, end=False) < at(w, end=True) for r in reads for w in writes)
 
 
 def motifs(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
@@ -310,10 +325,10 @@ def contracts(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer
 
 
 def findings(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
-    """analysis.findings: three unmerged lists (confirmed_defect, anomaly, hotspot)."""
+    """analysis.findings: unmerged lists, one per kind of finding (`FINDING_KINDS`)."""
     found = findings_mod.all_findings(ws, store)
     scope = find_node(ws, request["scope"]) if request.get("scope") else None
-    kinds = [request["kind"]] if request.get("kind") else ["confirmed_defect", "anomaly", "hotspot"]
+    kinds = [request["kind"]] if request.get("kind") else list(FINDING_KINDS)
     sections = []
     for kind in kinds:
         items = found[kind]

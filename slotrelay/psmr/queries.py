@@ -21,7 +21,7 @@ from slotrelay.psmr.errors import (
     UnsupportedProjection,
 )
 from slotrelay.psmr.graph import qname
-from slotrelay.psmr.operators import DEFAULT_RELATIONS, OPERATIONS
+from slotrelay.psmr.operators import DEFAULT_RELATIONS, FINDING_KINDS, OPERATIONS
 from slotrelay.psmr.slicing import (
     CODE_KINDS,
     conflicts_on,
@@ -163,7 +163,7 @@ def search(
         found = findings()
         items = [
             f
-            for group in ("confirmed_defect", "anomaly", "hotspot")
+            for group in FINDING_KINDS
             for f in found[group]
             if text in (f["message"] + f["subject"]).lower()
         ]
