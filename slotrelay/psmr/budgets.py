@@ -128,10 +128,6 @@ def decode_token(token: str, *, operation: str, request: dict[str, Any], version
     return position
 
 
-def _size(item: Any) -> int:
-    return len(json.dumps(item, default=str, ensure_ascii=False).encode())
-
-
 def reading_order(
     sections: list[tuple[str, list[Any]]], ranks: dict[str, list[int]]
 ) -> list[tuple[int, int]]:
@@ -157,21 +153,45 @@ def reading_order(
     return [(s_index, i_index) for _, s_index, i_index in keyed]
 
 
+@dataclass
+class Layout:
+    """An answer's sections in reading order, each item's size measured once however often it is cut.
+
+    Parameters:
+        sections: (name, items) pairs, each list in a stable order.
+        ranks: per section name, each item's distance from the anchor (non-decreasing); a section
+            not named is all rank 0, so unranked sections are read one after another.
+    """
+
+    sections: list[tuple[str, list[Any]]]
+    ranks: dict[str, list[int]] = field(default_factory=dict)
+    order: list[tuple[int, int]] = field(init=False)
+    _sizes: dict[tuple[int, int], int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.order = reading_order(self.sections, self.ranks)
+
+    def size(self, s_index: int, i_index: int) -> int:
+        """The bytes an item adds to the answer: its JSON and the separator before it."""
+        key = (s_index, i_index)
+        if key not in self._sizes:
+            item = self.sections[s_index][1][i_index]
+            self._sizes[key] = len(json.dumps(item, default=str, ensure_ascii=False).encode()) + 2
+        return self._sizes[key]
+
+
 def paginate(
-    sections: list[tuple[str, list[Any]]],
+    layout: Layout,
     *,
-    ranks: dict[str, list[int]] | None = None,
     operation: str,
     request: dict[str, Any],
     version: str,
     text_allowance: int | None = None,
 ) -> Page:
-    """Cut ordered sections to the request's budget, nearest-first, resuming from its token if any.
+    """Cut a laid-out answer to the request's budget, nearest-first, resuming from its token if any.
 
     Parameters:
-        sections: (name, items) pairs, each list in a stable order.
-        ranks: per section name, each item's distance from the anchor (non-decreasing); none: all 0,
-            so the sections are read one after another.
+        layout: the answer's sections in reading order.
         operation: the operation answering (bound into the token).
         request: the request (its budget and continuation_token are read).
         version: the workspace version (bound into the token).
@@ -187,7 +207,7 @@ def paginate(
     """
     budget = effective_budget(request)
     allowance = budget["max_text_bytes"] if text_allowance is None else text_allowance
-    order = reading_order(sections, ranks or {})
+    sections, order = layout.sections, layout.order
     start = 0
     token = request.get("continuation_token")
     if token:
@@ -201,8 +221,7 @@ def paginate(
         s_index, i_index = order[position]
         name, items = sections[s_index]
         counter = SECTION_COUNTER.get(name, "max_nodes")
-        # An item costs its JSON and the separator before it.
-        size = _size(items[i_index]) + 2
+        size = layout.size(s_index, i_index)
         over = used[counter] + 1 > budget[counter] or used["max_text_bytes"] + size > allowance
         if over and position > start:
             exhausted = counter if used[counter] + 1 > budget[counter] else "max_text_bytes"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr import analyses, diff, envelope, findings, queries
-from slotrelay.psmr.budgets import Page, effective_budget, paginate
+from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
@@ -39,11 +39,11 @@ def _respond(
     operation: str, answer: Answer, request: dict[str, Any], request_id: str, version: str
 ) -> dict[str, Any]:
     limit = effective_budget(request)["max_text_bytes"]
+    layout = Layout(answer.sections, answer.ranks)
 
     def cut(allowance: int) -> tuple[dict[str, Any], int]:
         page = paginate(
-            answer.sections,
-            ranks=answer.ranks,
+            layout,
             operation=operation,
             request=request,
             version=version,
