@@ -9,6 +9,7 @@ by a static build) apart, as section 5.1 demands; unresolved call sites that may
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from slotrelay.psmr import findings as findings_mod
@@ -325,7 +326,8 @@ def contracts(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer
 
 
 def findings(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
-    """analysis.findings: unmerged lists, one per kind of finding (`FINDING_KINDS`)."""
+    """analysis.findings: three unmerged lists (confirmed_defect, anomaly, hotspot); `labels` counts
+    the anomalies labelled apart (guarded names, demo blocks)."""
     found = findings_mod.all_findings(ws, store)
     scope = find_node(ws, request["scope"]) if request.get("scope") else None
     kinds = [request["kind"]] if request.get("kind") else list(FINDING_KINDS)
@@ -335,4 +337,8 @@ def findings(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
         if scope:
             items = [f for f in items if within(f["subject"], {scope})]
         sections.append((kind, items))
-    return Answer(sections=sections, data={"counts": {k: len(v) for k, v in sections}})
+    labels = Counter(f["label"] for k, items in sections if k == "anomaly" for f in items if f.get("label"))
+    return Answer(
+        sections=sections,
+        data={"counts": {k: len(v) for k, v in sections}, "labels": dict(sorted(labels.items()))},
+    )

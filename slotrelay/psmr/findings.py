@@ -1,12 +1,12 @@
-"""analysis.findings: confirmed defects, anomalies, anomalies of demo blocks and hotspots, kept in
-lists that never merge.
+"""analysis.findings: confirmed defects, anomalies and hotspots, kept in three lists that never merge.
 
 Confirmed defects and anomalies come from pyflakes (a maintained checker), split by message class:
 a defect is code that fails or misbehaves when it runs (undefined name, return outside a function, a
 format string with the wrong arguments); an anomaly is suspicious but legal (unused import, redefined
 name). An undefined name the code guards against (`try: ... except NameError`, or probed before use,
-see `guards`) is an anomaly carrying `guarded_by`, not a defect. Anomalies inside
-`if __name__ == "__main__":` blocks (demo code redefining names) are `main_block_anomaly`. Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn over
+see `guards`) is an anomaly labelled `guarded_name` with `guarded_by`, not a defect. Anomalies inside
+`if __name__ == "__main__":` blocks (demo code redefining names) are labelled `main_block` and listed
+after the module's own. Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn over
 thresholds. Per-file checker output is cached in the store by the file's content key.
 """
 
@@ -57,7 +57,8 @@ DEFECTS = frozenset(
     }
 )
 THRESHOLDS = {"fan_in": 15, "fan_out": 25, "lines": 120, "churn": 10}
-CHECKER_KINDS = ("confirmed_defect", "anomaly", "main_block_anomaly")
+# Anomalies by label, the module's own first: an agent reads the real ones before demo code.
+LABEL_ORDER = (None, "guarded_name", "main_block")
 # Checker output per file content key, with where each message sits (guards, demo blocks).
 CACHE = "cache/pyflakes-context"
 
@@ -91,11 +92,20 @@ def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
 
 
 def _kind(message: dict[str, Any]) -> str:
-    # A guarded name is expected to be missing at times: suspicious, not a failure. A demo block's
-    # anomalies are kept apart from the module's; its defects stay defects (they fail when it runs).
+    # A guarded name is expected to be missing at times: suspicious, not a failure.
     if (message["rule"] in DEFECTS or message["rule"] == "SyntaxError") and not message.get("guarded_by"):
         return "confirmed_defect"
-    return "main_block_anomaly" if message.get("in_main_block") else "anomaly"
+    return "anomaly"
+
+
+def _label(message: dict[str, Any], kind: str) -> str | None:
+    # A demo block's anomalies are labelled apart from the module's own (its defects stay defects:
+    # they fail when the block runs).
+    if kind != "anomaly":
+        return None
+    if message.get("in_main_block"):
+        return "main_block"
+    return "guarded_name" if message.get("guarded_by") else None
 
 
 def _enclosing(ws: Workspace, artifact: str, line: int) -> str:
@@ -110,8 +120,12 @@ def _enclosing(ws: Workspace, artifact: str, line: int) -> str:
 
 
 def checker_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, Any]]]:
-    """pyflakes' messages over every file, by kind: confirmed_defect, anomaly, main_block_anomaly."""
-    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in CHECKER_KINDS}
+    """pyflakes' messages over every file, as confirmed defects and anomalies.
+
+    Anomalies come unlabelled first (the module's own), then those labelled `guarded_name`, then
+    `main_block` (demo code), each group by file and line.
+    """
+    found: dict[str, list[dict[str, Any]]] = {"confirmed_defect": [], "anomaly": []}
     for artifact, entry in sorted(ws.files.items()):
         messages = store.get_json(CACHE, entry["key"])
         if messages is None:
@@ -120,6 +134,7 @@ def checker_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, An
             store.put_json(CACHE, entry["key"], messages)
         for m in messages:
             kind = _kind(m)
+            label = _label(m, kind)
             item = {
                 "id": stable_id("fd", artifact, m["line"], m["rule"], m["message"]),
                 "kind": kind,
@@ -130,10 +145,19 @@ def checker_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, An
                 "subject": _enclosing(ws, artifact, m["line"]),
                 "authority": "checker:pyflakes",
                 **({"guarded_by": m["guarded_by"]} if m.get("guarded_by") else {}),
+                **({"label": label} if label else {}),
             }
             found[kind].append(item)
     for items in found.values():
-        items.sort(key=lambda f: (f["artifact"], f["span"]["line"], f["span"]["col"], f["id"]))
+        items.sort(
+            key=lambda f: (
+                LABEL_ORDER.index(f.get("label")),
+                f["artifact"],
+                f["span"]["line"],
+                f["span"]["col"],
+                f["id"],
+            )
+        )
     return found
 
 

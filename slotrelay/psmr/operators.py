@@ -69,7 +69,7 @@ RELATION_TABLE: dict[str, dict[str, str]] = {
 DEFAULT_RELATIONS = ["calls", "called_by", "reads_state", "read_by", "writes_state", "written_by"]
 SEARCH_KINDS = ("symbol", "file", "motif", "finding", "contract", "state", "effect", "boundary", "artifact")
 MOTIF_KINDS = ("resource_scope", "read_modify_write", "boundary_adapter", "stateful_orchestrator")
-FINDING_KINDS = ("confirmed_defect", "anomaly", "main_block_anomaly", "hotspot")
+FINDING_KINDS = ("confirmed_defect", "anomaly", "hotspot")
 
 _WS = {"type": "string", "pattern": "^ws_[0-9a-f]+$", "description": "A workspace id from `psmr build`."}
 _TARGET = {
@@ -266,9 +266,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         cache="revisions are built once into the store and reused",
     ),
     "analysis.findings": _op(
-        "Confirmed defects (pyflakes), anomalies (an undefined name guarded by try/except NameError is "
-        'one, with guarded_by), anomalies inside `if __name__ == "__main__":` demo blocks, and hotspots '
-        "(fan-in/out, size, git churn), never merged.",
+        "Confirmed defects (pyflakes), anomalies and hotspots (fan-in/out, size, git churn), never merged. "
+        "An undefined name guarded by try/except NameError is an anomaly labelled guarded_name; anomalies "
+        "in `if __name__ == '__main__':` demo blocks are labelled main_block and listed last.",
         _request(
             {
                 "workspace_id": _WS,

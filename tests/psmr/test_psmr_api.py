@@ -133,7 +133,7 @@ def test_analyses(shop: tuple[str, Path]) -> None:
     assert set(impact["review_files"]) == {"shop/pricing.py", "shop/cart.py", "tests/test_cart.py"}
 
     found = ok("analysis.findings", {"workspace_id": ws}, store)["data"]
-    assert set(found["counts"]) == {"confirmed_defect", "anomaly", "main_block_anomaly", "hotspot"}
+    assert set(found["counts"]) == {"confirmed_defect", "anomaly", "hotspot"}
     assert any(
         f["rule"] == "pyflakes:SyntaxError" and f["artifact"] == "bad.py" for f in found["confirmed_defect"]
     )
@@ -218,7 +218,7 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
         ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 1200}),
         ("query.unknowns", {}, {"max_nodes": 3}),
         ("analysis.impact", {"target": "shop.pricing.price", "depth": 3}, {"max_nodes": 1}),
-        ("analysis.findings", {}, {"max_text_bytes": 1100}),
+        ("analysis.findings", {}, {"max_text_bytes": 1000}),
         ("analysis.motifs", {}, {"max_nodes": 1}),
     ],
 )

@@ -110,27 +110,26 @@ def answer(tree: tuple[str, Path], operation: str, **request: Any) -> dict[str, 
 
 def test_a_guarded_name_is_no_defect_and_demo_blocks_stand_apart(tree: tuple[str, Path]) -> None:
     found = answer(tree, "analysis.findings", scope="notebook")
-    assert set(found["counts"]) == {"confirmed_defect", "anomaly", "main_block_anomaly", "hotspot"}
+    assert set(found["counts"]) == {"confirmed_defect", "anomaly", "hotspot"}
     # Real defects: a name an ImportError handler cannot catch, and one the demo block would hit.
     assert [(f["message"], f["span"]["line"]) for f in found["confirmed_defect"]] == [
         ("undefined name 'missing_helper'", 31),
         ("undefined name 'undefined_in_demo'", 50),
     ]
-    guarded = [(f["span"]["line"], f["guarded_by"]) for f in found["anomaly"] if "guarded_by" in f]
-    assert guarded == [
-        (9, "probed by try/except NameError at line 7"),
-        (15, "try/except Exception at line 17"),
+    # The module's own anomaly first, then the guarded names, then the demo block's, each labelled.
+    anomalies = [
+        (f.get("label"), f["rule"], f["span"]["line"], f.get("guarded_by")) for f in found["anomaly"]
     ]
-    # The module's own redefinition is an anomaly; the demo block's are labelled apart.
-    assert [(f["rule"], f["span"]["line"]) for f in found["anomaly"] if "guarded_by" not in f] == [
-        ("pyflakes:RedefinedWhileUnused", 40)
+    assert anomalies == [
+        (None, "pyflakes:RedefinedWhileUnused", 40, None),
+        ("guarded_name", "pyflakes:UndefinedName", 9, "probed by try/except NameError at line 7"),
+        ("guarded_name", "pyflakes:UndefinedName", 15, "try/except Exception at line 17"),
+        ("main_block", "pyflakes:RedefinedWhileUnused", 45, None),
+        ("main_block", "pyflakes:RedefinedWhileUnused", 49, None),
+        ("main_block", "pyflakes:UnusedImport", 49, None),
     ]
-    demo = found["main_block_anomaly"]
-    assert demo and all(45 <= f["span"]["line"] <= 50 for f in demo)
-    assert {f["kind"] for f in demo} == {"main_block_anomaly"}
-    assert "pyflakes:RedefinedWhileUnused" in {f["rule"] for f in demo}
-    only = answer(tree, "analysis.findings", kind="main_block_anomaly")
-    assert only["main_block_anomaly"] == demo and set(only["counts"]) == {"main_block_anomaly"}
+    assert found["labels"] == {"guarded_name": 2, "main_block": 3}
+    assert {f["kind"] for f in found["anomaly"]} == {"anomaly"}
 
 
 def test_motifs_mean_what_they_say(tree: tuple[str, Path]) -> None:
