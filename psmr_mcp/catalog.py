@@ -19,7 +19,7 @@ from typing import Any
 
 from slotrelay.psmr import envelope
 from slotrelay.psmr.errors import ERROR_CODES
-from slotrelay.psmr.operators import OPERATIONS, RELATIONS
+from slotrelay.psmr.operators import DEFAULT_RELATIONS, OPERATIONS, RELATIONS
 
 BUILD_TOOL = "psmr_workspace_build"
 
@@ -41,7 +41,7 @@ _BUDGET_WORDS = {
     "max_nodes": "nodes (and other non-edge items: matches, unknowns, findings, ...) per answer",
     "max_edges": "edges per answer",
     "max_evidence_items": "evidence records per answer",
-    "max_text_bytes": "bytes of JSON in the answer's items",
+    "max_text_bytes": "bytes of the whole answer as sent (its JSON text)",
 }
 
 CONTINUE_HINT = (
@@ -187,10 +187,12 @@ TOOLS: tuple[ToolSpec, ...] = (
                 },
             },
             "relations": {
-                "description": "Edge kinds to follow (`called_by` walks calls backwards).",
+                "description": "Edge kinds to follow; each has an inverse that walks it backwards "
+                "(`called_by`, `read_by`, `written_by`, `imported_by`, `inherited_by`, `overridden_by`, "
+                "`decorated_by`, `tested_by`, `defined_by`). Edges are always shown forward.",
                 "uniqueItems": True,
                 "maxItems": len(RELATIONS),
-                "default": ["calls", "called_by", "reads_state", "writes_state"],
+                "default": DEFAULT_RELATIONS,
             },
             "depth": {"description": "How many hops from the anchor.", "maximum": 5, "default": 2},
             "include_evidence": {

@@ -15,7 +15,6 @@ logged with its traceback and reaches the client only as EXECUTION_FAILED with a
 
 from __future__ import annotations
 
-import json
 import logging
 from functools import partial
 from pathlib import Path
@@ -210,7 +209,7 @@ def to_result(answer: dict[str, Any]) -> types.CallToolResult:
     Returns:
         The tool result; `isError` with `CODE: message` first when the envelope is an error.
     """
-    text = types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))
+    text = types.TextContent(type="text", text=envelope.render(answer))
     if answer["status"] == "error":
         headline = f"{answer['error']['code']}: {answer['error']['message']}"
         return types.CallToolResult(

@@ -81,8 +81,9 @@ def call_operation(
     request: Annotated[str, typer.Argument(help="the request as a JSON object")] = "{}",
     store: StoreOption = None,
 ) -> None:
-    """Call one API operator; prints the psmr-tool-result-0.1 envelope."""
+    """Call one API operator; prints the psmr-tool-result-0.1 envelope (compact JSON, one line)."""
     from slotrelay.psmr.api import call
+    from slotrelay.psmr.envelope import render
 
     try:
         body = json.loads(request)
@@ -90,7 +91,8 @@ def call_operation(
         err.print(f"[bold red]bad input[/]: the request is not JSON ({error.msg} at column {error.colno})")
         raise typer.Exit(2) from error
     result = call(operation, body, store=store)
-    out.print_json(json.dumps(result, ensure_ascii=False))
+    # Printed exactly as budget.max_text_bytes measured it (pipe through `jq .` to indent).
+    typer.echo(render(result))
     if result["status"] == "error":
         raise typer.Exit(1 if result["error"]["code"] in FAILED_CODES else 2)
 

@@ -3,10 +3,13 @@
 `data` holds the operator's result; `evidence_refs`, `unknown_refs` and `conflict_refs` list the ids
 the result rests on, so an agent sees what is unknown next to what is known (section 九).
 `continuation` is null, or `{"truncated": true, "continuation_token": ..., "exhausted": <budget>}`.
+`render` is the one text form of an envelope: what the CLI prints, what the MCP server sends as text,
+and what `budget.max_text_bytes` measures.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -23,6 +26,16 @@ FIELDS = (
     "warnings",
     "continuation",
 )
+
+
+def render(answer: dict[str, Any]) -> str:
+    """The envelope as sent and printed: compact JSON (one line), non-ASCII kept as is."""
+    return json.dumps(answer, ensure_ascii=False)
+
+
+def text_bytes(answer: dict[str, Any]) -> int:
+    """The size of `render(answer)` in UTF-8 bytes, the measure of `max_text_bytes`."""
+    return len(render(answer).encode())
 
 
 def new_request_id() -> str:

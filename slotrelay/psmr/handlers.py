@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr import analyses, diff, envelope, findings, queries
-from slotrelay.psmr.budgets import effective_budget, paginate
+from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
@@ -38,17 +38,48 @@ def _collect(value: Any, refs: dict[str, set[str]]) -> None:
 def _respond(
     operation: str, answer: Answer, request: dict[str, Any], request_id: str, version: str
 ) -> dict[str, Any]:
-    page = paginate(answer.sections, operation=operation, request=request, version=version)
+    limit = effective_budget(request)["max_text_bytes"]
+    layout = Layout(answer.sections, answer.ranks)
+
+    def cut(allowance: int) -> tuple[dict[str, Any], int]:
+        page = paginate(
+            layout,
+            operation=operation,
+            request=request,
+            version=version,
+            text_allowance=allowance,
+        )
+        return _envelope(answer, page, request_id), page.returned
+
+    # The budget holds for the answer as sent: the items' share is what the rest leaves, and a page
+    # whose envelope still runs over (references repeated at the top, the token) is cut again by the
+    # excess, until it fits or holds a single item.
+    bare = Page(sections={name: [] for name, _ in answer.sections})
+    allowance = limit - envelope.text_bytes(_envelope(answer, bare, request_id))
+    result, returned = cut(allowance)
+    while (excess := envelope.text_bytes(result) - limit) > 0 and returned > 1:
+        allowance -= excess
+        result, returned = cut(allowance)
+    if excess > 0:
+        result["warnings"].append(
+            f"this answer is {excess + limit} bytes, above max_text_bytes={limit}: "
+            + ("its first item alone does not fit" if returned else "its summary alone does not fit")
+            + "; returned whole rather than dropped"
+        )
+    return result
+
+
+def _envelope(answer: Answer, page: Page, request_id: str) -> dict[str, Any]:
     refs: dict[str, set[str]] = {"evidence": set(answer.evidence_refs), "unknown": set(), "conflict": set()}
     _collect(page.sections, refs)
-    data = {**answer.data, **page.sections, "truncated": page.truncated}
+    data = {**answer.data, **page.sections, "truncated": page.truncated, "paging": page.paging}
     return envelope.ok(
         request_id,
         data,
         evidence_refs=sorted(refs["evidence"]),
         unknown_refs=sorted(refs["unknown"]),
         conflict_refs=sorted(refs["conflict"]),
-        warnings=answer.warnings + page.warnings,
+        warnings=list(answer.warnings),
         continuation=page.continuation,
     )
 

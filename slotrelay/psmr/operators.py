@@ -26,17 +26,47 @@ DEFAULT_BUDGET: dict[str, int] = {
     "max_evidence_items": 100,
     "max_text_bytes": 100_000,
 }
-RELATIONS = (
-    "defines",
-    "imports",
-    "calls",
-    "called_by",
-    "reads_state",
-    "writes_state",
-    "inherits",
-    "decorates",
-    "tests",
-)
+# Every relation a slice can follow, each with the name that walks it backwards, and what it means.
+# `overrides` is derived from `defines` and the class's MRO; the others are stored edges.
+INVERSE_RELATIONS: dict[str, str] = {
+    "defines": "defined_by",
+    "imports": "imported_by",
+    "calls": "called_by",
+    "reads_state": "read_by",
+    "writes_state": "written_by",
+    "inherits": "inherited_by",
+    "overrides": "overridden_by",
+    "decorates": "decorated_by",
+    "tests": "tested_by",
+}
+RELATION_MEANINGS: dict[str, str] = {
+    "defines": "module or class -> what it defines",
+    "imports": "module -> module it imports",
+    "calls": "function -> function it calls",
+    "reads_state": "function -> global or attribute it reads",
+    "writes_state": "function -> global or attribute it writes",
+    "inherits": "class -> its direct base",
+    "overrides": "method -> the base-class method it overrides (nearest along the MRO)",
+    "decorates": "decorator -> function or class it decorates",
+    "tests": "test -> function it calls directly",
+}
+RELATIONS = tuple(name for pair in INVERSE_RELATIONS.items() for name in pair)
+# What operator.describe says of each relation of query.subgraph; edges are always shown forward.
+RELATION_TABLE: dict[str, dict[str, str]] = {
+    **{
+        name: {"walks": RELATION_MEANINGS[name], "inverse": inverse, "edge_relation": name}
+        for name, inverse in INVERSE_RELATIONS.items()
+    },
+    **{
+        inverse: {
+            "walks": f"{name} backwards ({RELATION_MEANINGS[name].replace(' -> ', ' <- ')})",
+            "inverse": name,
+            "edge_relation": name,
+        }
+        for name, inverse in INVERSE_RELATIONS.items()
+    },
+}
+DEFAULT_RELATIONS = ["calls", "called_by", "reads_state", "read_by", "writes_state", "written_by"]
 SEARCH_KINDS = ("symbol", "file", "motif", "finding", "contract", "state", "effect", "boundary", "artifact")
 MOTIF_KINDS = ("resource_scope", "read_modify_write", "boundary_adapter", "stateful_orchestrator")
 FINDING_KINDS = ("confirmed_defect", "anomaly", "hotspot")
@@ -73,6 +103,7 @@ def _op(description: str, schema: dict[str, Any], example: dict[str, Any], **fac
         "required_capabilities": facts.get("required_capabilities", ["workspace:read"]),
         "input_types": facts.get("input_types", ["graph:cisg"]),
         "output": facts["output"],
+        **({"relations": facts["relations"]} if "relations" in facts else {}),
     }
 
 
@@ -140,7 +171,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                     "required": ["kind", "value"],
                     "additionalProperties": False,
                 },
-                "relations": {"type": "array", "items": {"type": "string", "enum": list(RELATIONS)}},
+                "relations": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(RELATIONS)},
+                    "description": "Relations to follow (default: calls, reads_state and writes_state both "
+                    "ways); each has an inverse walking it backwards, e.g. called_by, read_by, tested_by.",
+                },
                 "depth": {"type": "integer", "minimum": 0},
                 "include_evidence": {"type": "boolean"},
                 "infer": {
@@ -154,11 +190,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         {
             "workspace_id": "ws_0123456789ab",
             "anchor": {"kind": "symbol", "value": "pkg.auth.login"},
-            "relations": ["calls", "called_by", "reads_state", "writes_state"],
+            "relations": DEFAULT_RELATIONS,
             "depth": 2,
             "include_evidence": True,
         },
         output="semantic slice S = (N, E, K, U, C, P)",
+        relations=RELATION_TABLE,
     ),
     "query.evidence": _op(
         "The evidence records behind ids: artifact, source span, revision, resolution, authority, status.",
@@ -229,7 +266,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         cache="revisions are built once into the store and reused",
     ),
     "analysis.findings": _op(
-        "Confirmed defects (pyflakes), anomalies and hotspots (fan-in/out, size, git churn), never merged.",
+        "Confirmed defects (pyflakes), anomalies and hotspots (fan-in/out, size, git churn), never merged. "
+        "An undefined name guarded by try/except NameError is an anomaly labelled guarded_name; anomalies "
+        "in `if __name__ == '__main__':` demo blocks are labelled main_block and listed last.",
         _request(
             {
                 "workspace_id": _WS,

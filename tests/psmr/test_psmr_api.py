@@ -13,6 +13,7 @@ import pytest
 from psmr_trees import write_tree
 
 from slotrelay.psmr.api import OPERATIONS, build_workspace, call, list_workspaces
+from slotrelay.psmr.envelope import render
 from slotrelay.psmr.errors import ERROR_CODES
 
 ENVELOPE_KEYS = {
@@ -173,6 +174,8 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
         assert len(result["data"].get("edges", [])) <= budget.get("max_edges", 1500)
         assert len(result["data"].get("evidence", [])) <= budget.get("max_evidence_items", 100)
         assert result["data"]["truncated"] is (result["continuation"] is not None)
+        assert len(render(result).encode()) <= budget.get("max_text_bytes", 100_000)
+        assert not result["warnings"]
         if result["continuation"] is None:
             return merged, count
         assert result["continuation"]["truncated"] is True
@@ -212,10 +215,10 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
             },
             {"max_evidence_items": 1},
         ),
-        ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 400}),
+        ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 1200}),
         ("query.unknowns", {}, {"max_nodes": 3}),
         ("analysis.impact", {"target": "shop.pricing.price", "depth": 3}, {"max_nodes": 1}),
-        ("analysis.findings", {}, {"max_text_bytes": 300}),
+        ("analysis.findings", {}, {"max_text_bytes": 1000}),
         ("analysis.motifs", {}, {"max_nodes": 1}),
     ],
 )
