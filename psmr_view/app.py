@@ -110,22 +110,46 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         message = "no such page; start from the overview" if exc.status_code == 404 else str(exc.detail)
-        return error_page(request, ViewError(HTTP_REASONS.get(exc.status_code, "BAD_REQUEST"), message,
-                                             status=exc.status_code, links=[("the workspaces", "/workspaces")]))
+        return error_page(
+            request,
+            ViewError(
+                HTTP_REASONS.get(exc.status_code, "BAD_REQUEST"),
+                message,
+                status=exc.status_code,
+                links=[("the workspaces", "/workspaces")],
+            ),
+        )
 
     async def fault(request: Request, exc: Exception) -> Response:
         incident = f"view_{uuid.uuid4().hex[:12]}"
         logger.error("page %s failed (incident %s)", request.url.path, incident, exc_info=exc)
-        return error_page(request, ViewError(
-            "EXECUTION_FAILED", f"this page failed with an internal error (incident {incident}, logged as psmr_view)",
-            status=500))
+        return error_page(
+            request,
+            ViewError(
+                "EXECUTION_FAILED",
+                f"this page failed with an internal error (incident {incident}, logged as psmr_view)",
+                status=500,
+            ),
+        )
 
     routes = [
         Route("/", home),
         Route("/workspaces", list_all),
         Route("/ws/{workspace_id}/", on_workspace(pages.overview)),
-        *(Route(f"/ws/{{workspace_id}}/{name}", on_workspace(getattr(pages, name))) for name in
-          ("search", "symbol", "evidence", "source", "impact", "unknowns", "conflicts", "findings", "diff")),
+        *(
+            Route(f"/ws/{{workspace_id}}/{name}", on_workspace(getattr(pages, name)))
+            for name in (
+                "search",
+                "symbol",
+                "evidence",
+                "source",
+                "impact",
+                "unknowns",
+                "conflicts",
+                "findings",
+                "diff",
+            )
+        ),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     exception_handlers: dict[Any, Any] = {ViewError: view_error, HTTPException: http_error, Exception: fault}

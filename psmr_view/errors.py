@@ -41,7 +41,12 @@ class ViewError(Exception):
     """
 
     def __init__(
-        self, code: str, message: str, *, status: int | None = None, links: list[tuple[str, str]] | None = None
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        links: list[tuple[str, str]] | None = None,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code

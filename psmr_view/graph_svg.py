@@ -1,7 +1,9 @@
 """A page of a slice as an SVG picture, laid out by graphviz's `dot`: nothing is placed by hand.
 
-The picture holds the page's nodes and edges, plus the endpoints of its edges that sit on another
-page of the slice (drawn dashed-grey: known only by identity here). Each node links to its own
+The picture holds the page's edges with their endpoints, and the anchor. A node of the page that no
+edge of the page touches is listed in the page's table, not drawn: a slice larger than a page puts
+its nodes before its edges, and a column of a hundred unconnected boxes tells a reader nothing.
+An endpoint whose node item sits on another page of the slice is drawn dashed-grey. Each node links to its own
 symbol page; each edge links to its evidence page. Graphviz escapes the labels; node names in the
 dot source are generated (`n0`, `n1`, ...) because semantic identities hold `:`, dot's port syntax.
 """
@@ -14,9 +16,8 @@ from typing import Any
 
 import graphviz
 
-from slotrelay.psmr.graph import qname
-
 from psmr_view.errors import ViewError
+from slotrelay.psmr.graph import qname
 
 SHAPES = {
     "module": "folder",
@@ -39,7 +40,7 @@ EDGE_COLOURS = {
     "imports": "#9e9e9e",
     "tests": "#ef6c00",
 }
-_PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
+_PROLOG = re.compile(r"^.*?(?=<svg)", re.DOTALL)
 
 
 def _short(identity: str) -> str:
@@ -65,7 +66,8 @@ def slice_svg(
         edge_url: the link of an edge (its evidence page).
 
     Returns:
-        `<svg ...>...</svg>`, ready to inline in HTML.
+        `<svg ...>...</svg>`, ready to inline in HTML; empty when the page has neither edges nor
+        the anchor.
 
     Raises:
         ViewError: LAYOUT_FAILED (503) when graphviz's `dot` is missing or fails.
@@ -83,7 +85,10 @@ def slice_svg(
         node_attr={"fontname": "Helvetica", "fontsize": "10", "style": "rounded", "height": "0.3"},
         edge_attr={"fontname": "Helvetica", "fontsize": "8", "arrowsize": "0.6"},
     )
-    for identity in [n["id"] for n in nodes] + [i for e in edges for i in (e["source"], e["target"])]:
+    drawn = ([anchor] if anchor in kinds else []) + [i for e in edges for i in (e["source"], e["target"])]
+    if not drawn:
+        return ""
+    for identity in drawn:
         if identity in names:
             continue
         kind = kinds.get(identity)

@@ -11,7 +11,7 @@ read. A sub-resource request from another site (an image or a fetch pointing her
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -42,7 +42,9 @@ class LoopbackGuard:
         refuse: renders a refusal as `(status, code, message) -> ASGI app`.
     """
 
-    def __init__(self, app: ASGIApp, *, hosts: Iterable[str], refuse) -> None:
+    def __init__(
+        self, app: ASGIApp, *, hosts: Iterable[str], refuse: Callable[[int, str, str], ASGIApp]
+    ) -> None:
         self.app = app
         self.hosts = frozenset(h.lower() for h in hosts)
         self.refuse = refuse

@@ -42,7 +42,9 @@ class Links:
         return self._page("evidence", [*(("id", i) for i in ids), *about])
 
     def impact(self, identity: str, *, accept_conflicts: bool = False) -> str:
-        return self._page("impact", [("id", identity), ("accept_conflicts", "1" if accept_conflicts else None)])
+        return self._page(
+            "impact", [("id", identity), ("accept_conflicts", "1" if accept_conflicts else None)]
+        )
 
     def unknowns(self, scope: str | None = None, reason: str | None = None) -> str:
         return self._page("unknowns", [("scope", scope), ("reason", reason)])

@@ -8,17 +8,18 @@ page of the operator's answer at a time (`paging.BUDGETS`), with links to the ne
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr.operators import FINDING_KINDS, RELATIONS, SEARCH_KINDS
 from starlette.datastructures import QueryParams
 
 from psmr_view.errors import ViewError
-from psmr_view.graph_svg import slice_svg
+from psmr_view.graph_svg import EDGE_COLOURS, slice_svg
 from psmr_view.links import SYMBOL_RELATIONS, Links
-from psmr_view.paging import BUDGETS, PageRef, Pager, pager
+from psmr_view.paging import BUDGETS, Pager, PageRef, pager
 from psmr_view.reader import WorkspaceReader, list_workspaces
 from psmr_view.source import excerpt
+from slotrelay.psmr.operators import FINDING_KINDS, RELATIONS, SEARCH_KINDS
 
 Page = tuple[str, dict[str, Any]]
 CONTRACT_KINDS = frozenset({"function", "method", "class", "lambda", "test"})
@@ -60,12 +61,14 @@ class PageRequest:
         """
         text = self.params.get(name, str(default))
         if not text.isdigit() or int(text) not in allowed:
-            shown = ", ".join(map(str, allowed)) if isinstance(allowed, tuple) else f"{allowed[0]}..{allowed[-1]}"
+            shown = (
+                ", ".join(map(str, allowed)) if isinstance(allowed, tuple) else f"{allowed[0]}..{allowed[-1]}"
+            )
             raise ViewError("INVALID_QUERY", f"parameter {name!r} takes {shown}, got {text!r}")
         return int(text)
 
 
-def workspaces(store) -> Page:
+def workspaces(store: Path) -> Page:
     """The workspaces of the store."""
     return "workspaces.html", {"store": str(store), "workspaces": list_workspaces(store)}
 
@@ -92,8 +95,14 @@ def search(req: PageRequest) -> Page:
     kind = req.params.get("kind") or "symbol"
     context: dict[str, Any] = {"text": text or "", "kind": kind, "kinds": SEARCH_KINDS, "matches": None}
     if text is not None:
-        answer = req.reader.call("query.search", {"text": text, "kind": kind}, budget=BUDGETS["search"], page=req.page)
-        context |= {"matches": answer["data"]["matches"], "total": answer["data"]["total"], "pager": req.pager(answer)}
+        answer = req.reader.call(
+            "query.search", {"text": text, "kind": kind}, budget=BUDGETS["search"], page=req.page
+        )
+        context |= {
+            "matches": answer["data"]["matches"],
+            "total": answer["data"]["total"],
+            "pager": req.pager(answer),
+        }
     return "search.html", context
 
 
@@ -137,6 +146,7 @@ def symbol(req: PageRequest) -> Page:
         "all_relations": RELATIONS,
         "slice": data,
         "svg": svg,
+        "edge_colours": EDGE_COLOURS,
         "pager": req.pager(answer),
         "node": None,
     }
@@ -161,9 +171,16 @@ def evidence(req: PageRequest) -> Page:
     ids = [i for i in req.params.getlist("id") if i.strip()]
     if not ids:
         raise ViewError("INVALID_QUERY", "parameter 'id' is missing: give one or more evidence ids (ev_...)")
-    answer = req.reader.call("query.evidence", {"evidence_ids": ids}, budget=BUDGETS["evidence"], page=req.page)
+    answer = req.reader.call(
+        "query.evidence", {"evidence_ids": ids}, budget=BUDGETS["evidence"], page=req.page
+    )
     records = [
-        {"record": r, "excerpt": excerpt(req.reader.source_root, req.reader.manifest["files"], r["artifact"], r["span"])}
+        {
+            "record": r,
+            "excerpt": excerpt(
+                req.reader.source_root, req.reader.manifest["files"], r["artifact"], r["span"]
+            ),
+        }
         for r in answer["data"]["evidence"]
     ]
     return "evidence.html", {"edge": req.params.get("edge"), "records": records, "pager": req.pager(answer)}
@@ -173,8 +190,13 @@ def source(req: PageRequest) -> Page:
     """A file's lines around one line of it (where an unknown, conflict or finding points)."""
     artifact = req.required("artifact", "a file of the workspace, relative to its root")
     line = req.whole("line", 1, range(1, 10**7))
-    found = excerpt(req.reader.source_root, req.reader.manifest["files"], artifact, {"line": line, "end_line": line},
-                    context=12)
+    found = excerpt(
+        req.reader.source_root,
+        req.reader.manifest["files"],
+        artifact,
+        {"line": line, "end_line": line},
+        context=12,
+    )
     return "source.html", {"excerpt": found, "line": line}
 
 
@@ -220,8 +242,13 @@ def findings(req: PageRequest) -> Page:
     request = {"kind": kind} if kind else {}
     answer = req.reader.call("analysis.findings", request, budget=BUDGETS["findings"], page=req.page)
     shown = [k for k in FINDING_KINDS if k in answer["data"]]
-    return "findings.html", {"kind": kind, "kinds": FINDING_KINDS, "shown": shown, "findings": answer["data"],
-                             "pager": req.pager(answer)}
+    return "findings.html", {
+        "kind": kind,
+        "kinds": FINDING_KINDS,
+        "shown": shown,
+        "findings": answer["data"],
+        "pager": req.pager(answer),
+    }
 
 
 def diff(req: PageRequest) -> Page:
@@ -229,8 +256,13 @@ def diff(req: PageRequest) -> Page:
     against = req.params.get("against") or None
     rev_a, rev_b = req.params.get("rev_a") or None, req.params.get("rev_b") or None
     others = [w for w in list_workspaces(req.reader.store) if w["workspace_id"] != req.reader.workspace_id]
-    context: dict[str, Any] = {"others": others, "against": against, "rev_a": rev_a or "", "rev_b": rev_b or "",
-                               "diff": None}
+    context: dict[str, Any] = {
+        "others": others,
+        "against": against,
+        "rev_a": rev_a or "",
+        "rev_b": rev_b or "",
+        "diff": None,
+    }
     if against and (rev_a or rev_b):
         raise ViewError("INVALID_QUERY", "compare with another workspace or between two revisions, not both")
     if against:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from psmr_view.errors import ViewError
+from psmr_view.paging import PageRef
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import PsmrError
 from slotrelay.psmr.store import Store
-
-from psmr_view.errors import ViewError
-from psmr_view.paging import PageRef
 
 
 def require_store(store: Path) -> None:

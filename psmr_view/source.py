@@ -28,7 +28,12 @@ class Excerpt:
 
 
 def excerpt(
-    source_root: Path, files: dict[str, Any], artifact: str, span: dict[str, int], *, context: int = CONTEXT_LINES
+    source_root: Path,
+    files: dict[str, Any],
+    artifact: str,
+    span: dict[str, int],
+    *,
+    context: int = CONTEXT_LINES,
 ) -> Excerpt:
     """The lines of `artifact` from `span["line"]` to `span["end_line"]`, with `context` lines around.
 

@@ -60,8 +60,13 @@ class ViewProcess:
     def __init__(self, args: list[str], log: Path) -> None:
         self.log = log
         with log.open("wb") as sink:
-            self.process = subprocess.Popen([SLOTRELAY, "psmr", "view", *args], stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True)
+            self.process = subprocess.Popen(
+                [SLOTRELAY, "psmr", "view", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+                start_new_session=True,
+            )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -97,7 +102,9 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`slotrelay psmr view SHOP` (which builds the workspace into SHOP/.psmr first); yields its URL."""
-    server = ViewProcess([str(shop), "--port", str(free_port())], tmp_path_factory.mktemp("view-log") / "err.log")
+    server = ViewProcess(
+        [str(shop), "--port", str(free_port())], tmp_path_factory.mktemp("view-log") / "err.log"
+    )
     try:
         yield server.url()
     finally:
@@ -113,7 +120,9 @@ def workspace_id(view: str) -> str:
 @pytest.fixture
 def browser_tools() -> None:
     require_service(
-        shutil.which(CHROMIUM) is not None and NODE.exists() and (HERE / "node_modules" / "playwright-core").is_dir(),
+        shutil.which(CHROMIUM) is not None
+        and NODE.exists()
+        and (HERE / "node_modules" / "playwright-core").is_dir(),
         "the browser test needs /usr/bin/chromium (apt chromium), tests/mcp's Node and tests/ui/node_modules "
         "(run scripts/bootstrap.sh)",
     )
@@ -139,30 +148,47 @@ def test_a_person_reads_the_workspace_in_a_browser(
         "failure_screenshot": str(tmp_path / "failure.png"),
         "timeout_ms": BROWSER_TIMEOUT_MS,
     }
-    done = subprocess.run([str(NODE), str(SCRIPT), json.dumps(job)], cwd=HERE, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [str(NODE), str(SCRIPT), json.dumps(job)],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     lines = done.stdout.strip().splitlines()
     seen = json.loads(lines[-1]) if lines else {"ok": False}
     print(f"symbol page screenshot: {screenshot}")
     assert done.returncode == 0 and seen["ok"], (
-        f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}")
+        f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
+    )
     assert seen["refused"] == []
 
     described = api.call("workspace.describe", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
     overview = seen["overview"]
     assert overview["url"].endswith(f"/ws/{workspace_id}/")  # `/` opens the workspace the view was started on
     assert (overview["nodes"], overview["edges"], overview["unknowns"]) == (
-        described["node_counts"], described["edge_counts"], described["unknown_count"])
+        described["node_counts"],
+        described["edge_counts"],
+        described["unknown_count"],
+    )
     assert overview["findings"]["confirmed_defect"] >= 1 and overview["findings"]["anomaly"] >= 1
 
     login_line = _line_of((shop / "shop" / "auth.py").read_text(), "def login(")
-    assert seen["search"]["matches"][0] == {"id": LOGIN, "kind": "function", "file": f"shop/auth.py:{login_line}"}
+    assert seen["search"]["matches"][0] == {
+        "id": LOGIN,
+        "kind": "function",
+        "file": f"shop/auth.py:{login_line}",
+    }
 
     svg = seen["symbol_page"]["svg"]
     assert seen["symbol_page"]["heading"] == "shop.auth.login"
     assert [n["title"] for n in svg["nodes"] if "anchor" in n["cls"]] == [LOGIN]
-    callers = {e["title"].split(" calls ")[0] for e in svg["edges"] if e["title"].split(" (")[0].endswith(
-        " calls shop.auth.login")}
+    callers = {
+        e["title"].split(" calls ")[0]
+        for e in svg["edges"]
+        if e["title"].split(" (")[0].endswith(" calls shop.auth.login")
+    }
     assert callers == {"shop.cart.Cart.checkout", "tests.test_auth.test_login"}
     assert any(e["title"].startswith("shop.auth.login calls shop.auth.check (") for e in svg["edges"])
     assert screenshot.stat().st_size > 10_000
@@ -172,7 +198,11 @@ def test_a_person_reads_the_workspace_in_a_browser(
     line = _line_of(FIRST_COMMIT["shop/cart.py"], "login(self.user, token)")
     [record] = evidence["records"]
     assert (record["artifact"], record["line"], record["authority"], record["status"]) == (
-        "shop/cart.py", line, "static:ast", "confirmed")
+        "shop/cart.py",
+        line,
+        "static:ast",
+        "confirmed",
+    )
     assert record["resolution"] in ("import", "lexical")
     assert [h["line"] for h in record["highlighted"]] == [line]
     assert record["highlighted"][0]["text"].strip() == "login(self.user, token)"
@@ -188,7 +218,8 @@ def test_a_person_reads_the_workspace_in_a_browser(
     shown = seen["unknowns"]
     assert shown["total"] == unknowns["total"] == len(shown["rows"])
     assert sorted((r["reason"], r["scope"]) for r in shown["rows"]) == sorted(
-        (u["reason"], u["scope"].removeprefix("semantic:")) for u in unknowns["unknowns"])
+        (u["reason"], u["scope"].removeprefix("semantic:")) for u in unknowns["unknowns"]
+    )
 
 
 def _rows(page: str) -> tuple[list[str], list[tuple[str, ...]]]:
@@ -205,16 +236,23 @@ def _counts(page: str, table: str) -> dict[str, int]:
 
 def _svg_edges(page: str) -> set[tuple[str, str, str]]:
     svg = page.split('id="slice-graph"', 1)[1].split("</svg>", 1)[0]
-    titles = [html.unescape(t) for t in re.findall(r'<g id="a_edge[^"]*"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)]
+    titles = [
+        html.unescape(t)
+        for t in re.findall(r'<g id="a_edge[^"]*"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)
+    ]
     return {tuple(t.split(" (")[0].split(" ")) for t in titles}
 
 
 async def _over_mcp(shop: Path, anchor: str) -> tuple[dict, dict]:
-    params = StdioServerParameters(command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop)
+    params = StdioServerParameters(
+        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop
+    )
     async with Client(params) as client:
         described = await client.call_tool("psmr_workspace_describe", {})
-        sliced = await client.call_tool("psmr_query_subgraph", {
-            "anchor": {"kind": "symbol", "value": anchor}, "depth": 1, "relations": list(SYMBOL_RELATIONS)})
+        sliced = await client.call_tool(
+            "psmr_query_subgraph",
+            {"anchor": {"kind": "symbol", "value": anchor}, "depth": 1, "relations": list(SYMBOL_RELATIONS)},
+        )
     assert not described.is_error and not sliced.is_error
     return described.structured_content["data"], sliced.structured_content["data"]
 
@@ -229,14 +267,18 @@ def test_the_page_and_the_mcp_tools_show_one_state(view: str, workspace_id: str,
     assert _counts(overview, "node-counts") == described["node_counts"]
     assert _counts(overview, "edge-counts") == described["edge_counts"]
     assert re.search(r'id="unknown-total" data-count="(\d+)"', overview)[1] == str(described["unknown_count"])
-    assert re.search(r'id="conflict-total" data-count="(\d+)"', overview)[1] == str(described["conflict_count"])
+    assert re.search(r'id="conflict-total" data-count="(\d+)"', overview)[1] == str(
+        described["conflict_count"]
+    )
 
     assert sliced["truncated"] is False
     page_nodes, page_edges = _rows(symbol)
     assert set(page_nodes) == {n["id"] for n in sliced["nodes"]}
     mcp_edges = {(e["source"], e["relation"], e["target"]) for e in sliced["edges"]}
     assert set(page_edges) == mcp_edges and len(mcp_edges) >= 4
-    assert _svg_edges(symbol) == {(s.removeprefix("semantic:"), r, t.removeprefix("semantic:")) for s, r, t in mcp_edges}
+    assert _svg_edges(symbol) == {
+        (s.removeprefix("semantic:"), r, t.removeprefix("semantic:")) for s, r, t in mcp_edges
+    }
 
 
 def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> None:
@@ -246,10 +288,20 @@ def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> No
     (root / "wide").mkdir(parents=True)
     (root / "wide" / "__init__.py").write_text("def hub():\n    return 1\n\n" + callers)
     workspace_id = api.build_workspace(root)["workspace_id"]
-    request = {"anchor": {"kind": "symbol", "value": "wide.hub"}, "depth": 1, "relations": list(SYMBOL_RELATIONS)}
-    whole = api.call("query.subgraph", {"workspace_id": workspace_id, **request,
-                                        "budget": {"max_nodes": 5000, "max_edges": 5000, "max_text_bytes": 2_000_000}},
-                     store=root / ".psmr")["data"]
+    request = {
+        "anchor": {"kind": "symbol", "value": "wide.hub"},
+        "depth": 1,
+        "relations": list(SYMBOL_RELATIONS),
+    }
+    whole = api.call(
+        "query.subgraph",
+        {
+            "workspace_id": workspace_id,
+            **request,
+            "budget": {"max_nodes": 5000, "max_edges": 5000, "max_text_bytes": 2_000_000},
+        },
+        store=root / ".psmr",
+    )["data"]
     assert len(whole["nodes"]) == 2001 and not whole["truncated"]
 
     client = TestClient(create_app(root / ".psmr", hosts=["testserver"]))
@@ -262,7 +314,10 @@ def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> No
         pages += 1
         assert f'data-page="{pages}"' in page
         on_page, edges_on_page = _rows(page)
-        assert len(on_page) <= BUDGETS["symbol"]["max_nodes"] and len(edges_on_page) <= BUDGETS["symbol"]["max_edges"]
+        assert (
+            len(on_page) <= BUDGETS["symbol"]["max_nodes"]
+            and len(edges_on_page) <= BUDGETS["symbol"]["max_edges"]
+        )
         nodes += on_page
         edges += edges_on_page
         found = re.search(r'<a href="([^"]+)" rel="next">', page)
@@ -285,15 +340,34 @@ def client(shop: Path, workspace_id: str) -> TestClient:
         ("symbol?id=shop.auth.login&page=abc", 400, "INVALID_QUERY", "page must be a whole number from 1"),
         ("symbol?id=shop.auth.login&page=0", 400, "INVALID_QUERY", "page must be a whole number from 1"),
         ("symbol?id=shop.auth.login&page=3", 400, "INVALID_QUERY", "page 3 needs the continuation token"),
-        ("symbol?id=shop.auth.login&page=2&token=bm90IGEgdG9rZW4&v={version}", 400, "INVALID_QUERY",
-         "not a token this runtime issued"),
-        ("symbol?id=shop.auth.login&page=2&token=abc&v=0123", 409, "WORKSPACE_REBUILT", "start again from page 1"),
+        (
+            "symbol?id=shop.auth.login&page=2&token=bm90IGEgdG9rZW4&v={version}",
+            400,
+            "INVALID_QUERY",
+            "not a token this runtime issued",
+        ),
+        (
+            "symbol?id=shop.auth.login&page=2&token=abc&v=0123",
+            409,
+            "WORKSPACE_REBUILT",
+            "start again from page 1",
+        ),
         ("symbol?id=shop.auth.login&depth=7", 400, "INVALID_QUERY", "parameter &#39;depth&#39; takes 1, 2"),
         ("symbol?id=shop.auth.login&rel=eats", 400, "INVALID_QUERY", "relation eats is not one of"),
-        ("impact?id=shop.auth.logout", 409, "CONFLICT_REQUIRES_REVIEW", "analyse anyway, over every definition"),
+        (
+            "impact?id=shop.auth.logout",
+            409,
+            "CONFLICT_REQUIRES_REVIEW",
+            "analyse anyway, over every definition",
+        ),
         ("impact?id=json", 422, "UNRESOLVED_REQUIRED_INPUT", "only referenced from the tree"),
         ("evidence?id=ev_000000000000", 404, "OBJECT_NOT_FOUND", "no evidence ev_000000000000"),
-        ("source?artifact=../../etc/passwd&line=1", 404, "OBJECT_NOT_FOUND", "is not a file of this workspace"),
+        (
+            "source?artifact=../../etc/passwd&line=1",
+            404,
+            "OBJECT_NOT_FOUND",
+            "is not a file of this workspace",
+        ),
         ("diff?rev_a=HEAD~1", 400, "INVALID_QUERY", "needs both rev_a and rev_b"),
         ("diff?rev_a=no-such-rev&rev_b=HEAD", 422, "EXECUTION_FAILED", "no-such-rev"),
         ("diff?against=ws_0123456789ab", 404, "WORKSPACE_NOT_FOUND", "no workspace ws_0123456789ab"),
@@ -335,7 +409,9 @@ def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path
     assert (refused.value.code, refused.value.status) == ("WORKSPACE_REBUILT", 409)
 
 
-def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(shop: Path, tmp_path: Path) -> None:
+def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
+    shop: Path, tmp_path: Path
+) -> None:
     """The state a reader meets inside a rebuild (new graph renamed in, manifest not yet) is a 409 page;
     once the manifest lands, the page shows the new version. A Host other than the bound address is
     refused with 421 (DNS rebinding), a cross-site sub-resource request with 403."""
@@ -358,10 +434,12 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(sho
             shutil.copyfile(next_folder / "manifest.json", folder / "manifest.json")
             settled = http.get(f"ws/{workspace_id}/")
             foreign = http.get(f"ws/{workspace_id}/", headers={"Host": f"evil.example:{port}"})
-            embedded = http.get(f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site",
-                                                                "Sec-Fetch-Mode": "no-cors"})
-            followed = http.get(f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site",
-                                                                "Sec-Fetch-Mode": "navigate"})
+            embedded = http.get(
+                f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+            )
+            followed = http.get(
+                f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+            )
     finally:
         output = server.stop()
     assert "Traceback" not in output, output
@@ -380,6 +458,7 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(sho
     ],
 )
 def test_view_refuses_bad_options_with_exit_2(args: list[str], says: str) -> None:
-    done = subprocess.run([SLOTRELAY, "psmr", "view", *args], capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [SLOTRELAY, "psmr", "view", *args], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 2 and says in " ".join(done.stderr.split()), done.stderr
