@@ -332,6 +332,41 @@ def client(shop: Path, workspace_id: str) -> TestClient:
     return TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
 
 
+def test_the_other_pages_show_what_their_operators_answer(
+    client: TestClient, workspace_id: str, shop: Path
+) -> None:
+    """Search by file, findings three lists apart, conflicts, a source line, and the semantic diff between
+    the sample's two commits (the revisions are built into its store, as psmr_semantic_diff does)."""
+    base = f"/ws/{workspace_id}"
+    files = client.get(f"{base}/search", params={"q": "cart", "kind": "file"})
+    assert files.status_code == 200 and 'data-id="artifact:shop/cart.py"' in files.text
+
+    findings = client.get(f"{base}/findings").text
+    defects = findings.split('id="confirmed_defect"')[1].split("</section>")[0]
+    anomalies = findings.split('id="anomaly"')[1].split("</section>")[0]
+    assert "PRICE" in defects and "PRICE" not in anomalies and "json" in anomalies
+
+    conflicts = client.get(f"{base}/conflicts", params={"subject": "shop.auth.logout"}).text
+    assert "duplicate_definition" in conflicts and "shop.auth.logout" in conflicts
+
+    line = _line_of((shop / "shop" / "cart.py").read_text(), "handler = getattr(")
+    source = client.get(f"{base}/source", params={"artifact": "shop/cart.py", "line": line}).text
+    assert re.search(rf'<tr id="shop/cart.py:{line}" class="hl" data-line="{line}">.*getattr', source)
+
+    diff = client.get(f"{base}/diff", params={"rev_a": "HEAD~1", "rev_b": "HEAD"})
+    assert diff.status_code == 200, diff.text
+    added = diff.text.split('id="symbols_added"')[1].split("</section>")[0]
+    changed = diff.text.split('id="symbols_changed"')[1].split("</section>")[0]
+    assert 'data-id="semantic:shop.audit.who"' in added and 'data-id="semantic:shop.auth.check"' in changed
+    older = re.search(r"From (ws_[0-9a-f]+)", diff.text)[1]
+    against = client.get(f"{base}/diff", params={"against": older})
+    assert (
+        against.status_code == 200
+        and 'data-id="semantic:shop.audit.who"'
+        in against.text.split('id="symbols_removed"')[1].split("</section>")[0]
+    )
+
+
 @pytest.mark.parametrize(
     ("path", "status", "code", "says"),
     [
