@@ -497,3 +497,52 @@ def test_view_refuses_bad_options_with_exit_2(args: list[str], says: str) -> Non
         [SLOTRELAY, "psmr", "view", *args], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 2 and says in " ".join(done.stderr.split()), done.stderr
+
+
+@pytest.mark.prefect_server
+def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Path, tmp_path: Path) -> None:
+    """`slotrelay up --psmr PATH` prints the view's URL beside the Prefect UI's; one SIGINT stops both."""
+    from tests.sensor.test_up import migrated_home, wait_for
+
+    port, view_port = free_port(), free_port()
+    view_url = f"http://127.0.0.1:{view_port}/"
+    log = tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    command = [
+        sys.executable,
+        "-m",
+        "slotrelay.cli",
+        "up",
+        "--port",
+        str(port),
+        "--home",
+        str(migrated_home(tmp_path / "home")),
+        "--psmr",
+        str(shop),
+        "--psmr-port",
+        str(view_port),
+    ]
+    with log.open("w") as handle:
+        up = subprocess.Popen(
+            command, cwd=REPO, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for(
+            lambda: f"PSMR view   {view_url}" in log.read_text(), 240, "the view's URL in the panel", up, log
+        )
+        wait_for(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
+        # A SIGINT while the watcher still imports Prefect ends it with 130: let it start first.
+        wait_for(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
+        with httpx.Client(timeout=60, follow_redirects=True) as http:
+            overview = http.get(view_url)
+        assert overview.status_code == 200 and 'id="node-counts"' in overview.text
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            code = up.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            raise
+    assert code == 0, log.read_text()
+    with pytest.raises(httpx.ConnectError), httpx.Client(timeout=10) as http:
+        http.get(view_url)
