@@ -1,4 +1,5 @@
-"""`slotrelay psmr build | call | callgraph | list`: build workspaces, call the API, export call graphs.
+"""`slotrelay psmr build | call | callgraph | list | view`: build workspaces, call the API, export call
+graphs, serve the human view.
 
 Exit codes (see slotrelay.cli): 0 ok; 1 the operator ran and failed (EXECUTION_FAILED,
 VALIDATION_FAILED); 2 bad input (bad JSON, an unknown workspace, operator or object, a refused query).

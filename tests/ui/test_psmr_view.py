@@ -31,6 +31,7 @@ from mcp import Client, StdioServerParameters
 from starlette.testclient import TestClient
 
 from psmr_view import create_app
+from psmr_view.errors import ViewError
 from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
@@ -406,6 +407,8 @@ def test_the_other_pages_show_what_their_operators_answer(
         ("diff?rev_a=HEAD~1", 400, "INVALID_QUERY", "needs both rev_a and rev_b"),
         ("diff?rev_a=no-such-rev&rev_b=HEAD", 422, "EXECUTION_FAILED", "no-such-rev"),
         ("diff?against=ws_0123456789ab", 404, "WORKSPACE_NOT_FOUND", "no workspace ws_0123456789ab"),
+        ("search?q=x&kind=banana", 400, "INVALID_QUERY", "field kind"),
+        ("source?artifact=shop/cart.py&line=x", 400, "INVALID_QUERY", "parameter &#39;line&#39; takes"),
         ("nowhere", 404, "NOT_FOUND", "no such page"),
     ],
 )
@@ -439,7 +442,7 @@ def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path
     reader.call("workspace.describe", {}, budget={"max_nodes": 1})
     (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
     api.build_workspace(root)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(ViewError) as refused:
         reader.check_unchanged()
     assert (refused.value.code, refused.value.status) == ("WORKSPACE_REBUILT", 409)
 
