@@ -8,11 +8,14 @@ the last (`check_unchanged`): a page that straddles a rebuild is refused with 40
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from psmr_view.errors import ViewError
 from psmr_view.paging import PageRef
+
+WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import PsmrError
 from slotrelay.psmr.store import Store
@@ -45,6 +48,11 @@ class WorkspaceReader:
 
     def __init__(self, store: Path, workspace_id: str) -> None:
         require_store(store)
+        if not WORKSPACE_ID.fullmatch(workspace_id):
+            raise ViewError(
+                "WORKSPACE_NOT_FOUND",
+                f"{workspace_id!r} is not a workspace id (ws_ and hex digits); see /workspaces",
+            )
         self.store = store
         self.workspace_id = workspace_id
         self.manifest = self._manifest()

@@ -429,8 +429,9 @@ def test_an_unknown_workspace_or_a_missing_store_is_a_404_page(shop: Path, tmp_p
         answer = missing.get(path)
         assert answer.status_code == 404 and "there is no PSMR store at" in answer.text, path
     present = TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
-    answer = present.get("/ws/ws_0123456789ab/symbol?id=x")
-    assert answer.status_code == 404 and 'data-code="WORKSPACE_NOT_FOUND"' in answer.text
+    for path in ("/ws/ws_0123456789ab/symbol?id=x", "/ws/..%2e/", "/ws/not-an-id/search?q=x"):
+        answer = present.get(path)
+        assert answer.status_code == 404 and 'data-code="WORKSPACE_NOT_FOUND"' in answer.text, path
 
 
 def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path: Path) -> None:
