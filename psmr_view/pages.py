@@ -60,7 +60,7 @@ class PageRequest:
             ViewError: INVALID_QUERY naming the parameter and what it takes.
         """
         text = self.params.get(name, str(default))
-        if not text.isdigit() or int(text) not in allowed:
+        if not (text.isascii() and text.isdigit()) or int(text) not in allowed:
             shown = (
                 ", ".join(map(str, allowed)) if isinstance(allowed, tuple) else f"{allowed[0]}..{allowed[-1]}"
             )

@@ -48,7 +48,7 @@ class PageRef:
                 the first without its token (or a token on page 1).
         """
         text = params.get("page", "1")
-        if not text.isdigit() or int(text) < 1:
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise ViewError(
                 "INVALID_QUERY", f"page must be a whole number from 1, got {text!r}; start from page 1"
             )

@@ -27,6 +27,8 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from starlette.testclient import TestClient
 
@@ -375,6 +377,13 @@ def test_the_other_pages_show_what_their_operators_answer(
         ("symbol", 400, "INVALID_QUERY", "parameter &#39;id&#39; is missing"),
         ("symbol?id=shop.auth.login&page=abc", 400, "INVALID_QUERY", "page must be a whole number from 1"),
         ("symbol?id=shop.auth.login&page=0", 400, "INVALID_QUERY", "page must be a whole number from 1"),
+        ("symbol?id=shop.auth.login&page=%C2%B2", 400, "INVALID_QUERY", "page must be a whole number from 1"),
+        (
+            "symbol?id=shop.auth.login&depth=%C2%B2",
+            400,
+            "INVALID_QUERY",
+            "parameter &#39;depth&#39; takes 1, 2",
+        ),
         ("symbol?id=shop.auth.login&page=3", 400, "INVALID_QUERY", "page 3 needs the continuation token"),
         (
             "symbol?id=shop.auth.login&page=2&token=bm90IGEgdG9rZW4&v={version}",
@@ -421,6 +430,57 @@ def test_bad_input_gets_a_clear_page_with_a_4xx_status(
     assert answer.headers["content-type"].startswith("text/html")
     assert f'data-code="{code}"' in answer.text and says in answer.text, answer.text
     assert "Traceback" not in answer.text
+
+
+PAGES = ("", "search", "symbol", "evidence", "source", "impact", "unknowns", "conflicts", "findings", "diff")
+PARAMS = (
+    "q",
+    "kind",
+    "id",
+    "depth",
+    "rel",
+    "page",
+    "token",
+    "v",
+    "artifact",
+    "line",
+    "scope",
+    "reason",
+    "subject",
+    "accept_conflicts",
+    "against",
+    "rev_a",
+)
+VALUES = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "shop.auth.login",
+            "semantic:shop.cart.Cart",
+            "shop/cart.py",
+            "0",
+            "1",
+            "2",
+            "-1",
+            "calls",
+            "HEAD",
+            "ws_0123456789ab",
+            "symbol",
+            "anomaly",
+            "untyped_receiver",
+            "eyJzIjowfQ",
+        ]
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(page=st.sampled_from(PAGES), params=st.lists(st.tuples(st.sampled_from(PARAMS), VALUES), max_size=4))
+def test_no_query_makes_a_page_fail(client: TestClient, workspace_id: str, page: str, params: list) -> None:
+    """Whatever the parameters, a page is shown or refused with a 4xx HTML page: never a 500."""
+    answer = client.get(f"/ws/{workspace_id}/{page}", params=params)
+    assert answer.status_code < 500, answer.text
+    assert answer.headers["content-type"].startswith("text/html")
 
 
 def test_an_unknown_workspace_or_a_missing_store_is_a_404_page(shop: Path, tmp_path: Path) -> None:
