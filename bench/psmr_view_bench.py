@@ -4,7 +4,9 @@
 
 The workspace is a copy of the installed `rich` (real code), built into a temporary store.
 `slotrelay psmr view --store` runs as a subprocess on 127.0.0.1 and the page is fetched over HTTP,
-whole (HTML with its inline SVG), after one warm-up load. The baseline, in this process, is the
+whole (HTML with its inline SVG), after one warm-up load; where Chromium and the test tools are
+installed (scripts/bootstrap.sh), headless Chromium also loads it (tests/ui/psmr_view.js: navigation
+start to the load event, so parsing and drawing the SVG count). The baseline, in this process, is the
 page's own operator call (`query.subgraph` with the page's budget through `slotrelay.psmr.api.call`);
 the ratio shows what the view adds on top: the second operator calls of page 1 (contracts, unknowns,
 conflicts), the graphviz layout, the templates and HTTP. The layout alone is measured too.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import shutil
 import signal
@@ -35,6 +38,9 @@ from psmr_view.paging import BUDGETS
 from slotrelay.psmr import api
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+UI_TESTS = Path(__file__).resolve().parents[1] / "tests" / "ui"
+NODE = UI_TESTS.parent / "mcp" / "node_modules" / ".bin" / "node"
+CHROMIUM = "/usr/bin/chromium"
 ANCHOR = "rich.console.Console.print"
 READY = "PSMR view at "
 console = Console(width=160)
@@ -75,7 +81,33 @@ def _start_view(store: Path, log: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the view did not start:\n{log.read_text(errors='replace')}")
 
 
-def measure(base: str, store: Path, workspace_id: str, depth: int, loads: int) -> dict:
+def browser_loads(url: str, loads: int, work: Path) -> list[float] | None:
+    """Load times in headless Chromium (seconds), or None where the browser tools are not installed."""
+    if not (
+        NODE.exists() and Path(CHROMIUM).exists() and (UI_TESTS / "node_modules" / "playwright-core").is_dir()
+    ):
+        return None
+    job = {
+        "url": url,
+        "loads": loads,
+        "profile": str(work / f"chromium-{time.monotonic_ns()}"),
+        "failure_screenshot": str(work / "failure.png"),
+        "timeout_ms": 120_000,
+    }
+    done = subprocess.run(
+        [str(NODE), str(UI_TESTS / "psmr_view.js"), json.dumps(job)],
+        cwd=UI_TESTS,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"], result
+    return [ms / 1000 for ms in result["load_ms"]]
+
+
+def measure(base: str, store: Path, workspace_id: str, depth: int, loads: int, work: Path) -> dict:
     """Page loads over HTTP, the baseline operator call and the layout alone, for one depth."""
     links = Links(workspace_id)
     url = base.rstrip("/") + links.symbol(ANCHOR, depth)
@@ -90,6 +122,7 @@ def measure(base: str, store: Path, workspace_id: str, depth: int, loads: int) -
         first = http.get(url)
         assert first.status_code == 200, first.text[:2000]
         pages = _timed(lambda: http.get(url).raise_for_status(), loads)
+    browser = browser_loads(url, loads, work)
     data = api.call("query.subgraph", request, store=store)["data"]
     baseline = _timed(lambda: api.call("query.subgraph", request, store=store), loads)
 
@@ -107,6 +140,7 @@ def measure(base: str, store: Path, workspace_id: str, depth: int, loads: int) -
         "shown": f"{len(data['nodes'])}/{len(data['edges'])}",
         "size": len(first.content),
         "pages": pages,
+        "browser": browser,
         "baseline": baseline,
         "layout": _timed(layout, loads),
     }
@@ -128,7 +162,7 @@ def main() -> None:
         store = work / "store"
         built = api.build_workspace(root, store=store)
         process, base = _start_view(store, work / "view.log")
-        rows = [measure(base, store, built["workspace_id"], depth, args.loads) for depth in (1, 2)]
+        rows = [measure(base, store, built["workspace_id"], depth, args.loads, work) for depth in (1, 2)]
     finally:
         if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
@@ -145,6 +179,7 @@ def main() -> None:
         "HTML",
         "page over HTTP ms",
         "max ms",
+        "in Chromium ms",
         "baseline query.subgraph ms",
         "ratio",
         "graphviz layout ms",
@@ -157,6 +192,7 @@ def main() -> None:
             f"{row['size'] // 1024} KiB",
             ms(row["pages"]),
             f"{max(row['pages']) * 1000:.1f}",
+            ms(row["browser"]) if row["browser"] else "(no browser)",
             ms(row["baseline"]),
             f"{statistics.median(row['pages']) / statistics.median(row['baseline']):.1f}x",
             ms(row["layout"]),

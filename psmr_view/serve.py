@@ -20,6 +20,19 @@ class NotLoopback(ValueError):
     """The host to bind is not a loopback address."""
 
 
+def require_loopback(host: str) -> None:
+    """Refuse a host to bind that is not a loopback address.
+
+    Raises:
+        NotLoopback: saying why and what to use instead.
+    """
+    if not is_loopback(host):
+        raise NotLoopback(
+            f"--host {host}: the PSMR view has no authentication and binds loopback only; use 127.0.0.1, "
+            "::1 or localhost (an SSH tunnel reaches it from elsewhere)"
+        )
+
+
 def view_url(host: str, port: int, path: str = "/") -> str:
     """The URL of the view bound at `host:port`."""
     shown = f"[{host}]" if ":" in host else host
@@ -49,11 +62,7 @@ def serve(
     """
     import uvicorn
 
-    if not is_loopback(host):
-        raise NotLoopback(
-            f"--host {host}: the PSMR view has no authentication and binds loopback only; "
-            "use 127.0.0.1, ::1 or localhost"
-        )
+    require_loopback(host)
     bind_host = "127.0.0.1" if host == "localhost" else host.strip("[]")
     sock = socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET, socket.SOCK_STREAM)
     try:

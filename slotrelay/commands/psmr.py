@@ -141,26 +141,26 @@ def view(
         Path | None, typer.Argument(help="root of analysed code: built or updated first, then shown")
     ] = None,
     store: StoreOption = None,
-    port: Annotated[int, typer.Option("--port", help="port on 127.0.0.1 (0: any free port)")] = 8766,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="port on 127.0.0.1 (0: any free port)")
+    ] = 8766,
     host: Annotated[str, typer.Option("--host", help="loopback address to bind (no other is accepted)")] = (
         "127.0.0.1"
     ),
 ) -> None:
     """Serve the human view of a PSMR store on 127.0.0.1: the same operators the MCP tools call."""
-    from psmr_view.guard import is_loopback
-    from psmr_view.serve import serve
+    from psmr_view.serve import NotLoopback, require_loopback, serve
     from slotrelay.psmr.api import build_workspace
     from slotrelay.psmr.store import Store
 
-    if not is_loopback(host):
-        err.print(
-            f"[bold red]bad input[/]: --host {host}: the PSMR view has no authentication and binds loopback "
-            "only; use 127.0.0.1, ::1 or localhost (an SSH tunnel reaches it from elsewhere)",
-            highlight=False,
-        )
-        raise typer.Exit(2)
+    try:
+        require_loopback(host)
+    except NotLoopback as error:
+        err.print(f"[bold red]bad input[/]: {error}", highlight=False)
+        raise typer.Exit(2) from error
     workspace_id = None
     if path is not None:
+        err.print(f"building or updating the workspace of {path} ...", highlight=False)
         try:
             summary = build_workspace(path, store=store)
         except PsmrError as error:

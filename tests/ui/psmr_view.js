@@ -11,6 +11,10 @@
 // Prints one JSON line: {ok, overview, search, symbol_page, evidence, impact, unknowns, elapsed_ms},
 // or with ok: false, an error and whatever it had read before it (exit code 1).
 //
+// With `loads` (and `url` the page to load) it measures instead, for bench/psmr_view_bench.py: the page
+// is loaded `loads` times after one warm-up, and each load's time from navigation start to the load
+// event (Navigation Timing) is printed as {ok, load_ms: [...]}.
+//
 // Every wait is on an element, never a sleep.
 'use strict';
 
@@ -112,6 +116,19 @@ async function read(page, job, done) {
     return done;
 }
 
+async function measure(page, job) {
+    await page.goto(job.url);
+    const times = [];
+    for (let i = 0; i < job.loads; i += 1) {
+        await page.goto(job.url, { waitUntil: 'load' });
+        times.push(await page.evaluate(() => {
+            const [nav] = performance.getEntriesByType('navigation');
+            return nav.loadEventEnd - nav.startTime;
+        }));
+    }
+    return { load_ms: times };
+}
+
 async function main() {
     const job = JSON.parse(process.argv[2]);
     const started = Date.now();
@@ -127,7 +144,7 @@ async function main() {
     const done = {};
     let outcome;
     try {
-        outcome = { ok: true, ...await read(page, job, done) };
+        outcome = { ok: true, ...await (job.loads ? measure(page, job) : read(page, job, done)) };
     } catch (error) {
         outcome = { ...done, ok: false, error: String(error.message || error), at: page.url() };
         await page.screenshot({ path: job.failure_screenshot, fullPage: true });

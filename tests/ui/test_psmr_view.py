@@ -552,6 +552,7 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
     ("args", "says"),
     [
         (["--host", "0.0.0.0"], "binds loopback only"),
+        (["--port", "70000"], "less than or equal to 65535"),
         (["--store", "/nonexistent/psmr-store"], "there is no PSMR store at /nonexistent/psmr-store"),
         (["/nonexistent/psmr-folder"], "not a folder"),
     ],
