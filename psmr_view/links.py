@@ -7,9 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-# The relations a symbol page follows unless told otherwise: everything but the structural ones
-# (defines, imports), which the relation boxes add.
-SYMBOL_RELATIONS = ("calls", "called_by", "reads_state", "writes_state", "inherits", "decorates", "tests")
+# The relations a symbol page follows unless told otherwise: all but `imports` (a module's imports
+# would crowd out what it defines), which the relation boxes add.
+SYMBOL_RELATIONS = (
+    "defines",
+    "calls",
+    "called_by",
+    "reads_state",
+    "writes_state",
+    "inherits",
+    "decorates",
+    "tests",
+)
 
 
 @dataclass(frozen=True)
