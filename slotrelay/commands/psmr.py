@@ -1,4 +1,5 @@
-"""`slotrelay psmr build | call | callgraph | list`: build workspaces, call the API, export call graphs.
+"""`slotrelay psmr build | call | callgraph | list | view`: build workspaces, call the API, export call
+graphs, serve the human view.
 
 Exit codes (see slotrelay.cli): 0 ok; 1 the operator ran and failed (EXECUTION_FAILED,
 VALIDATION_FAILED); 2 bad input (bad JSON, an unknown workspace, operator or object, a refused query).
@@ -134,3 +135,56 @@ def list_command(store: StoreOption = None) -> None:
         out.print(
             f"{ws['workspace_id']}  {ws['files']:>5} files  {ws['commit'] or 'worktree':<12.12}  {ws['root']}"
         )
+
+
+@app.command()
+def view(
+    path: Annotated[
+        Path | None, typer.Argument(help="root of analysed code: built or updated first, then shown")
+    ] = None,
+    store: StoreOption = None,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="port on 127.0.0.1 (0: any free port)")
+    ] = 8766,
+    host: Annotated[str, typer.Option("--host", help="loopback address to bind (no other is accepted)")] = (
+        "127.0.0.1"
+    ),
+) -> None:
+    """Serve the human view of a PSMR store on 127.0.0.1: the same operators the MCP tools call."""
+    from psmr_view.serve import NotLoopback, require_loopback, serve
+    from slotrelay.psmr.api import build_workspace
+    from slotrelay.psmr.store import Store
+
+    try:
+        require_loopback(host)
+    except NotLoopback as error:
+        err.print(f"[bold red]bad input[/]: {error}", highlight=False)
+        raise typer.Exit(2) from error
+    workspace_id = None
+    if path is not None:
+        err.print(f"building or updating the workspace of {path} ...", highlight=False)
+        try:
+            summary = build_workspace(path, store=store)
+        except PsmrError as error:
+            raise _fail(error) from error
+        workspace_id, folder = summary["workspace_id"], Path(summary["store"])
+    else:
+        folder = Store.open(store).path
+        if not (folder / "workspaces").is_dir():
+            err.print(
+                f"[bold red]bad input[/]: there is no PSMR store at {folder}; build one with "
+                "`slotrelay psmr build PATH`, or name it with --store",
+                highlight=False,
+            )
+            raise typer.Exit(2)
+
+    def ready(url: str) -> None:
+        err.print(f"PSMR view at {url}  (store {folder}; Ctrl-C stops it)", highlight=False, soft_wrap=True)
+
+    try:
+        serve(folder, host=host, port=port, workspace_id=workspace_id, on_ready=ready)
+    except OSError as error:
+        err.print(f"[bold red]bad input[/]: cannot listen on {host}:{port} ({error.strerror or error})")
+        raise typer.Exit(2) from error
+    except KeyboardInterrupt:
+        pass
