@@ -3,7 +3,8 @@
 Exit codes (see slotrelay.cli):
     0  ok
     1  the work ran and failed: the program ended in error (its output is printed all the same),
-       MPP-E003 code generation, MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected
+       MPP-E003 code generation, MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected,
+       PEN_RUN_FAILED an error no code names (the pen is cleaned up and its call recorded)
     2  bad input: MPP-E001 intent, an invalid request, pen_id, action or state change
     3  the environment is missing something: MPP-E002 no sandbox, no code model configured
 With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}`.
@@ -50,6 +51,7 @@ EXIT_CODES = {
     "PEN_ILLEGAL_TRANSITION": 2,
     "PEN_NOT_FOUND": 2,
     "PEN_MODEL_NOT_CONFIGURED": 3,
+    "PEN_RUN_FAILED": 1,
 }
 
 Root = Annotated[Path, typer.Option("--root", help="where the pen keeps its files and audit log")]

@@ -450,3 +450,54 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
     assert code == 2 and body["error"]["message"].endswith(
         "pen-policy.json: not a valid persona policy: mode 'fixed' needs an 'action' (erase, keep or share)"
     )
+
+
+def _no_tmp_files(root: Path) -> list[str]:
+    return [str(path.relative_to(root)) for path in root.rglob("*.tmp")]
+
+
+def test_regression_a_lone_surrogate_in_the_result_is_replaced_and_the_pen_finishes(pen, root, stub) -> None:
+    # `return {'s': '\ud800'}` crashed `pen write --json` with a UnicodeEncodeError, leaving the pen
+    # completed with execution.json.tmp, no call record, and PEN_NOT_FOUND on `pen decide`.
+    stub.default_code = "def main(inputs):\n    return {'s': '\\ud800'}\n"
+    code, body = pen("write", "--persona", "p1", INTENT, "--persist-hint", "keep")
+    assert code == 0, body
+    assert body["execution"]["result"] == {"s": "\ufffd"} and body["decision"]["state"] == "kept"
+    folder = root / ".github/persona-brain/p1/pen-private" / body["pen_id"]
+    assert json.loads((folder / "execution.json").read_text(encoding="utf-8"))["result"] == {"s": "\ufffd"}
+    # A shell program's result is its last stdout line: the same replacement applies.
+    stub.default_code = "echo '{\"s\": \"\\ud800\"}'\n"
+    _policy(root, "p2", {"mode": "person"})
+    code, body = pen("write", "--persona", "p2", INTENT, "--lang", "shell")
+    assert code == 0 and body["execution"]["result"] == {"s": "\ufffd"}, body
+    code, decided = pen("decide", body["pen_id"], "erase", backend=False)
+    assert code == 0 and decided["decision"]["state"] == "erased", decided
+    assert _no_tmp_files(root) == []
+    assert [c["status"] for c in AuditLog(root).records() if c["event"] == "call"] == ["completed", "completed"]
+    assert pen("audit", "verify", backend=False)[0] == 0
+
+
+def test_regression_a_run_that_fails_after_completing_is_erased_not_left_completed(pen, root, stub) -> None:
+    code, first = pen("write", "--persona", "p5", INTENT, "--input", '{"numbers": [1]}', "--persist-hint", "erase")
+    assert code == 0, first
+    following = first["pen_id"][:-3] + "002"
+    blocker = root / ".github/persona-brain/p5/pen-private" / following
+    blocker.mkdir(parents=True)
+    (blocker / "mine.txt").write_text("not the pen's")
+    code, body = pen("write", "--persona", "p5", INTENT, "--input", '{"numbers": [1]}', "--persist-hint", "keep")
+    assert code == 1 and body["error"]["message"] == f"{blocker} exists already: a pen's folder is never overwritten"
+    states = [r["to"] for r in AuditLog(root).records_of(following) if r["event"] == "transition"]
+    assert states == ["draft", "executing", "completed", "erased"]
+    assert (blocker / "mine.txt").read_text() == "not the pen's"
+    assert not (root / ".slotrelay/pen-staging" / following).exists() and _no_tmp_files(root) == []
+    code, again = pen("decide", following, "keep", backend=False)
+    assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION", again
+    assert pen("audit", "verify", backend=False)[0] == 0
+
+
+def test_regression_a_request_with_a_lone_surrogate_is_refused_by_field(pen, root, stub) -> None:
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"name": "\\udc80"}')
+    assert code == 2 and body["error"]["code"] == "PEN_INVALID_REQUEST", body
+    assert body["error"]["details"]["fields"] == [
+        "context.upstream_inputs: holds text that is not valid Unicode (a lone surrogate)"]
+    assert stub.requests == [] and not (root / ".slotrelay").exists()
