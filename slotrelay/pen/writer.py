@@ -143,6 +143,7 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
 
     Raises:
         InvalidPenRequest: the request breaks the contract (nothing is recorded: there is no pen yet).
+        PenRunFailed: the root cannot be written (a read-only folder, a full disk).
     """
     parsed = parse_request(request)
     # Options the sandbox would refuse (an IP in network.allow, a relative allow_path) are bad input
@@ -156,8 +157,11 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
         started_at=now_iso(),
     )
     with _timed(run, "persistence"):
-        run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
-        transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
+        try:
+            run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
+            transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
+        except OSError as error:
+            raise PenRunFailed(f"the pen cannot write under its root {root}: {error.strerror}") from error
     return run
 
 
