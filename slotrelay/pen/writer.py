@@ -378,9 +378,7 @@ def fail(run: PenRun, error: PenError) -> PenError:
 
 def unexpected(error: Exception) -> PenRunFailed:
     """An error no pen code names, as the pen error that `fail` can clean up after."""
-    failed = PenRunFailed(f"the run broke: {type(error).__name__}: {error}")
-    failed.__cause__ = error
-    return failed
+    return PenRunFailed(f"the run broke: {type(error).__name__}: {error}")
 
 
 def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by: str) -> PenOutcome:
