@@ -72,13 +72,14 @@ def serve(
         import anyio
 
         from psmr_mcp import WorkspaceRegistry, build_server
-        from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio
+        from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio, session_idle_timeout
     except ImportError as exc:
         console.print(f"[red]slotrelay mcp:[/] the MCP SDK is not installed ({exc}); run `pip install -e .`")
         raise typer.Exit(3) from exc
 
     try:
         address = parse_http_address(http) if http else None
+        idle_timeout_s = session_idle_timeout()
         registry = WorkspaceRegistry(workspace, store=store)
         for folder in workspace:
             _build_at_start(registry, folder)
@@ -99,7 +100,7 @@ def serve(
                 # One unwrapped line: scripts and tests read the URL from it.
                 console.print(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)", soft_wrap=True)
 
-            anyio.run(lambda: serve_http(server, host, port, on_ready=ready))
+            anyio.run(lambda: serve_http(server, host, port, on_ready=ready, idle_timeout_s=idle_timeout_s))
     except OSError as exc:
         console.print(
             f"[red]slotrelay mcp:[/] --http {http}: cannot listen ({exc.strerror or exc}); pick another port"

@@ -204,7 +204,8 @@ class BwrapBackend:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             exit_code = process.wait(timeout=KILL_GRACE_S)
-            timed_out = True
+            # Exit 0 is the program's own: it ended while the kill was on its way, so it was not killed.
+            timed_out = exit_code != 0
         for reader in readers:
             reader.join(timeout=KILL_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)
