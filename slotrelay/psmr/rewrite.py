@@ -1,0 +1,148 @@
+"""Edits of one Python file on its concrete syntax tree (libcst), so formatting and comments stay.
+
+A `FilePlan` collects what a delta does to one file, each edit keyed by the source position the
+workspace's evidence gives (line, 0-based column in characters): definitions to change, call sites to
+rewrite, names to rename, statements to add. `render` applies the whole plan in one pass over the
+original tree, so edits of several operations compose without positions going stale. Nothing here
+matches text: every edit replaces a node the parser found at that position.
+
+Evidence spans come from `ast`, whose columns count UTF-8 bytes; `char_column` converts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+Position = tuple[int, int]
+DefEdit = Callable[[cst.FunctionDef | cst.ClassDef], cst.FunctionDef | cst.ClassDef]
+CallEdit = Callable[[cst.Call], cst.Call]
+
+
+class RewriteError(ValueError):
+    """A plan that does not fit its file: a position with no node of the expected kind."""
+
+
+def char_column(text: str, line: int, byte_col: int) -> int:
+    """The character column of a byte column (as `ast` reports it) on a 1-based line of text."""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return byte_col
+    return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+
+@dataclass
+class FilePlan:
+    """What to do to one file; positions are (line, character column) of the original text."""
+
+    defs: dict[Position, list[DefEdit]] = field(default_factory=dict)
+    calls: dict[Position, list[CallEdit]] = field(default_factory=dict)
+    names: dict[Position, str] = field(default_factory=dict)
+    appended: list[tuple[Position | None, str]] = field(default_factory=list)
+
+    def on_def(self, position: Position, edit: DefEdit) -> None:
+        """Change the definition starting at position (its `def`/`class` keyword)."""
+        self.defs.setdefault(position, []).append(edit)
+
+    def on_call(self, position: Position, edit: CallEdit) -> None:
+        """Change the call whose expression starts at position."""
+        self.calls.setdefault(position, []).append(edit)
+
+    def rename(self, position: Position, new: str) -> None:
+        """Rename the identifier starting at position."""
+        self.names[position] = new
+
+    def add(self, source: str, *, after: Position | None = None) -> None:
+        """Add statements after the top-level or class-level definition at `after`, else at the end."""
+        self.appended.append((after, source))
+
+    def empty(self) -> bool:
+        """True when the plan changes nothing."""
+        return not (self.defs or self.calls or self.names or self.appended)
+
+
+class _Rewriter(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, plan: FilePlan) -> None:
+        super().__init__()
+        self.plan = plan
+        self.done: set[tuple[str, Position]] = set()
+        self.added_after = {after: source for after, source in plan.appended if after is not None}
+
+    def _start(self, node: cst.CSTNode) -> Position:
+        where: CodeRange = self.get_metadata(PositionProvider, node)
+        return where.start.line, where.start.column
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        position = self._start(original)
+        if position in self.plan.names:
+            self.done.add(("name", position))
+            return updated.with_changes(value=self.plan.names[position])
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        position = self._start(original)
+        for edit in self.plan.calls.get(position, []):
+            self.done.add(("call", position))
+            updated = edit(updated)
+        return updated
+
+    def _leave_def(self, original: cst.CSTNode, updated: cst.FunctionDef | cst.ClassDef) -> cst.CSTNode:
+        position = self._start(original)
+        for edit in self.plan.defs.get(position, []):
+            self.done.add(("def", position))
+            updated = edit(updated)
+        if position in self.added_after:
+            self.done.add(("after", position))
+            return cst.FlattenSentinel([updated, *_statements(self.added_after[position])])
+        return updated
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.CSTNode:
+        return self._leave_def(original, updated)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.CSTNode:
+        return self._leave_def(original, updated)
+
+
+def _statements(source: str) -> list[cst.BaseStatement]:
+    return list(cst.parse_module(source).body)
+
+
+def render(text: str, plan: FilePlan) -> str:
+    """The file's text with the plan applied.
+
+    Parameters:
+        text: the original source.
+        plan: the edits, positioned on `text`.
+
+    Returns:
+        The new source.
+
+    Raises:
+        RewriteError: the text does not parse, or a planned position holds no node of that kind.
+        libcst.ParserSyntaxError: source given to add does not parse.
+    """
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(f"the file does not parse ({exc.message} at line {exc.raw_line})") from exc
+    rewriter = _Rewriter(plan)
+    new = MetadataWrapper(module).visit(rewriter)
+    wanted = (
+        {("def", p) for p in plan.defs}
+        | {("call", p) for p in plan.calls}
+        | {("name", p) for p in plan.names}
+        | {("after", p) for p, _ in plan.appended if p is not None}
+    )
+    missing = sorted(wanted - rewriter.done, key=lambda item: item[1])
+    if missing:
+        kind, (line, col) = missing[0]
+        raise RewriteError(f"no {kind} at line {line}, column {col} (the file changed since the build?)")
+    tail = [source for after, source in plan.appended if after is None]
+    if tail:
+        new = new.with_changes(body=[*new.body, *(s for source in tail for s in _statements(source))])
+    return new.code
