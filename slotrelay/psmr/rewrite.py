@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, GlobalScope, MetadataWrapper, PositionProvider, ScopeProvider
 
 Position = tuple[int, int]
 DefEdit = Callable[[cst.FunctionDef | cst.ClassDef], cst.FunctionDef | cst.ClassDef]
@@ -41,6 +41,7 @@ class FilePlan:
     defs: dict[Position, list[DefEdit]] = field(default_factory=dict)
     calls: dict[Position, list[CallEdit]] = field(default_factory=dict)
     names: dict[Position, str] = field(default_factory=dict)
+    globals: dict[str, str] = field(default_factory=dict)
     appended: list[tuple[Position | None, str]] = field(default_factory=list)
 
     def on_def(self, position: Position, edit: DefEdit) -> None:
@@ -55,13 +56,17 @@ class FilePlan:
         """Rename the identifier starting at position."""
         self.names[position] = new
 
+    def rename_global(self, old: str, new: str) -> None:
+        """Rename a module-level name everywhere the module uses it (scope analysis) and in `__all__`."""
+        self.globals[old] = new
+
     def add(self, source: str, *, after: Position | None = None) -> None:
         """Add statements after the top-level or class-level definition at `after`, else at the end."""
         self.appended.append((after, source))
 
     def empty(self) -> bool:
         """True when the plan changes nothing."""
-        return not (self.defs or self.calls or self.names or self.appended)
+        return not (self.defs or self.calls or self.names or self.globals or self.appended)
 
 
 class _Rewriter(cst.CSTTransformer):
@@ -72,6 +77,7 @@ class _Rewriter(cst.CSTTransformer):
         self.plan = plan
         self.done: set[tuple[str, Position]] = set()
         self.added_after = {after: source for after, source in plan.appended if after is not None}
+        self.all_strings: dict[Position, str] = {}
 
     def _start(self, node: cst.CSTNode) -> Position:
         where: CodeRange = self.get_metadata(PositionProvider, node)
@@ -82,6 +88,14 @@ class _Rewriter(cst.CSTTransformer):
         if position in self.plan.names:
             self.done.add(("name", position))
             return updated.with_changes(value=self.plan.names[position])
+        return updated
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        # Only the strings of a module-level `__all__` name a global (marked by _mark_all).
+        position = self._start(original)
+        if position in self.all_strings:
+            quote = updated.value[-1]
+            return updated.with_changes(value=f"{quote}{self.all_strings[position]}{quote}")
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -112,6 +126,41 @@ def _statements(source: str) -> list[cst.BaseStatement]:
     return list(cst.parse_module(source).body)
 
 
+def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter) -> None:
+    """Position every use of the module-level names to rename, as libcst's scope analysis finds them."""
+    scopes = wrapper.resolve(ScopeProvider)
+    positions = wrapper.resolve(PositionProvider)
+    module_scope = next((s for s in scopes.values() if isinstance(s, GlobalScope)), None)
+    if module_scope is None:
+        return
+    for old, new in plan.globals.items():
+        for assignment in module_scope[old]:
+            for access in assignment.references:
+                if isinstance(access.node, cst.Name):
+                    where = positions[access.node].start
+                    plan.names.setdefault((where.line, where.column), new)
+    for statement in wrapper.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not (
+                isinstance(small, cst.Assign | cst.AugAssign)
+                and any(
+                    isinstance(t, cst.Name) and t.value == "__all__"
+                    for t in (
+                        [x.target for x in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    )
+                )
+                and isinstance(small.value, cst.List | cst.Tuple)
+            ):
+                continue
+            for element in small.value.elements:
+                value = element.value
+                if isinstance(value, cst.SimpleString) and value.evaluated_value in plan.globals:
+                    where = positions[value].start
+                    rewriter.all_strings[(where.line, where.column)] = plan.globals[value.evaluated_value]
+
+
 def render(text: str, plan: FilePlan) -> str:
     """The file's text with the plan applied.
 
@@ -130,8 +179,11 @@ def render(text: str, plan: FilePlan) -> str:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         raise RewriteError(f"the file does not parse ({exc.message} at line {exc.raw_line})") from exc
+    wrapper = MetadataWrapper(module)
     rewriter = _Rewriter(plan)
-    new = MetadataWrapper(module).visit(rewriter)
+    if plan.globals:
+        _mark_globals(wrapper, plan, rewriter)
+    new = wrapper.visit(rewriter)
     wanted = (
         {("def", p) for p in plan.defs}
         | {("call", p) for p in plan.calls}
