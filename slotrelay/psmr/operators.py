@@ -284,7 +284,7 @@ OPERATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "One typed change; `op` says which, and which fields it takes.",
     "properties": {
-        "op": {"type": "string", "enum": list(_OP_FIELDS)},
+        "op": {"type": "string", "enum": list(_OP_FIELDS), "description": "Which operation."},
         "target": {**_TARGET, "description": "The function, method or class to change (not add_symbol)."},
         "parameters": {
             "type": "string",
@@ -300,8 +300,8 @@ OPERATION_SCHEMA: dict[str, Any] = {
             "additionalProperties": {
                 "type": "object",
                 "properties": {
-                    "from": {"type": "string", "minLength": 1},
-                    "value": {"type": "string", "minLength": 1},
+                    "from": {"type": "string", "minLength": 1, "description": "An old parameter's name."},
+                    "value": {"type": "string", "minLength": 1, "description": "A Python expression."},
                 },
                 "minProperties": 1,
                 "maxProperties": 1,
@@ -353,10 +353,24 @@ OPERATIONS.update(
                         "description": "The version the proposal was reasoned on (workspace.describe); a "
                         "stale one is refused.",
                     },
-                    "intent": {"type": "string", "minLength": 1},
-                    "scope_refs": {"type": "array", "items": _TARGET},
-                    "constraints": {"type": "array", "items": {"type": "string"}},
-                    "operations": {"type": "array", "items": OPERATION_SCHEMA, "minItems": 1},
+                    "intent": {"type": "string", "minLength": 1, "description": "What the change is for."},
+                    "scope_refs": {
+                        "type": "array",
+                        "items": _TARGET,
+                        "description": "The symbols the change is about; with the operations' targets "
+                        "and their impact radius they bound what the change may touch.",
+                    },
+                    "constraints": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Constraints the change must keep, recorded with the delta.",
+                    },
+                    "operations": {
+                        "type": "array",
+                        "items": OPERATION_SCHEMA,
+                        "minItems": 1,
+                        "description": "The typed changes, applied in order.",
+                    },
                 },
                 ["workspace_id", "intent", "operations"],
             ),
