@@ -25,11 +25,17 @@ class Unbindable(ValueError):
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: `kind` is posonly, pos (positional or keyword), kwonly, var (*a) or varkw (**k)."""
+    """One parameter: `kind` is posonly, pos (positional or keyword), kwonly, var (*a) or varkw (**k);
+    `default` is the default's source text, or None."""
 
     name: str
     kind: str
-    has_default: bool
+    default: str | None
+
+    @property
+    def has_default(self) -> bool:
+        """True if a call may leave the parameter out."""
+        return self.default is not None or self.kind in ("var", "varkw")
 
 
 def parse_parameters(text: str) -> tuple[cst.Parameters, cst.Annotation | None]:
@@ -48,13 +54,18 @@ def parse_parameters(text: str) -> tuple[cst.Parameters, cst.Annotation | None]:
 
 def params_of(parameters: cst.Parameters, *, bound_first: bool) -> list[Param]:
     """The parameters in binding order; the first is dropped when the call binds it (self, cls)."""
-    out = [Param(p.name.value, "posonly", p.default is not None) for p in parameters.posonly_params]
-    out += [Param(p.name.value, "pos", p.default is not None) for p in parameters.params]
+
+    def make(param: cst.Param, kind: str) -> Param:
+        default = None if param.default is None else cst.Module(body=[]).code_for_node(param.default)
+        return Param(param.name.value, kind, default)
+
+    out = [make(p, "posonly") for p in parameters.posonly_params]
+    out += [make(p, "pos") for p in parameters.params]
     if isinstance(parameters.star_arg, cst.Param):
-        out.append(Param(parameters.star_arg.name.value, "var", True))
-    out += [Param(p.name.value, "kwonly", p.default is not None) for p in parameters.kwonly_params]
+        out.append(make(parameters.star_arg, "var"))
+    out += [make(p, "kwonly") for p in parameters.kwonly_params]
     if parameters.star_kwarg is not None:
-        out.append(Param(parameters.star_kwarg.name.value, "varkw", True))
+        out.append(make(parameters.star_kwarg, "varkw"))
     if bound_first and out and out[0].kind in ("posonly", "pos"):
         out = out[1:]
     return out
@@ -108,6 +119,8 @@ def remap_call(
 
     Each new parameter takes the argument the old call bound to the parameter the map names
     (`{"from": old_name}`; by default the same name), or the map's expression (`{"value": "..."}`).
+    When the call left that old parameter to its default and the new parameter has none, the old
+    default is written out, so the call keeps its meaning.
     Arguments stay positional while the new parameter is positional and no earlier one was left out;
     the rest are passed by keyword. A call whose arguments would not change is returned as it is.
 
@@ -116,7 +129,8 @@ def remap_call(
         BindError: the call does not bind to the old parameters.
     """
     bound = bind(call, old)
-    old_names = {p.name for p in old}
+    old_by_name = {p.name: p for p in old}
+    old_names = set(old_by_name)
     args: list[cst.Arg] = []
     gap = False
     for param in new:
@@ -130,6 +144,8 @@ def remap_call(
         elif source and source.get("from") in bound:
             arg, was_positional = bound[source["from"]]
             value = arg.value
+        elif source and not param.has_default and old_by_name[source["from"]].default is not None:
+            value = cst.parse_expression(old_by_name[source["from"]].default or "")
         if value is None:
             gap = True
             continue
