@@ -87,7 +87,7 @@ class Page:
         return wrap_line(text, self.width)
 ''',
     "tests/__init__.py": "",
-    "tests/test_textkit.py": '''from textkit import shout, wrap_line
+    "tests/test_textkit.py": """from textkit import shout, wrap_line
 from textkit.report import HEADER, Page, indented, loud, narrow, paragraph
 from textkit.wrap import banner
 
@@ -109,7 +109,7 @@ def test_styles():
     assert shout("hi there") == ["HI THERE"]
     assert loud("Hi") == ["HI", "hi"]
     assert banner("hello")[1] == "hello"
-''',
+""",
 }
 
 
