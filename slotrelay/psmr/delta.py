@@ -109,9 +109,10 @@ def changed_files(delta: dict[str, Any]) -> list[str]:
 
 
 def _changed_definitions(ws: Workspace, artifact: str, before: str, after: str) -> set[str]:
-    """The innermost definitions whose lines the edit changed (a class only for its own lines)."""
+    """The definitions whose text the edit changed: every function around a changed line (a digest of
+    a function covers what it nests), and a class only for a line of its own, outside its members."""
     defs = [
-        (d["span"][0], d["span"][2], n, d["kind"])
+        (d["span"][2] - d["span"][0], d["span"][0], d["span"][2], n, d["kind"])
         for n, d in ws.graph.nodes(data=True)
         if d.get("artifact") == artifact and d["kind"] in CODE_KINDS - {"module"} and d.get("span")
     ]
@@ -120,11 +121,18 @@ def _changed_definitions(ws: Workspace, artifact: str, before: str, after: str) 
     for tag, i1, i2, _, _ in matcher.get_opcodes():
         if tag == "equal":
             continue
-        lines = range(i1 + 1, i2 + 1) if i2 > i1 else [i1]
-        for line in lines:
-            inside = [(end - start, n) for start, end, n, _ in defs if start <= line <= end]
-            if inside:
-                touched.add(min(inside)[1])
+        for line in range(i1 + 1, i2 + 1) if i2 > i1 else [i1]:
+            inside_member = False
+            for _, start, end, node, kind in sorted(defs):
+                if not start <= line <= end or kind == "lambda":  # a lambda has no digest of its own
+                    continue
+                if kind == "class":
+                    if not inside_member:
+                        touched.add(node)
+                    inside_member = True
+                else:
+                    touched.add(node)
+                    inside_member = True
     return touched
 
 

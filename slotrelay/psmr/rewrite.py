@@ -11,6 +11,7 @@ Evidence spans come from `ast`, whose columns count UTF-8 bytes; `char_column` c
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -161,20 +162,7 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
                     rewriter.all_strings[(where.line, where.column)] = plan.globals[value.evaluated_value]
 
 
-def render(text: str, plan: FilePlan) -> str:
-    """The file's text with the plan applied.
-
-    Parameters:
-        text: the original source.
-        plan: the edits, positioned on `text`.
-
-    Returns:
-        The new source.
-
-    Raises:
-        RewriteError: the text does not parse, or a planned position holds no node of that kind.
-        libcst.ParserSyntaxError: source given to add does not parse.
-    """
+def _render_whole(text: str, plan: FilePlan) -> str:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -194,7 +182,134 @@ def render(text: str, plan: FilePlan) -> str:
     if missing:
         kind, (line, col) = missing[0]
         raise RewriteError(f"no {kind} at line {line}, column {col} (the file changed since the build?)")
-    tail = [source for after, source in plan.appended if after is None]
-    if tail:
-        new = new.with_changes(body=[*new.body, *(s for source in tail for s in _statements(source))])
     return new.code
+
+
+def statement_ranges(text: str, lines: set[int]) -> list[tuple[int, int, bool]]:
+    """The smallest statements holding the given lines, as (first, last, indented): a top-level
+    statement, or a member of a (nested) class, never a piece of a function. Decorators are included;
+    statements sharing a line are merged.
+
+    Raises:
+        RewriteError: the text does not parse.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise RewriteError(f"the file does not parse ({exc.msg} at line {exc.lineno})") from exc
+    found: list[tuple[int, int, bool]] = []
+
+    def walk(body: list[ast.stmt], indented: bool) -> None:
+        spans: list[tuple[int, int, ast.stmt]] = []
+        for statement in body:
+            start = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])])
+            end = statement.end_lineno or statement.lineno
+            if spans and start <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(end, spans[-1][1]), spans[-1][2])
+            else:
+                spans.append((start, end, statement))
+        for start, end, statement in spans:
+            held = {line for line in lines if start <= line <= end}
+            if not held:
+                continue
+            inner = statement.body if isinstance(statement, ast.ClassDef) else []
+            first_member = min((m.lineno for m in inner), default=end + 1)
+            if (
+                inner
+                and min(held) > first_member - 1
+                and all(any(m.lineno <= line <= (m.end_lineno or m.lineno) for m in inner) for line in held)
+            ):
+                walk(inner, True)
+            else:
+                found.append((start, end, indented))
+
+    walk(tree.body, False)
+    return found
+
+
+def _shifted(plan: FilePlan, first: int, last: int, *, offset: int = 0) -> FilePlan:
+    """The part of a plan inside lines first..last, with lines counted from first (after `offset`
+    header lines)."""
+
+    def inside(p: Position) -> bool:
+        return first <= p[0] <= last
+
+    def shift(p: Position) -> Position:
+        return p[0] - first + 1 + offset, p[1]
+
+    return FilePlan(
+        defs={shift(p): e for p, e in plan.defs.items() if inside(p)},
+        calls={shift(p): e for p, e in plan.calls.items() if inside(p)},
+        names={shift(p): n for p, n in plan.names.items() if inside(p)},
+        appended=[(shift(p), src) for p, src in plan.appended if p is not None and inside(p)],
+    )
+
+
+# An indented member is parsed under this header; its lines keep their own indentation.
+_HEADER = "if True:\n"
+
+
+def _render_unit(lines: list[str], first: int, last: int, indented: bool, plan: FilePlan) -> str:
+    chunk = "".join(lines[first - 1 : last])
+    if not indented:
+        return _render_whole(chunk, _shifted(plan, first, last))
+    rendered = _render_whole(_HEADER + chunk, _shifted(plan, first, last, offset=1))
+    return rendered.removeprefix(_HEADER)
+
+
+def render(text: str, plan: FilePlan) -> str:
+    """The file's text with the plan applied.
+
+    Only the top-level statements holding an edit are parsed and rewritten (libcst over a whole large
+    module is what a delta would spend its time on); a plan renaming a module-level name needs the
+    module's scopes, so the whole file is rewritten then. Definitions to add at the end are appended
+    after two blank lines.
+
+    Parameters:
+        text: the original source.
+        plan: the edits, positioned on `text`.
+
+    Returns:
+        The new source.
+
+    Raises:
+        RewriteError: the text does not parse, or a planned position holds no node of that kind.
+        libcst.ParserSyntaxError: source given to add does not parse.
+    """
+    if plan.globals:
+        new = _render_whole(text, plan)
+    else:
+        lines = text.splitlines(keepends=True)
+        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names]}
+        wanted |= {p[0] for p, _ in plan.appended if p is not None}
+        ranges = statement_ranges(text, wanted)
+        outside = sorted(line for line in wanted if not any(a <= line <= b for a, b, _ in ranges))
+        if outside:
+            raise RewriteError(f"no statement at line {outside[0]} (the file changed since the build?)")
+        parts, cursor = [], 1
+        for first, last, indented in ranges:
+            parts.append("".join(lines[cursor - 1 : first - 1]))
+            parts.append(_render_unit(lines, first, last, indented, plan))
+            cursor = last + 1
+        parts.append("".join(lines[cursor - 1 :]))
+        new = "".join(parts)
+    for after, source in plan.appended:
+        if after is None:
+            _statements(source)
+            new = new.rstrip("\n") + "\n\n\n" + source.strip("\n") + "\n"
+    return new
+
+
+def calls_at(text: str, positions: set[Position]) -> dict[Position, cst.Call]:
+    """The call nodes starting at the given positions, parsing only the statements that hold them."""
+    lines = text.splitlines(keepends=True)
+    found: dict[Position, cst.Call] = {}
+    for first, last, indented in statement_ranges(text, {p[0] for p in positions}):
+        header = _HEADER if indented else ""
+        wrapper = MetadataWrapper(cst.parse_module(header + "".join(lines[first - 1 : last])))
+        shift = first - 1 - (1 if indented else 0)
+        for node, where in wrapper.resolve(PositionProvider).items():
+            key = (where.start.line + shift, where.start.column)
+            if isinstance(node, cst.Call) and key in positions:
+                found[key] = node
+    return found

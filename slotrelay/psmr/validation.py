@@ -21,9 +21,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
 from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.callbinding import BindError, Unbindable, bind, params_of, parse_parameters
 from slotrelay.psmr.diff import compare, side_of
@@ -34,7 +31,7 @@ from slotrelay.psmr.graph import GraphAssembler, qname
 from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
 from slotrelay.psmr.queries import Answer
-from slotrelay.psmr.rewrite import char_column
+from slotrelay.psmr.rewrite import calls_at, char_column
 from slotrelay.psmr.slicing import walk, within
 from slotrelay.psmr.store import Store, Workspace
 
@@ -97,36 +94,10 @@ def _check(name: str, problems: list[dict[str, Any]], **extra: Any) -> dict[str,
     }
 
 
-class _Calls:
-    """Call nodes by position in the projected texts (parsed once per file)."""
-
-    def __init__(self, ws: Workspace, texts: dict[str, str]) -> None:
-        self.ws = ws
-        self.texts = texts
-        self.cache: dict[str, tuple[str, dict[tuple[int, int], cst.Call]]] = {}
-
-    def at(self, artifact: str, line: int, byte_col: int) -> cst.Call | None:
-        if artifact not in self.cache:
-            text = self.texts.get(artifact)
-            if text is None:
-                text = (Path(self.ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-            wrapper = MetadataWrapper(cst.parse_module(text))
-            positions = wrapper.resolve(PositionProvider)
-            calls = {
-                (r.start.line, r.start.column): n for n, r in positions.items() if isinstance(n, cst.Call)
-            }
-            self.cache[artifact] = (text, calls)
-        text, calls = self.cache[artifact]
-        return calls.get((line, char_column(text, line, byte_col)))
-
-
 def type_compatibility(new: Workspace, delta: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
     """Every call site of a symbol whose signature changed binds to the new signature."""
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
-    calls = _Calls(new, texts)
-    problems: list[dict[str, Any]] = []
-    review: list[dict[str, Any]] = []
-    checked = 0
+    sites: dict[str, list[tuple[tuple[int, int], dict[str, Any], list[Any], str]]] = {}
     for item in delta["expected"]["symbols_changed"]:
         if "signature_changed" not in item["changes"]:
             continue
@@ -143,16 +114,30 @@ def type_compatibility(new: Workspace, delta: dict[str, Any], texts: dict[str, s
                 record = new.evidence[ev]
                 span = record["span"]
                 site = {"caller": caller, "callee": target, "file": record["artifact"], "line": span["line"]}
-                call = calls.at(record["artifact"], span["line"], span["col"])
-                if call is None:
-                    continue
-                checked += 1
-                try:
-                    bind(call, params)
-                except Unbindable as exc:
-                    review.append({**site, "reason": str(exc)})
-                except BindError as exc:
-                    problems.append({**site, "reason": f"{qname(target)}{data['signature']} {exc}"})
+                signature = f"{qname(target)}{data['signature']}"
+                sites.setdefault(record["artifact"], []).append(
+                    ((span["line"], span["col"]), site, params, signature)
+                )
+    problems: list[dict[str, Any]] = []
+    review: list[dict[str, Any]] = []
+    checked = 0
+    for artifact, found in sorted(sites.items()):
+        text = texts.get(artifact)
+        if text is None:
+            text = (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+        positions = {(line, char_column(text, line, col)) for (line, col), _, _, _ in found}
+        calls = calls_at(text, positions)
+        for (line, col), site, params, signature in found:
+            call = calls.get((line, char_column(text, line, col)))
+            if call is None:
+                continue
+            checked += 1
+            try:
+                bind(call, params)
+            except Unbindable as exc:
+                review.append({**site, "reason": str(exc)})
+            except BindError as exc:
+                problems.append({**site, "reason": f"{signature} {exc}"})
     return _check("type_compatibility", problems, call_sites_checked=checked, needs_review=review[:SHOWN])
 
 
