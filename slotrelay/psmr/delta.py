@@ -121,10 +121,14 @@ def _changed_definitions(ws: Workspace, artifact: str, before: str, after: str) 
     for tag, i1, i2, _, _ in matcher.get_opcodes():
         if tag == "equal":
             continue
-        for line in range(i1 + 1, i2 + 1) if i2 > i1 else [i1]:
+        # Replaced lines belong to the definitions holding them; inserted ones (between lines i1 and
+        # i1 + 1) only to those holding both neighbours, so a definition added after another is not
+        # an edit of it.
+        spans = [(line, line) for line in range(i1 + 1, i2 + 1)] if i2 > i1 else [(i1, i1 + 1)]
+        for low, high in spans:
             inside_member = False
             for _, start, end, node, kind in sorted(defs):
-                if not start <= line <= end or kind == "lambda":  # a lambda has no digest of its own
+                if not (start <= low and high <= end) or kind == "lambda":  # a lambda has no digest
                     continue
                 if kind == "class":
                     if not inside_member:

@@ -1,0 +1,128 @@
+"""The change operators in the core, on packages built from strings: adding symbols, moving a call
+site, replacing a body, and the atomic multi-file write that restores every file when one fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psmr_trees import write_tree
+
+from slotrelay.psmr.api import Grants, build_workspace, call
+from slotrelay.psmr.projection import write_all
+
+SOURCE = '''"""Greetings."""
+
+
+def hello(name):
+    """Say hello."""
+    return "hello " + name
+
+
+def polite(name):
+    return hello(name) + "!"
+
+
+class Greeter:
+    """Greets."""
+
+    def greet(self, name):
+        return hello(name)
+'''
+
+
+def ok(operation: str, request: dict[str, Any], store: Path, **kwargs: Any) -> dict[str, Any]:
+    answer = call(operation, request, store=store, **kwargs)
+    assert answer["status"] == "ok", answer.get("error")
+    return answer["data"]
+
+
+def loop(root: Path, store: Path, ws: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """propose, validate, preview, apply, rebuild; returns the roundtrip."""
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": operations}, store)
+    request = {"workspace_id": ws, "delta_id": delta["delta_id"]}
+    ok("delta.validate", request, store)
+    ok("projection.preview", request, store)
+    ok("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
+    ok("verification.rebuild", request, store)
+    return ok("verification.roundtrip", request, store)
+
+
+@pytest.fixture
+def greet(tmp_path: Path) -> tuple[Path, Path, str]:
+    root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": SOURCE})
+    store = tmp_path / "store"
+    return root, store, build_workspace(root, store=store)["workspace_id"]
+
+
+def test_add_symbols_then_move_a_call_site_to_one(greet: tuple[Path, Path, str]) -> None:
+    root, store, ws = greet
+    added = [
+        {"op": "add_symbol", "module": "greet.words", "after": "greet.words.hello",
+         "source": "def hi(name):\n    return 'hi ' + name\n"},
+        {"op": "add_symbol", "module": "greet/words.py", "parent": "greet.words.Greeter",
+         "source": "def wave(self):\n    return 'o/'\n"},
+        {"op": "add_symbol", "module": "greet.words", "source": "def bye(name):\n    return 'bye ' + name\n"},
+    ]  # fmt: skip
+    roundtrip = loop(root, store, ws, added)
+    assert roundtrip["all_matched"], (roundtrip["intended_but_missing"], roundtrip["changed_but_not_intended"])
+    text = (root / "greet/words.py").read_text()
+    assert text.index("def hi(name)") < text.index("def polite(name)")
+    assert "    def wave(self):\n        return 'o/'\n" in text
+    assert text.endswith("\n\n\ndef bye(name):\n    return 'bye ' + name\n")
+    assert '"""Say hello."""' in text
+
+    # Point Greeter.greet at hi: the site is named by its evidence id from a query.
+    sliced = ok(
+        "query.subgraph",
+        {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "greet.words.Greeter.greet"}, "depth": 1,
+         "relations": ["calls"]},
+        store,
+    )  # fmt: skip
+    site = next(e for e in sliced["edges"] if e["target"] == "semantic:greet.words.hello")["evidence_refs"][0]
+    moved = [{"op": "move_call_site", "evidence_id": site, "new_callee": "greet.words.hi"}]
+    roundtrip = loop(root, store, ws, moved)
+    assert roundtrip["all_matched"], (roundtrip["intended_but_missing"], roundtrip["changed_but_not_intended"])
+    kinds = {(m["kind"], m.get("caller"), m.get("callee")) for m in roundtrip["matched"]}
+    assert ("call_site_added", "semantic:greet.words.Greeter.greet", "semantic:greet.words.hi") in kinds
+    assert ("call_site_removed", "semantic:greet.words.Greeter.greet", "semantic:greet.words.hello") in kinds
+    assert "        return hi(name)\n" in (root / "greet/words.py").read_text()
+
+
+def test_replace_body_keeps_the_docstring_and_comments_elsewhere(greet: tuple[Path, Path, str]) -> None:
+    root, store, ws = greet
+    body = [{"op": "replace_body", "target": "greet.words.hello", "body": "return f'hello {name}'\n"}]
+    roundtrip = loop(root, store, ws, body)
+    assert roundtrip["all_matched"], (roundtrip["intended_but_missing"], roundtrip["changed_but_not_intended"])
+    text = (root / "greet/words.py").read_text()
+    assert 'def hello(name):\n    """Say hello."""\n    return f\'hello {name}\'\n' in text
+    assert text.replace("    return f'hello {name}'\n", '    return "hello " + name\n') == SOURCE
+
+
+def test_an_invalid_delta_is_refused_with_every_check(greet: tuple[Path, Path, str]) -> None:
+    # A new body calling a name that does not exist: a confirmed defect and a new unresolved name.
+    root, store, ws = greet
+    body = [{"op": "replace_body", "target": "greet.words.polite", "body": "return shout(name)\n"}]
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": body}, store)
+    answer = call("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store)
+    assert answer["status"] == "error" and answer["error"]["code"] == "VALIDATION_FAILED"
+    assert set(answer["data"]["failed"]) == {"known_defects", "graph_invariants"}
+    problems = {c["check"]: c["problems"] for c in answer["data"]["checks"]}
+    assert problems["known_defects"][0]["message"] == "undefined name 'shout'"
+    applied = call("projection.apply", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store,
+                   grants=Grants.of(write_roots=[root]))  # fmt: skip
+    assert applied["error"]["code"] == "VALIDATION_FAILED"
+    assert (root / "greet/words.py").read_text() == SOURCE
+
+
+def test_a_failed_write_restores_every_file_of_the_apply(tmp_path: Path) -> None:
+    first = tmp_path / "a.py"
+    first.write_text("a = 1\n")
+    blocked = tmp_path / "b.py"
+    blocked.mkdir()
+    (blocked / "inside").write_text("x")
+    with pytest.raises(OSError):
+        write_all({first: ("a = 1\n", "a = 2\n"), blocked: ("", "b = 2\n")})
+    assert first.read_text() == "a = 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
