@@ -3,12 +3,15 @@ site, replacing a body, and the atomic multi-file write that restores every file
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from psmr_trees import write_tree
+from typer.testing import CliRunner
 
+from slotrelay.cli import app
 from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.psmr.projection import write_all
 
@@ -66,7 +69,10 @@ def test_add_symbols_then_move_a_call_site_to_one(greet: tuple[Path, Path, str])
         {"op": "add_symbol", "module": "greet.words", "source": "def bye(name):\n    return 'bye ' + name\n"},
     ]  # fmt: skip
     roundtrip = loop(root, store, ws, added)
-    assert roundtrip["all_matched"], (roundtrip["intended_but_missing"], roundtrip["changed_but_not_intended"])
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
     text = (root / "greet/words.py").read_text()
     assert text.index("def hi(name)") < text.index("def polite(name)")
     assert "    def wave(self):\n        return 'o/'\n" in text
@@ -83,7 +89,10 @@ def test_add_symbols_then_move_a_call_site_to_one(greet: tuple[Path, Path, str])
     site = next(e for e in sliced["edges"] if e["target"] == "semantic:greet.words.hello")["evidence_refs"][0]
     moved = [{"op": "move_call_site", "evidence_id": site, "new_callee": "greet.words.hi"}]
     roundtrip = loop(root, store, ws, moved)
-    assert roundtrip["all_matched"], (roundtrip["intended_but_missing"], roundtrip["changed_but_not_intended"])
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
     kinds = {(m["kind"], m.get("caller"), m.get("callee")) for m in roundtrip["matched"]}
     assert ("call_site_added", "semantic:greet.words.Greeter.greet", "semantic:greet.words.hi") in kinds
     assert ("call_site_removed", "semantic:greet.words.Greeter.greet", "semantic:greet.words.hello") in kinds
@@ -94,7 +103,10 @@ def test_replace_body_keeps_the_docstring_and_comments_elsewhere(greet: tuple[Pa
     root, store, ws = greet
     body = [{"op": "replace_body", "target": "greet.words.hello", "body": "return f'hello {name}'\n"}]
     roundtrip = loop(root, store, ws, body)
-    assert roundtrip["all_matched"], (roundtrip["intended_but_missing"], roundtrip["changed_but_not_intended"])
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
     text = (root / "greet/words.py").read_text()
     assert 'def hello(name):\n    """Say hello."""\n    return f\'hello {name}\'\n' in text
     assert text.replace("    return f'hello {name}'\n", '    return "hello " + name\n') == SOURCE
@@ -126,3 +138,29 @@ def test_a_failed_write_restores_every_file_of_the_apply(tmp_path: Path) -> None
         write_all({first: ("a = 1\n", "a = 2\n"), blocked: ("", "b = 2\n")})
     assert first.read_text() == "a = 1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_the_cli_grants_source_write_only_with_its_flag(greet: tuple[Path, Path, str]) -> None:
+    root, store, ws = greet
+    runner = CliRunner()
+
+    def psmr_call(operation: str, request: dict[str, Any], *flags: str) -> tuple[int, dict[str, Any]]:
+        done = runner.invoke(
+            app, ["psmr", "call", operation, json.dumps(request), "--store", str(store), *flags]
+        )
+        return done.exit_code, json.loads(done.stdout)
+
+    body = [{"op": "replace_body", "target": "greet.words.hello", "body": "return 'hey ' + name\n"}]
+    code, proposed = psmr_call("delta.propose", {"workspace_id": ws, "intent": "t", "operations": body})
+    assert code == 0
+    request = {"workspace_id": ws, "delta_id": proposed["data"]["delta_id"]}
+    assert psmr_call("delta.validate", request)[0] == 0
+    assert psmr_call("projection.preview", request)[0] == 0
+    code, denied = psmr_call("projection.apply", request)
+    assert code == 2 and denied["error"]["code"] == "CAPABILITY_DENIED"
+    assert (root / "greet/words.py").read_text() == SOURCE
+    code, outside = psmr_call("projection.apply", request, "--allow-write", str(store))
+    assert code == 2 and "outside the roots" in outside["error"]["message"]
+    code, applied = psmr_call("projection.apply", request, "--allow-write", str(root))
+    assert code == 0 and applied["data"]["status"] == "applied"
+    assert "return 'hey ' + name" in (root / "greet/words.py").read_text()
