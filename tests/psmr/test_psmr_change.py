@@ -164,3 +164,29 @@ def test_the_cli_grants_source_write_only_with_its_flag(greet: tuple[Path, Path,
     code, applied = psmr_call("projection.apply", request, "--allow-write", str(root))
     assert code == 0 and applied["data"]["status"] == "applied"
     assert "return 'hey ' + name" in (root / "greet/words.py").read_text()
+
+
+def test_unresolved_and_spread_sites_are_listed_not_edited(tmp_path: Path) -> None:
+    extra = (
+        SOURCE
+        + "\n\ndef relay(obj, name):\n    return obj.hello(name)\n\n\ndef fan(names):\n    return hello(*names)\n"
+    )
+    root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": extra})
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+    change = {"op": "change_signature", "target": "greet.words.hello", "parameters": "name, punctuation"}
+    change["parameter_map"] = {"punctuation": {"value": "''"}}
+    proposed = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": [change]}, store)
+    affected = {(u["scope"], u["detail"]) for u in proposed["possibly_affected"]}
+    assert ("semantic:greet.words.relay", "obj.hello") in affected
+    assert [(e["caller"], e["status"]) for e in proposed["needs_review"]] == [
+        ("semantic:greet.words.fan", "needs_review")
+    ]
+    diff = "".join(
+        f["diff"]
+        for f in ok("projection.preview", {"workspace_id": ws, "delta_id": proposed["delta_id"]}, store)[
+            "patch"
+        ]
+    )
+    assert "+    return hello(name, '') + \"!\"" in diff
+    assert "obj.hello" not in diff and "hello(*names)" not in diff
