@@ -278,6 +278,21 @@ async def test_bad_input_gets_its_code_and_touches_no_file(textkit: tuple[Path, 
             "INVALID_QUERY",
         )
         assert "new_name" in wrong
+        # Steps out of order, a projection not derived from a delta, tests without the capability.
+        early = (await ok(client, "psmr_delta_propose", _propose([BODY])))["data"]["delta_id"]
+        for tool in ("psmr_verify_roundtrip", "psmr_verify_review"):
+            assert "projection.apply first" in await refused(
+                client, tool, {"delta_id": early}, "INVALID_QUERY"
+            )
+        assert "delta.validate" in await refused(
+            client, "psmr_projection_apply", {"delta_id": early}, "VALIDATION_FAILED"
+        )
+        await refused(
+            client, "psmr_projection_preview", {"delta_id": early, "projections": ["schema"]}, "INVALID_QUERY"
+        )
+        assert "--allow-exec" in await refused(
+            client, "psmr_run_tests", {"delta_id": early}, "CAPABILITY_DENIED"
+        )
         # A delta proposed before the workspace moved on is refused at every later step.
         delta_id = (await ok(client, "psmr_delta_propose", _propose([BODY])))["data"]["delta_id"]
         (root / "textkit/extra.py").write_text("def extra():\n    return 1\n")

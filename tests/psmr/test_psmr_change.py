@@ -117,6 +117,12 @@ def test_an_invalid_delta_is_refused_with_every_check(greet: tuple[Path, Path, s
     root, store, ws = greet
     body = [{"op": "replace_body", "target": "greet.words.polite", "body": "return shout(name)\n"}]
     delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": body}, store)
+    documentation = call(
+        "projection.preview",
+        {"workspace_id": ws, "delta_id": delta["delta_id"], "projections": ["documentation"]},
+        store=store,
+    )
+    assert documentation["error"]["code"] == "UNSUPPORTED_PROJECTION"
     answer = call("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store)
     assert answer["status"] == "error" and answer["error"]["code"] == "VALIDATION_FAILED"
     assert set(answer["data"]["failed"]) == {"known_defects", "graph_invariants"}
