@@ -55,6 +55,18 @@ class Side:
     sites: list[list[Any]]
     edges: dict[str, dict[str, Any]]
     source: Callable[[str], str | None] = field(repr=False, default=lambda artifact: None)
+    # Parsed files by artifact (None: unreadable or not Python), so each file is parsed once per diff.
+    trees: dict[str, ast.Module | None] = field(repr=False, default_factory=dict)
+
+    def tree(self, artifact: str) -> ast.Module | None:
+        """The parsed file on this side, or None."""
+        if artifact not in self.trees:
+            text = self.source(artifact)
+            try:
+                self.trees[artifact] = ast.parse(text) if text is not None else None
+            except SyntaxError:
+                self.trees[artifact] = None
+        return self.trees[artifact]
 
     def to_json(self) -> dict[str, Any]:
         """The side as JSON (without its source reader)."""
@@ -108,12 +120,8 @@ def side_from_json(data: dict[str, Any], source: Callable[[str], str | None]) ->
 def _definition(side: Side, node: str, *, own: bool) -> str | None:
     """A digest of a definition's AST without its name; `own` also leaves out nested definitions."""
     data = side.symbols.get(node, {})
-    text = side.source(data.get("artifact") or "") if data.get("span") else None
-    if text is None:
-        return None
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = side.tree(data.get("artifact") or "") if data.get("span") else None
+    if tree is None:
         return None
     line = data["span"][0]
     for item in ast.walk(tree):

@@ -223,22 +223,30 @@ def impact_boundary(
     return _check("impact_boundary", problems, allowed=len(allowed), changed=len(set(changed)))
 
 
-def confirmed_defects(text: str, artifact: str) -> Counter[tuple[str, str, str]]:
-    """pyflakes' confirmed defects of a text, as (file, rule, message) counts."""
+def confirmed_defects(
+    text: str, artifact: str, messages: list[dict[str, Any]] | None = None
+) -> Counter[tuple[str, str, str]]:
+    """pyflakes' confirmed defects of a text (or of its messages, when known), as (file, rule,
+    message) counts."""
     return Counter(
         (artifact, f"pyflakes:{m['rule']}", m["message"])
-        for m in _check_file(text, artifact)
+        for m in (_check_file(text, artifact) if messages is None else messages)
         if m["rule"] in DEFECTS or m["rule"] == "SyntaxError"
     )
 
 
-def known_defects(delta: dict[str, Any]) -> dict[str, Any]:
-    """No new confirmed defect (pyflakes) in a touched file."""
+def known_defects(ws: Workspace, store: Store, delta: dict[str, Any]) -> dict[str, Any]:
+    """No new confirmed defect (pyflakes) in a touched file. The originals' messages are shared with
+    analysis.findings through the store's pyflakes cache (keyed by the file's content key)."""
     problems = []
     for artifact, entry in sorted(delta["files"].items()):
-        fresh = confirmed_defects(entry["projected"], artifact) - confirmed_defects(
-            entry["original"], artifact
-        )
+        key = ws.files[artifact]["key"]
+        messages = store.get_json("cache/pyflakes", key)
+        if messages is None:
+            messages = _check_file(entry["original"], artifact)
+            store.put_json("cache/pyflakes", key, messages)
+        before = confirmed_defects(entry["original"], artifact, messages)
+        fresh = confirmed_defects(entry["projected"], artifact) - before
         for (file, rule, message), count in sorted(fresh.items()):
             problems.append({"file": file, "rule": rule, "message": message, "count": count})
     return _check("known_defects", problems)
@@ -280,7 +288,7 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         graph_invariants(ws, new, delta),
         contracts(ws, new, delta),
         impact_boundary(ws, new, delta, texts),
-        known_defects(delta),
+        known_defects(ws, store, delta),
     ]
     failed = [c["check"] for c in checks if not c["ok"]]
     delta["status"] = "validation_failed" if failed else "validated"
