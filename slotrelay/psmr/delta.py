@@ -16,6 +16,7 @@ the same record (`validation`, `preview`, `apply`, `before`, `runs`).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import json
@@ -29,7 +30,7 @@ import libcst as cst
 
 from slotrelay.psmr.delta_ops import Planner
 from slotrelay.psmr.errors import ConflictRequiresReview, ExecutionFailed, InvalidQuery, ObjectNotFound
-from slotrelay.psmr.graph import qname
+from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.rewrite import RewriteError, render
 from slotrelay.psmr.slicing import CODE_KINDS, find_node, tests_reaching
@@ -140,6 +141,26 @@ def _changed_definitions(ws: Workspace, artifact: str, before: str, after: str) 
     return touched
 
 
+def _signatures(text: str, module: str) -> dict[str, str]:
+    """Each function's signature in a text, by semantic identity, written as the analysis writes it."""
+    out: dict[str, str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        # Definitions nest in any block (`if __name__ == ...:`, loops, `try`); only they name a scope.
+        for item in ast.iter_child_nodes(node):
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                returns = f" -> {ast.unparse(item.returns)}" if item.returns else ""
+                out[sid(f"{prefix}.{item.name}")] = f"({ast.unparse(item.args)}){returns}"
+                visit(item, f"{prefix}.{item.name}")
+            elif isinstance(item, ast.ClassDef):
+                visit(item, f"{prefix}.{item.name}")
+            elif isinstance(item, ast.stmt):
+                visit(item, prefix)
+
+    visit(ast.parse(text), module)
+    return out
+
+
 def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """delta.propose: expand the operations, persist the SemanticDelta, and summarise it."""
     if request.get("workspace_version") and request["workspace_version"] != ws.version:
@@ -180,12 +201,20 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             "projected_sha256": sha256(projected),
         }
     changed: dict[str, list[str]] = {}
+    # Expected changes are named as the symbols will be called after the delta's renames.
     for node in sorted(planner.signature_changed):
-        changed.setdefault(node, []).append("signature_changed")
+        changed.setdefault(renamed_to(planner.renamed, node), []).append("signature_changed")
     for artifact, entry in files.items():
+        signatures = _signatures(entry["projected"], entry["module"])
         for node in _changed_definitions(ws, artifact, entry["original"], entry["projected"]):
-            if node not in planner.renamed:
-                changed.setdefault(node, []).append("body_changed")
+            if node in planner.renamed:
+                continue
+            identity = renamed_to(planner.renamed, node)
+            changes = changed.setdefault(identity, [])
+            changes.append("body_changed")
+            before, after = ws.graph.nodes[node].get("signature"), signatures.get(identity)
+            if before and after and before != after and "signature_changed" not in changes:
+                changes.append("signature_changed")  # e.g. an annotation naming a renamed class
     scope_nodes = sorted(set(scope) | set(planner.targets))
     tests = {t["id"]: t for node in scope_nodes for t in tests_reaching(ws, node)}
     contracts = [
@@ -270,6 +299,27 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             ("suggested_validation", delta["suggested_validation"]["pytest_node_ids"]),
         ],
     )
+
+
+def renamed_to(renamed: dict[str, str], node: str) -> str:
+    """A node's identity after renames (old -> new); a member moves with its renamed class.
+
+    Parameters:
+        renamed: old identity -> new identity.
+        node: an identity before the renames.
+
+    Returns:
+        Its identity after them.
+    """
+    for old, new in renamed.items():
+        if node == old or node.startswith(old + "."):
+            return new + node[len(old) :]
+    return node
+
+
+def renamed_from(renamed: dict[str, str], node: str) -> str:
+    """A node's identity before renames (the inverse of `renamed_to`)."""
+    return renamed_to({new: old for old, new in renamed.items()}, node)
 
 
 def _private(node: str) -> bool:

@@ -320,11 +320,17 @@ class Planner:
                         self.edits.append(
                             {"operation": i, "kind": "import", "file": artifact, "line": alias.lineno}
                         )
-                        if alias.asname is None and item.col_offset == 0:
+                        if alias.asname is not None:
+                            continue
+                        if item.col_offset == 0:
                             plan.rename_global(old, new)
                             if entry["module"] not in sources:
                                 sources.add(entry["module"])
                                 changed = True
+                        else:
+                            plan.rename_local_import(
+                                self.position(artifact, item.lineno, item.col_offset), old, new
+                            )
 
     def _peek(self, artifact: str) -> str:
         if artifact in self.originals:

@@ -130,7 +130,7 @@ def _definition(side: Side, node: str, *, own: bool) -> str | None:
             if isinstance(item, ast.ClassDef):
                 parts += [ast.dump(b) for b in item.bases + item.keywords]
             else:
-                parts.append(ast.dump(item.args))
+                parts += [ast.dump(item.args), ast.dump(item.returns) if item.returns else ""]
             body = item.body
             if own:
                 body = [
@@ -143,12 +143,14 @@ def _definition(side: Side, node: str, *, own: bool) -> str | None:
     return None
 
 
-def compare(old: Side, new: Side) -> dict[str, list[Any]]:
+def compare(old: Side, new: Side, *, renames: dict[str, str] | None = None) -> dict[str, list[Any]]:
     """ΔG between two sides (see the module docstring), as ordered sections.
 
     Parameters:
         old: the side before.
         new: the side after.
+        renames: renames known from an intent (a delta's rename_symbol), taken as renames wherever the
+            old identity is gone and the new one came, even if the definition's text changed too.
 
     Returns:
         Section name to items: symbols_added, symbols_removed, symbols_renamed, symbols_changed,
@@ -157,7 +159,7 @@ def compare(old: Side, new: Side) -> dict[str, list[Any]]:
     """
     a, b = old.symbols, new.symbols
     gone, came = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-    renamed: dict[str, str] = {}
+    renamed = {o: n for o, n in (renames or {}).items() if o in gone and n in came}
     if gone and came:
         by_shape: dict[tuple[str, str], list[str]] = {}
         for n in came:
@@ -167,7 +169,7 @@ def compare(old: Side, new: Side) -> dict[str, list[Any]]:
         for n in gone:
             digest = _definition(old, n, own=False) if a[n]["kind"] != "state" else None
             match = by_shape.get((a[n]["kind"], digest or ""), [])
-            if len(match) == 1 and match[0] not in renamed.values():
+            if n not in renamed and len(match) == 1 and match[0] not in renamed.values():
                 renamed[n] = match[0]
     # A member of a renamed class is renamed with it.
     for n in gone:

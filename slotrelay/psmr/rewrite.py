@@ -16,7 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, GlobalScope, MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import (
+    CodePosition,
+    CodeRange,
+    GlobalScope,
+    MetadataWrapper,
+    PositionProvider,
+    ScopeProvider,
+)
 
 Position = tuple[int, int]
 DefEdit = Callable[[cst.FunctionDef | cst.ClassDef], cst.FunctionDef | cst.ClassDef]
@@ -43,6 +50,7 @@ class FilePlan:
     calls: dict[Position, list[CallEdit]] = field(default_factory=dict)
     names: dict[Position, str] = field(default_factory=dict)
     globals: dict[str, str] = field(default_factory=dict)
+    local_imports: dict[Position, tuple[str, str]] = field(default_factory=dict)
     appended: list[tuple[Position | None, str]] = field(default_factory=list)
 
     def on_def(self, position: Position, edit: DefEdit) -> None:
@@ -61,13 +69,20 @@ class FilePlan:
         """Rename a module-level name everywhere the module uses it (scope analysis) and in `__all__`."""
         self.globals[old] = new
 
+    def rename_local_import(self, position: Position, old: str, new: str) -> None:
+        """Rename the uses of a name an import statement inside a function binds (the statement at
+        position), as libcst's scope analysis finds them."""
+        self.local_imports[position] = (old, new)
+
     def add(self, source: str, *, after: Position | None = None) -> None:
         """Add statements after the top-level or class-level definition at `after`, else at the end."""
         self.appended.append((after, source))
 
     def empty(self) -> bool:
         """True when the plan changes nothing."""
-        return not (self.defs or self.calls or self.names or self.globals or self.appended)
+        return not (
+            self.defs or self.calls or self.names or self.globals or self.local_imports or self.appended
+        )
 
 
 class _Rewriter(cst.CSTTransformer):
@@ -78,7 +93,8 @@ class _Rewriter(cst.CSTTransformer):
         self.plan = plan
         self.done: set[tuple[str, Position]] = set()
         self.added_after = {after: source for after, source in plan.appended if after is not None}
-        self.all_strings: dict[Position, str] = {}
+        # Strings naming a renamed global (`__all__` entries, string annotations): position -> new text.
+        self.strings: dict[Position, str] = {}
 
     def _start(self, node: cst.CSTNode) -> Position:
         where: CodeRange = self.get_metadata(PositionProvider, node)
@@ -92,11 +108,12 @@ class _Rewriter(cst.CSTTransformer):
         return updated
 
     def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
-        # Only the strings of a module-level `__all__` name a global (marked by _mark_all).
+        # Only strings _mark_globals found name a global: `__all__` entries and string annotations.
         position = self._start(original)
-        if position in self.all_strings:
-            quote = updated.value[-1]
-            return updated.with_changes(value=f"{quote}{self.all_strings[position]}{quote}")
+        if position in self.strings:
+            return updated.with_changes(
+                value=f"{updated.prefix}{updated.quote}{self.strings[position]}{updated.quote}"
+            )
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -134,12 +151,24 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
     module_scope = next((s for s in scopes.values() if isinstance(s, GlobalScope)), None)
     if module_scope is None:
         return
-    for old, new in plan.globals.items():
-        for assignment in module_scope[old]:
-            for access in assignment.references:
-                if isinstance(access.node, cst.Name):
-                    where = positions[access.node].start
-                    plan.names.setdefault((where.line, where.column), new)
+    bindings = [
+        (assignment, old, new) for old, new in plan.globals.items() for assignment in module_scope[old]
+    ]
+    for scope in set(scopes.values()):
+        for position, (old, new) in plan.local_imports.items():
+            for assignment in scope[old] if scope is not module_scope and old in scope else []:
+                node = getattr(assignment, "node", None)
+                if node is not None and positions[node].start == CodePosition(*position):
+                    bindings.append((assignment, old, new))
+    for assignment, old, new in bindings:
+        for access in assignment.references:
+            where = positions[access.node].start
+            if isinstance(access.node, cst.Name):
+                plan.names.setdefault((where.line, where.column), new)
+            elif isinstance(access.node, cst.SimpleString):
+                rewriter.strings[(where.line, where.column)] = _renamed_annotation(
+                    access.node.evaluated_value, old, new
+                )
     for statement in wrapper.module.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
@@ -159,7 +188,22 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
                 value = element.value
                 if isinstance(value, cst.SimpleString) and value.evaluated_value in plan.globals:
                     where = positions[value].start
-                    rewriter.all_strings[(where.line, where.column)] = plan.globals[value.evaluated_value]
+                    rewriter.strings[(where.line, where.column)] = plan.globals[value.evaluated_value]
+
+
+class _RenameNames(cst.CSTTransformer):
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
+
+
+def _renamed_annotation(text: str, old: str, new: str) -> str:
+    """A string annotation (`"List[Segment]"`) with the name renamed, edited on its own syntax tree."""
+    expression = cst.parse_expression(text)
+    return cst.Module(body=[]).code_for_node(expression.visit(_RenameNames(old, new)))
 
 
 def _render_whole(text: str, plan: FilePlan) -> str:
@@ -169,7 +213,7 @@ def _render_whole(text: str, plan: FilePlan) -> str:
         raise RewriteError(f"the file does not parse ({exc.message} at line {exc.raw_line})") from exc
     wrapper = MetadataWrapper(module)
     rewriter = _Rewriter(plan)
-    if plan.globals:
+    if plan.globals or plan.local_imports:
         _mark_globals(wrapper, plan, rewriter)
     new = wrapper.visit(rewriter)
     wanted = (
@@ -241,6 +285,7 @@ def _shifted(plan: FilePlan, first: int, last: int, *, offset: int = 0) -> FileP
         defs={shift(p): e for p, e in plan.defs.items() if inside(p)},
         calls={shift(p): e for p, e in plan.calls.items() if inside(p)},
         names={shift(p): n for p, n in plan.names.items() if inside(p)},
+        local_imports={shift(p): r for p, r in plan.local_imports.items() if inside(p)},
         appended=[(shift(p), src) for p, src in plan.appended if p is not None and inside(p)],
     )
 
@@ -280,7 +325,7 @@ def render(text: str, plan: FilePlan) -> str:
         new = _render_whole(text, plan)
     else:
         lines = text.splitlines(keepends=True)
-        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names]}
+        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names, *plan.local_imports]}
         wanted |= {p[0] for p, _ in plan.appended if p is not None}
         ranges = statement_ranges(text, wanted)
         outside = sorted(line for line in wanted if not any(a <= line <= b for a, b, _ in ranges))

@@ -94,19 +94,28 @@ def _check(name: str, problems: list[dict[str, Any]], **extra: Any) -> dict[str,
     }
 
 
-def type_compatibility(new: Workspace, delta: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
-    """Every call site of a symbol whose signature changed binds to the new signature."""
+def _parameters(data: dict[str, Any]) -> list[Any]:
+    bound_first = data["kind"] == "method" and "staticmethod" not in (data.get("decorators") or [])
+    return params_of(parse_parameters(data["signature"])[0], bound_first=bound_first)
+
+
+def type_compatibility(
+    old: Workspace, new: Workspace, delta: dict[str, Any], texts: dict[str, str]
+) -> dict[str, Any]:
+    """Every call site of a symbol whose parameters changed binds to the new signature (a change of
+    annotations alone binds as before and is not checked)."""
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
     sites: dict[str, list[tuple[tuple[int, int], dict[str, Any], list[Any], str]]] = {}
     for item in delta["expected"]["symbols_changed"]:
         if "signature_changed" not in item["changes"]:
             continue
-        target = renamed.get(item["id"], item["id"])
-        if target not in new.graph:
+        target, was = item["id"], deltas.renamed_from(renamed, item["id"])
+        if target not in new.graph or was not in old.graph:
             continue
         data = new.graph.nodes[target]
-        bound_first = data["kind"] == "method" and "staticmethod" not in (data.get("decorators") or [])
-        params = params_of(parse_parameters(data["signature"])[0], bound_first=bound_first)
+        params = _parameters(data)
+        if params == _parameters(old.graph.nodes[was]):
+            continue
         for caller, _, key, edge in new.graph.in_edges(target, keys=True, data=True):
             if key != "calls":
                 continue
@@ -148,15 +157,40 @@ def _unknown_keys(ws: Workspace, artifacts: set[str]) -> Counter[tuple[str, str,
 
 
 def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
-    """No call names a removed or renamed symbol; no new unresolved import in a touched file."""
+    """No call names a removed symbol; every call site of a renamed or re-signed symbol still reaches
+    it (a new name shadowed by a local would not); no new unresolved import in a touched file."""
     touched = set(delta["files"])
+    renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
     gone_names = {
         qname(n).rsplit(".", 1)[-1]
         for n, d in old.graph.nodes(data=True)
-        if n not in new.graph and d.get("kind") not in ("external", "builtin")
+        if deltas.renamed_to(renamed, n) not in new.graph and d.get("kind") not in ("external", "builtin")
     }
     fresh = _unknown_keys(new, touched) - _unknown_keys(old, touched)
     problems = []
+    moved_away = Counter(tuple(pair) for pair in delta["expected"]["call_sites_removed"])
+    kept = set(renamed) | {
+        deltas.renamed_from(renamed, i["id"])
+        for i in delta["expected"]["symbols_changed"]
+        if "signature_changed" in i["changes"]
+    }
+    for target in sorted(kept):
+        now = deltas.renamed_to(renamed, target)
+        for caller, _, key, edge in old.graph.in_edges(target, keys=True, data=True):
+            if key != "calls":
+                continue
+            after = deltas.renamed_to(renamed, caller)
+            reached = (
+                len(new.graph.edges[after, now, "calls"]["evidence"])
+                if new.graph.has_edge(after, now, "calls")
+                else 0
+            )
+            expected = len(edge["evidence"]) - moved_away[(caller, target)]
+            if reached < expected:
+                problems.append(
+                    {"scope": after, "callee": now, "count": expected - reached,
+                     "problem": f"{expected - reached} call site(s) no longer reach {qname(now)} (shadowed or unresolved)"}
+                )  # fmt: skip
     for (scope, reason, detail), count in sorted(fresh.items()):
         last = detail.removesuffix("()").rsplit(".", 1)[-1]
         if last in gone_names:
@@ -173,10 +207,10 @@ def contracts(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
     problems = []
     for item in delta["expected"]["symbols_changed"]:
-        now = renamed.get(item["id"], item["id"])
-        if "signature_changed" not in item["changes"] or now not in new.graph:
+        now, was = item["id"], deltas.renamed_from(renamed, item["id"])
+        if "signature_changed" not in item["changes"] or now not in new.graph or was not in old.graph:
             continue
-        before, after = old.graph.nodes[item["id"]], new.graph.nodes[now]
+        before, after = old.graph.nodes[was], new.graph.nodes[now]
         dropped = set(before.get("params", [])) - set(after.get("params", []))
         for name in sorted(dropped):
             if name in (after.get("doc") or "").replace("-", " ").split() or any(
@@ -186,7 +220,7 @@ def contracts(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str
                     {"symbol": now, "problem": f"the docstring or an assert still names {name!r}"}
                 )
     for test in delta["suggested_validation"]["tests"]:
-        if renamed.get(test, test) not in new.graph:
+        if deltas.renamed_to(renamed, test) not in new.graph:
             problems.append({"symbol": test, "problem": "a test that reached the scope is gone"})
     return _check("contracts", problems)
 
@@ -210,7 +244,8 @@ def impact_boundary(
             return texts[artifact]
         return (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
 
-    actual = compare(side_of(old), side_of(new, source=read))
+    renames = {r["old"]: r["new"] for r in expected["symbols_renamed"]}
+    actual = compare(side_of(old), side_of(new, source=read), renames=renames)
     changed = [
         i["id"] for i in actual["symbols_changed"] + actual["symbols_added"] + actual["symbols_removed"]
     ]
@@ -284,7 +319,7 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     texts = {a: f["projected"] for a, f in delta["files"].items()}
     new = project(ws, store, texts)
     checks += [
-        type_compatibility(new, delta, texts),
+        type_compatibility(ws, new, delta, texts),
         graph_invariants(ws, new, delta),
         contracts(ws, new, delta),
         impact_boundary(ws, new, delta, texts),

@@ -73,6 +73,11 @@ def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) ->
     return side_from_json(image["side"], read)
 
 
+def intended_renames(delta: dict[str, Any]) -> dict[str, str]:
+    """The delta's renames, old identity -> new."""
+    return {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+
+
 def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
     """Sort W' - W against the delta's intent into matched, intended_but_missing, changed_but_not_intended.
 
@@ -106,10 +111,14 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
         {i["id"] for i in actual["symbols_removed"]},
         lambda x: {"id": x},
     )
+    renames = intended_renames(delta)
+    got_renamed = {(r["old"], r["new"]) for r in actual["symbols_renamed"]}
     sort(
         "symbol_renamed",
-        {(r["old"], r["new"]) for r in expected["symbols_renamed"]},
-        {(r["old"], r["new"]) for r in actual["symbols_renamed"]},
+        # A member moves with its renamed class: that rename is intended too.
+        {(o, n) for o, n in renames.items()}
+        | {(o, n) for o, n in got_renamed if deltas.renamed_to(renames, o) == n},
+        got_renamed,
         lambda x: {"old": x[0], "new": x[1]},
     )
     sort(
@@ -150,7 +159,7 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
 def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """verification.roundtrip: ΔW_intended against W' - W."""
     delta, image = _applied(ws, request, store, "verification.roundtrip")
-    actual = compare(_before_side(ws, delta, image), side_of(ws))
+    actual = compare(_before_side(ws, delta, image), side_of(ws), renames=intended_renames(delta))
     verdict = judge(delta, actual)
     counts = {name: len(items) for name, items in verdict.items()}
     all_matched = not verdict["intended_but_missing"] and not verdict["changed_but_not_intended"]
@@ -193,7 +202,7 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """verification.review: defects, semantic events, unexpected changes, unknowns and conflicts."""
     delta, image = _applied(ws, request, store, "verification.review")
     before = _before_side(ws, delta, image)
-    actual = compare(before, side_of(ws))
+    actual = compare(before, side_of(ws), renames=intended_renames(delta))
     old_defects: Counter[tuple[str, str, str]] = Counter()
     new_defects: Counter[tuple[str, str, str]] = Counter()
     for artifact, entry in delta["files"].items():
