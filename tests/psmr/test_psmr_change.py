@@ -4,6 +4,9 @@ site, replacing a body, and the atomic multi-file write that restores every file
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +199,35 @@ def test_unresolved_and_spread_sites_are_listed_not_edited(tmp_path: Path) -> No
     )
     assert "+    return hello(name, '') + \"!\"" in diff
     assert "obj.hello" not in diff and "hello(*names)" not in diff
+
+
+def test_renames_across_a_real_package(tmp_path: Path) -> None:
+    """On a copy of rich: a class renamed across 22 files round-trips and the package still renders;
+    a rename whose new name a local variable shadows at one call site is refused."""
+    import rich
+
+    root = tmp_path / "rich"
+    shutil.copytree(Path(rich.__file__).parent, root / "rich", ignore=shutil.ignore_patterns("__pycache__"))
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+
+    shadowed = [{"op": "rename_symbol", "target": "rich.cells.cell_len", "new_name": "cell_length"}]
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": shadowed}, store)
+    refused = call("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store)
+    assert refused["error"]["code"] == "VALIDATION_FAILED"
+    problems = {c["check"]: c["problems"] for c in refused["data"]["checks"]}["graph_invariants"]
+    assert [p["scope"] for p in problems] == ["semantic:rich.segment.Segment._split_cells"]
+
+    roundtrip = loop(
+        root, store, ws, [{"op": "rename_symbol", "target": "rich.segment.Segment", "new_name": "Piece"}]
+    )
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    program = "import rich.console, rich.table; rich.console.Console(width=20).print(rich.table.Table('a'))"
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and "a" in done.stdout, done.stderr
+    assert "class Piece(NamedTuple):" in (root / "rich/segment.py").read_text()
