@@ -25,6 +25,7 @@ from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.build import build
 from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of
 from slotrelay.psmr.errors import InvalidQuery
+from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.validation import confirmed_defects
@@ -146,10 +147,23 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
             for s in actual[side]
             if s["caller"] in free
         )
-    for name in ("edges_added", "edges_removed", "state_accesses_added", "state_accesses_removed"):
+    # An import inside a replaced body or an added symbol is an edge of its module.
+    free_modules = {
+        sid(f["module"])
+        for f in delta["files"].values()
+        if any(qname(n).startswith(f["module"] + ".") for n in free)
+    }
+    kinds = {
+        "edges_added": "edge_added",
+        "edges_removed": "edge_removed",
+        "state_accesses_added": "state_access_added",
+        "state_accesses_removed": "state_access_removed",
+    }
+    for name, kind in kinds.items():
         for edge in actual[name]:
-            item = {"kind": name[:-1].replace("edges", "edge").replace("accesses", "access"), **edge}
-            if edge["source"] in free or edge["target"] in free:
+            item = {"kind": kind, **edge}
+            imports_of_free = edge["relation"] == "imports" and edge["source"] in free_modules
+            if edge["source"] in free or edge["target"] in free or imports_of_free:
                 matched.append(item)
             else:
                 unexpected.append(item)

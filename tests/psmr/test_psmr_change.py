@@ -231,3 +231,28 @@ def test_renames_across_a_real_package(tmp_path: Path) -> None:
     )
     assert done.returncode == 0 and "a" in done.stdout, done.stderr
     assert "class Piece(NamedTuple):" in (root / "rich/segment.py").read_text()
+
+
+def test_review_reports_new_state_writes_cycles_and_defects(tmp_path: Path) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "COUNT = 0\n\n\ndef ping(n):\n    return n\n",
+        "pkg/b.py": "from pkg.a import ping\n\n\ndef pong(n):\n    return ping(n)\n",
+    }
+    root = write_tree(tmp_path / "proj", files)
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+    body = "global COUNT\nCOUNT += 1\nfrom pkg.b import pong\nif n > 3:\n    return pong(n - 1)\nreturn n\n"
+    operations = [{"op": "replace_body", "target": "pkg.a.ping", "body": body}]
+    roundtrip = loop(root, store, ws, operations)
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    delta_id = roundtrip["delta_id"]
+    review = ok("verification.review", {"workspace_id": ws, "delta_id": delta_id}, store)
+    events = {(e["event"], e.get("relation"), e.get("target")) for e in review["semantic_events"]}
+    assert ("new_state_write", "writes_state", "semantic:pkg.a.COUNT") in events
+    cycles = [e["members"] for e in review["semantic_events"] if e["event"] == "new_cycle"]
+    assert ["semantic:pkg.a.ping", "semantic:pkg.b.pong"] in cycles
+    assert review["new_defects"] == [] and review["unexpected_changes"] == []
