@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SAMPLES = 10
 
-FLAKY = f"""
+FLAKY = f'''
 import time
 from pathlib import Path
 STARTS = Path(__file__).with_name("starts.txt")
@@ -37,9 +37,9 @@ def flaky(data):
     if len(STARTS.read_text().splitlines()) <= {SAMPLES}:
         raise RuntimeError("not yet")
     return {{}}
-"""
+'''
 
-BARE = f"""
+BARE = f'''
 import sys, time
 from pathlib import Path
 from prefect import flow, task
@@ -67,7 +67,7 @@ def bare():
         mark()
 
 bare()
-"""
+'''
 
 
 def free_port() -> int:
@@ -80,9 +80,7 @@ def lines(path: Path) -> list[float]:
     return [float(x) for x in path.read_text().split()] if path.exists() else []
 
 
-def measure(
-    run: subprocess.Popen, starts: Path, flow_run_id: callable, console: Console, label: str
-) -> list[float]:
+def measure(run: subprocess.Popen, starts: Path, flow_run_id: callable, console: Console, label: str) -> list[float]:
     from prefect.client.orchestration import get_client
     from prefect.flow_runs import resume_flow_run
 
@@ -123,53 +121,23 @@ def main() -> None:
         bare_dir.mkdir()
         (bare_dir / "bare.py").write_text(BARE)
         bare_starts = bare_dir / "starts.txt"
-        bare = subprocess.Popen(
-            [sys.executable, str(bare_dir / "bare.py"), str(bare_starts)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        bare = subprocess.Popen([sys.executable, str(bare_dir / "bare.py"), str(bare_starts)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         bare_id = bare_dir / "flow_run_id"
-        baseline = measure(
-            bare,
-            bare_starts,
-            lambda: bare_id.read_text() if bare_id.exists() else None,
-            console,
-            "bare Prefect pause",
-        )
+        baseline = measure(bare, bare_starts, lambda: bare_id.read_text() if bare_id.exists() else None,
+                           console, "bare Prefect pause")
 
         chain_dir = home / "chain"
         chain_dir.mkdir()
         (chain_dir / "steps.py").write_text(FLAKY)
-        (chain_dir / "node_chain.json").write_text(
-            json.dumps(
-                {
-                    "chain_id": "latency",
-                    "pause_timeout_seconds": 600,
-                    "nodes": [
-                        {
-                            "node_id": "flaky",
-                            "input_slot": None,
-                            "output_slot": {"slot_id": "flaky", "path": "slots/flaky.json"},
-                            "executor": {"kind": "python", "callable": "steps:flaky"},
-                        }
-                    ],
-                }
-            )
-        )
-        engine = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("slotrelay")),
-                "run",
-                str(chain_dir / "node_chain.json"),
-                "--json",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        (chain_dir / "node_chain.json").write_text(json.dumps({
+            "chain_id": "latency", "pause_timeout_seconds": 600,
+            "nodes": [{"node_id": "flaky", "input_slot": None,
+                       "output_slot": {"slot_id": "flaky", "path": "slots/flaky.json"},
+                       "executor": {"kind": "python", "callable": "steps:flaky"}}],
+        }))
+        engine = subprocess.Popen([str(Path(sys.executable).with_name("slotrelay")), "run", str(chain_dir / "node_chain.json"),
+                                   "--json"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
         def alert_run_id() -> str | None:
             alerts = sorted((chain_dir / "alerts").glob("alert-*.json"))
@@ -181,13 +149,8 @@ def main() -> None:
         for column in ("variant", "median s", "min s", "max s", "ratio to bare pause"):
             table.add_column(column, justify="left" if column == "variant" else "right")
         for name, values in (("bare Prefect pause + task", baseline), ("slotrelay retry decision", chain)):
-            table.add_row(
-                name,
-                f"{statistics.median(values):.3f}",
-                f"{min(values):.3f}",
-                f"{max(values):.3f}",
-                f"{statistics.median(values) / base:.2f}x",
-            )
+            table.add_row(name, f"{statistics.median(values):.3f}", f"{min(values):.3f}", f"{max(values):.3f}",
+                          f"{statistics.median(values) / base:.2f}x")
         console.print(table)
     finally:
         server.stop()

@@ -179,29 +179,19 @@ def bench_run_creation(work: Path, creations: int) -> dict[str, list[float]]:
     evented.triggers = [routed_trigger("create")]
     apply_all([direct, evented])
     parameters = {"chain_path": str(chain.source), "start_nodes": ["work-0"], "stop_at_external": True}
-    results: dict[str, list[float]] = {
-        "run_deployment(timeout=0)": [],
-        "kept client": [],
-        "event + trigger": [],
-    }
+    results: dict[str, list[float]] = {"run_deployment(timeout=0)": [], "kept client": [], "event + trigger": []}
     with get_client(sync_client=True) as client:
         direct_id = client.read_deployment_by_name("chain/create").id
         event_id = client.read_deployment_by_name("chain/create-by-event").id
         time.sleep(3)  # the trigger's automation is loaded by the server's trigger service
         for i in range(creations):
             began = time.perf_counter()
-            run_deployment(
-                "chain/create",
-                parameters=parameters,
-                timeout=0,
-                as_subflow=False,
-                idempotency_key=f"rd-{i}-{time.time_ns()}",
-            )
+            run_deployment("chain/create", parameters=parameters, timeout=0, as_subflow=False,
+                           idempotency_key=f"rd-{i}-{time.time_ns()}")
             results["run_deployment(timeout=0)"].append(time.perf_counter() - began)
             began = time.perf_counter()
-            client.create_flow_run_from_deployment(
-                direct_id, parameters=parameters, idempotency_key=f"kc-{i}-{time.time_ns()}"
-            )
+            client.create_flow_run_from_deployment(direct_id, parameters=parameters,
+                                                   idempotency_key=f"kc-{i}-{time.time_ns()}")
             results["kept client"].append(time.perf_counter() - began)
         flt = DeploymentFilter(id=DeploymentFilterId(any_=[event_id]))
         for i in range(creations):
@@ -231,13 +221,8 @@ def bench_slot_to_run_started(work: Path, events: int, api_url: str, log_path: P
     folder = work / "to-run"
     chain = make_chain(folder, "to-run", events)
     log = log_path.open("w")
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "slotrelay.cli", "watch", str(chain)],
-        cwd=ROOT,
-        env={**os.environ, "PREFECT_API_URL": api_url},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(chain)], cwd=ROOT,
+                             env={**os.environ, "PREFECT_API_URL": api_url}, stdout=log, stderr=subprocess.STDOUT)
     ledger_path = folder / LEDGER_FILE_NAME
     found: dict[str, list] = {"created": [], "running": [], "direct": [], "missed": []}
     try:
@@ -267,13 +252,8 @@ def bench_slot_to_run_started(work: Path, events: int, api_url: str, log_path: P
                     status.update(f"baseline: API-created run -> started: {i + 1}")
                     began = time.time()
                     run = client.create_flow_run_from_deployment(
-                        deployment_id,
-                        parameters={
-                            "chain_path": str(chain),
-                            "start_nodes": [f"work-{i}"],
-                            "stop_at_external": True,
-                        },
-                    )
+                        deployment_id, parameters={"chain_path": str(chain), "start_nodes": [f"work-{i}"],
+                                                   "stop_at_external": True})
                     times = started_at(client, str(run.id))
                     if isinstance(times, str):
                         found["missed"].append(f"baseline {i}: {times}")
@@ -319,18 +299,15 @@ def main() -> None:
                 from flows.chain import run_chain
 
                 apply_all([run_chain.to_deployment(name="burst-unserved")])
-                targets = {
-                    f"api-{c}": ChainTarget("chain/burst-unserved", work / f"api-{c}" / "node_chain.json")
-                    for c in range(3)
-                }
+                targets = {f"api-{c}": ChainTarget("chain/burst-unserved", work / f"api-{c}" / "node_chain.json")
+                           for c in range(3)}
                 starter = DeploymentStarter(targets)
                 w2, r2, n2 = bench_burst(work, args.burst, starter, "api")
                 starter.close()
             with console.status("run creation"):
                 creation = bench_run_creation(work, args.creations)
-            to_run = bench_slot_to_run_started(
-                work, args.run_events, server.api_url, args.watch_log or work / "watch.log"
-            )
+            to_run = bench_slot_to_run_started(work, args.run_events, server.api_url,
+                                               args.watch_log or work / "watch.log")
         finally:
             server.stop()
 
@@ -348,9 +325,7 @@ def main() -> None:
         row(create, "run_deployment(timeout=0)", creation["run_deployment(timeout=0)"], base)
         row(create, "event + deployment trigger", creation["event + trigger"], base)
 
-        runs = Table(
-            title=f"slot written -> downstream flow run ({args.run_events} events, one at a time, ms)"
-        )
+        runs = Table(title=f"slot written -> downstream flow run ({args.run_events} events, one at a time, ms)")
         for column in ("path", "n", "p50", "p95", "vs baseline"):
             runs.add_column(column)
         row(runs, "API-created run -> Running (runner poll 1 s)", to_run["direct"])
