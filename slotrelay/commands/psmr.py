@@ -17,9 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from slotrelay.psmr.errors import PsmrError
 
-app = typer.Typer(
-    no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its read-only API."
-)
+app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its API.")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -81,9 +79,21 @@ def call_operation(
     operation: Annotated[str, typer.Argument(help="an operator, e.g. query.subgraph (see operator.list)")],
     request: Annotated[str, typer.Argument(help="the request as a JSON object")] = "{}",
     store: StoreOption = None,
+    allow_write: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-write",
+            metavar="ROOT",
+            help="grant source-write under ROOT (projection.apply may write there); repeatable",
+        ),
+    ] = None,
+    allow_exec: Annotated[
+        bool,
+        typer.Option("--allow-exec", help="grant process-execution (execution.run_tests, in the sandbox)"),
+    ] = False,
 ) -> None:
     """Call one API operator; prints the psmr-tool-result-0.1 envelope (compact JSON, one line)."""
-    from slotrelay.psmr.api import call
+    from slotrelay.psmr.api import Grants, call
     from slotrelay.psmr.envelope import render
 
     try:
@@ -91,7 +101,8 @@ def call_operation(
     except json.JSONDecodeError as error:
         err.print(f"[bold red]bad input[/]: the request is not JSON ({error.msg} at column {error.colno})")
         raise typer.Exit(2) from error
-    result = call(operation, body, store=store)
+    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
+    result = call(operation, body, store=store, grants=grants)
     # Printed exactly as budget.max_text_bytes measured it (pipe through `jq .` to indent).
     typer.echo(render(result))
     if result["status"] == "error":

@@ -15,6 +15,7 @@ from typing import Any
 from slotrelay.psmr import findings as findings_mod
 from slotrelay.psmr.effects import classify
 from slotrelay.psmr.errors import PolicyBlocked
+from slotrelay.psmr.execution import runtime_observations
 from slotrelay.psmr.graph import qname
 from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.queries import MAX_DEPTH, Answer
@@ -134,13 +135,17 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     candidates = possible_callers(ws, target)
     marked = {u["id"] for u in candidates}
     uncertainty = candidates + [u for u in unknowns_in(ws, radius) if u["id"] not in marked]
+    observed = runtime_observations(ws, store, target)
     answer = Answer(
         data={
             "target": target,
             "depth": depth,
             "runtime_certainty": {
-                "observed": [],
-                "note": "no runtime evidence is recorded in this workspace: direct "
+                "observed": observed,
+                "note": "tests that ran the target in execution.run_tests (authority runtime:pytest), on the "
+                "files as they are now; direct and derived impact stay static reachability"
+                if observed
+                else "no runtime evidence is recorded for the target: direct "
                 "and derived impact are static reachability, not observed executions",
             },
             "counts": {

@@ -80,13 +80,16 @@ def ok(
     }
 
 
-def error(request_id: str, code: str, message: str) -> dict[str, Any]:
+def error(
+    request_id: str, code: str, message: str, *, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An envelope with status `error` and `{"code", "message"}`.
 
     Parameters:
         request_id: the id of the request answered.
         code: one of the twelve codes in `slotrelay.psmr.errors.ERROR_CODES`.
         message: what went wrong and what to do instead.
+        details: structured reasons, carried as `data` (e.g. delta.validate's failed checks).
 
     Returns:
         The envelope as a JSON-ready dict.
@@ -95,7 +98,7 @@ def error(request_id: str, code: str, message: str) -> dict[str, Any]:
         "schema": SCHEMA,
         "request_id": request_id,
         "status": "error",
-        "data": None,
+        "data": details,
         "error": {"code": code, "message": message},
         "evidence_refs": [],
         "unknown_refs": [],

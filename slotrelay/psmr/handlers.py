@@ -10,8 +10,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr import analyses, diff, envelope, findings, queries
+from slotrelay.psmr import (
+    analyses,
+    delta,
+    diff,
+    envelope,
+    execution,
+    findings,
+    projection,
+    queries,
+    validation,
+    verification,
+)
 from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
+from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
@@ -85,7 +97,9 @@ def _envelope(answer: Answer, page: Page, request_id: str) -> dict[str, Any]:
 
 
 def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Store], Answer]) -> Handler:
-    def handler(request: dict[str, Any], *, request_id: str, store: str | Path | None) -> dict[str, Any]:
+    def handler(
+        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+    ) -> dict[str, Any]:
         effective_budget(request)
         the_store = Store.open(store)
         ws = the_store.load(request["workspace_id"])
@@ -95,11 +109,27 @@ def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Stor
 
 
 def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Handler:
-    def handler(request: dict[str, Any], *, request_id: str, store: str | Path | None) -> dict[str, Any]:
+    def handler(
+        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+    ) -> dict[str, Any]:
         effective_budget(request)
         the_store = Store.open(store)
         answer = run(request, the_store)
         return _respond(operation, answer, request, request_id, answer.version or "runtime")
+
+    return handler
+
+
+def _granted(operation: str, run: Callable[[Workspace, dict[str, Any], Store, Grants], Answer]) -> Handler:
+    """An operator that needs a capability: the runtime's grants are handed to it."""
+
+    def handler(
+        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+    ) -> dict[str, Any]:
+        effective_budget(request)
+        the_store = Store.open(store)
+        ws = the_store.load(request["workspace_id"])
+        return _respond(operation, run(ws, request, the_store, grants), request, request_id, ws.version)
 
     return handler
 
@@ -147,4 +177,12 @@ HANDLERS: dict[str, Handler] = {
     "analysis.contracts": _on_workspace(
         "analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)
     ),
+    "delta.propose": _on_workspace("delta.propose", delta.propose),
+    "delta.validate": _on_workspace("delta.validate", validation.validate),
+    "projection.preview": _on_workspace("projection.preview", projection.preview),
+    "projection.apply": _granted("projection.apply", projection.apply),
+    "execution.run_tests": _granted("execution.run_tests", execution.run_tests),
+    "verification.rebuild": _on_workspace("verification.rebuild", verification.rebuild),
+    "verification.roundtrip": _on_workspace("verification.roundtrip", verification.roundtrip),
+    "verification.review": _on_workspace("verification.review", verification.review),
 }

@@ -42,6 +42,16 @@ SEED_OPERATIONS = {
     "analysis.motifs",
     "analysis.contracts",
 }
+CHANGE_OPERATIONS = {
+    "delta.propose",
+    "delta.validate",
+    "projection.preview",
+    "projection.apply",
+    "execution.run_tests",
+    "verification.rebuild",
+    "verification.roundtrip",
+    "verification.review",
+}
 
 
 def ok(operation: str, request: dict[str, Any], store: Path) -> dict[str, Any]:
@@ -53,18 +63,21 @@ def ok(operation: str, request: dict[str, Any], store: Path) -> dict[str, Any]:
 
 
 def test_the_operator_catalog_is_the_seed_surface_with_valid_schemas() -> None:
-    assert set(OPERATIONS) == SEED_OPERATIONS
+    assert set(OPERATIONS) == SEED_OPERATIONS | CHANGE_OPERATIONS
     for name, op in OPERATIONS.items():
         jsonschema.Draft202012Validator.check_schema(op["input_schema"])
         jsonschema.validate(op["example"], op["input_schema"])
-        assert op["description"] and op["side_effects"] == "none (read-only)", name
+        assert op["description"], name
+        assert (op["side_effects"] == "none (read-only)") is (name in SEED_OPERATIONS), name
+    assert OPERATIONS["projection.apply"]["required_capabilities"] == ["source-write"]
+    assert OPERATIONS["execution.run_tests"]["required_capabilities"] == ["process-execution"]
 
 
 def test_discovery_and_queries(shop: tuple[str, Path]) -> None:
     ws, store = shop
     described = ok("workspace.describe", {"workspace_id": ws}, store)["data"]
     assert described["unknown_count"] > 0 and described["conflict_count"] >= 2
-    assert described["available_operators"] == sorted(SEED_OPERATIONS)
+    assert described["available_operators"] == sorted(SEED_OPERATIONS | CHANGE_OPERATIONS)
     assert ws in [w["workspace_id"] for w in list_workspaces(store=store)]
     listed = ok("operator.list", {"filter": {"input_type": "evidence"}}, store)["data"]["operators"]
     assert [o["operator"] for o in listed] == ["query.evidence"]
@@ -260,13 +273,13 @@ def test_every_error_code(shop: tuple[str, Path], tmp_path: Path) -> None:
             store,
         ),
         "TYPE_MISMATCH": ("analysis.contracts", {"workspace_id": ws, "target": "shop.cart.COUNT"}, store),
-        "CAPABILITY_DENIED": ("projection.apply", {}, store),
+        "CAPABILITY_DENIED": ("projection.apply", {"workspace_id": ws, "delta_id": "dl_0123"}, store),
         "POLICY_BLOCKED": (
             "query.search",
             {"workspace_id": ws, "text": "", "budget": {"max_nodes": 10**6}},
             store,
         ),
-        "OPERATOR_UNAVAILABLE": ("delta.propose", {"workspace_id": ws}, store),
+        "OPERATOR_UNAVAILABLE": ("delta.merge", {"workspace_id": ws}, store),
         "UNSUPPORTED_PROJECTION": (
             "query.subgraph",
             {
