@@ -69,7 +69,7 @@ def check_drawings(chain: Chain) -> None:
         assert max(map(len, lines)) < 4 * MAX_LABEL_CHARS
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=40)
 @given(from_schema(json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))))
 def test_documents_the_schema_allows(document: dict[str, Any]) -> None:
     check_outcome(document)
@@ -173,7 +173,7 @@ def _slotrelay(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@settings(FUZZ, max_examples=6)
+@settings(FUZZ, max_examples=4)
 @given(
     st.one_of(
         json_values.map(lambda v: json.dumps(v).encode()),
