@@ -123,6 +123,8 @@ def find_secrets(text: str) -> list[Finding]:
     findings: list[Finding] = []
     with default_settings():
         plugins = list(get_plugins())
+        # Only the keyword detector reads the file type; the others would repeat their first pass.
+        keywords = [plugin for plugin in plugins if type(plugin).__name__ == "KeywordDetector"]
         offset = 0
         for number, line in enumerate(text.splitlines() or [text], start=1):
             seen: set[str] = set()
@@ -130,10 +132,12 @@ def find_secrets(text: str) -> list[Finding]:
             for plugin in plugins:
                 for secret in plugin.analyze_line(filename="intent.py", line=line, line_number=number) or ():
                     seen.add(secret.type)
+            # A .yaml name makes unquoted `password=...` and `password: ...` count.
+            for plugin in keywords:
                 for secret in (
                     plugin.analyze_line(filename="intent.yaml", line=line, line_number=number) or ()
                 ):
-                    if secret.type != "Secret Keyword" or _looks_like_a_password(secret.secret_value or ""):
+                    if _looks_like_a_password(secret.secret_value or ""):
                         seen.add(secret.type)
             # The entropy plugins only look at quoted strings: offer each long token quoted as well.
             for match in _TOKEN.finditer(line):
