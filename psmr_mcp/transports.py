@@ -7,7 +7,9 @@ does: -32700 when it is not JSON, -32600 when it is not a valid message (with th
 it has a usable one, else null), plus a warning in the log.
 
 HTTP sessions left open expire after `PSMR_MCP_SESSION_IDLE_TIMEOUT_S` seconds without a request
-(default 600), so abandoned clients do not grow the server. HTTP binds to loopback only: the server has no authentication, so reaching it from another machine
+(default 600), so abandoned clients do not grow the server.
+
+HTTP binds to loopback only: the server has no authentication, so reaching it from another machine
 would hand the workspace to anyone on the network. Host and Origin headers are checked against
 the exact bound address (DNS-rebinding protection), so a web page that resolves its own name to
 127.0.0.1 is refused with 421/403 before any MCP message is read.
@@ -214,7 +216,10 @@ class _CheckedLines:
                 return line
             logger.warning(
                 "stdio: answered a malformed message (%d characters) with %d: %s (id %s)",
-                len(line), reply.error.code, reply.error.message, json.dumps(reply.id),
+                len(line),
+                reply.error.code,
+                reply.error.message,
+                json.dumps(reply.id),
             )
             await self._ready.wait()
             try:

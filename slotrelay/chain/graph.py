@@ -99,16 +99,18 @@ def _cycle_problems(chain: Chain) -> list[Problem]:
     return problems
 
 
-
 def _arrow_path(cycle: list[str]) -> str:
     if len(cycle) > MAX_NAMES_SHOWN:
-        return " -> ".join([*cycle[: MAX_NAMES_SHOWN - 1], "…", cycle[0]]) + f" (a cycle of {len(cycle)} nodes)"
+        shown = [*cycle[: MAX_NAMES_SHOWN - 1], "…", cycle[0]]
+        return " -> ".join(shown) + f" (a cycle of {len(cycle)} nodes)"
     return " -> ".join([*cycle, cycle[0]])
 
 
 def _names(node_ids: list[str]) -> str:
     shown = ", ".join(node_ids[:MAX_NAMES_SHOWN])
-    return shown if len(node_ids) <= MAX_NAMES_SHOWN else f"{shown} and {len(node_ids) - MAX_NAMES_SHOWN} more"
+    if len(node_ids) <= MAX_NAMES_SHOWN:
+        return shown
+    return f"{shown} and {len(node_ids) - MAX_NAMES_SHOWN} more"
 
 
 def _duplicate_indexes(values: list[str]) -> list[int]:
@@ -146,7 +148,8 @@ def _condition_label(route: Route) -> str:
         return _label(route.route_id)
     c = route.condition
     extra = f" +{len(c.additional_checks)} checks" if c.additional_checks else ""
-    return _label(f"{route.route_id}: {c.field} {c.operator} {json.dumps(c.value, ensure_ascii=False)}{extra}")
+    value = json.dumps(c.value, ensure_ascii=False)
+    return _label(f"{route.route_id}: {c.field} {c.operator} {value}{extra}")
 
 
 def render_mermaid(chain: Chain) -> str:
@@ -177,7 +180,8 @@ def render_dot(chain: Chain) -> str:
         label = _dot_quote(_label(node.node_id) + "\n" + node.executor.kind)
         lines.append(f"    {ids[node.node_id]} [label={label}{shape}];")
     for route in chain.routes:
-        lines.append(f"    {ids[route.from_node]} -> {ids[route.to_node]} [label={_dot_quote(_condition_label(route))}];")
+        label = _dot_quote(_condition_label(route))
+        lines.append(f"    {ids[route.from_node]} -> {ids[route.to_node]} [label={label}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -275,7 +275,9 @@ class Route(Spec):
     from_node: str
     to_node: str
     condition: Condition | None = Field(default=None, description="null: the route always holds")
-    priority: str = Field(default="P1", pattern=r"^P[0-9]{1,9}$", description="P0 is evaluated first (P0 to P999999999)")
+    priority: str = Field(
+        default="P1", pattern=r"^P[0-9]{1,9}$", description="P0 is evaluated first (P0 to P999999999)"
+    )
     description: str | None = None
 
     @property

@@ -4,8 +4,10 @@ Order matters for the messages: jsonschema reports every structural problem with
 the pydantic models then catch what the schema cannot say; the graph checks (slotrelay.chain.graph)
 run only on a chain that parsed. A chain file is input and may be hostile: bytes that are not UTF-8,
 numbers Python will not convert, `NaN`, and nesting deeper than MAX_NESTING are refused with a
-problem like any other, and messages are cut to MAX_MESSAGE_CHARS. `schema.json` is generated from the models and committed:
-`python -m slotrelay.chain.schema` rewrites it, and a test checks that it is current.
+problem like any other, and messages are cut to MAX_MESSAGE_CHARS.
+
+`schema.json` is generated from the models and committed: `python -m slotrelay.chain.schema`
+rewrites it, and a test checks that it is current.
 """
 
 from __future__ import annotations
@@ -119,7 +121,8 @@ def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     try:
         chain = Chain.model_validate(document)
     except ValidationError as invalid:
-        raise ChainValidationError(source, [_problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]) from None
+        problems = [_problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
+        raise ChainValidationError(source, problems) from None
     problems = graph_problems(chain)
     if problems:
         raise ChainValidationError(source, problems)
@@ -155,14 +158,14 @@ def _parse(path: Path) -> Any:
     try:
         raw = path.read_bytes()
     except OSError as unreadable:
-        raise ChainValidationError(source, [_problem("$", f"cannot read the file: {unreadable.strerror}")]) from None
+        problem = _problem("$", f"cannot read the file: {unreadable.strerror}")
+        raise ChainValidationError(source, [problem]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as bad:
         line = raw.count(b"\n", 0, bad.start) + 1
-        raise ChainValidationError(
-            source, [_problem("$", f"not UTF-8 text: byte 0x{raw[bad.start]:02x} at line {line} (offset {bad.start})")]
-        ) from None
+        where = f"byte 0x{raw[bad.start]:02x} at line {line} (offset {bad.start})"
+        raise ChainValidationError(source, [_problem("$", f"not UTF-8 text: {where}")]) from None
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as bad:

@@ -95,7 +95,7 @@ def _fail(error: PenError, as_json: bool) -> typer.Exit:
 
 
 def _check_root(root: Path, as_json: bool, *, writes: bool = True) -> None:
-    """Refuse a --root the pen cannot use before any work: an existing folder, writable when the command writes.
+    """Refuse a --root the pen cannot use, before any work: it must be an existing (writable) folder.
 
     A missing root is not created: a mistyped one would scatter pens and an audit log where nobody
     looks (and `audit verify` would find its empty log intact).

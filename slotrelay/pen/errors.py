@@ -12,7 +12,7 @@
           +-- IllegalTransition         PEN_ILLEGAL_TRANSITION a state change section 5 does not allow
           +-- PenNotFound               PEN_NOT_FOUND         no pen with that id under the root
           +-- ModelNotConfigured        PEN_MODEL_NOT_CONFIGURED  no code-model endpoint given
-          +-- PenRunFailed              PEN_RUN_FAILED        an unexpected error inside a run (a bug, a full disk)
+          +-- PenRunFailed              PEN_RUN_FAILED        an error no other code names (bug, full disk)
 
 A `PenError` raised by `pen.write` carries the audit reference of the call (`audit`), because the
 seed keeps an audit record for every call, failed or not.

@@ -127,7 +127,9 @@ def parse_request(data: Any) -> PenRequest:
         ) from exc
     problems = _unwritable_fields(request)
     if problems:
-        raise InvalidPenRequest("invalid pen.write request: " + "; ".join(problems), details={"fields": problems})
+        raise InvalidPenRequest(
+            "invalid pen.write request: " + "; ".join(problems), details={"fields": problems}
+        )
     return request
 
 
@@ -140,7 +142,10 @@ def _unwritable_fields(request: PenRequest) -> list[str]:
         ("intent", request.intent),
         ("context.task_category", request.context.task_category),
         ("context.upstream_inputs", request.context.upstream_inputs),
-        ("options.sandbox.network", sandbox.network.model_dump() if isinstance(sandbox.network, NetworkAllow) else None),
+        (
+            "options.sandbox.network",
+            sandbox.network.model_dump() if isinstance(sandbox.network, NetworkAllow) else None,
+        ),
         ("options.sandbox.fs", sandbox.fs.model_dump() if isinstance(sandbox.fs, FsAllow) else None),
     ):
         try:

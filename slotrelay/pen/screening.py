@@ -55,12 +55,22 @@ _PERSONAL_NUMBERS: tuple[tuple[str, re.Pattern[str], ModuleType], ...] = (
     ("Japanese My Number", _written(r"\d{4}[ -]?\d{4}[ -]?\d{4}"), my_number),
     ("Brazilian CPF number", _written(r"\d{3}\.?\d{3}\.?\d{3}[-.]?\d{2}"), cpf),
     ("South Korean resident registration number", _written(r"\d{6}-?\d{7}"), rrn),
-    ("French social security number (NIR)", _written(r"[12] ?\d{2} ?\d{2} ?(?:\d{2}|2[ABab]) ?\d{3} ?\d{3} ?\d{2}"), nir),
+    (
+        "French social security number (NIR)",
+        _written(r"[12] ?\d{2} ?\d{2} ?(?:\d{2}|2[ABab]) ?\d{3} ?\d{3} ?\d{2}"),
+        nir,
+    ),
     ("Spanish DNI", _written(r"\d{8}-?[A-Za-z]"), dni),
     ("Spanish NIE", _written(r"[XYZxyz]-?\d{7}-?[A-Za-z]"), nie),
     ("German tax ID (Steuer-ID)", _written(r"\d{2} ?\d{3} ?\d{3} ?\d{3}"), idnr),
-    ("Italian codice fiscale", _written(r"[A-Za-z]{6}[0-9LMNP-Vlmnp-v]{2}[A-Za-z][0-9LMNP-Vlmnp-v]{2}[A-Za-z]"
-                                       r"[0-9LMNP-Vlmnp-v]{3}[A-Za-z]"), codicefiscale),
+    (
+        "Italian codice fiscale",
+        _written(
+            r"[A-Za-z]{6}[0-9LMNP-Vlmnp-v]{2}[A-Za-z][0-9LMNP-Vlmnp-v]{2}[A-Za-z]"
+            r"[0-9LMNP-Vlmnp-v]{3}[A-Za-z]"
+        ),
+        codicefiscale,
+    ),
     # Printed in groups of four (the last shorter), or in one run; letters are upper case.
     ("IBAN", _written(r"[A-Z]{2}\d{2}(?:(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?|[A-Z0-9]{11,30})"), iban),
 )
@@ -113,6 +123,8 @@ def find_secrets(text: str) -> list[Finding]:
     findings: list[Finding] = []
     with default_settings():
         plugins = list(get_plugins())
+        # Only the keyword detector reads the file type; the others would repeat their first pass.
+        keywords = [plugin for plugin in plugins if type(plugin).__name__ == "KeywordDetector"]
         offset = 0
         for number, line in enumerate(text.splitlines() or [text], start=1):
             seen: set[str] = set()
@@ -120,8 +132,12 @@ def find_secrets(text: str) -> list[Finding]:
             for plugin in plugins:
                 for secret in plugin.analyze_line(filename="intent.py", line=line, line_number=number) or ():
                     seen.add(secret.type)
-                for secret in plugin.analyze_line(filename="intent.yaml", line=line, line_number=number) or ():
-                    if secret.type != "Secret Keyword" or _looks_like_a_password(secret.secret_value or ""):
+            # A .yaml name makes unquoted `password=...` and `password: ...` count.
+            for plugin in keywords:
+                for secret in (
+                    plugin.analyze_line(filename="intent.yaml", line=line, line_number=number) or ()
+                ):
+                    if _looks_like_a_password(secret.secret_value or ""):
                         seen.add(secret.type)
             # The entropy plugins only look at quoted strings: offer each long token quoted as well.
             for match in _TOKEN.finditer(line):
@@ -145,8 +161,12 @@ def _looks_like_a_password(value: str) -> bool:
     token = words[0].strip("'\"") if words else ""
     if len(token) < 8 or _CODE_CHARS.search(token):
         return False
-    classes = [any(c.islower() for c in token), any(c.isupper() for c in token), any(c.isdigit() for c in token),
-               any(not c.isalnum() and c != "_" for c in token)]
+    classes = [
+        any(c.islower() for c in token),
+        any(c.isupper() for c in token),
+        any(c.isdigit() for c in token),
+        any(not c.isalnum() and c != "_" for c in token),
+    ]
     return sum(classes) >= 2
 
 

@@ -370,8 +370,14 @@ def fail(run: PenRun, error: PenError) -> PenError:
     """
     store.erase_dir(store.staging_dir(run.root, run.pen_id))
     if current_state(run.log, run.pen_id) == "completed":
-        transition(run.log, run.pen_id, "erased", persona_id=run.persona_id, final_action="erase",
-                   decided_by=f"pen ({error.code})")
+        transition(
+            run.log,
+            run.pen_id,
+            "erased",
+            persona_id=run.persona_id,
+            final_action="erase",
+            decided_by=f"pen ({error.code})",
+        )
     error.audit = record_call(run, None, error=error).model_dump()
     return error
 

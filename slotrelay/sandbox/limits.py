@@ -85,10 +85,14 @@ class FsAllowPaths(BaseModel):
                 raise ValueError(f"{path!r} is the whole file system: name the folders the program may read")
             hidden = next((own for own in SANDBOX_OWN_PATHS if (own + "/").startswith(mounted + "/")), None)
             if hidden is not None:
-                raise ValueError(f"{path!r} would hide the sandbox's own {hidden}: name a folder that does not")
+                raise ValueError(
+                    f"{path!r} would hide the sandbox's own {hidden}: name a folder that does not"
+                )
             sealed = next((own for own in SANDBOX_SEALED_PATHS if mounted.startswith(own + "/")), None)
             if sealed is not None:
-                raise ValueError(f"{path!r} is inside the sandbox's own {sealed}, where nothing can be mounted")
+                raise ValueError(
+                    f"{path!r} is inside the sandbox's own {sealed}, where nothing can be mounted"
+                )
             normal.append(mounted)
         return tuple(normal)
 

@@ -111,9 +111,16 @@ def refused_in_one_line(done, fragment: str) -> None:
     ("content", "fragment"),
     [
         pytest.param(b'{"chain_id": "\xff"}', "$: not UTF-8 text: byte 0xff", id="non_utf8"),
-        pytest.param(('{"chain_id": "x", "nodes": [], "description": ' + "[" * 980 + "]" * 980 + "}").encode(),
-                     "nested", id="nesting_980"),
-        pytest.param(b'{"chain_id": "x", "version": ' + b"9" * 5000 + b"}", "(4300 digits)", id="integer_of_5000_digits"),
+        pytest.param(
+            ('{"chain_id": "x", "nodes": [], "description": ' + "[" * 980 + "]" * 980 + "}").encode(),
+            "nested",
+            id="nesting_980",
+        ),
+        pytest.param(
+            b'{"chain_id": "x", "version": ' + b"9" * 5000 + b"}",
+            "(4300 digits)",
+            id="integer_of_5000_digits",
+        ),
     ],
 )
 def test_regression_validate_and_graph_refuse_hostile_files_with_exit_2(tmp_path: Path, content: bytes,
@@ -149,7 +156,9 @@ def test_a_dot_that_crashes_is_a_one_line_error(tmp_path: Path, monkeypatch) -> 
     crashing.chmod(0o755)
     monkeypatch.setenv("PATH", f"{crashing.parent}:/usr/bin:/bin")
     done = runner.invoke(app, ["graph", CHAIN, "-f", "png", "-o", str(tmp_path / "c.png")])
-    refused_in_one_line(done, "GRAPHVIZ_FAILED: Graphviz `dot` could not draw this chain (exit -11: dot: out of memory)")
+    refused_in_one_line(
+        done, "GRAPHVIZ_FAILED: Graphviz `dot` could not draw this chain (exit -11: dot: out of memory)"
+    )
     assert not (tmp_path / "c.png").exists()
 
 

@@ -95,7 +95,8 @@ def fully_connected(size: int) -> dict:
     """A start node routing to every other node, and every other node routing to every other one."""
     names = [f"n{i}" for i in range(size)]
     routes = [route(a, b) for a in names for b in names[1:] if a != b]
-    return {"chain_id": "full", "nodes": [node(names[0], start=True), *map(node, names[1:])], "routes": routes}
+    nodes = [node(names[0], start=True), *map(node, names[1:])]
+    return {"chain_id": "full", "nodes": nodes, "routes": routes}
 
 
 @pytest.mark.parametrize("size", [12, 200])
@@ -113,7 +114,8 @@ def test_each_strongly_connected_component_is_reported_once_and_a_self_loop_is_a
                 "routes": [route("a", "s"), route("s", "s"), route("a", "c0"), *ring]}
     assert problems(document) == [
         "$.routes: cycle: s -> s",
-        "$.routes: cycle: c0 -> c1 -> c2 -> c3 -> c4 -> c5 -> c6 -> c7 -> c8 -> … -> c0 (a cycle of 15 nodes)",
+        ("$.routes: cycle: c0 -> c1 -> c2 -> c3 -> c4 -> c5 -> c6 -> c7 -> c8 -> … -> c0"
+        " (a cycle of 15 nodes)"),
     ]
 
 
@@ -137,19 +139,30 @@ def nested(depth: int) -> str:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        pytest.param(b'{"chain_id": "\xff"}', r"\$: not UTF-8 text: byte 0xff at line 1 \(offset 14\)$", id="non_utf8"),
+        pytest.param(
+            b'{"chain_id": "\xff"}', r"\$: not UTF-8 text: byte 0xff at line 1 \(offset 14\)$", id="non_utf8"
+        ),
         # Whether the parser's own recursion gives up first depends on the stack already in use.
-        pytest.param(nested(980), r"\$(\.description(\[0\])+: nested more than 64 levels deep"
-                                  r"|: not valid JSON: nested too deeply \(the limit is 64 levels\))$", id="nesting_980"),
+        pytest.param(
+            nested(980),
+            r"\$(\.description(\[0\])+: nested more than 64 levels deep"
+            r"|: not valid JSON: nested too deeply \(the limit is 64 levels\))$",
+            id="nesting_980",
+        ),
         pytest.param(nested(100_000), r"\$: not valid JSON: nested too deeply", id="nesting_100k"),
         pytest.param('{"chain_id": "x", "version": ' + "9" * 5000 + "}",
                      r"\$: not valid JSON: Exceeds the limit \(4300 digits\) for integer string conversion",
                      id="integer_of_5000_digits"),
-        pytest.param('{"chain_id": "x", "pause_timeout_seconds": NaN}', r"\$: not valid JSON: NaN is not a JSON number",
-                     id="nan"),
+        pytest.param(
+            '{"chain_id": "x", "pause_timeout_seconds": NaN}',
+            r"\$: not valid JSON: NaN is not a JSON number",
+            id="nan",
+        ),
     ],
 )
-def test_regression_hostile_files_are_one_problem_each(tmp_path: Path, content: bytes | str, expected: str) -> None:
+def test_regression_hostile_files_are_one_problem_each(
+    tmp_path: Path, content: bytes | str, expected: str
+) -> None:
     with pytest.raises(ChainValidationError) as refused:
         load_chain(chain_file(tmp_path, content))
     assert len(refused.value.problems) == 1

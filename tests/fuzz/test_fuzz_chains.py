@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DOC = json.loads((ROOT / "examples" / "phase2" / "node_chain.json").read_text(encoding="utf-8"))
 
 # No example database: a fuzz run must not leave files in the working tree.
-FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+FUZZ = settings(
+    deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example]
+)
 
 # Integers of over 4300 digits come as bytes (test_any_bytes_as_a_chain_file): hypothesis cannot print them.
 json_scalars = st.none() | st.booleans() | st.floats(allow_nan=False) | st.text() | st.integers()
@@ -67,7 +69,7 @@ def check_drawings(chain: Chain) -> None:
         assert max(map(len, lines)) < 4 * MAX_LABEL_CHARS
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=40)
 @given(from_schema(json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))))
 def test_documents_the_schema_allows(document: dict[str, Any]) -> None:
     check_outcome(document)
@@ -105,10 +107,13 @@ def test_any_json_document(document: Any) -> None:
 
 
 @settings(FUZZ, max_examples=300)
-@given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode)
-       | st.integers(min_value=1, max_value=200_000).map(lambda depth: b"[" * depth)
-       | st.integers(min_value=4290, max_value=6000).map(lambda digits: b'{"version": ' + b"9" * digits + b"}")
-       | st.sampled_from([b"NaN", b"-Infinity", b"\xef\xbb\xbf{}", b'"\\ud800"', b"1e999999"]))
+@given(
+    st.binary(max_size=300)
+    | st.text(max_size=300).map(str.encode)
+    | st.integers(min_value=1, max_value=200_000).map(lambda depth: b"[" * depth)
+    | st.integers(min_value=4290, max_value=6000).map(lambda digits: b'{"version": ' + b"9" * digits + b"}")
+    | st.sampled_from([b"NaN", b"-Infinity", b"\xef\xbb\xbf{}", b'"\\ud800"', b"1e999999"])
+)
 def test_any_bytes_as_a_chain_file(content: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "node_chain.json"
@@ -124,18 +129,25 @@ def test_any_bytes_as_a_chain_file(content: bytes) -> None:
 def _graph_document(size: int, edges: list[tuple[int, int]], starts: set[int]) -> dict[str, Any]:
     def node(i: int) -> dict[str, Any]:
         slot = {"slot_id": f"n{i}-in", "path": f"slots/n{i}_in.json"}
-        return {"node_id": f"n{i}", "input_slot": None if i in starts else slot,
-                "output_slot": {"slot_id": f"n{i}", "path": f"slots/n{i}_out.json"}}
+        return {
+            "node_id": f"n{i}",
+            "input_slot": None if i in starts else slot,
+            "output_slot": {"slot_id": f"n{i}", "path": f"slots/n{i}_out.json"},
+        }
 
-    routes = [{"route_id": f"r{k}", "from_node": f"n{a % size}", "to_node": f"n{b % size}"}
-              for k, (a, b) in enumerate(edges)]
+    routes = [
+        {"route_id": f"r{k}", "from_node": f"n{a % size}", "to_node": f"n{b % size}"}
+        for k, (a, b) in enumerate(edges)
+    ]
     return {"chain_id": "shape", "nodes": [node(i) for i in range(size)], "routes": routes}
 
 
 @settings(FUZZ, max_examples=200)
-@given(st.integers(min_value=1, max_value=60),
-       st.lists(st.tuples(st.integers(0, 59), st.integers(0, 59)), max_size=400),
-       st.sets(st.integers(0, 59), max_size=3))
+@given(
+    st.integers(min_value=1, max_value=60),
+    st.lists(st.tuples(st.integers(0, 59), st.integers(0, 59)), max_size=400),
+    st.sets(st.integers(0, 59), max_size=3),
+)
 def test_graphs_of_any_shape(size: int, edges: list[tuple[int, int]], starts: set[int]) -> None:
     document = _graph_document(size, edges, starts)
     try:
@@ -150,18 +162,27 @@ def test_graphs_of_any_shape(size: int, edges: list[tuple[int, int]], starts: se
 
 def _slotrelay(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([str(Path(sys.executable).with_name("slotrelay")), *args], check=False,
-                          capture_output=True, text=True,
-                          env=env, timeout=120, errors="backslashreplace")
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("slotrelay")), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        errors="backslashreplace",
+    )
 
 
-@settings(FUZZ, max_examples=6)
-@given(st.one_of(
-    json_values.map(lambda v: json.dumps(v).encode()),
-    st.tuples(st.lists(st.integers(min_value=0, max_value=50), max_size=7), json_values).map(
-        lambda cv: json.dumps(_replace_at(EXAMPLE_DOC, *cv)).encode()),
-    st.binary(max_size=200),
-))
+@settings(FUZZ, max_examples=4)
+@given(
+    st.one_of(
+        json_values.map(lambda v: json.dumps(v).encode()),
+        st.tuples(st.lists(st.integers(min_value=0, max_value=50), max_size=7), json_values).map(
+            lambda cv: json.dumps(_replace_at(EXAMPLE_DOC, *cv)).encode()
+        ),
+        st.binary(max_size=200),
+    )
+)
 def test_the_real_commands_exit_0_or_2_without_a_traceback(content: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "node_chain.json"

@@ -29,8 +29,16 @@ from tests.mcp.shop import make_shop
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 REPLY_DEADLINE_S = 60
 JSON_BLANKS = " \t\r\n"
-INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "fuzz", "version": "1"},
+    },
+}
 
 
 class StdioServer:
@@ -38,8 +46,13 @@ class StdioServer:
 
     def __init__(self, workspace: Path, log: Path) -> None:
         with log.open("wb") as sink:
-            self.process = subprocess.Popen([SLOTRELAY, "mcp", "serve", "--workspace", str(workspace)], cwd=workspace,
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink)
+            self.process = subprocess.Popen(
+                [SLOTRELAY, "mcp", "serve", "--workspace", str(workspace)],
+                cwd=workspace,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=sink,
+            )
         self.log = log
         self.replies: list[Any] = []
         self.changed = threading.Condition()
@@ -62,7 +75,11 @@ class StdioServer:
         with self.changed:
             while not ids <= {reply.get("id") for reply in self.replies[since:] if isinstance(reply, dict)}:
                 left = deadline - time.monotonic()
-                assert left > 0 and self.process.poll() is None, (ids, self.replies[since:], self.log.read_text())
+                assert left > 0 and self.process.poll() is None, (
+                    ids,
+                    self.replies[since:],
+                    self.log.read_text(),
+                )
                 self.changed.wait(timeout=min(left, 1.0))
             return list(self.replies[since:])
 
@@ -91,9 +108,26 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=12,
 )
-ids = st.integers() | st.text(max_size=12) | st.floats() | st.booleans() | st.none() | st.lists(st.integers(), max_size=2)
-methods = st.sampled_from(["ping", "tools/list", "tools/call", "initialize", "resources/list", "prompts/get",
-                           "notifications/initialized", "notifications/cancelled"]) | st.text(max_size=12)
+ids = (
+    st.integers()
+    | st.text(max_size=12)
+    | st.floats()
+    | st.booleans()
+    | st.none()
+    | st.lists(st.integers(), max_size=2)
+)
+methods = st.sampled_from(
+    [
+        "ping",
+        "tools/list",
+        "tools/call",
+        "initialize",
+        "resources/list",
+        "prompts/get",
+        "notifications/initialized",
+        "notifications/cancelled",
+    ]
+) | st.text(max_size=12)
 deep = st.integers(min_value=100, max_value=20_000).map(lambda depth: "[" * depth + "]" * depth)
 
 
@@ -161,8 +195,12 @@ def _is_json(line: str) -> bool:
     return True
 
 
-@settings(max_examples=300, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.lists(lines, min_size=1, max_size=4))
 def test_every_request_with_an_id_gets_a_response(server: StdioServer, batch: list[str]) -> None:
     sent, expected = [], set()
@@ -176,5 +214,7 @@ def test_every_request_with_an_id_gets_a_response(server: StdioServer, batch: li
     server.send([*sent, json.dumps({"jsonrpc": "2.0", "id": sentinel, "method": "ping"})])
     replies = server.wait_for({*expected, sentinel}, since)
     not_json = sum(1 for line in sent if line.strip(JSON_BLANKS) and not _is_json(line))
-    nulls = sum(1 for reply in replies if reply.get("id") is None and reply.get("error", {}).get("code") == -32700)
+    nulls = sum(
+        1 for reply in replies if reply.get("id") is None and reply.get("error", {}).get("code") == -32700
+    )
     assert nulls >= not_json, (sent, replies)

@@ -195,16 +195,28 @@ MALFORMED = [
     pytest.param("[1, 2]", None, -32600, id="array"),
     pytest.param('"a string"', None, -32600, id="non_object"),
     pytest.param('{"jsonrpc": "1.0", "id": 7, "method": "tools/list"}', 7, -32600, id="jsonrpc_1_0"),
-    pytest.param('{"jsonrpc": "2.0", "id": "q", "method": "tools/list", "params": [1]}', "q", -32600, id="params_list"),
-    pytest.param('{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": ' + "[" * 500 + "]" * 500 + "}", 9,
-                 -32600, id="nesting_500"),
-    pytest.param('{"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": ' + "[" * 50_000 + "]" * 50_000 + "}",
-                 None, -32700, id="nesting_50000"),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": "q", "method": "tools/list", "params": [1]}', "q", -32600, id="params_list"
+    ),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": ' + "[" * 500 + "]" * 500 + "}",
+        9,
+        -32600,
+        id="nesting_500",
+    ),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": ' + "[" * 50_000 + "]" * 50_000 + "}",
+        None,
+        -32700,
+        id="nesting_50000",
+    ),
     pytest.param('{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', None, -32600, id="id_list"),
     pytest.param('{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600, id="id_null"),
     pytest.param('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', None, -32600, id="id_bool"),
     pytest.param('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', None, -32600, id="id_float"),
-    pytest.param('{"jsonrpc": "2.0", "id": "x\\ud800", "method": "ping"}', None, -32600, id="id_lone_surrogate"),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": "x\\ud800", "method": "ping"}', None, -32600, id="id_lone_surrogate"
+    ),
 ]
 
 
@@ -217,12 +229,15 @@ def test_malformed_stdio_lines_get_a_json_rpc_error(line: str, request_id, code:
     reply.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
 
 
-@pytest.mark.parametrize("line", [
-    '{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
-    '{"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}',
-    '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
-    '{"jsonrpc": "2.0", "id": 3, "result": {}}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+        '{"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}',
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 3, "result": {}}',
+    ],
+)
 def test_valid_stdio_messages_pass_untouched(line: str) -> None:
     from psmr_mcp.transports import malformed_reply
 
@@ -236,8 +251,13 @@ def stdio_exchange(shop: Path, lines: list[str], *, until: set, log: Path, timeo
     import time
 
     with log.open("wb") as sink:
-        process = subprocess.Popen([SLOTRELAY, "mcp", "serve", "--workspace", str(shop)], cwd=shop,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink)
+        process = subprocess.Popen(
+            [SLOTRELAY, "mcp", "serve", "--workspace", str(shop)],
+            cwd=shop,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
     replies: list[dict] = []
     try:
         process.stdin.write("".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass"))
@@ -262,8 +282,12 @@ def stdio_exchange(shop: Path, lines: list[str], *, until: set, log: Path, timeo
 
 def test_regression_malformed_messages_over_stdio_are_answered_and_logged(shop: Path, tmp_path: Path) -> None:
     # Each of these was dropped without a reply or a log line: a client waiting on its id waited forever.
-    lines = [json.dumps(INITIALIZE), '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
-             *(case.values[0] for case in MALFORMED), '{"jsonrpc": "2.0", "id": "last", "method": "ping"}']
+    lines = [
+        json.dumps(INITIALIZE),
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        *(case.values[0] for case in MALFORMED),
+        '{"jsonrpc": "2.0", "id": "last", "method": "ping"}',
+    ]
     replies = stdio_exchange(shop, lines, until={1, 7, "q", 9, "last"}, log=tmp_path / "stderr.log")
     by_id = {reply["id"]: reply for reply in replies if reply["id"] is not None}
     assert by_id["last"]["result"] == {} and "result" in by_id[1]
@@ -280,8 +304,11 @@ def test_regression_idle_http_sessions_expire(shop: Path, tmp_path: Path, monkey
     import time
 
     monkeypatch.setenv("PSMR_MCP_SESSION_IDLE_TIMEOUT_S", "1")
-    server = start_server(["--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)], cwd=shop,
-                          log=tmp_path / "stderr.log")
+    server = start_server(
+        ["--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)],
+        cwd=shop,
+        log=tmp_path / "stderr.log",
+    )
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
     try:
@@ -303,9 +330,16 @@ def test_regression_idle_http_sessions_expire(shop: Path, tmp_path: Path, monkey
 def test_a_bad_session_idle_timeout_is_refused_with_exit_2(shop: Path) -> None:
     import os
 
-    done = subprocess.run([SLOTRELAY, "mcp", "serve", "--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)],
-                          check=False, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PSMR_MCP_SESSION_IDLE_TIMEOUT_S": "soon"})
+    done = subprocess.run(
+        [SLOTRELAY, "mcp", "serve", "--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PSMR_MCP_SESSION_IDLE_TIMEOUT_S": "soon"},
+    )
     assert done.returncode == 2, done.stderr
     # rich wraps the line at the terminal width.
-    assert "PSMR_MCP_SESSION_IDLE_TIMEOUT_S='soon': expected a positive number of seconds" in " ".join(done.stderr.split())
+    assert "PSMR_MCP_SESSION_IDLE_TIMEOUT_S='soon': expected a positive number of seconds" in " ".join(
+        done.stderr.split()
+    )

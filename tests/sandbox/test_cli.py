@@ -156,7 +156,9 @@ def test_the_readme_examples_run(backend: str, tmp_path: Path, local_host) -> No
 
 
 @pytest.mark.parametrize("path", ["/", "/opt", "/proc/1"])
-def test_regression_allow_path_of_the_sandboxs_own_file_system_is_bad_input(tmp_path: Path, path: str) -> None:
+def test_regression_allow_path_of_the_sandboxs_own_file_system_is_bad_input(
+    tmp_path: Path, path: str
+) -> None:
     # With "/" among the operator's roots, `--allow-path /` reached the backend and came back as
     # SANDBOX_UNAVAILABLE (exit 3); it is the request that is wrong.
     program = tmp_path / "prog.py"

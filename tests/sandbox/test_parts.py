@@ -103,10 +103,19 @@ def test_an_absolute_url_is_forwarded_in_origin_form() -> None:
         ({"fs": {"allow_paths": ["/"]}}, "fs.allow_paths: '/' is the whole file system"),
         ({"fs": {"allow_paths": ["//"]}}, "fs.allow_paths: '//' is the whole file system"),
         ({"fs": {"allow_paths": ["/tmp/.."]}}, "fs.allow_paths: '/tmp/..' is the whole file system"),
-        ({"fs": {"allow_paths": ["/opt"]}}, "fs.allow_paths: '/opt' would hide the sandbox's own /opt/slotrelay"),
+        (
+            {"fs": {"allow_paths": ["/opt"]}},
+            "fs.allow_paths: '/opt' would hide the sandbox's own /opt/slotrelay",
+        ),
         ({"fs": {"allow_paths": ["/tmp"]}}, "fs.allow_paths: '/tmp' would hide the sandbox's own /tmp"),
-        ({"fs": {"allow_paths": ["/proc/self"]}}, "fs.allow_paths: '/proc/self' is inside the sandbox's own /proc"),
-        ({"fs": {"allow_paths": ["/dev/shm"]}}, "fs.allow_paths: '/dev/shm' is inside the sandbox's own /dev"),
+        (
+            {"fs": {"allow_paths": ["/proc/self"]}},
+            "fs.allow_paths: '/proc/self' is inside the sandbox's own /proc",
+        ),
+        (
+            {"fs": {"allow_paths": ["/dev/shm"]}},
+            "fs.allow_paths: '/dev/shm' is inside the sandbox's own /dev",
+        ),
     ],
 )
 def test_limits_name_the_field_that_is_wrong(limits, message) -> None:
@@ -142,7 +151,9 @@ def test_output_after_the_trailer_is_kept() -> None:
 
 
 def test_allow_paths_are_normalised_and_may_sit_inside_tmp() -> None:
-    limits = SandboxLimits.model_validate({"fs": {"allow_paths": ["//srv/data/", "/tmp/in", "/usr/share/../lib"]}})
+    limits = SandboxLimits.model_validate(
+        {"fs": {"allow_paths": ["//srv/data/", "/tmp/in", "/usr/share/../lib"]}}
+    )
     assert limits.allow_paths == ("/srv/data", "/tmp/in", "/usr/lib")
 
 
