@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr import delta as deltas
+from slotrelay.psmr.build import NotSource, Unanalysable, file_size_limit, read_source
 from slotrelay.psmr.callbinding import BindError, Unbindable, bind, params_of, parse_parameters
 from slotrelay.psmr.diff import compare, side_of
 from slotrelay.psmr.errors import ConflictRequiresReview, ValidationFailed
@@ -51,19 +52,27 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
     Returns:
         A workspace with version `projected`.
     """
+    root = Path(ws.source_root).resolve()
+    limit = file_size_limit(None)
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
+    sources: dict[str, bytes] = {}
     for artifact, entry in ws.files.items():
+        text = texts.get(artifact)
+        if text is None:
+            # Read as the build reads (regular files inside the root only), for grimp's copy too.
+            try:
+                text = read_source(root, root / artifact, limit=limit).decode("utf-8", errors="replace")
+            except (NotSource, Unanalysable):
+                text = ""
         cached = None if artifact in texts else store.get_facts(entry["key"])
         if cached is None:
-            text = texts.get(artifact)
-            if text is None:
-                text = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
             cached = extract(text, entry["module"], is_package=artifact.endswith("__init__.py"))
         facts[entry["module"]] = cached
         paths[entry["module"]] = artifact
+        sources[artifact] = b"" if cached.get("syntax_error") else text.encode()
     link = Linker(facts).run()
-    edges, _ = import_edges(Path(ws.source_root), facts)
+    edges, _ = import_edges(root, facts, sources)
     assembly = GraphAssembler(facts, paths, ws.commit).build(link, edges)
     files = {
         a: {**e, "sha256": hashlib.sha256(texts[a].encode()).hexdigest()} if a in texts else e

@@ -522,7 +522,7 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
     rebuilt = api.build_workspace(root, store=next_store)
     assert rebuilt["workspace_id"] == workspace_id
     folder, next_folder = (s / "workspaces" / workspace_id for s in (store, next_store))
-    shutil.copyfile(next_folder / "graph.pickle", folder / "graph.pickle")
+    shutil.copyfile(next_folder / "graph.json", folder / "graph.json")
 
     server = ViewProcess(["--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
     try:
