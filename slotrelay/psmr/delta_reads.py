@@ -64,7 +64,8 @@ def _row(ws: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_deltas(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    """delta.list: every delta recorded for the workspace, oldest first, with its latest validation."""
+    """delta.list: every delta recorded for the workspace, oldest first (by proposal time, which is to
+    the second; ties by id), with its latest validation."""
     folder = deltas.delta_folder(store, ws.workspace_id)
     rows, warnings = [], []
     # A workspace nothing was proposed for has no folder: glob finds nothing there.
