@@ -583,7 +583,8 @@ def test_a_delta_is_paged_by_continuation_tokens(
 
 def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
     """A file edited on disk after the proposal is named on the delta page; once the workspace is
-    rebuilt the delta is stale (200, marked in the list and on its page), which validate refuses."""
+    rebuilt the delta is stale (200, marked in the list and on its page), which validate refuses.
+    A damaged record in the deltas folder is a warning on the list and a 404 of its own."""
     root = tmp_path / "tree"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
     workspace_id = api.build_workspace(root)["workspace_id"]
@@ -613,6 +614,18 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
     assert f"the workspace is now at {rebuilt}" in page.text
     refused = api.call("delta.validate", {"workspace_id": workspace_id, "delta_id": delta_id}, store=store)
     assert refused["error"]["code"] == "CONFLICT_REQUIRES_REVIEW"
+
+    # A damaged record is named on the list and left out, never a failed page; the folder's other
+    # files (a before-image, a temporary) are not deltas.
+    folder = store / "workspaces" / workspace_id / "deltas"
+    (folder / "dl_00000000000a.json").write_text('{"schema": "psmr-semantic-de')
+    (folder / f"{delta_id}.before.json").write_text("{}")
+    (folder / f".{delta_id}.json.1.tmp").write_text("{")
+    listed = client.get(f"{base}/deltas")
+    assert listed.status_code == 200 and list(_delta_rows(listed.text)) == [delta_id]
+    assert re.search(r'class="warning">[^<]*dl_00000000000a.json is not a readable', listed.text)
+    damaged = client.get(f"{base}/delta", params={"id": "dl_00000000000a"})
+    assert damaged.status_code == 404 and 'data-code="OBJECT_NOT_FOUND"' in damaged.text
 
 
 @pytest.mark.parametrize(
