@@ -381,6 +381,26 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         idempotent=False,
     ),
     ToolSpec(
+        "psmr_delta_list",
+        "delta.list",
+        "List the deltas proposed for a workspace",
+        "Returns every delta recorded for the workspace, oldest first: delta_id, intent, operations, status, "
+        "the workspace version it was proposed on and `stale` (proposed on another version: propose it "
+        "again), the files it changes and its latest recorded validation. Writes nothing. Use it to "
+        f"resume work on a proposal; psmr_delta_describe opens one. {CONTINUE_HINT}",
+    ),
+    ToolSpec(
+        "psmr_delta_describe",
+        "delta.describe",
+        "Describe one proposed delta",
+        "Returns one recorded delta as stored: intent, operations, the concrete edits, sites needing "
+        "review, unresolved sites possibly affected, expected graph change, assumptions, affected "
+        "contracts, suggested tests, `stale`, the validation checks psmr_delta_validate recorded (not "
+        "re-run; null before validation) and the unified diff per file psmr_projection_preview renders. "
+        f"Writes nothing. {CONTINUE_HINT}",
+        overrides={"delta_id": DELTA_ID},
+    ),
+    ToolSpec(
         "psmr_delta_validate",
         "delta.validate",
         "Validate a proposed delta",

@@ -6,6 +6,7 @@
     /ws/{id}/impact?id=       impact            /ws/{id}/unknowns  unknowns
     /ws/{id}/conflicts        conflicts         /ws/{id}/findings  findings
     /ws/{id}/diff             semantic diff     /ws/{id}/source    a file's lines
+    /ws/{id}/deltas           proposed deltas   /ws/{id}/delta?id= one delta (read-only: nothing applies)
 
 Pages are built one at a time (a lock): the core's store keeps loaded workspaces in a process-wide
 cache that is not meant to be filled from several threads at once, and one person reads one page
@@ -148,6 +149,8 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
                 "conflicts",
                 "findings",
                 "diff",
+                "deltas",
+                "delta",
             )
         ),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -67,5 +67,11 @@ class Links:
     def diff(self) -> str:
         return self._page("diff", [])
 
+    def deltas(self) -> str:
+        return self._page("deltas", [])
+
+    def delta(self, delta_id: str) -> str:
+        return self._page("delta", [("id", delta_id)])
+
     def source(self, artifact: str, line: int) -> str:
         return self._page("source", [("artifact", artifact), ("line", line)])

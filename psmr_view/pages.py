@@ -1,5 +1,5 @@
 """What each page shows, from the operators' answers: overview, search, symbol, evidence, source,
-impact, unknowns, conflicts, findings and semantic diff.
+impact, unknowns, conflicts, findings, semantic diff, and the proposed deltas.
 
 Each builder takes a `PageRequest` and returns the template and its context. Lists come one budgeted
 page of the operator's answer at a time (`paging.BUDGETS`), with links to the next page.
@@ -7,6 +7,7 @@ page of the operator's answer at a time (`paging.BUDGETS`), with links to the ne
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from psmr_view.source import excerpt
 from slotrelay.psmr.operators import FINDING_KINDS, RELATIONS, SEARCH_KINDS
 
 Page = tuple[str, dict[str, Any]]
+DELTA_ID = re.compile(r"dl_[0-9a-f]+")
 CONTRACT_KINDS = frozenset({"function", "method", "class", "lambda", "test"})
 SYMBOL_DEPTHS = (1, 2)
 
@@ -79,7 +81,9 @@ def overview(req: PageRequest) -> Page:
     findings = req.reader.call("analysis.findings", {}, budget={"max_nodes": 1})["data"]["counts"]
     unknowns = req.reader.call("query.unknowns", {}, budget={"max_nodes": 1})["data"]
     conflicts = req.reader.call("query.conflicts", {}, budget=BUDGETS["touching"])
+    proposed = req.reader.call("delta.list", {}, budget={"max_nodes": 1})["data"]
     return "overview.html", {
+        "deltas": proposed,
         "described": described,
         "findings": {kind: findings.get(kind, 0) for kind in FINDING_KINDS},
         "unknowns_by_reason": unknowns["by_reason"],
@@ -276,3 +280,50 @@ def diff(req: PageRequest) -> Page:
     answer = req.reader.call("analysis.semantic_diff", request, budget=BUDGETS["diff"], page=req.page)
     context |= {"diff": answer["data"], "warnings": answer["warnings"], "pager": req.pager(answer)}
     return "diff.html", context
+
+
+def deltas(req: PageRequest) -> Page:
+    """delta.list: every delta proposed for the workspace, with its version, staleness and recorded
+    validation."""
+    answer = req.reader.call("delta.list", {}, budget=BUDGETS["deltas"], page=req.page)
+    return "deltas.html", {
+        "listed": answer["data"],
+        "warnings": answer["warnings"],
+        "pager": req.pager(answer),
+    }
+
+
+def delta(req: PageRequest) -> Page:
+    """delta.describe: one delta's edits, expected change, recorded validation and diff per file.
+
+    The page only reads what is recorded: validation results are the ones delta.validate stored, and
+    nothing here applies, validates or previews (those stay an agent's or the CLI's acts).
+    """
+    delta_id = req.required("id", "a delta id (dl_...) from the deltas page")
+    if not DELTA_ID.fullmatch(delta_id):
+        raise ViewError(
+            "OBJECT_NOT_FOUND", f"{delta_id!r} is not a delta id (dl_ and hex digits); see the deltas page"
+        )
+    answer = req.reader.call("delta.describe", {"delta_id": delta_id}, budget=BUDGETS["delta"], page=req.page)
+    data = answer["data"]
+    return "delta.html", {
+        "delta": data,
+        "diffs": [{**d, "lines": diff_lines(d["diff"])} for d in data["diffs"]],
+        "warnings": answer["warnings"],
+        "pager": req.pager(answer),
+    }
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """A unified diff's lines, each with its class: `meta` (the file names before the first hunk),
+    `hunk`, `add`, `del`, `note` (no newline at end of file) or `ctx`."""
+    lines, in_hunks = [], False
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            kind, in_hunks = "hunk", True
+        elif not in_hunks:
+            kind = "meta"
+        else:
+            kind = {"+": "add", "-": "del", "\\": "note"}.get(line[:1], "ctx")
+        lines.append((kind, line))
+    return lines

@@ -28,6 +28,10 @@ BUDGETS: dict[str, dict[str, int]] = {
     "conflicts": {"max_nodes": 100},
     "findings": {"max_nodes": 100},
     "diff": {"max_nodes": 150, "max_edges": 150},
+    "deltas": {"max_nodes": 50},
+    # A delta's sections (edits, sites, contracts, one diff per file) share max_nodes; its diffs are
+    # the bulk of its text.
+    "delta": {"max_nodes": 100, "max_text_bytes": 300_000},
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from slotrelay.psmr import (
     analyses,
     delta,
+    delta_reads,
     diff,
     envelope,
     execution,
@@ -178,6 +179,8 @@ HANDLERS: dict[str, Handler] = {
         "analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)
     ),
     "delta.propose": _on_workspace("delta.propose", delta.propose),
+    "delta.list": _on_workspace("delta.list", delta_reads.list_deltas),
+    "delta.describe": _on_workspace("delta.describe", delta_reads.describe),
     "delta.validate": _on_workspace("delta.validate", validation.validate),
     "projection.preview": _on_workspace("projection.preview", projection.preview),
     "projection.apply": _granted("projection.apply", projection.apply),

@@ -433,6 +433,25 @@ OPERATIONS.update(
             required_capabilities=["workspace:read"],
             **_CHANGE,
         ),
+        "delta.list": _op(
+            "The deltas recorded for the workspace, oldest first: intent, operations, status, the workspace "
+            "version each was proposed on and whether it is stale (proposed on another version), the files "
+            "it changes and its latest recorded validation. Writes nothing.",
+            _request({"workspace_id": _WS}, ["workspace_id"]),
+            {"workspace_id": "ws_0123456789ab"},
+            output="deltas with their status and recorded validation",
+            **_CHANGE,
+        ),
+        "delta.describe": _op(
+            "One recorded delta as stored: intent, operations, the concrete edits, sites needing review, "
+            "unresolved sites possibly affected, expected graph change, assumptions, affected contracts, "
+            "suggested tests, whether it is stale, the recorded validation checks (never re-run) and the "
+            "unified diff per file that projection.preview renders. Writes nothing.",
+            _DELTA_REQUEST,
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="the delta, its recorded results and its diffs",
+            **_CHANGE,
+        ),
         "delta.validate": _op(
             "Apply a delta in memory, re-extract the touched files and check type compatibility, graph "
             "invariants, contracts, the impact boundary, known defects and projection feasibility; a "

@@ -49,7 +49,8 @@ def is_test_module(module: str) -> bool:
     return last.startswith("test_") or last.endswith("_test") or ".tests." in f".{module}."
 
 
-def _diff(artifact: str, before: str, after: str) -> dict[str, Any]:
+def file_diff(artifact: str, before: str, after: str) -> dict[str, Any]:
+    """One file's change as a unified diff (`a/` and `b/` paths) with its added and removed line counts."""
     lines = list(
         difflib.unified_diff(
             before.splitlines(keepends=True),
@@ -88,7 +89,7 @@ def preview(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         else:
             test = name == "test"
             items = [
-                _diff(a, delta["files"][a]["original"], delta["files"][a]["projected"])
+                file_diff(a, delta["files"][a]["original"], delta["files"][a]["projected"])
                 for a in files
                 if is_test_module(delta["files"][a]["module"]) == test
             ]

@@ -36,6 +36,8 @@ EXPECTED_TOOLS = {
     "psmr_find_motif",
     "psmr_get_contracts",
     "psmr_delta_propose",
+    "psmr_delta_list",
+    "psmr_delta_describe",
     "psmr_delta_validate",
     "psmr_projection_preview",
     "psmr_projection_apply",

@@ -42,7 +42,10 @@ SEED_OPERATIONS = {
     "analysis.motifs",
     "analysis.contracts",
 }
+# The change half's reads: the recorded deltas, as stored.
+DELTA_READS = {"delta.list", "delta.describe"}
 CHANGE_OPERATIONS = {
+    *DELTA_READS,
     "delta.propose",
     "delta.validate",
     "projection.preview",
@@ -68,7 +71,7 @@ def test_the_operator_catalog_is_the_seed_surface_with_valid_schemas() -> None:
         jsonschema.Draft202012Validator.check_schema(op["input_schema"])
         jsonschema.validate(op["example"], op["input_schema"])
         assert op["description"], name
-        assert (op["side_effects"] == "none (read-only)") is (name in SEED_OPERATIONS), name
+        assert (op["side_effects"] == "none (read-only)") is (name in SEED_OPERATIONS | DELTA_READS), name
     assert OPERATIONS["projection.apply"]["required_capabilities"] == ["source-write"]
     assert OPERATIONS["execution.run_tests"]["required_capabilities"] == ["process-execution"]
 

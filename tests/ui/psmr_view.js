@@ -1,14 +1,17 @@
 // Reads a PSMR workspace through `slotrelay psmr view` as a person would, in Debian's headless
 // Chromium with playwright-core: open the overview, search a symbol with the header's search box,
 // open it, read its slice picture (the SVG dot laid out), follow the SVG edge from a caller to the
-// evidence page, then open the impact page and the unknowns list.
+// evidence page, then open the impact page and the unknowns list; then open the proposed deltas from
+// the header, open one delta, read its recorded validation checks and its diff, and screenshot it.
 //
 // Usage: node psmr_view.js '<job JSON>' with keys
 //   url (the view's address), query (text typed into the search box), symbol (the semantic identity
 //   of the match to open), caller (the semantic identity whose edge into `symbol` to follow),
 //   profile (a fresh Chromium user-data-dir), screenshot (PNG of the symbol page), failure_screenshot
-//   (PNG of the page a failure left), timeout_ms (for every wait).
-// Prints one JSON line: {ok, overview, search, symbol_page, evidence, impact, unknowns, elapsed_ms},
+//   (PNG of the page a failure left), timeout_ms (for every wait), delta (the delta id to open from the
+//   deltas list), delta_screenshot (PNG of the delta page).
+// Prints one JSON line: {ok, overview, search, symbol_page, evidence, impact, unknowns, deltas, delta,
+// elapsed_ms},
 // or with ok: false, an error and whatever it had read before it (exit code 1).
 //
 // With `loads` (and `url` the page to load) it measures instead, for bench/psmr_view_bench.py: the page
@@ -113,6 +116,42 @@ async function read(page, job, done) {
             reason: r.dataset.reason, scope: r.cells[1].textContent.trim(),
         }))),
     };
+
+    await page.locator('header nav a', { hasText: 'Deltas' }).click();
+    await page.locator('table.deltas').waitFor();
+    done.deltas = {
+        url: page.url(),
+        total: Number(await page.locator('#deltas-total').getAttribute('data-count')),
+        rows: await page.$$eval('table.deltas tbody tr', (rows) => rows.map((r) => ({
+            id: r.dataset.id, stale: r.dataset.stale, status: r.dataset.status, intent: r.cells[1].textContent.trim(),
+            validation: r.querySelector('[data-validation]').dataset.validation,
+        }))),
+    };
+    await page.locator(`table.deltas a.delta`, { hasText: job.delta }).click();
+    await page.locator('#validation-checks').waitFor();
+    // A line's colour as the reader sees it: the computed background of its row.
+    const colour = (kind) => page.$eval(`table.diff tr.${kind}`, (tr) => getComputedStyle(tr).backgroundColor);
+    done.delta = {
+        url: page.url(),
+        heading: (await page.locator('h1.delta').innerText()).trim(),
+        checks: await page.$$eval('#validation-checks tbody tr', (rows) => rows.map((r) => ({
+            check: r.dataset.check, ok: r.dataset.ok, result: r.cells[1].textContent.trim(),
+        }))),
+        edits: await page.$$eval('table.edits tbody tr', (rows) => rows.map((r) => ({
+            kind: r.dataset.kind, evidence: r.dataset.evidence || null,
+            symbols: [...r.querySelectorAll('a.sym')].map((a) => a.dataset.id),
+        }))),
+        diffs: await page.$$eval('section.file-diff', (sections) => sections.map((s) => ({
+            file: s.dataset.file,
+            added: [...s.querySelectorAll('tr.add pre')].map((pre) => pre.textContent),
+            removed: [...s.querySelectorAll('tr.del pre')].map((pre) => pre.textContent),
+        }))),
+        colours: { add: await colour('add'), del: await colour('del'), ctx: await colour('ctx') },
+        // What a person could act with on this page besides the header's search box.
+        forms: await page.$$eval('main form', (forms) => forms.length),
+        apply_links: await page.$$eval('a[href]', (links) => links.map((a) => a.href).filter((h) => /apply/i.test(h))),
+    };
+    await page.screenshot({ path: job.delta_screenshot, fullPage: true });
     return done;
 }
 

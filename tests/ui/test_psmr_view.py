@@ -3,11 +3,13 @@
 The workspace is the MCP tests' sample package (tests/mcp/shop.py, written from strings into a git
 repository). `slotrelay psmr view SHOP` runs as a subprocess on 127.0.0.1; tests/ui/psmr_view.js
 drives Debian's headless Chromium with the pinned playwright-core through overview, search, the
-symbol's SVG slice, an edge's evidence, impact and the unknowns list, and saves a screenshot of the
-symbol page under build/artifacts/psmr_view/. One state, two projections: the page's counts and slice
-equal what `slotrelay mcp serve` answers to an MCP client for the same store. Bad input (an unknown
-symbol, a bad page number, a missing store, a store caught mid-rebuild) gets an HTML page with a
-4xx status, through Starlette's TestClient and over real HTTP.
+symbol's SVG slice, an edge's evidence, impact, the unknowns list, the proposed deltas and one delta's
+recorded validation and diff, and saves screenshots of the symbol and delta pages under
+build/artifacts/psmr_view/. The deltas are proposed, validated and previewed in the test through
+`slotrelay.psmr.api.call`, as an agent would; the pages only read them. One state, two projections:
+the page's counts, slice and deltas equal what `slotrelay mcp serve` answers to an MCP client for the
+same store. Bad input (an unknown symbol or delta, a bad page number, a missing store, a store caught
+mid-rebuild) gets an HTML page with a 4xx status, through Starlette's TestClient and over real HTTP.
 """
 
 from __future__ import annotations
@@ -55,6 +57,17 @@ START_TIMEOUT_S = 120
 LOGIN = "semantic:shop.auth.login"
 CHECKOUT = "semantic:shop.cart.Cart.checkout"
 TEST_LOGIN = "semantic:tests.test_auth.test_login"
+# The deltas an agent proposes on the served workspace: one validated and previewed, one failing
+# validation (a body naming an undefined name), one never validated.
+SIGNATURE_CHANGE = {
+    "op": "change_signature",
+    "target": "shop.auth.login",
+    "parameters": "user, token, source='web'",
+    "parameter_map": {"source": {"value": "'cart'"}},
+}
+BROKEN_BODY = {"op": "replace_body", "target": "shop.auth.check", "body": "return token == EXPECTED"}
+RENAME = {"op": "rename_symbol", "target": "shop.auth.check", "new_name": "token_is_valid"}
+ADDED_CALL = "        login(self.user, token, 'cart')"
 
 
 class ViewProcess:
@@ -120,6 +133,31 @@ def workspace_id(view: str) -> str:
     return view.rstrip("/").rsplit("/", 1)[1]
 
 
+def _ok(operation: str, request: dict, store: Path) -> dict:
+    answer = api.call(operation, request, store=store)
+    assert answer["status"] == "ok", answer.get("error")
+    return answer["data"]
+
+
+@pytest.fixture(scope="module")
+def proposed(shop: Path, workspace_id: str) -> dict[str, str]:
+    """The three deltas, proposed (and validated, previewed) through the API as an agent would."""
+    store = shop / ".psmr"
+
+    def propose(intent: str, operation: dict) -> str:
+        request = {"workspace_id": workspace_id, "intent": intent, "operations": [operation]}
+        return _ok("delta.propose", request, store)["delta_id"]
+
+    signature = propose("let callers say where a login comes from", SIGNATURE_CHANGE)
+    _ok("delta.validate", {"workspace_id": workspace_id, "delta_id": signature}, store)
+    _ok("projection.preview", {"workspace_id": workspace_id, "delta_id": signature}, store)
+    broken = propose("check tokens against a constant", BROKEN_BODY)
+    refused = api.call("delta.validate", {"workspace_id": workspace_id, "delta_id": broken}, store=store)
+    assert refused["error"]["code"] == "VALIDATION_FAILED"
+    rename = propose("name the token check for what it answers", RENAME)
+    return {"signature": signature, "broken": broken, "rename": rename}
+
+
 @pytest.fixture
 def browser_tools() -> None:
     require_service(
@@ -137,10 +175,10 @@ def _line_of(text: str, needle: str) -> int:
 
 @pytest.mark.browser
 def test_a_person_reads_the_workspace_in_a_browser(
-    view: str, workspace_id: str, shop: Path, browser_tools: None, tmp_path: Path
+    view: str, workspace_id: str, shop: Path, proposed: dict[str, str], browser_tools: None, tmp_path: Path
 ) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    screenshot = ARTIFACTS / "symbol-page.png"
+    screenshot, delta_screenshot = ARTIFACTS / "symbol-page.png", ARTIFACTS / "delta-page.png"
     job = {
         "url": view.removesuffix(f"ws/{workspace_id}/"),
         "query": "login",
@@ -150,6 +188,8 @@ def test_a_person_reads_the_workspace_in_a_browser(
         "screenshot": str(screenshot),
         "failure_screenshot": str(tmp_path / "failure.png"),
         "timeout_ms": BROWSER_TIMEOUT_MS,
+        "delta": proposed["signature"],
+        "delta_screenshot": str(delta_screenshot),
     }
     done = subprocess.run(
         [str(NODE), str(SCRIPT), json.dumps(job)],
@@ -161,7 +201,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
     )
     lines = done.stdout.strip().splitlines()
     seen = json.loads(lines[-1]) if lines else {"ok": False}
-    print(f"symbol page screenshot: {screenshot}")
+    print(f"symbol page screenshot: {screenshot}; delta page screenshot: {delta_screenshot}")
     assert done.returncode == 0 and seen["ok"], (
         f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
     )
@@ -224,6 +264,44 @@ def test_a_person_reads_the_workspace_in_a_browser(
         (u["reason"], u["scope"].removeprefix("semantic:")) for u in unknowns["unknowns"]
     )
 
+    listed = seen["deltas"]
+    assert listed["total"] == 3
+    # Oldest first by proposal time, which is to the second: the three may share one, so compare by id.
+    assert {r["id"]: (r["stale"], r["validation"], r["status"]) for r in listed["rows"]} == {
+        proposed["signature"]: ("false", "passed", "previewed"),
+        proposed["broken"]: ("false", "failed", "validation_failed"),
+        proposed["rename"]: ("false", "none", "proposed"),
+    }
+
+    delta = seen["delta"]
+    assert delta["heading"] == f"Delta {proposed['signature']}"
+    assert [(c["check"], c["ok"], c["result"]) for c in delta["checks"]] == [
+        (name, "true", "pass")
+        for name in (
+            "projection_feasibility",
+            "type_compatibility",
+            "graph_invariants",
+            "contracts",
+            "impact_boundary",
+            "known_defects",
+        )
+    ]
+    recorded = _ok(
+        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}, shop / ".psmr"
+    )
+    assert [(e["kind"], e["evidence"]) for e in delta["edits"]] == [
+        (e["kind"], e.get("evidence_ref")) for e in recorded["edits"]
+    ]
+    assert [CHECKOUT, LOGIN] in [e["symbols"] for e in delta["edits"]]
+    diffs = {d["file"]: d for d in delta["diffs"]}
+    assert set(diffs) == {"shop/auth.py", "shop/cart.py", "tests/test_auth.py"}
+    assert diffs["shop/cart.py"]["added"] == [f"+{ADDED_CALL}"]
+    assert diffs["shop/cart.py"]["removed"] == ["-        login(self.user, token)"]
+    colours = delta["colours"]
+    assert len({colours["add"], colours["del"], colours["ctx"]}) == 3, colours
+    assert delta["forms"] == 0 and delta["apply_links"] == []
+    assert delta_screenshot.stat().st_size > 10_000
+
 
 def _rows(page: str) -> tuple[list[str], list[tuple[str, ...]]]:
     """The node ids and (source, relation, target) edges listed in a symbol page's tables, in order."""
@@ -246,11 +324,16 @@ def _svg_edges(page: str) -> set[tuple[str, str, str]]:
     return {tuple(t.split(" (")[0].split(" ")) for t in titles}
 
 
-async def _over_mcp(shop: Path, anchor: str) -> tuple[dict, dict]:
-    params = StdioServerParameters(
-        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop
+def _mcp_server(shop: Path) -> StdioServerParameters:
+    """`slotrelay mcp serve --workspace SHOP` over stdio, with this process's environment: the SDK's
+    default passes only a few variables, and PYTHONPATH must reach it for this tree's code to serve."""
+    return StdioServerParameters(
+        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop, env=dict(os.environ)
     )
-    async with Client(params) as client:
+
+
+async def _over_mcp(shop: Path, anchor: str) -> tuple[dict, dict]:
+    async with Client(_mcp_server(shop)) as client:
         described = await client.call_tool("psmr_workspace_describe", {})
         sliced = await client.call_tool(
             "psmr_query_subgraph",
@@ -370,6 +453,181 @@ def test_the_other_pages_show_what_their_operators_answer(
     )
 
 
+def _delta_rows(page: str) -> dict[str, dict[str, str]]:
+    """The deltas list's rows: id -> stale, status and the validation badge."""
+    rows = re.findall(
+        r'<tr data-id="(dl_[0-9a-f]+)" data-stale="(\w+)" data-status="(\w+)">.*?data-validation="(\w+)"',
+        page,
+        flags=re.DOTALL,
+    )
+    return {i: {"stale": st, "status": status, "validation": v} for i, st, status, v in rows}
+
+
+def _main(page: str) -> str:
+    return page.split("<main>", 1)[1].split("</main>", 1)[0]
+
+
+def test_the_delta_pages_show_what_was_recorded_and_change_nothing(
+    client: TestClient, workspace_id: str, shop: Path, proposed: dict[str, str]
+) -> None:
+    """The list and each delta page read the records (validation as delta.validate stored it, never
+    re-run); opening them writes neither a record nor a source file, and no page offers to apply."""
+    folder = shop / ".psmr" / "workspaces" / workspace_id / "deltas"
+    watched = sorted(folder.glob("*.json")) + sorted((shop / "shop").glob("*.py"))
+    before = {p: p.read_bytes() for p in watched}
+    base = f"/ws/{workspace_id}"
+
+    overview = client.get(f"{base}/").text
+    assert re.search(r'id="delta-total" data-count="(\d+)"', overview)[1] == "3"
+    assert f'href="{base}/deltas"' in client.get(f"{base}/diff").text
+
+    listed = client.get(f"{base}/deltas")
+    assert listed.status_code == 200
+    assert _delta_rows(listed.text) == {
+        proposed["signature"]: {"stale": "false", "status": "previewed", "validation": "passed"},
+        proposed["broken"]: {"stale": "false", "status": "validation_failed", "validation": "failed"},
+        proposed["rename"]: {"stale": "false", "status": "proposed", "validation": "none"},
+    }
+
+    broken = client.get(f"{base}/delta", params={"id": proposed["broken"]}).text
+    checks = dict(re.findall(r'<tr data-check="(\w+)" data-ok="(\w+)">', broken))
+    assert checks.pop("known_defects") == "false" and set(checks.values()) == {"true"}
+    failing = broken.split('data-check="known_defects"')[1].split("</tr>")[0]
+    assert "undefined name" in failing and "EXPECTED" in failing and "shop/auth.py" in failing
+    assert "+    return token == EXPECTED" in broken
+
+    rename = client.get(f"{base}/delta", params={"id": proposed["rename"]}).text
+    assert 'id="not-validated"' in rename and 'id="validation-checks"' not in rename
+    assert 'data-id="semantic:shop.auth.check"' in rename  # the operation's target, linked to its page
+
+    signature = client.get(f"{base}/delta", params={"id": proposed["signature"]}).text
+    evidence = re.findall(r'<a class="evidence" href="([^"]+)">(ev_[0-9a-f]+)</a>', signature)
+    assert len(evidence) == 2
+    for url, ev in evidence:
+        opened = client.get(html.unescape(url))
+        assert opened.status_code == 200 and ev in opened.text
+    added = [html.unescape(t) for t in re.findall(r'<tr class="add"><td><pre>(.*?)</pre>', signature)]
+    assert f"+{ADDED_CALL}" in added
+    assert "semantic:shop.cart.Cart.checkout" in signature.split('id="expected"')[1]
+    assert "tests/test_auth.py::test_login" in signature.split('id="suggested-tests"')[1]
+
+    for page in (listed.text, broken, rename, signature):
+        assert "<form" not in _main(page) and not re.search(r'href="[^"]*apply', page, flags=re.IGNORECASE)
+    assert {p: p.read_bytes() for p in watched} == before
+
+
+async def _deltas_over_mcp(shop: Path, delta_id: str) -> tuple[dict, dict]:
+    async with Client(_mcp_server(shop)) as client:
+        listed = await client.call_tool("psmr_delta_list", {})
+        described = await client.call_tool("psmr_delta_describe", {"delta_id": delta_id})
+    assert not listed.is_error and not described.is_error
+    return listed.structured_content["data"], described.structured_content["data"]
+
+
+def test_the_delta_pages_and_the_mcp_tools_show_one_state(
+    client: TestClient, workspace_id: str, shop: Path, proposed: dict[str, str]
+) -> None:
+    """The deltas and one delta's edits, checks and diffs on the pages are psmr_delta_list's and
+    psmr_delta_describe's answers over MCP."""
+    listed, described = anyio.run(_deltas_over_mcp, shop, proposed["signature"])
+    page = client.get(f"/ws/{workspace_id}/deltas").text
+    badge = {None: "none", True: "passed", False: "failed"}
+    assert _delta_rows(page) == {
+        d["delta_id"]: {
+            "stale": str(d["stale"]).lower(),
+            "status": d["status"],
+            "validation": badge[d["validation"] and d["validation"]["ok"]],
+        }
+        for d in listed["deltas"]
+    }
+    delta = client.get(f"/ws/{workspace_id}/delta", params={"id": proposed["signature"]}).text
+    assert re.findall(r'<tr data-kind="(\w+)"', delta) == [e["kind"] for e in described["edits"]]
+    assert re.findall(r'<tr data-check="(\w+)" data-ok="(\w+)">', delta) == [
+        (c["check"], str(c["ok"]).lower()) for c in described["validation"]["checks"]
+    ]
+    assert re.findall(r'<section class="file-diff" data-file="([^"]+)">', delta) == [
+        d["file"] for d in described["diffs"]
+    ]
+    shown = "\n".join(html.unescape(t) for t in re.findall(r"<pre>(.*?)</pre>", delta.split('id="diffs"')[1]))
+    assert shown == "\n".join(line for d in described["diffs"] for line in d["diff"].splitlines())
+
+
+def test_a_delta_is_paged_by_continuation_tokens(
+    client: TestClient,
+    workspace_id: str,
+    shop: Path,
+    proposed: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With two items a page, the delta's edits, contract and diffs come over several pages whose
+    concatenation is delta.describe's whole answer; the recorded summary heads page 1 only."""
+    monkeypatch.setitem(BUDGETS, "delta", {"max_nodes": 2})
+    whole = _ok(
+        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}, shop / ".psmr"
+    )
+    url: str | None = f"/ws/{workspace_id}/delta?id={proposed['signature']}"
+    kinds, files, pages = [], [], 0
+    while url:
+        answer = client.get(url)
+        assert answer.status_code == 200, answer.text
+        pages += 1
+        assert ('id="validation-checks"' in answer.text) is (pages == 1)
+        kinds += re.findall(r'<tr data-kind="(\w+)"', answer.text)
+        files += re.findall(r'<section class="file-diff" data-file="([^"]+)">', answer.text)
+        found = re.search(r'<a href="([^"]+)" rel="next">', answer.text)
+        url = html.unescape(found[1]) if found else None
+    items = len(whole["edits"]) + len(whole["affected_contracts"]) + len(whole["diffs"])
+    assert pages == -(-items // 2) and pages >= 3
+    assert kinds == [e["kind"] for e in whole["edits"]] and files == [d["file"] for d in whole["diffs"]]
+
+
+def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
+    """A file edited on disk after the proposal is named on the delta page; once the workspace is
+    rebuilt the delta is stale (200, marked in the list and on its page), which validate refuses.
+    A damaged record in the deltas folder is a warning on the list and a 404 of its own."""
+    root = tmp_path / "tree"
+    shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
+    workspace_id = api.build_workspace(root)["workspace_id"]
+    store = root / ".psmr"
+    request = {
+        "workspace_id": workspace_id,
+        "intent": "a source for every login",
+        "operations": [SIGNATURE_CHANGE],
+    }
+    delta_id = _ok("delta.propose", request, store)["delta_id"]
+    client = TestClient(create_app(store, hosts=["testserver"]))
+    base = f"/ws/{workspace_id}"
+
+    cart = root / "shop" / "cart.py"
+    cart.write_text(cart.read_text() + "\n\ndef empty(cart):\n    cart.items.clear()\n")
+    moved = client.get(f"{base}/delta", params={"id": delta_id})
+    assert moved.status_code == 200 and 'id="stale"' not in moved.text
+    assert re.search(r'id="moved-files">[^<]*shop/cart.py', moved.text)
+
+    rebuilt = api.build_workspace(root)["version"]
+    listed = client.get(f"{base}/deltas")
+    assert listed.status_code == 200
+    assert _delta_rows(listed.text)[delta_id]["stale"] == "true"
+    assert 'data-stale="1"' in listed.text
+    page = client.get(f"{base}/delta", params={"id": delta_id})
+    assert page.status_code == 200 and 'id="stale" data-stale="true"' in page.text
+    assert f"the workspace is now at {rebuilt}" in page.text
+    refused = api.call("delta.validate", {"workspace_id": workspace_id, "delta_id": delta_id}, store=store)
+    assert refused["error"]["code"] == "CONFLICT_REQUIRES_REVIEW"
+
+    # A damaged record is named on the list and left out, never a failed page; the folder's other
+    # files (a before-image, a temporary) are not deltas.
+    folder = store / "workspaces" / workspace_id / "deltas"
+    (folder / "dl_00000000000a.json").write_text('{"schema": "psmr-semantic-de')
+    (folder / f"{delta_id}.before.json").write_text("{}")
+    (folder / f".{delta_id}.json.1.tmp").write_text("{")
+    listed = client.get(f"{base}/deltas")
+    assert listed.status_code == 200 and list(_delta_rows(listed.text)) == [delta_id]
+    assert re.search(r'class="warning">[^<]*dl_00000000000a.json is not a readable', listed.text)
+    damaged = client.get(f"{base}/delta", params={"id": "dl_00000000000a"})
+    assert damaged.status_code == 404 and 'data-code="OBJECT_NOT_FOUND"' in damaged.text
+
+
 @pytest.mark.parametrize(
     ("path", "status", "code", "says"),
     [
@@ -418,6 +676,10 @@ def test_the_other_pages_show_what_their_operators_answer(
         ("diff?against=ws_0123456789ab", 404, "WORKSPACE_NOT_FOUND", "no workspace ws_0123456789ab"),
         ("search?q=x&kind=banana", 400, "INVALID_QUERY", "field kind"),
         ("source?artifact=shop/cart.py&line=x", 400, "INVALID_QUERY", "parameter &#39;line&#39; takes"),
+        ("delta?id=dl_000000000000", 404, "OBJECT_NOT_FOUND", "no delta dl_000000000000"),
+        ("delta?id=../../manifest", 404, "OBJECT_NOT_FOUND", "is not a delta id"),
+        ("delta", 400, "INVALID_QUERY", "parameter &#39;id&#39; is missing"),
+        ("deltas?page=2", 400, "INVALID_QUERY", "page 2 needs the continuation token"),
         ("nowhere", 404, "NOT_FOUND", "no such page"),
     ],
 )
@@ -432,7 +694,20 @@ def test_bad_input_gets_a_clear_page_with_a_4xx_status(
     assert "Traceback" not in answer.text
 
 
-PAGES = ("", "search", "symbol", "evidence", "source", "impact", "unknowns", "conflicts", "findings", "diff")
+PAGES = (
+    "",
+    "search",
+    "symbol",
+    "evidence",
+    "source",
+    "impact",
+    "unknowns",
+    "conflicts",
+    "findings",
+    "diff",
+    "deltas",
+    "delta",
+)
 PARAMS = (
     "q",
     "kind",
@@ -469,6 +744,7 @@ VALUES = st.one_of(
             "anomaly",
             "untyped_receiver",
             "eyJzIjowfQ",
+            "dl_0123456789ab",
         ]
     ),
 )

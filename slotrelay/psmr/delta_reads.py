@@ -1,0 +1,143 @@
+"""delta.list and delta.describe: the deltas recorded for a workspace, read as they are stored.
+
+Both read `<store>/workspaces/<ws_id>/deltas/<delta_id>.json` and write nothing: no record, no status,
+no source file. They are how a reader (the human view, an agent resuming work) sees what was proposed
+and what the later steps recorded, without re-running them:
+
+- `stale`: the delta was proposed on another version of the workspace than the current one (validate,
+  preview and apply refuse it; propose again);
+- `validation`: the result delta.validate recorded (each check with its problems), or None;
+- the preview diff: each changed file as the unified diff projection.preview renders, derived from the
+  texts the delta holds (the same function, so the same lines), whether or not preview was called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from slotrelay.psmr import delta as deltas
+from slotrelay.psmr.projection import file_diff, is_test_module
+from slotrelay.psmr.queries import Answer
+from slotrelay.psmr.store import Store, Workspace
+
+# A delta record's file name; `<delta_id>.before.json` (the workspace before an apply) and temporary
+# files share the folder and are not deltas.
+RECORD_NAME = re.compile(r"dl_[0-9a-f]+\.json")
+# What names the thing an operation works on, by operation kind (see operators.OPERATION_SCHEMA).
+OPERATION_SUBJECT = {"add_symbol": "module", "move_call_site": "evidence_id"}
+
+
+def _operation_summary(op: dict[str, Any]) -> dict[str, Any]:
+    subject = op.get(OPERATION_SUBJECT.get(op["op"], "target"))
+    return {"op": op["op"], "subject": subject}
+
+
+def _recorded_at(record: dict[str, Any] | None) -> str | None:
+    return record["at"] if record else None
+
+
+def _validation_summary(delta: dict[str, Any]) -> dict[str, Any] | None:
+    recorded = delta["validation"]
+    if recorded is None:
+        return None
+    return {"at": recorded["at"], "ok": recorded["ok"], "failed": recorded["failed"]}
+
+
+def _row(ws: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "delta_id": delta["delta_id"],
+        "intent": delta["intent"],
+        "status": delta["status"],
+        "authority": delta["authority"],
+        "proposed_at": delta["proposed_at"],
+        "workspace_version": delta["workspace_version"],
+        "stale": delta["workspace_version"] != ws.version,
+        "operations": [_operation_summary(op) for op in delta["operations"]],
+        "files": deltas.changed_files(delta),
+        "validation": _validation_summary(delta),
+        "previewed_at": _recorded_at(delta["preview"]),
+        "applied_at": _recorded_at(delta["apply"]),
+    }
+
+
+def list_deltas(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.list: every delta recorded for the workspace, oldest first (by proposal time, which is to
+    the second; ties by id), with its latest validation."""
+    folder = deltas.delta_folder(store, ws.workspace_id)
+    rows, warnings = [], []
+    # A workspace nothing was proposed for has no folder: glob finds nothing there.
+    for path in sorted(p for p in folder.glob("dl_*.json") if RECORD_NAME.fullmatch(p.name)):
+        try:
+            rows.append(_row(ws, deltas.load(store, ws, path.stem)))
+        except deltas.ObjectNotFound:
+            warnings.append(f"{path} is not a readable {deltas.DELTA_SCHEMA} record; it is left out")
+    rows.sort(key=lambda r: (r["proposed_at"], r["delta_id"]))
+    return Answer(
+        data={
+            "workspace_id": ws.workspace_id,
+            "workspace_version": ws.version,
+            "total": len(rows),
+            "stale": sum(r["stale"] for r in rows),
+        },
+        sections=[("deltas", rows)],
+        warnings=warnings,
+    )
+
+
+def _moved_files(ws: Workspace, delta: dict[str, Any]) -> list[str]:
+    """The delta's files whose text on disk is no longer the one it was proposed on."""
+    moved = []
+    for artifact, entry in sorted(delta["files"].items()):
+        try:
+            digest = hashlib.sha256((Path(ws.source_root) / artifact).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        if digest != entry["sha256"]:
+            moved.append(artifact)
+    return moved
+
+
+def describe(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.describe: one delta as recorded, its recorded validation and its diff per file.
+
+    Raises:
+        ObjectNotFound: no delta by that id in this workspace.
+    """
+    delta = deltas.load(store, ws, request["delta_id"])
+    diffs = [
+        {
+            **file_diff(a, delta["files"][a]["original"], delta["files"][a]["projected"]),
+            "test": is_test_module(delta["files"][a]["module"]),
+        }
+        for a in deltas.changed_files(delta)
+    ]
+    stale = delta["workspace_version"] != ws.version
+    return Answer(
+        data={
+            **_row(ws, delta),
+            "current_version": ws.version,
+            "moved_files": [] if stale else _moved_files(ws, delta),
+            "scope_refs": delta["scope_refs"],
+            "scope": delta["scope"],
+            "constraints": delta["constraints"],
+            "operations": delta["operations"],
+            "expected": delta["expected"],
+            "suggested_validation": delta["suggested_validation"],
+            "validation": delta["validation"],
+            "apply": delta["apply"],
+            "runs": delta["runs"],
+            "roundtrip": delta.get("roundtrip"),
+            "review": delta.get("review"),
+        },
+        sections=[
+            ("edits", delta["edits"]),
+            ("needs_review", delta["needs_review"]),
+            ("possibly_affected", delta["possibly_affected"]),
+            ("assumptions", delta["assumptions"]),
+            ("affected_contracts", delta["affected_contracts"]),
+            ("diffs", diffs),
+        ],
+    )
