@@ -11,7 +11,7 @@ a logging driver once wrote 329 MB for a 2 s flood). Every container carries the
 label at start and at close.
 
 The pool's worker creates a container, attaches to its stdin, stdout and stderr, and starts it:
-the runner then sits blocked reading its program from stdin (no CPU; its memory cap counts
+the runner then sits blocked reading its program from stdin (next to no CPU; its memory cap counts
 against the pool's budget). The request path is: write the request to the open stdin and close
 it (the deadline counts from here), read both streams with caps while draining the rest, kill
 through the API at the deadline, wait, inspect (exit code, OOM kill). The runner runs one program
