@@ -2,9 +2,13 @@
 psmr_query_subgraph (depth 2) over stdio, streamable HTTP and the in-memory client, against the
 same query through `slotrelay.psmr.api.call` in this process (the baseline the ratios divide by).
 
+The cold start (spawn to the first tool answer, workspace already built) is measured against the
+MCP SDK's minimal server (`bench/mcp_minimal_server.py`) in the same run, the two interleaved
+(A, B, A, B, ...), each reported as its median with the interquartile range.
+
 The workspace is a copy of an installed package (rich), so the numbers come from real code.
 
-    .venv/bin/python bench/mcp_latency.py [--calls 50]
+    .venv/bin/python bench/mcp_latency.py [--calls 50] [--cold 15]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from rich.console import Console
 from rich.table import Table
+from spread import described, goal_note, interleaved, ratio, spread_note
 
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.psmr import api
@@ -37,6 +42,12 @@ ANCHOR = "rich.console.Console.print"
 QUERY = {"anchor": {"kind": "symbol", "value": ANCHOR}, "depth": 2}
 console = Console()
 QUIET = open(os.devnull, "w")  # noqa: SIM115 - the servers' stderr sink, open for the whole run
+# What the servers get: this process's environment (the SDK passes only a few safe variables, and
+# PYTHONPATH must reach them so a worktree's code is the one measured), with bytecode caches allowed,
+# as in any installed copy: without them every start compiles slotrelay's sources again.
+SERVER_ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+MINIMAL_SERVER = Path(__file__).with_name("mcp_minimal_server.py")
+COLD_GOAL_S = 0.5
 
 
 def _copy_package(into: Path) -> Path:
@@ -54,15 +65,25 @@ def _serve_args(root: Path) -> list[str]:
 
 def _stdio(root: Path) -> Client:
     """A client that spawns `slotrelay mcp serve` on stdio, its start-up lines sent to /dev/null."""
-    params = StdioServerParameters(command=SLOTRELAY, args=_serve_args(root), cwd=root)
+    params = StdioServerParameters(command=SLOTRELAY, args=_serve_args(root), cwd=root, env=SERVER_ENV)
     return Client(stdio_client(params, errlog=QUIET))
 
 
 async def _cold_start(root: Path) -> float:
     """Seconds from spawning `slotrelay mcp serve` to the first tool answer over stdio."""
+    return await _first_answer(_stdio(root), "psmr_query_search", {"text": "Console"})
+
+
+async def _minimal_cold_start() -> float:
+    """Seconds from spawning the SDK's minimal server to its first tool answer over stdio."""
+    params = StdioServerParameters(command=sys.executable, args=[str(MINIMAL_SERVER)], env=SERVER_ENV)
+    return await _first_answer(Client(stdio_client(params, errlog=QUIET)), "search", {"text": "Console"})
+
+
+async def _first_answer(connect: Client, tool: str, arguments: dict) -> float:
     started = time.perf_counter()
-    async with _stdio(root) as client:
-        result = await client.call_tool("psmr_query_search", {"text": "Console"})
+    async with connect as client:
+        result = await client.call_tool(tool, arguments)
         elapsed = time.perf_counter() - started
     assert not result.is_error, result.content[0].text
     return elapsed
@@ -131,7 +152,9 @@ def _row(table: Table, name: str, times: list[float], baseline: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=50, help="timed calls per transport (default 50)")
-    calls = parser.parse_args().calls
+    parser.add_argument("--cold", type=int, default=15, help="cold starts of each server (default 15)")
+    arguments = parser.parse_args()
+    calls = arguments.calls
     with tempfile.TemporaryDirectory(prefix="psmr-mcp-bench-") as scratch:
         root = _copy_package(Path(scratch))
         started = time.perf_counter()
@@ -142,7 +165,15 @@ def main() -> None:
             f"{PACKAGE}: {summary['files']} files, {summary['nodes']} nodes, built in {build_s:.2f}s"
         )
 
-        cold = [anyio.run(_cold_start, root) for _ in range(3)]
+        anyio.run(_cold_start, root)  # untimed: bytecode caches written, files in the page cache
+        anyio.run(_minimal_cold_start)
+        cold = interleaved(
+            {
+                "slotrelay mcp serve (built workspace)": lambda: anyio.run(_cold_start, root),
+                "the SDK's minimal server (reference)": lambda: anyio.run(_minimal_cold_start),
+            },
+            arguments.cold,
+        )
         first = anyio.run(_cold_start, _copy_package(Path(scratch) / "fresh"))
         direct = _direct(root, store, calls)
         baseline = statistics.median(direct)
@@ -166,15 +197,19 @@ def main() -> None:
     _row(table, "MCP stdio (slotrelay mcp serve)", stdio, baseline)
     _row(table, "MCP streamable HTTP (127.0.0.1)", http, baseline)
     console.print(table)
-    cold_table = Table(title="cold start over stdio: spawn to first answer (psmr_query_search)")
-    cold_table.add_column("workspace at start")
-    cold_table.add_column("runs", justify="right")
-    cold_table.add_column("median s", justify="right")
-    cold_table.add_column("vs loaded", justify="right")
-    loaded = statistics.median(cold)
-    cold_table.add_row("already built (loaded)", str(len(cold)), f"{loaded:.2f}", "1.0x")
-    cold_table.add_row("not built (first build)", "1", f"{first:.2f}", f"{first / loaded:.1f}x")
+    served, minimal = cold.values()
+    cold_table = Table(title=f"cold start over stdio: spawn to first answer, {arguments.cold} interleaved rounds")
+    cold_table.add_column("server")
+    cold_table.add_column("median ms (IQR)", justify="right")
+    cold_table.add_column("vs the SDK's minimal server", justify="right")
+    for name, times in cold.items():
+        cold_table.add_row(name, described(times, 1000), ratio(times, minimal))
+    cold_table.add_row("slotrelay mcp serve, workspace not built (1 run)", f"{first * 1000:.0f}", "")
     console.print(cold_table)
+    console.print(goal_note(served, COLD_GOAL_S, "slotrelay mcp serve cold start"))
+    note = spread_note(served, minimal, "slotrelay vs the SDK's minimal server")
+    if note:
+        console.print(f"[yellow]{note}[/]")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
-"""Sandbox latency: `print(1)` in python, end to end, on each way of running it.
+"""Sandbox latency: `print(1)` in python, end to end, on each way of running it, interleaved.
 
-Rows: a plain subprocess (no sandbox, the baseline), bwrap, docker with the container created on
-the request path (pool size 0), `docker run --rm` through the CLI (for reference), and docker
-from the pre-created pool (waiting for the pool to be ready before each run). Each is run 20
-times: p50 and p95, and the ratio of p50 to the baseline's. Then 50 runs in a row from the pool
-without waiting, which shows whether the background refill keeps up.
+Variants, each run once per round in turn (A, B, C, ...): a plain subprocess (no sandbox, the
+baseline), bwrap, docker from the pool of started containers (the pool is let refill before each
+run, outside the timing), docker with the container created and started on the request path (pool
+size 0), and `docker run --rm` through the CLI (the reference a user would reach for). Each row is
+the median with its interquartile range, and the ratio to the baseline and to `docker run --rm` with
+the range the quartiles allow; a comparison whose spread is wider than its gap says so. Then 50 runs in
+a row from the pool without waiting, which shows whether the background refill keeps up.
 
-Run: .venv/bin/python bench/sandbox_latency.py   (needs the images: slotrelay sandbox build)
+Run: .venv/bin/python bench/sandbox_latency.py [--rounds 30]   (needs the images: slotrelay sandbox build)
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import time
@@ -18,31 +21,29 @@ from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
+from spread import described, goal_note, interleaved, ratio, spread_note
 
 from slotrelay.sandbox import SandboxLimits, images
 from slotrelay.sandbox.bwrap_backend import BwrapBackend
 from slotrelay.sandbox.docker_backend import DockerBackend
 
 CODE = "print(1)"
-ROUNDS = 20
+GOAL_S = 0.040
 IN_A_ROW = 50
 console = Console()
 
 
-def percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+def timed(call: Callable[[], object], before: Callable[[], None] | None = None) -> Callable[[], float]:
+    """A variant: `before` (untimed), then `call`, returning the seconds `call` took."""
 
-
-def timed(call: Callable[[], object], rounds: int, before: Callable[[], None] | None = None) -> list[float]:
-    samples = []
-    for _ in range(rounds):
+    def run() -> float:
         if before is not None:
             before()
         started = time.perf_counter()
         call()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+        return time.perf_counter() - started
+
+    return run
 
 
 def checked(result) -> None:
@@ -51,42 +52,13 @@ def checked(result) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30, help="runs of each variant (default 30)")
+    rounds = parser.parse_args().rounds
     limits = SandboxLimits(timeout_ms=10_000, memory_mb=256)
-    rows: list[tuple[str, list[float]]] = []
-
-    def plain() -> None:
-        subprocess.run(["/usr/bin/python3", "-I", "-c", CODE], check=True, capture_output=True)
-
-    rows.append(("plain subprocess (no sandbox)", timed(plain, ROUNDS)))
-
-    bwrap = BwrapBackend()
-    rows.append(
-        ("bwrap", timed(lambda: checked(bwrap.run(CODE, lang="python", limits=limits, inputs=None)), ROUNDS))
-    )
-
-    cold = DockerBackend(pool_size=0)
-    try:
-        rows.append(
-            (
-                "docker, created per run (pool size 0)",
-                timed(lambda: checked(cold.run(CODE, lang="python", limits=limits, inputs=None)), ROUNDS),
-            )
-        )
-    finally:
-        cold.close()
-
     image = images.image_tag("python")
-
-    def docker_cli() -> None:
-        subprocess.run(
-            ["docker", "run", "--rm", "-i", "--network", "none", "--log-driver", "none", image],
-            input=b'{"lang": "python", "code": "print(1)", "inputs": null, "marker": "m"}',
-            check=True,
-            capture_output=True,
-        )
-
-    rows.append(("`docker run --rm` (CLI, reference)", timed(docker_cli, ROUNDS)))
-
+    bwrap = BwrapBackend()
+    cold = DockerBackend(pool_size=0)
     pooled = DockerBackend(pool_size=2)
     try:
         shape = pooled.shape_for("python", limits, [])
@@ -95,34 +67,68 @@ def main() -> None:
         def pool_ready() -> None:
             deadline = time.monotonic() + 60
             while len(pooled.pool.ready(shape)) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
+                time.sleep(0.01)
 
-        def from_pool() -> None:
-            checked(pooled.run(CODE, lang="python", limits=limits, inputs=None))
+        def plain() -> None:
+            subprocess.run(["/usr/bin/python3", "-I", "-c", CODE], check=True, capture_output=True)
 
-        rows.append(("docker from the pool (pool ready)", timed(from_pool, ROUNDS, before=pool_ready)))
+        def docker_cli() -> None:
+            subprocess.run(
+                ["docker", "run", "--rm", "-i", "--network", "none", "--log-driver", "none", image],
+                input=b'{"lang": "python", "code": "print(1)", "inputs": null, "marker": "m"}',
+                check=True,
+                capture_output=True,
+            )
+
+        variants = {
+            "plain subprocess (no sandbox, baseline)": timed(plain),
+            "bwrap": timed(lambda: checked(bwrap.run(CODE, lang="python", limits=limits, inputs=None))),
+            "docker from the pool of started containers": timed(
+                lambda: checked(pooled.run(CODE, lang="python", limits=limits, inputs=None)), before=pool_ready
+            ),
+            "docker, created and started per run (pool size 0)": timed(
+                lambda: checked(cold.run(CODE, lang="python", limits=limits, inputs=None))
+            ),
+            "`docker run --rm` (CLI, reference)": timed(docker_cli),
+        }
+        for run in variants.values():  # one untimed round: images in the page cache, imports done
+            run()
+        samples = interleaved(variants, rounds)
+
         pool_ready()
         warm_before, cold_before = pooled.pool.stats.warm, pooled.pool.stats.cold
         started = time.perf_counter()
-        in_a_row = timed(from_pool, IN_A_ROW)
+        in_a_row = [
+            timed(lambda: checked(pooled.run(CODE, lang="python", limits=limits, inputs=None)))()
+            for _ in range(IN_A_ROW)
+        ]
         total_s = time.perf_counter() - started
         warm = pooled.pool.stats.warm - warm_before
         cold_count = pooled.pool.stats.cold - cold_before
     finally:
         pooled.close()
+        cold.close()
 
-    baseline = statistics.median(rows[0][1])
-    table = Table(title=f"sandbox latency, python `{CODE}`, {ROUNDS} runs each (ms)")
-    for column in ("how", "p50", "p95", "p50 / subprocess"):
+    names = list(samples)
+    baseline, pool, reference = samples[names[0]], samples[names[2]], samples[names[4]]
+    table = Table(title=f"sandbox latency, python `{CODE}`, {rounds} interleaved rounds (ms)")
+    for column in ("how", "median (IQR)", "vs subprocess", "vs docker run --rm"):
         table.add_column(column, justify="left" if column == "how" else "right")
-    for name, samples in rows:
-        p50 = statistics.median(samples)
-        table.add_row(name, f"{p50:.0f}", f"{percentile(samples, 0.95):.0f}", f"{p50 / baseline:.1f}x")
+    for name, times in samples.items():
+        table.add_row(name, described(times, 1000), ratio(times, baseline), ratio(times, reference))
     console.print(table)
+    console.print(goal_note(pool, GOAL_S, "docker from the pool"))
+    for note in (
+        spread_note(pool, reference, "pool vs docker run --rm"),
+        spread_note(pool, samples[names[3]], "pool vs created per run"),
+        spread_note(pool, baseline, "pool vs subprocess"),
+    ):
+        if note:
+            console.print(f"[yellow]{note}[/]")
     console.print(
-        f"{IN_A_ROW} runs in a row from the pool: {total_s:.1f} s in all, "
-        f"p50 {statistics.median(in_a_row):.0f} ms, p95 {percentile(in_a_row, 0.95):.0f} ms, "
-        f"{warm} handed out pre-created, {cold_count} created on the request path"
+        f"{IN_A_ROW} runs in a row from the pool: {total_s:.1f} s in all, median "
+        f"{statistics.median(in_a_row) * 1000:.0f} ms, max {max(in_a_row) * 1000:.0f} ms, "
+        f"{warm} handed out started ahead, {cold_count} created on the request path"
     )
 
 

@@ -2,7 +2,8 @@
 
 Exit codes (see slotrelay.cli): 0 ok, 1 the run failed, 2 bad input (an invalid chain, alert or
 decision), 3 the environment is missing something (a package, a writable folder, a Prefect server).
-Prefect is imported inside the commands that need it, so `validate` and `graph` stay fast.
+Prefect is imported inside the commands that need it, so `validate` and `graph` stay fast, and so
+is the chain engine, so every other `slotrelay` command (`mcp serve` first) starts without it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
-
-from slotrelay.alerts import AlertError, read_alert
-from slotrelay.chain import ChainError, ChainValidationError, load_chain
-from slotrelay.chain.graph import render_dot, render_mermaid, render_png
-from slotrelay.chain.preflight import EnvironmentMissing, preflight
-from slotrelay.chain.routing import input_slot_path
 
 app = typer.Typer(no_args_is_help=True)
 out = Console(soft_wrap=True)
@@ -51,6 +46,8 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 
 def _load(path: Path, slots_root: Path | None = None) -> Any:
+    from slotrelay.chain import ChainValidationError, load_chain
+
     try:
         return load_chain(path, slots_root=slots_root)
     except ChainValidationError as invalid:
@@ -73,6 +70,9 @@ def graph(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
 ) -> None:
     """Draw a chain: Mermaid or Graphviz DOT text, or a PNG rendered by Graphviz."""
+    from slotrelay.chain import ChainError
+    from slotrelay.chain.graph import render_dot, render_mermaid, render_png
+
     if format is GraphFormat.png and output is None:
         raise _fail("--format png needs --output FILE", 2)
     if output is not None:
@@ -113,6 +113,8 @@ def _short(path: Path) -> str:
 
 
 def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
+    from slotrelay.chain.routing import input_slot_path
+
     colours = {"Completed": "green", "Skipped": "yellow", "Failed": "red", "NotRun": "dim"}
     table = Table(title=f"chain {chain.chain_id}: {summary['state']}")
     for column in ("node", "state", "attempts", "error type", "slots written"):
@@ -146,6 +148,8 @@ def run(
     slots_root: Annotated[Path | None, typer.Option(help="folder relative slot paths resolve against")] = None,
 ) -> None:
     """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none answers)."""
+    from slotrelay.chain.preflight import EnvironmentMissing, preflight
+
     chain = _load(chain_path, slots_root)
     try:
         preflight(chain)
@@ -190,6 +194,8 @@ def decide(
     data: Annotated[str | None, typer.Option(help="with continue: the node's output data, a JSON object")] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
+    from slotrelay.alerts import AlertError, read_alert
+
     try:
         alert = read_alert(alert_file)
     except AlertError as bad:

@@ -142,11 +142,24 @@ def _usage(message: str) -> SlotrelayError:
 
 
 def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
-    """Build or load one `--workspace` folder, with a progress bar on stderr."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """Build or load one `--workspace` folder, with a progress bar when stderr is a terminal."""
     if not folder.is_dir():
         raise _usage(f"--workspace {folder}: not a folder")
+    if console.is_terminal:
+        summary = _build_with_bar(registry, folder)
+    else:
+        # An MCP host keeps stderr as a log: a bar is noise there, and loading it delays the first answer.
+        summary = registry.build(folder, at_startup=True)
+    console.print(
+        f"workspace {summary['workspace_id']} <- {summary['root']}: {summary['files']} files "
+        f"({summary['analysed']} analysed, {summary['reused']} reused) in {summary['duration_s']:.1f}s"
+    )
+
+
+def _build_with_bar(registry: WorkspaceRegistry, folder: Path) -> dict:
+    """`registry.build` under a transient progress bar on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -160,8 +173,4 @@ def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
         def progress(done: int, total: int, file: str) -> None:
             bar.update(task, completed=done, total=total)
 
-        summary = registry.build(folder, progress=progress, at_startup=True)
-    console.print(
-        f"workspace {summary['workspace_id']} <- {summary['root']}: {summary['files']} files "
-        f"({summary['analysed']} analysed, {summary['reused']} reused) in {summary['duration_s']:.1f}s"
-    )
+        return registry.build(folder, progress=progress, at_startup=True)

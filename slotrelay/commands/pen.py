@@ -8,6 +8,7 @@ Exit codes (see slotrelay.cli):
     2  bad input: MPP-E001 intent, an invalid request, pen_id, action or state change
     3  the environment is missing something: MPP-E002 no sandbox, no code model configured
 With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}`.
+The pen is imported inside the commands, so every other `slotrelay` command starts without it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 from contextlib import AbstractContextManager, nullcontext
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,13 +26,9 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from slotrelay.pen import decide as pen_decide
-from slotrelay.pen import review as pen_review
-from slotrelay.pen import verify_audit
-from slotrelay.pen import write as pen_write
-from slotrelay.pen.errors import InvalidPenRequest, PenError
-from slotrelay.pen.model_client import ModelSettings
-from slotrelay.pen.writer import PenOutcome
+if TYPE_CHECKING:
+    from slotrelay.pen.errors import PenError
+    from slotrelay.pen.writer import PenOutcome
 
 app = typer.Typer(
     no_args_is_help=True, help="The magic pen: intent -> code -> sandbox -> erase, keep or share."
@@ -108,6 +105,8 @@ def _check_root(root: Path, as_json: bool, *, writes: bool = True) -> None:
         problem = f"--root: {root} is not writable (the pen keeps its files and audit log there)"
     else:
         return
+    from slotrelay.pen.errors import InvalidPenRequest
+
     raise _fail(InvalidPenRequest(problem), as_json)
 
 
@@ -209,6 +208,10 @@ def write(
     if persist_hint is not None:
         options["persist_hint"] = persist_hint
     body.setdefault("intent", "")
+    from slotrelay.pen import write as pen_write
+    from slotrelay.pen.errors import PenError
+    from slotrelay.pen.model_client import ModelSettings
+
     try:
         with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
             outcome = pen_write(
@@ -236,6 +239,9 @@ def decide(
 ) -> None:
     """A person's final action on a completed pen that waits for one."""
     _check_root(root, as_json)
+    from slotrelay.pen import decide as pen_decide
+    from slotrelay.pen.errors import PenError
+
     try:
         outcome = pen_decide(root, pen_id, action.value)
     except PenError as error:
@@ -260,6 +266,9 @@ def review(
 ) -> None:
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
     _check_root(root, as_json)
+    from slotrelay.pen import review as pen_review
+    from slotrelay.pen.errors import PenError
+
     try:
         with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
             outcome = pen_review(
@@ -293,6 +302,8 @@ def review(
 def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
     """Check every record's hash, the chain between them, and the head (exit 1 when broken)."""
     _check_root(root, as_json, writes=False)
+    from slotrelay.pen import verify_audit
+
     report = verify_audit(root)
     if as_json:
         out.print_json(data=report.to_json())

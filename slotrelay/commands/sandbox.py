@@ -19,9 +19,6 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from slotrelay.sandbox.errors import SandboxImageError, SandboxRequestError, SandboxUnavailable
-from slotrelay.sandbox.limits import LANGUAGES, validation_problem
-
 app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -44,6 +41,8 @@ def build(
     import docker.errors
 
     from slotrelay.sandbox import images
+    from slotrelay.sandbox.errors import SandboxImageError, SandboxUnavailable
+    from slotrelay.sandbox.limits import LANGUAGES
 
     langs = tuple(lang or LANGUAGES)
     unknown = [name for name in langs if name not in LANGUAGES]
@@ -108,6 +107,8 @@ def run(
     """Run one program in a sandbox and print what it did."""
     from slotrelay import sandbox
     from slotrelay.sandbox.backends import POOL_SIZE_VARIABLE
+    from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
+    from slotrelay.sandbox.limits import validation_problem
 
     # One run, then exit: containers created ahead would only be removed again.
     os.environ.setdefault(POOL_SIZE_VARIABLE, "0")

@@ -30,8 +30,6 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.panel import Panel
 
-from slotrelay.chain.errors import ChainError
-
 app = typer.Typer()
 console = Console(stderr=True)
 
@@ -51,6 +49,7 @@ def _log_to_console() -> None:
 
 
 def _load_routers(chains: list[Path], slots_root: Path | None):
+    from slotrelay.chain.errors import ChainError
     from slotrelay.routing_sensor import ChainRouter
 
     try:

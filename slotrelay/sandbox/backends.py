@@ -24,6 +24,7 @@ from slotrelay.sandbox.limits import LANGUAGES, ExecutionResult, SandboxLimits
 BACKENDS = ("docker", "bwrap")
 BACKEND_VARIABLE = "SLOTRELAY_SANDBOX_BACKEND"
 POOL_SIZE_VARIABLE = "SLOTRELAY_SANDBOX_POOL_SIZE"
+POOL_MEMORY_VARIABLE = "SLOTRELAY_SANDBOX_POOL_MEMORY_MB"
 
 
 class Backend(Protocol):
@@ -47,7 +48,10 @@ def _open(name: str) -> Backend:
     if name == "docker":
         from slotrelay.sandbox.docker_backend import DockerBackend
 
-        docker_backend = DockerBackend(pool_size=int(os.environ.get(POOL_SIZE_VARIABLE, "2")))
+        docker_backend = DockerBackend(
+            pool_size=int(os.environ.get(POOL_SIZE_VARIABLE, "2")),
+            pool_memory_mb=int(os.environ.get(POOL_MEMORY_VARIABLE, "1024")),
+        )
         # The most common shape, ready before the first run asks for it.
         if not docker_backend.missing_image("python"):
             docker_backend.warm("python")

@@ -1,6 +1,6 @@
-"""The docker backend: every run in a fresh, hardened container from the pre-created pool.
+"""The docker backend: every run in a fresh, hardened container from the pool of started ones.
 
-A container is created (never started) with: network none, a read-only root, /tmp as a tmpfs
+A container is created with: network none, a read-only root, /tmp as a tmpfs
 sized inside the memory budget (fs "tmp") or nothing writable (fs "none"), memory equal to
 memory+swap, a pids limit (not `--ulimit nproc`, which counts per uid across containers), a
 CPU quota, no capabilities, no-new-privileges, slotrelay's seccomp profile (Docker 20.10's
@@ -10,15 +10,19 @@ a logging driver once wrote 329 MB for a 2 s flood). Every container carries the
 `org.slotrelay.sandbox` label and its owner, so orphans of a killed client are collected by
 label at start and at close.
 
-The request path is: attach, start, write the request to stdin, read both streams with caps
-while draining the rest, kill through the API at the deadline, wait, inspect (exit code, OOM
-kill). Creation and removal happen on the pool's worker.
+The pool's worker creates a container, attaches to its stdin, stdout and stderr, and starts it:
+the runner then sits blocked reading its program from stdin (next to no CPU; its memory cap counts
+against the pool's budget). The request path is: write the request to the open stdin and close
+it (the deadline counts from here), read both streams with caps while draining the rest, kill
+through the API at the deadline, wait, inspect (exit code, OOM kill). The runner runs one program
+and exits, so the container stops with it; removal happens on the pool's worker.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import shutil
 import socket
 import tempfile
@@ -85,10 +89,15 @@ class ContainerShape:
 
 @dataclass
 class PooledContainer:
-    """A created, never-started container and the host folder holding its egress socket."""
+    """A started container waiting for its program, its attach stream, and its egress socket's folder.
+
+    `stream` is the docker SDK's attach socket (stdin to write the request, stdout and stderr to read),
+    opened before the start so nothing the container writes is lost.
+    """
 
     id: str
     egress_dir: str | None
+    stream: Any
 
 
 class DockerBackend:
@@ -96,6 +105,7 @@ class DockerBackend:
 
     Parameters:
         pool_size: containers kept ready per shape.
+        pool_memory_mb: the most the memory caps of the idle containers may add up to.
 
     Raises:
         SandboxUnavailable: the daemon does not answer.
@@ -103,7 +113,7 @@ class DockerBackend:
 
     name = "docker"
 
-    def __init__(self, *, pool_size: int = 2) -> None:
+    def __init__(self, *, pool_size: int = 2, pool_memory_mb: int = 1024) -> None:
         import docker
         import docker.errors
 
@@ -120,7 +130,12 @@ class DockerBackend:
         self._entrypoints: dict[str, list[str]] = {}
         self.collect_orphans()
         self.pool: ContainerPool[ContainerShape, PooledContainer] = ContainerPool(
-            create=self._create, remove=self._remove, ident=lambda item: item.id, size=pool_size
+            create=self._create,
+            remove=self._remove,
+            ident=lambda item: item.id,
+            cost=lambda shape: shape.memory_mb,
+            budget=pool_memory_mb,
+            size=pool_size,
         )
 
     def collect_orphans(self) -> int:
@@ -232,11 +247,24 @@ class DockerBackend:
             labels={LABEL: "1", OWNER_LABEL: owner_id(), BACKEND_LABEL: self._instance},
             network_disabled=True,
         )
-        return PooledContainer(id=created["Id"], egress_dir=egress_dir)
+        item = PooledContainer(id=created["Id"], egress_dir=egress_dir, stream=None)
+        try:
+            item.stream = api.attach_socket(
+                item.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            api.start(item.id)
+        except BaseException:
+            self._remove(item)
+            raise
+        return item
 
     def _remove(self, item: PooledContainer) -> None:
         import docker.errors
 
+        if item.stream is not None:
+            raw = getattr(item.stream, "_sock", None) or item.stream  # closing the SDK's wrapper forgets it
+            item.stream.close()
+            raw.close()
         try:
             self._worker_client.api.remove_container(item.id, force=True)
         except docker.errors.NotFound:
@@ -245,7 +273,7 @@ class DockerBackend:
             shutil.rmtree(item.egress_dir, ignore_errors=True)
 
     def warm(self, lang: str, limits: SandboxLimits | None = None) -> None:
-        """Pre-create containers for runs of `lang` under `limits` (the defaults when None)."""
+        """Start containers ahead of time for runs of `lang` under `limits` (the defaults when None)."""
         limits = limits or SandboxLimits()
         mounts, _ = admit_paths(limits.allow_paths)
         self.pool.warm(self.shape_for(lang, limits, mounts))
@@ -299,8 +327,13 @@ class DockerBackend:
         api = self._client.api
         stdout = CappedCapture(limits.stdout_max_bytes)
         stderr = CappedCapture(limits.stderr_max_bytes)
-        stream = api.attach_socket(container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        stream = container.stream
         raw = getattr(stream, "_sock", stream)
+        # An idle runner writes nothing: anything to read now means the container ended while it waited.
+        if select.select([raw], [], [], 0)[0]:
+            raise SandboxUnavailable(
+                f"docker: container {container.id[:12]} ended before its program was delivered"
+            )
 
         def feed() -> None:
             try:
@@ -315,7 +348,7 @@ class DockerBackend:
                 for kind, data in frames_iter(stream, False):
                     (stdout if kind == 1 else stderr).feed(data)
             except OSError:
-                pass  # the stream was closed under us after a failed start
+                pass  # the stream was closed under us after a kill
 
         ended: list[int | Exception] = []
 
@@ -327,26 +360,22 @@ class DockerBackend:
 
         reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
         waiter = threading.Thread(target=wait, name="sandbox-waiter", daemon=True)
-        try:
-            reader.start()
-            started = time.monotonic()
-            api.start(container.id)
-            threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
-            # The deadline is on the container, not on its output: a program may close both streams.
-            waiter.start()
-            waiter.join(timeout=limits.timeout_ms / 1000)
-            timed_out = waiter.is_alive()
-            if timed_out:
-                try:
-                    api.kill(container.id)
-                except docker.errors.APIError:
-                    timed_out = False  # it ended between the deadline and the kill: not killed
-                waiter.join(timeout=DRAIN_GRACE_S)
-            duration_ms = int((time.monotonic() - started) * 1000)
-            reader.join(timeout=DRAIN_GRACE_S)
-        finally:
-            stream.close()
-            raw.close()
+        reader.start()
+        # The wall-clock limit counts from the delivery: the time the container sat in the pool is not the program's.
+        started = time.monotonic()
+        threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
+        # The deadline is on the container, not on its output: a program may close both streams.
+        waiter.start()
+        waiter.join(timeout=limits.timeout_ms / 1000)
+        timed_out = waiter.is_alive()
+        if timed_out:
+            try:
+                api.kill(container.id)
+            except docker.errors.APIError:
+                timed_out = False  # it ended between the deadline and the kill: not killed
+            waiter.join(timeout=DRAIN_GRACE_S)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        reader.join(timeout=DRAIN_GRACE_S)
         if not ended:
             raise SandboxUnavailable(f"docker: container {container.id[:12]} did not stop after a kill")
         if isinstance(ended[0], Exception):

@@ -1,14 +1,21 @@
-"""A pool of sandboxes created ahead of time and never started, one queue per container shape.
+"""A pool of sandboxes made ready ahead of time, one queue per container shape.
 
-Creating a container can take seconds (the vfs storage driver copies the whole image), so it
-never sits on the request path: `acquire` hands out a container created earlier and a
-background worker creates its replacement and removes used ones. A container is handed out
-once and never returns to the pool; a used one is only ever removed. When a shape has nothing
-ready, `acquire` creates one inline (a "cold" hand-out) and the worker warms that shape for
-next time. Shapes not asked for recently are evicted so the pool stays small.
+Creating and starting a container costs 100 ms to seconds (runc, and the vfs storage driver
+copies the whole image), so it never sits on the request path: `acquire` hands out a sandbox
+made earlier (for docker: started, its runner blocked reading its program from stdin) and a
+background worker makes its replacement and removes used ones. A sandbox is handed out once
+and never returns to the pool; a used one is only ever removed. When a shape has nothing ready,
+`acquire` makes one inline (a "cold" hand-out) and the worker warms that shape for next time.
+Shapes not asked for recently are evicted so the pool stays small.
 
-Key contracts: `acquire` never returns the same container twice; `close` removes every
-container the pool still holds, and waits for pending removals.
+Idle sandboxes hold memory they may grow into, so the pool has a budget: the sum of the `cost`
+(for docker, the memory cap in MB) of every ready sandbox stays within `budget`. To make room for
+the shape just asked for, the worker removes idle sandboxes of the least recently used other
+shapes; it never refills past the budget. A cold hand-out is not held back by it: a request is
+always served.
+
+Key contracts: `acquire` never returns the same sandbox twice; `close` removes every sandbox the
+pool still holds, and waits for pending removals.
 """
 
 from __future__ import annotations
@@ -42,10 +49,12 @@ class ContainerPool(Generic[Shape, Item]):
     """Pre-created sandboxes per shape, refilled and cleaned by one background worker.
 
     Parameters:
-        create: makes one ready, never-started sandbox of a shape (called on the worker,
+        create: makes one ready sandbox of a shape, no program in it yet (called on the worker,
             or inline on a cold hand-out).
         remove: destroys a sandbox, used or not.
         ident: a sandbox's identity, for the never-twice check and the stats.
+        cost: what an idle sandbox of a shape holds against the budget (for docker, its memory cap in MB).
+        budget: the most the ready sandboxes of all shapes may hold at once, in `cost` units.
         size: sandboxes kept ready per shape.
         max_shapes: shapes kept warm; the least recently used beyond that are emptied.
     """
@@ -56,12 +65,16 @@ class ContainerPool(Generic[Shape, Item]):
         create: Callable[[Shape], Item],
         remove: Callable[[Item], None],
         ident: Callable[[Item], str],
+        cost: Callable[[Shape], int],
+        budget: int,
         size: int = 2,
         max_shapes: int = 4,
     ) -> None:
         self._create = create
         self._remove = remove
         self._ident = ident
+        self._cost = cost
+        self._budget = budget
         self._size = size
         self._max_shapes = max_shapes
         self._ready: OrderedDict[Shape, deque[Item]] = OrderedDict()
@@ -80,7 +93,7 @@ class ContainerPool(Generic[Shape, Item]):
         self._tasks.put(("fill", shape))
 
     def acquire(self, shape: Shape) -> Item:
-        """Hand out a never-started sandbox of `shape`; it is the caller's to use and `release`.
+        """Hand out a sandbox of `shape` no program ran in; it is the caller's to use and `release`.
 
         Raises:
             Whatever `create` raises when nothing is ready and the inline creation fails.
@@ -114,6 +127,11 @@ class ContainerPool(Generic[Shape, Item]):
         with self._lock:
             return list(self._ready.get(shape, ()))
 
+    def held(self) -> int:
+        """What the ready sandboxes of all shapes hold against the budget now."""
+        with self._lock:
+            return self._held()
+
     def close(self) -> None:
         """Stop the worker, then remove every ready sandbox and every pending removal."""
         if self._closed:
@@ -138,6 +156,9 @@ class ContainerPool(Generic[Shape, Item]):
                 self._tasks.put(("remove", item))
         return ready
 
+    def _held(self) -> int:
+        return sum(self._cost(shape) * len(ready) for shape, ready in self._ready.items())
+
     def _safe_remove(self, item: Item) -> None:
         try:
             self._remove(item)
@@ -145,12 +166,34 @@ class ContainerPool(Generic[Shape, Item]):
         except Exception:  # a removal that fails must not stop the worker; the GC retries by label
             log.warning("could not remove sandbox %s", self._ident(item), exc_info=True)
 
+    def _make_room(self, shape: Shape) -> list[Item] | None:
+        """Take idle sandboxes of the least recently used other shapes until one more of `shape` fits.
+
+        Returns:
+            The sandboxes taken (for the caller to remove), or None when one more of `shape` would not
+            fit the budget even with every other shape emptied.
+        """
+        cost = self._cost(shape)
+        if cost * (len(self._ready[shape]) + 1) > self._budget:
+            return None
+        freed: list[Item] = []
+        # Oldest first: `_touch` moves each shape asked for to the end.
+        for other, ready in self._ready.items():
+            while ready and other != shape and self._held() + cost > self._budget:
+                freed.append(ready.popleft())
+        return freed
+
     def _fill(self, shape: Shape) -> None:
         while not self._closed:
             with self._lock:
                 ready = self._ready.get(shape)
                 if ready is None or len(ready) >= self._size:
                     return
+                freed = self._make_room(shape)
+            for item in freed or ():
+                self._safe_remove(item)
+            if freed is None:
+                return
             try:
                 item = self._create(shape)
             except Exception:  # the next acquire creates inline and reports the real error

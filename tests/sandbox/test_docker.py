@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -12,7 +13,8 @@ import pytest
 
 from slotrelay import sandbox
 from slotrelay.sandbox import SandboxLimits
-from slotrelay.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
+from slotrelay.sandbox.docker_backend import LABEL, OWNER_LABEL, DockerBackend, owner_id
+from slotrelay.sandbox.protocol import encode_request, new_marker
 
 pytestmark = pytest.mark.docker
 
@@ -27,6 +29,11 @@ def api():
     client.close()
 
 
+def encode(code: str) -> tuple[bytes, str]:
+    marker = new_marker()
+    return encode_request(lang="python", code=code, inputs=None, marker=marker), marker
+
+
 def wait_for(check, what: str, seconds: float = 90):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -37,15 +44,26 @@ def wait_for(check, what: str, seconds: float = 90):
     pytest.fail(f"waited {seconds} s for {what}")
 
 
-def test_the_pool_hands_out_fresh_never_started_containers_and_refills(docker_backend, api) -> None:
+def runner_syscall(api, container_id: str) -> tuple[str, str]:
+    """The in-container runner's process state and current syscall number, read from the host's /proc."""
+    init = api.inspect_container(container_id)["State"]["Pid"]
+    children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+    assert len(children) == 1, children
+    runner = children[0]
+    state = Path(f"/proc/{runner}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state, Path(f"/proc/{runner}/syscall").read_text().split()[:2]
+
+
+def test_the_pool_holds_started_containers_blocked_on_stdin_and_refills(docker_backend, api) -> None:
     shape = docker_backend.shape_for("python", LIMITS, [])
     docker_backend.warm("python", LIMITS)
     ready = wait_for(
         lambda: len(docker_backend.pool.ready(shape)) == 2 and docker_backend.pool.ready(shape), "2 ready"
     )
     for item in ready:
-        state = api.inspect_container(item.id)["State"]
-        assert (state["Status"], state["StartedAt"][:4]) == ("created", "0001")
+        assert api.inspect_container(item.id)["State"]["Running"] is True
+        # Idle means asleep in read(0, ...) (syscall 0 on x86_64): it costs no CPU while it waits.
+        assert wait_for(lambda id=item.id: runner_syscall(api, id) == ("S", ["0", "0x0"]), "the runner to block")
     warm_before = docker_backend.pool.stats.warm
     handed_before = len(docker_backend.pool.stats.handed_out)
     hostnames = [
@@ -65,6 +83,64 @@ def test_the_pool_hands_out_fresh_never_started_containers_and_refills(docker_ba
         return not api.containers(all=True, filters={"id": handed})
 
     wait_for(used_ones_removed, "used containers to be removed")
+
+
+def test_a_started_container_runs_one_program_and_is_never_handed_out_twice(docker_backend, api) -> None:
+    shape = docker_backend.shape_for("python", LIMITS, [])
+    docker_backend.warm("python", LIMITS)
+    wait_for(lambda: len(docker_backend.pool.ready(shape)) == 2, "2 ready")
+    program = "import os\nseen = os.path.exists('/tmp/mark')\nopen('/tmp/mark', 'w').close()\nresult = seen"
+    taken = [docker_backend.pool.acquire(shape) for _ in range(3)]  # two warm, then one cold
+    try:
+        assert len({item.id for item in taken}) == 3
+        for item in taken:
+            request, marker = encode(program)
+            first = docker_backend._run_started(item, request, marker, LIMITS, None)
+            assert (first.status, first.result) == ("success", False), first
+            # The runner ran its one program and exited, and the container with it ...
+            assert api.inspect_container(item.id)["State"]["Running"] is False
+            # ... so a second program has nowhere to go.
+            request, marker = encode(program)
+            with pytest.raises(sandbox.SandboxUnavailable, match="ended before its program was delivered"):
+                docker_backend._run_started(item, request, marker, LIMITS, None)
+    finally:
+        for item in taken:
+            docker_backend.pool.release(item)
+    later = [docker_backend.pool.acquire(shape) for _ in range(2)]
+    for item in later:
+        docker_backend.pool.release(item)
+    assert not {item.id for item in later} & {item.id for item in taken}
+    handed = docker_backend.pool.stats.handed_out
+    assert len(handed) == len(set(handed))
+    wait_for(lambda: not api.containers(all=True, filters={"id": [i.id for i in taken + later]}), "removal")
+
+
+def test_the_deadline_counts_from_the_delivery_not_the_start(docker_backend) -> None:
+    shape = docker_backend.shape_for("python", LIMITS, [])
+    docker_backend.warm("python", LIMITS)
+    idle = wait_for(lambda: docker_backend.pool.ready(shape), "a ready container")[0]
+    time.sleep(1.5)  # the container idles in the pool longer than the run's whole deadline
+    result = sandbox.run(
+        "import time\ntime.sleep(0.2)\nresult = 'in time'",
+        limits=LIMITS.model_copy(update={"timeout_ms": 1000}),
+        backend="docker",
+    )
+    assert idle.id in docker_backend.pool.stats.handed_out
+    assert (result.status, result.result) == ("success", "in time"), result
+    assert result.duration_ms < 1000
+
+
+def test_the_idle_containers_memory_caps_stay_within_the_pool_budget() -> None:
+    backend = DockerBackend(pool_size=3, pool_memory_mb=250)
+    try:
+        shape = backend.shape_for("python", LIMITS, [])
+        backend.warm("python", LIMITS)
+        wait_for(lambda: len(backend.pool.ready(shape)) == 2, "2 ready (2 x 96 MB within 250 MB)")
+        assert backend.pool.held() == 192
+        time.sleep(1)  # a third (288 MB) would break the budget: the worker must not start one
+        assert len(backend.pool.ready(shape)) == 2
+    finally:
+        backend.close()
 
 
 def test_every_container_is_hardened(docker_backend, api) -> None:

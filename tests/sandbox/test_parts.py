@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
+import time
 
 import pytest
 from pydantic import ValidationError
@@ -11,6 +13,7 @@ from pydantic import ValidationError
 from slotrelay.sandbox import SandboxLimits, seccomp
 from slotrelay.sandbox.egress import host_allowed, request_target
 from slotrelay.sandbox.limits import validation_problem
+from slotrelay.sandbox.pool import ContainerPool
 from slotrelay.sandbox.protocol import CappedCapture, decode_output
 
 MARKER = "@@m@@"
@@ -171,3 +174,53 @@ def test_a_result_nested_past_the_recursion_limit_is_a_violation() -> None:
     outcome = decode_output(captured(trailer, 100, tail=1 << 20), captured(b"", 10), MARKER)
     assert outcome.result is None
     assert [v.detail for v in outcome.violations] == ["the result is nested too deeply to read"]
+
+
+def _pool(budget: int, removed: list[str]) -> ContainerPool[int, str]:
+    """A pool of plain strings whose shape is their memory cap in MB (no daemon: the pool's own logic)."""
+    made = itertools.count()
+    return ContainerPool(
+        create=lambda shape: f"{shape}-{next(made)}",
+        remove=removed.append,
+        ident=lambda item: item,
+        cost=lambda shape: shape,
+        budget=budget,
+        size=2,
+    )
+
+
+def _settle(pool: ContainerPool[int, str], check) -> None:
+    deadline = time.monotonic() + 30
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert check()
+
+
+def test_the_pool_keeps_idle_caps_within_its_budget_emptying_the_least_recently_used_shape() -> None:
+    removed: list[str] = []
+    pool = _pool(300, removed)
+    try:
+        pool.warm(100)
+        _settle(pool, lambda: len(pool.ready(100)) == 2)
+        pool.warm(150)  # 200 + 150 > 300: the 100 MB shape gives way, one container at a time
+        _settle(pool, lambda: len(pool.ready(150)) == 2)
+        assert pool.ready(100) == [] and pool.held() == 300
+        assert sorted(removed) == ["100-0", "100-1"]
+        pool.warm(400)  # one alone would break the budget: nothing is emptied for it
+        assert pool.acquire(400) == "400-4"  # served all the same, made on the spot
+        assert pool.held() == 300 and len(pool.ready(150)) == 2
+    finally:
+        pool.close()
+
+
+def test_the_pool_refuses_to_hand_out_one_sandbox_twice() -> None:
+    pool: ContainerPool[int, str] = ContainerPool(
+        create=lambda shape: "same", remove=lambda item: None, ident=lambda item: item,
+        cost=lambda shape: shape, budget=0, size=0,
+    )  # fmt: skip
+    try:
+        assert pool.acquire(1) == "same"
+        with pytest.raises(RuntimeError, match="handed out same twice"):
+            pool.acquire(1)
+    finally:
+        pool.close()
