@@ -13,7 +13,7 @@ fails it too. Reading never follows a symlink, never opens anything but a regula
 blocking (a FIFO is refused, not read), and never reads more than the header announces.
 
 The fast pass's facts hold their refs as tuples (the resolver hashes them), which JSON cannot tell
-from lists, and re-freezing them after `orjson.loads` made loading networkx's facts seven times
+from lists, and re-freezing them after `orjson.loads` made loading networkx's facts 5-7 times
 slower than pickle had been. So facts are MessagePack (`pack_facts`): a tuple is an extension type
 holding the packed tuple, unpacked in C as tuples all the way down (refs are: `extract` freezes
 them), so only each outermost tuple costs a Python call, about twice as fast as JSON and tagging.
