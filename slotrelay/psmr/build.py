@@ -83,7 +83,7 @@ class NotSource(Exception):
 
 
 class Unanalysable(Exception):
-    """A source file the build cannot read or will not parse; it becomes an unknown with `reason`."""
+    """A source file the build cannot or will not read; it becomes an unknown with `reason`."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
@@ -161,7 +161,7 @@ def file_size_limit(max_file_bytes: int | None) -> int:
     else:
         value = os.environ.get(MAX_FILE_BYTES_ENV, str(MAX_FILE_BYTES))
         source = MAX_FILE_BYTES_ENV
-        value = int(value) if value.strip().isdigit() else value
+        value = int(value) if value.strip().isdecimal() else value
     if type(value) is not int or value <= 0:
         raise InvalidQuery(f"{source} must be a positive number of bytes, got {value!r}")
     return value

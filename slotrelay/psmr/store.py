@@ -2,13 +2,13 @@
 
     <store>/workspaces/<ws_id>/manifest.json   root, revision, files with content hashes, version
     <store>/workspaces/<ws_id>/graph.json      the assembled graph, evidence, unknowns, conflicts
-    <store>/facts/<key>.json                   one file's fast-pass facts, keyed by content hash
+    <store>/facts/<key>.msgpack                one file's fast-pass facts, keyed by content hash
     <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings,
                                                the passes' recorded disagreements)
     <store>/trees/<commit>/                    git worktrees of analysed revisions
 
 A store found inside an analysed tree is untrusted input: a repository can ship one. So every record
-is data only (JSON, never pickle: loading a record cannot run code), sealed with this user's key
+is data only (JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with this user's key
 (`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format version. A
 record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
 from the file, a graph or manifest makes the build start over. Reads never follow a symlink inside
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgpack
 import networkx as nx
 import orjson
 
@@ -297,26 +298,26 @@ class Store:
 
     def get_facts(self, key: str) -> dict[str, Any] | None:
         """One file's cached facts by content key, or None (also when the record fails its checks)."""
-        record = self._read(f"facts/{key}.json")
+        record = self._read(f"facts/{key}.msgpack")
         if record is None:
             return None
         try:
-            facts = sealed.decode(record[0])
-        except orjson.JSONDecodeError:
+            facts = sealed.unpack_facts(record[0])
+        except (ValueError, TypeError, msgpack.UnpackException):
             return None
         return facts if _is_facts(facts) else None
 
     def put_facts(self, key: str, facts: dict[str, Any]) -> None:
         """Cache one file's facts under its content key (their refs read back as tuples).
 
-        Facts JSON cannot hold (an integer past 64 bits, refs nested deeper than 255 levels) are not
-        cached: the file is extracted again by the next build.
+        Facts MessagePack cannot hold (an integer past 64 bits, refs nested past its depth limit)
+        are not cached: the file is extracted again by the next build.
         """
         try:
-            payload = sealed.encode(facts)
-        except orjson.JSONEncodeError:
+            payload = sealed.pack_facts(facts)
+        except (TypeError, ValueError, OverflowError):
             return
-        self._write(f"facts/{key}.json", payload)
+        self._write(f"facts/{key}.msgpack", payload)
 
     def tree_dir(self, commit: str) -> Path:
         """Where a revision's worktree lives in this store."""
