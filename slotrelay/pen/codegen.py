@@ -10,6 +10,7 @@ shape has a case in tests/pen/test_codegen.py):
 - several fenced blocks (``` or ~~~, indented or not): the one that parses and defines `main`
   wins over usage examples, whatever its language tag says, since small models tag python `bash`;
 - no fence at all: the longest run of lines that parses, from the first line that looks like code;
+- python whose only function is named after the task (`def parse_csv(data):`): it becomes `main`;
 - python that calls `main` itself (`if __name__ == "__main__":`, `print(main([1, 2]))`): those
   top-level calls are dropped, since the sandbox calls `main(inputs)` with the real inputs;
 - a reply cut off at max_tokens (finish_reason "length"): usable only when its code block was
@@ -227,21 +228,42 @@ def _parse_python(code: str) -> ast.Module | None:
         return None
 
 
-def _defines_main(code: str, lang: Lang) -> bool:
+def _takes_an_argument(function: ast.FunctionDef) -> bool:
+    return bool(function.args.posonlyargs or function.args.args or function.args.vararg)
+
+
+def entry_function(tree: ast.Module) -> ast.FunctionDef | None:
+    """The function the sandbox is to call with the inputs.
+
+    Parameters:
+        tree: a python module.
+
+    Returns:
+        The top-level `main`; without one, the only top-level function taking an argument (small
+        models name it after the task: `parse_csv(data)`); else None.
+    """
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    main = next((function for function in functions if function.name == "main"), None)
+    if main is not None:
+        return main
+    takers = [function for function in functions if _takes_an_argument(function)]
+    return takers[0] if len(takers) == 1 else None
+
+
+def _entry_fit(code: str, lang: Lang) -> int:
     if lang == "python":
         tree = _parse_python(code)
-        return tree is not None and any(
-            isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body
-        )
+        entry = entry_function(tree) if tree is not None else None
+        return 0 if entry is None else 2 if entry.name == "main" else 1
     if lang == "node":
-        return "module.exports" in code or "exports.main" in code
-    return True
+        return 2 if "module.exports" in code or "exports.main" in code else 0
+    return 2
 
 
-def _rank(block: _Block, lang: Lang) -> tuple[bool, bool, int, bool, int]:
+def _rank(block: _Block, lang: Lang) -> tuple[bool, int, int, bool, int]:
     tag_fit = 2 if block.tag in _LANG_TAGS[lang] else 1 if not block.tag else 0
     parses = lang != "python" or _parse_python(block.body) is not None
-    return (parses, _defines_main(block.body, lang), tag_fit, block.closed, len(block.body))
+    return (parses, _entry_fit(block.body, lang), tag_fit, block.closed, len(block.body))
 
 
 def _bare_code(text: str, lang: Lang) -> str | None:
@@ -279,7 +301,7 @@ def extract_code(reply: str, lang: Lang) -> ExtractedCode | None:
     return ExtractedCode(code, True) if code is not None else None
 
 
-def _calls_main(node: ast.stmt) -> bool:
+def _calls(node: ast.stmt, name: str) -> bool:
     if isinstance(node, ast.If):
         test = node.test
         return (
@@ -290,14 +312,14 @@ def _calls_main(node: ast.stmt) -> bool:
         )
     if isinstance(node, (ast.Expr, ast.Assign)):
         return any(
-            isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "main"
+            isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name
             for call in ast.walk(node.value)
         )
     return False
 
 
-def without_main_calls(code: str) -> str:
-    """Python code without the top-level statements that run `main` itself.
+def without_own_calls(code: str, entry: str = "main") -> str:
+    """Python code without the top-level statements that run its entry function itself.
 
     The sandbox runs the code as `__main__` and then calls `main(inputs)` with the real inputs, so
     an `if __name__ == "__main__":` block or a `print(main([1, 2, 3]))` would run it a second time
@@ -305,6 +327,7 @@ def without_main_calls(code: str) -> str:
 
     Parameters:
         code: python source that parses.
+        entry: the name of the entry function.
 
     Returns:
         The source with those statements' lines removed (unchanged when there are none).
@@ -313,7 +336,7 @@ def without_main_calls(code: str) -> str:
     drop = {
         line
         for node in tree.body
-        if _calls_main(node) and node.end_lineno is not None
+        if _calls(node, entry) and node.end_lineno is not None
         for line in range(node.lineno, node.end_lineno + 1)
     }
     if not drop:
@@ -342,17 +365,25 @@ def _check_python(code: str) -> str:
             details={"reason": "syntax_error"},
         ) from exc
     main = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"), None)
-    if main is None:
-        raise CodeGenerationFailed(
-            "generated python defines no top-level main(inputs) function: " + code.strip()[:200],
-            details={"reason": "no_main"},
-        )
-    if not (main.args.posonlyargs or main.args.args or main.args.vararg):
+    if main is not None and not _takes_an_argument(main):
         raise CodeGenerationFailed(
             "generated python's main() takes no argument; the sandbox calls main(inputs)",
             details={"reason": "no_main"},
         )
-    return without_main_calls(code)
+    entry = entry_function(tree)
+    if entry is None:
+        raise CodeGenerationFailed(
+            "generated python defines no main(inputs) function (nor a single function taking the inputs): "
+            + code.strip()[:200],
+            details={"reason": "no_main"},
+        )
+    code = without_own_calls(code, entry.name)
+    if entry.name != "main":
+        code = (
+            code.rstrip()
+            + f"\n\n\n# The sandbox calls main(inputs): {entry.name} is the program's entry.\nmain = {entry.name}\n"
+        )
+    return code
 
 
 def generate_code(client: ChatClient, request: PenRequest) -> str:

@@ -244,6 +244,17 @@ def test_extract_code_finds_nothing_in_prose() -> None:
             "```python\nimport json\n\ndef main(inputs):\n    return json.dumps(inputs)\n```",
             "import json\n\ndef main(inputs):\n    return json.dumps(inputs)",
         ),
+        # SmolLM2-135M named its only function after the task and called it on a file of its own.
+        (
+            (
+                "Here's how you could implement it:\n```python\nimport csv\ndef parse_csv(input):\n"
+                "    return list(csv.DictReader(input['csv'].splitlines()))\n\nprint(parse_csv({'csv': 'a'}))\n```"
+            ),
+            (
+                "import csv\ndef parse_csv(input):\n    return list(csv.DictReader(input['csv'].splitlines()))\n\n\n"
+                "# The sandbox calls main(inputs): parse_csv is the program's entry.\nmain = parse_csv\n"
+            ),
+        ),
     ],
 )
 def test_generated_python_is_the_program_without_its_own_calls_of_main(
@@ -267,9 +278,15 @@ def test_generated_python_is_the_program_without_its_own_calls_of_main(
         (
             completion("```python\nnumbers = [1, 2, 3]\nprint(sum(numbers))\n```"),
             "no_main",
-            "defines no top-level main",
+            "defines no main.inputs. function",
         ),
         (completion("```python\ndef main():\n    return 1\n```"), "no_main", "takes no argument"),
+        # Two candidate functions: which one is the entry is a guess the pen does not make.
+        (
+            completion("```python\ndef load(path):\n    return path\n\ndef count(items):\n    return 1\n```"),
+            "no_main",
+            "nor a single function",
+        ),
         (completion("```python\ndef main(inputs):\n    return (\n```"), "syntax_error", "does not parse"),
     ],
 )

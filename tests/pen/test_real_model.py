@@ -218,7 +218,14 @@ def test_a_real_model_answer_keeps_the_contract(
         persona, _, _ = parse_pen_id(output.pen_id)
         assert persona == "real" and output.lang == "python"
         tree = ast.parse(output.code)
-        assert any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
+        bound = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)} | {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        assert "main" in bound, "the sandbox calls main(inputs)"
         assert output.execution.status in ("success", "error") and output.execution.duration_ms >= 0
         assert output.suggestion in ("erase", "keep", "share")
         assert output.audit.intent_hash == sha256_text(intent.text)
