@@ -108,10 +108,37 @@ def sandbox_rules(options: SandboxOptions) -> list[str]:
     return rules
 
 
+_TYPE_WORDS = {
+    "string": ("a string", "strings"),
+    "integer": ("an integer", "integers"),
+    "number": ("a number", "numbers"),
+    "boolean": ("true or false", "booleans"),
+    "object": ("an object", "objects"),
+    "array": ("a list", "lists"),
+    "null": ("null", "nulls"),
+}
+
+
+def describe_shape(shape: dict[str, Any]) -> str:
+    """A JSON Schema from `infer_schema` in a few words ("a list of integers"), for the skeleton's comments.
+
+    Parameters:
+        shape: the schema.
+
+    Returns:
+        The words ("a JSON value" when the schema says nothing).
+    """
+    kind = shape.get("type")
+    if kind == "array" and isinstance(shape.get("items"), dict) and shape["items"].get("type") in _TYPE_WORDS:
+        return f"a list of {_TYPE_WORDS[shape['items']['type']][1]}"
+    return _TYPE_WORDS.get(kind, ("a JSON value", ""))[0] if isinstance(kind, str) else "a JSON value"
+
+
 def program_skeleton(lang: Lang, shape: dict[str, Any]) -> str:
     """The form of the program, reading the inputs the documented way, for the model to fill in.
 
-    Small models copy a form far more reliably than they follow a rule in words.
+    Small models copy a form far more reliably than they follow a rule in words: with it,
+    SmolLM2-135M's programs went from 2 of 7 to 6 of 7 running in the sandbox (tests/pen/test_real_model.py).
 
     Parameters:
         lang: the program's language.
@@ -120,17 +147,21 @@ def program_skeleton(lang: Lang, shape: dict[str, Any]) -> str:
     Returns:
         The skeleton, without fences.
     """
-    keys = [key for key in shape.get("properties", {}) if _IDENTIFIER.match(key)][:_SKELETON_KEYS]
+    properties = shape.get("properties", {})
+    keys = [key for key in properties if _IDENTIFIER.match(key)][:_SKELETON_KEYS]
     if lang == "python":
         if keys:
-            reads = [f"    {key} = inputs[{key!r}]" for key in keys]
+            reads = [f"    {key} = inputs[{key!r}]  # {describe_shape(properties[key])}" for key in keys]
         elif shape.get("type") == "null" or not shape:
             reads = ["    # there are no upstream inputs: inputs is None"]
         else:
-            reads = [f"    # inputs is a JSON {shape.get('type', 'value')}"]
+            reads = [f"    # inputs is {describe_shape(shape)}"]
         return "\n".join(["def main(inputs):", *reads, "    result = ...", "    return result"])
     if lang == "node":
-        reads = [f"  const {key} = inputs[{json.dumps(key)}];" for key in keys]
+        reads = [
+            f"  const {key} = inputs[{json.dumps(key)}];  // {describe_shape(properties[key])}"
+            for key in keys
+        ]
         return "\n".join(
             [
                 "module.exports = function main(inputs) {",
@@ -146,6 +177,9 @@ def program_skeleton(lang: Lang, shape: dict[str, Any]) -> str:
 def build_messages(request: PenRequest) -> list[dict[str, str]]:
     """The chat messages asking for the program.
 
+    The system message holds the rules, the task category, the inputs' shape and the program's form;
+    the user message is the task alone, last, where a small model attends most.
+
     Parameters:
         request: the validated `pen.write` request.
 
@@ -160,16 +194,12 @@ def build_messages(request: PenRequest) -> list[dict[str, str]]:
         f"Reply with exactly one ```{fence} fenced code block and nothing else: no explanation, "
         "no example usage, no second block.\nRules:\n- "
         + "\n- ".join(sandbox_rules(options))
+        + f"\nTask category: {request.context.task_category or 'unspecified'}."
+        + f"\nThe inputs' shape (JSON Schema): {json.dumps(shape, sort_keys=True)}"
         + f"\nThe program has this form:\n```{fence}\n{program_skeleton(options.lang, shape)}\n```"
     )
-    user = "\n".join(
-        [
-            f"Intent: {request.intent.strip()}",
-            f"Language: {options.lang}",
-            f"Task category: {request.context.task_category or 'unspecified'}",
-            f"Shape of the inputs (JSON Schema): {json.dumps(shape, sort_keys=True)}",
-        ]
-    )
+    what = "the bash script" if options.lang == "shell" else "main(inputs)"
+    user = f"Write {what} for this task: {request.intent.strip()}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

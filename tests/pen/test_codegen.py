@@ -36,9 +36,11 @@ def test_prompt_carries_intent_lang_category_shape_and_rules_but_not_values(stub
     assert sent["body"]["model"] == "stub-coder"
     system, user = (message["content"] for message in sent["body"]["messages"])
     assert "def main(inputs)" in system and "no network" in system and "/tmp" in system
-    assert "sum the numbers in the input list" in user and "data-process" in user and "python" in user
-    assert '"numbers": {"items": {"type": "integer"}' in user
-    assert "[1, 2, 3]" not in user
+    assert "python program" in system and "Task category: data-process." in system
+    assert '"numbers": {"items": {"type": "integer"}' in system
+    # The task comes last, on its own, where a small model attends most.
+    assert user == "Write main(inputs) for this task: sum the numbers in the input list"
+    assert "[1, 2, 3]" not in system + user
 
 
 @pytest.mark.parametrize(
@@ -353,7 +355,10 @@ def test_streamed_and_broken_answers(stub, model, reply, match) -> None:
 def test_the_prompt_gives_the_form_reading_the_inputs() -> None:
     system = build_messages(REQUEST)[0]["content"]
     assert "exactly one ```python fenced code block" in system
-    assert "def main(inputs):\n    numbers = inputs['numbers']\n    result = ...\n    return result" in system
+    assert (
+        "def main(inputs):\n    numbers = inputs['numbers']  # a list of integers\n    result = ...\n"
+        "    return result" in system
+    )
     no_inputs = parse_request({"intent": "return the first ten primes", "context": {"persona_id": "p1"}})
     assert "inputs is None" in build_messages(no_inputs)[0]["content"]
 
