@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from slotrelay.pen import write
+from slotrelay.pen.audit import sha256_text
 from slotrelay.pen.codegen import build_messages, extract_code, generate_code
 from slotrelay.pen.errors import CodeGenerationFailed, ModelNotConfigured
 from slotrelay.pen.model_client import ChatClient, ModelSettings
@@ -399,3 +401,29 @@ def test_messages_for_node_tell_the_module_convention() -> None:
     )
     system = build_messages(request)[0]["content"]
     assert "module.exports" in system and "example.org" in system
+
+
+@pytest.mark.docker
+def test_a_small_models_answer_runs_end_to_end(stub, model, root, sandbox_backend) -> None:
+    # SmolLM2-135M's shape: prose, the function named after the task, a call of it on made-up inputs.
+    stub.script.append(
+        Reply(
+            body=completion(
+                "The task is to parse the CSV text.\nHere's how you could implement it:\n```python\nimport csv\n"
+                "def parse_csv(data):\n    return list(csv.DictReader(data['csv'].splitlines()))\n\n"
+                "print(parse_csv({'csv': 'a,b'}))\n```\nThis returns a list of dicts."
+            )
+        )
+    )
+    request = {
+        "intent": "parse the CSV text in inputs['csv'] into a list of dicts",
+        "context": {"persona_id": "p1", "upstream_inputs": {"csv": "name,age\nann,31"}},
+        "options": {"persist_hint": "keep"},
+    }
+    outcome = write(request, root=root, model=model, backend=sandbox_backend)
+    assert outcome.output.execution.status == "success", outcome.output.execution.stderr
+    assert outcome.output.execution.result == [{"name": "ann", "age": "31"}]
+    # The made-up call did not run: the sandbox called main(inputs) once, with the real inputs.
+    assert outcome.output.execution.stdout == ""
+    assert outcome.output.code.endswith("main = parse_csv\n")
+    assert outcome.output.audit.code_hash == sha256_text(outcome.output.code)
