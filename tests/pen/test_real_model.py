@@ -243,3 +243,29 @@ def test_a_real_model_answer_keeps_the_contract(
     audit_text = (root / ".slotrelay" / "pen-audit.jsonl").read_text()
     assert intent.text not in audit_text, "the audit log holds hashes, never the intent"
     assert AuditLog(root).verify().ok
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason"),
+    [
+        # The server cuts the reply at max_tokens (finish_reason "length") before the program ends.
+        ({"max_tokens": 16}, "truncated"),
+        # The client gives up before the server has read the prompt.
+        ({"timeout_s": 0.5, "max_retries": 0}, "timeout"),
+    ],
+    ids=["cut-at-max-tokens", "timeout"],
+)
+def test_a_real_server_cutting_off_or_too_slow_is_e003_with_the_reason(
+    limits: dict[str, Any], reason: str, real_model: ModelSettings, tmp_path: Path
+) -> None:
+    request = {
+        "intent": "return the sum of the numbers in inputs['numbers']",
+        "context": {"persona_id": "real", "upstream_inputs": {"numbers": [1, 2]}},
+    }
+    with pytest.raises(PenError) as caught:
+        write(request, root=tmp_path, model=replace(real_model, **limits))
+    assert caught.value.code == "MPP-E003" and caught.value.details["reason"] == reason, caught.value.message
+    log = AuditLog(tmp_path)
+    pen_id = next(r["pen_id"] for r in log.records() if r["event"] == "call")
+    assert _states(log, pen_id) == ["draft"] and _call(log, pen_id)["status"] == "MPP-E003"
+    assert log.verify().ok
