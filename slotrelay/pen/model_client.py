@@ -2,7 +2,7 @@
 
 Configuration is plain data (`ModelSettings`): the flow builds it from a Prefect Block, the CLI from
 the environment or `.env` (`SLOTRELAY_MODEL_BASE_URL` ending in /v1, `SLOTRELAY_MODEL_NAME`,
-`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`). Every failure of the endpoint is translated
+`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`, `SLOTRELAY_MODEL_MAX_TOKENS`). Every failure of the endpoint is translated
 here, at one boundary, into `CodeGenerationFailed` (MPP-E003): connection refused, 429/5xx after
 urllib3's retries, a read timeout, a refusal, an empty or malformed reply. The servers' error bodies
 differ and all are read:
@@ -11,10 +11,16 @@ differ and all are read:
     Ollama                          {"error": "model 'x' not found"}
     vLLM before 0.6                 {"object": "error", "message": ..., "type": ..., "code": ...}
     FastAPI validation (vLLM 422)   {"detail": [...] | "..."}
+
+The client asks for a plain JSON answer (`stream: false`), but some servers and proxies stream
+anyway: a `text/event-stream` body is read chunk by chunk (`data: {...}` lines until `data: [DONE]`),
+the deltas joined, and an error sent as a chunk mid-stream (`data: {"error": ...}`, as llama.cpp and
+vLLM do) is MPP-E003 with its message, as is an error body sent with status 200.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +48,8 @@ class ModelSettings:
         api_key: sent as a bearer token when set (kept out of `repr`).
         timeout_s: read timeout of one request, in seconds.
         max_retries: retries of connection errors and 429/5xx answers, with exponential backoff.
+        max_tokens: the cap on a program's length in tokens: a model that never stops (small ones
+            loop) is cut off there instead of filling its context window.
     """
 
     base_url: str
@@ -49,6 +57,7 @@ class ModelSettings:
     api_key: str | None = field(default=None, repr=False)
     timeout_s: float = 60.0
     max_retries: int = 2
+    max_tokens: int = 1024
 
     @classmethod
     def from_env(cls, *, env_file: str | Path | None = ".env") -> ModelSettings:
@@ -81,11 +90,15 @@ class ModelSettings:
             timeout_s = float(timeout)
         except ValueError as exc:
             raise ModelNotConfigured(f"{ENV_PREFIX}TIMEOUT_S={timeout!r} is not a number of seconds") from exc
+        max_tokens = values.get(f"{ENV_PREFIX}MAX_TOKENS") or "1024"
+        if not max_tokens.isdigit() or int(max_tokens) < 1:
+            raise ModelNotConfigured(f"{ENV_PREFIX}MAX_TOKENS={max_tokens!r} is not a positive whole number")
         return cls(
             base_url=str(base_url),
             model=str(model),
             api_key=values.get(f"{ENV_PREFIX}API_KEY") or None,
             timeout_s=timeout_s,
+            max_tokens=int(max_tokens),
         )
 
 
@@ -145,7 +158,7 @@ class ChatClient:
         Parameters:
             messages: `[{"role": "system"|"user"|"assistant", "content": str}, ...]`.
             temperature: sampling temperature (0 for reproducible code).
-            max_tokens: a cap on the reply's length, when given.
+            max_tokens: a cap on the reply's length (None: the settings' `max_tokens`).
 
         Returns:
             The reply's text, finish reason and the model that answered.
@@ -159,16 +172,21 @@ class ChatClient:
             "messages": messages,
             "temperature": temperature,
             "stream": False,
+            "max_tokens": max_tokens or self.settings.max_tokens,
         }
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
         try:
             response = self.session.post(self.url, json=body, timeout=(5.0, self.settings.timeout_s))
         except requests.exceptions.RequestException as exc:
             if _is_timeout(exc):
                 raise CodeGenerationFailed(
-                    f"code model at {self.url} did not answer within {self.settings.timeout_s:g} s",
+                    f"code model at {self.url} did not answer within {self.settings.timeout_s:g} s "
+                    f"(raise {ENV_PREFIX}TIMEOUT_S for a slow model)",
                     details={"reason": "timeout"},
+                ) from exc
+            if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+                raise CodeGenerationFailed(
+                    f"code model at {self.url} broke the connection in the middle of its reply: {exc}",
+                    details={"reason": "broken_reply"},
                 ) from exc
             raise CodeGenerationFailed(
                 f"code model at {self.url} is unreachable: {_root_cause(exc)}",
@@ -196,6 +214,18 @@ def describe_error_body(response: requests.Response) -> str:
         body = response.json()
     except ValueError:
         return response.text.strip()[:300] or response.reason or "no body"
+    return describe_error(body)
+
+
+def describe_error(body: Any) -> str:
+    """The message in a parsed error body, whichever server shape it has (see the module docstring).
+
+    Parameters:
+        body: the parsed JSON of an error answer or of an error chunk in a stream.
+
+    Returns:
+        The server's message, with its type or code when given.
+    """
     if not isinstance(body, dict):
         return str(body)[:300]
     error = body.get("error")
@@ -214,9 +244,65 @@ def describe_error_body(response: requests.Response) -> str:
     return str(body)[:300]
 
 
+def _server_error(body: Any, url: str) -> CodeGenerationFailed | None:
+    # An error object where a completion (or a chunk of one) should be: the server failed mid-way.
+    if not isinstance(body, dict) or "choices" in body:
+        return None
+    if "error" not in body and body.get("object") != "error":
+        return None
+    message = describe_error(body)
+    return CodeGenerationFailed(
+        f"code model at {url} answered with an error: {message}",
+        details={"reason": "server_error", "server_message": message},
+    )
+
+
+def _event_stream(response: requests.Response, url: str) -> dict[str, Any]:
+    """A streamed completion (server-sent events) joined into the shape of a non-streamed one."""
+    content: list[str] = []
+    finish_reason = refusal = model = None
+    done = False
+    for line in response.text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[len("data:") :].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise CodeGenerationFailed(
+                f"code model at {url} streamed a chunk that is not JSON: {data[:200]!r}",
+                details={"reason": "malformed_reply"},
+            ) from exc
+        failure = _server_error(chunk, url)
+        if failure is not None:
+            raise failure
+        model = chunk.get("model") or model
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or choice.get("message") or {}
+            content.append(delta.get("content") or "")
+            refusal = delta.get("refusal") or refusal
+            finish_reason = choice.get("finish_reason") or finish_reason
+    if not (done or finish_reason):
+        raise CodeGenerationFailed(
+            f"code model at {url} ended its stream before the reply finished (no finish_reason, no [DONE])",
+            details={"reason": "truncated"},
+        )
+    message = {"role": "assistant", "content": "".join(content), "refusal": refusal}
+    return {"model": model, "choices": [{"message": message, "finish_reason": finish_reason}]}
+
+
 def _parse_reply(response: requests.Response, url: str) -> ChatReply:
     try:
-        body = response.json()
+        if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+            body = _event_stream(response, url)
+        else:
+            body = response.json()
+        failure = _server_error(body, url)
+        if failure is not None:
+            raise failure
         choice = body["choices"][0]
         message = choice.get("message") or {}
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:

@@ -1,8 +1,10 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for the pen's tests, with scripted replies.
 
-Each request pops the next scripted `Reply` (status, JSON or raw body, delay, headers); when the
-script is empty, code requests get `default_code` (or the `code_by_keyword` entry whose word the
-intent contains) in a fenced block and suggestion requests get `suggestion`. Every request body is kept in `requests`, so a test can check what reached the model.
+Each request pops the next scripted `Reply` (status, JSON or raw body, content type, delay, headers,
+or a body cut off mid-way); when the script is empty, code requests get `default_code` (or the
+`code_by_keyword` entry whose word the intent contains) in a fenced block and suggestion requests get
+`suggestion`. Every request body is kept in `requests`, so a test can check what reached the model.
+`stream_reply` builds the server-sent events a streaming server answers with.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class Reply:
     raw: bytes | None = None
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    # Send half the body in a chunked answer and close the connection, as a crashing server does.
+    cut: bool = False
 
 
 def completion(
@@ -41,6 +46,34 @@ def completion(
         "model": "stub-coder",
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
     }
+
+
+def stream_reply(
+    pieces: list[str], *, finish_reason: str | None = "stop", error: Any = None, done: bool = True
+) -> Reply:
+    """A streamed answer: one `data:` chunk per piece, then the finish reason, an error chunk, `[DONE]`."""
+    chunks: list[Any] = [
+        {
+            "object": "chat.completion.chunk",
+            "model": "stub-coder",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+        }
+        for piece in pieces
+    ]
+    if finish_reason is not None:
+        chunks.append(
+            {
+                "object": "chat.completion.chunk",
+                "model": "stub-coder",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}],
+            }
+        )
+    if error is not None:
+        chunks.append(error)
+    events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + (
+        "data: [DONE]\n\n" if done else ""
+    )
+    return Reply(raw=events.encode(), content_type="text/event-stream")
 
 
 def code_reply(code: str, lang: str = "python") -> Reply:
@@ -75,12 +108,23 @@ class StubModel:
                 if reply.delay:
                     time.sleep(reply.delay)
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                content_type = reply.content_type or (
+                    "application/json" if reply.raw is None else "text/html"
+                )
                 try:
                     self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json" if reply.raw is None else "text/html")
-                    self.send_header("Content-Length", str(len(payload)))
+                    self.send_header("Content-Type", content_type)
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
+                    if reply.cut:
+                        self.send_header("Transfer-Encoding", "chunked")
+                        self.send_header("Connection", "close")
+                        self.end_headers()
+                        half = payload[: len(payload) // 2]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), half))
+                        self.close_connection = True
+                        return
+                    self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
