@@ -40,20 +40,17 @@ def build(
     force: Annotated[bool, typer.Option("--force", help="rebuild even when the images are current")] = False,
 ) -> None:
     """Build the base image (debootstrap, no registry needed) and one image per language."""
-    import docker
-    import docker.errors
-
     from slotrelay.sandbox import images
+    from slotrelay.sandbox.daemon import docker_client
 
     langs = tuple(lang or LANGUAGES)
     unknown = [name for name in langs if name not in LANGUAGES]
     if unknown:
         raise _bad_input(f"--lang: {', '.join(unknown)} is not one of {', '.join(LANGUAGES)}")
     try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as error:
-        err.print(f"[bold red]no Docker daemon[/]: {error} (start one with scripts/start-dockerd.sh)")
+        client = docker_client()
+    except SandboxUnavailable as error:
+        err.print(f"[bold red]no Docker daemon[/]: {error.message} (start one with scripts/start-dockerd.sh)")
         raise typer.Exit(3) from error
     with closing(client), err.status("checking sandbox images") as status:
         try:

@@ -25,11 +25,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from slotrelay.sandbox import images, seccomp
+from slotrelay.sandbox.daemon import DaemonEndpoint, describe, docker_client, is_local
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
 from slotrelay.sandbox.errors import SandboxUnavailable
 from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
@@ -92,36 +94,47 @@ class PooledContainer:
 
 
 class DockerBackend:
-    """Runs code in containers on the Docker daemon named by the environment (DOCKER_HOST).
+    """Runs code in containers on one Docker daemon: `endpoint`'s, else the environment's (DOCKER_HOST).
 
     Parameters:
         pool_size: containers kept ready per shape.
+        endpoint: the daemon (None: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH).
+        image_tags: images to run instead of this checkout's, by language (an operator's own builds).
 
     Raises:
-        SandboxUnavailable: the daemon does not answer.
+        SandboxUnavailable: the daemon does not answer; the message names it.
     """
 
     name = "docker"
 
-    def __init__(self, *, pool_size: int = 2) -> None:
-        import docker
-        import docker.errors
-
+    def __init__(
+        self,
+        *,
+        pool_size: int = 2,
+        endpoint: DaemonEndpoint | None = None,
+        image_tags: Mapping[str, str] | None = None,
+    ) -> None:
+        self._client = docker_client(endpoint)
         try:
-            self._client = docker.from_env()
-            self._client.ping()
             # The pool's worker gets its own connection: a client's session is not shared across threads.
-            self._worker_client = docker.from_env()
-        except docker.errors.DockerException as error:
-            raise SandboxUnavailable(f"docker: the daemon does not answer ({error})") from error
+            self._worker_client = docker_client(endpoint)
+        except SandboxUnavailable:
+            self._client.close()
+            raise
+        self.daemon = describe(endpoint)
+        self._image_tags = dict(image_tags or {})
         self._instance = uuid.uuid4().hex
-        self._local = self._client.api.base_url.startswith("http+docker://local")
+        self._local = is_local(self._client)
         self._seccomp = seccomp.docker_profile()
         self._entrypoints: dict[str, list[str]] = {}
         self.collect_orphans()
         self.pool: ContainerPool[ContainerShape, PooledContainer] = ContainerPool(
             create=self._create, remove=self._remove, ident=lambda item: item.id, size=pool_size
         )
+
+    def image_for(self, lang: str) -> str:
+        """The image runs of `lang` use: the operator's tag when one is set, else this checkout's."""
+        return self._image_tags.get(lang) or images.image_tag(lang)
 
     def collect_orphans(self) -> int:
         """Remove sandbox containers (and egress folders) whose owning process is gone.
@@ -160,13 +173,13 @@ class DockerBackend:
 
     def missing_image(self, lang: str) -> str | None:
         """The image `lang` needs when the daemon lacks it, else None."""
-        missing = images.missing_images(self._client, (lang,))
-        return missing[0] if missing else None
+        tag = self.image_for(lang)
+        return None if images.has_image(self._client, tag) else tag
 
     def shape_for(self, lang: str, limits: SandboxLimits, mounts: list[ReadOnlyMount]) -> ContainerShape:
         """The container shape a run of `lang` under `limits` needs."""
         return ContainerShape(
-            image=images.image_tag(lang),
+            image=self.image_for(lang),
             memory_mb=limits.memory_mb,
             tmp_mb=limits.tmp_mb,
             pids=limits.pids,
@@ -268,7 +281,7 @@ class DockerBackend:
             container = self.pool.acquire(self.shape_for(lang, limits, mounts))
         except docker.errors.ImageNotFound as error:
             raise SandboxUnavailable(
-                f"docker: image {images.image_tag(lang)} is missing; run `slotrelay sandbox build`"
+                f"docker: image {self.image_for(lang)} is missing on {self.daemon}; run `slotrelay sandbox build`"
             ) from error
         except docker.errors.DockerException as error:
             raise SandboxUnavailable(f"docker: could not create a sandbox container ({error})") from error
