@@ -448,6 +448,7 @@ def write(
     root: str | Path,
     model: ModelSettings,
     backend: str | None = None,
+    settings: SandboxSettings | None = None,
 ) -> PenOutcome:
     """`pen.write`: from an intent to a run, a suggestion and the persona's decision.
 
@@ -456,6 +457,7 @@ def write(
         root: the pen's root folder (persona brains, module registry, audit log).
         model: the code model's endpoint.
         backend: the sandbox backend (None: the sandbox's default).
+        settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
     Returns:
         The outcome. When the persona's policy asks a person, the pen stays completed and staged,
@@ -471,7 +473,7 @@ def write(
             screen(run)
             generate(run, client)
             screen_code(run)
-            execute(run, backend=backend)
+            execute(run, backend=backend, settings=settings)
             suggest_action(run, client)
             decision = persona_decision(run)
             stage(run)

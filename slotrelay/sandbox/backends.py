@@ -63,8 +63,22 @@ def _open(name: str, settings: SandboxSettings) -> Backend:
     else:
         backend = bwrap_backend.BwrapBackend()
     _opened[key] = backend
-    atexit.register(backend.close)
     return backend
+
+
+def close_backends() -> None:
+    """Close every backend this process opened (their pools' containers are removed); runs at exit.
+
+    A caller that stops using a daemon before the process ends (a test's own daemon) calls it first,
+    so nothing is left to remove from a daemon that is gone.
+    """
+    with _lock:
+        while _opened:
+            _opened.popitem()[1].close()
+        _images_seen.clear()
+
+
+atexit.register(close_backends)
 
 
 def _usable_for(backend: Backend, lang: str) -> str | None:

@@ -11,9 +11,10 @@ builder, `doctor` and the chain's preflight all call `docker_client`, so they al
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 
@@ -69,6 +70,17 @@ def describe(endpoint: DaemonEndpoint | None) -> str:
     return os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
 
 
+def _endpoint_params(endpoint: DaemonEndpoint) -> dict:
+    import docker.tls
+
+    tls = False
+    if endpoint.url.startswith("tcp://"):
+        tls = docker.tls.TLSConfig(
+            client_cert=(endpoint.client_cert, endpoint.client_key), ca_cert=endpoint.ca_cert, verify=endpoint.ca_cert
+        )
+    return {"base_url": endpoint.url, "tls": tls}
+
+
 def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFAULT_TIMEOUT_S) -> docker.DockerClient:
     """A connected client of the daemon `endpoint` names, else of the environment's daemon.
 
@@ -77,7 +89,7 @@ def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFA
         timeout: seconds one API call may take.
 
     Returns:
-        A `docker.DockerClient` whose daemon answered a ping; the caller closes it.
+        A `docker.DockerClient` whose daemon answered; the caller closes it.
 
     Raises:
         SandboxUnavailable: the daemon does not answer, or refuses this client's certificate; the
@@ -85,30 +97,44 @@ def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFA
     """
     import docker
     import docker.errors
-    import docker.tls
     import requests
+    from docker.constants import MINIMUM_DOCKER_API_VERSION
+    from docker.utils import kwargs_from_env
 
     try:
-        if endpoint is None:
-            client = docker.from_env(timeout=timeout)
-        else:
-            tls = None
-            if endpoint.url.startswith("tcp://"):
-                tls = docker.tls.TLSConfig(
-                    client_cert=(endpoint.client_cert, endpoint.client_key),
-                    ca_cert=endpoint.ca_cert,
-                    verify=endpoint.ca_cert,
-                )
-            client = docker.DockerClient(base_url=endpoint.url, tls=tls, timeout=timeout)
-        try:
-            client.ping()
-        except BaseException:
-            client.close()
-            raise
+        # DOCKER_CERT_PATH without its three files, or an endpoint's missing file, fails here.
+        params = kwargs_from_env() if endpoint is None else _endpoint_params(endpoint)
+        # requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace a session's CA file, which breaks
+        # every TLS daemon on machines that set them: the daemon's own CA must win, so the sessions
+        # ignore the environment. The API version is asked with such a session (docker.from_env would
+        # ask with one that trusts the environment), and that answer is also the liveness check.
+        with docker.APIClient(**params, timeout=timeout, version=MINIMUM_DOCKER_API_VERSION) as probe:
+            probe.trust_env = False
+            version = probe.version(api_version=False)["ApiVersion"]
     # A refused certificate surfaces as requests' SSLError, not as a DockerException.
     except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        raise SandboxUnavailable(f"docker: the daemon at {describe(endpoint)} does not answer ({error})") from error
+        raise SandboxUnavailable(f"docker: cannot reach the daemon at {describe(endpoint)} ({error})") from error
+    client = docker.DockerClient(**params, timeout=timeout, version=version)
+    client.api.trust_env = False
     return client
+
+
+def close_attach(stream: Any) -> None:
+    """End an attach stream of the docker SDK for good, so the daemon sees its client go.
+
+    The SDK hands out a `SocketIO` (unix socket) or the `SSLSocket` itself (TLS); a TLS socket stays
+    open while the HTTP response that made it holds a file over it, so that response is closed too.
+    """
+    raw = getattr(stream, "_sock", None) or stream
+    response = getattr(raw, "_response", None)
+    try:
+        raw.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # the daemon already closed it
+    stream.close()
+    raw.close()
+    if response is not None:
+        response.close()
 
 
 def is_local(client: docker.DockerClient) -> bool:

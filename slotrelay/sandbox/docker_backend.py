@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.sandbox import images, seccomp
-from slotrelay.sandbox.daemon import DaemonEndpoint, describe, docker_client, is_local
+from slotrelay.sandbox.daemon import DaemonEndpoint, close_attach, describe, docker_client, is_local
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
 from slotrelay.sandbox.errors import SandboxUnavailable
 from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
@@ -238,6 +238,7 @@ class DockerBackend:
             shape.image,
             entrypoint=entrypoint,
             user=SANDBOX_UID,
+            # The SDK also sets StdinOnce: stdin closes when the client attached to it goes (_run_started).
             stdin_open=True,
             environment=environment,
             working_dir="/tmp" if shape.tmp_mb else "/",
@@ -312,15 +313,19 @@ class DockerBackend:
         api = self._client.api
         stdout = CappedCapture(limits.stdout_max_bytes)
         stderr = CappedCapture(limits.stderr_max_bytes)
-        stream = api.attach_socket(container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        raw = getattr(stream, "_sock", stream)
+        stream = api.attach_socket(container.id, params={"stdout": 1, "stderr": 1, "stream": 1})
+        # stdin has a connection of its own, closed whole once the request is written: a TLS stream
+        # cannot be half-closed (SSLSocket.shutdown drops the TLS layer, and later reads see ciphertext),
+        # and with StdinOnce the daemon ends the program's stdin when that client goes.
+        inlet = api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
 
         def feed() -> None:
             try:
-                raw.sendall(request)
-                raw.shutdown(socket.SHUT_WR)
+                getattr(inlet, "_sock", inlet).sendall(request)
             except OSError:
                 pass  # the program ended without reading all of its stdin
+            finally:
+                close_attach(inlet)
 
         def drain() -> None:
             # Read to the end even past the caps: a reader that stops makes the kill hang.
@@ -358,8 +363,7 @@ class DockerBackend:
             duration_ms = int((time.monotonic() - started) * 1000)
             reader.join(timeout=DRAIN_GRACE_S)
         finally:
-            stream.close()
-            raw.close()
+            close_attach(stream)
         if not ended:
             raise SandboxUnavailable(f"docker: container {container.id[:12]} did not stop after a kill")
         if isinstance(ended[0], Exception):

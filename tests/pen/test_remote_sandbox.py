@@ -1,0 +1,150 @@
+"""The pen's sandbox on a remote Docker daemon: a second dockerd on 127.0.0.1 over TCP with TLS client
+certificates (tests/sandbox/remote_dockerd.py) stands in for another host.
+
+A run goes there (its container starts on that daemon, none on the local one), whether the daemon
+comes from a `SandboxPolicy` block or from DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH; a
+certificate it does not trust, or a daemon that does not answer, is MPP-E002 naming the daemon, and
+nothing runs anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from slotrelay import pen
+from slotrelay.pen.audit import AuditLog
+from slotrelay.pen.errors import SandboxStartFailed
+from slotrelay.sandbox import SandboxRequestError, SandboxSettings, get_backend
+from slotrelay.sandbox.backends import close_backends
+from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
+from slotrelay.sandbox.docker_backend import OWNER_LABEL, owner_id
+from slotrelay.sandbox.errors import SandboxUnavailable
+from slotrelay.sandbox.images import image_tag
+from tests.conftest import free_port, require_service
+from tests.sandbox.conftest import images_built
+from tests.sandbox.remote_dockerd import RemoteDaemon, copy_images, remote_dockerd
+
+pytestmark = pytest.mark.docker
+
+INTENT = "sum the numbers in the input list"
+ROOT_DIR = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def remote() -> Iterator[RemoteDaemon]:
+    """A TLS-only second daemon holding the python sandbox image (copied from the local daemon)."""
+    require_service(os.geteuid() == 0 and shutil.which("dockerd") is not None,
+                    "a second dockerd needs root and Debian's docker.io")
+    require_service(images_built(), "no local Docker daemon to copy the sandbox image from")
+    with remote_dockerd() as daemon:
+        with closing(docker_client()) as here, closing(docker_client(daemon.endpoint(), timeout=300)) as there:
+            copy_images([image_tag("python")], here, there)
+        try:
+            yield daemon
+        finally:
+            # The backend's pool on this daemon goes before the daemon does.
+            close_backends()
+
+
+def _starts(endpoint: DaemonEndpoint | None, since: float) -> int:
+    """How many sandbox containers of this process started on a daemon since `since`."""
+    with closing(docker_client(endpoint)) as client:
+        events = client.events(
+            since=since, until=time.time() + 1, decode=True,
+            filters={"type": "container", "event": "start", "label": f"{OWNER_LABEL}={owner_id()}"},
+        )  # fmt: skip
+        return sum(1 for _ in events)
+
+
+def _request(**options) -> dict:
+    return {
+        "intent": INTENT,
+        "context": {"persona_id": "p1", "upstream_inputs": {"numbers": [1, 2, 3]}},
+        "options": {"persist_hint": "erase", **options},
+    }
+
+
+def test_pen_flow_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, stub, root: Path, remote) -> None:
+    from blocks.code_model import CodeModel
+    from blocks.sandbox_policy import SandboxPolicy
+    from flows.pen import pen_write
+
+    CodeModel(base_url=stub.base_url, model="stub-coder", timeout_s=5).save("remote-test-model", overwrite=True)
+    SandboxPolicy(
+        daemon_url=remote.url, tls_ca_cert=str(remote.ca), tls_client_cert=str(remote.cert),
+        tls_client_key=str(remote.key), pool_size=1, default_limits={"timeout_ms": 20000},
+    ).save("remote-test-policy", overwrite=True)  # fmt: skip
+    since = time.time()
+    outcome = pen_write(
+        intent=INTENT, persona_id="p1", upstream_inputs={"numbers": [1, 2, 3]}, root=str(root),
+        options={"persist_hint": "erase"}, model_block="remote-test-model", sandbox_policy="remote-test-policy",
+    )  # fmt: skip
+    assert outcome["execution"]["result"] == {"total": 6}
+    assert _starts(remote.endpoint(), since) == 1
+    assert _starts(None, since) == 0
+
+
+def test_the_environment_names_the_daemon_for_the_sandbox_cli(remote, tmp_path: Path) -> None:
+    program = tmp_path / "hello.py"
+    program.write_text("import socket\nprint('ran on', socket.gethostname())\nresult = 42\n")
+    env = {**os.environ, **remote.env(), "PYTHONPATH": str(ROOT_DIR)}
+    since = time.time()
+    done = subprocess.run(
+        [sys.executable, "-m", "slotrelay.cli", "sandbox", "run", str(program), "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == 42 and result["backend"] == "docker"
+    with closing(docker_client(remote.endpoint())) as there:
+        started = there.events(since=since, until=time.time() + 1, decode=True,
+                               filters={"type": "container", "event": "start", "label": "org.slotrelay.sandbox"})
+        assert sum(1 for _ in started) == 1
+
+
+def test_a_certificate_the_daemon_does_not_trust_is_mpp_e002_naming_it(stub, model, root: Path, remote) -> None:
+    settings = SandboxSettings(endpoint=remote.endpoint(stranger=True))
+    since = time.time()
+    with pytest.raises(SandboxStartFailed) as failed:
+        pen.write(_request(), root=root, model=model, settings=settings)
+    assert failed.value.code == "MPP-E002"
+    assert remote.url in failed.value.message and "bwrap" not in failed.value.message
+    assert _starts(None, since) == 0
+    states = [r.get("to") for r in AuditLog(root).records() if r["event"] == "transition"]
+    assert "completed" not in states
+
+
+def test_an_unreachable_daemon_is_mpp_e002_and_nothing_falls_back(stub, model, root: Path, remote) -> None:
+    nowhere = DaemonEndpoint(f"tcp://127.0.0.1:{free_port()}", ca_cert=str(remote.ca),
+                             client_cert=str(remote.cert), client_key=str(remote.key))
+    settings = SandboxSettings(endpoint=nowhere)
+    since = time.time()
+    with pytest.raises(SandboxStartFailed) as failed:
+        pen.write(_request(), root=root, model=model, settings=settings)
+    assert failed.value.code == "MPP-E002"
+    assert nowhere.url in failed.value.message and "bwrap" not in failed.value.message
+    assert _starts(None, since) == 0
+    with pytest.raises(SandboxRequestError, match="backend: 'bwrap' cannot run on the daemon"):
+        get_backend("bwrap", settings=settings)
+    with pytest.raises(SandboxUnavailable, match=nowhere.url):
+        get_backend(None, settings=settings)
+
+
+def test_a_tcp_daemon_without_tls_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SandboxRequestError, match="tls_ca_cert, tls_client_cert, tls_client_key: a tcp://"):
+        DaemonEndpoint("tcp://127.0.0.1:2375")
+    with pytest.raises(SandboxRequestError, match="tls_ca_cert: .* is not a file"):
+        DaemonEndpoint("tcp://127.0.0.1:2376", ca_cert=str(tmp_path / "no.pem"), client_cert=__file__,
+                       client_key=__file__)
+    with pytest.raises(SandboxRequestError, match="daemon_url: 'http://x' must start with"):
+        DaemonEndpoint("http://x")
