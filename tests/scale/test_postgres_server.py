@@ -1,0 +1,98 @@
+"""`slotrelay up --database postgresql+asyncpg://...`: the Prefect server on a real PostgreSQL cluster
+(started by the test), its API and UI on loopback, a chain run whose flow and task runs land in
+PostgreSQL, and one SIGINT that stops everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.scale.conftest import small_chain
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            return answer.status
+    except OSError:
+        return 0
+
+
+def _wait(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            pytest.fail(f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
+        time.sleep(0.25)
+
+
+def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(postgres, tmp_path: Path) -> None:
+    chain = small_chain(tmp_path / "chain")
+    home = tmp_path / "home"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    with log.open("w") as handle:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(port), "--home", str(home),
+             "--database", postgres.url, str(chain)],
+            cwd=ROOT, env={**env, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}, stdout=handle, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        _wait(lambda: base in log.read_text(), 300, "the UI address to be printed", up, log)
+        _wait(lambda: _status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
+        assert postgres.password not in log.read_text()  # the panel shows the database without it
+        done = subprocess.run(
+            [sys.executable, "-m", "slotrelay.cli", "run", str(chain), "--json"],
+            cwd=ROOT, env={**env, "PREFECT_API_URL": f"{base}/api", "PYTHONPATH": str(ROOT)},
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["state"] == "COMPLETED"
+        flow_run = postgres.query(f"select state_type from flow_run where id = '{summary['flow_run_id']}'")
+        assert flow_run == [["COMPLETED"]]
+        tasks = postgres.query(
+            f"select name, state_type from task_run where flow_run_id = '{summary['flow_run_id']}' order by start_time"
+        )
+        names = [row[0] for row in tasks]
+        assert len(tasks) == 2 and all(row[1] == "COMPLETED" for row in tasks), tasks
+        assert names == ["count", "double"], names
+        assert not (home / "prefect.db").exists()
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            code = up.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            raise
+    assert code == 0, log.read_text()
+    assert _status(f"{base}/") == 0
+    # The server is gone, the database stays: the runs are still there.
+    assert postgres.query(f"select count(*) from flow_run where id = '{summary['flow_run_id']}'") == [["1"]]
+
+
+def test_up_names_a_database_it_cannot_use(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "slotrelay.cli", "up", "--home", str(tmp_path), "--database",
+         "mysql://root:hunter2@127.0.0.1/prefect"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--database" in done.stderr and "PostgreSQL" in done.stderr and "hunter2" not in done.stderr
