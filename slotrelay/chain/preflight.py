@@ -88,7 +88,7 @@ def sandbox_problems(chain: Chain) -> list[str]:
 
 def slot_folders(chain: Chain) -> list[Path]:
     """Every folder a slot, babel log, alert or log of the chain lives in."""
-    folders = {chain.work_dir / "alerts", chain.work_dir / "logs"}
+    folders = {chain.alerts_dir, chain.logs_dir}
     for node in chain.nodes:
         for slot in (node.input_slot, node.output_slot):
             if slot is None:
