@@ -168,8 +168,3 @@ def remote_dockerd() -> Iterator[RemoteDaemon]:
         subprocess.run(["umount", "-R", str(folder / "data")], capture_output=True, check=False)
         shutil.rmtree(folder, ignore_errors=True)
 
-
-def copy_images(tags: list[str], source, target) -> None:
-    """Copy images from one daemon to another (`docker save | docker load` through the SDK)."""
-    for tag in tags:
-        target.images.load(b"".join(source.images.get(tag).save(named=True)))

@@ -20,6 +20,7 @@ from slotrelay.sandbox import SandboxRequestError
 from tests.scale.conftest import small_chain
 
 ROOT = Path(__file__).resolve().parents[2]
+REGISTER = "prefect block register -m blocks"  # the README's command
 SLUGS = {
     "slotrelay-code-model": {"base_url", "model", "api_key"},
     "slotrelay-sandbox-policy": {"daemon_url", "tls_ca_cert", "tls_client_cert", "tls_client_key", "image_tags",
@@ -41,7 +42,7 @@ async def _schemas() -> dict[str, dict]:
 @pytest.mark.prefect_server
 def test_block_register_puts_the_three_block_types_on_the_server(prefect_server) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "prefect", "block", "register", "-m", "blocks"],
+        [sys.executable, "-m", *REGISTER.split()],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip

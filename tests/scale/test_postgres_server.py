@@ -21,6 +21,18 @@ from tests.scale.conftest import small_chain
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
+# The README's commands ("Beyond one machine"), run here with the test's cluster, port and chain.
+README_UP = "slotrelay up --database {database} CHAIN.json"
+README_RUN = "PREFECT_API_URL={api} slotrelay run CHAIN.json --json"
+
+
+def command(template: str, chain: Path, **values: str) -> tuple[dict[str, str], list[str]]:
+    """(environment variables, argv) of a README command, `slotrelay` run as this Python's module."""
+    words = template.format(**values).replace("CHAIN.json", str(chain)).split()
+    env = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
+    args = [word for word in words if word not in {f"{k}={v}" for k, v in env.items()}]
+    assert args[0] == "slotrelay"
+    return env, [sys.executable, "-m", "slotrelay.cli", *args[1:]]
 
 
 def _status(url: str) -> int:
@@ -48,19 +60,19 @@ def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(pos
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "up.log"
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    _, up_command = command(README_UP, chain, database=postgres.url)
     with log.open("w") as handle:
         up = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(port), "--home", str(home),
-             "--database", postgres.url, str(chain)],
+            [*up_command, "--port", str(port), "--home", str(home)],
             cwd=ROOT, env={**env, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}, stdout=handle, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         _wait(lambda: base in log.read_text(), 300, "the UI address to be printed", up, log)
         _wait(lambda: _status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
         assert postgres.password not in log.read_text()  # the panel shows the database without it
+        run_env, run_command = command(README_RUN, chain, api=f"{base}/api")
         done = subprocess.run(
-            [sys.executable, "-m", "slotrelay.cli", "run", str(chain), "--json"],
-            cwd=ROOT, env={**env, "PREFECT_API_URL": f"{base}/api", "PYTHONPATH": str(ROOT)},
+            run_command, cwd=ROOT, env={**env, **run_env, "PYTHONPATH": str(ROOT)},
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
