@@ -113,7 +113,9 @@ def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFA
             version = probe.version(api_version=False)["ApiVersion"]
     # A refused certificate surfaces as requests' SSLError, not as a DockerException.
     except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        raise SandboxUnavailable(f"docker: cannot reach the daemon at {describe(endpoint)} ({error})") from error
+        raise SandboxUnavailable(
+            f"docker: the daemon at {describe(endpoint)} does not answer or refuses this client ({error})"
+        ) from error
     client = docker.DockerClient(**params, timeout=timeout, version=version)
     client.api.trust_env = False
     return client
