@@ -170,3 +170,17 @@ def test_a_host_outside_the_policy_egress_allow_list_is_mpp_e005_before_anything
                   backend=sandbox_backend, settings=settings)
     assert refused.value.code == "MPP-E005" and "evil.example.com" in refused.value.message
     assert _starts(None, since) == 0
+
+
+def test_the_policy_image_tags_choose_the_image_on_its_daemon(remote) -> None:
+    from slotrelay import sandbox
+    from slotrelay.sandbox.images import image_tag
+
+    with closing(docker_client(remote.endpoint())) as there:
+        there.images.get(image_tag("python")).tag("operator/python", "1")
+    ours = SandboxSettings(endpoint=remote.endpoint(), image_tags=(("python", "operator/python:1"),), pool_size=0)
+    done = sandbox.run("result = 'from the operator image'", settings=ours)
+    assert done.status == "success" and done.result == "from the operator image"
+    missing = SandboxSettings(endpoint=remote.endpoint(), image_tags=(("python", "operator/python:2"),), pool_size=0)
+    with pytest.raises(SandboxUnavailable, match=f"image operator/python:2 is missing on {remote.url}"):
+        sandbox.run("result = 1", settings=missing)
