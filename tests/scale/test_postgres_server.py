@@ -18,8 +18,6 @@ import pytest
 from tests.conftest import free_port
 from tests.scale.conftest import small_chain
 
-pytestmark = pytest.mark.postgres
-
 ROOT = Path(__file__).resolve().parents[2]
 # The README's commands ("Beyond one machine"), run here with the test's cluster, port and chain.
 README_UP = "slotrelay up --database {database} CHAIN.json"
@@ -53,6 +51,7 @@ def _wait(condition, timeout: float, what: str, process: subprocess.Popen, log: 
         time.sleep(0.25)
 
 
+@pytest.mark.postgres
 def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(postgres, tmp_path: Path) -> None:
     chain = small_chain(tmp_path / "chain")
     home = tmp_path / "home"
@@ -108,3 +107,17 @@ def test_up_names_a_database_it_cannot_use(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "--database" in done.stderr and "PostgreSQL" in done.stderr and "hunter2" not in done.stderr
+
+
+def test_database_urls_name_their_driver_and_hide_the_password() -> None:
+    from deployments.server import server_database
+
+    assert server_database("postgresql://u:p@db.local:5433/prefect") == "postgresql+asyncpg://u:p@db.local:5433/prefect"
+    assert server_database("postgresql+asyncpg://u:p@127.0.0.1/prefect") == "postgresql+asyncpg://u:p@127.0.0.1/prefect"
+    assert server_database("sqlite:////srv/prefect.db") == "sqlite+aiosqlite:////srv/prefect.db"
+    for bad, why in (("postgresql://u:secret@db.local", "needs a host and a database"),
+                     ("mysql://u:secret@db.local/prefect", r"PostgreSQL \(postgresql\+asyncpg://\) or SQLite"),
+                     ("not a url", "is not a database URL")):
+        with pytest.raises(ValueError, match=why) as refused:
+            server_database(bad)
+        assert "secret" not in str(refused.value)
