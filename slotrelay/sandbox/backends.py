@@ -52,7 +52,9 @@ def _open(name: str, settings: SandboxSettings) -> Backend:
     if name == "docker":
         from slotrelay.sandbox.docker_backend import DockerBackend
 
-        pool_size = settings.pool_size or int(os.environ.get(POOL_SIZE_VARIABLE, "2"))
+        pool_size = settings.pool_size
+        if pool_size is None:
+            pool_size = int(os.environ.get(POOL_SIZE_VARIABLE, "2"))
         docker_backend = DockerBackend(
             pool_size=pool_size, endpoint=settings.endpoint, image_tags=dict(settings.image_tags)
         )
