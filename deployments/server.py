@@ -4,6 +4,8 @@ Runs go to a real server, never to Prefect's ephemeral API (measured on Prefect 
 server per process costs ~9 s and loses most task-run records at exit). `ensure_server` reuses the
 server at PREFECT_API_URL when one answers there, else starts `prefect server start` in the
 background on 127.0.0.1 with SQLite under the project's PREFECT_HOME (`.slotrelay/prefect`).
+`start_server(database=...)` (`slotrelay up --database`) puts the server on PostgreSQL through asyncpg
+instead; a PREFECT_API_DATABASE_CONNECTION_URL already in the environment does the same.
 
 The server encrypts stored Block secrets with PREFECT_SERVER_ENCRYPTION_KEY. That key lives in the
 project's `.env` (git-ignored): it is generated on first start and reused afterwards, so secrets
@@ -36,6 +38,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HOME = PROJECT_ROOT / ".slotrelay" / "prefect"
 ENV_FILE = PROJECT_ROOT / ".env"
 ENCRYPTION_KEY_NAME = "PREFECT_SERVER_ENCRYPTION_KEY"
+DATABASE_URL_NAME = "PREFECT_API_DATABASE_CONNECTION_URL"
+# Prefect 3 reads the newer name first: a value left there would win over --database.
+DATABASE_URL_NAMES = ("PREFECT_SERVER_DATABASE_CONNECTION_URL", DATABASE_URL_NAME)
 
 
 class ServerStartError(SlotrelayError):
@@ -111,6 +116,36 @@ def encryption_key(env_file: Path = ENV_FILE) -> str:
     return key
 
 
+def server_database(url: str) -> str:
+    """The SQLAlchemy URL the Prefect server takes for `url`: PostgreSQL through asyncpg, or SQLite.
+
+    Parameters:
+        url: `postgresql+asyncpg://user:password@host:port/db` (`postgresql://` is read as the same),
+            or `sqlite+aiosqlite:///path/prefect.db`.
+
+    Returns:
+        The URL with its driver spelled out.
+
+    Raises:
+        ValueError: another scheme, or no host or database; the message hides the password.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(f"{url!r} is not a database URL (postgresql+asyncpg://user:password@host:port/db)") from None
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+asyncpg"):
+        if not parsed.host or not parsed.database:
+            raise ValueError(f"{shown}: a PostgreSQL URL needs a host and a database name")
+        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    if parsed.drivername in ("sqlite", "sqlite+aiosqlite"):
+        return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
+    raise ValueError(f"{shown}: the Prefect server keeps its data in PostgreSQL (postgresql+asyncpg://) or SQLite")
+
+
 def start_server(
     *,
     host: str = "127.0.0.1",
@@ -118,6 +153,7 @@ def start_server(
     home: Path = DEFAULT_HOME,
     ready_timeout: float = 90.0,
     detach: bool = False,
+    database: str | None = None,
 ) -> ServerHandle:
     """Start `prefect server start` in the background and wait until its API answers.
 
@@ -127,6 +163,8 @@ def start_server(
         home: PREFECT_HOME (SQLite database, server log).
         ready_timeout: seconds to wait for /api/health.
         detach: when True the server outlives this process (it ignores the caller's Ctrl-C).
+        database: the server's database URL (see `server_database`); None: PREFECT_API_DATABASE_CONNECTION_URL
+            from the environment, else SQLite in `home`.
 
     Returns:
         A handle whose `stop()` ends the server.
@@ -147,6 +185,10 @@ def start_server(
         "PREFECT_UI_API_URL": api_url,
     }
     env.pop("PREFECT_API_URL", None)
+    if database is not None:
+        for name in DATABASE_URL_NAMES:
+            env.pop(name, None)
+        env[DATABASE_URL_NAME] = server_database(database)
     log_path = home / "server.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(

@@ -140,9 +140,9 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
         decisions=dict(DECISION_HELP) if arbitrate else {},
         pause_timeout_seconds=chain.pause_timeout_seconds if arbitrate else None,
     )
-    path = write_alert(alert_path(chain.work_dir / "alerts", alert.node_id), alert)
+    path = write_alert(alert_path(chain.alerts_dir, alert.node_id), alert)
     line = f"ALERT {alert.handling} {alert.node_id} {alert.error_type}: {alert.message} ({path})"
-    engine_logger(chain.work_dir).warning(line)
+    engine_logger(chain.logs_dir).warning(line)
     get_run_logger().warning(line)
     create_markdown_artifact(markdown=_markdown(alert, path), description=f"alert: {alert.node_id} {alert.error_type}")
     return path
@@ -176,7 +176,7 @@ def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
     history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions
     alert = _set_status(path, status="paused", decision=None, previous_decisions=history)
     log = get_run_logger()
-    engine = engine_logger(chain.work_dir)
+    engine = engine_logger(chain.logs_dir)
     log.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
     engine.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
     refused: str | None = None

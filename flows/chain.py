@@ -56,8 +56,8 @@ FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
 
 def summary_path(chain: Chain, flow_run_id: str | None) -> Path:
-    """Where a run's summary is kept: `<work_dir>/logs/runs/<flow_run_id>.json`."""
-    return chain.work_dir / "logs" / "runs" / f"{flow_run_id or 'no-flow-run'}.json"
+    """Where a run's summary is kept: `<logs_dir>/runs/<flow_run_id>.json`."""
+    return chain.logs_dir / "runs" / f"{flow_run_id or 'no-flow-run'}.json"
 
 
 def _run_name() -> str:
@@ -95,7 +95,7 @@ class ChainRun:
         self.unhandled: list[tuple[str, Path]] = []
         self.terminated: str | None = None
         self.log = get_run_logger()
-        self.engine = engine_logger(chain.work_dir)
+        self.engine = engine_logger(chain.logs_dir)
 
     @staticmethod
     def sources_of(chain: Chain) -> dict[str, list[str]]:
@@ -219,7 +219,8 @@ class ChainRun:
         else:
             if decision.decision == "reload":
                 try:
-                    reloaded = load_chain(self.chain.source, slots_root=self.chain.slots_root)
+                    reloaded = load_chain(self.chain.source, slots_root=self.chain.slots_root,
+                                          alerts_dir=self.chain.alerts_dir, logs_dir=self.chain.logs_dir)
                 except ChainValidationError as invalid:
                     self.log.error("reload refused, the chain is invalid: %s", invalid.message)
                     self.arbitrations.insert(0, (node_id, path))
@@ -294,6 +295,7 @@ def run_chain(
     start_nodes: list[str] | None = None,
     slots_root: str | None = None,
     stop_at_external: bool = False,
+    folders_block: str | None = None,
 ) -> Any:
     """Run a chain file as one flow run.
 
@@ -304,11 +306,19 @@ def run_chain(
         slots_root: folder relative slot paths resolve against (default: the chain file's folder).
         stop_at_external: leave an external node whose output slot is not there yet NotRun (the
             watchdog sensor routes it later) instead of waiting for it.
+        folders_block: the name of a saved `ChainFolders` Block: its slots root (unless `slots_root`
+            is given), alerts and logs folders.
 
     Returns:
         The run summary (`slotrelay run --json`); a failed run returns `Failed` carrying it.
     """
-    chain = load_chain(chain_path, slots_root=slots_root)
+    folders = {"slots_root": slots_root}
+    if folders_block:
+        from blocks.chain_folders import ChainFolders
+
+        saved = ChainFolders.load(folders_block)
+        folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts, "logs_dir": saved.logs}
+    chain = load_chain(chain_path, **folders)
     preflight(chain)
     context = FlowRunContext.get()
     run = ChainRun(chain, flow_run_id=str(context.flow_run.id) if context else None,

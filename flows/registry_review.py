@@ -16,7 +16,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
-from flows.pen import artifact_key
+from flows.pen import artifact_key, sandbox_settings
 from tasks import pen as pen_tasks
 
 VERDICT_POLL_SECONDS = 2
@@ -50,6 +50,7 @@ def registry_review(
     verdict: Literal["accept", "reject", "observation"] | None = None,
     reviewer: str = "reviewer",
     backend: str | None = None,
+    sandbox_policy: str | None = None,
     review_timeout_s: int = 3600,
 ) -> dict[str, Any]:
     """Check a shared pen and record the reviewer's verdict.
@@ -60,13 +61,14 @@ def registry_review(
         verdict: decide without pausing (None: pause for a reviewer).
         reviewer: who reviews, when `verdict` is given.
         backend: the sandbox backend for the test examples.
+        sandbox_policy: the name of a saved `SandboxPolicy` Block (as for `pen-write`).
         review_timeout_s: how long the pause waits for a reviewer.
 
     Returns:
         The review outcome (state, location, checks, and MPP-E006 when rejected).
     """
     log = get_run_logger()
-    report = pen_tasks.registry_check(root, pen_id, backend)
+    report = pen_tasks.registry_check(root, pen_id, backend, sandbox_settings(sandbox_policy))
     create_markdown_artifact(
         _report_markdown(pen_id, report),
         key=artifact_key("pen-review", pen_id),

@@ -10,7 +10,8 @@ log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 # System packages: the Docker engine, bubblewrap (the sandbox without a daemon), debootstrap
 # (the base image without a registry), graphviz (chain graphs as PNG), chromium (the browser the
 # Prefect UI test drives) and openssh-server (the deploy node's tests start their own sshd, as a non-root
-# user on 127.0.0.1, so no system sshd service is enabled or needed).
+# user on 127.0.0.1, so no system sshd service is enabled or needed) and postgresql (the tests of the
+# Prefect server on PostgreSQL start their own cluster with initdb + pg_ctl; no service is enabled).
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
@@ -19,6 +20,7 @@ command -v dot >/dev/null || missing+=(graphviz)
 command -v node >/dev/null || missing+=(nodejs npm)
 command -v chromium >/dev/null || missing+=(chromium)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         log "missing system packages: ${missing[*]} (install them with: sudo apt-get install ${missing[*]})"

@@ -15,17 +15,17 @@ BACKUP_COUNT = 5
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
-def engine_logger(work_dir: Path) -> logging.Logger:
-    """The logger writing to `<work_dir>/logs/engine.log` (one handler per file, however often called).
+def engine_logger(logs_dir: Path) -> logging.Logger:
+    """The logger writing to `<logs_dir>/engine.log` (one handler per file, however often called).
 
     Parameters:
-        work_dir: the chain's work folder (`Chain.work_dir`).
+        logs_dir: the chain's logs folder (`Chain.logs_dir`).
 
     Returns:
         A logger named `slotrelay.engine.<folder>` that does not propagate to the root logger.
     """
-    log_path = (work_dir / "logs" / "engine.log").resolve()
-    logger = logging.getLogger(f"slotrelay.engine.{log_path.parent.parent}")
+    log_path = (logs_dir / "engine.log").resolve()
+    logger = logging.getLogger(f"slotrelay.engine.{log_path.parent}")
     if not any(getattr(h, "baseFilename", None) == str(log_path) for h in logger.handlers):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         handler = RotatingFileHandler(log_path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")

@@ -78,7 +78,7 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
     attempt = context.task_run.run_count
     key = str(context.task_run.id)
     log = get_run_logger()
-    engine = engine_logger(chain.work_dir)
+    engine = engine_logger(chain.logs_dir)
     slot = str(output_slot_path(chain, node_id))
     try:
         document = execute_node(

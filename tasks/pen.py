@@ -15,6 +15,7 @@ from slotrelay.pen import registry, writer
 from slotrelay.pen.model_client import ChatClient
 from slotrelay.pen.models import Action, Execution
 from slotrelay.pen.writer import PenOutcome, PenRun
+from slotrelay.sandbox.settings import SandboxSettings
 
 
 @task(name="pen-screen-intent", cache_policy=NO_CACHE)
@@ -36,9 +37,9 @@ def static_screen(run: PenRun) -> None:
 
 
 @task(name="pen-sandbox-run", cache_policy=NO_CACHE)
-def sandbox_run(run: PenRun, backend: str | None) -> Execution:
-    """Run the code in the sandbox (MPP-E002, E004, E005)."""
-    return writer.execute(run, backend=backend)
+def sandbox_run(run: PenRun, backend: str | None, settings: SandboxSettings | None = None) -> Execution:
+    """Run the code in the sandbox (MPP-E002, E004, E005), under the operator's policy when given."""
+    return writer.execute(run, backend=backend, settings=settings)
 
 
 @task(name="pen-suggest", cache_policy=NO_CACHE)
@@ -60,9 +61,11 @@ def apply_decision(root: str, pen_id: str, action: Action, decided_by: str) -> P
 
 
 @task(name="registry-check", cache_policy=NO_CACHE)
-def registry_check(root: str | Path, pen_id: str, backend: str | None) -> dict[str, Any]:
+def registry_check(
+    root: str | Path, pen_id: str, backend: str | None, settings: SandboxSettings | None = None
+) -> dict[str, Any]:
     """Run a shared pen's test examples in the sandbox and the static screen."""
-    return registry.check(root, pen_id, backend=backend).to_json()
+    return registry.check(root, pen_id, backend=backend, settings=settings).to_json()
 
 
 @task(name="registry-verdict", cache_policy=NO_CACHE)

@@ -316,6 +316,8 @@ class Chain(Spec):
 
     _source: Path | None = PrivateAttr(default=None)
     _slots_root: Path | None = PrivateAttr(default=None)
+    _alerts_dir: Path | None = PrivateAttr(default=None)
+    _logs_dir: Path | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> Path | None:
@@ -337,10 +339,29 @@ class Chain(Spec):
         """Where slots resolve, and where `alerts/` and `logs/` go: `--slots-root` or the chain's folder."""
         return self._slots_root or self.base_dir
 
-    def bind(self, *, source: Path | None, slots_root: Path | None = None) -> Chain:
-        """Attach the file this chain came from and an optional slots root; returns self."""
+    @property
+    def alerts_dir(self) -> Path:
+        """Where Alert JSON files go: the folder set at bind, else `<work_dir>/alerts`."""
+        return self._alerts_dir or self.work_dir / "alerts"
+
+    @property
+    def logs_dir(self) -> Path:
+        """Where `engine.log` and run summaries go: the folder set at bind, else `<work_dir>/logs`."""
+        return self._logs_dir or self.work_dir / "logs"
+
+    def bind(
+        self,
+        *,
+        source: Path | None,
+        slots_root: Path | None = None,
+        alerts_dir: Path | None = None,
+        logs_dir: Path | None = None,
+    ) -> Chain:
+        """Attach the file this chain came from and optional slots root, alerts and logs folders; returns self."""
         self._source = source.resolve() if source else None
         self._slots_root = slots_root.resolve() if slots_root else None
+        self._alerts_dir = alerts_dir.resolve() if alerts_dir else None
+        self._logs_dir = logs_dir.resolve() if logs_dir else None
         return self
 
     def resolve(self, path: str) -> Path:

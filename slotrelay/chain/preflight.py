@@ -72,20 +72,14 @@ def sandbox_problems(chain: Chain) -> list[str]:
     """L1 for pen nodes: their code runs in a sandbox, so a Docker daemon must answer or bwrap exist."""
     if not any(node.executor.kind == "pen" for node in chain.nodes):
         return []
-    import docker
+    from slotrelay.sandbox.daemon import docker_client
+    from slotrelay.sandbox.errors import SandboxUnavailable
 
     try:
-        client = docker.from_env(timeout=5)
-    except docker.errors.DockerException:
-        client = None
-    if client is not None:
-        try:
-            client.ping()
-            return []
-        except docker.errors.DockerException:
-            pass
-        finally:
-            client.close()
+        docker_client(timeout=5).close()
+        return []
+    except SandboxUnavailable:
+        pass
     if shutil.which("bwrap"):
         return []
     return [("pen nodes run generated code in a sandbox: no Docker daemon answers (start dockerd) "
@@ -94,7 +88,7 @@ def sandbox_problems(chain: Chain) -> list[str]:
 
 def slot_folders(chain: Chain) -> list[Path]:
     """Every folder a slot, babel log, alert or log of the chain lives in."""
-    folders = {chain.work_dir / "alerts", chain.work_dir / "logs"}
+    folders = {chain.alerts_dir, chain.logs_dir}
     for node in chain.nodes:
         for slot in (node.input_slot, node.output_slot):
             if slot is None:

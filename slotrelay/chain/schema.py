@@ -129,12 +129,20 @@ def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     return chain
 
 
-def load_chain(path: str | Path, *, slots_root: str | Path | None = None) -> Chain:
+def load_chain(
+    path: str | Path,
+    *,
+    slots_root: str | Path | None = None,
+    alerts_dir: str | Path | None = None,
+    logs_dir: str | Path | None = None,
+) -> Chain:
     """Read, validate and bind a chain file.
 
     Parameters:
         path: the `node_chain.json`.
         slots_root: folder relative slot paths resolve against (default: the chain file's folder).
+        alerts_dir: where alerts go (default: `alerts/` in the slots root).
+        logs_dir: where the engine log and run summaries go (default: `logs/` in the slots root).
 
     Returns:
         The validated chain, bound to its file and slots root.
@@ -145,7 +153,12 @@ def load_chain(path: str | Path, *, slots_root: str | Path | None = None) -> Cha
     path = Path(path)
     document = _parse(path)
     chain = validate_document(document, source=str(path))
-    return chain.bind(source=path, slots_root=Path(slots_root) if slots_root else None)
+    return chain.bind(
+        source=path,
+        slots_root=Path(slots_root) if slots_root else None,
+        alerts_dir=Path(alerts_dir) if alerts_dir else None,
+        logs_dir=Path(logs_dir) if logs_dir else None,
+    )
 
 
 def _refuse_constant(name: str) -> Any:

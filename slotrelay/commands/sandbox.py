@@ -37,10 +37,8 @@ def build(
     force: Annotated[bool, typer.Option("--force", help="rebuild even when the images are current")] = False,
 ) -> None:
     """Build the base image (debootstrap, no registry needed) and one image per language."""
-    import docker
-    import docker.errors
-
     from slotrelay.sandbox import images
+    from slotrelay.sandbox.daemon import docker_client
     from slotrelay.sandbox.errors import SandboxImageError, SandboxUnavailable
     from slotrelay.sandbox.limits import LANGUAGES
 
@@ -49,10 +47,9 @@ def build(
     if unknown:
         raise _bad_input(f"--lang: {', '.join(unknown)} is not one of {', '.join(LANGUAGES)}")
     try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as error:
-        err.print(f"[bold red]no Docker daemon[/]: {error} (start one with scripts/start-dockerd.sh)")
+        client = docker_client()
+    except SandboxUnavailable as error:
+        err.print(f"[bold red]no Docker daemon[/]: {error.message} (start one with scripts/start-dockerd.sh)")
         raise typer.Exit(3) from error
     with closing(client), err.status("checking sandbox images") as status:
         try:

@@ -174,6 +174,12 @@ def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -
         process.wait()
 
 
+def _shown(database: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(database).render_as_string(hide_password=True)
+
+
 @app.command("up")
 def up(
     chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example chain).")] = None,
@@ -182,6 +188,9 @@ def up(
     home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
     psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
     psmr_port: Annotated[int, typer.Option(help="Port of the PSMR view on 127.0.0.1.")] = 8766,
+    database: Annotated[str | None, typer.Option(
+        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in --home).",
+    )] = None,
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
     if host not in LOOPBACK:
@@ -191,7 +200,14 @@ def up(
     chain_files = [p.resolve() for p in (chains or ([EXAMPLE_CHAIN] if EXAMPLE_CHAIN.exists() else []))]
     _load_routers(chain_files, None)
 
-    from deployments.server import DEFAULT_HOME, ServerStartError, api_answers, start_server
+    from deployments.server import DEFAULT_HOME, ServerStartError, api_answers, server_database, start_server
+
+    if database is not None:
+        try:
+            server_database(database)
+        except ValueError as bad:
+            console.print(f"[red]--database: {bad}[/red]")
+            raise typer.Exit(2) from None
 
     if api_answers(f"http://{host}:{port}/api"):
         console.print(f"[red]Something already answers on {host}:{port}; stop it or choose --port.[/red]")
@@ -203,7 +219,7 @@ def up(
     try:
         with console.status(f"starting the Prefect server on {host}:{port} ..."):
             try:
-                server = start_server(host=host, port=port, home=home or DEFAULT_HOME)
+                server = start_server(host=host, port=port, home=home or DEFAULT_HOME, database=database)
             except ServerStartError as failed:
                 console.print(f"[red]{failed}[/red]")
                 raise typer.Exit(3) from None
@@ -223,6 +239,7 @@ def up(
                 )
             console.print(Panel.fit(
                 f"Prefect UI  [bold]{server.ui_url}[/bold]\nAPI         {server.api_url}\n"
+                + (f"database    {_shown(database)}\n" if database else "")
                 + (f"PSMR view   [bold]http://127.0.0.1:{psmr_port}/[/bold] ({psmr})\n" if psmr else "")
                 + f"watching    {', '.join(map(str, chain_files)) or '(no chain)'}\n"
                 "Ctrl-C stops the server, the watcher and every run they started.",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from slotrelay.pen import store
 from slotrelay.pen.audit import AuditLog, now_iso, sha256_text
@@ -24,6 +24,9 @@ from slotrelay.pen.models import FILE_SUFFIX, PenRequest
 from slotrelay.pen.states import require_state, transition
 from slotrelay.pen.static_screen import screen_code
 from slotrelay.pen.writer import program_result, sandbox_limits_for
+
+if TYPE_CHECKING:
+    from slotrelay.sandbox.settings import SandboxSettings
 
 Verdict = Literal["accept", "reject", "observation"]
 VERDICT_STATE: dict[str, Literal["accepted", "rejected", "observation"]] = {
@@ -85,13 +88,16 @@ def _inbox(root: str | Path, pen_id: str) -> Path:
     return store.registry_dir(root, "inbox", pen_id)
 
 
-def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> ReviewReport:
+def check(
+    root: str | Path, pen_id: str, *, backend: str | None = None, settings: SandboxSettings | None = None
+) -> ReviewReport:
     """Run a shared pen's test examples and static screen, and move it to `reviewed`.
 
     Parameters:
         root: the pen's root folder.
         pen_id: a pen in state `shared`.
         backend: the sandbox backend (None: the sandbox's default).
+        settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
     Returns:
         The report (also written to `review.json` in the inbox folder).
@@ -148,7 +154,7 @@ def check(root: str | Path, pen_id: str, *, backend: str | None = None) -> Revie
             continue
         try:
             result = sandbox.run(
-                code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend
+                code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend, settings=settings
             )
         except SandboxRequestError as exc:
             raise InvalidPenRequest(f"sandbox: {exc.message}") from exc

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -47,6 +47,9 @@ from slotrelay.pen.screening import screen_intent
 from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_state, transition
 from slotrelay.pen.static_screen import enforce_screen
 from slotrelay.pen.suggest import suggest
+
+if TYPE_CHECKING:
+    from slotrelay.sandbox.settings import SandboxSettings
 
 # Sandbox violations that mean "tried to reach a forbidden resource" (MPP-E005); memory and output
 # caps are limits the run hit, reported as an execution error instead.
@@ -208,12 +211,13 @@ def sandbox_limits_for(request: PenRequest) -> Any:
         ) from exc
 
 
-def execute(run: PenRun, *, backend: str | None = None) -> Execution:
+def execute(run: PenRun, *, backend: str | None = None, settings: SandboxSettings | None = None) -> Execution:
     """Run the code in the sandbox and move the pen through executing to completed.
 
     Parameters:
         run: a run whose code passed the static screen.
         backend: the sandbox backend ("docker", "bwrap"; None: the sandbox's default).
+        settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
     Returns:
         The execution (status success or error).
@@ -240,6 +244,7 @@ def execute(run: PenRun, *, backend: str | None = None) -> Execution:
                 limits=limits,
                 inputs=run.request.context.upstream_inputs,
                 backend=backend,
+                settings=settings,
             )
         except SandboxRequestError as exc:
             # A backend name that does not exist is bad input, not a sandbox that failed to start.
@@ -449,6 +454,7 @@ def write(
     root: str | Path,
     model: ModelSettings,
     backend: str | None = None,
+    settings: SandboxSettings | None = None,
 ) -> PenOutcome:
     """`pen.write`: from an intent to a run, a suggestion and the persona's decision.
 
@@ -457,6 +463,7 @@ def write(
         root: the pen's root folder (persona brains, module registry, audit log).
         model: the code model's endpoint.
         backend: the sandbox backend (None: the sandbox's default).
+        settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
     Returns:
         The outcome. When the persona's policy asks a person, the pen stays completed and staged,
@@ -472,7 +479,7 @@ def write(
             screen(run)
             generate(run, client)
             screen_code(run)
-            execute(run, backend=backend)
+            execute(run, backend=backend, settings=settings)
             suggest_action(run, client)
             decision = persona_decision(run)
             stage(run)

@@ -59,7 +59,7 @@ class ChainRouter:
         self.chain_id = self.chain.chain_id
         self.ledger = RoutingLedger(self.chain.work_dir / LEDGER_FILE_NAME)
         self.lock = threading.Lock()
-        self._engine_log = engine_logger(self.chain.work_dir)
+        self._engine_log = engine_logger(self.chain.logs_dir)
         self._external = {n.node_id for n in self.chain.nodes if n.executor.kind == "external"}
 
     def watched_slots(self) -> dict[Path, str]:

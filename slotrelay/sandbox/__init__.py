@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from slotrelay.sandbox.backends import BACKENDS, doctor, get_backend
+from slotrelay.sandbox.daemon import DaemonEndpoint
 from slotrelay.sandbox.errors import SandboxError, SandboxImageError, SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.limits import (
     LANGUAGES,
@@ -37,10 +38,12 @@ from slotrelay.sandbox.limits import (
     Truncated,
     Violation,
 )
+from slotrelay.sandbox.settings import SandboxSettings
 
 __all__ = [
     "BACKENDS",
     "LANGUAGES",
+    "DaemonEndpoint",
     "ExecutionResult",
     "FsAllowPaths",
     "NetworkAllow",
@@ -48,6 +51,7 @@ __all__ = [
     "SandboxImageError",
     "SandboxLimits",
     "SandboxRequestError",
+    "SandboxSettings",
     "SandboxUnavailable",
     "Truncated",
     "Violation",
@@ -64,6 +68,7 @@ def run(
     limits: SandboxLimits | None = None,
     inputs: Any = None,
     backend: str | None = None,
+    settings: SandboxSettings | None = None,
 ) -> ExecutionResult:
     """Run `code` in a sandbox and report what it did.
 
@@ -73,6 +78,8 @@ def run(
         limits: the run's limits; `SandboxLimits()` (the seed's defaults) when None.
         inputs: any JSON-serializable value handed to the program (see the module docstring).
         backend: "docker" or "bwrap"; the first usable one when None.
+        settings: the operator's policy (daemon, image tags, egress allow-list, pool size); a host
+            outside its egress allow-list refuses the run before anything starts.
 
     Returns:
         The run's status, exit code, output, result, duration, violations and backend.
@@ -85,5 +92,9 @@ def run(
         json.dumps(inputs)
     except (TypeError, ValueError) as error:
         raise SandboxRequestError(f"inputs: not JSON-serializable ({error})") from error
-    chosen = get_backend(backend, lang=lang)
-    return chosen.run(code, lang=lang, limits=limits or SandboxLimits(), inputs=inputs)
+    limits = limits or SandboxLimits()
+    chosen = get_backend(backend, lang=lang, settings=settings)
+    refused = settings.egress_refusals(limits) if settings else []
+    if refused:
+        return ExecutionResult.refused(refused, chosen.name)
+    return chosen.run(code, lang=lang, limits=limits, inputs=inputs)

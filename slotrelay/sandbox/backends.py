@@ -1,7 +1,8 @@
 """Choosing a sandbox backend, and `doctor`: which backends work here and why the others do not.
 
 The default order is docker, then bwrap (`SLOTRELAY_SANDBOX_BACKEND` or the `backend` argument
-pins one). Docker counts as usable for a language only when the daemon answers and that
+pins one), unless the operator's `SandboxSettings` name a daemon: then docker on that daemon
+only. Docker counts as usable for a language only when the daemon answers and that
 language's image for this checkout exists. Backends are opened once per process and closed at
 exit (the docker one owns a pool of containers). Where none works, `SandboxUnavailable` says
 why for each; code never runs unsandboxed.
@@ -18,8 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slotrelay.sandbox import bwrap_backend, images
+from slotrelay.sandbox.daemon import docker_client, is_local
 from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.limits import LANGUAGES, ExecutionResult, SandboxLimits
+from slotrelay.sandbox.settings import SandboxSettings
 
 BACKENDS = ("docker", "bwrap")
 BACKEND_VARIABLE = "SLOTRELAY_SANDBOX_BACKEND"
@@ -37,20 +40,27 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-_opened: dict[str, Backend] = {}
-_images_seen: set[str] = set()
+_opened: dict[tuple, Backend] = {}
+_images_seen: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
 
-def _open(name: str) -> Backend:
-    if name in _opened:
-        return _opened[name]
+def _open(name: str, settings: SandboxSettings) -> Backend:
+    # One docker backend per daemon and image set: a policy naming another daemon gets its own pool.
+    key = (name, settings.endpoint, settings.image_tags, settings.pool_size) if name == "docker" else (name,)
+    if key in _opened:
+        return _opened[key]
     if name == "docker":
         from slotrelay.sandbox.docker_backend import DockerBackend
 
+        pool_size = settings.pool_size
+        if pool_size is None:
+            pool_size = int(os.environ.get(POOL_SIZE_VARIABLE, "2"))
         docker_backend = DockerBackend(
-            pool_size=int(os.environ.get(POOL_SIZE_VARIABLE, "2")),
+            pool_size=pool_size,
             pool_memory_mb=int(os.environ.get(POOL_MEMORY_VARIABLE, "1024")),
+            endpoint=settings.endpoint,
+            image_tags=dict(settings.image_tags),
         )
         # The most common shape, ready before the first run asks for it.
         if not docker_backend.missing_image("python"):
@@ -58,41 +68,70 @@ def _open(name: str) -> Backend:
         backend: Backend = docker_backend
     else:
         backend = bwrap_backend.BwrapBackend()
-    _opened[name] = backend
-    atexit.register(backend.close)
+    _opened[key] = backend
     return backend
+
+
+def close_backends() -> None:
+    """Close every backend this process opened (their pools' containers are removed); runs at exit.
+
+    A caller that stops using a daemon before the process ends (a test's own daemon) calls it first,
+    so nothing is left to remove from a daemon that is gone.
+    """
+    with _lock:
+        while _opened:
+            _opened.popitem()[1].close()
+        _images_seen.clear()
+
+
+atexit.register(close_backends)
 
 
 def _usable_for(backend: Backend, lang: str) -> str | None:
     """Why `backend` cannot run `lang` right now, or None when it can."""
     if backend.name == "docker":
-        tag = images.image_tag(lang)
-        if tag not in _images_seen:
+        tag = backend.image_for(lang)  # type: ignore[attr-defined]
+        daemon = backend.daemon  # type: ignore[attr-defined]
+        if (daemon, tag) not in _images_seen:
             if backend.missing_image(lang):  # type: ignore[attr-defined]
-                return f"docker: image {tag} is missing (run `slotrelay sandbox build`)"
-            _images_seen.add(tag)
+                return f"docker: image {tag} is missing on {daemon} (run `slotrelay sandbox build`)"
+            _images_seen.add((daemon, tag))
         return None
     found = bwrap_backend.problems(lang)
     return "bwrap: " + "; ".join(found) if found else None
 
 
-def get_backend(name: str | None = None, *, lang: str = "python") -> Backend:
+def get_backend(name: str | None = None, *, lang: str = "python", settings: SandboxSettings | None = None) -> Backend:
     """The backend to run `lang` with: `name`, else `SLOTRELAY_SANDBOX_BACKEND`, else the first usable.
 
+    Parameters:
+        name: "docker" or "bwrap"; None: the environment's choice, else the first usable.
+        lang: the language to run.
+        settings: the operator's policy; when it names a daemon, only docker on that daemon is tried.
+
     Raises:
-        SandboxRequestError: an unknown backend or language name.
+        SandboxRequestError: an unknown backend or language name, or bwrap asked for under a policy
+            that names a daemon.
         SandboxUnavailable: the backend asked for (or every backend) cannot run `lang` here.
     """
+    settings = settings or SandboxSettings()
     name = name or os.environ.get(BACKEND_VARIABLE) or None
     if name is not None and name not in BACKENDS:
         raise SandboxRequestError(f"backend: {name!r} is not one of {', '.join(BACKENDS)}")
     if lang not in LANGUAGES:
         raise SandboxRequestError(f"lang: {lang!r} is not one of {', '.join(LANGUAGES)}")
+    if settings.endpoint is not None:
+        if name not in (None, "docker"):
+            raise SandboxRequestError(
+                f"backend: {name!r} cannot run on the daemon the sandbox policy names ({settings.endpoint.url})"
+            )
+        # The policy chose the daemon: falling back to bwrap would run the code somewhere else.
+        name = "docker"
     reasons = []
     with _lock:
         for candidate in [name] if name else BACKENDS:
             try:
-                backend = _open(candidate)
+                backend = _open(candidate, settings)
             except SandboxUnavailable as error:
                 reasons.append(error.message)
                 continue
@@ -115,20 +154,17 @@ class BackendReport:
 
 
 def _docker_report() -> BackendReport:
-    import docker
     import docker.errors
 
     report = BackendReport(name="docker", usable=False)
     try:
-        client = docker.from_env()
+        client = docker_client()
         info = client.info()
-    except docker.errors.DockerException as error:
-        report.problems.append(
-            f"the daemon does not answer ({error}); start it with scripts/start-dockerd.sh"
-        )
+    except (SandboxUnavailable, docker.errors.DockerException) as error:
+        report.problems.append(f"{error}; start it with scripts/start-dockerd.sh")
         return report
     with closing(client):
-        if not client.api.base_url.startswith("http+docker://local"):
+        if not is_local(client):
             report.notes.append("the daemon is remote: allow_paths and network allow-lists need a local one")
         report.notes.append(
             f"daemon {info.get('ServerVersion')} at {os.environ.get('DOCKER_HOST', 'the local socket')}, storage {info.get('Driver')}, "

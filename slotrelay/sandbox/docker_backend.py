@@ -29,11 +29,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from slotrelay.sandbox import images, seccomp
+from slotrelay.sandbox.daemon import DaemonEndpoint, close_attach, describe, docker_client, is_local
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
 from slotrelay.sandbox.errors import SandboxUnavailable
 from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
@@ -91,41 +93,52 @@ class ContainerShape:
 class PooledContainer:
     """A started container waiting for its program, its attach stream, and its egress socket's folder.
 
-    `stream` is the docker SDK's attach socket (stdin to write the request, stdout and stderr to read),
-    opened before the start so nothing the container writes is lost.
+    `stream` is the docker SDK's attach socket for stdout and stderr, opened before the start so nothing
+    the container writes is lost; `inlet` is a second one for stdin, closed whole once the request is
+    written: a TLS stream cannot be half-closed (SSLSocket.shutdown drops the TLS layer, and later reads
+    see ciphertext), and with StdinOnce the daemon ends the program's stdin when that client goes.
     """
 
     id: str
     egress_dir: str | None
     stream: Any
+    inlet: Any = None
 
 
 class DockerBackend:
-    """Runs code in containers on the Docker daemon named by the environment (DOCKER_HOST).
+    """Runs code in containers on one Docker daemon: `endpoint`'s, else the environment's (DOCKER_HOST).
 
     Parameters:
         pool_size: containers kept ready per shape.
         pool_memory_mb: the most the memory caps of the idle containers may add up to.
+        endpoint: the daemon (None: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH).
+        image_tags: images to run instead of this checkout's, by language (an operator's own builds).
 
     Raises:
-        SandboxUnavailable: the daemon does not answer.
+        SandboxUnavailable: the daemon does not answer; the message names it.
     """
 
     name = "docker"
 
-    def __init__(self, *, pool_size: int = 2, pool_memory_mb: int = 1024) -> None:
-        import docker
-        import docker.errors
-
+    def __init__(
+        self,
+        *,
+        pool_size: int = 2,
+        pool_memory_mb: int = 1024,
+        endpoint: DaemonEndpoint | None = None,
+        image_tags: Mapping[str, str] | None = None,
+    ) -> None:
+        self._client = docker_client(endpoint)
         try:
-            self._client = docker.from_env()
-            self._client.ping()
             # The pool's worker gets its own connection: a client's session is not shared across threads.
-            self._worker_client = docker.from_env()
-        except docker.errors.DockerException as error:
-            raise SandboxUnavailable(f"docker: the daemon does not answer ({error})") from error
+            self._worker_client = docker_client(endpoint)
+        except SandboxUnavailable:
+            self._client.close()
+            raise
+        self.daemon = describe(endpoint)
+        self._image_tags = dict(image_tags or {})
         self._instance = uuid.uuid4().hex
-        self._local = self._client.api.base_url.startswith("http+docker://local")
+        self._local = is_local(self._client)
         self._seccomp = seccomp.docker_profile()
         self._entrypoints: dict[str, list[str]] = {}
         self.collect_orphans()
@@ -137,6 +150,10 @@ class DockerBackend:
             budget=pool_memory_mb,
             size=pool_size,
         )
+
+    def image_for(self, lang: str) -> str:
+        """The image runs of `lang` use: the operator's tag when one is set, else this checkout's."""
+        return self._image_tags.get(lang) or images.image_tag(lang)
 
     def collect_orphans(self) -> int:
         """Remove sandbox containers (and egress folders) whose owning process is gone.
@@ -175,13 +192,13 @@ class DockerBackend:
 
     def missing_image(self, lang: str) -> str | None:
         """The image `lang` needs when the daemon lacks it, else None."""
-        missing = images.missing_images(self._client, (lang,))
-        return missing[0] if missing else None
+        tag = self.image_for(lang)
+        return None if images.has_image(self._client, tag) else tag
 
     def shape_for(self, lang: str, limits: SandboxLimits, mounts: list[ReadOnlyMount]) -> ContainerShape:
         """The container shape a run of `lang` under `limits` needs."""
         return ContainerShape(
-            image=images.image_tag(lang),
+            image=self.image_for(lang),
             memory_mb=limits.memory_mb,
             tmp_mb=limits.tmp_mb,
             pids=limits.pids,
@@ -240,6 +257,7 @@ class DockerBackend:
             shape.image,
             entrypoint=entrypoint,
             user=SANDBOX_UID,
+            # The SDK also sets StdinOnce: stdin closes when the client attached to it goes (_run_started).
             stdin_open=True,
             environment=environment,
             working_dir="/tmp" if shape.tmp_mb else "/",
@@ -249,9 +267,8 @@ class DockerBackend:
         )
         item = PooledContainer(id=created["Id"], egress_dir=egress_dir, stream=None)
         try:
-            item.stream = api.attach_socket(
-                item.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
+            item.stream = api.attach_socket(item.id, params={"stdout": 1, "stderr": 1, "stream": 1})
+            item.inlet = api.attach_socket(item.id, params={"stdin": 1, "stream": 1})
             api.start(item.id)
         except BaseException:
             self._remove(item)
@@ -261,10 +278,9 @@ class DockerBackend:
     def _remove(self, item: PooledContainer) -> None:
         import docker.errors
 
-        if item.stream is not None:
-            raw = getattr(item.stream, "_sock", None) or item.stream  # closing the SDK's wrapper forgets it
-            item.stream.close()
-            raw.close()
+        for attached in (item.stream, item.inlet):
+            if attached is not None:
+                close_attach(attached)
         try:
             self._worker_client.api.remove_container(item.id, force=True)
         except docker.errors.NotFound:
@@ -296,7 +312,7 @@ class DockerBackend:
             container = self.pool.acquire(self.shape_for(lang, limits, mounts))
         except docker.errors.ImageNotFound as error:
             raise SandboxUnavailable(
-                f"docker: image {images.image_tag(lang)} is missing; run `slotrelay sandbox build`"
+                f"docker: image {self.image_for(lang)} is missing on {self.daemon}; run `slotrelay sandbox build`"
             ) from error
         except docker.errors.DockerException as error:
             raise SandboxUnavailable(f"docker: could not create a sandbox container ({error})") from error
@@ -328,6 +344,7 @@ class DockerBackend:
         stdout = CappedCapture(limits.stdout_max_bytes)
         stderr = CappedCapture(limits.stderr_max_bytes)
         stream = container.stream
+        inlet = container.inlet
         raw = getattr(stream, "_sock", stream)
         # An idle runner writes nothing: anything to read now means the container ended while it waited.
         if select.select([raw], [], [], 0)[0]:
@@ -337,10 +354,11 @@ class DockerBackend:
 
         def feed() -> None:
             try:
-                raw.sendall(request)
-                raw.shutdown(socket.SHUT_WR)
+                getattr(inlet, "_sock", inlet).sendall(request)
             except OSError:
                 pass  # the program ended without reading all of its stdin
+            finally:
+                close_attach(inlet)
 
         def drain() -> None:
             # Read to the end even past the caps: a reader that stops makes the kill hang.

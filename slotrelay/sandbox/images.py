@@ -107,7 +107,8 @@ class BuildStep:
     action: str
 
 
-def _has_image(client, tag: str) -> bool:
+def has_image(client, tag: str) -> bool:
+    """Whether the daemon behind `client` has an image tagged `tag`."""
     import docker.errors
 
     try:
@@ -119,7 +120,7 @@ def _has_image(client, tag: str) -> bool:
 
 def _build_base(client, *, force: bool, say: Callable[[str], None]) -> BuildStep:
     tag = base_tag()
-    if not force and _has_image(client, tag):
+    if not force and has_image(client, tag):
         return BuildStep(tag, "current")
     tarball = cache_dir() / f"base-{base_hash()}.tar"
     action = "imported"
@@ -173,7 +174,7 @@ def _build_language(client, lang: str, *, force: bool, say: Callable[[str], None
     import docker.errors
 
     tag = image_tag(lang)
-    if not force and _has_image(client, tag):
+    if not force and has_image(client, tag):
         return BuildStep(tag, "current")
     say(f"docker build {tag}")
     try:
@@ -235,4 +236,4 @@ def _remove_stale(client, *, keep: set[str]) -> list[BuildStep]:
 
 def missing_images(client, langs: tuple[str, ...] = LANGUAGES) -> list[str]:
     """The language images this checkout needs that the daemon lacks."""
-    return [image_tag(lang) for lang in langs if not _has_image(client, image_tag(lang))]
+    return [image_tag(lang) for lang in langs if not has_image(client, image_tag(lang))]

@@ -19,17 +19,14 @@ from tests.conftest import require_service
 
 
 @functools.cache
-def _images_built() -> bool:
+def images_built() -> bool:
     """Build the images this checkout needs when a daemon answers (a no-op when current, as in CI)."""
-    import docker
-    import docker.errors
-
     from slotrelay.sandbox import images
+    from slotrelay.sandbox.daemon import docker_client
 
     try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException:
+        client = docker_client()
+    except SandboxUnavailable:
         return False
     try:
         images.build_images(client, say=lambda line: None)
@@ -40,7 +37,7 @@ def _images_built() -> bool:
 
 def _usable(name: str) -> str:
     if name == "docker":
-        _images_built()
+        images_built()
     try:
         get_backend(name, lang="python")
     except SandboxUnavailable as missing:

@@ -1,0 +1,50 @@
+"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster, a small chain."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_service
+from tests.scale.postgres_cluster import PostgresCluster, cluster_user, postgres_bin, postgres_cluster
+
+NODES_MODULE = '''
+def count(data):
+    return {"numbers": [1, 2, 3]}
+
+
+def double(data):
+    return {"doubled": [2 * n for n in data["numbers"]]}
+'''
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresCluster]:
+    """A PostgreSQL cluster of this module's own, on a free port of 127.0.0.1."""
+    require_service(postgres_bin() is not None, "PostgreSQL is not installed (apt-get install postgresql)")
+    require_service(cluster_user() is not None, "running as root, but there is no `postgres` user to own a cluster")
+    with postgres_cluster() as cluster:
+        yield cluster
+
+
+def small_chain(folder: Path, chain_id: str = "small") -> Path:
+    """A two-node python chain (count, then double) that runs on its own, without any agent."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{chain_id}_nodes.py").write_text(NODES_MODULE)
+    chain = {
+        "chain_id": chain_id,
+        "nodes": [
+            {"node_id": "count", "output_slot": {"slot_id": "count", "path": "slots/count_output.json"},
+             "executor": {"kind": "python", "callable": f"{chain_id}_nodes:count"}},
+            {"node_id": "double", "input_slot": {"slot_id": "double-in", "path": "slots/double_input.json"},
+             "output_slot": {"slot_id": "double", "path": "slots/double_output.json"},
+             "executor": {"kind": "python", "callable": f"{chain_id}_nodes:double"}},
+        ],
+        "routes": [{"route_id": "count-to-double", "from_node": "count", "to_node": "double"}],
+    }
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain))
+    return path

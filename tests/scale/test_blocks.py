@@ -1,0 +1,100 @@
+"""The Blocks: registered with `prefect block register -m blocks` on the real test server, their schemas
+carry what the UI's form shows, and the flows use them when given (the chain's folders here; the
+sandbox policy in tests/pen/test_remote_sandbox.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prefect.client.orchestration import get_client
+from pydantic import ValidationError
+
+from blocks import ChainFolders, SandboxPolicy
+from slotrelay.sandbox import SandboxRequestError
+from tests.scale.conftest import small_chain
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTER = "prefect block register -m blocks"  # the README's command
+SLUGS = {
+    "slotrelay-code-model": {"base_url", "model", "api_key"},
+    "slotrelay-sandbox-policy": {"daemon_url", "tls_ca_cert", "tls_client_cert", "tls_client_key", "image_tags",
+                                 "default_limits", "egress_allow", "pool_size"},
+    "slotrelay-chain-folders": {"slots_root", "alerts", "logs"},
+}
+
+
+async def _schemas() -> dict[str, dict]:
+    async with get_client() as client:
+        found = {}
+        for slug in SLUGS:
+            block_type = await client.read_block_type_by_slug(slug)
+            schemas = await client.read_block_schemas()
+            found[slug] = next(s.fields for s in schemas if s.block_type_id == block_type.id)
+        return found
+
+
+@pytest.mark.prefect_server
+def test_block_register_puts_the_three_block_types_on_the_server(prefect_server) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", *REGISTER.split()],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Successfully registered 3 blocks" in done.stdout, done.stdout
+    schemas = asyncio.run(_schemas())
+    for slug, fields in SLUGS.items():
+        properties = schemas[slug]["properties"]
+        assert fields <= set(properties), (slug, set(properties))
+        # The UI's form shows each field's description.
+        assert all(properties[name].get("description") for name in fields), slug
+
+
+@pytest.mark.prefect_server
+def test_a_saved_sandbox_policy_loads_as_the_sandbox_settings(prefect_server, tmp_path: Path) -> None:
+    SandboxPolicy(
+        image_tags={"python": "registry.example/py:1"}, default_limits={"timeout_ms": 5000},
+        egress_allow=["api.example.org"], pool_size=3,
+    ).save("policy-test", overwrite=True)  # fmt: skip
+    settings = SandboxPolicy.load("policy-test").settings()
+    assert settings.endpoint is None and settings.pool_size == 3
+    assert settings.image_tags == (("python", "registry.example/py:1"),)
+    assert settings.with_defaults({"memory_mb": 128}) == {"timeout_ms": 5000, "memory_mb": 128}
+    assert settings.with_defaults({"timeout_ms": 100}) == {"timeout_ms": 100}
+    with pytest.raises(SandboxRequestError, match="tls_ca_cert, tls_client_cert, tls_client_key"):
+        SandboxPolicy(daemon_url="tcp://build-host:2375").settings()
+    with pytest.raises(ValidationError, match="not an absolute path"):
+        ChainFolders(alerts="alerts")
+
+
+def test_the_policy_egress_allow_list_refuses_hosts_outside_it() -> None:
+    from slotrelay.sandbox import SandboxLimits, SandboxSettings
+
+    settings = SandboxSettings(egress_allow=("api.example.org", "*.pypi.org", "cache.local:8080"))
+    asked = SandboxLimits(network={"allow": ["api.example.org", "files.pypi.org", "cache.local:8080",
+                                             "cache.local", "evil.example.com", "*.example.org"]})
+    refused = [v.detail.split(" ")[1] for v in settings.egress_refusals(asked)]
+    assert refused == ["cache.local", "evil.example.com", "*.example.org"]
+    assert SandboxSettings().egress_refusals(asked) == []
+
+
+@pytest.mark.prefect_server
+def test_the_chain_flow_puts_alerts_and_logs_where_its_folders_block_says(prefect_server, tmp_path: Path) -> None:
+    from flows.chain import run_chain
+
+    chain = small_chain(tmp_path / "chain")
+    slots, logs, alerts = tmp_path / "slots", tmp_path / "logs-elsewhere", tmp_path / "alerts-elsewhere"
+    ChainFolders(slots_root=str(slots), alerts=str(alerts), logs=str(logs)).save("folders-test", overwrite=True)
+    summary = run_chain(str(chain), folders_block="folders-test")
+    assert summary["state"] == "COMPLETED"
+    assert json.loads((slots / "slots" / "double_output.json").read_text())["data"] == {"doubled": [2, 4, 6]}
+    assert (logs / "runs" / f"{summary['flow_run_id']}.json").is_file()
+    assert "double" in (logs / "engine.log").read_text()
+    assert alerts.is_dir()
+    assert not (chain.parent / "logs").exists() and not (slots / "logs").exists() and not (slots / "alerts").exists()

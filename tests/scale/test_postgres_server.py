@@ -1,0 +1,123 @@
+"""`slotrelay up --database postgresql+asyncpg://...`: the Prefect server on a real PostgreSQL cluster
+(started by the test), its API and UI on loopback, a chain run whose flow and task runs land in
+PostgreSQL, and one SIGINT that stops everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.scale.conftest import small_chain
+
+ROOT = Path(__file__).resolve().parents[2]
+# The README's commands ("Beyond one machine"), run here with the test's cluster, port and chain.
+README_UP = "slotrelay up --database {database} CHAIN.json"
+README_RUN = "PREFECT_API_URL={api} slotrelay run CHAIN.json --json"
+
+
+def command(template: str, chain: Path, **values: str) -> tuple[dict[str, str], list[str]]:
+    """(environment variables, argv) of a README command, `slotrelay` run as this Python's module."""
+    words = template.format(**values).replace("CHAIN.json", str(chain)).split()
+    env = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
+    args = [word for word in words if word not in {f"{k}={v}" for k, v in env.items()}]
+    assert args[0] == "slotrelay"
+    return env, [sys.executable, "-m", "slotrelay.cli", *args[1:]]
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            return answer.status
+    except OSError:
+        return 0
+
+
+def _wait(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            pytest.fail(f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
+        time.sleep(0.25)
+
+
+@pytest.mark.postgres
+def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(postgres, tmp_path: Path) -> None:
+    chain = small_chain(tmp_path / "chain")
+    home = tmp_path / "home"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    _, up_command = command(README_UP, chain, database=postgres.url)
+    with log.open("w") as handle:
+        up = subprocess.Popen(
+            [*up_command, "--port", str(port), "--home", str(home)],
+            cwd=ROOT, env={**env, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}, stdout=handle, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        _wait(lambda: base in log.read_text(), 300, "the UI address to be printed", up, log)
+        _wait(lambda: _status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
+        assert postgres.password not in log.read_text()  # the panel shows the database without it
+        run_env, run_command = command(README_RUN, chain, api=f"{base}/api")
+        done = subprocess.run(
+            run_command, cwd=ROOT, env={**env, **run_env, "PYTHONPATH": str(ROOT)},
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["state"] == "COMPLETED"
+        flow_run = postgres.query(f"select state_type from flow_run where id = '{summary['flow_run_id']}'")
+        assert flow_run == [["COMPLETED"]]
+        tasks = postgres.query(
+            f"select name, state_type from task_run where flow_run_id = '{summary['flow_run_id']}' order by start_time"
+        )
+        names = [row[0] for row in tasks]
+        assert len(tasks) == 2 and all(row[1] == "COMPLETED" for row in tasks), tasks
+        assert names == ["count", "double"], names
+        assert not (home / "prefect.db").exists()
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            code = up.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            raise
+    assert code == 0, log.read_text()
+    assert _status(f"{base}/") == 0
+    # The server is gone, the database stays: the runs are still there.
+    assert postgres.query(f"select count(*) from flow_run where id = '{summary['flow_run_id']}'") == [["1"]]
+
+
+def test_up_names_a_database_it_cannot_use(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "slotrelay.cli", "up", "--home", str(tmp_path), "--database",
+         "mysql://root:hunter2@127.0.0.1/prefect"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--database" in done.stderr and "PostgreSQL" in done.stderr and "hunter2" not in done.stderr
+
+
+def test_database_urls_name_their_driver_and_hide_the_password() -> None:
+    from deployments.server import server_database
+
+    assert server_database("postgresql://u:p@db.local:5433/prefect") == "postgresql+asyncpg://u:p@db.local:5433/prefect"
+    assert server_database("postgresql+asyncpg://u:p@127.0.0.1/prefect") == "postgresql+asyncpg://u:p@127.0.0.1/prefect"
+    assert server_database("sqlite:////srv/prefect.db") == "sqlite+aiosqlite:////srv/prefect.db"
+    for bad, why in (("postgresql://u:secret@db.local", "needs a host and a database"),
+                     ("mysql://u:secret@db.local/prefect", r"PostgreSQL \(postgresql\+asyncpg://\) or SQLite"),
+                     ("not a url", "is not a database URL")):
+        with pytest.raises(ValueError, match=why) as refused:
+            server_database(bad)
+        assert "secret" not in str(refused.value)
