@@ -128,6 +128,8 @@ def close_attach(stream: Any) -> None:
     open while the HTTP response that made it holds a file over it, so that response is closed too.
     """
     raw = getattr(stream, "_sock", None) or stream
+    if not hasattr(raw, "shutdown"):
+        return  # a closed SocketIO has let go of its socket: this stream was ended already
     response = getattr(raw, "_response", None)
     try:
         raw.shutdown(socket.SHUT_RDWR)

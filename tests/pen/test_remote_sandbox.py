@@ -98,7 +98,8 @@ def test_pen_flow_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, st
         options={"persist_hint": "erase"}, model_block="remote-test-model", sandbox_policy="remote-test-policy",
     )  # fmt: skip
     assert outcome["execution"]["result"] == {"total": 6}
-    assert _starts(remote.endpoint(), since) == 1
+    # The run's container, plus at most the one the pool (size 1) starts ahead to replace it.
+    assert _starts(remote.endpoint(), since) in (1, 2)
     assert _starts(None, since) == 0
 
 
