@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import pydantic_core
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -39,6 +40,7 @@ from mcp_types import (
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
@@ -151,12 +153,18 @@ def malformed_reply(line: str) -> JSONRPCError | None:
         except RecursionError:
             return _error(PARSE_ERROR, "Parse error: nested too deeply", None)
         return _error(INVALID_REQUEST, f"Invalid Request: {problem}", _usable_id(document))
-    if isinstance(message, JSONRPCNotification):
-        # A request whose id is neither an integer nor a string validates as a notification (which
-        # ignores unknown members) and would never be answered.
-        document = json.loads(line)
-        if isinstance(document, dict) and "id" in document:
-            return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
+    # The SDK's models ignore unknown members, so two malformed requests validate as messages that
+    # are never answered: one whose id is neither an integer nor a string (a notification), and one
+    # that also carries "result" or "error" (a response).
+    if isinstance(message, JSONRPCRequest):
+        return None
+    # The parser that has just read it; the stdlib's limits differ.
+    document = pydantic_core.from_json(line)
+    if isinstance(message, JSONRPCNotification) and "id" in document:
+        return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
+    if not isinstance(message, JSONRPCNotification) and "method" in document:
+        problem = "Invalid Request: a message has a method or a result or an error, not both"
+        return _error(INVALID_REQUEST, problem, _usable_id(document))
     return None
 
 
