@@ -191,7 +191,13 @@ def test_http_addresses_off_loopback_or_malformed_are_refused(address: str, code
 
 MALFORMED = [
     pytest.param("{not json", None, -32700, id="invalid_json"),
-    pytest.param("NaN", None, -32700, id="nan"),
+    pytest.param("NaN", None, -32600, id="nan"),  # the SDK's parser reads NaN, as Python's does
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {bad}}', 5, -32700, id="broken_after_id"
+    ),
+    pytest.param(
+        '{"id": 4, "params": ' + "[" * 50_000 + "]" * 49_999 + "}", 4, -32600, id="deep_and_unclosed"
+    ),
     pytest.param("[1, 2]", None, -32600, id="array"),
     pytest.param('"a string"', None, -32600, id="non_object"),
     pytest.param('{"jsonrpc": "1.0", "id": 7, "method": "tools/list"}', 7, -32600, id="jsonrpc_1_0"),
@@ -205,9 +211,9 @@ MALFORMED = [
         id="nesting_500",
     ),
     pytest.param(
-        '{"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": ' + "[" * 50_000 + "]" * 50_000 + "}",
-        None,
-        -32700,
+        '{"jsonrpc": "2.0", "params": ' + "[" * 50_000 + "]" * 50_000 + ', "id": 11, "method": "tools/list"}',
+        11,
+        -32600,
         id="nesting_50000",
     ),
     pytest.param('{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', None, -32600, id="id_list"),
