@@ -3,8 +3,8 @@
 Stdio answers what it cannot read: the SDK's stdio reader drops a line that is not JSON or not a
 JSON-RPC message without a word, so a client waiting on that id waits forever. Here every line is
 checked before the SDK sees it (`malformed_reply`), and a bad one is answered as the HTTP transport
-does: -32700 when it is not JSON, -32600 when it is not a valid message (with the request's id when
-it has a usable one, else null), plus a warning in the log.
+does: -32700 when it is not JSON, -32600 when it is not a valid message, with the request's id
+whenever it can be read (else null), plus a warning in the log.
 
 HTTP sessions left open expire after `PSMR_MCP_SESSION_IDLE_TIMEOUT_S` seconds without a request
 (default 600), so abandoned clients do not grow the server.
@@ -24,11 +24,13 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 from collections.abc import Callable
 from typing import Any
 
 import anyio
+import pydantic_core
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -39,6 +41,7 @@ from mcp_types import (
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
@@ -135,38 +138,44 @@ def malformed_reply(line: str) -> JSONRPCError | None:
         line: one line from the client, as the SDK's reader would get it.
 
     Returns:
-        None for a valid JSON-RPC message; -32700 (id null) for a line that is not JSON; -32600 for
-        JSON that is not a valid message (a non-object, `jsonrpc` 1.0, an `id` that is not an integer
-        or a string, text the SDK's parser refuses such as nesting too deep for it), carrying the
-        request's id when it is an integer or a string.
+        None for a valid JSON-RPC message; -32700 for a line that is not JSON; -32600 for JSON that
+        is not a valid message (a non-object, `jsonrpc` 1.0, an `id` that is not an integer or a
+        string, text the SDK's parser refuses such as nesting too deep for it). The reply carries
+        the request's id when one can be read and is an integer or a string, else null: a client
+        waiting on an id is answered even when the rest of its message is broken.
     """
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as invalid:
         problem = invalid.errors()[0]["msg"]
         try:
-            document = json.loads(line, parse_constant=_not_json)
+            # NaN and Infinity are read, as the SDK's parser reads them.
+            document = json.loads(line)
         except ValueError as not_json:
-            return _error(PARSE_ERROR, f"Parse error: {not_json}", None)
+            return _error(PARSE_ERROR, f"Parse error: {not_json}", _usable_id(_top_level_id(line)))
         except RecursionError:
-            return _error(PARSE_ERROR, "Parse error: nested too deeply", None)
-        return _error(INVALID_REQUEST, f"Invalid Request: {problem}", _usable_id(document))
-    if isinstance(message, JSONRPCNotification):
-        # A request whose id is neither an integer nor a string validates as a notification (which
-        # ignores unknown members) and would never be answered.
-        document = json.loads(line)
-        if isinstance(document, dict) and "id" in document:
-            return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
+            return _error(
+                INVALID_REQUEST, "Invalid Request: nested too deeply", _usable_id(_top_level_id(line))
+            )
+        request_id = document.get("id") if isinstance(document, dict) else None
+        return _error(INVALID_REQUEST, f"Invalid Request: {problem}", _usable_id(request_id))
+    # The SDK's models ignore unknown members, so two malformed requests validate as messages that
+    # are never answered: one whose id is neither an integer nor a string (a notification), and one
+    # that also carries "result" or "error" (a response).
+    if isinstance(message, JSONRPCRequest):
+        return None
+    # The parser that has just read it; the stdlib's limits differ.
+    document = pydantic_core.from_json(line)
+    if isinstance(message, JSONRPCNotification) and "id" in document:
+        return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
+    if not isinstance(message, JSONRPCNotification) and "method" in document:
+        problem = "Invalid Request: a message has a method or a result or an error, not both"
+        return _error(INVALID_REQUEST, problem, _usable_id(document.get("id")))
     return None
 
 
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
-def _usable_id(document: Any) -> int | str | None:
-    """The id of a JSON object when a reply can carry it: an integer (not a boolean) or encodable text."""
-    request_id = document.get("id") if isinstance(document, dict) else None
+def _usable_id(request_id: Any) -> int | str | None:
+    """A request id a reply can carry: an integer (not a boolean) or text that can be encoded."""
     if type(request_id) is int:
         return request_id
     if isinstance(request_id, str):
@@ -175,6 +184,43 @@ def _usable_id(document: Any) -> int | str | None:
         except UnicodeEncodeError:
             return None
         return request_id
+    return None
+
+
+_JSON_SYNTAX = re.compile(r'["{}\[\]]')
+_JSON_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _top_level_id(line: str) -> Any:
+    """The value of the top-level `id` member of a JSON object, read without parsing the rest.
+
+    For a message that cannot be parsed (broken further on, or nested too deeply): the id still
+    names the request a client waits on.
+    Strings are decoded one at a time (they are flat), brackets are counted, so the scan is
+    iterative and linear. None when there is no such member or the text around it is not JSON.
+    """
+    decoder = json.JSONDecoder()
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    depth, at = 0, 0
+    while (found := _JSON_SYNTAX.search(text, at)) is not None:
+        at = found.start()
+        if text[at] != '"':
+            depth += 1 if text[at] in "{[" else -1
+            at += 1
+            continue
+        try:
+            key, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        colon = _JSON_SPACE.match(text, at).end()
+        if depth == 1 and key == "id" and text.startswith(":", colon):
+            value = text[colon + 1 :].lstrip()
+            try:
+                return decoder.raw_decode(value)[0]
+            except (ValueError, RecursionError):
+                return None
     return None
 
 

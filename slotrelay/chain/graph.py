@@ -125,18 +125,23 @@ def _duplicate_indexes(values: list[str]) -> list[int]:
 
 
 def printable(text: str, *, limit: int) -> str:
-    """Text from a chain file fit to print or draw.
+    """Text from a chain file fit to print or draw, on one line.
 
     Parameters:
-        text: any string, possibly megabytes long or holding lone surrogates (JSON allows `"\\ud800"`).
+        text: any string, possibly megabytes long, holding line breaks of any kind, terminal escape
+            sequences or lone surrogates (JSON allows `"\\ud800"`, which cannot be encoded).
         limit: the most characters kept; a longer text ends in an ellipsis.
 
     Returns:
-        At most `limit` characters, lone surrogates written as `\\udXXX` (they cannot be encoded).
+        At most `limit` characters, every character that is not printable written as its Python
+        escape (`\\n`, `\\x1b`, `\\u2028`, `\\ud800`).
     """
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    cut = text[:limit]
+    if not cut.isprintable():
+        cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    if len(cut) > limit or len(text) > limit:
+        cut = cut[: limit - 1] + "…"
+    return cut
 
 
 def _label(text: str) -> str:

@@ -123,7 +123,7 @@ def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     except ValidationError as invalid:
         problems = [_problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
         raise ChainValidationError(source, problems) from None
-    problems = graph_problems(chain)
+    problems = [_problem(p.path, p.message) for p in graph_problems(chain)]
     if problems:
         raise ChainValidationError(source, problems)
     return chain

@@ -170,3 +170,14 @@ def test_a_lone_surrogate_in_a_condition_is_escaped_when_drawn(tmp_path: Path) -
     assert 'status equals \\"\\\\ud800\\""' in (tmp_path / "c.dot").read_text(encoding="utf-8")
     mermaid = runner.invoke(app, ["graph", str(chain)])
     assert mermaid.exit_code == 0 and 'status equals \'\\ud800\'"|' in mermaid.output, mermaid.output
+
+
+def test_line_breaks_and_escape_sequences_in_a_condition_stay_on_one_line(tmp_path: Path) -> None:
+    # Found by tests/fuzz/test_fuzz_chains.py: "\x85" (a line break to str.splitlines) split a label.
+    chain = minimal_chain(tmp_path, value={"\x85": "\u2028", "x": "\x1b[31m"})
+    for fmt in ("mermaid", "dot"):
+        done = runner.invoke(app, ["graph", str(chain), "-f", fmt])
+        assert done.exit_code == 0, done.output
+        edge = [line for line in done.output.splitlines() if "->" in line or "-->" in line]
+        assert len(edge) == 1 and "\\x85" in edge[0] and "\\u2028" in edge[0] and "\\u001b[31m" in edge[0], edge
+        assert "\x1b" not in done.output

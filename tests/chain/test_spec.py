@@ -119,6 +119,15 @@ def test_each_strongly_connected_component_is_reported_once_and_a_self_loop_is_a
     ]
 
 
+def test_regression_graph_problems_quoting_a_long_value_are_cut() -> None:
+    # Found by tests/fuzz/test_fuzz_chains.py: "unknown node '<400 characters>'" was not cut.
+    document = {"chain_id": "g", "nodes": [node("a", start=True), node("b")],
+                "routes": [route("a", "b"), route("x" * 400, "b", route_id="r2")]}
+    found = problems(document)
+    assert found[0].startswith("$.routes[1].from_node: unknown node 'xxx") and found[0].endswith("…"), found
+    assert len(found[0]) <= len("$.routes[1].from_node: ") + 300
+
+
 def test_no_start_node() -> None:
     found = problems({"chain_id": "g", "nodes": [node("a"), node("b")], "routes": [route("a", "b"), route("b", "a")]})
     assert '$.nodes: no start node: at least one node needs "input_slot": null' in found
