@@ -242,6 +242,18 @@ class GraphAssembler:
                     module, site["span"], t.resolution, about=f"{site['scope']} calls {t.target}"
                 )
                 self.edge(caller, node, "calls", ev)
+        # Calls without call syntax (for, with, raise, property access): an edge where resolved, never an
+        # unknown (most loops and attribute reads run no code of the tree).
+        for index, item in enumerate(facts.get("implicit", ())):
+            for t in link.implicit.get((module, index), []):
+                node = self.node(t.target, "builtin") if t.kind == "builtin" else sid(t.target)
+                ev = self.evidence(
+                    module,
+                    item["span"],
+                    t.resolution,
+                    about=f"{item['scope']} calls {t.target} ({_IMPLICIT_ABOUT[item['kind']]})",
+                )
+                self.edge(sid(item["scope"]), node, "calls", ev)
 
     def _state(self, link: LinkResult) -> None:
         for scope, mode, target, module, index in link.state:
@@ -299,6 +311,17 @@ class GraphAssembler:
                 f"{module} both defines and imports {name}; the later binding shadows the other",
                 [],
             )
+
+
+_IMPLICIT_ABOUT = {
+    "iter": "for",
+    "aiter": "async for",
+    "with": "with",
+    "awith": "async with",
+    "raise": "raise",
+    "get": "property read",
+    "set": "property write",
+}
 
 
 def _describe(ref: Any) -> str:

@@ -10,10 +10,19 @@ Values a ref can denote:
     ("coll", k)    a container literal (k indexes its element refs)
     ("gen", q)     the generator a call to generator function q returns
     ("super", q)   `super()` inside class q
+    ("prop", q)    a property whose getter (and setter) is method q
+    ("extinst", d) an instance of the external class d (a call of a capitalised external name)
+    ("extm", d)    an attribute of an external class reached through an instance or an external base
 
 Evaluation is flow-insensitive and memoised; arguments flow into parameters at call sites, which
 is iterated to a fixpoint. A call site whose callee denotes nothing is an unknown with a reason,
 never a guessed edge.
+
+Certainty: an edge is labelled by how its callee was found (lexical, import, self_mro, constructor,
+implicit), but only if it is also found with argument flow switched off (a second, strict linker);
+an edge that needs a value to flow in through a parameter, an override in a subclass, or a guess
+about an external class is `heuristic`. A target whose signature cannot take the call's arguments
+is dropped: that call would raise TypeError, so it is not where the value flows.
 """
 
 from __future__ import annotations
@@ -31,12 +40,36 @@ MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
-HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter"})
+# Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
+CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
+    "map": ((0,), ()),
+    "filter": ((0,), ()),
+    "sorted": ((), ("key",)),
+    "min": ((), ("key",)),
+    "max": ((), ("key",)),
+}
+# Builtins whose result holds the elements of their first argument.
+ELEMENT_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "reversed", "filter", "iter"})
+BUILTIN_EXCEPTIONS = frozenset(
+    n
+    for n in BUILTIN_NAMES
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+)
+# Implicit calls: the protocol methods a statement calls on its subject (the second on the first's result).
+PROTOCOLS = {
+    "iter": ("__iter__", "__next__"),
+    "aiter": ("__aiter__", "__anext__"),
+    "with": ("__enter__", "__exit__"),
+    "awith": ("__aenter__", "__aexit__"),
+}
+# External bases that add no methods a subclass would call (typing and abc machinery).
+MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
 RESOLVED_STATUS = {
     "lexical": "confirmed",
     "import": "confirmed",
     "self_mro": "confirmed",
     "constructor": "confirmed",
+    "implicit": "confirmed",
     "heuristic": "heuristic",
     "inference": "inferred",
 }
@@ -63,12 +96,18 @@ class LinkResult:
     external_bases: dict[str, list[str]] = field(default_factory=dict)
     decorates: list[tuple[str, str, str, int]] = field(default_factory=list)
     reexports: list[tuple[str, str, str]] = field(default_factory=list)
+    implicit: dict[tuple[str, int], list[CallTarget]] = field(default_factory=dict)
 
 
 class Linker:
-    """Resolve the facts of every module of one tree (module name -> facts)."""
+    """Resolve the facts of every module of one tree (module name -> facts).
 
-    def __init__(self, facts: dict[str, dict[str, Any]]) -> None:
+    A strict linker lets no argument flow into parameters (only defaults): what it resolves is what
+    the code says without a guess about the caller.
+    """
+
+    def __init__(self, facts: dict[str, dict[str, Any]], *, strict: bool = False) -> None:
+        self.strict = strict
         self.facts = {m: f for m, f in facts.items() if not f.get("syntax_error")}
         self.modules = set(facts)
         self.scopes: dict[str, dict[str, Any]] = {}
@@ -90,12 +129,19 @@ class Linker:
             self.exports[module] = f["exports"]
         self.sites = [(m, i, s) for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
         self.module_memo: dict[tuple[str, str], frozenset[Value]] = {}
-        self.colls: dict[Any, list[Any]] = {}
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         self.memo: dict[Any, frozenset[Value]] = {}
         self.active: set[Any] = set()
         self._mro: dict[str, list[str]] = {}
         self._children: dict[str, list[str]] | None = None
+        self.constructed: set[str] | None = None
+        self._decorator_args: set[Value] | None = None
+        self.property_names = {
+            name
+            for names in self.bindings.values()
+            for name, refs in names.items()
+            if any(r[0] == "prop" for r in refs)
+        }
 
     # evaluation
 
@@ -130,16 +176,23 @@ class Linker:
         if kind == "call":
             out = set()
             for value in self.eval(ref[1]):
-                out |= self.call_result(value)
+                if value[0] == "builtin":
+                    out |= self.builtin_result(value[1], ref[2])
+                else:
+                    out |= self.call_result(value)
             return out
         if kind in ("sub", "iter"):
+            key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
             for value in self.eval(ref[1]):
-                out |= self.elements(value)
+                out |= self.elements(value, key)
             return out
         if kind == "coll":
-            self.colls[ref] = list(ref[1])
             return {("coll", ref)}
+        if kind == "narrow":
+            return self.narrow(self.eval(ref[1]), ref[2])
+        if kind == "prop":
+            return {("prop", ref[1])}
         if kind == "union":
             out = set()
             for part in ref[1]:
@@ -155,8 +208,14 @@ class Linker:
             return self.from_value(ref[1], ref[2])
         if kind == "param":
             out = set()
-            for arg in self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set()):
-                out |= self.eval(arg)
+            if not self.strict:
+                flowed: set[Value] = set()
+                for arg in self.params.get((ref[1], ref[2]), set()) | self.params.get(
+                    (ref[1], ref[3]), set()
+                ):
+                    flowed |= self.eval(arg)
+                # Only what the annotation admits can arrive (in code whose annotations hold).
+                out |= self.admit(flowed, ref[5] if len(ref) > 5 else None)
             if ref[4] is not None:
                 out |= self.eval(ref[4])
             return out
@@ -172,6 +231,68 @@ class Linker:
             return {("def", ref[1])}
         if kind == "super":
             return {("super", ref[1])}
+        return set()
+
+    def narrow(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
+        """The values that pass `isinstance(value, classes)`, and instances of the tree's classes named."""
+        classes = self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        return self.admit(values, class_refs) | {("inst", c) for c in classes[0]}
+
+    def admit(self, values: set[Value] | frozenset[Value], class_refs: Any) -> set[Value]:
+        """The values that can be instances of the classes (all of them when the classes are unknown)."""
+        classes = None if class_refs is None else self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        tree, foreign = classes
+        out = set()
+        for value in values:
+            if value[0] == "inst":
+                if tree & set(self.mro(value[1])) or (foreign and self.external_bases(value[1])):
+                    out.add(value)
+            elif foreign:
+                # Not an instance of the tree's classes: only a class outside the tree can admit it.
+                out.add(value)
+        return out
+
+    def checkable_classes(self, class_refs: Any) -> tuple[set[str], bool] | None:
+        """The tree's classes and whether a foreign class is among them, or None when an isinstance
+        check against them cannot be judged here (a Protocol, typing's forms, an unresolved name)."""
+        tree: set[str] = set()
+        foreign = False
+        for ref in class_refs:
+            values = self.eval(ref)
+            if not values:
+                return None
+            for kind, subject in values:
+                if kind == "def" and self.defs.get(subject, {}).get("kind") == "class":
+                    if any(b.endswith(".Protocol") for b in self.external_bases(subject)):
+                        return None
+                    tree.add(subject)
+                elif kind == "builtin" and isinstance(getattr(builtins, subject, None), type):
+                    if subject == "object":
+                        return None
+                    foreign = True
+                elif kind == "ext" and not subject.startswith(
+                    ("typing.", "typing_extensions.", "collections.abc.")
+                ):
+                    foreign = True
+                else:
+                    return None
+        return tree, foreign
+
+    def builtin_result(self, name: str, args: Any) -> set[Value]:
+        """What calling a builtin returns, where it is one of the tree's values: `next(it)`, `list(xs)`..."""
+        if not args:
+            return set()
+        if name == "next":
+            return {v for value in self.eval(args[0]) for v in self.elements(value)}
+        if name in ELEMENT_BUILTINS:
+            subject = args[1] if name == "filter" and len(args) > 1 else args[0]
+            return {("coll", ("coll", (("iter", subject),), (None,)))}
+        if name in ("min", "max") and len(args) == 1:
+            return {v for value in self.eval(args[0]) for v in self.elements(value)}
         return set()
 
     def lookup(self, scope: str, name: str) -> set[Value]:
@@ -221,7 +342,8 @@ class Linker:
         return set(cached)
 
     def _module_attr(self, module: str, name: str) -> set[Value]:
-        refs = self.bindings.get(module, {}).get(name)
+        # `from . import sub` in a package's __init__ binds sub to the submodule, not to itself.
+        refs = [r for r in self.bindings.get(module, {}).get(name, ()) if r != ("from", module, name)]
         if refs:
             out: set[Value] = set()
             for r in refs:
@@ -260,6 +382,8 @@ class Linker:
             return self.module_attr(subject, name)
         if kind == "ext":
             return {("ext", f"{subject}.{name}")}
+        if kind == "extinst":
+            return {("extm", f"{subject}.{name}")}
         if kind == "def" and self.defs.get(subject, {}).get("kind") == "class":
             return self.class_attr(subject, name, instance=False)
         if kind == "inst":
@@ -269,6 +393,10 @@ class Linker:
         return set()
 
     def class_attr(self, cls: str, name: str, *, instance: bool, after_self: bool = False) -> set[Value]:
+        """An attribute along the MRO; through an instance a property is its getter's result.
+
+        Not found in the tree's classes, it is the attribute of the one external base (if one).
+        """
         order = self.mro(cls)
         for klass in order[1:] if after_self else order:
             out: set[Value] = set()
@@ -278,8 +406,18 @@ class Linker:
                 for r in self.instance_attrs.get(klass, {}).get(name, []):
                     out |= self.eval(r)
             if out:
+                props = {v for v in out if v[0] == "prop"}
+                if instance and props:
+                    out -= props
+                    for prop in props:
+                        out |= self.call_result(("def", prop[1]))
                 return out
-        return set()
+        bases = self.method_bases(cls)
+        return {("extm", f"{bases[0]}.{name}")} if len(bases) == 1 else set()
+
+    def method_bases(self, cls: str) -> list[str]:
+        """The external bases of a class that can supply methods (typing/abc markers aside)."""
+        return [b for b in self.external_bases(cls) if "." in b and not b.startswith(MARKER_BASES)]
 
     def call_result(self, value: Value) -> set[Value]:
         kind, subject = value
@@ -301,31 +439,53 @@ class Linker:
             for method in self.class_attr(subject, "__call__", instance=True):
                 out |= self.call_result(method)
             return out
+        if kind == "ext" and subject.rsplit(".", 1)[-1][:1].isupper():
+            # A capitalised external name is taken for a class: its call makes an instance.
+            return {("extinst", subject)}
         return set()
 
-    def elements(self, value: Value) -> set[Value]:
+    def elements(self, value: Value, key: Any = None) -> set[Value]:
+        """What iterating (or indexing, at a constant key if given) a value yields."""
         kind, subject = value
         out: set[Value] = set()
         if kind == "coll":
-            for r in self.colls.get(subject, subject[1]):
-                out |= self.eval(r)
+            refs, keys = subject[1], subject[2] if len(subject) > 2 else (None,) * len(subject[1])
+            for r, k in zip(refs, keys, strict=False):
+                if key is None or k is None or k == key:
+                    out |= self.eval(r)
         elif kind == "gen":
             for r in self.scopes.get(subject, {}).get("yields", []):
                 out |= self.eval(r)
         elif kind == "inst":
-            for method in self.class_attr(subject, "__iter__", instance=True):
-                out |= self.call_result(method)
-            for method in self.class_attr(subject, "__getitem__", instance=True):
-                out |= self.call_result(method)
+            for iterator in self.protocol_results(subject, "__iter__"):
+                if iterator[0] == "inst":
+                    out |= self.protocol_results(iterator[1], "__next__")
+                else:
+                    out |= self.elements(iterator)
+            out |= self.protocol_results(subject, "__getitem__")
+        return out
+
+    def protocol_results(self, cls: str, method: str) -> set[Value]:
+        """What calling a protocol method of the tree's class returns (nothing for an external one)."""
+        out: set[Value] = set()
+        for found in self.class_attr(cls, method, instance=True):
+            out |= self.call_result(found)
         return out
 
     def decorated(self, ref: Any) -> set[Value]:
+        """What a decorated definition's name denotes: the decorators' results, innermost first."""
         values = self.eval(ref[2])
         for deco in reversed(ref[1]):
             applied: set[Value] = set()
             for d in self.eval(deco):
                 if d[0] == "def" and self.defs.get(d[1], {}).get("kind") != "class":
-                    applied |= self.call_result(d)
+                    result = self.call_result(d)
+                    if values & result:
+                        # The decorator hands back what it is given (a registry, rich's @auto): its
+                        # result for this definition is the definition, not the others decorated
+                        # (they flow through its parameter too, from their own decorator sites).
+                        result = (result - self.decorated_values()) | values
+                    applied |= result
                 elif d[0] == "def":
                     # A class used as decorator wraps the function in an instance; the function
                     # itself stays reachable, so keep both.
@@ -333,6 +493,15 @@ class Linker:
             if applied:
                 values = frozenset(applied)
         return set(values)
+
+    def decorated_values(self) -> set[Value]:
+        """Every value the tree passes to a decorator at its decorator sites."""
+        if self._decorator_args is None:
+            self._decorator_args = set()
+            for _m, _i, site in self.sites:
+                if site.get("decorates") and site["args"]:
+                    self._decorator_args |= self.eval(site["args"][0])
+        return self._decorator_args
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -381,32 +550,149 @@ class Linker:
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
         for value in sorted(self.eval(callee), key=repr):
+            offset = self.bound_offset(callee, value)
             for target in self.value_targets(value, resolution):
-                found.setdefault(target.target, target)
-            if value[0] == "builtin" and value[1] in HIGHER_ORDER_BUILTINS:
-                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`).
-                for arg in [*site["args"], *site["kwargs"].values()]:
+                if self.fits(target, site, offset):
+                    found.setdefault(target.target, target)
+            if value[0] == "builtin":
+                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else.
+                for arg in sorted(self.called_arguments(value[1], site), key=repr):
                     for v in sorted(self.eval(arg), key=repr):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
-            if value[0] == "def" and callee[0] == "attr":
-                for override in self.overrides(callee[1], value[1]):
-                    found.setdefault(override, CallTarget(override, "method", "heuristic"))
+        if callee[0] == "attr" and not self.strict:
+            for override in self.overrides(callee[1], callee[2], found):
+                found.setdefault(override, CallTarget(override, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
 
-    def overrides(self, receiver: Any, method: str) -> list[str]:
-        """For `self.m()`, the methods that replace m in subclasses of self's class (dynamic dispatch)."""
+    @staticmethod
+    def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
+        """The arguments a builtin calls: `map(f, xs)` and `filter(f, xs)` call f, `max(xs, key=f)` f."""
+        if builtin == "iter":
+            # iter(f, sentinel) calls f until it returns the sentinel; iter(xs) calls nothing given.
+            return [site["args"][0]] if len(site["args"]) == 2 else []
+        indexes, keywords = CALLED_ARGUMENTS.get(builtin, ((), ()))
+        return [site["args"][i] for i in indexes if i < len(site["args"])] + [
+            site["kwargs"][k] for k in keywords if k in site["kwargs"]
+        ]
+
+    def bound_offset(self, callee: Any, value: Value) -> int | None:
+        """How many leading parameters the call binds itself (self or cls); None when it cannot tell."""
+        if value[0] != "def":
+            return None
+        info = self.defs.get(value[1], {})
+        decorators = info.get("decorators", [])
+        if info.get("kind") == "class" or "classmethod" in decorators:
+            return 1
+        if info.get("kind") != "method" or "staticmethod" in decorators:
+            return 0
+        if callee[0] != "attr":
+            return None
+        receivers = {v[0] for v in self.eval(callee[1])}
+        if receivers <= {"inst", "super"}:
+            return 1
+        return 0 if receivers == {"def"} else None
+
+    def fits(self, target: CallTarget, site: dict[str, Any], offset: int | None) -> bool:
+        """False when the target's signature cannot take the site's arguments (the call would raise)."""
+        info = self.defs.get(target.target, {})
+        accepts = info.get("accepts")
+        decorators = [d for d in info.get("decorators", []) if d not in ("classmethod", "staticmethod")]
+        if accepts is None or offset is None or decorators or site.get("unpacks"):
+            # A decorator may replace the signature; unpacked arguments have no count.
+            return True
+        positional = accepts["positional"][offset:]
+        if not accepts["varargs"] and len(site["args"]) > len(positional):
+            return False
+        return accepts["varkw"] or all(k in accepts["keywords"] for k in site["kwargs"])
+
+    def overrides(self, receiver: Any, name: str, found: dict[str, CallTarget]) -> list[str]:
+        """For `self.m()`, the methods that replace (or supply) m in subclasses of self's class.
+
+        Only subclasses the tree instantiates count; a hierarchy the tree never instantiates (a
+        library's, instantiated by its users) dispatches to every override.
+        """
         if receiver[0] != "name" or self.binding_kinds(receiver) != {"self"}:
             return []
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
-        name = method.rsplit(".", 1)[-1]
+        constructed = self.constructed_classes()
         out = set()
         for cls in classes:
-            for sub in self.subclasses(cls):
-                found = self.find_method(sub, name)
-                if found and found != method:
-                    out.add(found)
+            subs = self.subclasses(cls)
+            live = [s for s in subs if s in constructed]
+            if not live and cls not in constructed:
+                live = subs
+            for sub in live:
+                method = self.find_method(sub, name)
+                if method and method not in found:
+                    out.add(method)
         return sorted(out)
+
+    def constructed_classes(self) -> set[str]:
+        """The classes some call site of the tree instantiates (after argument flow)."""
+        if self.constructed is None:
+            self.constructed = set()
+            for _m, _i, site in self.sites:
+                for value in self.eval(site["callee"]):
+                    if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                        self.constructed.add(value[1])
+        return self.constructed
+
+    def implicit_targets(self, item: dict[str, Any]) -> list[CallTarget]:
+        """The methods a statement calls without call syntax (see `extract`): protocol methods,
+        a raised class's constructor, a property's getter or setter."""
+        kind, ref = item["kind"], item["ref"]
+        if kind in ("get", "set") and item["name"] not in self.property_names:
+            return []
+        resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
+        found: dict[str, CallTarget] = {}
+        for value in sorted(self.eval(ref), key=repr):
+            if kind in ("get", "set"):
+                method = self.property_of(value, item["name"])
+                targets = [CallTarget(method, "method", resolution)] if method else []
+            elif kind == "raise":
+                if value[0] == "builtin" and value[1] in BUILTIN_EXCEPTIONS:
+                    targets = self.value_targets(value, resolution)
+                elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                    targets = [t for t in self.value_targets(value, resolution) if t.kind != "class"]
+                else:
+                    targets = []
+            else:
+                targets = self.protocol_targets(value, *PROTOCOLS[kind], resolution)
+            for target in targets:
+                found.setdefault(target.target, target)
+        return sorted(found.values(), key=lambda t: t.target)
+
+    def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
+        """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
+        iterator the first returned)."""
+        if value[0] != "inst":
+            return []
+        out = []
+        method = self.find_method(value[1], first)
+        if method:
+            out.append(CallTarget(method, "method", resolution))
+        if first in ("__iter__", "__aiter__"):
+            subjects = [v[1] for v in self.call_result(("def", method)) if v[0] == "inst"] if method else []
+        else:
+            subjects = [value[1]]
+        for subject in subjects:
+            follow = self.find_method(subject, second)
+            if follow:
+                out.append(CallTarget(follow, "method", resolution))
+        return out
+
+    def property_of(self, value: Value, name: str) -> str | None:
+        """The property method `value.name` runs, if the attribute found along the MRO is one."""
+        if value[0] not in ("inst", "super"):
+            return None
+        order = self.mro(value[1])[1:] if value[0] == "super" else self.mro(value[1])
+        for klass in order:
+            refs = self.bindings.get(klass, {}).get(name) or self.instance_attrs.get(klass, {}).get(name)
+            if refs:
+                props = [r[1] for r in refs if r[0] == "prop"]
+                return props[0] if props else None
+        return None
 
     def subclasses(self, cls: str) -> list[str]:
         """Every class of the tree that has cls in its MRO, except cls."""
@@ -445,6 +731,9 @@ class Linker:
             return [CallTarget(f"<builtin>.{subject}", "builtin", "lexical")]
         if kind == "ext":
             return [CallTarget(subject, "external", "import")]
+        if kind == "extm":
+            # A method of an external class: the class was guessed from a name or a base.
+            return [CallTarget(subject, "external", "heuristic")]
         return []
 
     def find_method(self, cls: str, name: str) -> str | None:
@@ -576,7 +865,7 @@ class Linker:
         return True
 
     def run(self) -> LinkResult:
-        """Resolve every call site, state access and class of the tree."""
+        """Resolve every call site, implicit call, state access and class of the tree."""
         sites = self.sites
         for _ in range(MAX_ROUNDS):
             grew = False
@@ -587,13 +876,20 @@ class Linker:
                 break
             self.memo.clear()
             self.module_memo.clear()
+            self._decorator_args = None
         result = LinkResult()
+        strict = Linker(self.facts, strict=True)
         for module, index, site in sites:
             targets = self.targets(site)
             if targets:
-                result.targets[(module, index)] = targets
+                result.targets[(module, index)] = _certain(targets, strict.targets(site))
             else:
                 result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+        for module, f in sorted(self.facts.items()):
+            for index, item in enumerate(f.get("implicit", ())):
+                targets = self.implicit_targets(item)
+                if targets:
+                    result.implicit[(module, index)] = _certain(targets, strict.implicit_targets(item))
         for qualname, info in sorted(self.defs.items()):
             if info["kind"] == "class":
                 result.mro[qualname] = self.mro(qualname)
@@ -656,11 +952,11 @@ class Linker:
     def _link_decorators(self, result: LinkResult) -> None:
         for module, f in sorted(self.facts.items()):
             for index, site in enumerate(f["calls"]):
-                if not site.get("decorator"):
+                decorated = site.get("decorates")
+                if not decorated:
                     continue
-                decorated = site["args"][0][1] if site["args"] else None
                 for target in result.targets.get((module, index), []):
-                    if decorated and target.kind in ("function", "method", "class"):
+                    if target.kind in ("function", "method", "class"):
                         result.decorates.append((target.target, decorated, module, index))
 
     def _link_reexports(self, result: LinkResult) -> None:
@@ -669,3 +965,9 @@ class Linker:
                 kinds = {r[0] for r in refs}
                 if kinds & {"def", "deco"} and kinds & {"from", "imp"}:
                     result.reexports.append((module, name, "import_shadows_definition"))
+
+
+def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTarget]:
+    """The targets, each one the strict linker does not find (it needs argument flow) made heuristic."""
+    sure = {t.target for t in strict}
+    return [t if t.target in sure else CallTarget(t.target, t.kind, "heuristic") for t in targets]

@@ -1,6 +1,12 @@
 from functools import lru_cache
 
 
+def auto_repr(cls):
+    cls.__repr__ = lambda self: cls.__name__
+    return cls
+
+
+@auto_repr
 class Color:
     def __init__(self, name):
         self.name = name
@@ -11,6 +17,7 @@ class Color:
         return cls(text.strip())
 
 
+@auto_repr
 class Style:
     def __init__(self, color=None):
         self.color = color
