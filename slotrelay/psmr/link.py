@@ -134,8 +134,8 @@ class Linker:
         self.active: set[Any] = set()
         self._mro: dict[str, list[str]] = {}
         self._children: dict[str, list[str]] | None = None
-        self.constructed: set[str] | None = None
-        self._decorator_args: set[Value] | None = None
+        # (constructed classes, decorated values): see `_whole_program`.
+        self.whole: tuple[set[str], set[Value]] = (set(), set())
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -178,6 +178,9 @@ class Linker:
             for value in self.eval(ref[1]):
                 if value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
+                elif value == ("ext", "functools.partial") and ref[2]:
+                    # Calling a partial calls the function it wraps.
+                    out |= self.eval(ref[2][0])
                 else:
                     out |= self.call_result(value)
             return out
@@ -293,6 +296,8 @@ class Linker:
             return {("coll", ("coll", (("iter", subject),), (None,)))}
         if name in ("min", "max") and len(args) == 1:
             return {v for value in self.eval(args[0]) for v in self.elements(value)}
+        if name in ("staticmethod", "classmethod"):
+            return set(self.eval(args[0]))
         return set()
 
     def lookup(self, scope: str, name: str) -> set[Value]:
@@ -389,8 +394,29 @@ class Linker:
         if kind == "inst":
             return self.class_attr(subject, name, instance=True)
         if kind == "super":
-            return self.class_attr(subject, name, instance=True, after_self=True)
+            return self.super_attr(subject, name)
         return set()
+
+    def super_attr(self, cls: str, name: str) -> set[Value]:
+        """`super().name` in class cls: the next definition after cls in the MRO of cls, and (unless
+        strict) of each subclass the tree instantiates, whose MRO may put a sibling next."""
+        out = self.class_attr(cls, name, instance=True, after_self=True)
+        if not out and not self.method_bases(cls) and hasattr(object, name):
+            out = {("builtin", f"object.{name}")}
+        if self.strict:
+            return out
+        constructed = self.constructed_classes()
+        for sub in self.subclasses(cls):
+            if sub not in constructed:
+                continue
+            order = self.mro(sub)
+            for klass in order[order.index(cls) + 1 :]:
+                refs = self.bindings.get(klass, {}).get(name)
+                if refs:
+                    for r in refs:
+                        out |= self.eval(r)
+                    break
+        return out
 
     def class_attr(self, cls: str, name: str, *, instance: bool, after_self: bool = False) -> set[Value]:
         """An attribute along the MRO; through an instance a property is its getter's result.
@@ -495,13 +521,36 @@ class Linker:
         return set(values)
 
     def decorated_values(self) -> set[Value]:
-        """Every value the tree passes to a decorator at its decorator sites."""
-        if self._decorator_args is None:
-            self._decorator_args = set()
-            for _m, _i, site in self.sites:
-                if site.get("decorates") and site["args"]:
-                    self._decorator_args |= self.eval(site["args"][0])
-        return self._decorator_args
+        """Every value the tree passes to a decorator at its decorator sites, as of the last settled round."""
+        return self.whole[1]
+
+    def _whole_program(self) -> tuple[set[str], set[Value]]:
+        # Facts about the whole tree that evaluation reads. Computed between rounds from the round's
+        # memo, never in the middle of an evaluation, so a result never depends on which ref came first.
+        constructed: set[str] = set()
+        decorated: set[Value] = set()
+        for _m, _i, site in self.sites:
+            for value in self.eval(site["callee"]):
+                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                    constructed.add(value[1])
+            if site.get("decorates") and site["args"]:
+                decorated |= self.eval(site["args"][0])
+        return constructed, decorated
+
+    def settle(self) -> None:
+        """Flow arguments into parameters and recompute the whole-program facts, round after round,
+        until neither changes (or MAX_ROUNDS); the memo left is the final round's."""
+        for _ in range(MAX_ROUNDS):
+            grew = False
+            if not self.strict:
+                for _m, _i, site in self.sites:
+                    grew |= self.flow_arguments(site)
+            whole = self._whole_program()
+            if not grew and whole == self.whole:
+                break
+            self.whole = whole
+            self.memo.clear()
+            self.module_memo.clear()
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -629,14 +678,8 @@ class Linker:
         return sorted(out)
 
     def constructed_classes(self) -> set[str]:
-        """The classes some call site of the tree instantiates (after argument flow)."""
-        if self.constructed is None:
-            self.constructed = set()
-            for _m, _i, site in self.sites:
-                for value in self.eval(site["callee"]):
-                    if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
-                        self.constructed.add(value[1])
-        return self.constructed
+        """The classes some call site of the tree instantiates, as of the last settled round."""
+        return self.whole[0]
 
     def implicit_targets(self, item: dict[str, Any]) -> list[CallTarget]:
         """The methods a statement calls without call syntax (see `extract`): protocol methods,
@@ -867,18 +910,10 @@ class Linker:
     def run(self) -> LinkResult:
         """Resolve every call site, implicit call, state access and class of the tree."""
         sites = self.sites
-        for _ in range(MAX_ROUNDS):
-            grew = False
-            for _m, _i, site in sites:
-                grew |= self.flow_arguments(site)
-            if not grew:
-                # Nothing new flowed: this round's memo is the fixpoint's, keep it for the targets.
-                break
-            self.memo.clear()
-            self.module_memo.clear()
-            self._decorator_args = None
+        self.settle()
         result = LinkResult()
         strict = Linker(self.facts, strict=True)
+        strict.settle()
         for module, index, site in sites:
             targets = self.targets(site)
             if targets:
