@@ -153,11 +153,11 @@ class GraphAssembler:
             err = facts["syntax_error"]
             self.unknown(module, module, "syntax_error", err["span"], err["message"])
             return
-        seen: dict[str, list[str]] = {}
+        seen: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for d in facts["defs"]:
             q = d["qualname"]
             ev = self.evidence(module, d["span"], "lexical", about=f"defines {q}")
-            seen.setdefault(q, []).append(ev)
+            seen.setdefault(q, []).append((ev, d))
             kind = "test" if d.get("is_test") else d["kind"]
             attrs = {
                 k: d[k]
@@ -176,14 +176,14 @@ class GraphAssembler:
                 **attrs,
             )
             self.edge(sid(d["parent"]), node, "defines", ev)
-        for q, evs in seen.items():
-            if len(evs) > 1:
+        for q, found in seen.items():
+            if len(found) > 1 and not _one_definition([d for _, d in found]):
                 self.conflict(
                     "duplicate_definition",
                     q,
-                    f"{q} is defined {len(evs)} times (conditional or "
+                    f"{q} is defined {len(found)} times (conditional or "
                     "repeated definitions); which one runs depends on control flow",
-                    evs,
+                    [ev for ev, _ in found],
                 )
         self._state_nodes(module, facts)
         for item in facts["unknowns"]:
@@ -311,6 +311,20 @@ class GraphAssembler:
                 f"{module} both defines and imports {name}; the later binding shadows the other",
                 [],
             )
+
+
+def _one_definition(defs: list[dict[str, Any]]) -> bool:
+    """True when several definitions of one name make one object: a property and its setter/deleter
+    (`@x.setter` extends the property `@property` made), or `@overload` stubs before their implementation."""
+    name = defs[0]["qualname"].rsplit(".", 1)[-1]
+    decorators = [d.get("decorators", []) for d in defs]
+    accessors = {f"{name}.setter", f"{name}.getter", f"{name}.deleter"}
+    if any(d in ("property", "functools.cached_property", "cached_property") for d in decorators[0]) and all(
+        set(later) & accessors for later in decorators[1:]
+    ):
+        return True
+    implementations = [ds for ds in decorators if not {"overload", "typing.overload"} & set(ds)]
+    return len(implementations) <= 1 and len(implementations) < len(defs)
 
 
 _IMPLICIT_ABOUT = {

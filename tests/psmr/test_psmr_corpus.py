@@ -7,28 +7,48 @@ from pathlib import Path
 from psmr_corpus_score import features, score, totals
 
 FEATURES = {
+    "argument_flow",
     "arguments",
     "assignments",
     "builtins",
+    "callbacks",
     "classes",
+    "classmethod_cache",
+    "context_managers",
     "decorators",
     "dicts",
     "direct_calls",
+    "dispatch",
     "dynamic",
+    "dynamic_attrs",
     "exceptions",
     "external",
+    "external_classes",
     "functions",
     "generators",
     "imports",
+    "iterables",
+    "iteration",
     "kwargs",
     "lambdas",
     "lists",
+    "min_max",
     "mro",
+    "nested_decorators",
+    "package_root",
+    "partials",
+    "properties",
+    "raising",
+    "relative_imports",
     "returns",
+    "super_calls",
+    "unpacking",
 }
-# The figures reached when the corpus was written (micro-averaged over all edges): 82/85 and 82/84.
-PRECISION_FLOOR = 0.96
-RECALL_FLOOR = 0.975
+# The figures reached by the resolver of issue 14 (micro-averaged over all edges): 283/283 and 283/286;
+# before it, on the same corpus, 0.956 (238/249) and 0.832 (238/286). The misses are the dynamic calls
+# (`globals()[name]()`, `eval("beta()")`, `getattr(obj, "on_" + event)()`), left as unknowns.
+PRECISION_FLOOR = 1.0
+RECALL_FLOOR = 0.989
 
 
 def test_corpus_precision_and_recall(tmp_path: Path) -> None:
@@ -40,16 +60,7 @@ def test_corpus_precision_and_recall(tmp_path: Path) -> None:
     print(f"overall precision {precision:.3f} recall {recall:.3f}")
     assert precision >= PRECISION_FLOOR
     assert recall >= RECALL_FLOOR
-    # Features the fast pass resolves exactly must stay exact.
-    for feature in (
-        "classes",
-        "decorators",
-        "imports",
-        "lambdas",
-        "returns",
-        "generators",
-        "external",
-        "kwargs",
-    ):
+    # Every feature but the dynamic ones is resolved exactly and must stay so.
+    for feature in FEATURES - {"dynamic", "dynamic_attrs"}:
         tp, produced, expected = scores[feature]
         assert tp == produced == expected, feature
