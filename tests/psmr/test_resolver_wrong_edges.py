@@ -10,6 +10,7 @@ from pathlib import Path
 
 from psmr_trees import write_tree
 
+from slotrelay.psmr.api import call
 from slotrelay.psmr.build import build
 from slotrelay.psmr.store import Store, Workspace
 
@@ -322,3 +323,29 @@ else:
     assert [(c["kind"], c["subject"]) for c in ws.conflicts.values()] == [
         ("duplicate_definition", "semantic:m.home")
     ]
+
+
+def test_a_guessed_external_method_agrees_with_jedi_through_a_reexport(tmp_path: Path) -> None:
+    # The fast pass names json.JSONDecoder.decode by its import path, jedi by its definition
+    # (json.decoder.JSONDecoder.decode): the same method, so no passes_disagree conflict.
+    root = write_tree(
+        tmp_path / "tree",
+        {
+            "m.py": "import json\n\n\ndef decode(text):\n    decoder = json.JSONDecoder()\n    return decoder.decode(text)\n"
+        },
+    )
+    ws = build(root, store=tmp_path / "store")["workspace_id"]
+    answer = call(
+        "query.subgraph",
+        {
+            "workspace_id": ws,
+            "anchor": {"kind": "symbol", "value": "m.decode"},
+            "depth": 1,
+            "infer": True,
+            "include_evidence": True,
+        },
+        store=tmp_path / "store",
+    )["data"]
+    guessed = [e for e in answer["edges"] if e["target"] == "semantic:json.JSONDecoder.decode"]
+    assert [e["status"] for e in guessed] == ["heuristic"]
+    assert answer["conflicts"] == []
