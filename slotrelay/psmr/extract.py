@@ -17,6 +17,7 @@ small symbolic references ("refs"), evaluated later, never guessed here:
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
+    ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
     ["unk", reason]              something dynamic the analysis refuses to guess
@@ -106,6 +107,8 @@ class FileExtractor(ast.NodeVisitor):
         self.implicit: list[dict[str, Any]] = []
         # Names narrowed by an enclosing `if isinstance(name, C):`, per scope: name -> class refs.
         self.narrowed: list[tuple[str, str, list[Ref]]] = []
+        # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
+        self.none_guards: list[tuple[str, str, bool]] = []
         # Attributes in call position: their read is the call's, not a property access.
         self.callee_attrs: set[int] = set()
         self.scope = self._open(module, "module", None, None)
@@ -398,6 +401,9 @@ class FileExtractor(ast.NodeVisitor):
         if node.value is not None:
             ref = self.ref(node.value)
             if ref is not None:
+                for scope, name, none in reversed(self.none_guards):
+                    if scope == self.scope.qualname:
+                        ref = ["guard", name, none, ref]
                 self.scopes[self.scope.qualname]["returns"].append(ref)
             self.visit(node.value)
 
@@ -618,12 +624,19 @@ class FileExtractor(ast.NodeVisitor):
             name, classes = narrowed
             refs = [r for r in map(self.ref, classes) if r is not None]
             self.narrowed.append((self.scope.qualname, name, refs))
+        guard = _none_test(node.test)
+        if guard is not None:
+            self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
         for stmt in node.body:
             self.visit(stmt)
         if narrowed is not None:
             self.narrowed.pop()
+        if guard is not None:
+            self.none_guards[-1] = (self.scope.qualname, guard[0], not guard[1])
         for stmt in node.orelse:
             self.visit(stmt)
+        if guard is not None:
+            self.none_guards.pop()
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.type is not None:
@@ -712,6 +725,16 @@ def _constant_key(node: ast.expr | None) -> str | int | None:
     return None
 
 
+def _none_test(test: ast.expr) -> tuple[str, bool] | None:
+    """For `name is None`: (name, True); for `name is not None`: (name, False); else None."""
+    match test:
+        case ast.Compare(
+            left=ast.Name(id=name), ops=[ast.Is() | ast.IsNot() as op], comparators=[ast.Constant(value=None)]
+        ):
+            return name, isinstance(op, ast.Is)
+    return None
+
+
 def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
     """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and classes."""
     if not (isinstance(test, ast.Call) and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
@@ -751,14 +774,25 @@ def _annotation_classes(note: ast.expr) -> list[ast.expr] | None:
 
 
 def _accepts(args: ast.arguments) -> dict[str, Any]:
-    """What a signature accepts: positional names, how many are required, keyword-only names, `*`/`**`."""
-    positional = [a.arg for a in args.posonlyargs + args.args]
+    """What a signature accepts: positional names, how many are required, keyword names, `*`/`**`, and
+    the parameters whose default is None."""
+    positional_args = args.posonlyargs + args.args
+    positional = [a.arg for a in positional_args]
     return {
         "positional": positional,
         "required": len(positional) - len(args.defaults),
         "keywords": [a.arg for a in args.args + args.kwonlyargs],
         "varargs": args.vararg is not None,
         "varkw": args.kwarg is not None,
+        "none_defaults": [
+            a.arg
+            for a, d in zip(
+                positional_args[len(positional_args) - len(args.defaults) :] + args.kwonlyargs,
+                list(args.defaults) + list(args.kw_defaults),
+                strict=True,
+            )
+            if isinstance(d, ast.Constant) and d.value is None
+        ],
     }
 
 

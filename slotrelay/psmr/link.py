@@ -40,6 +40,8 @@ MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
+# How many calls deep a decorator's application is followed in its own call context.
+MAX_CONTEXT_DEPTH = 4
 # Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "map": ((0,), ()),
@@ -134,8 +136,8 @@ class Linker:
         self.active: set[Any] = set()
         self._mro: dict[str, list[str]] = {}
         self._children: dict[str, list[str]] | None = None
-        # (constructed classes, decorated values): see `_whole_program`.
-        self.whole: tuple[set[str], set[Value]] = (set(), set())
+        # The classes the tree instantiates: see `_whole_program`.
+        self.whole: set[str] = set()
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -196,6 +198,8 @@ class Linker:
             return self.narrow(self.eval(ref[1]), ref[2])
         if kind == "prop":
             return {("prop", ref[1])}
+        if kind == "guard":
+            return self.eval(ref[3])
         if kind == "union":
             out = set()
             for part in ref[1]:
@@ -499,19 +503,17 @@ class Linker:
         return out
 
     def decorated(self, ref: Any) -> set[Value]:
-        """What a decorated definition's name denotes: the decorators' results, innermost first."""
+        """What a decorated definition's name denotes: the decorators' results, innermost first.
+
+        Each decorator is applied to this definition alone (`apply`), so one that hands back what it is
+        given (a registry, rich's @auto) gives back this definition, not every one it decorates.
+        """
         values = self.eval(ref[2])
         for deco in reversed(ref[1]):
             applied: set[Value] = set()
-            for d in self.eval(deco):
+            for d in self.eval_in(deco, {}, 0):
                 if d[0] == "def" and self.defs.get(d[1], {}).get("kind") != "class":
-                    result = self.call_result(d)
-                    if values & result:
-                        # The decorator hands back what it is given (a registry, rich's @auto): its
-                        # result for this definition is the definition, not the others decorated
-                        # (they flow through its parameter too, from their own decorator sites).
-                        result = (result - self.decorated_values()) | values
-                    applied |= result
+                    applied |= self.apply(d[1], [values], {}, 0)
                 elif d[0] == "def":
                     # A class used as decorator wraps the function in an instance; the function
                     # itself stays reachable, so keep both.
@@ -520,25 +522,98 @@ class Linker:
                 values = frozenset(applied)
         return set(values)
 
-    def decorated_values(self) -> set[Value]:
-        """Every value the tree passes to a decorator at its decorator sites, as of the last settled round."""
-        return self.whole[1]
+    def apply(
+        self, func: str, args: list[frozenset[Value]], kwargs: dict[str, frozenset[Value]], depth: int
+    ) -> set[Value]:
+        """What calling the tree's function `func` with these argument values returns, in this call's
+        context alone (its parameters bound to these values only), a few calls deep."""
+        scope = self.scopes.get(func, {})
+        if scope.get("generator"):
+            return {("gen", func)}
+        key = (func, tuple(args), tuple(sorted(kwargs.items())))
+        if depth > MAX_CONTEXT_DEPTH or key in self.active:
+            return self.call_result(("def", func))
+        self.active.add(key)
+        try:
+            env = {"func": func, "args": args, "kwargs": kwargs}
+            out: set[Value] = set()
+            for r in scope.get("returns", []):
+                out |= self.eval_in(r, env, depth)
+            return out
+        finally:
+            self.active.discard(key)
 
-    def _whole_program(self) -> tuple[set[str], set[Value]]:
-        # Facts about the whole tree that evaluation reads. Computed between rounds from the round's
+    def eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
+        """A ref's values inside one call context (see `apply`): names of the context function's
+        parameters denote its arguments, calls of the tree's functions are applied in turn."""
+        kind = ref[0]
+        if kind == "name" and env:
+            refs = self.binding_refs(ref)
+            params = [r for r in refs if r[0] == "param" and r[1] == env["func"]]
+            if params:
+                out: set[Value] = set()
+                for r in params:
+                    index, name, default = r[2], r[3], r[4]
+                    if 0 <= index < len(env["args"]):
+                        out |= env["args"][index]
+                    elif name in env["kwargs"]:
+                        out |= env["kwargs"][name]
+                    elif default is not None:
+                        out |= self.eval(default)
+                return out
+        if kind == "union":
+            return {v for part in ref[1] for v in self.eval_in(part, env, depth)}
+        if kind == "guard":
+            # `if name is None: return ...` does not return when the call gave name a value.
+            given = self.argument_given(env, ref[1]) if env else None
+            return set() if given is not None and given == ref[2] else self.eval_in(ref[3], env, depth)
+        if kind == "call":
+            callees = self.eval_in(ref[1], env, depth)
+            args = [frozenset(self.eval_in(a, env, depth)) for a in ref[2]]
+            kwargs = {k: frozenset(self.eval_in(v, env, depth)) for k, v in ref[3]}
+            out = set()
+            for value in callees:
+                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
+                    out |= self.apply(value[1], args, kwargs, depth + 1)
+                elif value == ("ext", "functools.partial") and args:
+                    out |= args[0]
+                elif value[0] == "builtin":
+                    out |= self.builtin_result(value[1], ref[2])
+                else:
+                    out |= self.call_result(value)
+            return out
+        return set(self.eval(ref))
+
+    def argument_given(self, env: dict[str, Any], name: str) -> bool | None:
+        """Whether a call context gives parameter `name` a value (True) or leaves it None (False);
+        None when it cannot tell (not a parameter, or a default other than None)."""
+        func = self.defs.get(env["func"], {})
+        accepts = func.get("accepts")
+        if accepts is None or name not in func.get("params", []):
+            return None
+        positional = accepts["positional"]
+        if name in positional and positional.index(name) < len(env["args"]):
+            return bool(env["args"][positional.index(name)])
+        if name in env["kwargs"]:
+            return bool(env["kwargs"][name])
+        return False if name in accepts.get("none_defaults", []) else None
+
+    def constructed_classes(self) -> set[str]:
+        """The classes some call site of the tree instantiates, as of the last settled round."""
+        return self.whole
+
+    def _whole_program(self) -> set[str]:
+        # A fact about the whole tree that evaluation reads. Computed between rounds from the round's
         # memo, never in the middle of an evaluation, so a result never depends on which ref came first.
         constructed: set[str] = set()
-        decorated: set[Value] = set()
         for _m, _i, site in self.sites:
             for value in self.eval(site["callee"]):
                 if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
                     constructed.add(value[1])
-            if site.get("decorates") and site["args"]:
-                decorated |= self.eval(site["args"][0])
-        return constructed, decorated
+        return constructed
 
     def settle(self) -> None:
-        """Flow arguments into parameters and recompute the whole-program facts, round after round,
+        """Flow arguments into parameters and recompute the whole-program fact, round after round,
         until neither changes (or MAX_ROUNDS); the memo left is the final round's."""
         for _ in range(MAX_ROUNDS):
             grew = False
@@ -598,7 +673,9 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
-        for value in sorted(self.eval(callee), key=repr):
+        # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
+        values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
+        for value in sorted(values, key=repr):
             offset = self.bound_offset(callee, value)
             for target in self.value_targets(value, resolution):
                 if self.fits(target, site, offset):
@@ -676,10 +753,6 @@ class Linker:
                 if method and method not in found:
                     out.add(method)
         return sorted(out)
-
-    def constructed_classes(self) -> set[str]:
-        """The classes some call site of the tree instantiates, as of the last settled round."""
-        return self.whole[0]
 
     def implicit_targets(self, item: dict[str, Any]) -> list[CallTarget]:
         """The methods a statement calls without call syntax (see `extract`): protocol methods,
@@ -879,7 +952,8 @@ class Linker:
         bound_offset = (
             1 if callee[0] == "attr" and any(v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
         )
-        for value in self.eval(callee):
+        values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
+        for value in values:
             if value[0] != "def":
                 continue
             info = self.defs.get(value[1])

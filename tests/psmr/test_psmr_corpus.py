@@ -15,6 +15,7 @@ FEATURES = {
     "classes",
     "classmethod_cache",
     "context_managers",
+    "decorator_factories",
     "decorators",
     "dicts",
     "direct_calls",
