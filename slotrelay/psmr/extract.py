@@ -20,6 +20,7 @@ small symbolic references ("refs"), evaluated later, never guessed here:
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
+    ["const", key]               a str or int constant argument (a key for `d.get(key)`), denoting nothing
     ["unk", reason]              something dynamic the analysis refuses to guess
 
 Besides call sites, the facts list the calls Python makes without call syntax ("implicit"): `for`
@@ -164,7 +165,16 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Subscript(value=value, slice=index):
                 base = self.ref(value)
                 return ["sub", base, _constant_key(index)] if base is not None else None
-            case ast.List(elts=elts) | ast.Tuple(elts=elts) | ast.Set(elts=elts):
+            case ast.List(elts=elts) | ast.Tuple(elts=elts):
+                # Elements keyed by position, up to the first starred one.
+                starred = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), len(elts))
+                pairs = [(i if i < starred else None, self.ref(e)) for i, e in enumerate(elts)]
+                return [
+                    "coll",
+                    [r for _, r in pairs if r is not None],
+                    [i for i, r in pairs if r is not None],
+                ]
+            case ast.Set(elts=elts):
                 refs = [r for r in map(self.ref, elts) if r is not None]
                 return ["coll", refs, [None] * len(refs)]
             case ast.Dict(keys=keys, values=values):
@@ -217,7 +227,7 @@ class FileExtractor(ast.NodeVisitor):
         callee = self.ref(func)
         if callee is None:
             return None
-        args = [self.ref(a) or ["unk", "opaque_value"] for a in node.args]
+        args = [self.ref(a) or _constant_ref(a) for a in node.args]
         kwargs = {k.arg: self.ref(k.value) or ["unk", "opaque_value"] for k in node.keywords if k.arg}
         return ["call", callee, args, kwargs]
 
@@ -481,8 +491,10 @@ class FileExtractor(ast.NodeVisitor):
                 self.bind(name, value)
                 self._access(target, "write", node)
             case ast.Tuple(elts=elts) | ast.List(elts=elts):
-                for elt in elts:
-                    self._assign(elt, ["sub", value] if value is not None else None, node)
+                starred = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), len(elts))
+                for i, elt in enumerate(elts):
+                    key = i if i < starred else None
+                    self._assign(elt, ["sub", value, key] if value is not None else None, node)
             case ast.Starred(value=inner):
                 self._assign(inner, value, node)
             case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
@@ -715,14 +727,21 @@ class FileExtractor(ast.NodeVisitor):
 
 
 def _constant_key(node: ast.expr | None) -> str | int | None:
-    """A subscript's or dict key's constant (str or int), or None when it is computed."""
+    """A subscript's or dict key's constant (str, or int from 0), or None when it is computed."""
     if (
         isinstance(node, ast.Constant)
         and isinstance(node.value, str | int)
         and not isinstance(node.value, bool)
+        and not (isinstance(node.value, int) and node.value < 0)
     ):
         return node.value
     return None
+
+
+def _constant_ref(node: ast.expr) -> Ref:
+    """An argument that denotes nothing callable: its constant key (`d.get("a")`), or opaque."""
+    key = _constant_key(node)
+    return ["const", key] if key is not None else ["unk", "opaque_value"]
 
 
 def _none_test(test: ast.expr) -> tuple[str, bool] | None:

@@ -50,6 +50,8 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "min": ((), ("key",)),
     "max": ((), ("key",)),
 }
+# Methods of a container literal whose result holds its elements (or is it).
+COLLECTION_METHODS = frozenset({"get", "pop", "setdefault", "values", "items", "copy"})
 # Builtins whose result holds the elements of their first argument.
 ELEMENT_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "reversed", "filter", "iter"})
 BUILTIN_EXCEPTIONS = frozenset(
@@ -183,6 +185,8 @@ class Linker:
                 elif value == ("ext", "functools.partial") and ref[2]:
                     # Calling a partial calls the function it wraps.
                     out |= self.eval(ref[2][0])
+                elif value[0] == "collm":
+                    out |= self.collection_result(value[1], ref[2])
                 else:
                     out |= self.call_result(value)
             return out
@@ -302,7 +306,21 @@ class Linker:
             return {v for value in self.eval(args[0]) for v in self.elements(value)}
         if name in ("staticmethod", "classmethod"):
             return set(self.eval(args[0]))
+        if name == "type" and len(args) == 1:
+            return {("def", v[1]) for v in self.eval(args[0]) if v[0] == "inst"}
         return set()
+
+    def collection_result(self, method: tuple[Any, str], args: Any) -> set[Value]:
+        """What a container literal's method returns: `d.get("k")` its element at k, `d.values()` it."""
+        subject, name = method
+        if name in ("get", "pop", "setdefault"):
+            key = args[0][1] if args and args[0][0] == "const" else None
+            return self.elements(("coll", subject), key)
+        if name == "items":
+            # (key, value) pairs: the keys are not modelled, the values are the container's.
+            pair = ("coll", (("unk", "opaque_value"), ("iter", subject)), (0, 1))
+            return {("coll", ("coll", (pair,), (None,)))}
+        return {("coll", subject)}
 
     def lookup(self, scope: str, name: str) -> set[Value]:
         """LEGB lookup of a name from a scope; class bodies are skipped from nested functions."""
@@ -393,10 +411,13 @@ class Linker:
             return {("ext", f"{subject}.{name}")}
         if kind == "extinst":
             return {("extm", f"{subject}.{name}")}
+        if kind == "coll" and name in COLLECTION_METHODS:
+            return {("collm", (subject, name))}
         if kind == "def" and self.defs.get(subject, {}).get("kind") == "class":
             return self.class_attr(subject, name, instance=False)
         if kind == "inst":
-            return self.class_attr(subject, name, instance=True)
+            found = self.class_attr(subject, name, instance=True)
+            return found or ({("def", subject)} if name == "__class__" else set())
         if kind == "super":
             return self.super_attr(subject, name)
         return set()

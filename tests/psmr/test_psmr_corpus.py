@@ -28,6 +28,8 @@ FEATURES = {
     "functions",
     "generators",
     "imports",
+    "indexing",
+    "instances",
     "iterables",
     "iteration",
     "kwargs",
