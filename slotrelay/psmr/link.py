@@ -138,8 +138,8 @@ class Linker:
         self.active: set[Any] = set()
         self._mro: dict[str, list[str]] = {}
         self._children: dict[str, list[str]] | None = None
-        # The classes the tree instantiates: see `_whole_program`.
-        self.whole: set[str] = set()
+        # The classes the tree instantiates: see `settle`.
+        self.constructed: set[str] = set()
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -423,25 +423,27 @@ class Linker:
         return set()
 
     def super_attr(self, cls: str, name: str) -> set[Value]:
-        """`super().name` in class cls: the next definition after cls in the MRO of cls, and (unless
-        strict) of each subclass the tree instantiates, whose MRO may put a sibling next."""
+        """`super().name` in class cls: the next definition after cls in cls's MRO (or object's)."""
         out = self.class_attr(cls, name, instance=True, after_self=True)
         if not out and not self.method_bases(cls) and hasattr(object, name):
             out = {("builtin", f"object.{name}")}
-        if self.strict:
-            return out
-        constructed = self.constructed_classes()
+        return out
+
+    def sibling_supers(self, cls: str, name: str) -> list[str]:
+        """For `super().name()` in class cls, the methods the MRO of a subclass the tree instantiates
+        puts next instead (diamond inheritance: Left's super() is Right in Both(Left, Right))."""
+        out = []
         for sub in self.subclasses(cls):
-            if sub not in constructed:
+            if sub not in self.constructed:
                 continue
             order = self.mro(sub)
             for klass in order[order.index(cls) + 1 :]:
-                refs = self.bindings.get(klass, {}).get(name)
-                if refs:
-                    for r in refs:
-                        out |= self.eval(r)
+                if f"{klass}.{name}" in self.defs:
+                    out.append(f"{klass}.{name}")
                     break
-        return out
+                if name in self.bindings.get(klass, {}):
+                    break
+        return sorted(set(out))
 
     def class_attr(self, cls: str, name: str, *, instance: bool, after_self: bool = False) -> set[Value]:
         """An attribute along the MRO; through an instance a property is its getter's result.
@@ -619,13 +621,9 @@ class Linker:
             return bool(env["kwargs"][name])
         return False if name in accepts.get("none_defaults", []) else None
 
-    def constructed_classes(self) -> set[str]:
-        """The classes some call site of the tree instantiates, as of the last settled round."""
-        return self.whole
-
-    def _whole_program(self) -> set[str]:
-        # A fact about the whole tree that evaluation reads. Computed between rounds from the round's
-        # memo, never in the middle of an evaluation, so a result never depends on which ref came first.
+    def _constructed(self) -> set[str]:
+        # Computed once evaluation has settled, never in the middle of one, so that no result depends
+        # on which ref was evaluated first.
         constructed: set[str] = set()
         for _m, _i, site in self.sites:
             for value in self.eval(site["callee"]):
@@ -634,19 +632,19 @@ class Linker:
         return constructed
 
     def settle(self) -> None:
-        """Flow arguments into parameters and recompute the whole-program fact, round after round,
-        until neither changes (or MAX_ROUNDS); the memo left is the final round's."""
-        for _ in range(MAX_ROUNDS):
+        """Flow arguments into parameters, round after round, until nothing new flows (or MAX_ROUNDS);
+        the memo left is the final round's. Then the classes the tree instantiates (which evaluation
+        never reads, only `targets`)."""
+        for _ in range(MAX_ROUNDS if not self.strict else 0):
             grew = False
-            if not self.strict:
-                for _m, _i, site in self.sites:
-                    grew |= self.flow_arguments(site)
-            whole = self._whole_program()
-            if not grew and whole == self.whole:
+            for _m, _i, site in self.sites:
+                grew |= self.flow_arguments(site)
+            if not grew:
                 break
-            self.whole = whole
             self.memo.clear()
             self.module_memo.clear()
+        if not self.strict:
+            self.constructed = self._constructed()
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -708,8 +706,13 @@ class Linker:
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
         if callee[0] == "attr" and not self.strict:
-            for override in self.overrides(callee[1], callee[2], found):
-                found.setdefault(override, CallTarget(override, "method", "heuristic"))
+            dispatched = (
+                self.sibling_supers(callee[1][1], callee[2])
+                if callee[1][0] == "super"
+                else self.overrides(callee[1], callee[2], found)
+            )
+            for method in dispatched:
+                found.setdefault(method, CallTarget(method, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
 
     @staticmethod
@@ -762,7 +765,7 @@ class Linker:
         if receiver[0] != "name" or self.binding_kinds(receiver) != {"self"}:
             return []
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
-        constructed = self.constructed_classes()
+        constructed = self.constructed
         out = set()
         for cls in classes:
             subs = self.subclasses(cls)
