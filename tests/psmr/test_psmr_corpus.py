@@ -47,11 +47,11 @@ FEATURES = {
     "super_calls",
     "unpacking",
 }
-# The figures reached by the resolver of issue 14 (micro-averaged over all edges): 283/283 and 283/286;
-# before it, on the same corpus, 0.956 (238/249) and 0.832 (238/286). The misses are the dynamic calls
+# The figures reached by the resolver of issue 14 (micro-averaged over all edges): 314/314 and 314/317;
+# before it, on the same corpus, 0.953 (263/276) and 0.830 (263/317). The misses are the dynamic calls
 # (`globals()[name]()`, `eval("beta()")`, `getattr(obj, "on_" + event)()`), left as unknowns.
 PRECISION_FLOOR = 1.0
-RECALL_FLOOR = 0.989
+RECALL_FLOOR = 0.990
 
 
 def test_corpus_precision_and_recall(tmp_path: Path) -> None:
