@@ -20,6 +20,7 @@ small symbolic references ("refs"), evaluated later, never guessed here:
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
+    ["varargs", func]            a `*args` parameter: a tuple of the arguments past the named ones
     ["const", key]               a str or int constant argument (a key for `d.get(key)`), denoting nothing
     ["unk", reason]              something dynamic the analysis refuses to guess
 
@@ -333,9 +334,10 @@ class FileExtractor(ast.NodeVisitor):
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             classes = self._annotation(arg)
             self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default), classes])
-        for arg in (args.vararg, args.kwarg):
-            if arg is not None:
-                self.bind(arg.arg, ["unk", "variadic_parameter"])
+        if args.vararg is not None:
+            self.bind(args.vararg.arg, ["varargs", qualname])
+        if args.kwarg is not None:
+            self.bind(args.kwarg.arg, ["unk", "variadic_parameter"])
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         parent = self.scope
@@ -654,8 +656,10 @@ class FileExtractor(ast.NodeVisitor):
         if node.type is not None:
             self.visit(node.type)
             if node.name:
-                exc = self.ref(node.type)
-                self.bind(node.name, ["call", exc, [], {}] if exc is not None else None)
+                # `except (A, B) as e`: e is an instance of A or of B.
+                types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+                excs = [r for r in map(self.ref, types) if r is not None]
+                self.bind(node.name, ["union", [["call", e, [], {}] for e in excs]] if excs else None)
         for stmt in node.body:
             self.visit(stmt)
 

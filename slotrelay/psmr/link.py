@@ -187,6 +187,8 @@ class Linker:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
+                elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
+                    out |= self.result_on(value[1], self.eval(ref[1][1]))
                 else:
                     out |= self.call_result(value)
             return out
@@ -236,6 +238,9 @@ class Linker:
                 for v in self.eval(ref[1])
                 if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"
             }
+        if kind == "varargs":
+            extra = () if self.strict else tuple(sorted(self.params.get((ref[1], "*"), ()), key=repr))
+            return {("coll", ("coll", extra, (None,) * len(extra)))}
         if kind == "self":
             return {("inst", ref[1])}
         if kind == "cls":
@@ -309,6 +314,36 @@ class Linker:
         if name == "type" and len(args) == 1:
             return {("def", v[1]) for v in self.eval(args[0]) if v[0] == "inst"}
         return set()
+
+    def returns_receiver(self, method: str) -> bool:
+        """Whether a method returns its own `self`, `cls` or `cls(...)` (a fluent method, a factory)."""
+        if self.defs.get(method, {}).get("kind") != "method":
+            return False
+        return any(self._receiver_return(r) for r in self.scopes.get(method, {}).get("returns", ()))
+
+    def _receiver_return(self, ref: Any) -> str | None:
+        # "self" for `return self`, "cls" for `return cls`, "new" for `return cls(...)`.
+        if ref[0] == "name" and self.binding_kinds(ref) in ({"self"}, {"cls"}):
+            return "self" if self.binding_kinds(ref) == {"self"} else "cls"
+        if ref[0] == "call" and ref[1][0] == "name" and self.binding_kinds(ref[1]) == {"cls"}:
+            return "new"
+        return None
+
+    def result_on(self, method: str, receivers: frozenset[Value]) -> set[Value]:
+        """What a method that returns its receiver returns when called on these receivers: the
+        subclass instance it was called on, not an instance of the class that defines it."""
+        out: set[Value] = set()
+        for ref in self.scopes.get(method, {}).get("returns", ()):
+            kind = self._receiver_return(ref)
+            if kind is None:
+                out |= self.eval(ref)
+                continue
+            for value in receivers:
+                if value[0] in ("inst", "super") and kind in ("self", "new"):
+                    out.add(("inst", value[1]))
+                elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                    out.add(("inst", value[1]) if kind == "new" else value)
+        return out or self.call_result(("def", method))
 
     def collection_result(self, method: tuple[Any, str], args: Any) -> set[Value]:
         """What a container literal's method returns: `d.get("k")` its element at k, `d.values()` it."""
@@ -936,6 +971,8 @@ class Linker:
                 return "unresolved_name"
             if "param" in kinds and kinds <= {"param", "unk", "annot"}:
                 return "parameter_call"
+            if kinds == {"varargs"}:
+                return "variadic_parameter"
             if kinds == {"unk"}:
                 # Bound only to what the fast pass refused to model: say why (e.g. variadic_parameter).
                 return self.binding_refs(callee)[0][1]
@@ -992,8 +1029,12 @@ class Linker:
                 d in ("classmethod",) for d in self.defs[func].get("decorators", [])
             ):
                 offset = 1
+            accepts = self.defs.get(func, {}).get("accepts")
+            named = len(accepts["positional"]) if accepts and accepts["varargs"] else None
             for index, arg in enumerate(site["args"]):
                 grew |= self._bind(func, index + offset, arg)
+                if named is not None and index + offset >= named:
+                    grew |= self._bind(func, "*", arg)
             for name, arg in site["kwargs"].items():
                 grew |= self._bind(func, name, arg)
         return grew
