@@ -140,6 +140,7 @@ class Linker:
         self._children: dict[str, list[str]] | None = None
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
+        self._returns_argument: dict[str, bool] = {}
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -189,6 +190,10 @@ class Linker:
                     out |= self.collection_result(value[1], ref[2])
                 elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
                     out |= self.result_on(value[1], self.eval(ref[1][1]))
+                elif value[0] == "def" and self.returns_argument(value[1]):
+                    # A function that returns (part of) its argument returns this call's argument.
+                    args = [frozenset(self.eval(a)) for a in ref[2]]
+                    out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
             return out
@@ -204,6 +209,8 @@ class Linker:
             return self.narrow(self.eval(ref[1]), ref[2])
         if kind == "prop":
             return {("prop", ref[1])}
+        if kind == "vals":
+            return set(ref[1])
         if kind == "guard":
             return self.eval(ref[3])
         if kind == "union":
@@ -314,6 +321,40 @@ class Linker:
         if name == "type" and len(args) == 1:
             return {("def", v[1]) for v in self.eval(args[0]) if v[0] == "inst"}
         return set()
+
+    def returns_argument(self, func: str) -> bool:
+        """Whether a function (not a method) returns something made of one of its parameters."""
+        cached = self._returns_argument.get(func)
+        if cached is None:
+            info = self.defs.get(func, {})
+            cached = info.get("kind") in ("function", "lambda") and any(
+                self._mentions_param(r, func, 0) for r in self.scopes.get(func, {}).get("returns", ())
+            )
+            self._returns_argument[func] = cached
+        return cached
+
+    def _mentions_param(self, ref: Any, func: str, depth: int) -> bool:
+        if depth > 4 or not isinstance(ref, tuple) or not ref:
+            return False
+        kind = ref[0]
+        if kind == "name":
+            if self.binding_scope(ref) != func:
+                return False
+            return any(
+                (r[0] == "param" and r[1] == func) or self._mentions_param(r, func, depth + 1)
+                for r in self.binding_refs(ref)
+            )
+        if kind in ("attr", "sub", "iter", "narrow"):
+            return self._mentions_param(ref[1], func, depth)
+        if kind == "call":
+            return any(self._mentions_param(a, func, depth) for a in ref[2]) or self._mentions_param(
+                ref[1], func, depth
+            )
+        if kind in ("coll", "union"):
+            return any(self._mentions_param(r, func, depth) for r in ref[1])
+        if kind == "guard":
+            return self._mentions_param(ref[3], func, depth)
+        return False
 
     def returns_receiver(self, method: str) -> bool:
         """Whether a method returns its own `self`, `cls` or `cls(...)` (a fluent method, a factory)."""
@@ -588,37 +629,59 @@ class Linker:
         scope = self.scopes.get(func, {})
         if scope.get("generator"):
             return {("gen", func)}
-        key = (func, tuple(args), tuple(sorted(kwargs.items())))
+        context = (func, tuple(args), tuple(sorted(kwargs.items())))
+        key = ("apply", context, depth)
+        cached = self.memo.get(key)
+        if cached is not None:
+            return set(cached)
         if depth > MAX_CONTEXT_DEPTH or key in self.active:
             return self.call_result(("def", func))
         self.active.add(key)
         try:
-            env = {"func": func, "args": args, "kwargs": kwargs}
+            env = {"func": func, "args": args, "kwargs": kwargs, "key": context}
             out: set[Value] = set()
             for r in scope.get("returns", []):
                 out |= self.eval_in(r, env, depth)
-            return out
         finally:
             self.active.discard(key)
+        self.memo[key] = frozenset(out)
+        return out
 
     def eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
         """A ref's values inside one call context (see `apply`): names of the context function's
         parameters denote its arguments, calls of the tree's functions are applied in turn."""
+        if ref is None:
+            return set()
+        if not env:
+            return self._eval_in(ref, env, depth)
+        key = ("in", ref, env["key"], depth)
+        cached = self.memo.get(key)
+        if cached is None:
+            cached = self.memo[key] = frozenset(self._eval_in(ref, env, depth))
+        return set(cached)
+
+    def _eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
         kind = ref[0]
-        if kind == "name" and env:
-            refs = self.binding_refs(ref)
-            params = [r for r in refs if r[0] == "param" and r[1] == env["func"]]
-            if params:
-                out: set[Value] = set()
-                for r in params:
-                    index, name, default = r[2], r[3], r[4]
-                    if 0 <= index < len(env["args"]):
-                        out |= env["args"][index]
-                    elif name in env["kwargs"]:
-                        out |= env["kwargs"][name]
-                    elif default is not None:
-                        out |= self.eval(default)
-                return out
+        if kind == "name" and env and self.binding_scope(ref) == env["func"]:
+            key = ("name_in", ref, env["key"], depth)
+            if key in self.active:
+                # A local bound in terms of itself (`x = x.parent`): its context-free values.
+                return set(self.eval(ref))
+            self.active.add(key)
+            try:
+                return self._name_in(ref, env, depth)
+            finally:
+                self.active.discard(key)
+        if kind in ("attr", "sub", "iter") and env:
+            key = ref[2] if kind == "sub" and len(ref) > 2 else None
+            out = set()
+            for value in self.eval_in(ref[1], env, depth):
+                out |= self.attribute(value, ref[2]) if kind == "attr" else self.elements(value, key)
+            return out
+        if kind == "coll" and env:
+            # The elements as they are in this context, frozen into the container.
+            refs = tuple(("vals", frozenset(self.eval_in(r, env, depth))) for r in ref[1])
+            return {("coll", ("coll", refs, ref[2]))}
         if kind == "union":
             return {v for part in ref[1] for v in self.eval_in(part, env, depth)}
         if kind == "guard":
@@ -641,6 +704,22 @@ class Linker:
                     out |= self.call_result(value)
             return out
         return set(self.eval(ref))
+
+    def _name_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
+        # A name of the context function: its parameters are this call's arguments.
+        out: set[Value] = set()
+        for r in self.binding_refs(ref):
+            if r[0] == "param" and r[1] == env["func"]:
+                index, name, default = r[2], r[3], r[4]
+                if 0 <= index < len(env["args"]):
+                    out |= env["args"][index]
+                elif name in env["kwargs"]:
+                    out |= env["kwargs"][name]
+                elif default is not None:
+                    out |= self.eval(default)
+            elif r[0] != "annot":
+                out |= self.eval_in(r, env, depth)
+        return out
 
     def argument_given(self, env: dict[str, Any], name: str) -> bool | None:
         """Whether a call context gives parameter `name` a value (True) or leaves it None (False);
@@ -945,6 +1024,15 @@ class Linker:
                     return "lexical"
             return "heuristic"
         return "heuristic"
+
+    def binding_scope(self, name_ref: Any) -> str | None:
+        """The nearest scope that binds a name, from the scope of its use."""
+        current: str | None = name_ref[1]
+        while current is not None:
+            if name_ref[2] in self.bindings.get(current, {}):
+                return current
+            current = self.scopes.get(current, {}).get("parent")
+        return None
 
     def binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
         """The refs a name is bound to in the nearest scope that binds it."""

@@ -44,6 +44,7 @@ FEATURES = {
     "properties",
     "raising",
     "relative_imports",
+    "returned_arguments",
     "returns",
     "super_calls",
     "unpacking",
