@@ -729,10 +729,11 @@ class Linker:
         if accepts is None or name not in func.get("params", []):
             return None
         positional = accepts["positional"]
+        # An argument whose values are unknown (empty) may still be None: that tells nothing.
         if name in positional and positional.index(name) < len(env["args"]):
-            return bool(env["args"][positional.index(name)])
+            return True if env["args"][positional.index(name)] else None
         if name in env["kwargs"]:
-            return bool(env["kwargs"][name])
+            return True if env["kwargs"][name] else None
         return False if name in accepts.get("none_defaults", []) else None
 
     def _constructed(self) -> set[str]:
