@@ -4,7 +4,9 @@ Facts are file-local plain data (refs frozen to tuples), so the store caches the
 only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions become
 small symbolic references ("refs"), evaluated later, never guessed here:
 
-    ["name", scope, id]          a name looked up from a scope (LEGB, class scopes skipped inside functions)
+    ["name", scope, id(, which)] a name looked up from a scope (LEGB, class scopes skipped inside functions);
+                                 `which`: the indexes of the scope's bindings of id that reach this use,
+                                 when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
     ["call", ref, [args], {kw}]  the result of calling ref
     ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an iteration
@@ -85,6 +87,10 @@ class _Scope:
         self.class_q = class_q
         self.globals: set[str] = set()
         self.lambda_count = 0
+        # How deep in branches and loops of this scope the walk is, and per name the indexes of its
+        # bindings that reach straight-line code here (None once a branch or a loop bound it).
+        self.nesting = 0
+        self.reaching: dict[str, tuple[int, ...] | None] = {}
 
 
 class FileExtractor(ast.NodeVisitor):
@@ -111,6 +117,8 @@ class FileExtractor(ast.NodeVisitor):
         self.narrowed: list[tuple[str, str, list[Ref]]] = []
         # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
         self.none_guards: list[tuple[str, str, bool]] = []
+        # Names some nested scope declares global or nonlocal: rebound from elsewhere at any time.
+        self.escaped: set[str] = set()
         # Attributes in call position: their read is the call's, not a property access.
         self.callee_attrs: set[int] = set()
         self.scope = self._open(module, "module", None, None)
@@ -126,18 +134,37 @@ class FileExtractor(ast.NodeVisitor):
         self.bindings.setdefault(qualname, {})
         return scope
 
-    def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None) -> None:
+    def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None, *, adds: bool = False) -> None:
+        """Bind name to ref in the scope; `adds`: the binding adds to the value (`d[k] = f`), not replaces it."""
         scope = scope or self.scope
         if ref is None:
             ref = ["unk", "opaque_value"]
         target = self._module_scope() if name in scope.globals else scope
-        self.bindings[target.qualname].setdefault(name, []).append(ref)
+        bound = self.bindings[target.qualname].setdefault(name, [])
+        bound.append(ref)
+        index = len(bound) - 1
+        before = target.reaching.get(name)
+        if target is not scope or target.nesting:
+            target.reaching[name] = None
+        elif adds:
+            target.reaching[name] = None if before is None else (*before, index)
+        else:
+            target.reaching[name] = (index,)
 
     def _module_scope(self) -> _Scope:
         scope = self.scope
         while scope.parent is not None:
             scope = scope.parent
         return scope
+
+    def _name_ref(self, name: str) -> Ref:
+        # Flow-sensitive where it is cheap and sure: in straight-line code, a name denotes only the
+        # bindings that reach it (`f = a; f = b; f()` calls b). Names other scopes may rebind (global,
+        # nonlocal) denote all their bindings.
+        which = self.scope.reaching.get(name)
+        if which is None or name in self.scope.globals or name in self.escaped:
+            return ["name", self.scope.qualname, name]
+        return ["name", self.scope.qualname, name, list(which)]
 
     def _lambda_name(self, node: ast.Lambda) -> str:
         name = self.lambdas.get(id(node))
@@ -154,10 +181,11 @@ class FileExtractor(ast.NodeVisitor):
         q = self.scope.qualname
         match node:
             case ast.Name(id=name):
+                plain = self._name_ref(name)
                 for scope, narrowed, classes in reversed(self.narrowed):
                     if scope == q and narrowed == name:
-                        return ["narrow", ["name", q, name], classes]
-                return ["name", q, name]
+                        return ["narrow", plain, classes]
+                return plain
             case ast.Attribute(value=value, attr=attr):
                 base = self.ref(value)
                 return ["attr", base, attr] if base is not None else None
@@ -315,7 +343,7 @@ class FileExtractor(ast.NodeVisitor):
         classes = _annotation_classes(arg.annotation) if arg.annotation is not None else None
         refs = [r for r in (self._outer_ref(c) for c in classes or []) if r is not None]
         for ref in refs:
-            self.bind(arg.arg, ["annot", ref])
+            self.bind(arg.arg, ["annot", ref], adds=True)
         return refs if classes is not None and len(refs) == len(classes) else None
 
     def _bind_params(
@@ -330,10 +358,12 @@ class FileExtractor(ast.NodeVisitor):
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
                 continue
             classes = self._annotation(arg)
-            self.bind(arg.arg, ["param", qualname, index, arg.arg, self._outer_ref(default), classes])
+            self.bind(
+                arg.arg, ["param", qualname, index, arg.arg, self._outer_ref(default), classes], adds=True
+            )
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             classes = self._annotation(arg)
-            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default), classes])
+            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default), classes], adds=True)
         if args.vararg is not None:
             self.bind(args.vararg.arg, ["varargs", qualname])
         if args.kwarg is not None:
@@ -408,6 +438,42 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_Global(self, node: ast.Global) -> None:
         self.scope.globals.update(node.names)
+        self.escaped.update(node.names)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.escaped.update(node.names)
+
+    def _nested(self, node: ast.stmt) -> None:
+        # A branch, loop or handler: what it binds may or may not have happened after it. A loop's
+        # body also sees what its own later statements bound in an earlier turn.
+        if isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                    self.scope.reaching[inner.id] = None
+        self.scope.nesting += 1
+        try:
+            self._visit_nested(node)
+        finally:
+            self.scope.nesting -= 1
+
+    def visit_While(self, node: ast.While) -> None:
+        self._nested(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self._nested(node)
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self._nested(node)
+
+    def _visit_nested(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.For | ast.AsyncFor):
+            self._for(node)
+        elif isinstance(node, ast.If):
+            self._if(node)
+        else:
+            self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
@@ -513,7 +579,7 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Subscript(value=ast.Name(id=name) as container, slice=index):
                 # `d[k] = f` puts f in d: later `d[k]()` must see it.
                 if value is not None:
-                    self.bind(name, ["coll", [value], [_constant_key(index)]])
+                    self.bind(name, ["coll", [value], [_constant_key(index)]], adds=True)
                 self._access(container, "write", node)
                 self.visit(index)
             case ast.Subscript(value=obj, slice=index):
@@ -577,6 +643,9 @@ class FileExtractor(ast.NodeVisitor):
         self._assign(target, ["iter", ref] if ref is not None else None, node)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._nested(node)
+
+    def _for(self, node: ast.For | ast.AsyncFor) -> None:
         self._loop_target(node.target, node.iter, node, is_async=isinstance(node, ast.AsyncFor))
         for stmt in node.body + node.orelse:
             self.visit(stmt)
@@ -589,6 +658,20 @@ class FileExtractor(ast.NodeVisitor):
             self.visit(cond)
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        # Its variables are bound here (the walk has no comprehension scope): as in a loop.
+        for gen in node.generators:
+            for inner in ast.walk(gen.target):
+                if isinstance(inner, ast.Name):
+                    self.scope.reaching[inner.id] = None
+        self.scope.nesting += 1
+        try:
+            self._comprehension_parts(node)
+        finally:
+            self.scope.nesting -= 1
+
+    def _comprehension_parts(
+        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+    ) -> None:
         for gen in node.generators:
             self.visit_comprehension(gen)
         for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
@@ -632,6 +715,9 @@ class FileExtractor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
+        self._nested(node)
+
+    def _if(self, node: ast.If) -> None:
         self.visit(node.test)
         narrowed = _isinstance_test(node.test)
         if narrowed is not None:
@@ -727,7 +813,7 @@ class FileExtractor(ast.NodeVisitor):
             if func.attr == "extend" or func.attr == "update":
                 values = [["iter", v] for v in values] + values
             if values:
-                self.bind(func.value.id, ["coll", values, [None] * len(values)])
+                self.bind(func.value.id, ["coll", values, [None] * len(values)], adds=True)
 
 
 def _constant_key(node: ast.expr | None) -> str | int | None:

@@ -340,7 +340,7 @@ _IMPLICIT_ABOUT = {
 
 def _describe(ref: Any) -> str:
     match ref:
-        case ["name", _, name]:
+        case ["name", _, name, *_]:
             return name
         case ["attr", base, name]:
             return f"{_describe(base)}.{name}"

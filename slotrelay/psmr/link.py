@@ -172,7 +172,7 @@ class Linker:
     def _eval(self, ref: Any) -> set[Value]:
         kind = ref[0]
         if kind == "name":
-            return self.lookup(ref[1], ref[2])
+            return self.lookup(ref[1], ref[2], ref[3] if len(ref) > 3 else None)
         if kind == "attr":
             out: set[Value] = set()
             for value in self.eval(ref[1]):
@@ -398,8 +398,11 @@ class Linker:
             return {("coll", ("coll", (pair,), (None,)))}
         return {("coll", subject)}
 
-    def lookup(self, scope: str, name: str) -> set[Value]:
-        """LEGB lookup of a name from a scope; class bodies are skipped from nested functions."""
+    def lookup(self, scope: str, name: str, which: Any = None) -> set[Value]:
+        """LEGB lookup of a name from a scope; class bodies are skipped from nested functions.
+
+        `which`: the indexes of the scope's own bindings of the name that reach the use (all if None).
+        """
         first = True
         current: str | None = scope
         while current is not None:
@@ -408,6 +411,8 @@ class Linker:
                 break
             if first or info["kind"] != "class":
                 refs = self.bindings.get(current, {}).get(name)
+                if refs and first and which is not None:
+                    refs = [refs[i] for i in which if i < len(refs)]
                 if refs:
                     out: set[Value] = set()
                     for r in refs:
@@ -1040,6 +1045,8 @@ class Linker:
         current: str | None = name_ref[1]
         while current is not None:
             refs = self.bindings.get(current, {}).get(name_ref[2])
+            if refs and current == name_ref[1] and len(name_ref) > 3:
+                return tuple(refs[i] for i in name_ref[3] if i < len(refs))
             if refs:
                 return tuple(refs)
             current = self.scopes.get(current, {}).get("parent")
