@@ -140,7 +140,7 @@ class Linker:
         self._children: dict[str, list[str]] | None = None
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
-        self._returns_argument: dict[str, bool] = {}
+        self._mentions: dict[tuple[Any, str], bool] = {}
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -324,13 +324,17 @@ class Linker:
 
     def returns_argument(self, func: str) -> bool:
         """Whether a function (not a method) returns something made of one of its parameters."""
-        cached = self._returns_argument.get(func)
+        info = self.defs.get(func, {})
+        return info.get("kind") in ("function", "lambda") and any(
+            self.mentions_param(r, func) for r in self.scopes.get(func, {}).get("returns", ())
+        )
+
+    def mentions_param(self, ref: Any, func: str) -> bool:
+        """Whether a ref's value may depend on the arguments of a call of func (cached)."""
+        key = (ref, func)
+        cached = self._mentions.get(key)
         if cached is None:
-            info = self.defs.get(func, {})
-            cached = info.get("kind") in ("function", "lambda") and any(
-                self._mentions_param(r, func, 0) for r in self.scopes.get(func, {}).get("returns", ())
-            )
-            self._returns_argument[func] = cached
+            cached = self._mentions[key] = self._mentions_param(ref, func, 0)
         return cached
 
     def _mentions_param(self, ref: Any, func: str, depth: int) -> bool:
@@ -347,14 +351,15 @@ class Linker:
         if kind in ("attr", "sub", "iter", "narrow"):
             return self._mentions_param(ref[1], func, depth)
         if kind == "call":
-            return any(self._mentions_param(a, func, depth) for a in ref[2]) or self._mentions_param(
-                ref[1], func, depth
+            return (
+                any(self._mentions_param(a, func, depth) for a in ref[2])
+                or any(self._mentions_param(v, func, depth) for _, v in ref[3])
+                or self._mentions_param(ref[1], func, depth)
             )
         if kind in ("coll", "union"):
             return any(self._mentions_param(r, func, depth) for r in ref[1])
-        if kind == "guard":
-            return self._mentions_param(ref[3], func, depth)
-        return False
+        # A guard tests a parameter: whether its value is returned depends on the arguments.
+        return kind == "guard"
 
     def returns_receiver(self, method: str) -> bool:
         """Whether a method returns its own `self`, `cls` or `cls(...)` (a fluent method, a factory)."""
@@ -659,6 +664,9 @@ class Linker:
             return set()
         if not env:
             return self._eval_in(ref, env, depth)
+        if not self.mentions_param(ref, env["func"]):
+            # Nothing in it depends on the call's arguments: its values are the same everywhere.
+            return set(self.eval(ref))
         key = ("in", ref, env["key"], depth)
         cached = self.memo.get(key)
         if cached is None:
