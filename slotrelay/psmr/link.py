@@ -14,8 +14,10 @@ Values a ref can denote:
     ("extinst", d) an instance of the external class d (a call of a capitalised external name)
     ("extm", d)    an attribute of an external class reached through an instance or an external base
 
-Evaluation is flow-insensitive and memoised; arguments flow into parameters at call sites, which
-is iterated to a fixpoint. A call site whose callee denotes nothing is an unknown with a reason,
+Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
+the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
+fixpoint. A decorator, and a function that returns (part of) its argument, is evaluated in each
+call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee denotes nothing is an unknown with a reason,
 never a guessed edge.
 
 Certainty: an edge is labelled by how its callee was found (lexical, import, self_mro, constructor,
@@ -40,7 +42,7 @@ MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
-# How many calls deep a decorator's application is followed in its own call context.
+# How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
 # Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
