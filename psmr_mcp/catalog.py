@@ -19,7 +19,7 @@ from typing import Any
 
 from slotrelay.psmr import envelope
 from slotrelay.psmr.errors import ERROR_CODES
-from slotrelay.psmr.operators import OPERATIONS, RELATIONS
+from slotrelay.psmr.operators import DEFAULT_RELATIONS, OPERATIONS, RELATIONS
 
 BUILD_TOOL = "psmr_workspace_build"
 
@@ -41,7 +41,7 @@ _BUDGET_WORDS = {
     "max_nodes": "nodes (and other non-edge items: matches, unknowns, findings, ...) per answer",
     "max_edges": "edges per answer",
     "max_evidence_items": "evidence records per answer",
-    "max_text_bytes": "bytes of JSON in the answer's items",
+    "max_text_bytes": "bytes of the whole answer as sent (its JSON text)",
 }
 
 CONTINUE_HINT = (
@@ -100,7 +100,10 @@ class ToolSpec:
         title: a short human-readable title.
         description: the model-facing description.
         overrides: per-parameter schema members merged over the operation's request schema.
-        read_only: False only for the one tool that writes (the build).
+        read_only: False for tools that change their environment (the build, propose, rebuild,
+            apply, run tests).
+        destructive: True for the tools that write source files or run code (apply, run tests).
+        idempotent: False where calling twice does more than once (a fresh delta, a second run).
     """
 
     name: str
@@ -109,6 +112,8 @@ class ToolSpec:
     description: str
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     read_only: bool = True
+    destructive: bool = False
+    idempotent: bool = True
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -187,10 +192,12 @@ TOOLS: tuple[ToolSpec, ...] = (
                 },
             },
             "relations": {
-                "description": "Edge kinds to follow (`called_by` walks calls backwards).",
+                "description": "Edge kinds to follow; each has an inverse that walks it backwards "
+                "(`called_by`, `read_by`, `written_by`, `imported_by`, `inherited_by`, `overridden_by`, "
+                "`decorated_by`, `tested_by`, `defined_by`). Edges are always shown forward.",
                 "uniqueItems": True,
                 "maxItems": len(RELATIONS),
-                "default": ["calls", "called_by", "reads_state", "writes_state"],
+                "default": DEFAULT_RELATIONS,
             },
             "depth": {"description": "How many hops from the anchor.", "maximum": 5, "default": 2},
             "include_evidence": {
@@ -331,6 +338,138 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 
+DELTA_ID = {"description": "The delta_id psmr_delta_propose returned."}
+CHANGE_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "psmr_delta_propose",
+        "delta.propose",
+        "Propose a change as a semantic delta",
+        "Turns an intent and typed operations into a SemanticDelta (authority ai_proposal) without "
+        "writing any source file: change_signature (with a parameter_map telling every call site how to "
+        "fill the new parameters), replace_body, rename_symbol, add_symbol, move_call_site. Returns the "
+        "`delta_id`, the concrete edits at every call site found in the evidence, sites that need review, "
+        "unresolved sites that may be affected, the expected graph change, assumptions, affected contracts "
+        "and the pytest ids of the tests that reach the scope. Read the target with psmr_get_contracts "
+        f"and psmr_impact first. Next: psmr_delta_validate. {CONTINUE_HINT}",
+        overrides={
+            "intent": {"description": "What the change is for, in one sentence.", "maxLength": 2000},
+            "scope_refs": {"description": "The symbols the change is about.", "maxItems": 50},
+            "constraints": {"description": "Constraints the change must keep (free text).", "maxItems": 20},
+            "operations": {
+                "maxItems": 50,
+                "items": {
+                    "properties": {
+                        name: {"maxLength": limit}
+                        for name, limit in (
+                            ("target", 500),
+                            ("parameters", 2000),
+                            ("body", 100_000),
+                            ("new_name", 200),
+                            ("module", 500),
+                            ("source", 100_000),
+                            ("after", 500),
+                            ("parent", 500),
+                            ("new_callee", 500),
+                            ("expression", 500),
+                        )
+                    }
+                },
+            },
+            "workspace_version": {"maxLength": 64},
+        },
+        read_only=False,
+        idempotent=False,
+    ),
+    ToolSpec(
+        "psmr_delta_validate",
+        "delta.validate",
+        "Validate a proposed delta",
+        "Applies the delta in memory, re-analyses the touched files and runs six checks: type "
+        "compatibility (every call site binds to the new signature), graph invariants, contracts, the "
+        "impact boundary, known defects and projection feasibility. A failing delta is a tool error "
+        "VALIDATION_FAILED whose structured content lists every check and its problems; fix the "
+        "operations and propose again. A file changed since the proposal gives CONFLICT_REQUIRES_REVIEW. "
+        f"Next: psmr_projection_preview. {CONTINUE_HINT}",
+        overrides={"delta_id": DELTA_ID},
+    ),
+    ToolSpec(
+        "psmr_projection_preview",
+        "projection.preview",
+        "Preview a delta as a unified diff",
+        "Returns the delta as a unified diff per file (`patch` for source files, `test` for test "
+        "modules) or the whole projected `source`, and writes nothing. Show it to the user before "
+        f"applying. Next: psmr_projection_apply. {CONTINUE_HINT}",
+        overrides={
+            "delta_id": DELTA_ID,
+            "projections": {
+                "items": {"enum": ["patch", "test", "source"]},
+                "default": ["patch", "test"],
+                "maxItems": 3,
+            },
+        },
+    ),
+    ToolSpec(
+        "psmr_projection_apply",
+        "projection.apply",
+        "Apply a validated, previewed delta to the source files",
+        "Writes the delta's files: only a delta that passed psmr_delta_validate and was previewed, only "
+        "while every file still has the hash the preview saw (else CONFLICT_REQUIRES_REVIEW, nothing "
+        "written), each file atomically, all restored if one fails, recorded in a hash-chained audit "
+        "log. Needs the source-write capability: the server must be started with --allow-write ROOT "
+        "covering the files, else CAPABILITY_DENIED. Next: psmr_run_tests, psmr_verify_rebuild. "
+        + CONTINUE_HINT,
+        overrides={"delta_id": DELTA_ID},
+        read_only=False,
+        destructive=True,
+        idempotent=False,
+    ),
+    ToolSpec(
+        "psmr_run_tests",
+        "execution.run_tests",
+        "Run tests in the sandbox",
+        "Runs pytest node ids (`tests`), or the suggested tests of a delta (`delta_id`), inside "
+        "slotrelay's sandbox with the workspace read-only, no network and a time limit. Returns each "
+        "test's outcome as runtime:pytest evidence, which psmr_impact then reports as runtime "
+        "certainty. Needs the process-execution capability (server started with --allow-exec), else "
+        f"CAPABILITY_DENIED. {CONTINUE_HINT}",
+        overrides={
+            "delta_id": DELTA_ID,
+            "tests": {"description": "pytest node ids relative to the workspace root.", "maxItems": 500},
+            "timeout_s": {"description": "Wall-clock limit for the whole run.", "default": 120},
+        },
+        read_only=False,
+        destructive=True,
+        idempotent=False,
+    ),
+    ToolSpec(
+        "psmr_verify_rebuild",
+        "verification.rebuild",
+        "Rebuild the workspace after an apply",
+        "Re-imports the projected files into the workspace (incremental build): W becomes W'. Call "
+        f"it after psmr_projection_apply and before psmr_verify_roundtrip. {CONTINUE_HINT}",
+        overrides={"delta_id": {"description": "The applied delta (recorded with the rebuild)."}},
+        read_only=False,
+    ),
+    ToolSpec(
+        "psmr_verify_roundtrip",
+        "verification.roundtrip",
+        "Check the applied change against its intent",
+        "Compares the delta's intended change with W' - W in three sections: matched, "
+        "intended_but_missing, changed_but_not_intended; `all_matched` says whether the code now says "
+        f"what the delta meant. Needs the delta applied and the workspace rebuilt. {CONTINUE_HINT}",
+        overrides={"delta_id": DELTA_ID},
+    ),
+    ToolSpec(
+        "psmr_verify_review",
+        "verification.review",
+        "Review what an applied delta did",
+        "Reports new and resolved confirmed defects, semantic events (API breakages, new import or call "
+        "cycles, new state writes), unexpected changes, new unknowns and new conflicts of an applied, "
+        f"rebuilt delta. {CONTINUE_HINT}",
+        overrides={"delta_id": DELTA_ID},
+    ),
+)
+
 BUILD_SPEC = ToolSpec(
     BUILD_TOOL,
     None,
@@ -457,4 +596,5 @@ def defaults(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in (*TOOLS, BUILD_SPEC)}
+ALL_TOOLS: tuple[ToolSpec, ...] = (*TOOLS, *CHANGE_TOOLS, BUILD_SPEC)
+TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in ALL_TOOLS}

@@ -15,7 +15,6 @@ logged with its traceback and reaches the client only as EXECUTION_FAILED with a
 
 from __future__ import annotations
 
-import json
 import logging
 from functools import partial
 from pathlib import Path
@@ -36,6 +35,7 @@ from psmr_mcp.workspaces import WorkspaceRegistry
 from slotrelay import __version__
 from slotrelay.psmr import api, envelope
 from slotrelay.psmr.errors import InvalidQuery, PsmrError, TypeMismatch
+from slotrelay.psmr.grants import READ_ONLY, Grants
 
 logger = logging.getLogger("psmr_mcp")
 
@@ -45,8 +45,11 @@ INSTRUCTIONS = (
     "slice, then reason. Start with psmr_workspace_describe, find identities with psmr_query_search, "
     "slice with psmr_query_subgraph, check claims with psmr_query_evidence, and ask "
     "psmr_query_unknowns before concluding nothing else is affected. psmr_impact, psmr_semantic_diff, "
-    "psmr_findings, psmr_find_motif and psmr_get_contracts analyse. Answers are budgeted: a truncated "
-    "answer carries a continuation_token to resume it."
+    "psmr_findings, psmr_find_motif and psmr_get_contracts analyse. To change code: psmr_delta_propose, "
+    "psmr_delta_validate, psmr_projection_preview, then psmr_projection_apply (only if the server was "
+    "started with --allow-write), psmr_run_tests (--allow-exec), psmr_verify_rebuild, "
+    "psmr_verify_roundtrip and psmr_verify_review. Answers are budgeted: a truncated answer carries a "
+    "continuation_token to resume it."
 )
 
 
@@ -55,10 +58,12 @@ class ToolSurface:
 
     Parameters:
         registry: the workspaces served and the roots that may be analysed.
+        grants: the capabilities the server was started with (write roots, process execution).
     """
 
-    def __init__(self, registry: WorkspaceRegistry) -> None:
+    def __init__(self, registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY) -> None:
         self.registry = registry
+        self.grants = grants
         self.schemas = {name: catalog.input_schema(spec) for name, spec in catalog.TOOLS_BY_NAME.items()}
         self._validators = {name: Draft202012Validator(schema) for name, schema in self.schemas.items()}
         # The core's store is plain files and a graph in memory; one call at a time keeps a build
@@ -66,8 +71,8 @@ class ToolSurface:
         self._lock = anyio.Lock()
 
     def tools(self) -> list[types.Tool]:
-        """The `tools/list` answer, in the catalog's order (reads first, the build last)."""
-        return [self._tool(spec) for spec in (*catalog.TOOLS, catalog.BUILD_SPEC)]
+        """The `tools/list` answer, in the catalog's order (reads, then changes, the build last)."""
+        return [self._tool(spec) for spec in catalog.ALL_TOOLS]
 
     def _tool(self, spec: catalog.ToolSpec) -> types.Tool:
         return types.Tool(
@@ -79,8 +84,8 @@ class ToolSurface:
             annotations=types.ToolAnnotations(
                 title=spec.title,
                 read_only_hint=spec.read_only,
-                destructive_hint=False,
-                idempotent_hint=True,
+                destructive_hint=spec.destructive,
+                idempotent_hint=spec.idempotent,
                 open_world_hint=False,
             ),
         )
@@ -112,7 +117,7 @@ class ToolSurface:
                 logger.warning("psmr tool %s: %s", name, answer["error"]["message"])
             return answer
         except PsmrError as exc:
-            return envelope.error(request_id, exc.code, exc.message)
+            return envelope.error(request_id, exc.code, exc.message, details=exc.details)
         except Exception:
             # The traceback stays in the server log; the client learns only where to look.
             logger.exception("psmr tool %s failed unexpectedly (incident %s)", name, request_id)
@@ -144,7 +149,12 @@ class ToolSurface:
         ):
             return api.call(spec.operation, request, store=self._diff_store(request))
         request["workspace_id"] = self.registry.resolve_id(request.get("workspace_id"))
-        return api.call(spec.operation, request, store=self.registry.store_for(request["workspace_id"]))
+        return api.call(
+            spec.operation,
+            request,
+            store=self.registry.store_for(request["workspace_id"]),
+            grants=self.grants,
+        )
 
     def _diff_store(self, request: dict[str, Any]) -> Path:
         """The one store holding both workspaces of a diff (the core reads a diff from one store)."""
@@ -210,7 +220,7 @@ def to_result(answer: dict[str, Any]) -> types.CallToolResult:
     Returns:
         The tool result; `isError` with `CODE: message` first when the envelope is an error.
     """
-    text = types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))
+    text = types.TextContent(type="text", text=envelope.render(answer))
     if answer["status"] == "error":
         headline = f"{answer['error']['code']}: {answer['error']['message']}"
         return types.CallToolResult(
@@ -221,16 +231,17 @@ def to_result(answer: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(content=[text], structured_content=answer)
 
 
-def build_server(registry: WorkspaceRegistry) -> Server[Any]:
+def build_server(registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY) -> Server[Any]:
     """The MCP server for a registry of workspaces; serve it with `psmr_mcp.transports`.
 
     Parameters:
         registry: the workspaces served and the roots that may be analysed.
+        grants: the capabilities beyond reading (`--allow-write`, `--allow-exec`); none by default.
 
     Returns:
         An MCP server offering the PSMR tools.
     """
-    surface = ToolSurface(registry)
+    surface = ToolSurface(registry, grants=grants)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -1,5 +1,14 @@
 """The two ways the PSMR MCP server talks: stdio (an MCP host starts it) and streamable HTTP.
 
+Stdio answers what it cannot read: the SDK's stdio reader drops a line that is not JSON or not a
+JSON-RPC message without a word, so a client waiting on that id waits forever. Here every line is
+checked before the SDK sees it (`malformed_reply`), and a bad one is answered as the HTTP transport
+does: -32700 when it is not JSON, -32600 when it is not a valid message (with the request's id when
+it has a usable one, else null), plus a warning in the log.
+
+HTTP sessions left open expire after `PSMR_MCP_SESSION_IDLE_TIMEOUT_S` seconds without a request
+(default 600), so abandoned clients do not grow the server.
+
 HTTP binds to loopback only: the server has no authentication, so reaching it from another machine
 would hand the workspace to anyone on the network. Host and Origin headers are checked against
 the exact bound address (DNS-rebinding protection), so a web page that resolves its own name to
@@ -8,19 +17,39 @@ the exact bound address (DNS-rebinding protection), so a web page that resolves 
 
 from __future__ import annotations
 
+import fcntl
+import io
 import ipaddress
+import json
+import logging
+import math
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
 
 MCP_PATH = "/mcp"
 _LOOPBACK_NAMES = ("localhost",)
+SESSION_IDLE_TIMEOUT_VARIABLE = "PSMR_MCP_SESSION_IDLE_TIMEOUT_S"
+DEFAULT_SESSION_IDLE_TIMEOUT_S = 600.0
+logger = logging.getLogger(__name__)
 
 
 def parse_http_address(address: str) -> tuple[str, int]:
@@ -78,14 +107,161 @@ def transport_security(port: int) -> TransportSecuritySettings:
     )
 
 
+def session_idle_timeout() -> float:
+    """Seconds an HTTP session may stay without a request before it is closed.
+
+    Returns:
+        `PSMR_MCP_SESSION_IDLE_TIMEOUT_S`, or DEFAULT_SESSION_IDLE_TIMEOUT_S when it is unset.
+
+    Raises:
+        InvalidQuery: the variable is not a positive, finite number.
+    """
+    text = os.environ.get(SESSION_IDLE_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_SESSION_IDLE_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidQuery(f"{SESSION_IDLE_TIMEOUT_VARIABLE}={text!r}: expected a positive number of seconds")
+    return seconds
+
+
+def malformed_reply(line: str) -> JSONRPCError | None:
+    """The JSON-RPC error that answers one stdio line the SDK could not read, or None when it can.
+
+    Parameters:
+        line: one line from the client, as the SDK's reader would get it.
+
+    Returns:
+        None for a valid JSON-RPC message; -32700 (id null) for a line that is not JSON; -32600 for
+        JSON that is not a valid message (a non-object, `jsonrpc` 1.0, an `id` that is not an integer
+        or a string, text the SDK's parser refuses such as nesting too deep for it), carrying the
+        request's id when it is an integer or a string.
+    """
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as invalid:
+        problem = invalid.errors()[0]["msg"]
+        try:
+            document = json.loads(line, parse_constant=_not_json)
+        except ValueError as not_json:
+            return _error(PARSE_ERROR, f"Parse error: {not_json}", None)
+        except RecursionError:
+            return _error(PARSE_ERROR, "Parse error: nested too deeply", None)
+        return _error(INVALID_REQUEST, f"Invalid Request: {problem}", _usable_id(document))
+    if isinstance(message, JSONRPCNotification):
+        # A request whose id is neither an integer nor a string validates as a notification (which
+        # ignores unknown members) and would never be answered.
+        document = json.loads(line)
+        if isinstance(document, dict) and "id" in document:
+            return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
+    return None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _usable_id(document: Any) -> int | str | None:
+    """The id of a JSON object when a reply can carry it: an integer (not a boolean) or encodable text."""
+    request_id = document.get("id") if isinstance(document, dict) else None
+    if type(request_id) is int:
+        return request_id
+    if isinstance(request_id, str):
+        try:
+            request_id.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return request_id
+    return None
+
+
+def _error(code: int, message: str, request_id: int | str | None) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message[:500]))
+
+
+class _CheckedLines:
+    """The client's stdin lines as the SDK's stdio reader iterates them, minus the malformed ones.
+
+    A malformed line is answered here, through the same write stream the server answers on (so
+    replies never interleave on stdout), and is not passed on; a blank line is no message and is
+    skipped. The write stream exists only once `stdio_server` has started, and its reader may meet
+    a bad line before that: replies wait for `answer_on`.
+    """
+
+    def __init__(self, source: anyio.AsyncFile[str]) -> None:
+        self._source = source
+        self._replies: Any = None
+        self._ready = anyio.Event()
+
+    def answer_on(self, write_stream: Any) -> None:
+        """Send replies to malformed lines on this stream (the server's write stream)."""
+        self._replies = write_stream
+        self._ready.set()
+
+    def __aiter__(self) -> _CheckedLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self._source.readline()
+            if not line:
+                raise StopAsyncIteration
+            if not line.strip(" \t\r\n"):
+                continue
+            reply = malformed_reply(line)
+            if reply is None:
+                return line
+            logger.warning(
+                "stdio: answered a malformed message (%d characters) with %d: %s (id %s)",
+                len(line),
+                reply.error.code,
+                reply.error.message,
+                json.dumps(reply.id),
+            )
+            await self._ready.wait()
+            try:
+                await self._replies.send(SessionMessage(reply))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise StopAsyncIteration from None
+
+
+def _claim_stdin() -> int:
+    """A private duplicate of fd 0 that carries the client's messages; fd 0 then reads the null device.
+
+    The SDK's `stdio_server` does this itself only for the stdin it opens; given our own stdin, it
+    leaves fd 0 alone, and a handler or a child process reading fd 0 could take part of a message.
+    """
+    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    return wire
+
+
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one MCP connection over this process's stdin and stdout until stdin closes.
+
+    Every line that is not a valid JSON-RPC message is answered with a JSON-RPC error and logged
+    (see `malformed_reply`); valid ones go to the SDK's stdio transport unchanged.
 
     Parameters:
         server: the MCP server to run.
     """
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    wire = _claim_stdin()
+    # closefd=False: a worker thread may still block reading the wire after we return.
+    text = io.TextIOWrapper(os.fdopen(wire, "rb", closefd=False), encoding="utf-8", errors="replace")
+    lines = _CheckedLines(anyio.wrap_file(text))
+    try:
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            lines.answer_on(write_stream)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        os.dup2(wire, 0)
 
 
 async def serve_http(
@@ -94,6 +270,7 @@ async def serve_http(
     port: int,
     *,
     on_ready: Callable[[str], None] | None = None,
+    idle_timeout_s: float = DEFAULT_SESSION_IDLE_TIMEOUT_S,
 ) -> None:
     """Serve streamable HTTP on `http://host:port/mcp` until cancelled (Ctrl-C).
 
@@ -105,6 +282,7 @@ async def serve_http(
         host: a loopback address (see `parse_http_address`).
         port: the TCP port.
         on_ready: called with the URL once the socket listens.
+        idle_timeout_s: a session with no request for this long is closed (see `session_idle_timeout`).
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
@@ -115,6 +293,7 @@ async def serve_http(
         streamable_http_path=MCP_PATH,
         host=host,
         transport_security=transport_security(port),
+        session_idle_timeout=idle_timeout_s,
     )
     bind_host = "127.0.0.1" if host == "localhost" else host
     sock = socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET, socket.SOCK_STREAM)

@@ -1,7 +1,8 @@
 """The workspaces one MCP server serves, and the roots it may analyse (sections 六 and 十六).
 
-The server starts read-only: the only writing tool, psmr_workspace_build, may analyse a folder only
-if it lies inside a root given on the command line (`--workspace PATH`). Paths are compared after
+The server starts without source-write: psmr_workspace_build writes only to workspace stores, and may
+analyse a folder only if it lies inside a root given on the command line (`--workspace PATH`);
+writing source files and running tests take their own flags (`slotrelay.psmr.grants`). Paths are compared after
 resolving symlinks and `..`, so a link inside a root that points outside it is refused too.
 
 Each workspace lives in a store (`.psmr/` under its root, or one `--store DIR` for all of them);

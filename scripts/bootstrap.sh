@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
 # System packages: the Docker engine, bubblewrap (the sandbox without a daemon), debootstrap
-# (the base image without a registry), graphviz (chain graphs as PNG) and chromium (the browser the
-# Prefect UI test drives).
+# (the base image without a registry), graphviz (chain graphs as PNG), chromium (the browser the
+# Prefect UI test drives) and openssh-server (the deploy node's tests start their own sshd, as a non-root
+# user on 127.0.0.1, so no system sshd service is enabled or needed).
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
@@ -17,6 +18,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v dot >/dev/null || missing+=(graphviz)
 command -v node >/dev/null || missing+=(nodejs npm)
 command -v chromium >/dev/null || missing+=(chromium)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 if ((${#missing[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         log "missing system packages: ${missing[*]} (install them with: sudo apt-get install ${missing[*]})"

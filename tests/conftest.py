@@ -1,6 +1,6 @@
 """Shared test set-up.
 
-Tests that need a service carry a marker (`docker`, `prefect_server`, `bwrap`, `node`, `browser`); CI starts
+Tests that need a service carry a marker (`docker`, `prefect_server`, `bwrap`, `node`, `browser`, `ssh`); CI starts
 every one of those services, so none of them is skipped there: with CI set, a missing service fails
 the test instead of skipping it.
 """

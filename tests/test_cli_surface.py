@@ -18,6 +18,7 @@ psmr build
 psmr call
 psmr callgraph
 psmr list
+psmr view
 run
 sandbox build
 sandbox doctor

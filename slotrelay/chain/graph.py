@@ -3,17 +3,27 @@
 Nodes are the chain's nodes; edges are routes (an edge keeps its route). A chain is usable when ids
 are unique, routes name existing nodes, it has a start node (no input slot), every other node is
 reached by a route, a route never targets a start node, and there is no cycle.
+
+Everything here is linear in the size of the chain and bounded in what it prints: a cycle is reported
+per strongly connected component (never every simple cycle, which is exponential), and the drawings
+cut long labels, because a chain file is input and may be hostile.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import Counter
 
 import networkx as nx
 
 from slotrelay.chain.errors import ChainError, Problem
 from slotrelay.chain.models import Chain, Route
+
+MAX_NAMES_SHOWN = 10
+"""Node names spelled out in one cycle message."""
+MAX_LABEL_CHARS = 120
+"""Longest label drawn; longer ones end in an ellipsis (Graphviz crashes on labels of megabytes)."""
 
 
 def build_graph(chain: Chain) -> nx.MultiDiGraph:
@@ -63,9 +73,44 @@ def graph_problems(chain: Chain) -> list[Problem]:
     for index, node in enumerate(chain.nodes):
         if node.input_slot is not None and node.node_id not in reached:
             problems.append(Problem(f"$.nodes[{index}]", f"no route reaches {node.node_id!r} and it is not a start node"))
-    for cycle in nx.simple_cycles(nx.DiGraph(build_graph(chain))):
-        problems.append(Problem("$.routes", f"cycle: {' -> '.join([*cycle, cycle[0]])}"))
+    problems.extend(_cycle_problems(chain))
     return problems
+
+
+def _cycle_problems(chain: Chain) -> list[Problem]:
+    """One problem per strongly connected component that holds a cycle, in time linear in the chain.
+
+    Listing every simple cycle is exponential (10 fully connected nodes have over a million), so each
+    component is named by one cycle found by a depth-first search, and its size; both are cut to
+    MAX_NAMES_SHOWN names so a message stays short whatever the chain.
+    """
+    graph = nx.DiGraph(build_graph(chain))
+    order = {node.node_id: index for index, node in enumerate(chain.nodes)}
+    components = [sorted(c, key=order.__getitem__) for c in nx.strongly_connected_components(graph)]
+    problems = []
+    for component in sorted(components, key=lambda c: order[c[0]]):
+        if len(component) == 1 and not graph.has_edge(component[0], component[0]):
+            continue
+        cycle = [source for source, _ in nx.find_cycle(graph.subgraph(component), source=component[0])]
+        message = f"cycle: {_arrow_path(cycle)}"
+        if len(component) > len(cycle):
+            message += f"; {len(component)} nodes reach each other through routes: {_names(component)}"
+        problems.append(Problem("$.routes", message))
+    return problems
+
+
+def _arrow_path(cycle: list[str]) -> str:
+    if len(cycle) > MAX_NAMES_SHOWN:
+        shown = [*cycle[: MAX_NAMES_SHOWN - 1], "…", cycle[0]]
+        return " -> ".join(shown) + f" (a cycle of {len(cycle)} nodes)"
+    return " -> ".join([*cycle, cycle[0]])
+
+
+def _names(node_ids: list[str]) -> str:
+    shown = ", ".join(node_ids[:MAX_NAMES_SHOWN])
+    if len(node_ids) <= MAX_NAMES_SHOWN:
+        return shown
+    return f"{shown} and {len(node_ids) - MAX_NAMES_SHOWN} more"
 
 
 def _duplicate_indexes(values: list[str]) -> list[int]:
@@ -79,12 +124,32 @@ def _duplicate_indexes(values: list[str]) -> list[int]:
     return indexes
 
 
+def printable(text: str, *, limit: int) -> str:
+    """Text from a chain file fit to print or draw.
+
+    Parameters:
+        text: any string, possibly megabytes long or holding lone surrogates (JSON allows `"\\ud800"`).
+        limit: the most characters kept; a longer text ends in an ellipsis.
+
+    Returns:
+        At most `limit` characters, lone surrogates written as `\\udXXX` (they cannot be encoded).
+    """
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _label(text: str) -> str:
+    return printable(text, limit=MAX_LABEL_CHARS)
+
+
 def _condition_label(route: Route) -> str:
     if route.condition is None:
-        return route.route_id
+        return _label(route.route_id)
     c = route.condition
     extra = f" +{len(c.additional_checks)} checks" if c.additional_checks else ""
-    return f"{route.route_id}: {c.field} {c.operator} {json.dumps(c.value, ensure_ascii=False)}{extra}"
+    value = json.dumps(c.value, ensure_ascii=False)
+    return _label(f"{route.route_id}: {c.field} {c.operator} {value}{extra}")
 
 
 def render_mermaid(chain: Chain) -> str:
@@ -92,7 +157,7 @@ def render_mermaid(chain: Chain) -> str:
     ids = {n.node_id: f"n{i}" for i, n in enumerate(chain.nodes)}
     lines = ["flowchart LR"]
     for node in chain.nodes:
-        label = f"{node.node_id}<br/>{node.executor.kind}"
+        label = f"{_label(node.node_id)}<br/>{node.executor.kind}"
         shape = ("([", "])") if node.input_slot is None else ("[", "]")
         lines.append(f'    {ids[node.node_id]}{shape[0]}"{label}"{shape[1]}')
     for route in chain.routes:
@@ -106,16 +171,17 @@ def _dot_quote(text: str) -> str:
 
 
 def render_dot(chain: Chain) -> str:
-    """The chain as Graphviz DOT."""
-    lines = [f"digraph {_dot_quote(chain.chain_id)} {{", "    rankdir=LR;", "    node [shape=box, fontname=Helvetica];"]
+    """The chain as Graphviz DOT (vertices are named n0, n1, ... and labelled with the node ids)."""
+    ids = {n.node_id: f"n{i}" for i, n in enumerate(chain.nodes)}
+    lines = [f"digraph {_dot_quote(_label(chain.chain_id))} {{", "    rankdir=LR;",
+             "    node [shape=box, fontname=Helvetica];"]
     for node in chain.nodes:
         shape = ", shape=oval" if node.input_slot is None else ""
-        label = _dot_quote(node.node_id + "\n" + node.executor.kind)
-        lines.append(f"    {_dot_quote(node.node_id)} [label={label}{shape}];")
+        label = _dot_quote(_label(node.node_id) + "\n" + node.executor.kind)
+        lines.append(f"    {ids[node.node_id]} [label={label}{shape}];")
     for route in chain.routes:
-        lines.append(
-            f"    {_dot_quote(route.from_node)} -> {_dot_quote(route.to_node)} [label={_dot_quote(_condition_label(route))}];"
-        )
+        label = _dot_quote(_condition_label(route))
+        lines.append(f"    {ids[route.from_node]} -> {ids[route.to_node]} [label={label}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -124,7 +190,8 @@ def render_png(chain: Chain) -> bytes:
     """The chain as a PNG image, drawn by Graphviz `dot`.
 
     Raises:
-        ChainError: Graphviz's `dot` program is not installed (code GRAPHVIZ_MISSING).
+        ChainError: Graphviz's `dot` program is not installed (code GRAPHVIZ_MISSING), or it failed on
+            this chain (code GRAPHVIZ_FAILED).
     """
     import graphviz
 
@@ -132,3 +199,7 @@ def render_png(chain: Chain) -> bytes:
         return graphviz.Source(render_dot(chain)).pipe(format="png")
     except graphviz.ExecutableNotFound:
         raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)", code="GRAPHVIZ_MISSING") from None
+    except subprocess.CalledProcessError as failed:
+        said = (failed.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        raise ChainError(f"Graphviz `dot` could not draw this chain (exit {failed.returncode}"
+                         f"{': ' + _label(said[-1]) if said else ''})", code="GRAPHVIZ_FAILED") from None

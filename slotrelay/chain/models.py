@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -93,13 +93,138 @@ class ExternalExecutor(Spec):
     kind: Literal["external"] = "external"
 
 
+ENV_PREFIX = r"^[A-Z][A-Z0-9_]*$"
+
+
+class DeployTarget(Spec):
+    """Where a deploy copies to: a local folder, a remote host over SSH, or a remote with a local fallback.
+
+    A remote's whereabouts (host, port, user, key file, known-hosts policy, folder, served URL) come
+    from the environment or `.env` as `<ssh>_HOST`, `<ssh>_PORT`, ... never from the chain file. With
+    both `ssh` and `folder`, the target is the remote when `<ssh>_HOST` is set, else the folder.
+    """
+
+    name: str | None = Field(default=None, pattern=IDENTIFIER, description="label in the output slot (default: ssh, else folder)")
+    folder: str | None = Field(default=None, min_length=1, description="a local folder; relative paths resolve against the chain file's folder")
+    ssh: str | None = Field(default=None, pattern=ENV_PREFIX, description="prefix of the environment variables that name the remote")
+    base_url: str | None = Field(
+        default=None, pattern=r"^https?://", description="where `folder` is served (a remote's comes from <ssh>_URL)"
+    )
+
+    @model_validator(mode="after")
+    def _folder_or_ssh(self) -> DeployTarget:
+        if self.folder is None and self.ssh is None:
+            raise ValueError("a deploy target needs `folder`, `ssh`, or both")
+        if self.base_url is not None and self.folder is None:
+            raise ValueError("`base_url` belongs to a folder target; a remote's served URL comes from <ssh>_URL")
+        return self
+
+    @property
+    def label(self) -> str:
+        """The target's name in the output slot and in messages."""
+        return self.name or self.ssh or str(self.folder)
+
+
+class TitlePoint(Spec):
+    """A feature point: the page's `<title>` text."""
+
+    kind: Literal["title"]
+
+
+class CssPoint(Spec):
+    """A feature point: the text (or one attribute) of the first element a CSS selector matches."""
+
+    kind: Literal["css"]
+    selector: str = Field(min_length=1)
+    attribute: str | None = Field(default=None, min_length=1, description="null: the element's text")
+
+    @field_validator("selector")
+    @classmethod
+    def _compiles(cls, selector: str) -> str:
+        import soupsieve
+
+        try:
+            soupsieve.compile(selector)
+        except soupsieve.SelectorSyntaxError as bad:
+            raise ValueError(f"not a CSS selector: {bad}") from None
+        return selector
+
+
+class HeaderPoint(Spec):
+    """A feature point: a response header of the served page (needs a served Dev side, `dev_url`)."""
+
+    kind: Literal["header"]
+    name: str = Field(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+FeaturePoint = Annotated[TitlePoint | CssPoint | HeaderPoint, Field(discriminator="kind")]
+
+
+def _default_points() -> list[TitlePoint | CssPoint | HeaderPoint]:
+    return [TitlePoint(kind="title"), CssPoint(kind="css", selector="h1"),
+            CssPoint(kind="css", selector='meta[name="description"]', attribute="content")]
+
+
+class FeaturePoints(Spec):
+    """紧追-L3: points compared between every served target and the Dev copy, after the deploy."""
+
+    points: list[FeaturePoint] = Field(
+        default_factory=_default_points, min_length=1, description="default: title, h1 text, meta description"
+    )
+    pages: list[str] | None = Field(default=None, description="deployed paths to compare (null: every .html/.htm)")
+    dev_url: str | None = Field(
+        default=None, pattern=r"^https?://", description="where the Dev copy is served (null: the source files)"
+    )
+
+    @model_validator(mode="after")
+    def _headers_need_a_served_dev(self) -> FeaturePoints:
+        if self.dev_url is None and any(p.kind == "header" for p in self.points):
+            raise ValueError("a header point needs `dev_url`: the Dev copy on disk has no response headers")
+        return self
+
+
+class Sitemap(Spec):
+    """The sitemap (sitemaps.org) the deploy keeps: every deployed page gets a `<url><loc>` with `lastmod`."""
+
+    path: str = Field(default="sitemap.xml", min_length=1, description="the Dev copy, relative to the chain file; "
+                      "updated in place and deployed at the same relative path")
+    site_url: str = Field(pattern=r"^https?://", description="the public URL the `<loc>`s start with")
+    pages: list[str] = Field(default_factory=lambda: ["*.html", "*.htm"],
+                             description="glob patterns over the deployed paths that are pages")
+
+
+class UrlRetry(Spec):
+    """urllib3 `Retry` of the URL checks (the seed's `Retry(total=2, backoff_factor=5)`)."""
+
+    total: int = Field(default=2, ge=0)
+    backoff_factor: float = Field(default=5, ge=0)
+
+
 class DeployExecutor(Spec):
-    """Copy files to targets and verify them (implementation: slotrelay.chain.deploy)."""
+    """Copy files to targets, prove each copy, check the served URLs, keep the sitemap, compare with Dev.
+
+    Implementation: slotrelay.chain.deploy (seed 4.4). A target given as a string is a local folder.
+    """
 
     kind: Literal["deploy"]
     files: list[str] = Field(min_length=1)
-    targets: list[str] = Field(min_length=1)
-    check_url: str | None = None
+    targets: list[Annotated[str, Field(min_length=1)] | DeployTarget] = Field(min_length=1)
+    sitemap: Sitemap | None = None
+    feature_points: FeaturePoints | None = Field(default_factory=FeaturePoints, description="null: no comparison")
+    url_retry: UrlRetry = Field(default_factory=UrlRetry)
+
+    @property
+    def target_specs(self) -> list[DeployTarget]:
+        """Every target as a `DeployTarget` (a string is a folder)."""
+        return [DeployTarget(folder=t) if isinstance(t, str) else t for t in self.targets]
+
+    @model_validator(mode="after")
+    def _unique_target_names(self) -> DeployExecutor:
+        labels = [t.label for t in self.target_specs]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"target names must differ: {', '.join(repeated)} used twice (set `name`)")
+        return self
 
 
 class PenExecutor(Spec):
@@ -150,7 +275,9 @@ class Route(Spec):
     from_node: str
     to_node: str
     condition: Condition | None = Field(default=None, description="null: the route always holds")
-    priority: str = Field(default="P1", pattern=r"^P[0-9]+$", description="P0 is evaluated first")
+    priority: str = Field(
+        default="P1", pattern=r"^P[0-9]{1,9}$", description="P0 is evaluated first (P0 to P999999999)"
+    )
     description: str | None = None
 
     @property

@@ -2,8 +2,12 @@
 
 Order matters for the messages: jsonschema reports every structural problem with its JSON path;
 the pydantic models then catch what the schema cannot say; the graph checks (slotrelay.chain.graph)
-run only on a chain that parsed. `schema.json` is generated from the models and committed:
-`python -m slotrelay.chain.schema` rewrites it, and a test checks that it is current.
+run only on a chain that parsed. A chain file is input and may be hostile: bytes that are not UTF-8,
+numbers Python will not convert, `NaN`, and nesting deeper than MAX_NESTING are refused with a
+problem like any other, and messages are cut to MAX_MESSAGE_CHARS.
+
+`schema.json` is generated from the models and committed: `python -m slotrelay.chain.schema`
+rewrites it, and a test checks that it is current.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ from jsonschema.exceptions import best_match
 from pydantic import ValidationError
 
 from slotrelay.chain.errors import ChainValidationError, Problem
-from slotrelay.chain.graph import graph_problems
+from slotrelay.chain.graph import graph_problems, printable
 from slotrelay.chain.models import Chain
 
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
+MAX_NESTING = 64
+"""Deepest nesting of objects and arrays accepted; a real chain needs under 10 (recursion stops near 1000)."""
+MAX_MESSAGE_CHARS = 300
+"""Longest problem message; a message quoting a megabyte of the file is cut."""
 
 
 def generate_schema() -> dict[str, Any]:
@@ -70,6 +78,26 @@ def _schema_problem(violation: SchemaViolation) -> Problem:
     return Problem(violation.json_path, violation.message)
 
 
+def _problem(path: str, message: str) -> Problem:
+    return Problem(printable(path, limit=MAX_MESSAGE_CHARS), printable(message, limit=MAX_MESSAGE_CHARS))
+
+
+def _too_deep(document: Any) -> str | None:
+    """The JSON path of the first object or array nested deeper than MAX_NESTING, or None.
+
+    Iterative on purpose: the check must hold on documents deep enough to overflow a recursion.
+    """
+    pending: list[tuple[Any, tuple[Any, ...]]] = [(document, ())]
+    while pending:
+        value, location = pending.pop()
+        if isinstance(value, dict | list):
+            if len(location) >= MAX_NESTING:
+                return _json_path(location)
+            children = value.items() if isinstance(value, dict) else enumerate(value)
+            pending.extend((child, (*location, key)) for key, child in children)
+    return None
+
+
 def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     """Validate a parsed chain document and build the `Chain`.
 
@@ -83,15 +111,18 @@ def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     Raises:
         ChainValidationError: every problem found, each with its JSON path.
     """
-    problems = [_schema_problem(v) for v in sorted(_validator().iter_errors(document), key=lambda v: v.json_path)]
+    deep = _too_deep(document)
+    if deep is not None:
+        raise ChainValidationError(source, [_problem(deep, f"nested more than {MAX_NESTING} levels deep")])
+    violations = sorted(_validator().iter_errors(document), key=lambda v: v.json_path)
+    problems = [_problem(p.path, p.message) for p in map(_schema_problem, violations)]
     if problems:
         raise ChainValidationError(source, problems)
     try:
         chain = Chain.model_validate(document)
     except ValidationError as invalid:
-        raise ChainValidationError(
-            source, [Problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
-        ) from None
+        problems = [_problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
+        raise ChainValidationError(source, problems) from None
     problems = graph_problems(chain)
     if problems:
         raise ChainValidationError(source, problems)
@@ -109,21 +140,42 @@ def load_chain(path: str | Path, *, slots_root: str | Path | None = None) -> Cha
         The validated chain, bound to its file and slots root.
 
     Raises:
-        ChainValidationError: the file is missing, not JSON, or invalid (every problem listed).
+        ChainValidationError: the file is missing, not UTF-8 JSON, or invalid (every problem listed).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as unreadable:
-        raise ChainValidationError(str(path), [Problem("$", f"cannot read the file: {unreadable.strerror}")]) from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as bad:
-        raise ChainValidationError(
-            str(path), [Problem("$", f"not valid JSON: {bad.msg} at line {bad.lineno} column {bad.colno}")]
-        ) from None
+    document = _parse(path)
     chain = validate_document(document, source=str(path))
     return chain.bind(source=path, slots_root=Path(slots_root) if slots_root else None)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse(path: Path) -> Any:
+    """The file's JSON document; every way it can fail is one problem at `$`."""
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as unreadable:
+        problem = _problem("$", f"cannot read the file: {unreadable.strerror}")
+        raise ChainValidationError(source, [problem]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        line = raw.count(b"\n", 0, bad.start) + 1
+        where = f"byte 0x{raw[bad.start]:02x} at line {line} (offset {bad.start})"
+        raise ChainValidationError(source, [_problem("$", f"not UTF-8 text: {where}")]) from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as bad:
+        reason = f"{bad.msg} at line {bad.lineno} column {bad.colno}"
+    except RecursionError:
+        reason = f"nested too deeply (the limit is {MAX_NESTING} levels)"
+    except ValueError as bad:
+        # int() refuses numbers of more than sys.get_int_max_str_digits() digits (4300 by default).
+        reason = str(bad).split(";")[0]
+    raise ChainValidationError(source, [_problem("$", f"not valid JSON: {reason}")])
 
 
 if __name__ == "__main__":

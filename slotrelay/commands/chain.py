@@ -45,7 +45,8 @@ class DecisionChoice(str, Enum):
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(message, markup=False, highlight=False)
+    # A chain file may hold lone surrogates (valid JSON escapes) that no stream can encode.
+    err.print(message.encode("utf-8", "backslashreplace").decode("utf-8"), markup=False, highlight=False)
     return typer.Exit(code)
 
 
@@ -72,21 +73,35 @@ def graph(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
 ) -> None:
     """Draw a chain: Mermaid or Graphviz DOT text, or a PNG rendered by Graphviz."""
+    if format is GraphFormat.png and output is None:
+        raise _fail("--format png needs --output FILE", 2)
+    if output is not None:
+        _check_writable(output)
     chain = _load(chain_path)
     if format is GraphFormat.png:
-        if output is None:
-            raise _fail("--format png needs --output FILE", 2)
         try:
-            output.write_bytes(render_png(chain))
-        except ChainError as missing:
-            raise _fail(str(missing), 3) from None
+            drawing = render_png(chain)
+        except ChainError as failed:
+            raise _fail(f"{chain_path}: {failed}", 3 if failed.code == "GRAPHVIZ_MISSING" else 2) from None
     else:
         text = render_mermaid(chain) if format is GraphFormat.mermaid else render_dot(chain)
         if output is None:
             out.print(text, end="", markup=False, highlight=False)
             return
-        output.write_text(text, encoding="utf-8")
+        drawing = text.encode("utf-8")
+    try:
+        output.write_bytes(drawing)
+    except OSError as unwritable:
+        raise _fail(f"--output {output}: cannot write: {unwritable.strerror}", 2) from None
     err.print(f"wrote {output}", markup=False, highlight=False)
+
+
+def _check_writable(output: Path) -> None:
+    """Refuse an --output that cannot be a file before any work: a folder, or a file in a missing folder."""
+    if output.is_dir():
+        raise _fail(f"--output {output}: is a folder; name a file", 2)
+    if not output.parent.is_dir():
+        raise _fail(f"--output {output}: the folder {output.parent} does not exist", 2)
 
 
 def _short(path: Path) -> str:

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from slotrelay.errors import SlotrelayError
+from slotrelay.psmr.grants import Grants
 
 if TYPE_CHECKING:
     from psmr_mcp import WorkspaceRegistry
@@ -63,8 +64,25 @@ def serve(
             help="One store folder for every workspace (default: PSMR_STORE, else .psmr/ under each folder).",
         ),
     ] = None,
+    allow_write: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-write",
+            metavar="ROOT",
+            help="Grant source-write under ROOT: psmr_projection_apply may write files there (repeatable). "
+            "Without it the server never writes a source file.",
+        ),
+    ] = None,
+    allow_exec: Annotated[
+        bool,
+        typer.Option(
+            "--allow-exec",
+            help="Grant process-execution: psmr_run_tests may run tests, inside the sandbox.",
+        ),
+    ] = False,
 ) -> None:
-    """Start the PSMR MCP server: read-only tools over the served workspaces, plus psmr_workspace_build."""
+    """Start the PSMR MCP server: read-only tools over the served workspaces, plus psmr_workspace_build;
+    applying deltas and running tests only with --allow-write / --allow-exec."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -72,13 +90,14 @@ def serve(
         import anyio
 
         from psmr_mcp import WorkspaceRegistry, build_server
-        from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio
+        from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio, session_idle_timeout
     except ImportError as exc:
         console.print(f"[red]slotrelay mcp:[/] the MCP SDK is not installed ({exc}); run `pip install -e .`")
         raise typer.Exit(3) from exc
 
     try:
         address = parse_http_address(http) if http else None
+        idle_timeout_s = session_idle_timeout()
         registry = WorkspaceRegistry(workspace, store=store)
         for folder in workspace:
             _build_at_start(registry, folder)
@@ -86,8 +105,17 @@ def serve(
         console.print(f"[red]slotrelay mcp:[/] {exc}")
         raise typer.Exit(2 if getattr(exc, "code", "") in _BAD_INPUT_CODES else 1) from exc
 
-    server = build_server(registry)
+    for root in allow_write or []:
+        if not root.is_dir():
+            console.print(f"[red]slotrelay mcp:[/] --allow-write {root}: not a folder")
+            raise typer.Exit(2)
+    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
+    server = build_server(registry, grants=grants)
     served = ", ".join(w.workspace_id for w in registry.served())
+    if grants.names():
+        console.print(
+            f"granted: {', '.join(grants.names())} (write roots: {', '.join(map(str, grants.write_roots)) or 'none'})"
+        )
     try:
         if address is None:
             console.print(f"PSMR MCP server on stdio, serving {served}")
@@ -99,7 +127,7 @@ def serve(
                 # One unwrapped line: scripts and tests read the URL from it.
                 console.print(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)", soft_wrap=True)
 
-            anyio.run(lambda: serve_http(server, host, port, on_ready=ready))
+            anyio.run(lambda: serve_http(server, host, port, on_ready=ready, idle_timeout_s=idle_timeout_s))
     except OSError as exc:
         console.print(
             f"[red]slotrelay mcp:[/] --http {http}: cannot listen ({exc.strerror or exc}); pick another port"

@@ -3,7 +3,8 @@
 Exit codes (see slotrelay.cli):
     0  ok
     1  the work ran and failed: the program ended in error (its output is printed all the same),
-       MPP-E003 code generation, MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected
+       MPP-E003 code generation, MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected,
+       PEN_RUN_FAILED an error no code names (the pen is cleaned up and its call recorded)
     2  bad input: MPP-E001 intent, an invalid request, pen_id, action or state change
     3  the environment is missing something: MPP-E002 no sandbox, no code model configured
 With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}`.
@@ -12,6 +13,7 @@ With `--json`, a failure prints one object `{"error": {"code", "message", ...}, 
 from __future__ import annotations
 
 import json
+import os
 from contextlib import AbstractContextManager, nullcontext
 from enum import Enum
 from pathlib import Path
@@ -27,7 +29,7 @@ from slotrelay.pen import decide as pen_decide
 from slotrelay.pen import review as pen_review
 from slotrelay.pen import verify_audit
 from slotrelay.pen import write as pen_write
-from slotrelay.pen.errors import PenError
+from slotrelay.pen.errors import InvalidPenRequest, PenError
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.writer import PenOutcome
 
@@ -50,9 +52,12 @@ EXIT_CODES = {
     "PEN_ILLEGAL_TRANSITION": 2,
     "PEN_NOT_FOUND": 2,
     "PEN_MODEL_NOT_CONFIGURED": 3,
+    "PEN_RUN_FAILED": 1,
 }
 
-Root = Annotated[Path, typer.Option("--root", help="where the pen keeps its files and audit log")]
+Root = Annotated[
+    Path, typer.Option("--root", help="the existing folder where the pen keeps its files and audit log")
+]
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
 
@@ -87,6 +92,23 @@ def _fail(error: PenError, as_json: bool) -> typer.Exit:
         if error.audit:
             err.print(f"  audit: {error.audit}", markup=False)
     return typer.Exit(EXIT_CODES.get(error.code, 1))
+
+
+def _check_root(root: Path, as_json: bool, *, writes: bool = True) -> None:
+    """Refuse a --root the pen cannot use, before any work: it must be an existing (writable) folder.
+
+    A missing root is not created: a mistyped one would scatter pens and an audit log where nobody
+    looks (and `audit verify` would find its empty log intact).
+    """
+    if not root.exists():
+        problem = f"--root: {root} does not exist (create the folder first, or name the pen's folder)"
+    elif not root.is_dir():
+        problem = f"--root: {root} is not a folder"
+    elif writes and not os.access(root, os.W_OK | os.X_OK):
+        problem = f"--root: {root} is not writable (the pen keeps its files and audit log there)"
+    else:
+        return
+    raise _fail(InvalidPenRequest(problem), as_json)
 
 
 def _progress(message: str, as_json: bool) -> AbstractContextManager[object]:
@@ -162,6 +184,7 @@ def write(
     as_json: AsJson = False,
 ) -> None:
     """Turn an intent into code, run it in the sandbox, and erase, keep or share it."""
+    _check_root(root, as_json)
     body: dict[str, Any] = _json_value(request, "--request") or {}
     if not isinstance(body, dict):
         raise typer.BadParameter("--request: must be a JSON object")
@@ -212,6 +235,7 @@ def decide(
     as_json: AsJson = False,
 ) -> None:
     """A person's final action on a completed pen that waits for one."""
+    _check_root(root, as_json)
     try:
         outcome = pen_decide(root, pen_id, action.value)
     except PenError as error:
@@ -235,6 +259,7 @@ def review(
     as_json: AsJson = False,
 ) -> None:
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
+    _check_root(root, as_json)
     try:
         with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
             outcome = pen_review(
@@ -267,10 +292,7 @@ def review(
 @audit_app.command("verify")
 def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
     """Check every record's hash, the chain between them, and the head (exit 1 when broken)."""
-    if not root.is_dir():
-        # A mistyped root would otherwise verify an empty log as intact.
-        err.print(f"--root: {root} is not a folder", markup=False)
-        raise typer.Exit(2)
+    _check_root(root, as_json, writes=False)
     report = verify_audit(root)
     if as_json:
         out.print_json(data=report.to_json())

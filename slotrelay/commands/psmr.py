@@ -1,4 +1,5 @@
-"""`slotrelay psmr build | call | callgraph | list`: build workspaces, call the API, export call graphs.
+"""`slotrelay psmr build | call | callgraph | list | view`: build workspaces, call the API, export call
+graphs, serve the human view.
 
 Exit codes (see slotrelay.cli): 0 ok; 1 the operator ran and failed (EXECUTION_FAILED,
 VALIDATION_FAILED); 2 bad input (bad JSON, an unknown workspace, operator or object, a refused query).
@@ -16,9 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from slotrelay.psmr.errors import PsmrError
 
-app = typer.Typer(
-    no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its read-only API."
-)
+app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its API.")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -80,17 +79,32 @@ def call_operation(
     operation: Annotated[str, typer.Argument(help="an operator, e.g. query.subgraph (see operator.list)")],
     request: Annotated[str, typer.Argument(help="the request as a JSON object")] = "{}",
     store: StoreOption = None,
+    allow_write: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-write",
+            metavar="ROOT",
+            help="grant source-write under ROOT (projection.apply may write there); repeatable",
+        ),
+    ] = None,
+    allow_exec: Annotated[
+        bool,
+        typer.Option("--allow-exec", help="grant process-execution (execution.run_tests, in the sandbox)"),
+    ] = False,
 ) -> None:
-    """Call one API operator; prints the psmr-tool-result-0.1 envelope."""
-    from slotrelay.psmr.api import call
+    """Call one API operator; prints the psmr-tool-result-0.1 envelope (compact JSON, one line)."""
+    from slotrelay.psmr.api import Grants, call
+    from slotrelay.psmr.envelope import render
 
     try:
         body = json.loads(request)
     except json.JSONDecodeError as error:
         err.print(f"[bold red]bad input[/]: the request is not JSON ({error.msg} at column {error.colno})")
         raise typer.Exit(2) from error
-    result = call(operation, body, store=store)
-    out.print_json(json.dumps(result, ensure_ascii=False))
+    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
+    result = call(operation, body, store=store, grants=grants)
+    # Printed exactly as budget.max_text_bytes measured it (pipe through `jq .` to indent).
+    typer.echo(render(result))
     if result["status"] == "error":
         raise typer.Exit(1 if result["error"]["code"] in FAILED_CODES else 2)
 
@@ -132,3 +146,56 @@ def list_command(store: StoreOption = None) -> None:
         out.print(
             f"{ws['workspace_id']}  {ws['files']:>5} files  {ws['commit'] or 'worktree':<12.12}  {ws['root']}"
         )
+
+
+@app.command()
+def view(
+    path: Annotated[
+        Path | None, typer.Argument(help="root of analysed code: built or updated first, then shown")
+    ] = None,
+    store: StoreOption = None,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="port on 127.0.0.1 (0: any free port)")
+    ] = 8766,
+    host: Annotated[str, typer.Option("--host", help="loopback address to bind (no other is accepted)")] = (
+        "127.0.0.1"
+    ),
+) -> None:
+    """Serve the human view of a PSMR store on 127.0.0.1: the same operators the MCP tools call."""
+    from psmr_view.serve import NotLoopback, require_loopback, serve
+    from slotrelay.psmr.api import build_workspace
+    from slotrelay.psmr.store import Store
+
+    try:
+        require_loopback(host)
+    except NotLoopback as error:
+        err.print(f"[bold red]bad input[/]: {error}", highlight=False)
+        raise typer.Exit(2) from error
+    workspace_id = None
+    if path is not None:
+        err.print(f"building or updating the workspace of {path} ...", highlight=False)
+        try:
+            summary = build_workspace(path, store=store)
+        except PsmrError as error:
+            raise _fail(error) from error
+        workspace_id, folder = summary["workspace_id"], Path(summary["store"])
+    else:
+        folder = Store.open(store).path
+        if not (folder / "workspaces").is_dir():
+            err.print(
+                f"[bold red]bad input[/]: there is no PSMR store at {folder}; build one with "
+                "`slotrelay psmr build PATH`, or name it with --store",
+                highlight=False,
+            )
+            raise typer.Exit(2)
+
+    def ready(url: str) -> None:
+        err.print(f"PSMR view at {url}  (store {folder}; Ctrl-C stops it)", highlight=False, soft_wrap=True)
+
+    try:
+        serve(folder, host=host, port=port, workspace_id=workspace_id, on_ready=ready)
+    except OSError as error:
+        err.print(f"[bold red]bad input[/]: cannot listen on {host}:{port} ({error.strerror or error})")
+        raise typer.Exit(2) from error
+    except KeyboardInterrupt:
+        pass

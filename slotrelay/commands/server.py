@@ -5,9 +5,10 @@ exactly once) and starts runs of each chain's deployment; unless `--no-serve`, i
 deployments in its own process, so `watch` against a server runs chains end to end on its own.
 
 `up [CHAIN.json ...]` starts a Prefect server with its UI on 127.0.0.1, runs `watch` for the chains
-in a child process, prints the UI address, and on one Ctrl-C stops everything it started: the watch
-process and every flow-run process under it, then the server and its process group, killing what
-does not stop in time (a worker has been seen ignoring SIGTERM for 70 s).
+in a child process (with `--psmr PATH`, `slotrelay psmr view PATH` in another), prints the UI
+addresses, and on one Ctrl-C stops everything it started: the watch process and every flow-run
+process under it, the view, then the server and its process group, killing what does not stop in
+time (a worker has been seen ignoring SIGTERM for 70 s).
 
 Exit codes: 0 after a clean stop, 2 for a bad chain or option, 3 when no Prefect API answers or the
 server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when the watcher failed.
@@ -180,6 +181,8 @@ def up(
     host: Annotated[str, typer.Option(help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
     home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
+    psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
+    psmr_port: Annotated[int, typer.Option(help="Port of the PSMR view on 127.0.0.1.")] = 8766,
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
     if host not in LOOPBACK:
@@ -197,6 +200,7 @@ def up(
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     watcher: subprocess.Popen | None = None
+    view: subprocess.Popen | None = None
     try:
         with console.status(f"starting the Prefect server on {host}:{port} ..."):
             try:
@@ -213,9 +217,15 @@ def up(
                 start_new_session=True,
             )
             threading.Thread(target=lambda: (watcher.wait(), stop.set()), daemon=True).start()
+            if psmr is not None:
+                view = subprocess.Popen(
+                    [sys.executable, "-m", "slotrelay.cli", "psmr", "view", str(psmr), "--port", str(psmr_port)],
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                )
             console.print(Panel.fit(
                 f"Prefect UI  [bold]{server.ui_url}[/bold]\nAPI         {server.api_url}\n"
-                f"watching    {', '.join(map(str, chain_files)) or '(no chain)'}\n"
+                + (f"PSMR view   [bold]http://127.0.0.1:{psmr_port}/[/bold] ({psmr})\n" if psmr else "")
+                + f"watching    {', '.join(map(str, chain_files)) or '(no chain)'}\n"
                 "Ctrl-C stops the server, the watcher and every run they started.",
                 title="slotrelay up",
             ))
@@ -224,6 +234,8 @@ def up(
             with console.status("stopping ..."):
                 if watcher is not None:
                     _stop_tree(watcher, signal.SIGINT, STOP_GRACE_SECONDS)
+                if view is not None:
+                    _stop_tree(view, signal.SIGINT, STOP_GRACE_SECONDS)
                 _stop_tree(server.process, signal.SIGTERM, STOP_GRACE_SECONDS)
     finally:
         for sig, handler in previous.items():

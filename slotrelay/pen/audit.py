@@ -82,13 +82,15 @@ class AuditLog:
 
     Parameters:
         root: the pen's root folder; the log lives in `<root>/.slotrelay/`.
+        name: the log's file stem; another name keeps another chain beside the pen's (PSMR's
+            `projection.apply` keeps `psmr-apply`).
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, name: str = "pen-audit") -> None:
         self.folder = Path(root) / ".slotrelay"
-        self.path = self.folder / LOG_NAME
-        self.head_path = self.folder / "pen-audit.head"
-        self.lock_path = self.folder / "pen-audit.lock"
+        self.path = self.folder / f"{name}.jsonl"
+        self.head_path = self.folder / f"{name}.head"
+        self.lock_path = self.folder / f"{name}.lock"
         key = str(self.path.resolve())
         with _path_locks_guard:
             self._lock = _path_locks.setdefault(key, _PathLock())

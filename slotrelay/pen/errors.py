@@ -12,6 +12,7 @@
           +-- IllegalTransition         PEN_ILLEGAL_TRANSITION a state change section 5 does not allow
           +-- PenNotFound               PEN_NOT_FOUND         no pen with that id under the root
           +-- ModelNotConfigured        PEN_MODEL_NOT_CONFIGURED  no code-model endpoint given
+          +-- PenRunFailed              PEN_RUN_FAILED        an error no other code names (bug, full disk)
 
 A `PenError` raised by `pen.write` carries the audit reference of the call (`audit`), because the
 seed keeps an audit record for every call, failed or not.
@@ -105,3 +106,12 @@ class ModelNotConfigured(PenError):
     """No code-model endpoint was given (Block, arguments, environment or `.env`)."""
 
     code = "PEN_MODEL_NOT_CONFIGURED"
+
+
+class PenRunFailed(PenError):
+    """An error none of the codes above names broke a run; the pen is cleaned up and its call recorded.
+
+    The original exception is the `__cause__`.
+    """
+
+    code = "PEN_RUN_FAILED"

@@ -6,6 +6,7 @@ cannot pass silently. `parse_request` turns validation errors into `InvalidPenRe
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -116,7 +117,7 @@ def parse_request(data: Any) -> PenRequest:
     if isinstance(data, PenRequest):
         return data
     try:
-        return PenRequest.model_validate(data)
+        request = PenRequest.model_validate(data)
     except ValidationError as exc:
         problems = [
             f"{'.'.join(str(part) for part in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
@@ -124,3 +125,36 @@ def parse_request(data: Any) -> PenRequest:
         raise InvalidPenRequest(
             "invalid pen.write request: " + "; ".join(problems), details={"fields": problems}
         ) from exc
+    problems = _unwritable_fields(request)
+    if problems:
+        raise InvalidPenRequest(
+            "invalid pen.write request: " + "; ".join(problems), details={"fields": problems}
+        )
+    return request
+
+
+def _unwritable_fields(request: PenRequest) -> list[str]:
+    """Fields the pen could not write to request.json: a lone surrogate (JSON can escape one, and a
+    command line can carry one from bytes that are not UTF-8), or nesting too deep to serialise."""
+    problems = []
+    sandbox = request.options.sandbox
+    for name, value in (
+        ("intent", request.intent),
+        ("context.task_category", request.context.task_category),
+        ("context.upstream_inputs", request.context.upstream_inputs),
+        (
+            "options.sandbox.network",
+            sandbox.network.model_dump() if isinstance(sandbox.network, NetworkAllow) else None,
+        ),
+        ("options.sandbox.fs", sandbox.fs.model_dump() if isinstance(sandbox.fs, FsAllow) else None),
+    ):
+        try:
+            # As the pen's store writes it (default=str), so what it can write passes.
+            json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+        except UnicodeEncodeError:
+            problems.append(f"{name}: holds text that is not valid Unicode (a lone surrogate)")
+        except RecursionError:
+            problems.append(f"{name}: nested too deeply")
+        except ValueError as exc:
+            problems.append(f"{name}: not JSON ({exc})")
+    return problems

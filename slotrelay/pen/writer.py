@@ -26,6 +26,7 @@ from slotrelay.pen.errors import (
     ExecutionTimedOut,
     InvalidPenRequest,
     PenError,
+    PenRunFailed,
     PermissionViolation,
     SandboxStartFailed,
 )
@@ -43,7 +44,7 @@ from slotrelay.pen.models import (
 )
 from slotrelay.pen.policy import Decision, decide, load_policy
 from slotrelay.pen.screening import screen_intent
-from slotrelay.pen.states import FINAL_ACTION_STATE, require_state, transition
+from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_state, transition
 from slotrelay.pen.static_screen import enforce_screen
 from slotrelay.pen.suggest import suggest
 
@@ -142,6 +143,7 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
 
     Raises:
         InvalidPenRequest: the request breaks the contract (nothing is recorded: there is no pen yet).
+        PenRunFailed: the root cannot be written (a read-only folder, a full disk).
     """
     parsed = parse_request(request)
     # Options the sandbox would refuse (an IP in network.allow, a relative allow_path) are bad input
@@ -155,8 +157,11 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
         started_at=now_iso(),
     )
     with _timed(run, "persistence"):
-        run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
-        transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
+        try:
+            run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
+            transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
+        except OSError as error:
+            raise PenRunFailed(f"the pen cannot write under its root {root}: {error.strerror}") from error
     return run
 
 
@@ -279,7 +284,8 @@ def program_result(lang: str, result: Any, stdout: str) -> Any:
     """A program's structured result by the pen's convention.
 
     python and node return it (`main(inputs)`); a shell script has no return value, so its last
-    non-empty stdout line, read as JSON, is the result (None when that line is not JSON).
+    non-empty stdout line, read as JSON, is the result (None when that line is not JSON, or too deep
+    to read; lone surrogates become U+FFFD as in the sandbox's own results).
 
     Parameters:
         lang: the program's language.
@@ -291,12 +297,14 @@ def program_result(lang: str, result: Any, stdout: str) -> Any:
     """
     if lang != "shell" or result is not None:
         return result
+    from slotrelay.sandbox.protocol import valid_text
+
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
         return None
     try:
-        return json.loads(lines[-1])
-    except ValueError:
+        return valid_text(json.loads(lines[-1]))
+    except (ValueError, RecursionError):
         return None
 
 
@@ -354,10 +362,29 @@ def record_call(run: PenRun, decision: Decision | None, *, error: PenError | Non
 
 
 def fail(run: PenRun, error: PenError) -> PenError:
-    """Destroy what a failed run produced, record the call, and return the error with its audit ref."""
+    """Destroy what a failed run produced, record the call, and return the error with its audit ref.
+
+    A pen that had completed becomes `erased`, which is what happened to it: section 5 has no failed
+    state, and a completed pen whose files are gone could never be decided. A pen that failed
+    earlier stays where it stopped (draft or executing), its call record saying why.
+    """
     store.erase_dir(store.staging_dir(run.root, run.pen_id))
+    if current_state(run.log, run.pen_id) == "completed":
+        transition(
+            run.log,
+            run.pen_id,
+            "erased",
+            persona_id=run.persona_id,
+            final_action="erase",
+            decided_by=f"pen ({error.code})",
+        )
     error.audit = record_call(run, None, error=error).model_dump()
     return error
+
+
+def unexpected(error: Exception) -> PenRunFailed:
+    """An error no pen code names, as the pen error that `fail` can clean up after."""
+    return PenRunFailed(f"the run broke: {type(error).__name__}: {error}")
 
 
 def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by: str) -> PenOutcome:
@@ -451,6 +478,8 @@ def write(
             stage(run)
         except PenError as error:
             raise fail(run, error) from None
+        except Exception as error:
+            raise fail(run, unexpected(error)) from error
     return finish(run, decision)
 
 
@@ -487,6 +516,8 @@ def finish(run: PenRun, decision: Decision) -> PenOutcome:
             outcome = apply_decision(run.root, run.pen_id, decision.action, decided_by=decision.decided_by)
     except PenError as error:
         raise fail(run, error) from None
+    except Exception as error:
+        raise fail(run, unexpected(error)) from error
     ref = record_call(run, decision)
     outcome.output = run.output(ref.syslog_id)
     if outcome.location is not None:

@@ -1,18 +1,23 @@
 """The analysis operators: analysis.impact, analysis.motifs, analysis.contracts and analysis.findings.
 
-Impact keeps direct impact (one step: callers, subclasses, readers of written state), derived impact
-(further steps) and runtime certainty (observed executions, none recorded by a static build) apart,
-as section 5.1 demands.
+Impact keeps direct impact (one step: callers, subclasses, readers of written state, decorated
+functions), derived impact (further steps) and runtime certainty (observed executions, none recorded
+by a static build) apart, as section 5.1 demands; unresolved call sites that may reach the target
+(same attribute name) are listed under uncertainty as possible callers, never as callers.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any
 
 from slotrelay.psmr import findings as findings_mod
 from slotrelay.psmr.effects import classify
 from slotrelay.psmr.errors import PolicyBlocked
+from slotrelay.psmr.execution import runtime_observations
 from slotrelay.psmr.graph import qname
+from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.queries import MAX_DEPTH, Answer
 from slotrelay.psmr.slicing import (
     CODE_KINDS,
@@ -29,22 +34,46 @@ from slotrelay.psmr.slicing import (
 from slotrelay.psmr.store import Store, Workspace
 
 ORCHESTRATOR_CALLS = 3
+# Context managers that hold no resource: they only suppress exceptions or stand in for one.
+NO_RESOURCE = re.compile(r"^(?:[\w.]*\.)?(?:suppress|nullcontext)\(")
+
+
+# Edges that do not make their source depend on their target's behaviour: containment, import
+# structure, the test marker (a test's calls are walked as calls) and decoration (walked forward:
+# a decorator's change reaches what it decorates). Every other relation, `calls`, `inherits`, state
+# access and any kind the resolver adds for calls or reads (a property getter), is walked backwards.
+NOT_DEPENDENCIES = frozenset({"defines", "imports", "tests", "decorates"})
+# An unresolved call site names its callee as `receiver.attribute` (graph._describe).
+_SITE = re.compile(r"^\S*\.(?P<attribute>\w+)$")
 
 
 def _upstream(ws: Workspace, node: str) -> list[tuple[str, str]]:
     graph = ws.graph
-    out = {(u, "calls") for u, _, k in graph.in_edges(node, keys=True) if k == "calls"}
-    out |= {(u, "inherits") for u, _, k in graph.in_edges(node, keys=True) if k == "inherits"}
-    if graph.nodes[node]["kind"] == "state":
-        out |= {(u, k) for u, _, k in graph.in_edges(node, keys=True) if k in ("reads_state", "writes_state")}
-    for _, state, k in graph.out_edges(node, keys=True):
-        if k == "writes_state":
+    out = {(u, k) for u, _, k in graph.in_edges(node, keys=True) if k not in NOT_DEPENDENCIES}
+    for _, other, k in graph.out_edges(node, keys=True):
+        if k == "decorates":
+            out.add((other, "decorated_by"))
+        elif k == "writes_state":
             out |= {
                 (u, "reads_state")
-                for u, _, k2 in graph.in_edges(state, keys=True)
+                for u, _, k2 in graph.in_edges(other, keys=True)
                 if k2 == "reads_state" and u != node
             }
     return sorted(out)
+
+
+def possible_callers(ws: Workspace, target: str) -> list[dict[str, Any]]:
+    """The unresolved call sites whose attribute is the target's name (`self.console.print` for
+    `Console.print`): each may call it, and the analysis cannot say."""
+    if ws.graph.nodes[target]["kind"] not in CODE_KINDS - {"module"}:
+        return []
+    name = qname(target).rsplit(".", 1)[-1]
+    found = []
+    for unknown in ws.unknowns.values():
+        site = _SITE.match(unknown["detail"])
+        if site and site["attribute"] == name:
+            found.append({**unknown, "possible_caller_of": target})
+    return sorted(found, key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
 
 
 def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
@@ -97,32 +126,52 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
             if effect:
                 boundaries.append({"node": node, "crosses": callee, "effect": effect})
     motifs = [m for m in motif_instances(ws, store) if m["subject"] in radius]
-    files = sorted({ws.graph.nodes[n].get("artifact") for n in radius} - {None})
+    nearest_in_file: dict[str, int] = {}
+    for node in radius:
+        artifact = ws.graph.nodes[node].get("artifact")
+        if artifact:
+            nearest_in_file[artifact] = min(nearest_in_file.get(artifact, depth), distance[node])
     likely_tests = tests_reaching(ws, target, depth=depth + 3)
-    uncertainty = unknowns_in(ws, radius)
+    candidates = possible_callers(ws, target)
+    marked = {u["id"] for u in candidates}
+    uncertainty = candidates + [u for u in unknowns_in(ws, radius) if u["id"] not in marked]
+    observed = runtime_observations(ws, store, target)
     answer = Answer(
         data={
             "target": target,
             "depth": depth,
             "runtime_certainty": {
-                "observed": [],
-                "note": "no runtime evidence is recorded in this workspace: direct "
+                "observed": observed,
+                "note": "tests that ran the target in execution.run_tests (authority runtime:pytest), on the "
+                "files as they are now; direct and derived impact stay static reachability"
+                if observed
+                else "no runtime evidence is recorded for the target: direct "
                 "and derived impact are static reachability, not observed executions",
             },
-            "counts": {"direct": len(direct), "derived": len(derived), "unknowns": len(uncertainty)},
+            "counts": {
+                "direct": len(direct),
+                "derived": len(derived),
+                "unknowns": len(uncertainty),
+                "possible_callers": len(candidates),
+            },
         }
     )
-    answer.sections = [
-        ("direct", direct),
-        ("derived", derived),
-        ("state_coupling", state),
-        ("boundaries", boundaries),
-        ("motifs", motifs),
-        ("review_files", files),
-        ("likely_tests", likely_tests),
-        ("uncertainty", uncertainty),
-        ("conflicts", conflicts_on(ws, radius)),
-    ]
+    # Nearest-first: what is one step from the target (callers, the unknowns among them, their files
+    # and tests) comes before the second ring.
+    answer.add("direct", direct, lambda n: n["distance"])
+    answer.add("derived", derived, lambda n: n["distance"])
+    answer.add("state_coupling", state, lambda s: 0)
+    # A possible caller is as near as a direct one.
+    answer.add(
+        "uncertainty",
+        uncertainty,
+        lambda u: min(distance.get(u["scope"], 1), 1) if u["id"] in marked else distance[u["scope"]],
+    )
+    answer.add("conflicts", conflicts_on(ws, radius), lambda c: distance[c["subject"]])
+    answer.add("review_files", sorted(nearest_in_file), lambda f: nearest_in_file[f])
+    answer.add("likely_tests", likely_tests, lambda t: t["distance"])
+    answer.add("boundaries", boundaries, lambda b: distance[b["node"]])
+    answer.add("motifs", motifs, lambda m: distance[m["subject"]])
     return answer
 
 
@@ -163,7 +212,8 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
         facts = store.get_facts(entry["key"]) or {}
         scopes: dict[str, list[str]] = {}
         for w in facts.get("withs") or []:
-            scopes.setdefault(w["scope"], []).append(f"{w['expr']} at line {w['span'][0]}")
+            if not NO_RESOURCE.match(w["expr"]):
+                scopes.setdefault(w["scope"], []).append(f"{w['expr']} at line {w['span'][0]}")
         for scope, exprs in sorted(scopes.items()):
             subject = f"semantic:{scope}"
             if subject in graph:
@@ -186,7 +236,7 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
             for _, v, k, e in graph.out_edges(node, keys=True, data=True)
             if k == "writes_state"
         }
-        both = sorted(set(reads) & set(writes))
+        both = sorted(v for v in set(reads) & set(writes) if _read_first(ws, reads[v], writes[v]))
         if both and data["kind"] != "module":
             add(
                 "read_modify_write",
@@ -214,6 +264,17 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
                 [e for evs in writes.values() for e in evs] + [e for _, ev in internal for e in ev],
             )
     return sorted(out, key=lambda m: m["id"])
+
+
+def _read_first(ws: Workspace, reads: list[str], writes: list[str]) -> bool:
+    """True if some read starts before some write statement ends: a read on the right of the
+    assignment, or earlier, feeds the write. A read only after every write is no read-modify-write."""
+
+    def at(ev: str, end: bool) -> tuple[int, int]:
+        span = ws.evidence[ev]["span"]
+        return (span["end_line"], span["end_col"]) if end else (span["line"], span["col"])
+
+    return any(at(r, end=False) < at(w, end=True) for r in reads for w in writes)
 
 
 def motifs(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
@@ -270,14 +331,19 @@ def contracts(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer
 
 
 def findings(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
-    """analysis.findings: three unmerged lists (confirmed_defect, anomaly, hotspot)."""
+    """analysis.findings: three unmerged lists (confirmed_defect, anomaly, hotspot); `labels` counts
+    the anomalies labelled apart (guarded names, demo blocks)."""
     found = findings_mod.all_findings(ws, store)
     scope = find_node(ws, request["scope"]) if request.get("scope") else None
-    kinds = [request["kind"]] if request.get("kind") else ["confirmed_defect", "anomaly", "hotspot"]
+    kinds = [request["kind"]] if request.get("kind") else list(FINDING_KINDS)
     sections = []
     for kind in kinds:
         items = found[kind]
         if scope:
             items = [f for f in items if within(f["subject"], {scope})]
         sections.append((kind, items))
-    return Answer(sections=sections, data={"counts": {k: len(v) for k, v in sections}})
+    labels = Counter(f["label"] for k, items in sections if k == "anomaly" for f in items if f.get("label"))
+    return Answer(
+        sections=sections,
+        data={"counts": {k: len(v) for k, v in sections}, "labels": dict(sorted(labels.items()))},
+    )

@@ -1,4 +1,4 @@
-"""The PSMR API: one entry, `call`, answering every read-only operator in the result envelope.
+"""The PSMR API: one entry, `call`, answering every operator in the result envelope.
 
     call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}}, store=".psmr")
 
@@ -21,15 +21,15 @@ import jsonschema
 
 from slotrelay.psmr import envelope
 from slotrelay.psmr.errors import (
-    CapabilityDenied,
     InvalidQuery,
     OperatorUnavailable,
     PsmrError,
     TypeMismatch,
 )
-from slotrelay.psmr.operators import EFFECTFUL_OPERATIONS, LATER_OPERATIONS, OPERATIONS
+from slotrelay.psmr.grants import READ_ONLY, Grants
+from slotrelay.psmr.operators import OPERATIONS
 
-__all__ = ["OPERATIONS", "build_workspace", "call", "list_workspaces"]
+__all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
 logger = logging.getLogger("slotrelay.psmr")
 
@@ -49,24 +49,19 @@ def _validate(operation: str, request: Any) -> None:
 
 
 def _check_operation(operation: str) -> None:
-    if operation in OPERATIONS:
-        return
-    if operation in EFFECTFUL_OPERATIONS:
-        raise CapabilityDenied(
-            f"{operation} needs the {EFFECTFUL_OPERATIONS[operation]} capability, which this read-only "
-            "runtime does not grant; use the query and analysis operators (operator.list)"
-        )
-    if operation in LATER_OPERATIONS:
+    if operation not in OPERATIONS:
         raise OperatorUnavailable(
-            f"{operation} belongs to the modification phase, not offered by this read-only runtime; "
-            "operator.list shows what is"
+            f"no operator named {operation!r}; operator.list shows the {len(OPERATIONS)} offered"
         )
-    raise OperatorUnavailable(
-        f"no operator named {operation!r}; operator.list shows the {len(OPERATIONS)} offered"
-    )
 
 
-def call(operation: str, request: dict[str, Any], *, store: str | Path | None = None) -> dict[str, Any]:
+def call(
+    operation: str,
+    request: dict[str, Any],
+    *,
+    store: str | Path | None = None,
+    grants: Grants = READ_ONLY,
+) -> dict[str, Any]:
     """Run one operator and answer in the `psmr-tool-result-0.1` envelope.
 
     Parameters:
@@ -75,6 +70,8 @@ def call(operation: str, request: dict[str, Any], *, store: str | Path | None = 
             `continuation_token`.
         store: the store folder; default `PSMR_STORE`, else `.psmr/` under the current folder's
             git root (or the current folder).
+        grants: the capabilities beyond reading (`source-write` roots, `process-execution`); none by
+            default, so projection.apply and execution.run_tests answer CAPABILITY_DENIED.
 
     Returns:
         The envelope, `status` "ok" with `data`, or "error" with `error: {code, message}`.
@@ -87,9 +84,9 @@ def call(operation: str, request: dict[str, Any], *, store: str | Path | None = 
             raise TypeMismatch("operation must be a string such as 'query.subgraph'")
         _check_operation(operation)
         _validate(operation, request)
-        return HANDLERS[operation](request, request_id=request_id, store=store)
+        return HANDLERS[operation](request, request_id=request_id, store=store, grants=grants)
     except PsmrError as exc:
-        return envelope.error(request_id, exc.code, exc.message)
+        return envelope.error(request_id, exc.code, exc.message, details=exc.details)
     except Exception:  # the API never raises: an internal fault is answered as EXECUTION_FAILED
         # The traceback goes to the log; the caller learns only the incident id to find it by.
         logger.exception("psmr operation %s failed unexpectedly (incident %s)", operation, request_id)

@@ -1,12 +1,19 @@
 """Budgets and continuation (section 八): cut a result into pages without ever truncating silently.
 
 An operator lays its result out as ordered sections of items (nodes, edges, evidence, unknowns, ...),
-each already in a stable order. `paginate` walks them with one cursor and stops at the first item
-that would pass a budget; the continuation token records the cursor together with a fingerprint of
-the request and the workspace version, so resuming yields exactly the next items, and a token used
-on another request or a changed workspace is refused instead of giving a mixed answer.
+each already in a stable order, and may rank each item by its distance from what was asked about
+(the anchor of a slice, the target of an impact). `paginate` reads the items nearest-first across the
+sections: every item of rank 0 in section order, then every item of rank 1, and so on, so a page
+holds the anchor's direct edges, their nodes and the unknowns about them before anything further
+away. It stops at the first item that would pass a budget. The continuation token records the
+position in that order together with a fingerprint of the request and the workspace version, so
+resuming yields exactly the next items, and a token used on another request or a changed workspace
+is refused instead of giving a mixed answer. Each page says, per section, how many items there are
+in all, where the page starts and how many remain.
 
-Invariant: pages concatenated in order equal the untruncated result.
+Invariants: pages concatenated in order, section by section, equal the untruncated result (each
+section's ranks never decrease, so reading nearest-first keeps every section in its own order); the
+text budget covers the whole answer as sent (`handlers` re-cuts a page whose envelope is too large).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from slotrelay.psmr.errors import InvalidQuery, PolicyBlocked
@@ -36,12 +44,18 @@ SECTION_COUNTER: dict[str, str] = {
 
 @dataclass
 class Page:
-    """One page of a result: the sections' items that fit, and the continuation if any."""
+    """One page of a result: the sections' items that fit, where each section stands, and the
+    continuation if any."""
 
     sections: dict[str, list[Any]]
+    paging: dict[str, dict[str, int]] = field(default_factory=dict)
     truncated: bool = False
     continuation: dict[str, Any] | None = None
-    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def returned(self) -> int:
+        """How many items the page holds, over all sections."""
+        return sum(map(len, self.sections.values()))
 
 
 def effective_budget(request: dict[str, Any]) -> dict[str, int]:
@@ -79,8 +93,8 @@ def encode_token(state: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(state, sort_keys=True).encode()).decode().rstrip("=")
 
 
-def decode_token(token: str, *, operation: str, request: dict[str, Any], version: str) -> tuple[int, int]:
-    """The cursor (section index, item index) a token resumes from.
+def decode_token(token: str, *, operation: str, request: dict[str, Any], version: str) -> int:
+    """The position in nearest-first order a token resumes from.
 
     Parameters:
         token: the continuation token from a truncated result.
@@ -89,14 +103,14 @@ def decode_token(token: str, *, operation: str, request: dict[str, Any], version
         version: the workspace version now stored.
 
     Returns:
-        The section and item index to resume at.
+        How many items of the nearest-first order earlier pages held.
 
     Raises:
         InvalidQuery: the token is malformed, belongs to another query, or the workspace changed.
     """
     try:
         state = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        section, item = int(state["s"]), int(state["i"])
+        position = int(state["p"])
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidQuery(
             "continuation_token is not a token this runtime issued; repeat the query without it"
@@ -111,27 +125,78 @@ def decode_token(token: str, *, operation: str, request: dict[str, Any], version
             "the workspace was rebuilt since this continuation_token was issued; repeat the query "
             "without the token"
         )
-    return section, item
+    return position
 
 
-def _size(item: Any) -> int:
-    return len(json.dumps(item, default=str, ensure_ascii=False).encode())
+def reading_order(
+    sections: list[tuple[str, list[Any]]], ranks: dict[str, list[int]]
+) -> list[tuple[int, int]]:
+    """Every item as (section index, item index), nearest-first across the sections.
+
+    Parameters:
+        sections: (name, items) pairs, each list in a stable order.
+        ranks: per section name, each item's distance (sections not named are all rank 0).
+
+    Returns:
+        The order pages are read in.
+
+    Raises:
+        ValueError: a section whose ranks decrease (its pages would not concatenate to it).
+    """
+    keyed = []
+    for s_index, (name, items) in enumerate(sections):
+        section_ranks = ranks.get(name) or [0] * len(items)
+        if len(section_ranks) != len(items) or any(a > b for a, b in pairwise(section_ranks)):
+            raise ValueError(f"section {name!r} is not laid out nearest-first")
+        keyed += [(rank, s_index, i_index) for i_index, rank in enumerate(section_ranks)]
+    keyed.sort()
+    return [(s_index, i_index) for _, s_index, i_index in keyed]
+
+
+@dataclass
+class Layout:
+    """An answer's sections in reading order, each item's size measured once however often it is cut.
+
+    Parameters:
+        sections: (name, items) pairs, each list in a stable order.
+        ranks: per section name, each item's distance from the anchor (non-decreasing); a section
+            not named is all rank 0, so unranked sections are read one after another.
+    """
+
+    sections: list[tuple[str, list[Any]]]
+    ranks: dict[str, list[int]] = field(default_factory=dict)
+    order: list[tuple[int, int]] = field(init=False)
+    _sizes: dict[tuple[int, int], int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.order = reading_order(self.sections, self.ranks)
+
+    def size(self, s_index: int, i_index: int) -> int:
+        """The bytes an item adds to the answer: its JSON and the separator before it."""
+        key = (s_index, i_index)
+        if key not in self._sizes:
+            item = self.sections[s_index][1][i_index]
+            self._sizes[key] = len(json.dumps(item, default=str, ensure_ascii=False).encode()) + 2
+        return self._sizes[key]
 
 
 def paginate(
-    sections: list[tuple[str, list[Any]]],
+    layout: Layout,
     *,
     operation: str,
     request: dict[str, Any],
     version: str,
+    text_allowance: int | None = None,
 ) -> Page:
-    """Cut ordered sections to the request's budget, resuming from its continuation token if any.
+    """Cut a laid-out answer to the request's budget, nearest-first, resuming from its token if any.
 
     Parameters:
-        sections: (name, items) pairs, each list in a stable order.
+        layout: the answer's sections in reading order.
         operation: the operation answering (bound into the token).
         request: the request (its budget and continuation_token are read).
         version: the workspace version (bound into the token).
+        text_allowance: bytes the items may take (default `max_text_bytes`); the caller lowers it by
+            what the rest of the answer takes. The first item of a page is always taken.
 
     Returns:
         The page; `truncated` and a continuation when items remain.
@@ -141,39 +206,41 @@ def paginate(
         InvalidQuery: a continuation token that does not fit this query.
     """
     budget = effective_budget(request)
-    start_section, start_item = 0, 0
+    allowance = budget["max_text_bytes"] if text_allowance is None else text_allowance
+    sections, order = layout.sections, layout.order
+    start = 0
     token = request.get("continuation_token")
     if token:
-        start_section, start_item = decode_token(token, operation=operation, request=request, version=version)
+        start = decode_token(token, operation=operation, request=request, version=version)
     used = dict.fromkeys(DEFAULT_BUDGET, 0)
     page = Page(sections={name: [] for name, _ in sections})
-    for s_index, (name, items) in enumerate(sections):
-        if s_index < start_section:
-            continue
+    offsets = [0] * len(sections)
+    for s_index, _ in order[:start]:
+        offsets[s_index] += 1
+    for position in range(start, len(order)):
+        s_index, i_index = order[position]
+        name, items = sections[s_index]
         counter = SECTION_COUNTER.get(name, "max_nodes")
-        first = start_item if s_index == start_section else 0
-        for i_index in range(first, len(items)):
-            size = _size(items[i_index])
-            over = (
-                used[counter] + 1 > budget[counter]
-                or used["max_text_bytes"] + size > budget["max_text_bytes"]
-            )
-            if over and any(used.values()):
-                exhausted = counter if used[counter] + 1 > budget[counter] else "max_text_bytes"
-                state = {"op": operation, "fp": fingerprint(operation, request), "v": version}
-                state.update(s=s_index, i=i_index)
-                page.truncated = True
-                page.continuation = {
-                    "truncated": True,
-                    "continuation_token": encode_token(state),
-                    "exhausted": exhausted,
-                }
-                return page
-            if over:
-                page.warnings.append(
-                    f"{name}[{i_index}] alone is {size} bytes, above max_text_bytes; returned whole"
-                )
-            page.sections[name].append(items[i_index])
-            used[counter] += 1
-            used["max_text_bytes"] += size
+        size = layout.size(s_index, i_index)
+        over = used[counter] + 1 > budget[counter] or used["max_text_bytes"] + size > allowance
+        if over and position > start:
+            exhausted = counter if used[counter] + 1 > budget[counter] else "max_text_bytes"
+            state = {"op": operation, "fp": fingerprint(operation, request), "v": version, "p": position}
+            page.truncated = True
+            page.continuation = {
+                "truncated": True,
+                "continuation_token": encode_token(state),
+                "exhausted": exhausted,
+            }
+            break
+        page.sections[name].append(items[i_index])
+        used[counter] += 1
+        used["max_text_bytes"] += size
+    for s_index, (name, items) in enumerate(sections):
+        returned = len(page.sections[name])
+        page.paging[name] = {
+            "total": len(items),
+            "offset": offsets[s_index],
+            "remaining": len(items) - offsets[s_index] - returned,
+        }
     return page

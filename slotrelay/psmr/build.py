@@ -16,30 +16,39 @@ assembling and saving, in that order of size.
 
 from __future__ import annotations
 
-import functools
-import gc
 import hashlib
 import os
+import stat
 import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+import orjson
 
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.extract import FACTS_VERSION, extract
 from slotrelay.psmr.graph import GraphAssembler
 from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.sealed import read_regular
+from slotrelay.psmr.store import Store, Workspace, without_cyclic_gc
 
-T = TypeVar("T")
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
+# Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
+# rarely what a question is about; they become a `file_too_large` unknown instead.
+MAX_FILE_BYTES = 1_000_000
+MAX_FILE_BYTES_ENV = "PSMR_MAX_FILE_BYTES"
 
 
 def discover(root: Path) -> list[Path]:
-    """The Python files under root, sorted; hidden folders, virtualenvs and caches are skipped."""
+    """The `.py` names under root, sorted; hidden folders, virtualenvs and caches are skipped.
+
+    Folders are walked without following symlinks; a name may still be a symlink or not a regular
+    file (`read_source` decides what is read).
+    """
     found = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
@@ -68,6 +77,96 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
     return ".".join(parts) or root.name, is_package
 
 
+class NotSource(Exception):
+    """A `.py` name that is not part of the tree's source: a symlink leading out of the root, or
+    not a regular file (a FIFO, socket, device, or a folder that replaced the file)."""
+
+
+class Unanalysable(Exception):
+    """A source file the build cannot read or will not parse; it becomes an unknown with `reason`."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def read_source(root: Path, path: Path, *, limit: int) -> bytes:
+    """The bytes of one source file, read only if it is a regular file inside root.
+
+    The type is checked with lstat before anything is opened, and the open itself neither follows a
+    symlink nor blocks, so a file swapped for a FIFO or a link in between is refused, not read.
+
+    Parameters:
+        root: the analysed root (resolved).
+        path: a file under it, from `discover`.
+        limit: the largest file read, in bytes.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        NotSource: a symlink leading out of root, or not a regular file.
+        Unanalysable: `unreadable_file` (permissions, vanished during the build) or `file_too_large`.
+    """
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            target = Path(os.path.realpath(path))
+            if not target.is_relative_to(root):
+                raise NotSource("a symbolic link leading out of the analysed root")
+            path, info = target, os.lstat(target)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "a device or link")
+            raise NotSource(f"not a regular file ({kind})")
+        if info.st_size > limit:
+            raise Unanalysable("file_too_large", f"{info.st_size} bytes, above the limit of {limit}")
+        data = read_regular(path, limit=limit + 1)
+    except OSError as exc:
+        raise Unanalysable(
+            "unreadable_file", f"cannot be read: {exc.strerror or type(exc).__name__}"
+        ) from exc
+    if len(data) > limit:
+        raise Unanalysable("file_too_large", f"more than {limit} bytes, the limit")
+    return data
+
+
+def _as_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def unanalysed_facts(module: str, is_package: bool, reason: str, detail: str) -> dict[str, Any]:
+    """The facts of a file that was not analysed: a module with one unknown, like a syntax error."""
+    return {
+        "version": FACTS_VERSION,
+        "module": module,
+        "is_package": is_package,
+        "lines": 1,
+        "syntax_error": {"message": detail, "span": [1, 0, 1, 0], "reason": reason},
+    }
+
+
+def file_size_limit(max_file_bytes: int | None) -> int:
+    """The per-file size limit: the argument, else `PSMR_MAX_FILE_BYTES`, else `MAX_FILE_BYTES`.
+
+    Raises:
+        InvalidQuery: the limit is not a positive whole number of bytes.
+    """
+    if max_file_bytes is not None:
+        value: Any = max_file_bytes
+        source = "max_file_bytes"
+    else:
+        value = os.environ.get(MAX_FILE_BYTES_ENV, str(MAX_FILE_BYTES))
+        source = MAX_FILE_BYTES_ENV
+        value = int(value) if value.strip().isdigit() else value
+    if type(value) is not int or value <= 0:
+        raise InvalidQuery(f"{source} must be a positive number of bytes, got {value!r}")
+    return value
+
+
 def _git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -94,37 +193,23 @@ def workspace_id(root: Path, commit: str | None) -> str:
     return "ws_" + hashlib.sha1(f"{root.resolve()}@{commit or 'worktree'}".encode()).hexdigest()[:12]
 
 
-def _without_cyclic_gc(function: Callable[..., T]) -> Callable[..., T]:
-    """Run `function` with the cyclic garbage collector off.
-
-    A build makes millions of small objects that all live until it ends, so the collector rescans a
-    growing heap for nothing: without it, networkx builds in 8.4 s instead of 12.5 s and a one-file
-    update takes 3.2 s instead of 4.8 s (fresh processes), with the same peak memory.
-    """
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            if collecting:
-                gc.enable()
-
-    return wrapper
-
-
-@_without_cyclic_gc
+@without_cyclic_gc
 def build(
     path: str | Path,
     *,
     rev: str | None = None,
     store: str | Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    max_file_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`)."""
+    """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
+
+    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). A file that cannot
+    be analysed never stops the build: it is skipped with a warning (not source, see `NotSource`)
+    or becomes a module with an unknown (see `Unanalysable`).
+    """
     started = time.perf_counter()
+    limit = file_size_limit(max_file_bytes)
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise InvalidQuery(f"path {path} is not a folder; give the root of the Python code to analyse")
@@ -136,22 +221,38 @@ def build(
     except PsmrError:
         manifest = {"files": {}}
     previous = manifest["files"]
-    files = discover(source)
     entries: dict[str, dict[str, Any]] = {}
     texts: dict[str, tuple[bytes, bool]] = {}
-    for file in files:
+    # Files without content to hash (unreadable, too large): their module and reason, apart from
+    # `entries`, whose every file has content (the queries read them back).
+    unanalysed: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
+    for file in discover(source):
         rel = file.relative_to(source).as_posix()
         module, is_package = module_name(source, file)
-        data = file.read_bytes()
+        try:
+            data = read_source(source, file, limit=limit)
+        except NotSource as exc:
+            warnings.append(f"{rel} is {exc}; skipped")
+            continue
+        except Unanalysable as exc:
+            unanalysed[rel] = unanalysed_facts(module, is_package, exc.reason, f"{rel}: {exc.detail}")
+            continue
         key = hashlib.sha256(f"{FACTS_VERSION}\0{module}\0{is_package}\0".encode() + data).hexdigest()
         entries[rel] = {"key": key, "module": module, "sha256": hashlib.sha256(data).hexdigest()}
         texts[rel] = (data, is_package)
+    version = hashlib.sha256(
+        "".join(sorted(e["key"] for e in entries.values())).encode()
+        + orjson.dumps(unanalysed, option=orjson.OPT_SORT_KEYS)
+    ).hexdigest()[:16]
     analysed = [rel for rel, entry in entries.items() if previous.get(rel, {}).get("key") != entry["key"]]
     removed = sorted(set(previous) - set(entries))
-    if not analysed and not removed and manifest.get("stats") and the_store.graph_intact(ws_id):
+    total = len(entries) + len(unanalysed)
+    unchanged = manifest.get("version") == version and manifest.get("stats")
+    if not analysed and not removed and unchanged and the_store.graph_intact(ws_id):
         # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
-            progress(len(files), len(files), "unchanged")
+            progress(total, total, "unchanged")
         return {
             **manifest["stats"],
             "store": str(the_store.path),
@@ -167,18 +268,29 @@ def build(
         cached = the_store.get_facts(entry["key"])
         if cached is None:
             data, is_package = texts[rel]
-            cached = extract(data.decode("utf-8", errors="replace"), entry["module"], is_package=is_package)
+            cached = extract(_as_text(data), entry["module"], is_package=is_package)
             the_store.put_facts(entry["key"], cached)
         facts[entry["module"]] = cached
         paths[entry["module"]] = rel
         if progress:
-            progress(done, len(entries), rel)
+            progress(done, total, rel)
+    for done, (rel, unread) in enumerate(sorted(unanalysed.items()), start=len(entries) + 1):
+        facts[unread["module"]] = unread
+        paths[unread["module"]] = rel
+        if progress:
+            progress(done, total, rel)
     link = Linker(facts).run()
-    edges, warnings = import_edges(source, facts)
+    # grimp reads a copy of what this build read, decoded as the fast pass decoded it (so a stray
+    # byte does not fail the package); files that did not parse are empty in it.
+    sources = {
+        rel: b"" if facts[entry["module"]].get("syntax_error") else _as_text(texts[rel][0]).encode()
+        for rel, entry in entries.items()
+    } | dict.fromkeys(unanalysed, b"")
+    edges, import_warnings = import_edges(source, facts, sources)
+    warnings += import_warnings
     assembly = GraphAssembler(facts, paths, commit).build(link, edges)
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
-    version = hashlib.sha256("".join(sorted(e["key"] for e in entries.values())).encode()).hexdigest()[:16]
     workspace = Workspace(
         workspace_id=ws_id,
         root=str(root),
@@ -201,7 +313,7 @@ def build(
         "rev": rev,
         "commit": commit,
         "version": version,
-        "files": len(entries),
+        "files": total,
         "analysed": len(analysed),
         "reused": len(entries) - len(analysed),
         "removed": len(removed),

@@ -1,13 +1,30 @@
 """analysis.semantic_diff: ΔG between two workspaces, or between two git revisions of one root.
 
-Symbols are compared by semantic identity: added, removed, signature changed, body changed (the
-AST digest of the definition). Edges and state accesses are compared as (source, relation, target)
-triples, each side's evidence from its own workspace. Public-API breakages come from griffe, which
-loads both trees' packages and reports removed objects, changed parameters, return types and bases.
+Each side is first reduced to a `Side`: its symbols, its call sites and its other edges, plain data
+that a delta can also keep as the "before" of a change (`verification.roundtrip`). Then:
+
+- symbols compare by semantic identity: added, removed, signature changed, body changed. A removed
+  and an added symbol of the same kind whose definitions are equal but for the name (a digest of the
+  definition's AST with the name left out) are one rename, not a removal and an addition. A class is
+  changed only when its own text changed (bases, decorators, class-level statements), not when only
+  one of its members did: the member is reported.
+- call sites compare one by one, keyed by caller, callee and the site's evidence span relative to the
+  caller's definition (so a line inserted above the caller moves nothing); a pair of functions keeps
+  its other calls when one is removed. Sites of one caller and callee that only moved inside the
+  caller are paired up and reported as moved.
+- other edges and state accesses compare as (source, relation, target) triples, each with evidence.
+- public-API breakages come from griffe, which loads both trees' packages; its ANSI colours are
+  stripped from the explanation.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +35,256 @@ from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.slicing import CODE_KINDS, edge_item
 from slotrelay.psmr.store import Store, Workspace
 
-STRUCTURE = frozenset({"calls", "imports", "inherits", "decorates", "defines", "tests"})
+STRUCTURE = frozenset({"imports", "inherits", "decorates", "defines", "tests"})
 STATE = frozenset({"reads_state", "writes_state"})
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+SYMBOL_KEYS = ("kind", "artifact", "span", "signature", "body_hash", "evidence", "qualname")
+
+
+@dataclass
+class Side:
+    """One side of a diff as plain data: symbols, call sites, other edges, and how to read a file.
+
+    `sites` are `[caller, callee, artifact, relative span, evidence id]`; the span's lines count from
+    the caller's first line. `source` returns a file's text on this side (None if gone).
+    """
+
+    name: str
+    version: str
+    symbols: dict[str, dict[str, Any]]
+    sites: list[list[Any]]
+    edges: dict[str, dict[str, Any]]
+    source: Callable[[str], str | None] = field(repr=False, default=lambda artifact: None)
+    # Parsed files by artifact (None: unreadable or not Python), so each file is parsed once per diff.
+    trees: dict[str, ast.Module | None] = field(repr=False, default_factory=dict)
+
+    def tree(self, artifact: str) -> ast.Module | None:
+        """The parsed file on this side, or None."""
+        if artifact not in self.trees:
+            text = self.source(artifact)
+            try:
+                self.trees[artifact] = ast.parse(text) if text is not None else None
+            except SyntaxError:
+                self.trees[artifact] = None
+        return self.trees[artifact]
+
+    def to_json(self) -> dict[str, Any]:
+        """The side as JSON (without its source reader)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "symbols": self.symbols,
+            "sites": self.sites,
+            "edges": self.edges,
+        }
+
+
+def side_of(ws: Workspace, *, source: Callable[[str], str | None] | None = None) -> Side:
+    """Reduce a workspace to a `Side`; files are read from its source root unless `source` is given."""
+    graph = ws.graph
+    symbols = {
+        n: {k: d[k] for k in SYMBOL_KEYS if k in d}
+        for n, d in graph.nodes(data=True)
+        if d["kind"] in CODE_KINDS | {"state"}
+    }
+    sites: list[list[Any]] = []
+    edges: dict[str, dict[str, Any]] = {}
+    for u, v, k in graph.edges(keys=True):
+        if k == "calls":
+            start = (graph.nodes[u].get("span") or [1])[0]
+            for ev in graph.edges[u, v, k]["evidence"]:
+                record = ws.evidence.get(ev)
+                if record is None:
+                    continue
+                s = record["span"]
+                relative = [s["line"] - start, s["col"], s["end_line"] - start, s["end_col"]]
+                sites.append([u, v, record["artifact"], relative, ev])
+        elif k in STRUCTURE | STATE:
+            edges[f"{u}\0{k}\0{v}"] = edge_item(ws, u, v, k)
+    root = Path(ws.source_root)
+
+    def read(artifact: str) -> str | None:
+        try:
+            return (root / artifact).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    return Side(ws.workspace_id, ws.version, symbols, sorted(sites), edges, source or read)
+
+
+def side_from_json(data: dict[str, Any], source: Callable[[str], str | None]) -> Side:
+    """A `Side` kept as JSON (a delta's before-image), reading files through `source`."""
+    return Side(data["name"], data["version"], data["symbols"], data["sites"], data["edges"], source)
+
+
+def _definition(side: Side, node: str, *, own: bool) -> str | None:
+    """A digest of a definition's AST without its name; `own` also leaves out nested definitions."""
+    data = side.symbols.get(node, {})
+    tree = side.tree(data.get("artifact") or "") if data.get("span") else None
+    if tree is None:
+        return None
+    line = data["span"][0]
+    for item in ast.walk(tree):
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and item.lineno == line:
+            parts = [ast.dump(d) for d in item.decorator_list]
+            if isinstance(item, ast.ClassDef):
+                parts += [ast.dump(b) for b in item.bases + item.keywords]
+            else:
+                parts += [ast.dump(item.args), ast.dump(item.returns) if item.returns else ""]
+            body = item.body
+            if own:
+                body = [
+                    s
+                    for s in body
+                    if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                ]
+            parts += [ast.dump(s) for s in body]
+            return hashlib.sha1("\n".join(parts).encode()).hexdigest()
+    return None
+
+
+def compare(old: Side, new: Side, *, renames: dict[str, str] | None = None) -> dict[str, list[Any]]:
+    """ΔG between two sides (see the module docstring), as ordered sections.
+
+    Parameters:
+        old: the side before.
+        new: the side after.
+        renames: renames known from an intent (a delta's rename_symbol), taken as renames wherever the
+            old identity is gone and the new one came, even if the definition's text changed too.
+
+    Returns:
+        Section name to items: symbols_added, symbols_removed, symbols_renamed, symbols_changed,
+        call_sites_added, call_sites_removed, call_sites_moved, edges_added, edges_removed,
+        state_accesses_added, state_accesses_removed.
+    """
+    a, b = old.symbols, new.symbols
+    gone, came = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    renamed = {o: n for o, n in (renames or {}).items() if o in gone and n in came}
+    if gone and came:
+        by_shape: dict[tuple[str, str], list[str]] = {}
+        for n in came:
+            digest = _definition(new, n, own=False) if b[n]["kind"] != "state" else None
+            if digest:
+                by_shape.setdefault((b[n]["kind"], digest), []).append(n)
+        for n in gone:
+            digest = _definition(old, n, own=False) if a[n]["kind"] != "state" else None
+            match = by_shape.get((a[n]["kind"], digest or ""), [])
+            if n not in renamed and len(match) == 1 and match[0] not in renamed.values():
+                renamed[n] = match[0]
+    # A member of a renamed class is renamed with it.
+    for n in gone:
+        for old_parent, new_parent in list(renamed.items()):
+            if n.startswith(old_parent + ".") and n not in renamed:
+                candidate = new_parent + n[len(old_parent) :]
+                if candidate in came:
+                    renamed[n] = candidate
+    mapped = set(renamed.values())
+
+    def item(side: Side, n: str) -> dict[str, Any]:
+        d = side.symbols[n]
+        return {
+            "id": n,
+            "kind": d["kind"],
+            "artifact": d.get("artifact"),
+            "evidence_refs": d.get("evidence", []),
+        }
+
+    sections: dict[str, list[Any]] = {
+        "symbols_added": [item(new, n) for n in came if n not in mapped],
+        "symbols_removed": [item(old, n) for n in gone if n not in renamed],
+        "symbols_renamed": [
+            {"old": o, "new": n, "kind": b[n]["kind"], "evidence_refs": b[n].get("evidence", [])}
+            for o, n in sorted(renamed.items())
+        ],
+    }
+    changed = []
+    pairs = [(n, n) for n in sorted(set(a) & set(b))] + sorted(renamed.items())
+    for was, now in pairs:
+        what = []
+        if a[was].get("signature") != b[now].get("signature"):
+            what.append("signature_changed")
+        body = a[was].get("body_hash") != b[now].get("body_hash")
+        if (
+            body
+            and (was == now or _renamed_body(old, new, was, now))
+            and (a[was]["kind"] != "class" or _class_itself_changed(old, new, was, now))
+        ):
+            what.append("body_changed")
+        if what:
+            changed.append(
+                {
+                    "id": now,
+                    "changes": what,
+                    "old_signature": a[was].get("signature"),
+                    "new_signature": b[now].get("signature"),
+                    "evidence_refs": b[now].get("evidence", []),
+                }
+            )
+    sections["symbols_changed"] = changed
+    sections.update(_sites(old, new, renamed))
+    for name, relations in (("edges", STRUCTURE), ("state_accesses", STATE)):
+        ea = {_rename_key(k, renamed): e for k, e in old.edges.items() if k.split("\0")[1] in relations}
+        eb = {k: e for k, e in new.edges.items() if k.split("\0")[1] in relations}
+        sections[f"{name}_added"] = [eb[k] for k in sorted(set(eb) - set(ea))]
+        sections[f"{name}_removed"] = [ea[k] for k in sorted(set(ea) - set(eb))]
+    return sections
+
+
+def _class_itself_changed(old: Side, new: Side, was: str, now: str) -> bool:
+    before, after = _definition(old, was, own=True), _definition(new, now, own=True)
+    # Without both texts the members cannot be told apart from the class: report the change.
+    return before is None or after is None or before != after
+
+
+def _renamed_body(old: Side, new: Side, was: str, now: str) -> bool:
+    return _definition(old, was, own=False) != _definition(new, now, own=False)
+
+
+def _rename_key(key: str, renamed: dict[str, str]) -> str:
+    u, k, v = key.split("\0")
+    return f"{renamed.get(u, u)}\0{k}\0{renamed.get(v, v)}"
+
+
+def _sites(old: Side, new: Side, renamed: dict[str, str]) -> dict[str, list[Any]]:
+    def keyed(sites: list[list[Any]], mapping: dict[str, str]) -> dict[tuple[Any, ...], list[Any]]:
+        return {
+            (mapping.get(u, u), mapping.get(v, v), art, tuple(span)): [u, v, art, span, ev]
+            for u, v, art, span, ev in sites
+        }
+
+    before, after = keyed(old.sites, renamed), keyed(new.sites, {})
+    removed = sorted(set(before) - set(after))
+    added = sorted(set(after) - set(before))
+    moved = []
+    by_pair: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for key in added:
+        by_pair.setdefault(key[:2], []).append(key)
+    still_removed = []
+    for key in removed:
+        candidates = by_pair.get(key[:2])
+        if candidates:
+            other = candidates.pop(0)
+            moved.append((key, other))
+        else:
+            still_removed.append(key)
+    still_added = [k for keys in by_pair.values() for k in keys]
+
+    def site(record: list[Any]) -> dict[str, Any]:
+        u, v, art, span, ev = record
+        return {"caller": u, "callee": v, "artifact": art, "relative_span": span, "evidence_refs": [ev]}
+
+    return {
+        "call_sites_added": [site(after[k]) for k in sorted(still_added)],
+        "call_sites_removed": [site(before[k]) for k in still_removed],
+        "call_sites_moved": [
+            {**site(after[n]), "from_relative_span": before[o][3]} for o, n in sorted(moved)
+        ],
+    }
+
+
+def site_counts(items: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """How many sites each (caller, callee) pair gained or lost in a list of site items."""
+    return Counter((s["caller"], s["callee"]) for s in items)
 
 
 def _pair(request: dict[str, Any], store: Store) -> tuple[Workspace, Workspace]:
@@ -37,35 +302,37 @@ def _pair(request: dict[str, Any], store: Store) -> tuple[Workspace, Workspace]:
     )
 
 
-def _edges(ws: Workspace, relations: frozenset[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(u, k, v): edge_item(ws, u, v, k) for u, v, k in ws.graph.edges(keys=True) if k in relations}
+def api_breakages(
+    old: tuple[dict[str, Any], Path], new: tuple[dict[str, Any], Path]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """griffe's breaking changes between the top-level packages both trees hold.
 
+    Parameters:
+        old: the old tree's files (artifact -> entry with `module`) and source root.
+        new: the same for the new tree.
 
-def _symbols(ws: Workspace) -> dict[str, dict[str, Any]]:
-    return {n: d for n, d in ws.graph.nodes(data=True) if d["kind"] in CODE_KINDS | {"state"}}
-
-
-def api_breakages(old: Workspace, new: Workspace) -> tuple[list[dict[str, Any]], list[str]]:
-    """griffe's breaking changes between the top-level packages both trees hold."""
+    Returns:
+        The breakages (kind, title, object, old, new, explanation) and warnings.
+    """
     import griffe
 
     warnings: list[str] = []
     out: list[dict[str, Any]] = []
     tops = sorted(
-        {e["module"].split(".")[0] for e in old.files.values()}
-        & {e["module"].split(".")[0] for e in new.files.values()}
+        {e["module"].split(".")[0] for e in old[0].values()}
+        & {e["module"].split(".")[0] for e in new[0].values()}
     )
     for top in tops:
         try:
             before, after = (
                 griffe.load(
                     top,
-                    search_paths=[str(import_base(Path(ws.source_root)))],
+                    search_paths=[str(import_base(root))],
                     try_relative_path=False,
                     allow_inspection=False,
                     resolve_aliases=False,
                 )
-                for ws in (old, new)
+                for _, root in (old, new)
             )
             for breakage in griffe.find_breaking_changes(before, after):
                 out.append(
@@ -75,7 +342,7 @@ def api_breakages(old: Workspace, new: Workspace) -> tuple[list[dict[str, Any]],
                         "object": breakage.obj.path,
                         "old": str(breakage.old_value),
                         "new": str(breakage.new_value),
-                        "explanation": breakage.explain().strip(),
+                        "explanation": _ANSI.sub("", breakage.explain()).strip(),
                     }
                 )
         except Exception as exc:  # noqa: BLE001 - griffe's own failure is reported, the rest of ΔG stands
@@ -86,53 +353,15 @@ def api_breakages(old: Workspace, new: Workspace) -> tuple[list[dict[str, Any]],
 def semantic_diff(request: dict[str, Any], *, store: Store) -> Answer:
     """analysis.semantic_diff: the delta between two workspaces with evidence."""
     old, new = _pair(request, store)
-    a, b = _symbols(old), _symbols(new)
-    added = [
-        {
-            "id": n,
-            "kind": b[n]["kind"],
-            "artifact": b[n].get("artifact"),
-            "evidence_refs": b[n].get("evidence", []),
-        }
-        for n in sorted(set(b) - set(a))
-    ]
-    removed = [
-        {
-            "id": n,
-            "kind": a[n]["kind"],
-            "artifact": a[n].get("artifact"),
-            "evidence_refs": a[n].get("evidence", []),
-        }
-        for n in sorted(set(a) - set(b))
-    ]
-    changed = []
-    for n in sorted(set(a) & set(b)):
-        what = [k for k in ("signature", "body_hash") if a[n].get(k) != b[n].get(k)]
-        if what:
-            changed.append(
-                {
-                    "id": n,
-                    "changes": ["signature_changed" if k == "signature" else "body_changed" for k in what],
-                    "old_signature": a[n].get("signature"),
-                    "new_signature": b[n].get("signature"),
-                    "evidence_refs": b[n].get("evidence", []),
-                }
-            )
-    sections: list[tuple[str, list[Any]]] = [
-        ("symbols_added", added),
-        ("symbols_removed", removed),
-        ("symbols_changed", changed),
-    ]
-    for name, relations in (("edges", STRUCTURE), ("state_accesses", STATE)):
-        ea, eb = _edges(old, relations), _edges(new, relations)
-        sections.append((f"{name}_added", [eb[k] for k in sorted(set(eb) - set(ea))]))
-        sections.append((f"{name}_removed", [ea[k] for k in sorted(set(ea) - set(eb))]))
+    delta = compare(side_of(old), side_of(new))
     try:
-        breakages, warnings = api_breakages(old, new)
+        breakages, warnings = api_breakages(
+            (old.files, Path(old.source_root)), (new.files, Path(new.source_root))
+        )
     except ImportError as exc:
         raise ExecutionFailed(f"griffe is not importable ({exc}); pip install griffe") from exc
-    sections.append(("api_breakages", breakages))
-    answer = Answer(
+    sections = [*delta.items(), ("api_breakages", breakages)]
+    return Answer(
         version=f"{old.version}:{new.version}",
         sections=sections,
         warnings=warnings,
@@ -145,4 +374,3 @@ def semantic_diff(request: dict[str, Any], *, store: Store) -> Answer:
             "counts": {name: len(items) for name, items in sections},
         },
     )
-    return answer

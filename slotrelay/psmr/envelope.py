@@ -3,10 +3,13 @@
 `data` holds the operator's result; `evidence_refs`, `unknown_refs` and `conflict_refs` list the ids
 the result rests on, so an agent sees what is unknown next to what is known (section 九).
 `continuation` is null, or `{"truncated": true, "continuation_token": ..., "exhausted": <budget>}`.
+`render` is the one text form of an envelope: what the CLI prints, what the MCP server sends as text,
+and what `budget.max_text_bytes` measures.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -23,6 +26,16 @@ FIELDS = (
     "warnings",
     "continuation",
 )
+
+
+def render(answer: dict[str, Any]) -> str:
+    """The envelope as sent and printed: compact JSON (one line), non-ASCII kept as is."""
+    return json.dumps(answer, ensure_ascii=False)
+
+
+def text_bytes(answer: dict[str, Any]) -> int:
+    """The size of `render(answer)` in UTF-8 bytes, the measure of `max_text_bytes`."""
+    return len(render(answer).encode())
 
 
 def new_request_id() -> str:
@@ -67,13 +80,16 @@ def ok(
     }
 
 
-def error(request_id: str, code: str, message: str) -> dict[str, Any]:
+def error(
+    request_id: str, code: str, message: str, *, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An envelope with status `error` and `{"code", "message"}`.
 
     Parameters:
         request_id: the id of the request answered.
         code: one of the twelve codes in `slotrelay.psmr.errors.ERROR_CODES`.
         message: what went wrong and what to do instead.
+        details: structured reasons, carried as `data` (e.g. delta.validate's failed checks).
 
     Returns:
         The envelope as a JSON-ready dict.
@@ -82,7 +98,7 @@ def error(request_id: str, code: str, message: str) -> dict[str, Any]:
         "schema": SCHEMA,
         "request_id": request_id,
         "status": "error",
-        "data": None,
+        "data": details,
         "error": {"code": code, "message": message},
         "evidence_refs": [],
         "unknown_refs": [],

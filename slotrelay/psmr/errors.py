@@ -21,13 +21,25 @@ Every message says what to do instead; `slotrelay.psmr.api.call` turns these int
 
 from __future__ import annotations
 
+from typing import Any
+
 from slotrelay.errors import SlotrelayError
 
 
 class PsmrError(SlotrelayError):
-    """Base of every PSMR error; `code` is one of `ERROR_CODES`."""
+    """Base of every PSMR error; `code` is one of `ERROR_CODES`.
+
+    Parameters:
+        message: what went wrong and what to do instead.
+        details: structured reasons the envelope carries beside the message (e.g. the failed
+            checks of delta.validate), so a caller reads them without parsing text.
+    """
 
     code = "PSMR_ERROR"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class WorkspaceNotFound(PsmrError):
@@ -55,7 +67,8 @@ class TypeMismatch(PsmrError):
 
 
 class CapabilityDenied(PsmrError):
-    """The operation needs a capability (source write, process execution) this runtime does not grant."""
+    """The operation needs a capability (source write, process execution) this runtime was not started
+    with (`--allow-write ROOT`, `--allow-exec`), or writes outside the roots it was granted."""
 
     code = "CAPABILITY_DENIED"
 
@@ -85,7 +98,8 @@ class UnresolvedRequiredInput(PsmrError):
 
 
 class ConflictRequiresReview(PsmrError):
-    """The target has an open conflict (e.g. two definitions) that the caller must acknowledge."""
+    """The target has an open conflict (e.g. two definitions) that the caller must acknowledge, or a
+    file or the workspace changed since a delta was proposed or previewed."""
 
     code = "CONFLICT_REQUIRES_REVIEW"
 
@@ -97,7 +111,8 @@ class ExecutionFailed(PsmrError):
 
 
 class ValidationFailed(PsmrError):
-    """A stored workspace failed its integrity check."""
+    """A stored workspace failed its integrity check, or a delta failed delta.validate (the failed
+    checks are in `details`)."""
 
     code = "VALIDATION_FAILED"
 

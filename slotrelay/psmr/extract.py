@@ -941,11 +941,23 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "is_package": is_package,
         "lines": source.count("\n") + 1,
     }
+    # The parser and the walker recurse once per level of nesting: a deeper file (a 100k-term
+    # expression) is an unknown of its own, not a crash.
+    too_deep = {
+        **base,
+        "syntax_error": {
+            "message": "nested too deeply to analyse (Python's recursion limit)",
+            "span": [1, 0, base["lines"], 0],
+            "reason": "nesting_too_deep",
+        },
+    }
     try:
         # Invalid escapes etc. warn at parse time; they say nothing about structure.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
+    except RecursionError:
+        return too_deep
     except (SyntaxError, ValueError) as exc:
         # SyntaxError columns are 1-based; spans here are 0-based like the AST's.
         line = getattr(exc, "lineno", None) or 1
@@ -954,7 +966,10 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         end_col = max((getattr(exc, "end_offset", None) or col + 1) - 1, col)
         return {**base, "syntax_error": {"message": str(exc), "span": [line, col, end_line, end_col]}}
     walker = FileExtractor(module, is_package=is_package, lines=source.splitlines())
-    walker.visit(tree)
+    try:
+        walker.visit(tree)
+    except RecursionError:
+        return too_deep
     # Refs leave frozen (tuples), so the resolver hashes them as they are.
     return {
         **base,

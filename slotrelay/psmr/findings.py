@@ -3,7 +3,10 @@
 Confirmed defects and anomalies come from pyflakes (a maintained checker), split by message class:
 a defect is code that fails or misbehaves when it runs (undefined name, return outside a function, a
 format string with the wrong arguments); an anomaly is suspicious but legal (unused import, redefined
-name). Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn over
+name). An undefined name the code guards against (`try: ... except NameError`, or probed before use,
+see `guards`) is an anomaly labelled `guarded_name` with `guarded_by`, not a defect. Anomalies inside
+`if __name__ == "__main__":` blocks (demo code redefining names) are labelled `main_block` and listed
+after the module's own. Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn over
 thresholds. Per-file checker output is cached in the store by the file's content key.
 """
 
@@ -19,6 +22,7 @@ from typing import Any
 from pyflakes import checker
 
 from slotrelay.psmr.graph import sid, stable_id
+from slotrelay.psmr.guards import file_context
 from slotrelay.psmr.slicing import CODE_KINDS
 from slotrelay.psmr.store import Store, Workspace
 
@@ -53,6 +57,10 @@ DEFECTS = frozenset(
     }
 )
 THRESHOLDS = {"fan_in": 15, "fan_out": 25, "lines": 120, "churn": 10}
+# Anomalies by label, the module's own first: an agent reads the real ones before demo code.
+LABEL_ORDER = (None, "guarded_name", "main_block")
+# Checker output per file content key, with where each message sits (guards, demo blocks).
+CACHE = "cache/pyflakes-context"
 
 
 def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
@@ -64,15 +72,40 @@ def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
             line = getattr(exc, "lineno", None) or 1
             return [{"rule": "SyntaxError", "message": str(exc), "line": line, "col": 0}]
         found = checker.Checker(tree, filename=artifact)
-    return [
-        {
+    context = file_context(tree)
+    messages = []
+    for m in found.messages:
+        item = {
             "rule": type(m).__name__,
             "message": m.message % m.message_args,
             "line": m.lineno,
             "col": getattr(m, "col", 0),
         }
-        for m in found.messages
-    ]
+        if item["rule"] == "UndefinedName":
+            guard = context.guard(m.message_args[0], m.lineno)
+            if guard:
+                item["guarded_by"] = guard
+        if context.in_main_block(m.lineno):
+            item["in_main_block"] = True
+        messages.append(item)
+    return messages
+
+
+def _kind(message: dict[str, Any]) -> str:
+    # A guarded name is expected to be missing at times: suspicious, not a failure.
+    if (message["rule"] in DEFECTS or message["rule"] == "SyntaxError") and not message.get("guarded_by"):
+        return "confirmed_defect"
+    return "anomaly"
+
+
+def _label(message: dict[str, Any], kind: str) -> str | None:
+    # A demo block's anomalies are labelled apart from the module's own (its defects stay defects:
+    # they fail when the block runs).
+    if kind != "anomaly":
+        return None
+    if message.get("in_main_block"):
+        return "main_block"
+    return "guarded_name" if message.get("guarded_by") else None
 
 
 def _enclosing(ws: Workspace, artifact: str, line: int) -> str:
@@ -86,17 +119,22 @@ def _enclosing(ws: Workspace, artifact: str, line: int) -> str:
     return best or sid(ws.files[artifact]["module"])
 
 
-def checker_findings(ws: Workspace, store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """pyflakes' messages over every file, as (confirmed defects, anomalies)."""
-    defects, anomalies = [], []
+def checker_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, Any]]]:
+    """pyflakes' messages over every file, as confirmed defects and anomalies.
+
+    Anomalies come unlabelled first (the module's own), then those labelled `guarded_name`, then
+    `main_block` (demo code), each group by file and line.
+    """
+    found: dict[str, list[dict[str, Any]]] = {"confirmed_defect": [], "anomaly": []}
     for artifact, entry in sorted(ws.files.items()):
-        messages = store.get_json("cache/pyflakes", entry["key"])
+        messages = store.get_json(CACHE, entry["key"])
         if messages is None:
             source = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
             messages = _check_file(source, artifact)
-            store.put_json("cache/pyflakes", entry["key"], messages)
+            store.put_json(CACHE, entry["key"], messages)
         for m in messages:
-            kind = "confirmed_defect" if m["rule"] in DEFECTS or m["rule"] == "SyntaxError" else "anomaly"
+            kind = _kind(m)
+            label = _label(m, kind)
             item = {
                 "id": stable_id("fd", artifact, m["line"], m["rule"], m["message"]),
                 "kind": kind,
@@ -106,9 +144,21 @@ def checker_findings(ws: Workspace, store: Store) -> tuple[list[dict[str, Any]],
                 "span": {"line": m["line"], "col": m["col"]},
                 "subject": _enclosing(ws, artifact, m["line"]),
                 "authority": "checker:pyflakes",
+                **({"guarded_by": m["guarded_by"]} if m.get("guarded_by") else {}),
+                **({"label": label} if label else {}),
             }
-            (defects if kind == "confirmed_defect" else anomalies).append(item)
-    return defects, anomalies
+            found[kind].append(item)
+    for items in found.values():
+        items.sort(
+            key=lambda f: (
+                LABEL_ORDER.index(f.get("label")),
+                f["artifact"],
+                f["span"]["line"],
+                f["span"]["col"],
+                f["id"],
+            )
+        )
+    return found
 
 
 def churn(ws: Workspace) -> dict[str, int]:
@@ -183,6 +233,5 @@ def hotspots(ws: Workspace) -> list[dict[str, Any]]:
 
 
 def all_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, Any]]]:
-    """The three kinds of finding, each sorted by file and line."""
-    defects, anomalies = checker_findings(ws, store)
-    return {"confirmed_defect": defects, "anomaly": anomalies, "hotspot": hotspots(ws)}
+    """Every kind of finding (`FINDING_KINDS`), each sorted by file and line."""
+    return {**checker_findings(ws, store), "hotspot": hotspots(ws)}

@@ -151,7 +151,7 @@ class GraphAssembler:
         )
         if facts.get("syntax_error"):
             err = facts["syntax_error"]
-            self.unknown(module, module, "syntax_error", err["span"], err["message"])
+            self.unknown(module, module, err.get("reason", "syntax_error"), err["span"], err["message"])
             return
         seen: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for d in facts["defs"]:

@@ -10,8 +10,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr import analyses, diff, envelope, findings, queries
-from slotrelay.psmr.budgets import effective_budget, paginate
+from slotrelay.psmr import (
+    analyses,
+    delta,
+    diff,
+    envelope,
+    execution,
+    findings,
+    projection,
+    queries,
+    validation,
+    verification,
+)
+from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
+from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
@@ -38,23 +50,56 @@ def _collect(value: Any, refs: dict[str, set[str]]) -> None:
 def _respond(
     operation: str, answer: Answer, request: dict[str, Any], request_id: str, version: str
 ) -> dict[str, Any]:
-    page = paginate(answer.sections, operation=operation, request=request, version=version)
+    limit = effective_budget(request)["max_text_bytes"]
+    layout = Layout(answer.sections, answer.ranks)
+
+    def cut(allowance: int) -> tuple[dict[str, Any], int]:
+        page = paginate(
+            layout,
+            operation=operation,
+            request=request,
+            version=version,
+            text_allowance=allowance,
+        )
+        return _envelope(answer, page, request_id), page.returned
+
+    # The budget holds for the answer as sent: the items' share is what the rest leaves, and a page
+    # whose envelope still runs over (references repeated at the top, the token) is cut again by the
+    # excess, until it fits or holds a single item.
+    bare = Page(sections={name: [] for name, _ in answer.sections})
+    allowance = limit - envelope.text_bytes(_envelope(answer, bare, request_id))
+    result, returned = cut(allowance)
+    while (excess := envelope.text_bytes(result) - limit) > 0 and returned > 1:
+        allowance -= excess
+        result, returned = cut(allowance)
+    if excess > 0:
+        result["warnings"].append(
+            f"this answer is {excess + limit} bytes, above max_text_bytes={limit}: "
+            + ("its first item alone does not fit" if returned else "its summary alone does not fit")
+            + "; returned whole rather than dropped"
+        )
+    return result
+
+
+def _envelope(answer: Answer, page: Page, request_id: str) -> dict[str, Any]:
     refs: dict[str, set[str]] = {"evidence": set(answer.evidence_refs), "unknown": set(), "conflict": set()}
     _collect(page.sections, refs)
-    data = {**answer.data, **page.sections, "truncated": page.truncated}
+    data = {**answer.data, **page.sections, "truncated": page.truncated, "paging": page.paging}
     return envelope.ok(
         request_id,
         data,
         evidence_refs=sorted(refs["evidence"]),
         unknown_refs=sorted(refs["unknown"]),
         conflict_refs=sorted(refs["conflict"]),
-        warnings=answer.warnings + page.warnings,
+        warnings=list(answer.warnings),
         continuation=page.continuation,
     )
 
 
 def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Store], Answer]) -> Handler:
-    def handler(request: dict[str, Any], *, request_id: str, store: str | Path | None) -> dict[str, Any]:
+    def handler(
+        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+    ) -> dict[str, Any]:
         effective_budget(request)
         the_store = Store.open(store)
         ws = the_store.load(request["workspace_id"])
@@ -64,11 +109,27 @@ def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Stor
 
 
 def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Handler:
-    def handler(request: dict[str, Any], *, request_id: str, store: str | Path | None) -> dict[str, Any]:
+    def handler(
+        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+    ) -> dict[str, Any]:
         effective_budget(request)
         the_store = Store.open(store)
         answer = run(request, the_store)
         return _respond(operation, answer, request, request_id, answer.version or "runtime")
+
+    return handler
+
+
+def _granted(operation: str, run: Callable[[Workspace, dict[str, Any], Store, Grants], Answer]) -> Handler:
+    """An operator that needs a capability: the runtime's grants are handed to it."""
+
+    def handler(
+        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+    ) -> dict[str, Any]:
+        effective_budget(request)
+        the_store = Store.open(store)
+        ws = the_store.load(request["workspace_id"])
+        return _respond(operation, run(ws, request, the_store, grants), request, request_id, ws.version)
 
     return handler
 
@@ -116,4 +177,12 @@ HANDLERS: dict[str, Handler] = {
     "analysis.contracts": _on_workspace(
         "analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)
     ),
+    "delta.propose": _on_workspace("delta.propose", delta.propose),
+    "delta.validate": _on_workspace("delta.validate", validation.validate),
+    "projection.preview": _on_workspace("projection.preview", projection.preview),
+    "projection.apply": _granted("projection.apply", projection.apply),
+    "execution.run_tests": _granted("execution.run_tests", execution.run_tests),
+    "verification.rebuild": _on_workspace("verification.rebuild", verification.rebuild),
+    "verification.roundtrip": _on_workspace("verification.roundtrip", verification.roundtrip),
+    "verification.review": _on_workspace("verification.review", verification.review),
 }

@@ -1,47 +1,71 @@
 """The module import graph: grimp for the packages of the tree, the fast pass's imports elsewhere.
 
-grimp builds the graph of importable packages (it finds them on `sys.path`, so the root is put first
-for the duration); a package grimp would find somewhere else than in the root (a same-named installed
-package) is not asked, and its edges come from the fast pass's import facts instead.
+grimp builds the graph of importable packages; a package it would find somewhere else than in the
+tree (a same-named installed package) is not asked, and its edges come from the fast pass's import
+facts instead, like those of every package grimp could not build.
+
+grimp reads files itself, so it never sees the analysed tree: it reads a temporary copy of exactly
+the bytes the build read and vetted (regular files inside the root, within the size limit), where a
+file the fast pass could not parse is empty. A FIFO, a link out of the root or a file changed since
+cannot reach it, and one bad file does not cost the package its grimp graph. It runs in a child
+process (`slotrelay.psmr.grimp_worker`, which says why), with a timeout: whatever grimp raises, a
+panic of its Rust core or the child's death becomes a warning here, never the build's end.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import grimp
-
+WORKER = Path(__file__).with_name("grimp_worker.py")
+# networkx's 580 files take grimp about a second; a child still running after this is stuck.
+GRIMP_TIMEOUT_S = 300
 ImportEdge = tuple[str, str, int, str]
 
 
-def import_edges(root: Path, facts: dict[str, dict[str, Any]]) -> tuple[list[ImportEdge], list[str]]:
+def import_edges(
+    root: Path, facts: dict[str, dict[str, Any]], sources: dict[str, bytes]
+) -> tuple[list[ImportEdge], list[str]]:
     """Module import edges (importer, imported, line, authority) and the warnings met.
 
     Parameters:
         root: the analysed root.
         facts: module name -> facts of the tree.
+        sources: every source file of the tree, relative path -> the bytes grimp may read (empty
+            for a file that was not parsed).
 
     Returns:
         The sorted edges and warnings (e.g. a package grimp could not build).
     """
-    base = import_base(root)
-    packages = sorted({m.split(".")[0] for m in facts if (base / m.split(".")[0] / "__init__.py").exists()})
     edges: set[ImportEdge] = set()
     warnings: list[str] = []
     by_grimp: set[str] = set()
-    usable = [p for p in packages if _found_in_root(p, base)]
-    if usable:
-        try:
-            edges |= _grimp_edges(base, usable, facts)
-            by_grimp = set(usable)
-        except Exception as exc:  # noqa: BLE001 - grimp parse failures fall back to the fast pass
-            warnings.append(
-                f"grimp could not build the import graph ({type(exc).__name__}: {exc}); "
-                "import edges come from the fast pass"
-            )
+    with tempfile.TemporaryDirectory(prefix="psmr-grimp-") as tmp:
+        copy = Path(tmp) / root.name
+        for rel, data in sources.items():
+            path = copy / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        base = Path(tmp) / import_base(root).relative_to(root.parent)
+        packages = sorted(
+            {m.split(".")[0] for m in facts if (base / m.split(".")[0] / "__init__.py").exists()}
+        )
+        if packages:
+            answer = _run_grimp(base, packages, sorted(facts))
+            if "error" in answer:
+                warnings.append(
+                    f"grimp could not build the import graph ({answer['error']}); "
+                    "import edges come from the fast pass"
+                )
+            else:
+                by_grimp = set(answer["packages"])
+                edges |= {
+                    (importer, imported, line, "static:grimp") for importer, imported, line in answer["edges"]
+                }
     for module, f in facts.items():
         if module.split(".")[0] in by_grimp or f.get("syntax_error"):
             continue
@@ -75,31 +99,27 @@ def _internal_target(item: dict[str, Any], facts: dict[str, Any]) -> str:
     return item["module"].split(".")[0]
 
 
-def _found_in_root(package: str, root: Path) -> bool:
-    sys.path.insert(0, str(root))
+def _run_grimp(base: Path, packages: list[str], modules: list[str]) -> dict[str, Any]:
+    """The worker's answer, or `{"error": ...}` when the child fails, dies or hangs."""
+    request = json.dumps({"base": str(base), "packages": packages, "modules": modules})
     try:
-        importlib.invalidate_caches()
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return False
-    finally:
-        sys.path.remove(str(root))
-    origin = spec.origin if spec else None
-    return bool(origin) and Path(origin).resolve().is_relative_to(root.resolve())
-
-
-def _grimp_edges(root: Path, packages: list[str], facts: dict[str, Any]) -> set[ImportEdge]:
-    sys.path.insert(0, str(root))
+        done = subprocess.run(
+            [sys.executable, "-I", str(WORKER)],
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=GRIMP_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"it did not finish within {GRIMP_TIMEOUT_S} s"}
+    except OSError as exc:
+        return {"error": f"it could not be started: {exc}"}
     try:
-        graph = grimp.build_graph(*packages, include_external_packages=True, cache_dir=None)
-    finally:
-        sys.path.remove(str(root))
-    edges: set[ImportEdge] = set()
-    for importer in graph.modules:
-        if importer not in facts:
-            continue
-        for imported in graph.find_modules_directly_imported_by(importer):
-            details = graph.get_import_details(importer=importer, imported=imported)
-            line = min((d["line_number"] for d in details), default=1)
-            edges.add((importer, imported, line, "static:grimp"))
-    return edges
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if done.returncode != 0 or not isinstance(answer, dict):
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
+        return {"error": f"its process ended with {how}"}
+    return answer

@@ -2,7 +2,8 @@
 `operator.describe` reports (side effects, determinism, cache behaviour, an example).
 
 This is the one place the request shapes live: `api.call` validates against these schemas, and the
-MCP server derives its tool input schemas from them. All operators here are read-only (section 十七).
+MCP server derives its tool input schemas from them. The read-only half (section 十七) comes first; the
+modification and verification half (sections 六, 七) is appended at the end.
 """
 
 from __future__ import annotations
@@ -26,17 +27,47 @@ DEFAULT_BUDGET: dict[str, int] = {
     "max_evidence_items": 100,
     "max_text_bytes": 100_000,
 }
-RELATIONS = (
-    "defines",
-    "imports",
-    "calls",
-    "called_by",
-    "reads_state",
-    "writes_state",
-    "inherits",
-    "decorates",
-    "tests",
-)
+# Every relation a slice can follow, each with the name that walks it backwards, and what it means.
+# `overrides` is derived from `defines` and the class's MRO; the others are stored edges.
+INVERSE_RELATIONS: dict[str, str] = {
+    "defines": "defined_by",
+    "imports": "imported_by",
+    "calls": "called_by",
+    "reads_state": "read_by",
+    "writes_state": "written_by",
+    "inherits": "inherited_by",
+    "overrides": "overridden_by",
+    "decorates": "decorated_by",
+    "tests": "tested_by",
+}
+RELATION_MEANINGS: dict[str, str] = {
+    "defines": "module or class -> what it defines",
+    "imports": "module -> module it imports",
+    "calls": "function -> function it calls",
+    "reads_state": "function -> global or attribute it reads",
+    "writes_state": "function -> global or attribute it writes",
+    "inherits": "class -> its direct base",
+    "overrides": "method -> the base-class method it overrides (nearest along the MRO)",
+    "decorates": "decorator -> function or class it decorates",
+    "tests": "test -> function it calls directly",
+}
+RELATIONS = tuple(name for pair in INVERSE_RELATIONS.items() for name in pair)
+# What operator.describe says of each relation of query.subgraph; edges are always shown forward.
+RELATION_TABLE: dict[str, dict[str, str]] = {
+    **{
+        name: {"walks": RELATION_MEANINGS[name], "inverse": inverse, "edge_relation": name}
+        for name, inverse in INVERSE_RELATIONS.items()
+    },
+    **{
+        inverse: {
+            "walks": f"{name} backwards ({RELATION_MEANINGS[name].replace(' -> ', ' <- ')})",
+            "inverse": name,
+            "edge_relation": name,
+        }
+        for name, inverse in INVERSE_RELATIONS.items()
+    },
+}
+DEFAULT_RELATIONS = ["calls", "called_by", "reads_state", "read_by", "writes_state", "written_by"]
 SEARCH_KINDS = ("symbol", "file", "motif", "finding", "contract", "state", "effect", "boundary", "artifact")
 MOTIF_KINDS = ("resource_scope", "read_modify_write", "boundary_adapter", "stateful_orchestrator")
 FINDING_KINDS = ("confirmed_defect", "anomaly", "hotspot")
@@ -73,6 +104,7 @@ def _op(description: str, schema: dict[str, Any], example: dict[str, Any], **fac
         "required_capabilities": facts.get("required_capabilities", ["workspace:read"]),
         "input_types": facts.get("input_types", ["graph:cisg"]),
         "output": facts["output"],
+        **({"relations": facts["relations"]} if "relations" in facts else {}),
     }
 
 
@@ -140,7 +172,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                     "required": ["kind", "value"],
                     "additionalProperties": False,
                 },
-                "relations": {"type": "array", "items": {"type": "string", "enum": list(RELATIONS)}},
+                "relations": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(RELATIONS)},
+                    "description": "Relations to follow (default: calls, reads_state and writes_state both "
+                    "ways); each has an inverse walking it backwards, e.g. called_by, read_by, tested_by.",
+                },
                 "depth": {"type": "integer", "minimum": 0},
                 "include_evidence": {"type": "boolean"},
                 "infer": {
@@ -154,11 +191,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         {
             "workspace_id": "ws_0123456789ab",
             "anchor": {"kind": "symbol", "value": "pkg.auth.login"},
-            "relations": ["calls", "called_by", "reads_state", "writes_state"],
+            "relations": DEFAULT_RELATIONS,
             "depth": 2,
             "include_evidence": True,
         },
         output="semantic slice S = (N, E, K, U, C, P)",
+        relations=RELATION_TABLE,
     ),
     "query.evidence": _op(
         "The evidence records behind ids: artifact, source span, revision, resolution, authority, status.",
@@ -229,7 +267,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         cache="revisions are built once into the store and reused",
     ),
     "analysis.findings": _op(
-        "Confirmed defects (pyflakes), anomalies and hotspots (fan-in/out, size, git churn), never merged.",
+        "Confirmed defects (pyflakes), anomalies and hotspots (fan-in/out, size, git churn), never merged. "
+        "An undefined name guarded by try/except NameError is an anomaly labelled guarded_name; anomalies "
+        "in `if __name__ == '__main__':` demo blocks are labelled main_block and listed last.",
         _request(
             {
                 "workspace_id": _WS,
@@ -267,16 +307,225 @@ OPERATIONS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# Seed operators of the later phases (sections 六, 七): named so a caller gets a precise refusal.
-EFFECTFUL_OPERATIONS: dict[str, str] = {
-    "projection.apply": "source-write",
-    "execution.run_tests": "process-execution",
+# The modification and verification half (sections 六, 七): propose -> validate -> preview -> apply
+# -> run tests -> rebuild -> roundtrip -> review. Only apply writes source files and only run_tests runs
+# code; each needs a capability the runtime is started with (`slotrelay.psmr.grants`).
+_DELTA = {"type": "string", "pattern": "^dl_[0-9a-f]+$", "description": "A delta id from delta.propose."}
+_DELTA_REQUEST = _request({"workspace_id": _WS, "delta_id": _DELTA}, ["workspace_id", "delta_id"])
+_OP_FIELDS: dict[str, list[str]] = {
+    "change_signature": ["target", "parameters"],
+    "replace_body": ["target", "body"],
+    "rename_symbol": ["target", "new_name"],
+    "add_symbol": ["module", "source"],
+    "move_call_site": ["evidence_id", "new_callee"],
 }
-LATER_OPERATIONS: tuple[str, ...] = (
-    "delta.propose",
-    "delta.validate",
-    "projection.preview",
-    "verification.rebuild",
-    "verification.roundtrip",
-    "verification.review",
+OPERATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One typed change; `op` says which, and which fields it takes.",
+    "properties": {
+        "op": {"type": "string", "enum": list(_OP_FIELDS), "description": "Which operation."},
+        "target": {**_TARGET, "description": "The function, method or class to change (not add_symbol)."},
+        "parameters": {
+            "type": "string",
+            "minLength": 1,
+            "description": "change_signature: the new parameter list, e.g. `text, width=80, *, sep=' '`, "
+            "optionally followed by `-> T`.",
+        },
+        "parameter_map": {
+            "type": "object",
+            "description": 'change_signature: how call sites fill each new parameter: `{"from": old_name}` '
+            'moves the argument given for an old parameter, `{"value": "expr"}` inserts an expression. '
+            "A new parameter not named here takes the argument of the old one of the same name, if any.",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "from": {"type": "string", "minLength": 1, "description": "An old parameter's name."},
+                    "value": {"type": "string", "minLength": 1, "description": "A Python expression."},
+                },
+                "minProperties": 1,
+                "maxProperties": 1,
+                "additionalProperties": False,
+            },
+        },
+        "body": {"type": "string", "minLength": 1, "description": "replace_body: the new statements."},
+        "new_name": {"type": "string", "minLength": 1, "description": "rename_symbol: the new identifier."},
+        "module": {"type": "string", "minLength": 1, "description": "add_symbol: a module (dotted) or file."},
+        "source": {"type": "string", "minLength": 1, "description": "add_symbol: the definitions to add."},
+        "after": {**_TARGET, "description": "add_symbol: place them after this symbol of the module."},
+        "parent": {**_TARGET, "description": "add_symbol: place them at the end of this class."},
+        "evidence_id": {
+            "type": "string",
+            "pattern": "^ev_[0-9a-f]+$",
+            "description": "move_call_site: the call site, an evidence id of a calls edge.",
+        },
+        "new_callee": {**_TARGET, "description": "move_call_site: the symbol the site should call."},
+        "expression": {
+            "type": "string",
+            "minLength": 1,
+            "description": "move_call_site: what to write as the callee (default: its bare name).",
+        },
+    },
+    "required": ["op"],
+    "additionalProperties": False,
+    "allOf": [
+        {"if": {"properties": {"op": {"const": op}}}, "then": {"required": fields}}
+        for op, fields in _OP_FIELDS.items()
+    ],
+}
+_CHANGE = {
+    "input_types": ["graph:cisg", "delta"],
+    "cache": "the delta is stored in the workspace's folder of the store",
+}
+
+OPERATIONS.update(
+    {
+        "delta.propose": _op(
+            "Turn an intent and typed operations into a SemanticDelta (authority ai_proposal): concrete "
+            "edits at every call site from the evidence, unresolved sites that may be affected, the "
+            "expected graph change, assumptions, affected contracts and the tests that reach the scope. "
+            "Writes no source file.",
+            _request(
+                {
+                    "workspace_id": _WS,
+                    "workspace_version": {
+                        "type": "string",
+                        "description": "The version the proposal was reasoned on (workspace.describe); a "
+                        "stale one is refused.",
+                    },
+                    "intent": {"type": "string", "minLength": 1, "description": "What the change is for."},
+                    "scope_refs": {
+                        "type": "array",
+                        "items": _TARGET,
+                        "description": "The symbols the change is about; with the operations' targets "
+                        "and their impact radius they bound what the change may touch.",
+                    },
+                    "constraints": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Constraints the change must keep, recorded with the delta.",
+                    },
+                    "operations": {
+                        "type": "array",
+                        "items": OPERATION_SCHEMA,
+                        "minItems": 1,
+                        "description": "The typed changes, applied in order.",
+                    },
+                },
+                ["workspace_id", "intent", "operations"],
+            ),
+            {
+                "workspace_id": "ws_0123456789ab",
+                "intent": "Let callers choose the token lifetime without changing login behaviour",
+                "scope_refs": ["semantic:pkg.auth.login"],
+                "constraints": [],
+                "operations": [
+                    {
+                        "op": "change_signature",
+                        "target": "pkg.auth.issue_token",
+                        "parameters": "user, *, ttl=3600",
+                        "parameter_map": {"ttl": {"value": "3600"}},
+                    }
+                ],
+            },
+            output="SemanticDelta, required assumptions, unknowns, affected contracts, suggested validation",
+            side_effects="stores the delta record in the workspace store; no source file is written",
+            determinism="deterministic edits for a given workspace version; the delta_id is fresh",
+            required_capabilities=["workspace:read"],
+            **_CHANGE,
+        ),
+        "delta.validate": _op(
+            "Apply a delta in memory, re-extract the touched files and check type compatibility, graph "
+            "invariants, contracts, the impact boundary, known defects and projection feasibility; a "
+            "failing delta answers VALIDATION_FAILED with every check.",
+            _DELTA_REQUEST,
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="validation checks",
+            side_effects="records the result in the delta",
+            required_capabilities=["workspace:read"],
+            **_CHANGE,
+        ),
+        "projection.preview": _op(
+            "The delta as a unified diff per file (`patch` for sources, `test` for test modules) or the "
+            "projected `source`; writes nothing.",
+            _request(
+                {
+                    "workspace_id": _WS,
+                    "delta_id": _DELTA,
+                    "projections": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "minItems": 1,
+                        "description": "Any of `patch`, `test`, `source` (default: patch and test).",
+                    },
+                },
+                ["workspace_id", "delta_id"],
+            ),
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="diffs per file",
+            side_effects="records the file hashes it saw in the delta; no source file is written",
+            required_capabilities=["workspace:read"],
+            **_CHANGE,
+        ),
+        "projection.apply": _op(
+            "Write a validated, previewed delta: atomically per file, only while every file has the hash "
+            "the preview saw, all files restored if one fails, recorded in a hash-chained audit log.",
+            _DELTA_REQUEST,
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="the files written with their hashes and the audit record",
+            side_effects="writes source files under the granted roots; appends to .slotrelay/psmr-apply.jsonl",
+            determinism="effectful",
+            required_capabilities=["source-write"],
+            **_CHANGE,
+        ),
+        "execution.run_tests": _op(
+            "Run pytest node ids (or the delta's suggested tests) inside the sandbox, the workspace "
+            "read-only, under a time limit; outcomes become runtime:pytest evidence that analysis.impact "
+            "reports as runtime certainty.",
+            _request(
+                {
+                    "workspace_id": _WS,
+                    "delta_id": _DELTA,
+                    "tests": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                    "timeout_s": {"type": "integer", "minimum": 1, "maximum": 3600},
+                },
+                ["workspace_id"],
+            ),
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab", "timeout_s": 120},
+            output="test outcomes with runtime evidence",
+            side_effects="runs processes inside the sandbox; stores runtime evidence in the workspace store",
+            determinism="effectful (the tests decide)",
+            required_capabilities=["process-execution"],
+            **_CHANGE,
+        ),
+        "verification.rebuild": _op(
+            "Re-import the projected files into the workspace (the incremental build): W -> W'.",
+            _request({"workspace_id": _WS, "delta_id": _DELTA}, ["workspace_id"]),
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="build summary",
+            side_effects="updates the workspace in its store",
+            determinism="deterministic for the files on disk",
+            required_capabilities=["workspace:read"],
+            **_CHANGE,
+        ),
+        "verification.roundtrip": _op(
+            "Compare the delta's intended change with W' - W: matched, intended but missing, changed but "
+            "not intended.",
+            _DELTA_REQUEST,
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="three sections",
+            side_effects="records the verdict in the delta",
+            required_capabilities=["workspace:read"],
+            **_CHANGE,
+        ),
+        "verification.review": _op(
+            "What the applied delta did: new and resolved defects, semantic events (API breakages, new "
+            "cycles, new state writes), unexpected changes, new unknowns, new conflicts.",
+            _DELTA_REQUEST,
+            {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
+            output="review report",
+            side_effects="records the counts in the delta",
+            required_capabilities=["workspace:read"],
+            **_CHANGE,
+        ),
+    }
 )

@@ -21,11 +21,11 @@ from slotrelay.psmr.errors import (
     UnsupportedProjection,
 )
 from slotrelay.psmr.graph import qname
-from slotrelay.psmr.operators import OPERATIONS
+from slotrelay.psmr.operators import DEFAULT_RELATIONS, FINDING_KINDS, OPERATIONS
 from slotrelay.psmr.slicing import (
     CODE_KINDS,
     conflicts_on,
-    edge_item,
+    edges_among,
     file_node,
     find_node,
     node_item,
@@ -36,7 +36,6 @@ from slotrelay.psmr.slicing import (
 from slotrelay.psmr.store import Workspace
 
 MAX_DEPTH = 10
-DEFAULT_RELATIONS = ["calls", "called_by", "reads_state", "writes_state"]
 
 
 @dataclass
@@ -49,6 +48,15 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
     # What a continuation token is bound to when no single workspace answers (semantic diff).
     version: str | None = None
+    # Per section, each item's distance from the anchor: pages are read nearest-first across sections.
+    ranks: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, name: str, items: list[Any], rank: Callable[[Any], int] | None = None) -> None:
+        """Append a section; with `rank`, its items nearest-first (their order kept within a rank)."""
+        if rank is not None:
+            items = sorted(items, key=rank)
+            self.ranks[name] = [rank(item) for item in items]
+        self.sections.append((name, items))
 
 
 def describe_workspace(ws: Workspace, request: dict[str, Any], *, recorded: list[dict[str, Any]]) -> Answer:
@@ -155,7 +163,7 @@ def search(
         found = findings()
         items = [
             f
-            for group in ("confirmed_defect", "anomaly", "hotspot")
+            for group in FINDING_KINDS
             for f in found[group]
             if text in (f["message"] + f["subject"]).lower()
         ]
@@ -240,16 +248,7 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
         answer.warnings += inferred.warnings
     nodes = sorted(distance, key=lambda n: (distance[n], n))
     members = set(nodes)
-    forward = {"called_by": "calls"}
-    wanted = {forward.get(r, r) for r in relations}
-    edges = sorted(
-        (
-            edge_item(ws, u, v, k)
-            for u, v, k in ws.graph.edges(members, keys=True)
-            if k in wanted and v in members
-        ),
-        key=lambda e: (e["source"], e["relation"], e["target"]),
-    )
+    edges = edges_among(ws, members, relations)
     edges += sorted(
         (e for e in overlay if e["source"] in members),
         key=lambda e: (e["source"], e["relation"], e["target"]),
@@ -280,17 +279,30 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     # Disagreements met now or recorded by an earlier inference query, each once.
     disagreements = {c["id"]: c for c in recorded if c["subject"] in members}
     disagreements |= {c["id"]: c for c in (inferred.conflicts if inferred else [])}
-    answer.sections = [
-        ("nodes", node_items),
-        ("edges", edges),
-        ("contracts", contracts),
-        ("unknowns", unknowns),
-        ("conflicts", conflicts_on(ws, members) + sorted(disagreements.values(), key=lambda c: c["id"])),
-    ]
+
+    def away(node: str) -> int:
+        return distance.get(node, depth + 1)
+
+    def edge_rank(edge: dict[str, Any]) -> int:
+        return max(away(edge["source"]), away(edge["target"]))
+
+    # Nearest-first: the anchor and what is about it, then each ring's edges, nodes, unknowns, ...
+    answer.add("edges", edges, edge_rank)
+    answer.add("nodes", node_items, lambda n: n["distance"])
+    answer.add("unknowns", unknowns, lambda u: away(u["scope"]))
+    answer.add("contracts", contracts, lambda c: away(c["subject"]))
+    answer.add(
+        "conflicts",
+        conflicts_on(ws, members) + sorted(disagreements.values(), key=lambda c: c["id"]),
+        lambda c: away(c["subject"]),
+    )
     if request.get("include_evidence"):
-        ids = sorted({ev for e in edges for ev in e["evidence_refs"]})
+        cited: dict[str, int] = {}
+        for e in edges:
+            for ev in e["evidence_refs"]:
+                cited[ev] = min(cited.get(ev, depth + 1), edge_rank(e))
         records = {**ws.evidence, **(inferred.evidence if inferred else {})}
-        answer.sections.append(("evidence", [records[i] for i in ids if i in records]))
+        answer.add("evidence", [records[i] for i in sorted(cited) if i in records], lambda r: cited[r["id"]])
     answer.data = {
         "anchor": start,
         "depth": depth,

@@ -17,6 +17,7 @@ from slotrelay.psmr.errors import (
     UnresolvedRequiredInput,
 )
 from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.operators import INVERSE_RELATIONS
 from slotrelay.psmr.store import Workspace
 
 CODE_KINDS = frozenset({"module", "class", "function", "method", "lambda", "test"})
@@ -85,12 +86,75 @@ def require_kind(ws: Workspace, node: str, kinds: set[str], operation: str) -> N
         raise TypeMismatch(f"{operation} takes a {' or '.join(sorted(kinds))}; {qname(node)} is a {kind}")
 
 
+# Inverse name -> the relation it walks backwards (`called_by` -> `calls`).
+FORWARD: dict[str, str] = {inverse: name for name, inverse in INVERSE_RELATIONS.items()}
+METHOD_KINDS = frozenset({"method", "function", "test"})
+_OVERRIDES: dict[tuple[str, str], dict[str, list[str]]] = {}
+
+
+def overrides(ws: Workspace) -> dict[str, list[str]]:
+    """Method -> the base-class methods it overrides: for each method of a class, the first class after
+    it in its MRO that defines the same name (computed once per workspace version in a process)."""
+    key = (ws.workspace_id, ws.version)
+    if key not in _OVERRIDES:
+        graph = ws.graph
+        found: dict[str, list[str]] = {}
+        for cls, data in graph.nodes(data=True):
+            if data["kind"] != "class":
+                continue
+            for method in neighbours(ws, cls, "defines"):
+                if graph.nodes[method]["kind"] not in METHOD_KINDS:
+                    continue
+                name = qname(method).rsplit(".", 1)[-1]
+                for base in data.get("mro", [])[1:]:
+                    candidate = sid(f"{base}.{name}")
+                    if candidate in graph and graph.nodes[candidate]["kind"] in METHOD_KINDS:
+                        found[method] = [candidate]
+                        break
+        _OVERRIDES[key] = found
+    return _OVERRIDES[key]
+
+
 def neighbours(ws: Workspace, node: str, relation: str) -> list[str]:
-    """Nodes one step along a relation (`called_by` walks `calls` backwards)."""
+    """Nodes one step along a relation; an inverse (`called_by`, `read_by`, ...) walks its relation
+    backwards."""
     graph = ws.graph
-    if relation == "called_by":
-        return sorted({u for u, _, k in graph.in_edges(node, keys=True) if k == "calls"})
+    if relation == "overrides":
+        return overrides(ws).get(node, [])
+    if relation == "overridden_by":
+        return sorted(m for m, bases in overrides(ws).items() if node in bases)
+    if relation in FORWARD:
+        return sorted({u for u, _, k in graph.in_edges(node, keys=True) if k == FORWARD[relation]})
     return sorted({v for _, v, k in graph.out_edges(node, keys=True) if k == relation})
+
+
+def edges_among(ws: Workspace, members: set[str], relations: list[str]) -> list[dict[str, Any]]:
+    """The edges between members of the relations followed (an inverse shows its edges forward),
+    sorted by source, relation and target."""
+    wanted = {FORWARD.get(r, r) for r in relations}
+    items = [
+        edge_item(ws, u, v, k)
+        for u, v, k in ws.graph.edges(members, keys=True)
+        if k in wanted and v in members
+    ]
+    if "overrides" in wanted:
+        for method, bases in overrides(ws).items():
+            if method in members:
+                items += [override_item(ws, method, base) for base in bases if base in members]
+    return sorted(items, key=lambda e: (e["source"], e["relation"], e["target"]))
+
+
+def override_item(ws: Workspace, method: str, base: str) -> dict[str, Any]:
+    """A derived `overrides` edge, resting on the two definitions and found along the MRO."""
+    evidence = [*ws.graph.nodes[method].get("evidence", []), *ws.graph.nodes[base].get("evidence", [])]
+    return {
+        "source": method,
+        "target": base,
+        "relation": "overrides",
+        "evidence_refs": evidence,
+        "resolution": "self_mro",
+        "status": "confirmed",
+    }
 
 
 def walk(ws: Workspace, start: str, relations: list[str], depth: int) -> dict[str, int]:

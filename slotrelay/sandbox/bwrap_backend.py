@@ -204,7 +204,9 @@ class BwrapBackend:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             exit_code = process.wait(timeout=KILL_GRACE_S)
-            timed_out = True
+            # Only our SIGKILL makes bwrap itself end by a signal; any other end is the program's own,
+            # reached while the kill was on its way, so it was not killed.
+            timed_out = exit_code == -signal.SIGKILL
         for reader in readers:
             reader.join(timeout=KILL_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)

@@ -340,7 +340,7 @@ class DockerBackend:
                 try:
                     api.kill(container.id)
                 except docker.errors.APIError:
-                    pass  # it ended between the deadline and the kill
+                    timed_out = False  # it ended between the deadline and the kill: not killed
                 waiter.join(timeout=DRAIN_GRACE_S)
             duration_ms = int((time.monotonic() - started) * 1000)
             reader.join(timeout=DRAIN_GRACE_S)
@@ -352,6 +352,8 @@ class DockerBackend:
         if isinstance(ended[0], Exception):
             raise ended[0]
         exit_code = ended[0]
+        # Exit 0 is the program's own: it ended while the kill was on its way, so it was not killed.
+        timed_out = timed_out and exit_code != 0
         state = api.inspect_container(container.id)["State"]
         outcome = decode_output(stdout, stderr, marker)
         violations = list(outcome.violations)

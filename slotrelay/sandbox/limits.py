@@ -52,11 +52,20 @@ class NetworkAllow(BaseModel):
         return tuple(checked)
 
 
+# Where the backends build the sandbox's own file system (the runner, the egress socket, /proc, /dev,
+# /tmp): a host path mounted at one of them, or above one, would hide it and the sandbox could not start.
+SANDBOX_OWN_PATHS = ("/opt/slotrelay", "/run/slotrelay-egress", "/proc", "/dev", "/tmp")
+# Nor may one be mounted inside these: the kernel's file systems and the sandbox's own code (/tmp may).
+SANDBOX_SEALED_PATHS = ("/opt/slotrelay", "/run/slotrelay-egress", "/proc", "/dev")
+
+
 class FsAllowPaths(BaseModel):
     """Host paths the program may read, mounted read-only at the same path; /tmp is writable too.
 
     Each path is resolved to its real path and must lie inside a root the operator configured
     (`SLOTRELAY_SANDBOX_ROOTS`); a path outside them is refused as a violation and nothing runs.
+    `/`, a path at or above one of SANDBOX_OWN_PATHS, and one inside SANDBOX_SEALED_PATHS, are bad
+    input: mounted, they would replace the sandbox's own file system or could not be mounted at all.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -66,10 +75,26 @@ class FsAllowPaths(BaseModel):
     @field_validator("allow_paths")
     @classmethod
     def _absolute(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        normal = []
         for path in paths:
             if not posixpath.isabs(path):
                 raise ValueError(f"{path!r} is not an absolute path")
-        return tuple(posixpath.normpath(path) for path in paths)
+            # normpath keeps a leading "//" (POSIX lets it mean something else); a mount does not.
+            mounted = "/" + posixpath.normpath(path).lstrip("/")
+            if mounted == "/":
+                raise ValueError(f"{path!r} is the whole file system: name the folders the program may read")
+            hidden = next((own for own in SANDBOX_OWN_PATHS if (own + "/").startswith(mounted + "/")), None)
+            if hidden is not None:
+                raise ValueError(
+                    f"{path!r} would hide the sandbox's own {hidden}: name a folder that does not"
+                )
+            sealed = next((own for own in SANDBOX_SEALED_PATHS if mounted.startswith(own + "/")), None)
+            if sealed is not None:
+                raise ValueError(
+                    f"{path!r} is inside the sandbox's own {sealed}, where nothing can be mounted"
+                )
+            normal.append(mounted)
+        return tuple(normal)
 
 
 def validation_problem(error: ValidationError) -> str:

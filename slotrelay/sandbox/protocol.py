@@ -10,11 +10,16 @@ forges it only changes its own result, which it controls anyway.
 Output is capped while it streams: `CappedCapture` keeps the first `limit` bytes, counts and
 discards the rest (the reader must keep draining, or killing the sandbox hangs), and keeps a
 tail window large enough to find the trailer.
+
+Everything that leaves here is valid Unicode: output bytes are decoded with U+FFFD for what is not
+UTF-8, and a lone surrogate in the result (JSON may escape one, `"\\ud800"`, which no UTF-8 writer
+can encode) becomes U+FFFD too (`valid_text`), so no caller crashes writing or printing it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +27,8 @@ from typing import Any
 from slotrelay.sandbox.limits import Violation
 
 RESULT_MAX_BYTES = 1 << 20
+# json.loads joins an escaped surrogate pair into one character, so any surrogate left is lone.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def new_marker() -> str:
@@ -36,6 +43,27 @@ def encode_request(*, lang: str, code: str, inputs: Any, marker: str) -> bytes:
         TypeError: the inputs are not JSON-serializable.
     """
     return json.dumps({"lang": lang, "code": code, "inputs": inputs, "marker": marker}).encode()
+
+
+def valid_text(value: Any) -> Any:
+    """A parsed JSON value with every lone surrogate, in strings and keys, replaced by U+FFFD.
+
+    Parameters:
+        value: what `json.loads` returned.
+
+    Returns:
+        An equal value, except that every string in it can be encoded as UTF-8.
+
+    Raises:
+        RecursionError: the value is nested about as deep as the recursion limit.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [valid_text(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(key): valid_text(item) for key, item in value.items()}
+    return value
 
 
 @dataclass
@@ -92,9 +120,11 @@ def decode_output(stdout: CappedCapture, stderr: CappedCapture, marker: str) -> 
     end = stdout.tail.find(b"\n", at + len(opener)) if at >= 0 else -1
     if end >= 0:
         try:
-            result = json.loads(bytes(stdout.tail[at + len(opener) : end]))
+            result = valid_text(json.loads(bytes(stdout.tail[at + len(opener) : end])))
         except ValueError:
             violations.append(Violation(kind="result", detail="the result trailer is not valid JSON"))
+        except RecursionError:
+            violations.append(Violation(kind="result", detail="the result is nested too deeply to read"))
         # Output written after the trailer (a callback, a background child) is the program's too.
         start = stdout.total - len(stdout.tail) + at
         after = bytes(stdout.tail[end + 1 :])

@@ -19,7 +19,7 @@ CHAIN = str(EXAMPLE / "node_chain.json")
 def test_validate_the_example() -> None:
     done = runner.invoke(app, ["validate", CHAIN])
     assert done.exit_code == 0
-    assert "valid chain 'phase2-content': 11 nodes, 10 routes, 14 error types" in done.output
+    assert "valid chain 'phase2-content': 11 nodes, 10 routes, 21 error types" in done.output
 
 
 def test_validate_lists_every_problem_with_its_path_and_exits_2(tmp_path: Path) -> None:
@@ -88,3 +88,85 @@ def test_pen_nodes_need_a_sandbox(tmp_path: Path, monkeypatch) -> None:
     plain.write_text(json.dumps({"chain_id": "q", "nodes": [node("q", start=True)]}))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     assert sandbox_problems(load_chain(plain)) == []
+
+
+def minimal_chain(tmp_path: Path, **condition_value: object) -> Path:
+    """A two-node chain whose route compares `status` with the given value."""
+    path = tmp_path / "c.json"
+    document = {"chain_id": "c", "nodes": [node("a", start=True), node("b")],
+                "routes": [{"route_id": "a-b", "from_node": "a", "to_node": "b",
+                            "condition": {"field": "status", "operator": "equals", **condition_value}}]}
+    path.write_text(json.dumps(document))
+    return path
+
+
+def refused_in_one_line(done, fragment: str) -> None:
+    assert done.exit_code == 2, done.output
+    assert not isinstance(done.exception, Exception) or isinstance(done.exception, SystemExit), done.exception
+    assert fragment in done.output, done.output
+    assert "Traceback" not in done.output
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        pytest.param(b'{"chain_id": "\xff"}', "$: not UTF-8 text: byte 0xff", id="non_utf8"),
+        pytest.param(
+            ('{"chain_id": "x", "nodes": [], "description": ' + "[" * 980 + "]" * 980 + "}").encode(),
+            "nested",
+            id="nesting_980",
+        ),
+        pytest.param(
+            b'{"chain_id": "x", "version": ' + b"9" * 5000 + b"}",
+            "(4300 digits)",
+            id="integer_of_5000_digits",
+        ),
+    ],
+)
+def test_regression_validate_and_graph_refuse_hostile_files_with_exit_2(tmp_path: Path, content: bytes,
+                                                                        fragment: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    for command in (["validate", str(bad)], ["graph", str(bad)]):
+        refused_in_one_line(runner.invoke(app, command), fragment)
+
+
+def test_regression_graph_output_naming_a_folder_or_a_missing_folder_is_exit_2(tmp_path: Path) -> None:
+    refused_in_one_line(runner.invoke(app, ["graph", CHAIN, "-o", str(tmp_path)]), "is a folder; name a file")
+    refused_in_one_line(runner.invoke(app, ["graph", CHAIN, "-f", "png", "-o", str(tmp_path)]), "is a folder")
+    refused_in_one_line(runner.invoke(app, ["graph", CHAIN, "-o", str(tmp_path / "nope" / "c.md")]),
+                        f"the folder {tmp_path / 'nope'} does not exist")
+
+
+def test_regression_a_two_megabyte_label_is_cut_and_drawn(tmp_path: Path) -> None:
+    # The whole label made Graphviz `dot` segfault; labels are now cut to MAX_LABEL_CHARS.
+    chain = minimal_chain(tmp_path, value="x" * 2_000_000)
+    png = tmp_path / "c.png"
+    done = runner.invoke(app, ["graph", str(chain), "-f", "png", "-o", str(png)])
+    assert done.exit_code == 0, done.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    mermaid = runner.invoke(app, ["graph", str(chain)])
+    assert mermaid.exit_code == 0 and len(mermaid.output) < 1000
+
+
+def test_a_dot_that_crashes_is_a_one_line_error(tmp_path: Path, monkeypatch) -> None:
+    crashing = tmp_path / "bin" / "dot"
+    crashing.parent.mkdir()
+    crashing.write_text("#!/bin/sh\necho 'dot: out of memory' >&2\nkill -SEGV $$\n")
+    crashing.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{crashing.parent}:/usr/bin:/bin")
+    done = runner.invoke(app, ["graph", CHAIN, "-f", "png", "-o", str(tmp_path / "c.png")])
+    refused_in_one_line(
+        done, "GRAPHVIZ_FAILED: Graphviz `dot` could not draw this chain (exit -11: dot: out of memory)"
+    )
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_a_lone_surrogate_in_a_condition_is_escaped_when_drawn(tmp_path: Path) -> None:
+    chain = tmp_path / "c.json"
+    chain.write_text(minimal_chain(tmp_path).read_text().replace('"equals"', '"equals", "value": "\\ud800"'))
+    done = runner.invoke(app, ["graph", str(chain), "-f", "dot", "-o", str(tmp_path / "c.dot")])
+    assert done.exit_code == 0, done.output
+    assert 'status equals \\"\\\\ud800\\""' in (tmp_path / "c.dot").read_text(encoding="utf-8")
+    mermaid = runner.invoke(app, ["graph", str(chain)])
+    assert mermaid.exit_code == 0 and 'status equals \'\\ud800\'"|' in mermaid.output, mermaid.output

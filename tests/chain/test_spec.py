@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_committed_schema_is_generated_from_the_models() -> None:
 def test_example_chain_is_valid_and_keeps_the_seed_fields() -> None:
     chain = load_chain(EXAMPLE / "node_chain.json")
     assert chain.start_nodes() == ["exec-scan"]
-    assert len(chain.error_types) == 14
+    assert len(chain.error_types) == 21
     assert chain.node("exec-deploy").executor.kind == "deploy"
     assert {e.error_type for e in chain.error_types} >= {"deploy_source_missing", "deploy_hash_mismatch"}
     scan = chain.node("exec-scan")
@@ -87,12 +88,96 @@ def test_graph_errors() -> None:
     assert "$.routes[3].to_node: unknown node 'ghost'" in found
     assert "$.routes[4].to_node: 'a' is a start node (input_slot null): a route cannot feed it" in found
     assert "$.nodes[5]: no route reaches 'orphan' and it is not a start node" in found
-    assert any(p.startswith("$.routes: cycle: ") for p in found), found
+    assert "$.routes: cycle: b -> c -> b; 3 nodes reach each other through routes: a, b, c" in found, found
+
+
+def fully_connected(size: int) -> dict:
+    """A start node routing to every other node, and every other node routing to every other one."""
+    names = [f"n{i}" for i in range(size)]
+    routes = [route(a, b) for a in names for b in names[1:] if a != b]
+    nodes = [node(names[0], start=True), *map(node, names[1:])]
+    return {"chain_id": "full", "nodes": nodes, "routes": routes}
+
+
+@pytest.mark.parametrize("size", [12, 200])
+def test_regression_cycles_of_a_fully_connected_chain_are_one_bounded_problem(size: int) -> None:
+    # Listing every simple cycle took 19 s and 1.6 GB for 10 nodes and ran out of memory at 12.
+    found = problems(fully_connected(size))
+    assert found == [(f"$.routes: cycle: n1 -> n2 -> n1; {size - 1} nodes reach each other through routes: "
+                     f"n1, n2, n3, n4, n5, n6, n7, n8, n9, n10 and {size - 11} more")]
+
+
+def test_each_strongly_connected_component_is_reported_once_and_a_self_loop_is_a_cycle() -> None:
+    names = [f"c{i}" for i in range(15)]
+    ring = [route(a, b) for a, b in zip(names, names[1:] + names[:1], strict=True)]
+    document = {"chain_id": "g", "nodes": [node("a", start=True), node("s"), *map(node, names)],
+                "routes": [route("a", "s"), route("s", "s"), route("a", "c0"), *ring]}
+    assert problems(document) == [
+        "$.routes: cycle: s -> s",
+        ("$.routes: cycle: c0 -> c1 -> c2 -> c3 -> c4 -> c5 -> c6 -> c7 -> c8 -> … -> c0"
+        " (a cycle of 15 nodes)"),
+    ]
 
 
 def test_no_start_node() -> None:
     found = problems({"chain_id": "g", "nodes": [node("a"), node("b")], "routes": [route("a", "b"), route("b", "a")]})
     assert '$.nodes: no start node: at least one node needs "input_slot": null' in found
+
+
+def chain_file(tmp_path: Path, content: bytes | str) -> Path:
+    path = tmp_path / "node_chain.json"
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    path.write_bytes(content)
+    return path
+
+
+def nested(depth: int) -> str:
+    return '{"chain_id": "x", "nodes": [], "description": ' + "[" * depth + "]" * depth + "}"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param(
+            b'{"chain_id": "\xff"}', r"\$: not UTF-8 text: byte 0xff at line 1 \(offset 14\)$", id="non_utf8"
+        ),
+        # Whether the parser's own recursion gives up first depends on the stack already in use.
+        pytest.param(
+            nested(980),
+            r"\$(\.description(\[0\])+: nested more than 64 levels deep"
+            r"|: not valid JSON: nested too deeply \(the limit is 64 levels\))$",
+            id="nesting_980",
+        ),
+        pytest.param(nested(100_000), r"\$: not valid JSON: nested too deeply", id="nesting_100k"),
+        pytest.param('{"chain_id": "x", "version": ' + "9" * 5000 + "}",
+                     r"\$: not valid JSON: Exceeds the limit \(4300 digits\) for integer string conversion",
+                     id="integer_of_5000_digits"),
+        pytest.param(
+            '{"chain_id": "x", "pause_timeout_seconds": NaN}',
+            r"\$: not valid JSON: NaN is not a JSON number",
+            id="nan",
+        ),
+    ],
+)
+def test_regression_hostile_files_are_one_problem_each(
+    tmp_path: Path, content: bytes | str, expected: str
+) -> None:
+    with pytest.raises(ChainValidationError) as refused:
+        load_chain(chain_file(tmp_path, content))
+    assert len(refused.value.problems) == 1
+    assert re.match(expected, str(refused.value.problems[0])), refused.value.problems
+
+
+def test_regression_a_priority_run_cannot_rank_is_refused_by_validate() -> None:
+    # "P" + 5000 nines passed validate, then int() refused it in Route.rank during `run`.
+    document = copy.deepcopy(EXAMPLE_DOC)
+    document["routes"][0]["priority"] = "P" + "9" * 5000
+    found = problems(document)
+    assert len(found) == 1 and found[0].startswith("$.routes[0].priority: 'P99999"), found
+    assert found[0].endswith("…") and len(found[0]) < 400
+    document["routes"][0]["priority"] = "P999999999"
+    assert validate_document(document).routes[0].rank == 999_999_999
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Independent clients, not the Python SDK: the MCP Inspector CLI against both transports, and the
+"""Independent clients, not the Python SDK: the MCP Inspector CLI against both transports (reads, and
+the first two change tools), and the
 official conformance suite against the HTTP server (with `conformance-baseline.yml` naming the
 scenarios a tools-only product server is expected to fail, and why)."""
 
@@ -13,6 +14,7 @@ import pytest
 
 from tests.mcp.processes import SLOTRELAY
 from tests.mcp.test_surface import EXPECTED_TOOLS
+from tests.mcp.textkit import make_textkit, snapshot
 
 pytestmark = pytest.mark.node
 
@@ -34,7 +36,10 @@ def _inspector(
     node_tools: Path, target: list[str], method: list[str], *, cwd: Path, exit_code: int = 0
 ) -> dict:
     """Run the Inspector CLI; it exits 5 when a tool answers `isError: true`."""
-    done = _run(node_tools, [str(node_tools / "inspector"), "--cli", *target, *method], cwd=cwd)
+    # The Inspector starts a stdio server with a minimal environment: hand it PYTHONPATH, so the server
+    # imports the code under test and not the installed copy.
+    env = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
+    done = _run(node_tools, [str(node_tools / "inspector"), "--cli", *env, *target, *method], cwd=cwd)
     assert done.returncode == exit_code, f"inspector exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return json.loads(done.stdout)
 
@@ -117,3 +122,35 @@ def test_conformance_suite(node_tools: Path, shop: Path, http_server: str, tmp_p
     assert done.returncode == 0, output
     for scenario in MUST_PASS:
         assert f"✓ {scenario}:" in output, f"{scenario} did not pass:\n{output}"
+
+
+def test_inspector_proposes_and_previews_a_delta(node_tools: Path, tmp_path: Path) -> None:
+    """An independent client drives the first change tools: arrays and objects go as JSON arguments."""
+    root = make_textkit(tmp_path / "proj")
+    target = _stdio_target(root)
+    operations = [
+        {
+            "op": "change_signature",
+            "target": "textkit.wrap.wrap_line",
+            "parameters": "text, columns=20",
+            "parameter_map": {"columns": {"from": "width"}},
+        }
+    ]
+    propose = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "psmr_delta_propose",
+        "--tool-arg",
+        "intent=rename the width parameter of wrap_line to columns",
+        f"operations={json.dumps(operations)}",
+    ]
+    proposed = _inspector(node_tools, target, propose, cwd=root)["structuredContent"]
+    assert proposed["status"] == "ok" and proposed["data"]["authority"] == "ai_proposal"
+    preview = ["--method", "tools/call", "--tool-name", "psmr_projection_preview", "--tool-arg"]
+    preview.append(f"delta_id={proposed['data']['delta_id']}")
+    answer = _inspector(node_tools, target, preview, cwd=root)["structuredContent"]
+    patch = "".join(item["diff"] for item in answer["data"]["patch"])
+    assert "+def wrap_line(text, columns=20):" in patch
+    assert "+    return wrap_line(text, columns=8)" in patch
+    assert snapshot(root) == snapshot(make_textkit(tmp_path / "pristine"))

@@ -35,8 +35,25 @@ EXPECTED_TOOLS = {
     "psmr_findings",
     "psmr_find_motif",
     "psmr_get_contracts",
+    "psmr_delta_propose",
+    "psmr_delta_validate",
+    "psmr_projection_preview",
+    "psmr_projection_apply",
+    "psmr_run_tests",
+    "psmr_verify_rebuild",
+    "psmr_verify_roundtrip",
+    "psmr_verify_review",
     "psmr_workspace_build",
 }
+# Tools that change their environment, and of those the ones that write source files or run code.
+CHANGING_TOOLS = {
+    "psmr_workspace_build",
+    "psmr_delta_propose",
+    "psmr_verify_rebuild",
+    "psmr_projection_apply",
+    "psmr_run_tests",
+}
+DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests"}
 pytestmark = pytest.mark.anyio
 
 
@@ -69,10 +86,9 @@ async def test_every_tool_is_described_annotated_and_has_an_output_schema(tmp_pa
     for tool in await _listed_tools(tmp_path):
         name = tool["name"]
         assert len(tool["description"]) > 150, name
-        writes = name == "psmr_workspace_build"
-        assert tool["annotations"]["readOnlyHint"] is (not writes), name
+        assert tool["annotations"]["readOnlyHint"] is (name not in CHANGING_TOOLS), name
         assert tool["annotations"]["openWorldHint"] is False, name
-        assert tool["annotations"]["destructiveHint"] is False, name
+        assert tool["annotations"]["destructiveHint"] is (name in DESTRUCTIVE_TOOLS), name
         Draft202012Validator.check_schema(tool["inputSchema"])
         Draft202012Validator.check_schema(tool["outputSchema"])
         assert tool["outputSchema"]["properties"]["schema"] == {"const": "psmr-tool-result-0.1"}
@@ -96,10 +112,10 @@ async def test_every_parameter_is_described_and_every_number_bounded(tmp_path: P
 async def test_tool_schemas_never_accept_what_the_core_refuses(tmp_path: Path) -> None:
     """Each operation's documented example passes both schemas; the tool schema only narrows the core's
     (bounds added), except that workspace_id may be omitted (the server fills in its default)."""
-    from psmr_mcp.catalog import TOOLS
+    from psmr_mcp.catalog import CHANGE_TOOLS, TOOLS
 
     listed = {tool["name"]: tool for tool in await _listed_tools(tmp_path)}
-    for spec in TOOLS:
+    for spec in (*TOOLS, *CHANGE_TOOLS):
         operation = OPERATIONS[spec.operation]
         tool_schema = listed[spec.name]["inputSchema"]
         Draft202012Validator(tool_schema).validate(operation["example"])

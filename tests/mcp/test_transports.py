@@ -187,3 +187,159 @@ def test_http_addresses_off_loopback_or_malformed_are_refused(address: str, code
     with pytest.raises(PsmrError) as refused:
         parse_http_address(address)
     assert refused.value.code == code
+
+
+MALFORMED = [
+    pytest.param("{not json", None, -32700, id="invalid_json"),
+    pytest.param("NaN", None, -32700, id="nan"),
+    pytest.param("[1, 2]", None, -32600, id="array"),
+    pytest.param('"a string"', None, -32600, id="non_object"),
+    pytest.param('{"jsonrpc": "1.0", "id": 7, "method": "tools/list"}', 7, -32600, id="jsonrpc_1_0"),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": "q", "method": "tools/list", "params": [1]}', "q", -32600, id="params_list"
+    ),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": ' + "[" * 500 + "]" * 500 + "}",
+        9,
+        -32600,
+        id="nesting_500",
+    ),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": ' + "[" * 50_000 + "]" * 50_000 + "}",
+        None,
+        -32700,
+        id="nesting_50000",
+    ),
+    pytest.param('{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', None, -32600, id="id_list"),
+    pytest.param('{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600, id="id_null"),
+    pytest.param('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', None, -32600, id="id_bool"),
+    pytest.param('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', None, -32600, id="id_float"),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": "x\\ud800", "method": "ping"}', None, -32600, id="id_lone_surrogate"
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "request_id", "code"), MALFORMED)
+def test_malformed_stdio_lines_get_a_json_rpc_error(line: str, request_id, code: int) -> None:
+    from psmr_mcp.transports import malformed_reply
+
+    reply = malformed_reply(line)
+    assert reply is not None and (reply.id, reply.error.code) == (request_id, code), reply
+    reply.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+        '{"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}',
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 3, "result": {}}',
+    ],
+)
+def test_valid_stdio_messages_pass_untouched(line: str) -> None:
+    from psmr_mcp.transports import malformed_reply
+
+    assert malformed_reply(line) is None
+
+
+def stdio_exchange(shop: Path, lines: list[str], *, until: set, log: Path, timeout: float = 60) -> list[dict]:
+    """Send lines to a real `slotrelay mcp serve` over stdio; read replies until every id in `until` came."""
+    import os
+    import select
+    import time
+
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [SLOTRELAY, "mcp", "serve", "--workspace", str(shop)],
+            cwd=shop,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
+    replies: list[dict] = []
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass"))
+        process.stdin.flush()
+        buffer = b""
+        deadline = time.monotonic() + timeout
+        while not until <= {reply.get("id") for reply in replies} and time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stdout], [], [], 0.5)
+            if ready:
+                chunk = os.read(process.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                buffer += chunk
+                *complete, buffer = buffer.split(b"\n")
+                replies += [json.loads(line) for line in complete if line.strip()]
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+        process.stdout.close()
+    return replies
+
+
+def test_regression_malformed_messages_over_stdio_are_answered_and_logged(shop: Path, tmp_path: Path) -> None:
+    # Each of these was dropped without a reply or a log line: a client waiting on its id waited forever.
+    lines = [
+        json.dumps(INITIALIZE),
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        *(case.values[0] for case in MALFORMED),
+        '{"jsonrpc": "2.0", "id": "last", "method": "ping"}',
+    ]
+    replies = stdio_exchange(shop, lines, until={1, 7, "q", 9, "last"}, log=tmp_path / "stderr.log")
+    by_id = {reply["id"]: reply for reply in replies if reply["id"] is not None}
+    assert by_id["last"]["result"] == {} and "result" in by_id[1]
+    assert {i: by_id[i]["error"]["code"] for i in (7, "q", 9)} == {7: -32600, "q": -32600, 9: -32600}
+    nulls = sorted(reply["error"]["code"] for reply in replies if reply["id"] is None)
+    assert nulls == sorted(code for case in MALFORMED for code in [case.values[2]] if case.values[1] is None)
+    log = (tmp_path / "stderr.log").read_text()
+    assert log.count("stdio: answered a malformed message") == len(MALFORMED)
+    assert "Traceback" not in log
+
+
+def test_regression_idle_http_sessions_expire(shop: Path, tmp_path: Path, monkeypatch) -> None:
+    # 2,000 sessions left open grew the server from 111 to 180 MB: sessions now expire when idle.
+    import time
+
+    monkeypatch.setenv("PSMR_MCP_SESSION_IDLE_TIMEOUT_S", "1")
+    server = start_server(
+        ["--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)],
+        cwd=shop,
+        log=tmp_path / "stderr.log",
+    )
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    try:
+        url = wait_for_url(server)
+        with httpx.Client(timeout=10) as http:
+            opened = http.post(url, json=INITIALIZE, headers=headers)
+            assert opened.status_code == 200, opened.text
+            session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+            deadline = time.monotonic() + 60
+            while (answer := http.post(url, json=ping, headers=session)).status_code != 404:
+                assert answer.status_code == 200 and time.monotonic() < deadline, answer.text
+                time.sleep(1.5)
+            assert http.post(url, json=INITIALIZE, headers=headers).status_code == 200
+    finally:
+        output = stop_server(server)
+    assert "Traceback" not in output, output
+
+
+def test_a_bad_session_idle_timeout_is_refused_with_exit_2(shop: Path) -> None:
+    import os
+
+    done = subprocess.run(
+        [SLOTRELAY, "mcp", "serve", "--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PSMR_MCP_SESSION_IDLE_TIMEOUT_S": "soon"},
+    )
+    assert done.returncode == 2, done.stderr
+    # rich wraps the line at the terminal width.
+    assert "PSMR_MCP_SESSION_IDLE_TIMEOUT_S='soon': expected a positive number of seconds" in " ".join(
+        done.stderr.split()
+    )

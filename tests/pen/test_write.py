@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from slotrelay.cli import app
 from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.manifest import validate_manifest
+from tests.conftest import require_service
 
 from .stub_model import SUM_CODE, Reply, completion
 
@@ -443,10 +445,155 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
     code = runner.invoke(app, ["pen", "write", "--persona", "p1", INTENT, "--backend", "podman"]).exit_code
     assert code == 2 and stub.requests == []
     missing = runner.invoke(app, ["pen", "audit", "verify", "--root", str(root / "typo")])
-    assert missing.exit_code == 2 and missing.stderr == f"--root: {root / 'typo'} is not a folder\n"
+    assert missing.exit_code == 2 and missing.stderr == (
+        f"PEN_INVALID_REQUEST: --root: {root / 'typo'} does not exist "
+        "(create the folder first, or name the pen's folder)\n"
+    )
     # A persona policy that breaks its schema is named by file and field.
     _policy(root, "p4", {"mode": "fixed"})
     code, body = pen("write", "--persona", "p4", INTENT)
     assert code == 2 and body["error"]["message"].endswith(
         "pen-policy.json: not a valid persona policy: mode 'fixed' needs an 'action' (erase, keep or share)"
     )
+
+
+def _no_tmp_files(root: Path) -> list[str]:
+    return [str(path.relative_to(root)) for path in root.rglob("*.tmp")]
+
+
+def test_regression_a_lone_surrogate_in_the_result_is_replaced_and_the_pen_finishes(pen, root, stub) -> None:
+    # `return {'s': '\ud800'}` crashed `pen write --json` with a UnicodeEncodeError, leaving the pen
+    # completed with execution.json.tmp, no call record, and PEN_NOT_FOUND on `pen decide`.
+    stub.default_code = "def main(inputs):\n    return {'s': '\\ud800'}\n"
+    code, body = pen("write", "--persona", "p1", INTENT, "--persist-hint", "keep")
+    assert code == 0, body
+    assert body["execution"]["result"] == {"s": "\ufffd"} and body["decision"]["state"] == "kept"
+    folder = root / ".github/persona-brain/p1/pen-private" / body["pen_id"]
+    assert json.loads((folder / "execution.json").read_text(encoding="utf-8"))["result"] == {"s": "\ufffd"}
+    # A shell program's result is its last stdout line: the same replacement applies.
+    stub.default_code = 'echo \'{"s": "\\ud800"}\'\n'
+    _policy(root, "p2", {"mode": "person"})
+    code, body = pen("write", "--persona", "p2", INTENT, "--lang", "shell")
+    assert code == 0 and body["execution"]["result"] == {"s": "\ufffd"}, body
+    code, decided = pen("decide", body["pen_id"], "erase", backend=False)
+    assert code == 0 and decided["decision"]["state"] == "erased", decided
+    assert _no_tmp_files(root) == []
+    assert [c["status"] for c in AuditLog(root).records() if c["event"] == "call"] == [
+        "completed",
+        "completed",
+    ]
+    assert pen("audit", "verify", backend=False)[0] == 0
+
+
+def test_regression_a_run_that_fails_after_completing_is_erased_not_left_completed(pen, root, stub) -> None:
+    code, first = pen(
+        "write", "--persona", "p5", INTENT, "--input", '{"numbers": [1]}', "--persist-hint", "erase"
+    )
+    assert code == 0, first
+    following = first["pen_id"][:-3] + "002"
+    blocker = root / ".github/persona-brain/p5/pen-private" / following
+    blocker.mkdir(parents=True)
+    (blocker / "mine.txt").write_text("not the pen's")
+    code, body = pen(
+        "write", "--persona", "p5", INTENT, "--input", '{"numbers": [1]}', "--persist-hint", "keep"
+    )
+    assert (
+        code == 1
+        and body["error"]["message"] == f"{blocker} exists already: a pen's folder is never overwritten"
+    )
+    states = [r["to"] for r in AuditLog(root).records_of(following) if r["event"] == "transition"]
+    assert states == ["draft", "executing", "completed", "erased"]
+    assert (blocker / "mine.txt").read_text() == "not the pen's"
+    assert not (root / ".slotrelay/pen-staging" / following).exists() and _no_tmp_files(root) == []
+    code, again = pen("decide", following, "keep", backend=False)
+    assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION", again
+    assert pen("audit", "verify", backend=False)[0] == 0
+
+
+def test_regression_a_request_with_a_lone_surrogate_is_refused_by_field(pen, root, stub) -> None:
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"name": "\\udc80"}')
+    assert code == 2 and body["error"]["code"] == "PEN_INVALID_REQUEST", body
+    assert body["error"]["details"]["fields"] == [
+        "context.upstream_inputs: holds text that is not valid Unicode (a lone surrogate)"
+    ]
+    assert stub.requests == [] and not (root / ".slotrelay").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["write", "--persona", "p1", INTENT],
+        ["decide", "MPP-p1-20261130-001", "keep"],
+        ["review", "MPP-p1-20261130-001", "accept"],
+        ["audit", "verify"],
+    ],
+)
+def test_regression_a_root_that_is_a_file_or_missing_is_refused_and_never_created(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # A file gave a traceback; a missing root was created silently.
+    a_file = tmp_path / "root.txt"
+    a_file.write_text("not a folder")
+    for root, problem in (
+        (a_file, f"--root: {a_file} is not a folder"),
+        (tmp_path / "typo", f"--root: {tmp_path / 'typo'} does not exist"),
+    ):
+        done = runner.invoke(app, ["pen", *command, "--root", str(root), "--json"])
+        assert done.exit_code == 2, done.output
+        body = json.loads(done.stdout)
+        assert body["error"]["code"] == "PEN_INVALID_REQUEST" and body["error"]["message"].startswith(problem)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root.txt"]
+
+
+@pytest.mark.bwrap
+def test_regression_a_read_only_root_is_a_clear_error(tmp_path: Path, stub) -> None:
+    # Run under bwrap so the folder is a read-only mount: root bypasses file modes, not EROFS.
+    if shutil.which("bwrap") is None:
+        require_service(False, "bwrap is not installed")
+    read_only, inner_read_only = tmp_path / "ro", tmp_path / "rw"
+    read_only.mkdir()
+    (inner_read_only / ".slotrelay").mkdir(parents=True)
+    env = {**os.environ, "SLOTRELAY_MODEL_BASE_URL": stub.base_url, "SLOTRELAY_MODEL_NAME": "stub-coder"}
+    slotrelay = str(Path(sys.executable).with_name("slotrelay"))
+    mounts = [
+        "--ro-bind",
+        str(read_only),
+        str(read_only),
+        "--ro-bind",
+        str(inner_read_only / ".slotrelay"),
+        str(inner_read_only / ".slotrelay"),
+    ]
+    for root, code, message in (
+        (read_only, 2, f"PEN_INVALID_REQUEST: --root: {read_only} is not writable"),
+        (
+            inner_read_only,
+            1,
+            (f"PEN_RUN_FAILED: the pen cannot write under its root {inner_read_only}: Read-only file system"),
+        ),
+    ):
+        done = subprocess.run(
+            [
+                "bwrap",
+                "--dev-bind",
+                "/",
+                "/",
+                *mounts,
+                "--",
+                slotrelay,
+                "pen",
+                "write",
+                "--persona",
+                "p1",
+                INTENT,
+                "--root",
+                str(root),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == code, done.stderr
+        assert done.stderr.startswith(message) and "Traceback" not in done.stderr, done.stderr
+    assert stub.requests == []

@@ -13,6 +13,7 @@ import pytest
 from psmr_trees import write_tree
 
 from slotrelay.psmr.api import OPERATIONS, build_workspace, call, list_workspaces
+from slotrelay.psmr.envelope import render
 from slotrelay.psmr.errors import ERROR_CODES
 
 ENVELOPE_KEYS = {
@@ -41,6 +42,16 @@ SEED_OPERATIONS = {
     "analysis.motifs",
     "analysis.contracts",
 }
+CHANGE_OPERATIONS = {
+    "delta.propose",
+    "delta.validate",
+    "projection.preview",
+    "projection.apply",
+    "execution.run_tests",
+    "verification.rebuild",
+    "verification.roundtrip",
+    "verification.review",
+}
 
 
 def ok(operation: str, request: dict[str, Any], store: Path) -> dict[str, Any]:
@@ -52,18 +63,21 @@ def ok(operation: str, request: dict[str, Any], store: Path) -> dict[str, Any]:
 
 
 def test_the_operator_catalog_is_the_seed_surface_with_valid_schemas() -> None:
-    assert set(OPERATIONS) == SEED_OPERATIONS
+    assert set(OPERATIONS) == SEED_OPERATIONS | CHANGE_OPERATIONS
     for name, op in OPERATIONS.items():
         jsonschema.Draft202012Validator.check_schema(op["input_schema"])
         jsonschema.validate(op["example"], op["input_schema"])
-        assert op["description"] and op["side_effects"] == "none (read-only)", name
+        assert op["description"], name
+        assert (op["side_effects"] == "none (read-only)") is (name in SEED_OPERATIONS), name
+    assert OPERATIONS["projection.apply"]["required_capabilities"] == ["source-write"]
+    assert OPERATIONS["execution.run_tests"]["required_capabilities"] == ["process-execution"]
 
 
 def test_discovery_and_queries(shop: tuple[str, Path]) -> None:
     ws, store = shop
     described = ok("workspace.describe", {"workspace_id": ws}, store)["data"]
     assert described["unknown_count"] > 0 and described["conflict_count"] >= 2
-    assert described["available_operators"] == sorted(SEED_OPERATIONS)
+    assert described["available_operators"] == sorted(SEED_OPERATIONS | CHANGE_OPERATIONS)
     assert ws in [w["workspace_id"] for w in list_workspaces(store=store)]
     listed = ok("operator.list", {"filter": {"input_type": "evidence"}}, store)["data"]["operators"]
     assert [o["operator"] for o in listed] == ["query.evidence"]
@@ -173,6 +187,8 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
         assert len(result["data"].get("edges", [])) <= budget.get("max_edges", 1500)
         assert len(result["data"].get("evidence", [])) <= budget.get("max_evidence_items", 100)
         assert result["data"]["truncated"] is (result["continuation"] is not None)
+        assert len(render(result).encode()) <= budget.get("max_text_bytes", 100_000)
+        assert not result["warnings"]
         if result["continuation"] is None:
             return merged, count
         assert result["continuation"]["truncated"] is True
@@ -212,10 +228,10 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
             },
             {"max_evidence_items": 1},
         ),
-        ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 400}),
+        ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 1200}),
         ("query.unknowns", {}, {"max_nodes": 3}),
         ("analysis.impact", {"target": "shop.pricing.price", "depth": 3}, {"max_nodes": 1}),
-        ("analysis.findings", {}, {"max_text_bytes": 300}),
+        ("analysis.findings", {}, {"max_text_bytes": 1000}),
         ("analysis.motifs", {}, {"max_nodes": 1}),
     ],
 )
@@ -257,13 +273,13 @@ def test_every_error_code(shop: tuple[str, Path], tmp_path: Path) -> None:
             store,
         ),
         "TYPE_MISMATCH": ("analysis.contracts", {"workspace_id": ws, "target": "shop.cart.COUNT"}, store),
-        "CAPABILITY_DENIED": ("projection.apply", {}, store),
+        "CAPABILITY_DENIED": ("projection.apply", {"workspace_id": ws, "delta_id": "dl_0123"}, store),
         "POLICY_BLOCKED": (
             "query.search",
             {"workspace_id": ws, "text": "", "budget": {"max_nodes": 10**6}},
             store,
         ),
-        "OPERATOR_UNAVAILABLE": ("delta.propose", {"workspace_id": ws}, store),
+        "OPERATOR_UNAVAILABLE": ("delta.merge", {"workspace_id": ws}, store),
         "UNSUPPORTED_PROJECTION": (
             "query.subgraph",
             {

@@ -78,8 +78,8 @@ def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
     changed = {s["id"]: s["changes"] for s in data["symbols_changed"]}
     assert changed["semantic:pkg.api.fetch"] == ["signature_changed", "body_changed"]
     assert changed["semantic:pkg.api.Client.send"] == ["body_changed"]
-    added = {(e["source"], e["target"]) for e in data["edges_added"] if e["relation"] == "calls"}
-    removed = {(e["source"], e["target"]) for e in data["edges_removed"] if e["relation"] == "calls"}
+    added = {(e["caller"], e["callee"]) for e in data["call_sites_added"]}
+    removed = {(e["caller"], e["callee"]) for e in data["call_sites_removed"]}
     assert ("semantic:pkg.api.Client.send", "semantic:pkg.api.newer") in added
     assert ("semantic:pkg.api.newer", "semantic:pkg.api.fetch") in added
     assert ("semantic:pkg.api.Client.send", "semantic:pkg.api.fetch") in removed
@@ -113,3 +113,73 @@ def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
             break
         request = {**request, "continuation_token": page["continuation"]["continuation_token"]}
     assert pages > 2 and paged == whole
+
+
+ONE = """import os
+
+
+def helper(x):
+    return x
+
+
+def spare(y):
+    total = y * 2
+    return total + 1
+
+
+class Box:
+    size = 1
+
+    def grow(self):
+        helper(1)
+        helper(2)
+        helper(3)
+        return 1
+"""
+TWO = """import os
+
+
+def helper(x):
+    return x
+
+
+def renamed_spare(y):
+    total = y * 2
+    return total + 1
+
+
+class Box:
+    size = 1
+
+    def grow(self):
+        helper(1)
+        helper(3)
+        return 2
+"""
+
+
+def test_semantic_diff_sites_renames_members_and_plain_text(tmp_path: Path) -> None:
+    # A removed call between a pair that keeps two others is seen; a rename is one item; a class
+    # whose method alone changed is not changed itself; griffe's explanations carry no ANSI codes.
+    store = tmp_path / "store"
+    one = build_workspace(write_tree(tmp_path / "one", {"pkg/__init__.py": "", "pkg/m.py": ONE}), store=store)
+    two = build_workspace(write_tree(tmp_path / "two", {"pkg/__init__.py": "", "pkg/m.py": TWO}), store=store)
+    result = call(
+        "analysis.semantic_diff",
+        {"workspace_a": one["workspace_id"], "workspace_b": two["workspace_id"]},
+        store=store,
+    )
+    assert result["status"] == "ok", result.get("error")
+    data = result["data"]
+    removed = [(s["caller"], s["callee"]) for s in data["call_sites_removed"]]
+    assert removed == [("semantic:pkg.m.Box.grow", "semantic:pkg.m.helper")]
+    assert data["call_sites_added"] == []
+    assert [(r["old"], r["new"]) for r in data["symbols_renamed"]] == [
+        ("semantic:pkg.m.spare", "semantic:pkg.m.renamed_spare")
+    ]
+    assert data["symbols_added"] == [] and data["symbols_removed"] == []
+    changed = {s["id"]: s["changes"] for s in data["symbols_changed"]}
+    assert changed == {"semantic:pkg.m.Box.grow": ["body_changed"]}
+    breakages = data["api_breakages"]
+    assert any(b["object"] == "pkg.m.spare" for b in breakages)
+    assert all("\x1b" not in b["explanation"] for b in breakages)

@@ -153,3 +153,26 @@ def test_the_readme_examples_run(backend: str, tmp_path: Path, local_host) -> No
         assert done.stdout == "a,b\nhello from /readme\n"
     finally:
         shutil.rmtree(data)
+
+
+@pytest.mark.parametrize("path", ["/", "/opt", "/proc/1"])
+def test_regression_allow_path_of_the_sandboxs_own_file_system_is_bad_input(
+    tmp_path: Path, path: str
+) -> None:
+    # With "/" among the operator's roots, `--allow-path /` reached the backend and came back as
+    # SANDBOX_UNAVAILABLE (exit 3); it is the request that is wrong.
+    program = tmp_path / "prog.py"
+    program.write_text("print(1)\n")
+    done = slotrelay("run", "--allow-path", path, str(program), env={"SLOTRELAY_SANDBOX_ROOTS": "/"})
+    assert done.returncode == 2, done.stderr
+    assert f"bad input: fs.allow_paths: '{path}'" in done.stderr and "SANDBOX_UNAVAILABLE" not in done.stderr
+
+
+def test_regression_a_lone_surrogate_in_the_result_prints_as_json(backend: str, tmp_path: Path) -> None:
+    program = tmp_path / "surrogate.py"
+    program.write_text("def main(inputs):\n    return {'s': '\\ud800'}\n")
+    done = slotrelay("run", "--backend", backend, "--json", str(program))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == {"s": "\ufffd"}
+    plain = slotrelay("run", "--backend", backend, str(program))
+    assert plain.returncode == 0 and 'result: {"s": "\\ufffd"}' in plain.stderr, plain.stderr

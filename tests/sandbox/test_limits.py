@@ -64,6 +64,27 @@ def test_the_deadline_kills_the_program_from_outside(backend: str) -> None:
     assert kinds(result) == ["timeout"]
     assert result.stdout == "started\n"
     assert result.duration_ms < 60_000
+    assert result.exit_code == 137  # 128 + SIGKILL
+
+
+@pytest.mark.parametrize("sleep_ms", [20, 35, 45, 50, 55, 60])
+def test_regression_a_run_that_ends_at_its_deadline_is_a_timeout_only_when_killed(
+    backend: str, sleep_ms: int
+) -> None:
+    # A program ending between the deadline and the kill was reported {"status": "timeout",
+    # "exit_code": 0}. Around a 60 ms deadline some runs end first and some are killed; either way
+    # status and exit code must agree.
+    result = sandbox.run(
+        f"import time\ntime.sleep({sleep_ms / 1000})\nresult = 1\n",
+        limits=SandboxLimits(timeout_ms=60),
+        backend=backend,
+    )
+    if result.status == "timeout":
+        assert result.exit_code == 137 and kinds(result)[0] == "timeout", result
+    else:
+        assert (result.status, result.exit_code, result.result, kinds(result)) == ("success", 0, 1, []), (
+            result
+        )
 
 
 def test_a_child_that_ignores_sigterm_dies_with_the_sandbox(backend: str) -> None:

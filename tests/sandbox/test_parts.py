@@ -99,6 +99,23 @@ def test_an_absolute_url_is_forwarded_in_origin_form() -> None:
         ({"network": {"allow": []}}, "network.allow: Tuple should have at least 1 item"),
         ({"memory_mb": 8}, "memory_mb: Input should be greater than or equal to 32"),
         ({"timeout": 5}, "timeout: Extra inputs are not permitted"),
+        # Regression: `--allow-path /` with "/" among the operator's roots was SANDBOX_UNAVAILABLE (exit 3).
+        ({"fs": {"allow_paths": ["/"]}}, "fs.allow_paths: '/' is the whole file system"),
+        ({"fs": {"allow_paths": ["//"]}}, "fs.allow_paths: '//' is the whole file system"),
+        ({"fs": {"allow_paths": ["/tmp/.."]}}, "fs.allow_paths: '/tmp/..' is the whole file system"),
+        (
+            {"fs": {"allow_paths": ["/opt"]}},
+            "fs.allow_paths: '/opt' would hide the sandbox's own /opt/slotrelay",
+        ),
+        ({"fs": {"allow_paths": ["/tmp"]}}, "fs.allow_paths: '/tmp' would hide the sandbox's own /tmp"),
+        (
+            {"fs": {"allow_paths": ["/proc/self"]}},
+            "fs.allow_paths: '/proc/self' is inside the sandbox's own /proc",
+        ),
+        (
+            {"fs": {"allow_paths": ["/dev/shm"]}},
+            "fs.allow_paths: '/dev/shm' is inside the sandbox's own /dev",
+        ),
     ],
 )
 def test_limits_name_the_field_that_is_wrong(limits, message) -> None:
@@ -131,3 +148,26 @@ def test_output_after_the_trailer_is_kept() -> None:
     stream = b"before\n\n" + MARKER.encode() + b'"r"\n' + b"after\n"
     outcome = decode_output(captured(stream, 100), captured(b"", 10), MARKER)
     assert (outcome.stdout, outcome.result, outcome.violations) == ("before\nafter\n", "r", [])
+
+
+def test_allow_paths_are_normalised_and_may_sit_inside_tmp() -> None:
+    limits = SandboxLimits.model_validate(
+        {"fs": {"allow_paths": ["//srv/data/", "/tmp/in", "/usr/share/../lib"]}}
+    )
+    assert limits.allow_paths == ("/srv/data", "/tmp/in", "/usr/lib")
+
+
+def test_regression_a_lone_surrogate_in_the_result_becomes_a_replacement_character() -> None:
+    # `return {'s': '\ud800'}` made `sandbox run --json` and `pen write` crash on writing the result.
+    trailer = b"\n" + MARKER.encode() + b'{"s": "\\ud800", "\\udfff": ["\\ud83d\\ude00", "ok"]}\n'
+    outcome = decode_output(captured(trailer, 100), captured(b"", 10), MARKER)
+    assert outcome.result == {"s": "\ufffd", "\ufffd": ["\U0001f600", "ok"]}
+    assert outcome.violations == []
+    json.dumps(outcome.result, ensure_ascii=False).encode("utf-8")
+
+
+def test_a_result_nested_past_the_recursion_limit_is_a_violation() -> None:
+    trailer = b"\n" + MARKER.encode() + b"[" * 200_000 + b"]" * 200_000 + b"\n"
+    outcome = decode_output(captured(trailer, 100, tail=1 << 20), captured(b"", 10), MARKER)
+    assert outcome.result is None
+    assert [v.detail for v in outcome.violations] == ["the result is nested too deeply to read"]

@@ -1,4 +1,4 @@
-"""The `deploy` executor against real folders and a real HTTP server on 127.0.0.1."""
+"""The `deploy` executor on local folder targets against a real HTTP server on 127.0.0.1 (SSH: tests/chain)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
     spec = {
         "kind": "deploy",
         "files": ["build/index.html", "build/posts/a.html"],
-        "targets": [str(root / "site"), "mirror-b"],
-        "check_url": url,
+        "targets": [{"name": "C", "folder": str(root / "site"), "base_url": url}, "mirror-b"],
+        "url_retry": {"backoff_factor": 0.01},
     }
     out = run_deploy(DeployExecutor(**spec), {"from": "upstream"}, in_chain(site))
 
@@ -89,12 +89,21 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
     assert len(out["deployed"]) == 4
     assert {d["sha256"] for d in out["deployed"]} == {_sha(b"<h1>slotrelay</h1>\n"), _sha(b"\x00binary\xffpost")}
     assert out["checked_urls"] == [f"{url}/build/index.html", f"{url}/build/posts/a.html"]
+    assert [(d["target_name"], d["url_status"]) for d in out["deployed"]] == [("C", 200), ("C", 200),
+                                                                             ("mirror-b", None), ("mirror-b", None)]
+    assert out["targets"]["C"] == {"kind": "folder", "location": str(root / "site"), "base_url": url}
+    # 紧追-L3 with the default points on both pages: served and Dev agree.
+    assert [(p["page"], p["point"], p["served"], p["equal"]) for p in out["feature_points"][:3]] == [
+        ("build/index.html", "title", None, True), ("build/index.html", "css h1", "slotrelay", True),
+        ("build/index.html", 'css meta[name="description"] @content', None, True),
+    ]
+    assert len(out["feature_points"]) == 6 and all(p["target"] == "C" for p in out["feature_points"])
     assert handler.requests == ["/site/build/index.html", "/site/build/posts/a.html"]
     assert out["input"] == {"from": "upstream"}
 
 
 def test_a_missing_source_is_named(site, served):
-    spec = {"kind": "deploy", "files": ["build/nope.html"], "targets": ["out"], "check_url": None}
+    spec = {"kind": "deploy", "files": ["build/nope.html"], "targets": ["out"]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_source_missing"
@@ -104,7 +113,7 @@ def test_a_missing_source_is_named(site, served):
 
 def test_a_url_that_does_not_serve_the_file_fails_after_the_copy(site, served):
     _root, url, _handler = served
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["only-b"], "check_url": url}
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [{"folder": "only-b", "base_url": url}]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_unreachable"
@@ -116,16 +125,18 @@ def test_a_stale_served_copy_is_a_url_mismatch(site, served):
     root, url, _handler = served
     (root / "site" / "build").mkdir(parents=True)
     (root / "site" / "build" / "index.html").write_text("<h1>old</h1>\n")
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": url}
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [{"folder": "mirror-b", "base_url": url}]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_mismatch"
+    assert "target mirror-b" in caught.value.message
 
 
 def test_the_url_check_retries_a_warming_server(site, served):
     root, url, handler = served
     handler.failures_left = 2
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [str(root / "site")], "check_url": url}
+    spec = {"kind": "deploy", "files": ["build/index.html"], "url_retry": {"backoff_factor": 0.01},
+            "targets": [{"folder": str(root / "site"), "base_url": url}]}
     out = run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert out["checked_urls"] == [f"{url}/build/index.html"]
     assert len(handler.requests) == 3
@@ -144,15 +155,17 @@ def test_a_truncated_copy_is_a_hash_mismatch(site, monkeypatch):
         Path(dst).write_bytes(Path(src).read_bytes()[:-3])
 
     monkeypatch.setattr(shutil, "copyfile", short_copy)
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": None}
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_hash_mismatch"
+    # Nothing half written under the final name, and no temporary copy left.
+    assert not list((site / "mirror-b").rglob("*.*"))
 
 
 def test_an_unwritable_target_is_named(site):
     (site / "blocked").write_text("a file where a folder should be")
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["blocked"], "check_url": None}
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["blocked"]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_target_unwritable"
@@ -168,7 +181,7 @@ def test_a_copy_that_cannot_be_read_back_is_named(site, monkeypatch):
         return real(path)
 
     monkeypatch.setattr(deploy, "sha256_of", failing_read)
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"], "check_url": None}
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_target_unwritable"

@@ -124,7 +124,7 @@ def site_example(tmp_path):
     chain_file = folder / "node_chain.json"
     chain = json.loads(chain_file.read_text())
     deploy = next(n for n in chain["nodes"] if n["node_id"] == "deploy-site")
-    deploy["executor"]["check_url"] = f"http://127.0.0.1:{server.server_address[1]}/"
+    deploy["executor"]["targets"][0]["base_url"] = f"http://127.0.0.1:{server.server_address[1]}/"
     chain_file.write_text(json.dumps(chain, indent=1))
     try:
         yield chain_file, f"http://127.0.0.1:{server.server_address[1]}/build/index.html"

@@ -1,0 +1,160 @@
+"""The Starlette application: routes to the pages, one page at a time, refusals as HTML pages.
+
+    /                         the store's workspaces (or the default workspace's overview)
+    /ws/{id}/                 overview          /ws/{id}/search    search
+    /ws/{id}/symbol?id=       symbol slice      /ws/{id}/evidence  evidence of an edge
+    /ws/{id}/impact?id=       impact            /ws/{id}/unknowns  unknowns
+    /ws/{id}/conflicts        conflicts         /ws/{id}/findings  findings
+    /ws/{id}/diff             semantic diff     /ws/{id}/source    a file's lines
+
+Pages are built one at a time (a lock): the core's store keeps loaded workspaces in a process-wide
+cache that is not meant to be filled from several threads at once, and one person reads one page
+at a time anyway. Every refusal, the view's or an operator's, is an HTML page with a 4xx status;
+a fault of the view itself is logged with its traceback and shown as a 500 page with an incident id.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp
+
+from psmr_view import pages
+from psmr_view.errors import ViewError
+from psmr_view.guard import LoopbackGuard
+from psmr_view.links import Links
+from psmr_view.paging import PageRef, first_page_url
+from psmr_view.reader import WorkspaceReader
+
+logger = logging.getLogger("psmr_view")
+HERE = Path(__file__).parent
+TEMPLATES = Jinja2Templates(
+    env=Environment(loader=PackageLoader("psmr_view", "templates"), autoescape=select_autoescape(["html"]))
+)
+HTTP_REASONS = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+
+
+def error_page(request: Request | None, error: ViewError) -> Response:
+    """A refusal as an HTML page with its status."""
+    context = {"error": error, "title": f"{error.status} {error.code}"}
+    if request is None:
+        template = TEMPLATES.get_template("error.html")
+        return Response(template.render(**context), status_code=error.status, media_type="text/html")
+    return TEMPLATES.TemplateResponse(request, "error.html", context, status_code=error.status)
+
+
+def _refusal(status: int, code: str, message: str) -> ASGIApp:
+    return error_page(None, ViewError(code, message, status=status))
+
+
+def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = None) -> Starlette:
+    """The view over a store.
+
+    Parameters:
+        store: the PSMR store folder.
+        hosts: the Host header values to answer (see `psmr_view.guard.loopback_hosts`).
+        workspace_id: the workspace `/` opens; None lists the store's workspaces there.
+
+    Returns:
+        The ASGI application.
+    """
+    store = Path(store).expanduser().resolve()
+    lock = threading.Lock()
+
+    def render(request: Request, built: pages.Page, reader: WorkspaceReader | None = None) -> Response:
+        template, context = built
+        if reader is not None:
+            context |= {"ws": reader.summary(), "links": Links(reader.workspace_id)}
+        return TEMPLATES.TemplateResponse(request, template, context)
+
+    def on_workspace(build: Callable[[pages.PageRequest], pages.Page]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            with lock:
+                reader = WorkspaceReader(store, request.path_params["workspace_id"])
+                page = PageRef.parse(request.query_params)
+                req = pages.PageRequest(reader, request.query_params, page, request.url.path)
+                page.check_version(reader.version, first_page_url(request.url.path, request.query_params))
+                built = build(req)
+                reader.check_unchanged()
+                return render(request, built, reader)
+
+        return endpoint
+
+    def home(request: Request) -> Response:
+        if workspace_id is not None:
+            return RedirectResponse(Links(workspace_id).overview(), status_code=303)
+        return list_all(request)
+
+    def list_all(request: Request) -> Response:
+        with lock:
+            return render(request, pages.workspaces(store))
+
+    async def view_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ViewError)
+        return error_page(request, exc)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        message = "no such page; start from the overview" if exc.status_code == 404 else str(exc.detail)
+        return error_page(
+            request,
+            ViewError(
+                HTTP_REASONS.get(exc.status_code, "BAD_REQUEST"),
+                message,
+                status=exc.status_code,
+                links=[("the workspaces", "/workspaces")],
+            ),
+        )
+
+    async def fault(request: Request, exc: Exception) -> Response:
+        incident = f"view_{uuid.uuid4().hex[:12]}"
+        logger.error("page %s failed (incident %s)", request.url.path, incident, exc_info=exc)
+        return error_page(
+            request,
+            ViewError(
+                "EXECUTION_FAILED",
+                f"this page failed with an internal error (incident {incident}, logged as psmr_view)",
+                status=500,
+            ),
+        )
+
+    routes = [
+        Route("/", home),
+        Route("/workspaces", list_all),
+        Route("/ws/{workspace_id}/", on_workspace(pages.overview)),
+        *(
+            Route(f"/ws/{{workspace_id}}/{name}", on_workspace(getattr(pages, name)))
+            for name in (
+                "search",
+                "symbol",
+                "evidence",
+                "source",
+                "impact",
+                "unknowns",
+                "conflicts",
+                "findings",
+                "diff",
+            )
+        ),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    exception_handlers: dict[Any, Any] = {ViewError: view_error, HTTPException: http_error, Exception: fault}
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(LoopbackGuard, hosts=hosts, refuse=_refusal)],
+        exception_handlers=exception_handlers,
+    )

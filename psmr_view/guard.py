@@ -1,0 +1,72 @@
+"""Loopback only: the view binds 127.0.0.1 (or ::1), and answers only requests meant for that address.
+
+The view has no authentication, so it refuses to bind anything but a loopback address. A page on
+another site can still make a browser send requests to 127.0.0.1 by resolving its own name there
+(DNS rebinding); such a request carries that site's name in its Host header, so every request
+whose Host is not this server's loopback address and port is refused with 421 before any page is
+read. A sub-resource request from another site (an image or a fetch pointing here) is refused with
+403: only a person navigating may reach a page from elsewhere.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_hosts(port: int) -> list[str]:
+    """The Host header values a browser sends to a loopback server on `port`."""
+    return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+
+
+class LoopbackGuard:
+    """ASGI middleware refusing requests for another host, and cross-site sub-resource requests.
+
+    Parameters:
+        app: the application to guard.
+        hosts: the Host header values accepted (see `loopback_hosts`).
+        refuse: renders a refusal as `(status, code, message) -> ASGI app`.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, hosts: Iterable[str], refuse: Callable[[int, str, str], ASGIApp]
+    ) -> None:
+        self.app = app
+        self.hosts = frozenset(h.lower() for h in hosts)
+        self.refuse = refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "").lower()
+        if host not in self.hosts:
+            refusal = self.refuse(
+                421,
+                "MISDIRECTED_REQUEST",
+                f"this PSMR view answers only for {', '.join(sorted(self.hosts))}, not Host {host or '(none)'}",
+            )
+            await refusal(scope, receive, send)
+            return
+        if headers.get("sec-fetch-site") == "cross-site" and headers.get("sec-fetch-mode") != "navigate":
+            refusal = self.refuse(
+                403, "CROSS_SITE_REFUSED", "another site's page may link here, not load this page into itself"
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,336 @@
+"""delta.propose (section 6.1) and the SemanticDelta it persists.
+
+A SemanticDelta (authority `ai_proposal`) holds the agent's intent, scope and typed operations, the
+concrete edits they expand to (every call site from the graph's evidence), the unresolved sites that
+may be affected, the expected graph change, assumptions, affected contracts and the tests that reach
+the scope. It also holds each touched file's text and hash as proposed and as projected, so validate,
+preview and apply work on exactly what was proposed, and a file changed meanwhile is detected.
+
+Deltas are JSON files in the workspace's folder of the store:
+
+    <store>/workspaces/<ws_id>/deltas/<delta_id>.json
+
+bound to the workspace version they were proposed on. The steps after propose add their results to
+the same record (`validation`, `preview`, `apply`, `before`, `runs`).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import json
+import os
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from slotrelay.psmr.delta_ops import Planner
+from slotrelay.psmr.errors import ConflictRequiresReview, ExecutionFailed, InvalidQuery, ObjectNotFound
+from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.queries import Answer
+from slotrelay.psmr.rewrite import RewriteError, render
+from slotrelay.psmr.slicing import CODE_KINDS, find_node, tests_reaching
+from slotrelay.psmr.store import Store, Workspace
+
+DELTA_SCHEMA = "psmr-semantic-delta-0.1"
+AUTHORITY = "ai_proposal"
+OPERATION_KINDS = ("change_signature", "replace_body", "rename_symbol", "add_symbol", "move_call_site")
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def sha256(text: str) -> str:
+    """The hex sha256 of a text's UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def delta_folder(store: Store, workspace_id: str) -> Path:
+    """The folder of a workspace's deltas in the store."""
+    return store.path / "workspaces" / workspace_id / "deltas"
+
+
+def _path(store: Store, workspace_id: str, delta_id: str) -> Path:
+    return delta_folder(store, workspace_id) / f"{delta_id}.json"
+
+
+def save(store: Store, delta: dict[str, Any]) -> None:
+    """Write a delta record atomically (temp file, fsync, rename)."""
+    path = _path(store, delta["workspace_id"], delta["delta_id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(delta, handle, ensure_ascii=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+
+
+def load(store: Store, ws: Workspace, delta_id: str) -> dict[str, Any]:
+    """A delta of the workspace.
+
+    Raises:
+        ObjectNotFound: no delta by that id for this workspace.
+    """
+    path = _path(store, ws.workspace_id, delta_id)
+    try:
+        delta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ObjectNotFound(
+            f"no delta {delta_id} in workspace {ws.workspace_id}; delta.propose returns the delta_id to use"
+        ) from exc
+    if delta.get("schema") != DELTA_SCHEMA:
+        raise ObjectNotFound(f"{path} is not a {DELTA_SCHEMA} record; propose the delta again")
+    return delta
+
+
+def require_current(ws: Workspace, delta: dict[str, Any], operation: str) -> None:
+    """Refuse a delta proposed on another version of the workspace.
+
+    Raises:
+        ConflictRequiresReview: the workspace was rebuilt since the proposal.
+    """
+    if delta["workspace_version"] != ws.version:
+        raise ConflictRequiresReview(
+            f"{operation}: delta {delta['delta_id']} was proposed on version {delta['workspace_version']} "
+            f"of workspace {ws.workspace_id}, which is now at {ws.version}; review what changed "
+            "(analysis.semantic_diff) and propose the delta again"
+        )
+
+
+def changed_files(delta: dict[str, Any]) -> list[str]:
+    """The files the delta changes, sorted."""
+    return sorted(a for a, f in delta["files"].items() if f["original"] != f["projected"])
+
+
+def _changed_definitions(ws: Workspace, artifact: str, before: str, after: str) -> set[str]:
+    """The definitions whose text the edit changed: every function around a changed line (a digest of
+    a function covers what it nests), and a class only for a line of its own, outside its members."""
+    defs = [
+        (d["span"][2] - d["span"][0], d["span"][0], d["span"][2], n, d["kind"])
+        for n, d in ws.graph.nodes(data=True)
+        if d.get("artifact") == artifact and d["kind"] in CODE_KINDS - {"module"} and d.get("span")
+    ]
+    touched: set[str] = set()
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        # Replaced lines belong to the definitions holding them; inserted ones (between lines i1 and
+        # i1 + 1) only to those holding both neighbours, so a definition added after another is not
+        # an edit of it.
+        spans = [(line, line) for line in range(i1 + 1, i2 + 1)] if i2 > i1 else [(i1, i1 + 1)]
+        for low, high in spans:
+            inside_member = False
+            for _, start, end, node, kind in sorted(defs):
+                if not (start <= low and high <= end) or kind == "lambda":  # a lambda has no digest
+                    continue
+                if kind == "class":
+                    if not inside_member:
+                        touched.add(node)
+                    inside_member = True
+                else:
+                    touched.add(node)
+                    inside_member = True
+    return touched
+
+
+def _signatures(text: str, module: str) -> dict[str, str]:
+    """Each function's signature in a text, by semantic identity, written as the analysis writes it."""
+    out: dict[str, str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        # Definitions nest in any block (`if __name__ == ...:`, loops, `try`); only they name a scope.
+        for item in ast.iter_child_nodes(node):
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                returns = f" -> {ast.unparse(item.returns)}" if item.returns else ""
+                out[sid(f"{prefix}.{item.name}")] = f"({ast.unparse(item.args)}){returns}"
+                visit(item, f"{prefix}.{item.name}")
+            elif isinstance(item, ast.ClassDef):
+                visit(item, f"{prefix}.{item.name}")
+            elif isinstance(item, ast.stmt):
+                visit(item, prefix)
+
+    visit(ast.parse(text), module)
+    return out
+
+
+def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.propose: expand the operations, persist the SemanticDelta, and summarise it."""
+    if request.get("workspace_version") and request["workspace_version"] != ws.version:
+        raise ConflictRequiresReview(
+            f"workspace_version {request['workspace_version']} is stale: workspace {ws.workspace_id} is at "
+            f"{ws.version}; re-read what the proposal rests on and propose against {ws.version}"
+        )
+    scope = []
+    for index, ref in enumerate(request.get("scope_refs", [])):
+        try:
+            scope.append(find_node(ws, ref))
+        except ObjectNotFound as exc:
+            raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+    planner = Planner(ws)
+    for index, op in enumerate(request["operations"]):
+        getattr(planner, op["op"])(index, op)
+    files: dict[str, dict[str, Any]] = {}
+    for artifact, plan in sorted(planner.plans.items()):
+        original = planner.originals[artifact]
+        try:
+            projected = render(original, plan)
+        except RewriteError as exc:
+            raise ExecutionFailed(f"could not project {artifact}: {exc}") from exc
+        except cst.ParserSyntaxError as exc:
+            raise InvalidQuery(f"the source to add to {artifact} does not parse: {exc.message}") from exc
+        try:
+            compile(projected, artifact, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            raise InvalidQuery(
+                f"the operations would leave {artifact} unparsable ({exc.msg} at line {exc.lineno}); "
+                "fix the body or source text of the operation editing it"
+            ) from exc
+        files[artifact] = {
+            "module": ws.files[artifact]["module"],
+            "sha256": ws.files[artifact]["sha256"],
+            "original": original,
+            "projected": projected,
+            "projected_sha256": sha256(projected),
+        }
+    changed: dict[str, list[str]] = {}
+    # Expected changes are named as the symbols will be called after the delta's renames.
+    for node in sorted(planner.signature_changed):
+        changed.setdefault(renamed_to(planner.renamed, node), []).append("signature_changed")
+    for artifact, entry in files.items():
+        signatures = _signatures(entry["projected"], entry["module"])
+        for node in _changed_definitions(ws, artifact, entry["original"], entry["projected"]):
+            if node in planner.renamed:
+                continue
+            identity = renamed_to(planner.renamed, node)
+            changes = changed.setdefault(identity, [])
+            changes.append("body_changed")
+            before, after = ws.graph.nodes[node].get("signature"), signatures.get(identity)
+            if before and after and before != after and "signature_changed" not in changes:
+                changes.append("signature_changed")  # e.g. an annotation naming a renamed class
+    scope_nodes = sorted(set(scope) | set(planner.targets))
+    tests = {t["id"]: t for node in scope_nodes for t in tests_reaching(ws, node)}
+    contracts = [
+        {
+            "symbol": node,
+            "signature": ws.graph.nodes[node].get("signature"),
+            "doc": ws.graph.nodes[node].get("doc"),
+            "asserts": ws.graph.nodes[node].get("asserts", []),
+            "raises": ws.graph.nodes[node].get("raises", []),
+        }
+        for node in scope_nodes
+        if ws.graph.nodes[node]["kind"] in CODE_KINDS - {"module"}
+    ]
+    public = [n for n in planner.signature_changed | set(planner.renamed) if not _private(n)]
+    delta_id = f"dl_{uuid.uuid4().hex[:12]}"
+    delta = {
+        "schema": DELTA_SCHEMA,
+        "delta_id": delta_id,
+        "workspace_id": ws.workspace_id,
+        "workspace_version": ws.version,
+        "authority": AUTHORITY,
+        "status": "proposed",
+        "proposed_at": now(),
+        "intent": request["intent"],
+        "scope_refs": scope,
+        "constraints": request.get("constraints", []),
+        "operations": request["operations"],
+        "scope": scope_nodes,
+        "files": files,
+        "edits": planner.edits,
+        "needs_review": planner.problems,
+        "possibly_affected": sorted(planner.possibly_affected.values(), key=lambda u: u["id"]),
+        "expected": {
+            "symbols_added": sorted(planner.added),
+            "symbols_removed": [],
+            "symbols_renamed": [{"old": o, "new": n} for o, n in sorted(planner.renamed.items())],
+            "symbols_changed": [{"id": n, "changes": sorted(c)} for n, c in sorted(changed.items())],
+            "call_sites_removed": planner.sites_removed,
+            "call_sites_added": planner.sites_added,
+            "edges_free": sorted(planner.edges_free),
+            "api_changes": [
+                {"symbol": n, "change": "renamed" if n in planner.renamed else "signature_changed"}
+                for n in sorted(public)
+            ],
+        },
+        "assumptions": planner.assumptions,
+        "affected_contracts": contracts,
+        "suggested_validation": {
+            "tests": sorted(tests),
+            "pytest_node_ids": sorted({pytest_id(ws, t) for t in tests}),
+        },
+        "validation": None,
+        "preview": None,
+        "apply": None,
+        "before": None,
+        "runs": [],
+    }
+    save(store, delta)
+    return Answer(
+        data={
+            "delta_id": delta_id,
+            "authority": AUTHORITY,
+            "status": "proposed",
+            "workspace_version": ws.version,
+            "intent": request["intent"],
+            "files": changed_files(delta),
+            "expected": delta["expected"],
+            "counts": {
+                "edits": len(planner.edits),
+                "needs_review": len(planner.problems),
+                "possibly_affected": len(delta["possibly_affected"]),
+                "suggested_tests": len(tests),
+            },
+            "next": "delta.validate with this delta_id, then projection.preview",
+        },
+        sections=[
+            ("edits", planner.edits),
+            ("needs_review", planner.problems),
+            ("possibly_affected", delta["possibly_affected"]),
+            ("assumptions", planner.assumptions),
+            ("affected_contracts", contracts),
+            ("suggested_validation", delta["suggested_validation"]["pytest_node_ids"]),
+        ],
+    )
+
+
+def renamed_to(renamed: dict[str, str], node: str) -> str:
+    """A node's identity after renames (old -> new); a member moves with its renamed class.
+
+    Parameters:
+        renamed: old identity -> new identity.
+        node: an identity before the renames.
+
+    Returns:
+        Its identity after them.
+    """
+    for old, new in renamed.items():
+        if node == old or node.startswith(old + "."):
+            return new + node[len(old) :]
+    return node
+
+
+def renamed_from(renamed: dict[str, str], node: str) -> str:
+    """A node's identity before renames (the inverse of `renamed_to`)."""
+    return renamed_to({new: old for old, new in renamed.items()}, node)
+
+
+def _private(node: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in qname(node).split("."))
+
+
+def pytest_id(ws: Workspace, test: str) -> str:
+    """The pytest node id of a test function or method (`tests/test_x.py::TestY::test_z`)."""
+    data = ws.graph.nodes[test]
+    module = data.get("module") or ""
+    inner = (
+        data["qualname"][len(module) + 1 :] if data["qualname"].startswith(module + ".") else data["qualname"]
+    )
+    return f"{data['artifact']}::{inner.replace('.', '::')}"

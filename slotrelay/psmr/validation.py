@@ -1,0 +1,351 @@
+"""delta.validate (section 6.2): apply a delta in memory, re-extract the touched files, check the result.
+
+The projected workspace W~ is assembled like a build, from the stored facts of untouched files and
+fresh facts of the projected ones, without writing anything. Six checks, each with its own result:
+
+- projection_feasibility: every file still has the hash the delta was proposed on (otherwise the
+  answer is CONFLICT_REQUIRES_REVIEW, since nothing else can be judged on a moved base);
+- type_compatibility: every call site of a changed signature binds to it in W~;
+- graph_invariants: no call left naming a removed or renamed symbol, no new unresolved import;
+- contracts: no dropped parameter still named by a docstring or assert, no suggested test gone;
+- impact_boundary: symbols changed in W~ - W lie within the scope, its impact radius or the intent;
+- known_defects: no new confirmed finding (pyflakes) in a touched file.
+
+A delta failing any check answers VALIDATION_FAILED with every check in the envelope's `data`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from slotrelay.psmr import delta as deltas
+from slotrelay.psmr.callbinding import BindError, Unbindable, bind, params_of, parse_parameters
+from slotrelay.psmr.diff import compare, side_of
+from slotrelay.psmr.errors import ConflictRequiresReview, ValidationFailed
+from slotrelay.psmr.extract import extract
+from slotrelay.psmr.findings import DEFECTS, _check_file
+from slotrelay.psmr.graph import GraphAssembler, qname
+from slotrelay.psmr.importgraph import import_edges
+from slotrelay.psmr.link import Linker
+from slotrelay.psmr.queries import Answer
+from slotrelay.psmr.rewrite import calls_at, char_column
+from slotrelay.psmr.slicing import walk, within
+from slotrelay.psmr.store import Store, Workspace
+
+IMPACT_DEPTH = 3
+SHOWN = 25
+IMPORT_REASONS = frozenset({"external_module", "unresolved_name", "dynamic_import"})
+
+
+def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
+    """The workspace W~ the texts would give, assembled in memory (nothing is stored).
+
+    Parameters:
+        ws: the workspace W.
+        store: its store (for the cached facts of the files left as they are).
+        texts: artifact -> projected text.
+
+    Returns:
+        A workspace with version `projected`.
+    """
+    facts: dict[str, dict[str, Any]] = {}
+    paths: dict[str, str] = {}
+    for artifact, entry in ws.files.items():
+        cached = None if artifact in texts else store.get_facts(entry["key"])
+        if cached is None:
+            text = texts.get(artifact)
+            if text is None:
+                text = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+            cached = extract(text, entry["module"], is_package=artifact.endswith("__init__.py"))
+        facts[entry["module"]] = cached
+        paths[entry["module"]] = artifact
+    link = Linker(facts).run()
+    edges, _ = import_edges(Path(ws.source_root), facts)
+    assembly = GraphAssembler(facts, paths, ws.commit).build(link, edges)
+    files = {
+        a: {**e, "sha256": hashlib.sha256(texts[a].encode()).hexdigest()} if a in texts else e
+        for a, e in ws.files.items()
+    }
+    return Workspace(
+        workspace_id=ws.workspace_id,
+        root=ws.root,
+        source_root=ws.source_root,
+        rev=ws.rev,
+        commit=ws.commit,
+        version="projected",
+        files=files,
+        graph=assembly.graph,
+        evidence=assembly.evidence,
+        unknowns=assembly.unknowns,
+        conflicts=assembly.conflicts,
+    )
+
+
+def _check(name: str, problems: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "check": name,
+        "ok": not problems,
+        "problems": problems[:SHOWN],
+        "problem_count": len(problems),
+        **extra,
+    }
+
+
+def _parameters(data: dict[str, Any]) -> list[Any]:
+    bound_first = data["kind"] == "method" and "staticmethod" not in (data.get("decorators") or [])
+    return params_of(parse_parameters(data["signature"])[0], bound_first=bound_first)
+
+
+def type_compatibility(
+    old: Workspace, new: Workspace, delta: dict[str, Any], texts: dict[str, str]
+) -> dict[str, Any]:
+    """Every call site of a symbol whose parameters changed binds to the new signature (a change of
+    annotations alone binds as before and is not checked)."""
+    renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+    sites: dict[str, list[tuple[tuple[int, int], dict[str, Any], list[Any], str]]] = {}
+    for item in delta["expected"]["symbols_changed"]:
+        if "signature_changed" not in item["changes"]:
+            continue
+        target, was = item["id"], deltas.renamed_from(renamed, item["id"])
+        if target not in new.graph or was not in old.graph:
+            continue
+        data = new.graph.nodes[target]
+        params = _parameters(data)
+        if params == _parameters(old.graph.nodes[was]):
+            continue
+        for caller, _, key, edge in new.graph.in_edges(target, keys=True, data=True):
+            if key != "calls":
+                continue
+            for ev in edge["evidence"]:
+                record = new.evidence[ev]
+                span = record["span"]
+                site = {"caller": caller, "callee": target, "file": record["artifact"], "line": span["line"]}
+                signature = f"{qname(target)}{data['signature']}"
+                sites.setdefault(record["artifact"], []).append(
+                    ((span["line"], span["col"]), site, params, signature)
+                )
+    problems: list[dict[str, Any]] = []
+    review: list[dict[str, Any]] = []
+    checked = 0
+    for artifact, found in sorted(sites.items()):
+        text = texts.get(artifact)
+        if text is None:
+            text = (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+        positions = {(line, char_column(text, line, col)) for (line, col), _, _, _ in found}
+        calls = calls_at(text, positions)
+        for (line, col), site, params, signature in found:
+            call = calls.get((line, char_column(text, line, col)))
+            if call is None:
+                continue
+            checked += 1
+            try:
+                bind(call, params)
+            except Unbindable as exc:
+                review.append({**site, "reason": str(exc)})
+            except BindError as exc:
+                problems.append({**site, "reason": f"{signature} {exc}"})
+    return _check("type_compatibility", problems, call_sites_checked=checked, needs_review=review[:SHOWN])
+
+
+def _unknown_keys(ws: Workspace, artifacts: set[str]) -> Counter[tuple[str, str, str]]:
+    return Counter(
+        (u["scope"], u["reason"], u["detail"]) for u in ws.unknowns.values() if u["artifact"] in artifacts
+    )
+
+
+def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
+    """No call names a removed symbol; every call site of a renamed or re-signed symbol still reaches
+    it (a new name shadowed by a local would not); no new unresolved import in a touched file."""
+    touched = set(delta["files"])
+    renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+    gone_names = {
+        qname(n).rsplit(".", 1)[-1]
+        for n, d in old.graph.nodes(data=True)
+        if deltas.renamed_to(renamed, n) not in new.graph and d.get("kind") not in ("external", "builtin")
+    }
+    fresh = _unknown_keys(new, touched) - _unknown_keys(old, touched)
+    problems = []
+    moved_away = Counter(tuple(pair) for pair in delta["expected"]["call_sites_removed"])
+    kept = set(renamed) | {
+        deltas.renamed_from(renamed, i["id"])
+        for i in delta["expected"]["symbols_changed"]
+        if "signature_changed" in i["changes"]
+    }
+    for target in sorted(kept):
+        now = deltas.renamed_to(renamed, target)
+        for caller, _, key, edge in old.graph.in_edges(target, keys=True, data=True):
+            if key != "calls":
+                continue
+            after = deltas.renamed_to(renamed, caller)
+            reached = (
+                len(new.graph.edges[after, now, "calls"]["evidence"])
+                if new.graph.has_edge(after, now, "calls")
+                else 0
+            )
+            expected = len(edge["evidence"]) - moved_away[(caller, target)]
+            if reached < expected:
+                problems.append(
+                    {"scope": after, "callee": now, "count": expected - reached,
+                     "problem": f"{expected - reached} call site(s) no longer reach {qname(now)} (shadowed or unresolved)"}
+                )  # fmt: skip
+    for (scope, reason, detail), count in sorted(fresh.items()):
+        last = detail.removesuffix("()").rsplit(".", 1)[-1]
+        if last in gone_names:
+            problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
+                             "problem": f"a call still names {last}, which the delta removes or renames"})  # fmt: skip
+        elif reason in IMPORT_REASONS:
+            problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
+                             "problem": "a new unresolved name or import"})  # fmt: skip
+    return _check("graph_invariants", problems)
+
+
+def contracts(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
+    """Dropped parameters are not named by docstrings or asserts; suggested tests still exist."""
+    renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+    problems = []
+    for item in delta["expected"]["symbols_changed"]:
+        now, was = item["id"], deltas.renamed_from(renamed, item["id"])
+        if "signature_changed" not in item["changes"] or now not in new.graph or was not in old.graph:
+            continue
+        before, after = old.graph.nodes[was], new.graph.nodes[now]
+        dropped = set(before.get("params", [])) - set(after.get("params", []))
+        for name in sorted(dropped):
+            if name in (after.get("doc") or "").replace("-", " ").split() or any(
+                name in a for a in after.get("asserts", [])
+            ):
+                problems.append(
+                    {"symbol": now, "problem": f"the docstring or an assert still names {name!r}"}
+                )
+    for test in delta["suggested_validation"]["tests"]:
+        if deltas.renamed_to(renamed, test) not in new.graph:
+            problems.append({"symbol": test, "problem": "a test that reached the scope is gone"})
+    return _check("contracts", problems)
+
+
+def impact_boundary(
+    old: Workspace, new: Workspace, delta: dict[str, Any], texts: dict[str, str]
+) -> dict[str, Any]:
+    """Symbols changed in W~ - W lie within scope + impact radius + what the delta intends."""
+    allowed: set[str] = set()
+    for node in delta["scope"]:
+        if node in old.graph:
+            allowed |= set(walk(old, node, ["called_by"], IMPACT_DEPTH))
+    expected = delta["expected"]
+    allowed |= {i["id"] for i in expected["symbols_changed"]} | set(expected["symbols_added"])
+    allowed |= {r["new"] for r in expected["symbols_renamed"]} | {
+        r["old"] for r in expected["symbols_renamed"]
+    }
+
+    def read(artifact: str) -> str | None:
+        if artifact in texts:
+            return texts[artifact]
+        return (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+
+    renames = {r["old"]: r["new"] for r in expected["symbols_renamed"]}
+    actual = compare(side_of(old), side_of(new, source=read), renames=renames)
+    changed = [
+        i["id"] for i in actual["symbols_changed"] + actual["symbols_added"] + actual["symbols_removed"]
+    ]
+    changed += [r["new"] for r in actual["symbols_renamed"]]
+    outside = sorted(n for n in set(changed) if not within(n, allowed))
+    problems = [
+        {"symbol": n, "problem": "changed outside the scope, its impact radius and the intent"}
+        for n in outside
+    ]
+    return _check("impact_boundary", problems, allowed=len(allowed), changed=len(set(changed)))
+
+
+def confirmed_defects(
+    text: str, artifact: str, messages: list[dict[str, Any]] | None = None
+) -> Counter[tuple[str, str, str]]:
+    """pyflakes' confirmed defects of a text (or of its messages, when known), as (file, rule,
+    message) counts."""
+    return Counter(
+        (artifact, f"pyflakes:{m['rule']}", m["message"])
+        for m in (_check_file(text, artifact) if messages is None else messages)
+        if m["rule"] in DEFECTS or m["rule"] == "SyntaxError"
+    )
+
+
+def known_defects(ws: Workspace, store: Store, delta: dict[str, Any]) -> dict[str, Any]:
+    """No new confirmed defect (pyflakes) in a touched file. The originals' messages are shared with
+    analysis.findings through the store's pyflakes cache (keyed by the file's content key)."""
+    problems = []
+    for artifact, entry in sorted(delta["files"].items()):
+        key = ws.files[artifact]["key"]
+        messages = store.get_json("cache/pyflakes", key)
+        if messages is None:
+            messages = _check_file(entry["original"], artifact)
+            store.put_json("cache/pyflakes", key, messages)
+        before = confirmed_defects(entry["original"], artifact, messages)
+        fresh = confirmed_defects(entry["projected"], artifact) - before
+        for (file, rule, message), count in sorted(fresh.items()):
+            problems.append({"file": file, "rule": rule, "message": message, "count": count})
+    return _check("known_defects", problems)
+
+
+def feasibility(ws: Workspace, delta: dict[str, Any], operation: str) -> dict[str, Any]:
+    """Every file still has the hash the delta was proposed on.
+
+    Raises:
+        ConflictRequiresReview: a file changed or vanished since.
+    """
+    moved = []
+    for artifact, entry in sorted(delta["files"].items()):
+        path = Path(ws.source_root) / artifact
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        if digest != entry["sha256"]:
+            moved.append(artifact)
+    if moved:
+        raise ConflictRequiresReview(
+            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed; review "
+            "the change, rebuild the workspace and propose again",
+            details={"delta_id": delta["delta_id"], "changed_files": moved},
+        )
+    return _check("projection_feasibility", [], files=len(delta["files"]))
+
+
+def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.validate: run the six checks; VALIDATION_FAILED with all of them if any fails."""
+    delta = deltas.load(store, ws, request["delta_id"])
+    deltas.require_current(ws, delta, "delta.validate")
+    checks = [feasibility(ws, delta, "delta.validate")]
+    texts = {a: f["projected"] for a, f in delta["files"].items()}
+    new = project(ws, store, texts)
+    checks += [
+        type_compatibility(ws, new, delta, texts),
+        graph_invariants(ws, new, delta),
+        contracts(ws, new, delta),
+        impact_boundary(ws, new, delta, texts),
+        known_defects(ws, store, delta),
+    ]
+    failed = [c["check"] for c in checks if not c["ok"]]
+    delta["status"] = "validation_failed" if failed else "validated"
+    delta["validation"] = {"at": deltas.now(), "ok": not failed, "failed": failed, "checks": checks}
+    deltas.save(store, delta)
+    if failed:
+        raise ValidationFailed(
+            f"delta {delta['delta_id']} fails {', '.join(failed)}; the problems are in data.checks: change "
+            "the operations (e.g. a parameter_map value for every new required parameter) and propose again",
+            details={
+                "delta_id": delta["delta_id"],
+                "status": delta["status"],
+                "failed": failed,
+                "checks": checks,
+            },
+        )
+    return Answer(
+        data={
+            "delta_id": delta["delta_id"],
+            "status": "validated",
+            "failed": [],
+            "next": "projection.preview to see the diff",
+        },
+        sections=[("checks", checks)],
+    )

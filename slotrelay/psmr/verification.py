@@ -1,0 +1,281 @@
+"""verification.rebuild, verification.roundtrip and verification.review (sections 7.2-7.4).
+
+rebuild re-imports the projected files into the workspace (the incremental build): W -> W'.
+roundtrip compares the delta's intended change with W' - W, W being the before-image projection.apply
+kept beside the delta, in three sections: matched, intended_but_missing, changed_but_not_intended.
+Call sites that only moved inside their caller (a call's arguments rewritten) are not changes; edges
+and call sites leaving a replaced body or an added symbol are what the delta intended for them.
+review reports what the change did beyond its intent: new and resolved confirmed defects, semantic
+events (griffe's API breakages, new import or call cycles, new state writes), unexpected changes,
+new unknowns and new conflicts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from slotrelay.psmr import delta as deltas
+from slotrelay.psmr.build import build
+from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of
+from slotrelay.psmr.errors import InvalidQuery
+from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.queries import Answer
+from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.validation import confirmed_defects
+
+
+def rebuild(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """verification.rebuild: the incremental build of the workspace's root, W -> W'."""
+    delta = deltas.load(store, ws, request["delta_id"]) if request.get("delta_id") else None
+    summary = build(ws.root, rev=ws.rev, store=store.path)
+    if delta is not None:
+        delta["rebuilt"] = {"at": deltas.now(), "version": summary["version"]}
+        deltas.save(store, delta)
+    return Answer(
+        data={
+            **summary,
+            "previous_version": ws.version,
+            "next": "verification.roundtrip and verification.review with the delta_id",
+        }
+    )
+
+
+def _applied(
+    ws: Workspace, request: dict[str, Any], store: Store, operation: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    delta = deltas.load(store, ws, request["delta_id"])
+    if delta["apply"] is None:
+        raise InvalidQuery(f"{operation}: delta {delta['delta_id']} was not applied (projection.apply first)")
+    if ws.version == delta["workspace_version"]:
+        raise InvalidQuery(
+            f"{operation}: workspace {ws.workspace_id} is still at the version the delta was proposed on; "
+            "call verification.rebuild first"
+        )
+    path = deltas.delta_folder(store, ws.workspace_id) / f"{delta['delta_id']}.before.json"
+    return delta, json.loads(path.read_text(encoding="utf-8"))
+
+
+def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) -> Side:
+    def read(artifact: str) -> str | None:
+        if artifact in delta["files"]:
+            return delta["files"][artifact]["original"]
+        try:
+            return (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    return side_from_json(image["side"], read)
+
+
+def intended_renames(delta: dict[str, Any]) -> dict[str, str]:
+    """The delta's renames, old identity -> new."""
+    return {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+
+
+def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Sort W' - W against the delta's intent into matched, intended_but_missing, changed_but_not_intended.
+
+    Parameters:
+        delta: the delta record (its `expected` member is read).
+        actual: `slotrelay.psmr.diff.compare` of the before-image and W'.
+
+    Returns:
+        The three sections, each a list of `{"kind", ...}` items.
+    """
+    expected = delta["expected"]
+    free = set(expected["edges_free"]) | set(expected["symbols_added"])
+    matched: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    unexpected: list[dict[str, Any]] = []
+
+    def sort(kind: str, want: set[Any], got: set[Any], show: Any) -> None:
+        matched.extend({"kind": kind, **show(x)} for x in sorted(want & got))
+        missing.extend({"kind": kind, **show(x)} for x in sorted(want - got))
+        unexpected.extend({"kind": kind, **show(x)} for x in sorted(got - want))
+
+    sort(
+        "symbol_added",
+        set(expected["symbols_added"]),
+        {i["id"] for i in actual["symbols_added"]},
+        lambda x: {"id": x},
+    )
+    sort(
+        "symbol_removed",
+        set(expected["symbols_removed"]),
+        {i["id"] for i in actual["symbols_removed"]},
+        lambda x: {"id": x},
+    )
+    renames = intended_renames(delta)
+    got_renamed = {(r["old"], r["new"]) for r in actual["symbols_renamed"]}
+    sort(
+        "symbol_renamed",
+        # A member moves with its renamed class: that rename is intended too.
+        {(o, n) for o, n in renames.items()}
+        | {(o, n) for o, n in got_renamed if deltas.renamed_to(renames, o) == n},
+        got_renamed,
+        lambda x: {"old": x[0], "new": x[1]},
+    )
+    sort(
+        "symbol_changed",
+        {(i["id"], c) for i in expected["symbols_changed"] for c in i["changes"]},
+        {(i["id"], c) for i in actual["symbols_changed"] for c in i["changes"]},
+        lambda x: {"id": x[0], "change": x[1]},
+    )
+    for kind, side in (("call_site_added", "call_sites_added"), ("call_site_removed", "call_sites_removed")):
+        want = Counter(tuple(pair) for pair in expected[side])
+        got = Counter((s["caller"], s["callee"]) for s in actual[side] if s["caller"] not in free)
+        sort(
+            kind,
+            {(p, n) for p, c in want.items() for n in range(c)},
+            {(p, n) for p, c in got.items() for n in range(c)},
+            lambda x: {"caller": x[0][0], "callee": x[0][1]},
+        )
+        matched.extend(
+            {
+                "kind": kind,
+                "caller": s["caller"],
+                "callee": s["callee"],
+                "within": "a replaced body or added symbol",
+            }
+            for s in actual[side]
+            if s["caller"] in free
+        )
+    # An import inside a replaced body or an added symbol is an edge of its module.
+    free_modules = {
+        sid(f["module"])
+        for f in delta["files"].values()
+        if any(qname(n).startswith(f["module"] + ".") for n in free)
+    }
+    kinds = {
+        "edges_added": "edge_added",
+        "edges_removed": "edge_removed",
+        "state_accesses_added": "state_access_added",
+        "state_accesses_removed": "state_access_removed",
+    }
+    for name, kind in kinds.items():
+        for edge in actual[name]:
+            item = {"kind": kind, **edge}
+            imports_of_free = edge["relation"] == "imports" and edge["source"] in free_modules
+            if edge["source"] in free or edge["target"] in free or imports_of_free:
+                matched.append(item)
+            else:
+                unexpected.append(item)
+    return {"matched": matched, "intended_but_missing": missing, "changed_but_not_intended": unexpected}
+
+
+def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """verification.roundtrip: ΔW_intended against W' - W."""
+    delta, image = _applied(ws, request, store, "verification.roundtrip")
+    actual = compare(_before_side(ws, delta, image), side_of(ws), renames=intended_renames(delta))
+    verdict = judge(delta, actual)
+    counts = {name: len(items) for name, items in verdict.items()}
+    all_matched = not verdict["intended_but_missing"] and not verdict["changed_but_not_intended"]
+    delta["roundtrip"] = {
+        "at": deltas.now(),
+        "version": ws.version,
+        "counts": counts,
+        "all_matched": all_matched,
+    }
+    delta["status"] = "verified" if all_matched else "roundtrip_mismatch"
+    deltas.save(store, delta)
+    return Answer(
+        data={
+            "delta_id": delta["delta_id"],
+            "all_matched": all_matched,
+            "counts": counts,
+            "call_sites_moved": len(actual["call_sites_moved"]),
+            "version_before": image["side"]["version"],
+            "version_after": ws.version,
+        },
+        sections=list(verdict.items()),
+    )
+
+
+def _cycles(pairs: list[tuple[str, str]]) -> set[frozenset[str]]:
+    graph = nx.DiGraph(pairs)
+    return {frozenset(c) for c in nx.strongly_connected_components(graph) if len(c) > 1}
+
+
+def _old_tree(ws: Workspace, delta: dict[str, Any], folder: Path) -> Path:
+    """A copy of the source tree with the delta's files as they were before the apply."""
+    tree = folder / "before"
+    shutil.copytree(ws.source_root, tree, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+    for artifact, entry in delta["files"].items():
+        (tree / artifact).write_text(entry["original"], encoding="utf-8")
+    return tree
+
+
+def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """verification.review: defects, semantic events, unexpected changes, unknowns and conflicts."""
+    delta, image = _applied(ws, request, store, "verification.review")
+    before = _before_side(ws, delta, image)
+    actual = compare(before, side_of(ws), renames=intended_renames(delta))
+    old_defects: Counter[tuple[str, str, str]] = Counter()
+    new_defects: Counter[tuple[str, str, str]] = Counter()
+    for artifact, entry in delta["files"].items():
+        old_defects += confirmed_defects(entry["original"], artifact)
+        text = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+        new_defects += confirmed_defects(text, artifact)
+
+    def defect_items(found: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
+        return [{"file": f, "rule": r, "message": m, "count": c} for (f, r, m), c in sorted(found.items())]
+
+    with tempfile.TemporaryDirectory(prefix="psmr-review-") as folder:
+        files = {a: {"module": e["module"]} for a, e in ws.files.items()}
+        breakages, warnings = api_breakages(
+            (files, _old_tree(ws, delta, Path(folder))), (ws.files, Path(ws.source_root))
+        )
+    events: list[dict[str, Any]] = [{"event": "api_breakage", **b} for b in breakages]
+    for relation, pairs_of in (
+        (
+            "imports",
+            lambda side: [tuple(k.split("\0")[::2]) for k in side.edges if k.split("\0")[1] == "imports"],
+        ),
+        ("calls", lambda side: [(s[0], s[1]) for s in side.sites]),
+    ):
+        after_side = side_of(ws)
+        for cycle in sorted(_cycles(pairs_of(after_side)) - _cycles(pairs_of(before)), key=sorted):
+            events.append({"event": "new_cycle", "relation": relation, "members": sorted(cycle)})
+    events += [
+        {"event": "new_state_write", **e}
+        for e in actual["state_accesses_added"]
+        if e["relation"] == "writes_state"
+    ]
+    unexpected = judge(delta, actual)["changed_but_not_intended"]
+    touched = set(delta["files"])
+
+    def unknown_keys(records: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
+        return Counter((u["scope"], u["reason"], u["detail"]) for u in records if u["artifact"] in touched)
+
+    fresh = unknown_keys(list(ws.unknowns.values())) - unknown_keys(image["unknowns"])
+    new_unknowns = [
+        u for u in sorted(ws.unknowns.values(), key=lambda u: u["id"])
+        if (u["scope"], u["reason"], u["detail"]) in fresh
+    ]  # fmt: skip
+    old_conflicts = {c["id"] for c in image["conflicts"]}
+    new_conflicts = [
+        c for c in sorted(ws.conflicts.values(), key=lambda c: c["id"]) if c["id"] not in old_conflicts
+    ]
+    sections = [
+        ("new_defects", defect_items(new_defects - old_defects)),
+        ("resolved_defects", defect_items(old_defects - new_defects)),
+        ("semantic_events", events),
+        ("unexpected_changes", unexpected),
+        ("new_unknowns", new_unknowns),
+        ("new_conflicts", new_conflicts),
+    ]
+    counts = {name: len(items) for name, items in sections}
+    delta["review"] = {"at": deltas.now(), "version": ws.version, "counts": counts}
+    deltas.save(store, delta)
+    return Answer(
+        data={"delta_id": delta["delta_id"], "counts": counts, "version_after": ws.version},
+        sections=sections,
+        warnings=warnings,
+    )

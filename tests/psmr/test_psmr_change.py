@@ -1,0 +1,258 @@
+"""The change operators in the core, on packages built from strings: adding symbols, moving a call
+site, replacing a body, and the atomic multi-file write that restores every file when one fails."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psmr_trees import write_tree
+from typer.testing import CliRunner
+
+from slotrelay.cli import app
+from slotrelay.psmr.api import Grants, build_workspace, call
+from slotrelay.psmr.projection import write_all
+
+SOURCE = '''"""Greetings."""
+
+
+def hello(name):
+    """Say hello."""
+    return "hello " + name
+
+
+def polite(name):
+    return hello(name) + "!"
+
+
+class Greeter:
+    """Greets."""
+
+    def greet(self, name):
+        return hello(name)
+'''
+
+
+def ok(operation: str, request: dict[str, Any], store: Path, **kwargs: Any) -> dict[str, Any]:
+    answer = call(operation, request, store=store, **kwargs)
+    assert answer["status"] == "ok", answer.get("error")
+    return answer["data"]
+
+
+def loop(root: Path, store: Path, ws: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """propose, validate, preview, apply, rebuild; returns the roundtrip."""
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": operations}, store)
+    request = {"workspace_id": ws, "delta_id": delta["delta_id"]}
+    ok("delta.validate", request, store)
+    ok("projection.preview", request, store)
+    ok("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
+    ok("verification.rebuild", request, store)
+    return ok("verification.roundtrip", request, store)
+
+
+@pytest.fixture
+def greet(tmp_path: Path) -> tuple[Path, Path, str]:
+    root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": SOURCE})
+    store = tmp_path / "store"
+    return root, store, build_workspace(root, store=store)["workspace_id"]
+
+
+def test_add_symbols_then_move_a_call_site_to_one(greet: tuple[Path, Path, str]) -> None:
+    root, store, ws = greet
+    added = [
+        {"op": "add_symbol", "module": "greet.words", "after": "greet.words.hello",
+         "source": "def hi(name):\n    return 'hi ' + name\n"},
+        {"op": "add_symbol", "module": "greet/words.py", "parent": "greet.words.Greeter",
+         "source": "def wave(self):\n    return 'o/'\n"},
+        {"op": "add_symbol", "module": "greet.words", "source": "def bye(name):\n    return 'bye ' + name\n"},
+    ]  # fmt: skip
+    roundtrip = loop(root, store, ws, added)
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    text = (root / "greet/words.py").read_text()
+    assert text.index("def hi(name)") < text.index("def polite(name)")
+    assert "    def wave(self):\n        return 'o/'\n" in text
+    assert text.endswith("\n\n\ndef bye(name):\n    return 'bye ' + name\n")
+    assert '"""Say hello."""' in text
+
+    # Point Greeter.greet at hi: the site is named by its evidence id from a query.
+    sliced = ok(
+        "query.subgraph",
+        {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "greet.words.Greeter.greet"}, "depth": 1,
+         "relations": ["calls"]},
+        store,
+    )  # fmt: skip
+    site = next(e for e in sliced["edges"] if e["target"] == "semantic:greet.words.hello")["evidence_refs"][0]
+    moved = [{"op": "move_call_site", "evidence_id": site, "new_callee": "greet.words.hi"}]
+    roundtrip = loop(root, store, ws, moved)
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    kinds = {(m["kind"], m.get("caller"), m.get("callee")) for m in roundtrip["matched"]}
+    assert ("call_site_added", "semantic:greet.words.Greeter.greet", "semantic:greet.words.hi") in kinds
+    assert ("call_site_removed", "semantic:greet.words.Greeter.greet", "semantic:greet.words.hello") in kinds
+    assert "        return hi(name)\n" in (root / "greet/words.py").read_text()
+
+
+def test_replace_body_keeps_the_docstring_and_comments_elsewhere(greet: tuple[Path, Path, str]) -> None:
+    root, store, ws = greet
+    body = [{"op": "replace_body", "target": "greet.words.hello", "body": "return f'hello {name}'\n"}]
+    roundtrip = loop(root, store, ws, body)
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    text = (root / "greet/words.py").read_text()
+    assert 'def hello(name):\n    """Say hello."""\n    return f\'hello {name}\'\n' in text
+    assert text.replace("    return f'hello {name}'\n", '    return "hello " + name\n') == SOURCE
+
+
+def test_an_invalid_delta_is_refused_with_every_check(greet: tuple[Path, Path, str]) -> None:
+    # A new body calling a name that does not exist: a confirmed defect and a new unresolved name.
+    root, store, ws = greet
+    body = [{"op": "replace_body", "target": "greet.words.polite", "body": "return shout(name)\n"}]
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": body}, store)
+    documentation = call(
+        "projection.preview",
+        {"workspace_id": ws, "delta_id": delta["delta_id"], "projections": ["documentation"]},
+        store=store,
+    )
+    assert documentation["error"]["code"] == "UNSUPPORTED_PROJECTION"
+    answer = call("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store)
+    assert answer["status"] == "error" and answer["error"]["code"] == "VALIDATION_FAILED"
+    assert set(answer["data"]["failed"]) == {"known_defects", "graph_invariants"}
+    problems = {c["check"]: c["problems"] for c in answer["data"]["checks"]}
+    assert problems["known_defects"][0]["message"] == "undefined name 'shout'"
+    applied = call("projection.apply", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store,
+                   grants=Grants.of(write_roots=[root]))  # fmt: skip
+    assert applied["error"]["code"] == "VALIDATION_FAILED"
+    assert (root / "greet/words.py").read_text() == SOURCE
+
+
+def test_a_failed_write_restores_every_file_of_the_apply(tmp_path: Path) -> None:
+    first = tmp_path / "a.py"
+    first.write_text("a = 1\n")
+    blocked = tmp_path / "b.py"
+    blocked.mkdir()
+    (blocked / "inside").write_text("x")
+    with pytest.raises(OSError):
+        write_all({first: ("a = 1\n", "a = 2\n"), blocked: ("", "b = 2\n")})
+    assert first.read_text() == "a = 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_the_cli_grants_source_write_only_with_its_flag(greet: tuple[Path, Path, str]) -> None:
+    root, store, ws = greet
+    runner = CliRunner()
+
+    def psmr_call(operation: str, request: dict[str, Any], *flags: str) -> tuple[int, dict[str, Any]]:
+        done = runner.invoke(
+            app, ["psmr", "call", operation, json.dumps(request), "--store", str(store), *flags]
+        )
+        return done.exit_code, json.loads(done.stdout)
+
+    body = [{"op": "replace_body", "target": "greet.words.hello", "body": "return 'hey ' + name\n"}]
+    code, proposed = psmr_call("delta.propose", {"workspace_id": ws, "intent": "t", "operations": body})
+    assert code == 0
+    request = {"workspace_id": ws, "delta_id": proposed["data"]["delta_id"]}
+    assert psmr_call("delta.validate", request)[0] == 0
+    assert psmr_call("projection.preview", request)[0] == 0
+    code, denied = psmr_call("projection.apply", request)
+    assert code == 2 and denied["error"]["code"] == "CAPABILITY_DENIED"
+    assert (root / "greet/words.py").read_text() == SOURCE
+    code, outside = psmr_call("projection.apply", request, "--allow-write", str(store))
+    assert code == 2 and "outside the roots" in outside["error"]["message"]
+    code, applied = psmr_call("projection.apply", request, "--allow-write", str(root))
+    assert code == 0 and applied["data"]["status"] == "applied"
+    assert "return 'hey ' + name" in (root / "greet/words.py").read_text()
+
+
+def test_unresolved_and_spread_sites_are_listed_not_edited(tmp_path: Path) -> None:
+    extra = (
+        SOURCE
+        + "\n\ndef relay(obj, name):\n    return obj.hello(name)\n\n\ndef fan(names):\n    return hello(*names)\n"
+    )
+    root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": extra})
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+    change = {"op": "change_signature", "target": "greet.words.hello", "parameters": "name, punctuation"}
+    change["parameter_map"] = {"punctuation": {"value": "''"}}
+    proposed = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": [change]}, store)
+    affected = {(u["scope"], u["detail"]) for u in proposed["possibly_affected"]}
+    assert ("semantic:greet.words.relay", "obj.hello") in affected
+    assert [(e["caller"], e["status"]) for e in proposed["needs_review"]] == [
+        ("semantic:greet.words.fan", "needs_review")
+    ]
+    diff = "".join(
+        f["diff"]
+        for f in ok("projection.preview", {"workspace_id": ws, "delta_id": proposed["delta_id"]}, store)[
+            "patch"
+        ]
+    )
+    assert "+    return hello(name, '') + \"!\"" in diff
+    assert "obj.hello" not in diff and "hello(*names)" not in diff
+
+
+def test_renames_across_a_real_package(tmp_path: Path) -> None:
+    """On a copy of rich: a class renamed across 22 files round-trips and the package still renders;
+    a rename whose new name a local variable shadows at one call site is refused."""
+    import rich
+
+    root = tmp_path / "rich"
+    shutil.copytree(Path(rich.__file__).parent, root / "rich", ignore=shutil.ignore_patterns("__pycache__"))
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+
+    shadowed = [{"op": "rename_symbol", "target": "rich.cells.cell_len", "new_name": "cell_length"}]
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": shadowed}, store)
+    refused = call("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store)
+    assert refused["error"]["code"] == "VALIDATION_FAILED"
+    problems = {c["check"]: c["problems"] for c in refused["data"]["checks"]}["graph_invariants"]
+    assert [p["scope"] for p in problems] == ["semantic:rich.segment.Segment._split_cells"]
+
+    roundtrip = loop(
+        root, store, ws, [{"op": "rename_symbol", "target": "rich.segment.Segment", "new_name": "Piece"}]
+    )
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    program = "import rich.console, rich.table; rich.console.Console(width=20).print(rich.table.Table('a'))"
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and "a" in done.stdout, done.stderr
+    assert "class Piece(NamedTuple):" in (root / "rich/segment.py").read_text()
+
+
+def test_review_reports_new_state_writes_cycles_and_defects(tmp_path: Path) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "COUNT = 0\n\n\ndef ping(n):\n    return n\n",
+        "pkg/b.py": "from pkg.a import ping\n\n\ndef pong(n):\n    return ping(n)\n",
+    }
+    root = write_tree(tmp_path / "proj", files)
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+    body = "global COUNT\nCOUNT += 1\nfrom pkg.b import pong\nif n > 3:\n    return pong(n - 1)\nreturn n\n"
+    operations = [{"op": "replace_body", "target": "pkg.a.ping", "body": body}]
+    roundtrip = loop(root, store, ws, operations)
+    assert roundtrip["all_matched"], (
+        roundtrip["intended_but_missing"],
+        roundtrip["changed_but_not_intended"],
+    )
+    delta_id = roundtrip["delta_id"]
+    review = ok("verification.review", {"workspace_id": ws, "delta_id": delta_id}, store)
+    events = {(e["event"], e.get("relation"), e.get("target")) for e in review["semantic_events"]}
+    assert ("new_state_write", "writes_state", "semantic:pkg.a.COUNT") in events
+    cycles = [e["members"] for e in review["semantic_events"] if e["event"] == "new_cycle"]
+    assert ["semantic:pkg.a.ping", "semantic:pkg.b.pong"] in cycles
+    assert review["new_defects"] == [] and review["unexpected_changes"] == []

@@ -1,0 +1,613 @@
+"""The PSMR human view (`slotrelay psmr view`): read in a real browser, checked against the MCP tools.
+
+The workspace is the MCP tests' sample package (tests/mcp/shop.py, written from strings into a git
+repository). `slotrelay psmr view SHOP` runs as a subprocess on 127.0.0.1; tests/ui/psmr_view.js
+drives Debian's headless Chromium with the pinned playwright-core through overview, search, the
+symbol's SVG slice, an edge's evidence, impact and the unknowns list, and saves a screenshot of the
+symbol page under build/artifacts/psmr_view/. One state, two projections: the page's counts and slice
+equal what `slotrelay mcp serve` answers to an MCP client for the same store. Bad input (an unknown
+symbol, a bad page number, a missing store, a store caught mid-rebuild) gets an HTML page with a
+4xx status, through Starlette's TestClient and over real HTTP.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client, StdioServerParameters
+from starlette.testclient import TestClient
+
+from psmr_view import create_app
+from psmr_view.errors import ViewError
+from psmr_view.links import SYMBOL_RELATIONS
+from psmr_view.paging import BUDGETS
+from psmr_view.reader import WorkspaceReader
+from slotrelay.psmr import api
+from tests.conftest import free_port, require_service
+from tests.mcp.shop import FIRST_COMMIT, make_shop
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+SCRIPT = HERE / "psmr_view.js"
+SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+NODE = HERE.parent / "mcp" / "node_modules" / ".bin" / "node"
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO / "build" / "artifacts" / "psmr_view"
+READY = "PSMR view at "
+# Every wait in the browser and for the server; far above what a loaded 2-core machine needs.
+BROWSER_TIMEOUT_MS = 120_000
+START_TIMEOUT_S = 120
+LOGIN = "semantic:shop.auth.login"
+CHECKOUT = "semantic:shop.cart.Cart.checkout"
+TEST_LOGIN = "semantic:tests.test_auth.test_login"
+
+
+class ViewProcess:
+    """`slotrelay psmr view ARGS` in its own process group, stderr to a log file (never a pipe)."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        with log.open("wb") as sink:
+            self.process = subprocess.Popen(
+                [SLOTRELAY, "psmr", "view", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def url(self) -> str:
+        """The URL the view prints once it listens; fails with its output if it exits first."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if READY in self.output():
+                return self.output().split(READY, 1)[1].split()[0]
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        pytest.fail("the view did not start listening:\n" + self.output())
+
+    def stop(self) -> str:
+        """SIGINT, then SIGKILL after 10 s; returns what it wrote."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        return self.output()
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_shop(tmp_path_factory.mktemp("view") / "shop")
+
+
+@pytest.fixture(scope="module")
+def view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`slotrelay psmr view SHOP` (which builds the workspace into SHOP/.psmr first); yields its URL."""
+    server = ViewProcess(
+        [str(shop), "--port", str(free_port())], tmp_path_factory.mktemp("view-log") / "err.log"
+    )
+    try:
+        yield server.url()
+    finally:
+        output = server.stop()
+    assert "Traceback" not in output, output
+
+
+@pytest.fixture(scope="module")
+def workspace_id(view: str) -> str:
+    return view.rstrip("/").rsplit("/", 1)[1]
+
+
+@pytest.fixture
+def browser_tools() -> None:
+    require_service(
+        shutil.which(CHROMIUM) is not None
+        and NODE.exists()
+        and (HERE / "node_modules" / "playwright-core").is_dir(),
+        "the browser test needs /usr/bin/chromium (apt chromium), tests/mcp's Node and tests/ui/node_modules "
+        "(run scripts/bootstrap.sh)",
+    )
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if needle in line)
+
+
+@pytest.mark.browser
+def test_a_person_reads_the_workspace_in_a_browser(
+    view: str, workspace_id: str, shop: Path, browser_tools: None, tmp_path: Path
+) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / "symbol-page.png"
+    job = {
+        "url": view.removesuffix(f"ws/{workspace_id}/"),
+        "query": "login",
+        "symbol": LOGIN,
+        "caller": CHECKOUT,
+        "profile": str(tmp_path / "chromium-profile"),
+        "screenshot": str(screenshot),
+        "failure_screenshot": str(tmp_path / "failure.png"),
+        "timeout_ms": BROWSER_TIMEOUT_MS,
+    }
+    done = subprocess.run(
+        [str(NODE), str(SCRIPT), json.dumps(job)],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    seen = json.loads(lines[-1]) if lines else {"ok": False}
+    print(f"symbol page screenshot: {screenshot}")
+    assert done.returncode == 0 and seen["ok"], (
+        f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
+    )
+    assert seen["refused"] == []
+
+    described = api.call("workspace.describe", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
+    overview = seen["overview"]
+    assert overview["url"].endswith(f"/ws/{workspace_id}/")  # `/` opens the workspace the view was started on
+    assert (overview["nodes"], overview["edges"], overview["unknowns"]) == (
+        described["node_counts"],
+        described["edge_counts"],
+        described["unknown_count"],
+    )
+    assert overview["findings"]["confirmed_defect"] >= 1 and overview["findings"]["anomaly"] >= 1
+
+    login_line = _line_of((shop / "shop" / "auth.py").read_text(), "def login(")
+    assert seen["search"]["matches"][0] == {
+        "id": LOGIN,
+        "kind": "function",
+        "file": f"shop/auth.py:{login_line}",
+    }
+
+    svg = seen["symbol_page"]["svg"]
+    assert seen["symbol_page"]["heading"] == "shop.auth.login"
+    assert [n["title"] for n in svg["nodes"] if "anchor" in n["cls"]] == [LOGIN]
+    callers = {
+        e["title"].split(" calls ")[0]
+        for e in svg["edges"]
+        if e["title"].split(" (")[0].endswith(" calls shop.auth.login")
+    }
+    assert callers == {"shop.cart.Cart.checkout", "tests.test_auth.test_login"}
+    assert any(e["title"].startswith("shop.auth.login calls shop.auth.check (") for e in svg["edges"])
+    assert screenshot.stat().st_size > 10_000
+
+    evidence = seen["evidence"]
+    assert evidence["about"] == "shop.cart.Cart.checkout calls shop.auth.login"
+    line = _line_of(FIRST_COMMIT["shop/cart.py"], "login(self.user, token)")
+    [record] = evidence["records"]
+    assert (record["artifact"], record["line"], record["authority"], record["status"]) == (
+        "shop/cart.py",
+        line,
+        "static:ast",
+        "confirmed",
+    )
+    assert record["resolution"] in ("import", "lexical")
+    assert [h["line"] for h in record["highlighted"]] == [line]
+    assert record["highlighted"][0]["text"].strip() == "login(self.user, token)"
+    assert record["in_view"]
+
+    impact = seen["impact"]
+    assert set(impact["direct"]) == {CHECKOUT, TEST_LOGIN}
+    assert "static reachability, not observed executions" in impact["runtime"]
+    assert impact["likely_tests"] == [TEST_LOGIN]
+    assert {"shop/auth.py", "shop/cart.py", "tests/test_auth.py"} <= set(impact["review_files"])
+
+    unknowns = api.call("query.unknowns", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
+    shown = seen["unknowns"]
+    assert shown["total"] == unknowns["total"] == len(shown["rows"])
+    assert sorted((r["reason"], r["scope"]) for r in shown["rows"]) == sorted(
+        (u["reason"], u["scope"].removeprefix("semantic:")) for u in unknowns["unknowns"]
+    )
+
+
+def _rows(page: str) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The node ids and (source, relation, target) edges listed in a symbol page's tables, in order."""
+    nodes = re.findall(r'<tr data-id="([^"]+)"><td><a class="sym"', page.split('class="nodes"')[1])
+    edges = re.findall(r'data-source="([^"]+)" data-relation="([^"]+)" data-target="([^"]+)"', page)
+    return [html.unescape(n) for n in nodes], [tuple(html.unescape(part) for part in e) for e in edges]
+
+
+def _counts(page: str, table: str) -> dict[str, int]:
+    body = page.split(f'id="{table}"', 1)[1].split("</table>", 1)[0]
+    return {k: int(v) for k, v in re.findall(r'data-count="([^"]+)">(\d+)<', body)}
+
+
+def _svg_edges(page: str) -> set[tuple[str, str, str]]:
+    svg = page.split('id="slice-graph"', 1)[1].split("</svg>", 1)[0]
+    titles = [
+        html.unescape(t)
+        for t in re.findall(r'<g id="a_edge[^"]*"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)
+    ]
+    return {tuple(t.split(" (")[0].split(" ")) for t in titles}
+
+
+async def _over_mcp(shop: Path, anchor: str) -> tuple[dict, dict]:
+    params = StdioServerParameters(
+        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop
+    )
+    async with Client(params) as client:
+        described = await client.call_tool("psmr_workspace_describe", {})
+        sliced = await client.call_tool(
+            "psmr_query_subgraph",
+            {"anchor": {"kind": "symbol", "value": anchor}, "depth": 1, "relations": list(SYMBOL_RELATIONS)},
+        )
+    assert not described.is_error and not sliced.is_error
+    return described.structured_content["data"], sliced.structured_content["data"]
+
+
+def test_the_page_and_the_mcp_tools_show_one_state(view: str, workspace_id: str, shop: Path) -> None:
+    """Counts and slice on the pages equal psmr_workspace_describe and psmr_query_subgraph over MCP."""
+    described, sliced = anyio.run(_over_mcp, shop, LOGIN)
+    with httpx.Client(base_url=view, timeout=60) as http:
+        overview = http.get("").text
+        symbol = http.get("symbol", params={"id": "shop.auth.login"}).text
+    assert described["workspace_id"] == workspace_id and described["version"] in overview
+    assert _counts(overview, "node-counts") == described["node_counts"]
+    assert _counts(overview, "edge-counts") == described["edge_counts"]
+    assert re.search(r'id="unknown-total" data-count="(\d+)"', overview)[1] == str(described["unknown_count"])
+    assert re.search(r'id="conflict-total" data-count="(\d+)"', overview)[1] == str(
+        described["conflict_count"]
+    )
+
+    assert sliced["truncated"] is False
+    page_nodes, page_edges = _rows(symbol)
+    assert set(page_nodes) == {n["id"] for n in sliced["nodes"]}
+    mcp_edges = {(e["source"], e["relation"], e["target"]) for e in sliced["edges"]}
+    assert set(page_edges) == mcp_edges and len(mcp_edges) >= 4
+    assert _svg_edges(symbol) == {
+        (s.removeprefix("semantic:"), r, t.removeprefix("semantic:")) for s, r, t in mcp_edges
+    }
+
+
+def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> None:
+    """Every page stays within the page budget; the pages together are exactly the API's answer."""
+    callers = "\n".join(f"def caller_{i}():\n    hub()\n" for i in range(2000))
+    root = tmp_path / "wide"
+    (root / "wide").mkdir(parents=True)
+    (root / "wide" / "__init__.py").write_text("def hub():\n    return 1\n\n" + callers)
+    workspace_id = api.build_workspace(root)["workspace_id"]
+    request = {
+        "anchor": {"kind": "symbol", "value": "wide.hub"},
+        "depth": 1,
+        "relations": list(SYMBOL_RELATIONS),
+    }
+    whole = api.call(
+        "query.subgraph",
+        {
+            "workspace_id": workspace_id,
+            **request,
+            "budget": {"max_nodes": 5000, "max_edges": 5000, "max_text_bytes": 2_000_000},
+        },
+        store=root / ".psmr",
+    )["data"]
+    assert len(whole["nodes"]) == 2001 and not whole["truncated"]
+
+    client = TestClient(create_app(root / ".psmr", hosts=["testserver"]))
+    url: str | None = f"/ws/{workspace_id}/symbol?id=wide.hub"
+    nodes, edges, pages = [], [], 0
+    while url:
+        answer = client.get(url)
+        assert answer.status_code == 200, answer.text
+        page = answer.text
+        pages += 1
+        assert f'data-page="{pages}"' in page
+        on_page, edges_on_page = _rows(page)
+        assert (
+            len(on_page) <= BUDGETS["symbol"]["max_nodes"]
+            and len(edges_on_page) <= BUDGETS["symbol"]["max_edges"]
+        )
+        nodes += on_page
+        edges += edges_on_page
+        found = re.search(r'<a href="([^"]+)" rel="next">', page)
+        url = html.unescape(found[1]) if found else None
+    assert pages >= 2001 // BUDGETS["symbol"]["max_nodes"]
+    assert nodes == [n["id"] for n in whole["nodes"]]
+    assert edges == [(e["source"], e["relation"], e["target"]) for e in whole["edges"]]
+
+
+@pytest.fixture(scope="module")
+def client(shop: Path, workspace_id: str) -> TestClient:
+    return TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
+
+
+def test_the_other_pages_show_what_their_operators_answer(
+    client: TestClient, workspace_id: str, shop: Path
+) -> None:
+    """Search by file, findings three lists apart, conflicts, a source line, and the semantic diff between
+    the sample's two commits (the revisions are built into its store, as psmr_semantic_diff does)."""
+    base = f"/ws/{workspace_id}"
+    files = client.get(f"{base}/search", params={"q": "cart", "kind": "file"})
+    assert files.status_code == 200 and 'data-id="artifact:shop/cart.py"' in files.text
+
+    findings = client.get(f"{base}/findings").text
+    defects = findings.split('id="confirmed_defect"')[1].split("</section>")[0]
+    anomalies = findings.split('id="anomaly"')[1].split("</section>")[0]
+    assert "PRICE" in defects and "PRICE" not in anomalies and "json" in anomalies
+
+    conflicts = client.get(f"{base}/conflicts", params={"subject": "shop.auth.logout"}).text
+    assert "duplicate_definition" in conflicts and "shop.auth.logout" in conflicts
+
+    line = _line_of((shop / "shop" / "cart.py").read_text(), "handler = getattr(")
+    source = client.get(f"{base}/source", params={"artifact": "shop/cart.py", "line": line}).text
+    assert re.search(rf'<tr id="shop/cart.py:{line}" class="hl" data-line="{line}">.*getattr', source)
+
+    diff = client.get(f"{base}/diff", params={"rev_a": "HEAD~1", "rev_b": "HEAD"})
+    assert diff.status_code == 200, diff.text
+    added = diff.text.split('id="symbols_added"')[1].split("</section>")[0]
+    changed = diff.text.split('id="symbols_changed"')[1].split("</section>")[0]
+    assert 'data-id="semantic:shop.audit.who"' in added and 'data-id="semantic:shop.auth.check"' in changed
+    older = re.search(r"From (ws_[0-9a-f]+)", diff.text)[1]
+    against = client.get(f"{base}/diff", params={"against": older})
+    assert (
+        against.status_code == 200
+        and 'data-id="semantic:shop.audit.who"'
+        in against.text.split('id="symbols_removed"')[1].split("</section>")[0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "code", "says"),
+    [
+        ("symbol?id=shop.auth.logn", 404, "OBJECT_NOT_FOUND", "did you mean shop.auth.login"),
+        ("symbol", 400, "INVALID_QUERY", "parameter &#39;id&#39; is missing"),
+        ("symbol?id=shop.auth.login&page=abc", 400, "INVALID_QUERY", "page must be a whole number from 1"),
+        ("symbol?id=shop.auth.login&page=0", 400, "INVALID_QUERY", "page must be a whole number from 1"),
+        ("symbol?id=shop.auth.login&page=%C2%B2", 400, "INVALID_QUERY", "page must be a whole number from 1"),
+        (
+            "symbol?id=shop.auth.login&depth=%C2%B2",
+            400,
+            "INVALID_QUERY",
+            "parameter &#39;depth&#39; takes 1, 2",
+        ),
+        ("symbol?id=shop.auth.login&page=3", 400, "INVALID_QUERY", "page 3 needs the continuation token"),
+        (
+            "symbol?id=shop.auth.login&page=2&token=bm90IGEgdG9rZW4&v={version}",
+            400,
+            "INVALID_QUERY",
+            "not a token this runtime issued",
+        ),
+        (
+            "symbol?id=shop.auth.login&page=2&token=abc&v=0123",
+            409,
+            "WORKSPACE_REBUILT",
+            "start again from page 1",
+        ),
+        ("symbol?id=shop.auth.login&depth=7", 400, "INVALID_QUERY", "parameter &#39;depth&#39; takes 1, 2"),
+        ("symbol?id=shop.auth.login&rel=eats", 400, "INVALID_QUERY", "relation eats is not one of"),
+        (
+            "impact?id=shop.auth.logout",
+            409,
+            "CONFLICT_REQUIRES_REVIEW",
+            "analyse anyway, over every definition",
+        ),
+        ("impact?id=json", 422, "UNRESOLVED_REQUIRED_INPUT", "only referenced from the tree"),
+        ("evidence?id=ev_000000000000", 404, "OBJECT_NOT_FOUND", "no evidence ev_000000000000"),
+        (
+            "source?artifact=../../etc/passwd&line=1",
+            404,
+            "OBJECT_NOT_FOUND",
+            "is not a file of this workspace",
+        ),
+        ("diff?rev_a=HEAD~1", 400, "INVALID_QUERY", "needs both rev_a and rev_b"),
+        ("diff?rev_a=no-such-rev&rev_b=HEAD", 422, "EXECUTION_FAILED", "no-such-rev"),
+        ("diff?against=ws_0123456789ab", 404, "WORKSPACE_NOT_FOUND", "no workspace ws_0123456789ab"),
+        ("search?q=x&kind=banana", 400, "INVALID_QUERY", "field kind"),
+        ("source?artifact=shop/cart.py&line=x", 400, "INVALID_QUERY", "parameter &#39;line&#39; takes"),
+        ("nowhere", 404, "NOT_FOUND", "no such page"),
+    ],
+)
+def test_bad_input_gets_a_clear_page_with_a_4xx_status(
+    client: TestClient, workspace_id: str, path: str, status: int, code: str, says: str
+) -> None:
+    version = client.get(f"/ws/{workspace_id}/").text.split('data-field="version">')[1].split("<")[0]
+    answer = client.get(f"/ws/{workspace_id}/{path.format(version=version)}")
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("text/html")
+    assert f'data-code="{code}"' in answer.text and says in answer.text, answer.text
+    assert "Traceback" not in answer.text
+
+
+PAGES = ("", "search", "symbol", "evidence", "source", "impact", "unknowns", "conflicts", "findings", "diff")
+PARAMS = (
+    "q",
+    "kind",
+    "id",
+    "depth",
+    "rel",
+    "page",
+    "token",
+    "v",
+    "artifact",
+    "line",
+    "scope",
+    "reason",
+    "subject",
+    "accept_conflicts",
+    "against",
+    "rev_a",
+)
+VALUES = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "shop.auth.login",
+            "semantic:shop.cart.Cart",
+            "shop/cart.py",
+            "0",
+            "1",
+            "2",
+            "-1",
+            "calls",
+            "HEAD",
+            "ws_0123456789ab",
+            "symbol",
+            "anomaly",
+            "untyped_receiver",
+            "eyJzIjowfQ",
+        ]
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(page=st.sampled_from(PAGES), params=st.lists(st.tuples(st.sampled_from(PARAMS), VALUES), max_size=4))
+def test_no_query_makes_a_page_fail(client: TestClient, workspace_id: str, page: str, params: list) -> None:
+    """Whatever the parameters, a page is shown or refused with a 4xx HTML page: never a 500."""
+    answer = client.get(f"/ws/{workspace_id}/{page}", params=params)
+    assert answer.status_code < 500, answer.text
+    assert answer.headers["content-type"].startswith("text/html")
+
+
+def test_an_unknown_workspace_or_a_missing_store_is_a_404_page(shop: Path, tmp_path: Path) -> None:
+    missing = TestClient(create_app(tmp_path / "no-store", hosts=["testserver"]))
+    for path in ("/", "/workspaces", "/ws/ws_0123456789ab/"):
+        answer = missing.get(path)
+        assert answer.status_code == 404 and "there is no PSMR store at" in answer.text, path
+    present = TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
+    for path in ("/ws/ws_0123456789ab/symbol?id=x", "/ws/..%2e/", "/ws/not-an-id/search?q=x"):
+        answer = present.get(path)
+        assert answer.status_code == 404 and 'data-code="WORKSPACE_NOT_FOUND"' in answer.text, path
+
+
+def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path: Path) -> None:
+    """The reader notes the version first and checks it last: a page straddling a rebuild is a 409."""
+    root = tmp_path / "tree"
+    shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
+    workspace_id = api.build_workspace(root)["workspace_id"]
+    reader = WorkspaceReader(root / ".psmr", workspace_id)
+    reader.call("workspace.describe", {}, budget={"max_nodes": 1})
+    (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
+    api.build_workspace(root)
+    with pytest.raises(ViewError) as refused:
+        reader.check_unchanged()
+    assert (refused.value.code, refused.value.status) == ("WORKSPACE_REBUILT", 409)
+
+
+def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
+    shop: Path, tmp_path: Path
+) -> None:
+    """The state a reader meets inside a rebuild (new graph renamed in, manifest not yet) is a 409 page;
+    once the manifest lands, the page shows the new version. A Host other than the bound address is
+    refused with 421 (DNS rebinding), a cross-site sub-resource request with 403."""
+    root = tmp_path / "tree"
+    shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
+    store, next_store = tmp_path / "store", tmp_path / "next-store"
+    workspace_id = api.build_workspace(root, store=store)["workspace_id"]
+    (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
+    rebuilt = api.build_workspace(root, store=next_store)
+    assert rebuilt["workspace_id"] == workspace_id
+    folder, next_folder = (s / "workspaces" / workspace_id for s in (store, next_store))
+    shutil.copyfile(next_folder / "graph.pickle", folder / "graph.pickle")
+
+    server = ViewProcess(["--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
+    try:
+        base = server.url()
+        port = base.split(":")[2].split("/")[0]
+        with httpx.Client(base_url=base, timeout=60) as http:
+            caught = http.get(f"ws/{workspace_id}/")
+            shutil.copyfile(next_folder / "manifest.json", folder / "manifest.json")
+            settled = http.get(f"ws/{workspace_id}/")
+            foreign = http.get(f"ws/{workspace_id}/", headers={"Host": f"evil.example:{port}"})
+            embedded = http.get(
+                f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+            )
+            followed = http.get(
+                f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+            )
+    finally:
+        output = server.stop()
+    assert "Traceback" not in output, output
+    assert caught.status_code == 409 and 'data-code="VALIDATION_FAILED"' in caught.text, caught.text
+    assert settled.status_code == 200 and rebuilt["version"] in settled.text
+    assert foreign.status_code == 421 and "MISDIRECTED_REQUEST" in foreign.text
+    assert embedded.status_code == 403 and followed.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--host", "0.0.0.0"], "binds loopback only"),
+        (["--port", "70000"], "less than or equal to 65535"),
+        (["--store", "/nonexistent/psmr-store"], "there is no PSMR store at /nonexistent/psmr-store"),
+        (["/nonexistent/psmr-folder"], "not a folder"),
+    ],
+)
+def test_view_refuses_bad_options_with_exit_2(args: list[str], says: str) -> None:
+    done = subprocess.run(
+        [SLOTRELAY, "psmr", "view", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2 and says in " ".join(done.stderr.split()), done.stderr
+
+
+@pytest.mark.prefect_server
+def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Path, tmp_path: Path) -> None:
+    """`slotrelay up --psmr PATH` prints the view's URL beside the Prefect UI's; one SIGINT stops both."""
+    from tests.sensor.test_up import migrated_home, wait_for
+
+    port, view_port = free_port(), free_port()
+    view_url = f"http://127.0.0.1:{view_port}/"
+    log = tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    command = [
+        sys.executable,
+        "-m",
+        "slotrelay.cli",
+        "up",
+        "--port",
+        str(port),
+        "--home",
+        str(migrated_home(tmp_path / "home")),
+        "--psmr",
+        str(shop),
+        "--psmr-port",
+        str(view_port),
+    ]
+    with log.open("w") as handle:
+        up = subprocess.Popen(
+            command, cwd=REPO, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for(
+            lambda: f"PSMR view   {view_url}" in log.read_text(), 240, "the view's URL in the panel", up, log
+        )
+        wait_for(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
+        # A SIGINT while the watcher still imports Prefect ends it with 130: let it start first.
+        wait_for(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
+        with httpx.Client(timeout=60, follow_redirects=True) as http:
+            overview = http.get(view_url)
+        assert overview.status_code == 200 and 'id="node-counts"' in overview.text
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            code = up.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            raise
+    assert code == 0, log.read_text()
+    with pytest.raises(httpx.ConnectError), httpx.Client(timeout=10) as http:
+        http.get(view_url)
