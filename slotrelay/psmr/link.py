@@ -177,12 +177,12 @@ class Linker:
             return self.lookup(ref[1], ref[2], ref[3] if len(ref) > 3 else None)
         if kind == "attr":
             out: set[Value] = set()
-            for value in self.eval(ref[1]):
+            for value in ordered(self.eval(ref[1])):
                 out |= self.attribute(value, ref[2])
             return out
         if kind == "call":
             out = set()
-            for value in self.eval(ref[1]):
+            for value in ordered(self.eval(ref[1])):
                 if value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
                 elif value == ("ext", "functools.partial") and ref[2]:
@@ -202,7 +202,7 @@ class Linker:
         if kind in ("sub", "iter"):
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
-            for value in self.eval(ref[1]):
+            for value in ordered(self.eval(ref[1])):
                 out |= self.elements(value, key)
             return out
         if kind == "coll":
@@ -232,8 +232,8 @@ class Linker:
             out = set()
             if not self.strict:
                 flowed: set[Value] = set()
-                for arg in self.params.get((ref[1], ref[2]), set()) | self.params.get(
-                    (ref[1], ref[3]), set()
+                for arg in ordered(
+                    self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set())
                 ):
                     flowed |= self.eval(arg)
                 # Only what the annotation admits can arrive (in code whose annotations hold).
@@ -1245,6 +1245,12 @@ class Linker:
                 kinds = {r[0] for r in refs}
                 if kinds & {"def", "deco"} and kinds & {"from", "imp"}:
                     result.reexports.append((module, name, "import_shadows_definition"))
+
+
+def ordered(items: Any) -> list[Any]:
+    """Values or refs in a fixed order, so that evaluation visits them (and cuts its cycles) the same
+    way in every process, whatever the hash seed."""
+    return sorted(items, key=repr)
 
 
 def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTarget]:

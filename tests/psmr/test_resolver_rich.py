@@ -3,8 +3,11 @@ against the source text at its evidence span, and the conflicts left are real on
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +137,38 @@ def test_rich_conflicts_are_real_ones(rich_ws: tuple[Workspace, Path]) -> None:
         ("duplicate_definition", "semantic:rich._windows.get_windows_console_features"),
         ("import_shadows_definition", "semantic:rich.live.Live"),
     ]
+
+
+RESOLVE = """
+import hashlib, sys
+from pathlib import Path
+from slotrelay.psmr.build import discover, module_name
+from slotrelay.psmr.extract import extract
+from slotrelay.psmr.link import Linker
+root = Path(sys.argv[1])
+facts = {}
+for f in discover(root):
+    module, is_package = module_name(root, f)
+    facts[module] = extract(f.read_text(), module, is_package=is_package)
+link = Linker(facts).run()
+found = sorted(
+    (key, t.target, t.resolution)
+    for table in (link.targets, link.implicit)
+    for key, targets in table.items()
+    for t in targets
+)
+print(len(found), hashlib.sha256(repr(found).encode()).hexdigest())
+"""
+
+
+def test_resolution_does_not_depend_on_the_hash_seed(rich_ws: tuple[Workspace, Path]) -> None:
+    # Set iteration order changes with PYTHONHASHSEED; where evaluation cuts a cycle must not.
+    _, root = rich_ws
+    answers = set()
+    for seed in ("5", "10"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", RESOLVE, str(root)], env=env, capture_output=True, text=True, check=True
+        )
+        answers.add(done.stdout)
+    assert len(answers) == 1
