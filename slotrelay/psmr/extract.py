@@ -4,19 +4,31 @@ Facts are file-local plain data (refs frozen to tuples), so the store caches the
 only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions become
 small symbolic references ("refs"), evaluated later, never guessed here:
 
-    ["name", scope, id]          a name looked up from a scope (LEGB, class scopes skipped inside functions)
+    ["name", scope, id(, which)] a name looked up from a scope (LEGB, class scopes skipped inside functions);
+                                 `which`: the indexes of the scope's bindings of id that reach this use,
+                                 when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
     ["call", ref, [args], {kw}]  the result of calling ref
-    ["sub", ref] / ["iter", ref] an element of a container / of an iteration
-    ["coll", [refs]]             a literal container holding these values
+    ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an iteration
+    ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys, else None)
     ["union", [refs]]            any of these (conditional expression, `or`)
     ["def", qualname]            a definition in this file (function, class, lambda)
     ["deco", [refs], ref]        a definition passed through decorators, innermost last
     ["imp", dotted] / ["from", module, name]   what an import binds
-    ["param", func, index, name, default]      a parameter; bound to arguments at link time
+    ["param", func, index, name, default, classes]   a parameter, bound to arguments at link time;
+                                 classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
+    ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
+    ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
+    ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
+    ["varargs", func]            a `*args` parameter: a tuple of the arguments past the named ones
+    ["const", key]               a str or int constant argument (a key for `d.get(key)`), denoting nothing
     ["unk", reason]              something dynamic the analysis refuses to guess
+
+Besides call sites, the facts list the calls Python makes without call syntax ("implicit"): `for`
+(`__iter__`/`__next__`), `with` (`__enter__`/`__exit__`), `raise Cls` (the constructor) and every
+attribute read or write outside call position (a property's getter or setter, when the linker finds one).
 
 A file that does not parse yields facts with `syntax_error` set and nothing else.
 """
@@ -28,8 +40,10 @@ import hashlib
 import warnings
 from typing import Any
 
-FACTS_VERSION = 7
+FACTS_VERSION = 8
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
+PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
+PROPERTY_ACCESSORS = (".setter", ".getter", ".deleter")
 
 Ref = list[Any]
 
@@ -73,6 +87,10 @@ class _Scope:
         self.class_q = class_q
         self.globals: set[str] = set()
         self.lambda_count = 0
+        # How deep in branches and loops of this scope the walk is, and per name the indexes of its
+        # bindings that reach straight-line code here (None once a branch or a loop bound it).
+        self.nesting = 0
+        self.reaching: dict[str, tuple[int, ...] | None] = {}
 
 
 class FileExtractor(ast.NodeVisitor):
@@ -94,6 +112,15 @@ class FileExtractor(ast.NodeVisitor):
         self.withs: list[dict[str, Any]] = []
         self.exports: list[str] | None = None
         self.lambdas: dict[int, str] = {}
+        self.implicit: list[dict[str, Any]] = []
+        # Names narrowed by an enclosing `if isinstance(name, C):`, per scope: name -> class refs.
+        self.narrowed: list[tuple[str, str, list[Ref]]] = []
+        # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
+        self.none_guards: list[tuple[str, str, bool]] = []
+        # Names some nested scope declares global or nonlocal: rebound from elsewhere at any time.
+        self.escaped: set[str] = set()
+        # Attributes in call position: their read is the call's, not a property access.
+        self.callee_attrs: set[int] = set()
         self.scope = self._open(module, "module", None, None)
 
     # scopes and bindings
@@ -107,18 +134,37 @@ class FileExtractor(ast.NodeVisitor):
         self.bindings.setdefault(qualname, {})
         return scope
 
-    def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None) -> None:
+    def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None, *, adds: bool = False) -> None:
+        """Bind name to ref in the scope; `adds`: the binding adds to the value (`d[k] = f`), not replaces it."""
         scope = scope or self.scope
         if ref is None:
             ref = ["unk", "opaque_value"]
         target = self._module_scope() if name in scope.globals else scope
-        self.bindings[target.qualname].setdefault(name, []).append(ref)
+        bound = self.bindings[target.qualname].setdefault(name, [])
+        bound.append(ref)
+        index = len(bound) - 1
+        before = target.reaching.get(name)
+        if target is not scope or target.nesting:
+            target.reaching[name] = None
+        elif adds:
+            target.reaching[name] = None if before is None else (*before, index)
+        else:
+            target.reaching[name] = (index,)
 
     def _module_scope(self) -> _Scope:
         scope = self.scope
         while scope.parent is not None:
             scope = scope.parent
         return scope
+
+    def _name_ref(self, name: str) -> Ref:
+        # Flow-sensitive where it is cheap and sure: in straight-line code, a name denotes only the
+        # bindings that reach it (`f = a; f = b; f()` calls b). Names other scopes may rebind (global,
+        # nonlocal) denote all their bindings.
+        which = self.scope.reaching.get(name)
+        if which is None or name in self.scope.globals or name in self.escaped:
+            return ["name", self.scope.qualname, name]
+        return ["name", self.scope.qualname, name, list(which)]
 
     def _lambda_name(self, node: ast.Lambda) -> str:
         name = self.lambdas.get(id(node))
@@ -135,19 +181,35 @@ class FileExtractor(ast.NodeVisitor):
         q = self.scope.qualname
         match node:
             case ast.Name(id=name):
-                return ["name", q, name]
+                plain = self._name_ref(name)
+                for scope, narrowed, classes in reversed(self.narrowed):
+                    if scope == q and narrowed == name:
+                        return ["narrow", plain, classes]
+                return plain
             case ast.Attribute(value=value, attr=attr):
                 base = self.ref(value)
                 return ["attr", base, attr] if base is not None else None
             case ast.Call():
                 return self._call_ref(node)
-            case ast.Subscript(value=value):
+            case ast.Subscript(value=value, slice=index):
                 base = self.ref(value)
-                return ["sub", base] if base is not None else None
-            case ast.List(elts=elts) | ast.Tuple(elts=elts) | ast.Set(elts=elts):
-                return ["coll", [r for r in map(self.ref, elts) if r is not None]]
-            case ast.Dict(values=values):
-                return ["coll", [r for r in map(self.ref, values) if r is not None]]
+                return ["sub", base, _constant_key(index)] if base is not None else None
+            case ast.List(elts=elts) | ast.Tuple(elts=elts):
+                # Elements keyed by position, up to the first starred one.
+                starred = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), len(elts))
+                pairs = [(i if i < starred else None, self.ref(e)) for i, e in enumerate(elts)]
+                return [
+                    "coll",
+                    [r for _, r in pairs if r is not None],
+                    [i for i, r in pairs if r is not None],
+                ]
+            case ast.Set(elts=elts):
+                refs = [r for r in map(self.ref, elts) if r is not None]
+                return ["coll", refs, [None] * len(refs)]
+            case ast.Dict(keys=keys, values=values):
+                pairs = [(_constant_key(k), self.ref(v)) for k, v in zip(keys, values, strict=True)]
+                pairs = [(k, r) for k, r in pairs if r is not None]
+                return ["coll", [r for _, r in pairs], [k for k, _ in pairs]]
             case ast.Lambda():
                 return ["def", self._lambda_name(node)]
             case ast.IfExp(body=body, orelse=orelse):
@@ -157,9 +219,11 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Await(value=value) | ast.NamedExpr(value=value) | ast.Starred(value=value):
                 return self.ref(value)
             case ast.ListComp(elt=elt) | ast.SetComp(elt=elt) | ast.GeneratorExp(elt=elt):
-                return ["coll", [r for r in [self.ref(elt)] if r is not None]]
+                refs = [r for r in [self.ref(elt)] if r is not None]
+                return ["coll", refs, [None] * len(refs)]
             case ast.DictComp(value=value):
-                return ["coll", [r for r in [self.ref(value)] if r is not None]]
+                refs = [r for r in [self.ref(value)] if r is not None]
+                return ["coll", refs, [None] * len(refs)]
         return None
 
     def _call_ref(self, node: ast.Call) -> Ref | None:
@@ -192,7 +256,7 @@ class FileExtractor(ast.NodeVisitor):
         callee = self.ref(func)
         if callee is None:
             return None
-        args = [self.ref(a) or ["unk", "opaque_value"] for a in node.args]
+        args = [self.ref(a) or _constant_ref(a) for a in node.args]
         kwargs = {k.arg: self.ref(k.value) or ["unk", "opaque_value"] for k in node.keywords if k.arg}
         return ["call", callee, args, kwargs]
 
@@ -216,9 +280,11 @@ class FileExtractor(ast.NodeVisitor):
         qualname = f"{parent.qualname}.{node.name}"
         is_method = parent.kind == "class"
         decorators = [ast.unparse(d) for d in node.decorator_list]
-        for deco in node.decorator_list:
-            self._record_call_of_decorator(deco, qualname)
-        self.bind(node.name, self._decorated(node, qualname))
+        self._record_decorator_calls(node.decorator_list, qualname)
+        if is_method and any(d in PROPERTY_DECORATORS or d.endswith(PROPERTY_ACCESSORS) for d in decorators):
+            self.bind(node.name, ["prop", qualname])
+        else:
+            self.bind(node.name, self._decorated(node, qualname))
         kind = "method" if is_method else "function"
         is_test = node.name.startswith("test") and self._is_test_module()
         self._add_def(node, qualname, kind, decorators=decorators, is_test=is_test)
@@ -241,21 +307,27 @@ class FileExtractor(ast.NodeVisitor):
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
 
-    def _record_call_of_decorator(self, deco: ast.expr, qualname: str) -> None:
+    def _record_decorator_calls(self, decorators: list[ast.expr], qualname: str) -> None:
         # `@dec` calls dec with the function; `@dec(...)` calls dec(...) (visited) then its result.
-        ref = self.ref(deco)
-        if ref is not None:
+        # Decorators apply innermost first: each outer one is called with what the inner one returned.
+        for deco in decorators:
+            self.visit(deco)
+        arg: Ref = ["def", qualname]
+        for deco in reversed(decorators):
+            ref = self.ref(deco)
+            if ref is None:
+                continue
             self.calls.append(
                 {
                     "scope": self.scope.qualname,
                     "callee": ref,
-                    "args": [["def", qualname]],
+                    "args": [arg],
                     "kwargs": {},
                     "span": span(deco),
-                    "decorator": True,
+                    "decorates": qualname,
                 }
             )
-        self.visit(deco)
+            arg = ["call", ref, [arg], {}]
 
     def _outer_ref(self, node: ast.expr | None) -> Ref | None:
         # Defaults are evaluated where the function is defined, not inside it.
@@ -266,17 +338,13 @@ class FileExtractor(ast.NodeVisitor):
         finally:
             self.scope = inner
 
-    def _annotation(self, arg: ast.arg) -> None:
-        # `x: Cls` declares x an instance of Cls; string annotations are parsed the same way.
-        note = arg.annotation
-        if isinstance(note, ast.Constant) and isinstance(note.value, str):
-            try:
-                note = ast.parse(note.value, mode="eval").body
-            except SyntaxError:
-                return
-        ref = self._outer_ref(note) if note is not None else None
-        if ref is not None:
-            self.bind(arg.arg, ["annot", ref])
+    def _annotation(self, arg: ast.arg) -> list[Ref] | None:
+        # `x: Cls` (or `Optional[Cls]`, `A | B`, a string of those) declares x an instance of these.
+        classes = _annotation_classes(arg.annotation) if arg.annotation is not None else None
+        refs = [r for r in (self._outer_ref(c) for c in classes or []) if r is not None]
+        for ref in refs:
+            self.bind(arg.arg, ["annot", ref], adds=True)
+        return refs if classes is not None and len(refs) == len(classes) else None
 
     def _bind_params(
         self, args: ast.arguments, qualname: str, *, method_of: str | None, decorators: list[str]
@@ -289,14 +357,17 @@ class FileExtractor(ast.NodeVisitor):
             if index == 0 and method_of and "staticmethod" not in decorators:
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
                 continue
-            self.bind(arg.arg, ["param", qualname, index, arg.arg, self._outer_ref(default)])
-            self._annotation(arg)
+            classes = self._annotation(arg)
+            self.bind(
+                arg.arg, ["param", qualname, index, arg.arg, self._outer_ref(default), classes], adds=True
+            )
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default)])
-            self._annotation(arg)
-        for arg in (args.vararg, args.kwarg):
-            if arg is not None:
-                self.bind(arg.arg, ["unk", "variadic_parameter"])
+            classes = self._annotation(arg)
+            self.bind(arg.arg, ["param", qualname, -1, arg.arg, self._outer_ref(default), classes], adds=True)
+        if args.vararg is not None:
+            self.bind(args.vararg.arg, ["varargs", qualname])
+        if args.kwarg is not None:
+            self.bind(args.kwarg.arg, ["unk", "variadic_parameter"])
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         parent = self.scope
@@ -312,8 +383,7 @@ class FileExtractor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         parent = self.scope
         qualname = f"{parent.qualname}.{node.name}"
-        for deco in node.decorator_list:
-            self._record_call_of_decorator(deco, qualname)
+        self._record_decorator_calls(node.decorator_list, qualname)
         for base in node.bases + [k.value for k in node.keywords]:
             self.visit(base)
         self.bind(node.name, self._decorated(node, qualname))
@@ -340,6 +410,7 @@ class FileExtractor(ast.NodeVisitor):
                 f" -> {ast.unparse(node.returns)}" if node.returns else ""
             )
             record["params"] = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+            record["accepts"] = _accepts(node.args)
             record["body_hash"] = self._body_hash(node)
             record["asserts"] = _asserts(node)
             record["raises"] = sorted(
@@ -367,11 +438,50 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_Global(self, node: ast.Global) -> None:
         self.scope.globals.update(node.names)
+        self.escaped.update(node.names)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.escaped.update(node.names)
+
+    def _nested(self, node: ast.stmt) -> None:
+        # A branch, loop or handler: what it binds may or may not have happened after it. A loop's
+        # body also sees what its own later statements bound in an earlier turn.
+        if isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                    self.scope.reaching[inner.id] = None
+        self.scope.nesting += 1
+        try:
+            self._visit_nested(node)
+        finally:
+            self.scope.nesting -= 1
+
+    def visit_While(self, node: ast.While) -> None:
+        self._nested(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self._nested(node)
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self._nested(node)
+
+    def _visit_nested(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.For | ast.AsyncFor):
+            self._for(node)
+        elif isinstance(node, ast.If):
+            self._if(node)
+        else:
+            self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             ref = self.ref(node.value)
             if ref is not None:
+                for scope, name, none in reversed(self.none_guards):
+                    if scope == self.scope.qualname:
+                        ref = ["guard", name, none, ref]
                 self.scopes[self.scope.qualname]["returns"].append(ref)
             self.visit(node.value)
 
@@ -436,6 +546,10 @@ class FileExtractor(ast.NodeVisitor):
         self.visit(node.value)
         self._access(node.target, "read", node)
         self._access(node.target, "write", node)
+        if isinstance(node.target, ast.Attribute):
+            base = self.ref(node.target.value)
+            self._implicit("get", base, node.target, node.target.attr)
+            self._implicit("set", base, node.target, node.target.attr)
         if isinstance(node.target, ast.Attribute | ast.Subscript):
             self.visit(node.target.value)
 
@@ -445,23 +559,27 @@ class FileExtractor(ast.NodeVisitor):
                 self.bind(name, value)
                 self._access(target, "write", node)
             case ast.Tuple(elts=elts) | ast.List(elts=elts):
-                for elt in elts:
-                    self._assign(elt, ["sub", value] if value is not None else None, node)
+                starred = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), len(elts))
+                for i, elt in enumerate(elts):
+                    key = i if i < starred else None
+                    self._assign(elt, ["sub", value, key] if value is not None else None, node)
             case ast.Starred(value=inner):
                 self._assign(inner, value, node)
             case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
+                self._implicit("set", self.ref(target.value), target, attr)
                 class_q = self._self_class(owner)
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
                     value or ["unk", "opaque_value"]
                 )
                 self._access(target, "write", node)
-            case ast.Attribute(value=obj):
+            case ast.Attribute(value=obj, attr=attr):
+                self._implicit("set", self.ref(obj), target, attr)
                 self.visit(obj)
                 self._access(target, "write", node)
             case ast.Subscript(value=ast.Name(id=name) as container, slice=index):
                 # `d[k] = f` puts f in d: later `d[k]()` must see it.
                 if value is not None:
-                    self.bind(name, ["coll", [value]])
+                    self.bind(name, ["coll", [value], [_constant_key(index)]], adds=True)
                 self._access(container, "write", node)
                 self.visit(index)
             case ast.Subscript(value=obj, slice=index):
@@ -498,37 +616,62 @@ class FileExtractor(ast.NodeVisitor):
                 }
             )
 
+    def _implicit(self, kind: str, ref: Ref | None, node: ast.AST, name: str | None = None) -> None:
+        if ref is not None:
+            self.implicit.append(
+                {"scope": self.scope.qualname, "kind": kind, "ref": ref, "name": name, "span": span(node)}
+            )
+
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load) and self.scope.kind != "module":
             self._access(node, "read", node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if (
-            isinstance(node.ctx, ast.Load)
-            and isinstance(node.value, ast.Name)
-            and self._self_class(node.value.id)
-        ):
-            self._access(node, "read", node)
+        if isinstance(node.ctx, ast.Load):
+            if isinstance(node.value, ast.Name) and self._self_class(node.value.id):
+                self._access(node, "read", node)
+            if id(node) not in self.callee_attrs:
+                # A read that may run a property's getter (the linker keeps those that do).
+                self._implicit("get", self.ref(node.value), node, node.attr)
         self.visit(node.value)
 
-    def _loop_target(self, target: ast.expr, iterable: ast.expr, node: ast.AST) -> None:
+    def _loop_target(self, target: ast.expr, iterable: ast.expr, node: ast.AST, *, is_async: bool) -> None:
         self.visit(iterable)
         ref = self.ref(iterable)
+        # Iterating calls iter() on the iterable, then next() on what it returned.
+        self._implicit("aiter" if is_async else "iter", ref, iterable)
         self._assign(target, ["iter", ref] if ref is not None else None, node)
 
-    def visit_For(self, node: ast.For) -> None:
-        self._loop_target(node.target, node.iter, node)
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._nested(node)
+
+    def _for(self, node: ast.For | ast.AsyncFor) -> None:
+        self._loop_target(node.target, node.iter, node, is_async=isinstance(node, ast.AsyncFor))
         for stmt in node.body + node.orelse:
             self.visit(stmt)
 
     visit_AsyncFor = visit_For
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
-        self._loop_target(node.target, node.iter, node)
+        self._loop_target(node.target, node.iter, node, is_async=bool(node.is_async))
         for cond in node.ifs:
             self.visit(cond)
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        # Its variables are bound here (the walk has no comprehension scope): as in a loop.
+        for gen in node.generators:
+            for inner in ast.walk(gen.target):
+                if isinstance(inner, ast.Name):
+                    self.scope.reaching[inner.id] = None
+        self.scope.nesting += 1
+        try:
+            self._comprehension_parts(node)
+        finally:
+            self.scope.nesting -= 1
+
+    def _comprehension_parts(
+        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+    ) -> None:
         for gen in node.generators:
             self.visit_comprehension(gen)
         for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
@@ -540,10 +683,12 @@ class FileExtractor(ast.NodeVisitor):
     visit_GeneratorExp = _comprehension
     visit_DictComp = _comprehension
 
-    def visit_With(self, node: ast.With) -> None:
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        is_async = isinstance(node, ast.AsyncWith)
         for item in node.items:
             self.visit(item.context_expr)
             ref = self.ref(item.context_expr)
+            self._implicit("awith" if is_async else "with", ref, item.context_expr)
             self.withs.append(
                 {
                     "scope": self.scope.qualname,
@@ -553,33 +698,74 @@ class FileExtractor(ast.NodeVisitor):
                 }
             )
             if item.optional_vars is not None:
-                self._assign(item.optional_vars, ref, node)
+                # `as` binds what __enter__ returns, not the context manager itself.
+                enter = "__aenter__" if is_async else "__enter__"
+                self._assign(
+                    item.optional_vars, ["call", ["attr", ref, enter], [], {}] if ref else None, node
+                )
         for stmt in node.body:
             self.visit(stmt)
 
     visit_AsyncWith = visit_With
 
+    def visit_Raise(self, node: ast.Raise) -> None:
+        # `raise Cls` instantiates Cls (`raise Cls(...)` is an ordinary call site).
+        if isinstance(node.exc, ast.Name | ast.Attribute):
+            self._implicit("raise", self.ref(node.exc), node.exc)
+        self.generic_visit(node)
+
+    def visit_If(self, node: ast.If) -> None:
+        self._nested(node)
+
+    def _if(self, node: ast.If) -> None:
+        self.visit(node.test)
+        narrowed = _isinstance_test(node.test)
+        if narrowed is not None:
+            name, classes = narrowed
+            refs = [r for r in map(self.ref, classes) if r is not None]
+            self.narrowed.append((self.scope.qualname, name, refs))
+        guard = _none_test(node.test)
+        if guard is not None:
+            self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
+        for stmt in node.body:
+            self.visit(stmt)
+        if narrowed is not None:
+            self.narrowed.pop()
+        if guard is not None:
+            self.none_guards[-1] = (self.scope.qualname, guard[0], not guard[1])
+        for stmt in node.orelse:
+            self.visit(stmt)
+        if guard is not None:
+            self.none_guards.pop()
+
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.type is not None:
             self.visit(node.type)
             if node.name:
-                exc = self.ref(node.type)
-                self.bind(node.name, ["call", exc, [], {}] if exc is not None else None)
+                # `except (A, B) as e`: e is an instance of A or of B.
+                types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+                excs = [r for r in map(self.ref, types) if r is not None]
+                self.bind(node.name, ["union", [["call", e, [], {}] for e in excs]] if excs else None)
         for stmt in node.body:
             self.visit(stmt)
 
     def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute):
+            self.callee_attrs.add(id(node.func))
         ref = self._call_ref(node)
         if ref is not None and ref[0] == "call":
-            self.calls.append(
-                {
-                    "scope": self.scope.qualname,
-                    "callee": ref[1],
-                    "args": ref[2],
-                    "kwargs": ref[3],
-                    "span": span(node.func),
-                }
-            )
+            site = {
+                "scope": self.scope.qualname,
+                "callee": ref[1],
+                "args": ref[2],
+                "kwargs": ref[3],
+                "span": span(node.func),
+            }
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                k.arg is None for k in node.keywords
+            ):
+                site["unpacks"] = True
+            self.calls.append(site)
             self._note_container_method(node)
         elif ref is not None:
             # getattr / __import__ / super: the call itself is to the builtin.
@@ -627,7 +813,96 @@ class FileExtractor(ast.NodeVisitor):
             if func.attr == "extend" or func.attr == "update":
                 values = [["iter", v] for v in values] + values
             if values:
-                self.bind(func.value.id, ["coll", values])
+                self.bind(func.value.id, ["coll", values, [None] * len(values)], adds=True)
+
+
+def _constant_key(node: ast.expr | None) -> str | int | None:
+    """A subscript's or dict key's constant (str, or int from 0), or None when it is computed."""
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str | int)
+        and not isinstance(node.value, bool)
+        and not (isinstance(node.value, int) and node.value < 0)
+    ):
+        return node.value
+    return None
+
+
+def _constant_ref(node: ast.expr) -> Ref:
+    """An argument that denotes nothing callable: its constant key (`d.get("a")`), or opaque."""
+    key = _constant_key(node)
+    return ["const", key] if key is not None else ["unk", "opaque_value"]
+
+
+def _none_test(test: ast.expr) -> tuple[str, bool] | None:
+    """For `name is None`: (name, True); for `name is not None`: (name, False); else None."""
+    match test:
+        case ast.Compare(
+            left=ast.Name(id=name), ops=[ast.Is() | ast.IsNot() as op], comparators=[ast.Constant(value=None)]
+        ):
+            return name, isinstance(op, ast.Is)
+    return None
+
+
+def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
+    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and classes."""
+    if not (isinstance(test, ast.Call) and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
+        return None
+    func = test.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if not called.endswith("isinstance"):
+        return None
+    classes = test.args[1]
+    return test.args[0].id, list(classes.elts) if isinstance(classes, ast.Tuple) else [classes]
+
+
+def _annotation_classes(note: ast.expr) -> list[ast.expr] | None:
+    """The classes an annotation allows (`Cls`, `mod.Cls`, `Optional[..]`, `Union[..]`, `A | B`, strings of
+    those; None itself adds none), or None when it is anything else (generics, callables, aliases' subscripts)."""
+    match note:
+        case ast.Constant(value=str(text)):
+            try:
+                return _annotation_classes(ast.parse(text, mode="eval").body)
+            except SyntaxError:
+                return None
+        case ast.Constant(value=None):
+            return []
+        case ast.Name() | ast.Attribute():
+            return [note]
+        case ast.BinOp(left=left, op=ast.BitOr(), right=right):
+            parts = [_annotation_classes(left), _annotation_classes(right)]
+            return None if None in parts else [c for p in parts for c in p or []]
+        case ast.Subscript(value=ast.Name(id=kind) | ast.Attribute(attr=kind), slice=inner) if kind in (
+            "Optional",
+            "Union",
+        ):
+            elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+            parts = [_annotation_classes(e) for e in elts]
+            return None if None in parts else [c for p in parts for c in p or []]
+    return None
+
+
+def _accepts(args: ast.arguments) -> dict[str, Any]:
+    """What a signature accepts: positional names, how many are required, keyword names, `*`/`**`, and
+    the parameters whose default is None."""
+    positional_args = args.posonlyargs + args.args
+    positional = [a.arg for a in positional_args]
+    return {
+        "positional": positional,
+        "required": len(positional) - len(args.defaults),
+        "keywords": [a.arg for a in args.args + args.kwonlyargs],
+        "varargs": args.vararg is not None,
+        "varkw": args.kwarg is not None,
+        "none_defaults": [
+            a.arg
+            for a, d in zip(
+                positional_args[len(positional_args) - len(args.defaults) :] + args.kwonlyargs,
+                list(args.defaults) + list(args.kw_defaults),
+                strict=True,
+            )
+            if isinstance(d, ast.Constant) and d.value is None
+        ],
+    }
 
 
 def _asserts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any]]:
@@ -725,4 +1000,5 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "exports": walker.exports,
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
+        "implicit": [{**i, "ref": freeze(i["ref"])} for i in walker.implicit],
     }

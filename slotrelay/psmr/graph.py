@@ -153,11 +153,11 @@ class GraphAssembler:
             err = facts["syntax_error"]
             self.unknown(module, module, err.get("reason", "syntax_error"), err["span"], err["message"])
             return
-        seen: dict[str, list[str]] = {}
+        seen: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for d in facts["defs"]:
             q = d["qualname"]
             ev = self.evidence(module, d["span"], "lexical", about=f"defines {q}")
-            seen.setdefault(q, []).append(ev)
+            seen.setdefault(q, []).append((ev, d))
             kind = "test" if d.get("is_test") else d["kind"]
             attrs = {
                 k: d[k]
@@ -176,14 +176,14 @@ class GraphAssembler:
                 **attrs,
             )
             self.edge(sid(d["parent"]), node, "defines", ev)
-        for q, evs in seen.items():
-            if len(evs) > 1:
+        for q, found in seen.items():
+            if len(found) > 1 and not _one_definition([d for _, d in found]):
                 self.conflict(
                     "duplicate_definition",
                     q,
-                    f"{q} is defined {len(evs)} times (conditional or "
+                    f"{q} is defined {len(found)} times (conditional or "
                     "repeated definitions); which one runs depends on control flow",
-                    evs,
+                    [ev for ev, _ in found],
                 )
         self._state_nodes(module, facts)
         for item in facts["unknowns"]:
@@ -242,6 +242,18 @@ class GraphAssembler:
                     module, site["span"], t.resolution, about=f"{site['scope']} calls {t.target}"
                 )
                 self.edge(caller, node, "calls", ev)
+        # Calls without call syntax (for, with, raise, property access): an edge where resolved, never an
+        # unknown (most loops and attribute reads run no code of the tree).
+        for index, item in enumerate(facts.get("implicit", ())):
+            for t in link.implicit.get((module, index), []):
+                node = self.node(t.target, "builtin") if t.kind == "builtin" else sid(t.target)
+                ev = self.evidence(
+                    module,
+                    item["span"],
+                    t.resolution,
+                    about=f"{item['scope']} calls {t.target} ({_IMPLICIT_ABOUT[item['kind']]})",
+                )
+                self.edge(sid(item["scope"]), node, "calls", ev)
 
     def _state(self, link: LinkResult) -> None:
         for scope, mode, target, module, index in link.state:
@@ -301,9 +313,34 @@ class GraphAssembler:
             )
 
 
+def _one_definition(defs: list[dict[str, Any]]) -> bool:
+    """True when several definitions of one name make one object: a property and its setter/deleter
+    (`@x.setter` extends the property `@property` made), or `@overload` stubs before their implementation."""
+    name = defs[0]["qualname"].rsplit(".", 1)[-1]
+    decorators = [d.get("decorators", []) for d in defs]
+    accessors = {f"{name}.setter", f"{name}.getter", f"{name}.deleter"}
+    if any(d in ("property", "functools.cached_property", "cached_property") for d in decorators[0]) and all(
+        set(later) & accessors for later in decorators[1:]
+    ):
+        return True
+    implementations = [ds for ds in decorators if not {"overload", "typing.overload"} & set(ds)]
+    return len(implementations) <= 1 and len(implementations) < len(defs)
+
+
+_IMPLICIT_ABOUT = {
+    "iter": "for",
+    "aiter": "async for",
+    "with": "with",
+    "awith": "async with",
+    "raise": "raise",
+    "get": "property read",
+    "set": "property write",
+}
+
+
 def _describe(ref: Any) -> str:
     match ref:
-        case ["name", _, name]:
+        case ["name", _, name, *_]:
             return name
         case ["attr", base, name]:
             return f"{_describe(base)}.{name}"

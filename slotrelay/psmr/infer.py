@@ -73,9 +73,15 @@ def _ask_jedi(ws: Workspace, artifact: str, sites: list[dict[str, Any]]) -> dict
 
 
 def _agrees(static: str, inferred: list[str]) -> bool:
-    # jedi names a constructor call by its class, the fast pass by the class's __init__.
+    # jedi names a constructor call by its class, the fast pass by the class's __init__; and jedi names
+    # an external definition where it is defined (json.decoder.JSONDecoder.decode), the fast pass by the
+    # import path it was reached through (json.JSONDecoder.decode): same package, same Class.method.
     return any(
-        static == name or static.startswith(name + ".") or name.startswith(static + ".") for name in inferred
+        static == name
+        or static.startswith(name + ".")
+        or name.startswith(static + ".")
+        or (static.split(".")[0] == name.split(".")[0] and static.split(".")[-2:] == name.split(".")[-2:])
+        for name in inferred
     )
 
 

@@ -10,10 +10,21 @@ Values a ref can denote:
     ("coll", k)    a container literal (k indexes its element refs)
     ("gen", q)     the generator a call to generator function q returns
     ("super", q)   `super()` inside class q
+    ("prop", q)    a property whose getter (and setter) is method q
+    ("extinst", d) an instance of the external class d (a call of a capitalised external name)
+    ("extm", d)    an attribute of an external class reached through an instance or an external base
 
-Evaluation is flow-insensitive and memoised; arguments flow into parameters at call sites, which
-is iterated to a fixpoint. A call site whose callee denotes nothing is an unknown with a reason,
+Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
+the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
+fixpoint. A decorator, and a function that returns (part of) its argument, is evaluated in each
+call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee denotes nothing is an unknown with a reason,
 never a guessed edge.
+
+Certainty: an edge is labelled by how its callee was found (lexical, import, self_mro, constructor,
+implicit), but only if it is also found with argument flow switched off (a second, strict linker);
+an edge that needs a value to flow in through a parameter, an override in a subclass, or a guess
+about an external class is `heuristic`. A target whose signature cannot take the call's arguments
+is dropped: that call would raise TypeError, so it is not where the value flows.
 """
 
 from __future__ import annotations
@@ -31,12 +42,40 @@ MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
-HIGHER_ORDER_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter"})
+# How many calls deep a call is followed in its own context (see `Linker.apply`).
+MAX_CONTEXT_DEPTH = 4
+# Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
+CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
+    "map": ((0,), ()),
+    "filter": ((0,), ()),
+    "sorted": ((), ("key",)),
+    "min": ((), ("key",)),
+    "max": ((), ("key",)),
+}
+# Methods of a container literal whose result holds its elements (or is it).
+COLLECTION_METHODS = frozenset({"get", "pop", "setdefault", "values", "items", "copy"})
+# Builtins whose result holds the elements of their first argument.
+ELEMENT_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "reversed", "filter", "iter"})
+BUILTIN_EXCEPTIONS = frozenset(
+    n
+    for n in BUILTIN_NAMES
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+)
+# Implicit calls: the protocol methods a statement calls on its subject (the second on the first's result).
+PROTOCOLS = {
+    "iter": ("__iter__", "__next__"),
+    "aiter": ("__aiter__", "__anext__"),
+    "with": ("__enter__", "__exit__"),
+    "awith": ("__aenter__", "__aexit__"),
+}
+# External bases that add no methods a subclass would call (typing and abc machinery).
+MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
 RESOLVED_STATUS = {
     "lexical": "confirmed",
     "import": "confirmed",
     "self_mro": "confirmed",
     "constructor": "confirmed",
+    "implicit": "confirmed",
     "heuristic": "heuristic",
     "inference": "inferred",
 }
@@ -63,12 +102,18 @@ class LinkResult:
     external_bases: dict[str, list[str]] = field(default_factory=dict)
     decorates: list[tuple[str, str, str, int]] = field(default_factory=list)
     reexports: list[tuple[str, str, str]] = field(default_factory=list)
+    implicit: dict[tuple[str, int], list[CallTarget]] = field(default_factory=dict)
 
 
 class Linker:
-    """Resolve the facts of every module of one tree (module name -> facts)."""
+    """Resolve the facts of every module of one tree (module name -> facts).
 
-    def __init__(self, facts: dict[str, dict[str, Any]]) -> None:
+    A strict linker lets no argument flow into parameters (only defaults): what it resolves is what
+    the code says without a guess about the caller.
+    """
+
+    def __init__(self, facts: dict[str, dict[str, Any]], *, strict: bool = False) -> None:
+        self.strict = strict
         self.facts = {m: f for m, f in facts.items() if not f.get("syntax_error")}
         self.modules = set(facts)
         self.scopes: dict[str, dict[str, Any]] = {}
@@ -90,12 +135,20 @@ class Linker:
             self.exports[module] = f["exports"]
         self.sites = [(m, i, s) for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
         self.module_memo: dict[tuple[str, str], frozenset[Value]] = {}
-        self.colls: dict[Any, list[Any]] = {}
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         self.memo: dict[Any, frozenset[Value]] = {}
         self.active: set[Any] = set()
         self._mro: dict[str, list[str]] = {}
         self._children: dict[str, list[str]] | None = None
+        # The classes the tree instantiates: see `settle`.
+        self.constructed: set[str] = set()
+        self._mentions: dict[tuple[Any, str], bool] = {}
+        self.property_names = {
+            name
+            for names in self.bindings.values()
+            for name, refs in names.items()
+            if any(r[0] == "prop" for r in refs)
+        }
 
     # evaluation
 
@@ -121,25 +174,47 @@ class Linker:
     def _eval(self, ref: Any) -> set[Value]:
         kind = ref[0]
         if kind == "name":
-            return self.lookup(ref[1], ref[2])
+            return self.lookup(ref[1], ref[2], ref[3] if len(ref) > 3 else None)
         if kind == "attr":
             out: set[Value] = set()
-            for value in self.eval(ref[1]):
+            for value in ordered(self.eval(ref[1])):
                 out |= self.attribute(value, ref[2])
             return out
         if kind == "call":
             out = set()
-            for value in self.eval(ref[1]):
-                out |= self.call_result(value)
+            for value in ordered(self.eval(ref[1])):
+                if value[0] == "builtin":
+                    out |= self.builtin_result(value[1], ref[2])
+                elif value == ("ext", "functools.partial") and ref[2]:
+                    # Calling a partial calls the function it wraps.
+                    out |= self.eval(ref[2][0])
+                elif value[0] == "collm":
+                    out |= self.collection_result(value[1], ref[2])
+                elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
+                    out |= self.result_on(value[1], self.eval(ref[1][1]))
+                elif value[0] == "def" and self.returns_argument(value[1]):
+                    # A function that returns (part of) its argument returns this call's argument.
+                    args = [frozenset(self.eval(a)) for a in ref[2]]
+                    out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
+                else:
+                    out |= self.call_result(value)
             return out
         if kind in ("sub", "iter"):
+            key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
-            for value in self.eval(ref[1]):
-                out |= self.elements(value)
+            for value in ordered(self.eval(ref[1])):
+                out |= self.elements(value, key)
             return out
         if kind == "coll":
-            self.colls[ref] = list(ref[1])
             return {("coll", ref)}
+        if kind == "narrow":
+            return self.narrow(self.eval(ref[1]), ref[2])
+        if kind == "prop":
+            return {("prop", ref[1])}
+        if kind == "vals":
+            return set(ref[1])
+        if kind == "guard":
+            return self.eval(ref[3])
         if kind == "union":
             out = set()
             for part in ref[1]:
@@ -155,8 +230,14 @@ class Linker:
             return self.from_value(ref[1], ref[2])
         if kind == "param":
             out = set()
-            for arg in self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set()):
-                out |= self.eval(arg)
+            if not self.strict:
+                flowed: set[Value] = set()
+                for arg in ordered(
+                    self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set())
+                ):
+                    flowed |= self.eval(arg)
+                # Only what the annotation admits can arrive (in code whose annotations hold).
+                out |= self.admit(flowed, ref[5] if len(ref) > 5 else None)
             if ref[4] is not None:
                 out |= self.eval(ref[4])
             return out
@@ -166,6 +247,9 @@ class Linker:
                 for v in self.eval(ref[1])
                 if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"
             }
+        if kind == "varargs":
+            extra = () if self.strict else tuple(sorted(self.params.get((ref[1], "*"), ()), key=repr))
+            return {("coll", ("coll", extra, (None,) * len(extra)))}
         if kind == "self":
             return {("inst", ref[1])}
         if kind == "cls":
@@ -174,8 +258,158 @@ class Linker:
             return {("super", ref[1])}
         return set()
 
-    def lookup(self, scope: str, name: str) -> set[Value]:
-        """LEGB lookup of a name from a scope; class bodies are skipped from nested functions."""
+    def narrow(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
+        """The values that pass `isinstance(value, classes)`, and instances of the tree's classes named."""
+        classes = self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        return self.admit(values, class_refs) | {("inst", c) for c in classes[0]}
+
+    def admit(self, values: set[Value] | frozenset[Value], class_refs: Any) -> set[Value]:
+        """The values that can be instances of the classes (all of them when the classes are unknown)."""
+        classes = None if class_refs is None else self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        tree, foreign = classes
+        out = set()
+        for value in values:
+            if value[0] == "inst":
+                if tree & set(self.mro(value[1])) or (foreign and self.external_bases(value[1])):
+                    out.add(value)
+            elif foreign:
+                # Not an instance of the tree's classes: only a class outside the tree can admit it.
+                out.add(value)
+        return out
+
+    def checkable_classes(self, class_refs: Any) -> tuple[set[str], bool] | None:
+        """The tree's classes and whether a foreign class is among them, or None when an isinstance
+        check against them cannot be judged here (a Protocol, typing's forms, an unresolved name)."""
+        tree: set[str] = set()
+        foreign = False
+        for ref in class_refs:
+            values = self.eval(ref)
+            if not values:
+                return None
+            for kind, subject in values:
+                if kind == "def" and self.defs.get(subject, {}).get("kind") == "class":
+                    if any(b.endswith(".Protocol") for b in self.external_bases(subject)):
+                        return None
+                    tree.add(subject)
+                elif kind == "builtin" and isinstance(getattr(builtins, subject, None), type):
+                    if subject == "object":
+                        return None
+                    foreign = True
+                elif kind == "ext" and not subject.startswith(
+                    ("typing.", "typing_extensions.", "collections.abc.")
+                ):
+                    foreign = True
+                else:
+                    return None
+        return tree, foreign
+
+    def builtin_result(self, name: str, args: Any) -> set[Value]:
+        """What calling a builtin returns, where it is one of the tree's values: `next(it)`, `list(xs)`..."""
+        if not args:
+            return set()
+        if name == "next":
+            return {v for value in self.eval(args[0]) for v in self.elements(value)}
+        if name in ELEMENT_BUILTINS:
+            subject = args[1] if name == "filter" and len(args) > 1 else args[0]
+            return {("coll", ("coll", (("iter", subject),), (None,)))}
+        if name in ("min", "max") and len(args) == 1:
+            return {v for value in self.eval(args[0]) for v in self.elements(value)}
+        if name in ("staticmethod", "classmethod"):
+            return set(self.eval(args[0]))
+        if name == "type" and len(args) == 1:
+            return {("def", v[1]) for v in self.eval(args[0]) if v[0] == "inst"}
+        return set()
+
+    def returns_argument(self, func: str) -> bool:
+        """Whether a function (not a method) returns something made of one of its parameters."""
+        info = self.defs.get(func, {})
+        return info.get("kind") in ("function", "lambda") and any(
+            self.mentions_param(r, func) for r in self.scopes.get(func, {}).get("returns", ())
+        )
+
+    def mentions_param(self, ref: Any, func: str) -> bool:
+        """Whether a ref's value may depend on the arguments of a call of func (cached)."""
+        key = (ref, func)
+        cached = self._mentions.get(key)
+        if cached is None:
+            cached = self._mentions[key] = self._mentions_param(ref, func, 0)
+        return cached
+
+    def _mentions_param(self, ref: Any, func: str, depth: int) -> bool:
+        if depth > 4 or not isinstance(ref, tuple) or not ref:
+            return False
+        kind = ref[0]
+        if kind == "name":
+            if self.binding_scope(ref) != func:
+                return False
+            return any(
+                (r[0] == "param" and r[1] == func) or self._mentions_param(r, func, depth + 1)
+                for r in self.binding_refs(ref)
+            )
+        if kind in ("attr", "sub", "iter", "narrow"):
+            return self._mentions_param(ref[1], func, depth)
+        if kind == "call":
+            return (
+                any(self._mentions_param(a, func, depth) for a in ref[2])
+                or any(self._mentions_param(v, func, depth) for _, v in ref[3])
+                or self._mentions_param(ref[1], func, depth)
+            )
+        if kind in ("coll", "union"):
+            return any(self._mentions_param(r, func, depth) for r in ref[1])
+        # A guard tests a parameter: whether its value is returned depends on the arguments.
+        return kind == "guard"
+
+    def returns_receiver(self, method: str) -> bool:
+        """Whether a method returns its own `self`, `cls` or `cls(...)` (a fluent method, a factory)."""
+        if self.defs.get(method, {}).get("kind") != "method":
+            return False
+        return any(self._receiver_return(r) for r in self.scopes.get(method, {}).get("returns", ()))
+
+    def _receiver_return(self, ref: Any) -> str | None:
+        # "self" for `return self`, "cls" for `return cls`, "new" for `return cls(...)`.
+        if ref[0] == "name" and self.binding_kinds(ref) in ({"self"}, {"cls"}):
+            return "self" if self.binding_kinds(ref) == {"self"} else "cls"
+        if ref[0] == "call" and ref[1][0] == "name" and self.binding_kinds(ref[1]) == {"cls"}:
+            return "new"
+        return None
+
+    def result_on(self, method: str, receivers: frozenset[Value]) -> set[Value]:
+        """What a method that returns its receiver returns when called on these receivers: the
+        subclass instance it was called on, not an instance of the class that defines it."""
+        out: set[Value] = set()
+        for ref in self.scopes.get(method, {}).get("returns", ()):
+            kind = self._receiver_return(ref)
+            if kind is None:
+                out |= self.eval(ref)
+                continue
+            for value in receivers:
+                if value[0] in ("inst", "super") and kind in ("self", "new"):
+                    out.add(("inst", value[1]))
+                elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                    out.add(("inst", value[1]) if kind == "new" else value)
+        return out or self.call_result(("def", method))
+
+    def collection_result(self, method: tuple[Any, str], args: Any) -> set[Value]:
+        """What a container literal's method returns: `d.get("k")` its element at k, `d.values()` it."""
+        subject, name = method
+        if name in ("get", "pop", "setdefault"):
+            key = args[0][1] if args and args[0][0] == "const" else None
+            return self.elements(("coll", subject), key)
+        if name == "items":
+            # (key, value) pairs: the keys are not modelled, the values are the container's.
+            pair = ("coll", (("unk", "opaque_value"), ("iter", subject)), (0, 1))
+            return {("coll", ("coll", (pair,), (None,)))}
+        return {("coll", subject)}
+
+    def lookup(self, scope: str, name: str, which: Any = None) -> set[Value]:
+        """LEGB lookup of a name from a scope; class bodies are skipped from nested functions.
+
+        `which`: the indexes of the scope's own bindings of the name that reach the use (all if None).
+        """
         first = True
         current: str | None = scope
         while current is not None:
@@ -184,6 +418,8 @@ class Linker:
                 break
             if first or info["kind"] != "class":
                 refs = self.bindings.get(current, {}).get(name)
+                if refs and first and which is not None:
+                    refs = [refs[i] for i in which if i < len(refs)]
                 if refs:
                     out: set[Value] = set()
                     for r in refs:
@@ -221,7 +457,8 @@ class Linker:
         return set(cached)
 
     def _module_attr(self, module: str, name: str) -> set[Value]:
-        refs = self.bindings.get(module, {}).get(name)
+        # `from . import sub` in a package's __init__ binds sub to the submodule, not to itself.
+        refs = [r for r in self.bindings.get(module, {}).get(name, ()) if r != ("from", module, name)]
         if refs:
             out: set[Value] = set()
             for r in refs:
@@ -260,15 +497,47 @@ class Linker:
             return self.module_attr(subject, name)
         if kind == "ext":
             return {("ext", f"{subject}.{name}")}
+        if kind == "extinst":
+            return {("extm", f"{subject}.{name}")}
+        if kind == "coll" and name in COLLECTION_METHODS:
+            return {("collm", (subject, name))}
         if kind == "def" and self.defs.get(subject, {}).get("kind") == "class":
             return self.class_attr(subject, name, instance=False)
         if kind == "inst":
-            return self.class_attr(subject, name, instance=True)
+            found = self.class_attr(subject, name, instance=True)
+            return found or ({("def", subject)} if name == "__class__" else set())
         if kind == "super":
-            return self.class_attr(subject, name, instance=True, after_self=True)
+            return self.super_attr(subject, name)
         return set()
 
+    def super_attr(self, cls: str, name: str) -> set[Value]:
+        """`super().name` in class cls: the next definition after cls in cls's MRO (or object's)."""
+        out = self.class_attr(cls, name, instance=True, after_self=True)
+        if not out and not self.method_bases(cls) and hasattr(object, name):
+            out = {("builtin", f"object.{name}")}
+        return out
+
+    def sibling_supers(self, cls: str, name: str) -> list[str]:
+        """For `super().name()` in class cls, the methods the MRO of a subclass the tree instantiates
+        puts next instead (diamond inheritance: Left's super() is Right in Both(Left, Right))."""
+        out = []
+        for sub in self.subclasses(cls):
+            if sub not in self.constructed:
+                continue
+            order = self.mro(sub)
+            for klass in order[order.index(cls) + 1 :]:
+                if f"{klass}.{name}" in self.defs:
+                    out.append(f"{klass}.{name}")
+                    break
+                if name in self.bindings.get(klass, {}):
+                    break
+        return sorted(set(out))
+
     def class_attr(self, cls: str, name: str, *, instance: bool, after_self: bool = False) -> set[Value]:
+        """An attribute along the MRO; through an instance a property is its getter's result.
+
+        Not found in the tree's classes, it is the attribute of the one external base (if one).
+        """
         order = self.mro(cls)
         for klass in order[1:] if after_self else order:
             out: set[Value] = set()
@@ -278,8 +547,18 @@ class Linker:
                 for r in self.instance_attrs.get(klass, {}).get(name, []):
                     out |= self.eval(r)
             if out:
+                props = {v for v in out if v[0] == "prop"}
+                if instance and props:
+                    out -= props
+                    for prop in props:
+                        out |= self.call_result(("def", prop[1]))
                 return out
-        return set()
+        bases = self.method_bases(cls)
+        return {("extm", f"{bases[0]}.{name}")} if len(bases) == 1 else set()
+
+    def method_bases(self, cls: str) -> list[str]:
+        """The external bases of a class that can supply methods (typing/abc markers aside)."""
+        return [b for b in self.external_bases(cls) if "." in b and not b.startswith(MARKER_BASES)]
 
     def call_result(self, value: Value) -> set[Value]:
         kind, subject = value
@@ -301,31 +580,51 @@ class Linker:
             for method in self.class_attr(subject, "__call__", instance=True):
                 out |= self.call_result(method)
             return out
+        if kind == "ext" and subject.rsplit(".", 1)[-1][:1].isupper():
+            # A capitalised external name is taken for a class: its call makes an instance.
+            return {("extinst", subject)}
         return set()
 
-    def elements(self, value: Value) -> set[Value]:
+    def elements(self, value: Value, key: Any = None) -> set[Value]:
+        """What iterating (or indexing, at a constant key if given) a value yields."""
         kind, subject = value
         out: set[Value] = set()
         if kind == "coll":
-            for r in self.colls.get(subject, subject[1]):
-                out |= self.eval(r)
+            refs, keys = subject[1], subject[2] if len(subject) > 2 else (None,) * len(subject[1])
+            for r, k in zip(refs, keys, strict=False):
+                if key is None or k is None or k == key:
+                    out |= self.eval(r)
         elif kind == "gen":
             for r in self.scopes.get(subject, {}).get("yields", []):
                 out |= self.eval(r)
         elif kind == "inst":
-            for method in self.class_attr(subject, "__iter__", instance=True):
-                out |= self.call_result(method)
-            for method in self.class_attr(subject, "__getitem__", instance=True):
-                out |= self.call_result(method)
+            for iterator in self.protocol_results(subject, "__iter__"):
+                if iterator[0] == "inst":
+                    out |= self.protocol_results(iterator[1], "__next__")
+                else:
+                    out |= self.elements(iterator)
+            out |= self.protocol_results(subject, "__getitem__")
+        return out
+
+    def protocol_results(self, cls: str, method: str) -> set[Value]:
+        """What calling a protocol method of the tree's class returns (nothing for an external one)."""
+        out: set[Value] = set()
+        for found in self.class_attr(cls, method, instance=True):
+            out |= self.call_result(found)
         return out
 
     def decorated(self, ref: Any) -> set[Value]:
+        """What a decorated definition's name denotes: the decorators' results, innermost first.
+
+        Each decorator is applied to this definition alone (`apply`), so one that hands back what it is
+        given (a registry, rich's @auto) gives back this definition, not every one it decorates.
+        """
         values = self.eval(ref[2])
         for deco in reversed(ref[1]):
             applied: set[Value] = set()
-            for d in self.eval(deco):
+            for d in self.eval_in(deco, {}, 0):
                 if d[0] == "def" and self.defs.get(d[1], {}).get("kind") != "class":
-                    applied |= self.call_result(d)
+                    applied |= self.apply(d[1], [values], {}, 0)
                 elif d[0] == "def":
                     # A class used as decorator wraps the function in an instance; the function
                     # itself stays reachable, so keep both.
@@ -333,6 +632,149 @@ class Linker:
             if applied:
                 values = frozenset(applied)
         return set(values)
+
+    def apply(
+        self, func: str, args: list[frozenset[Value]], kwargs: dict[str, frozenset[Value]], depth: int
+    ) -> set[Value]:
+        """What calling the tree's function `func` with these argument values returns, in this call's
+        context alone (its parameters bound to these values only), a few calls deep."""
+        scope = self.scopes.get(func, {})
+        if scope.get("generator"):
+            return {("gen", func)}
+        context = (func, tuple(args), tuple(sorted(kwargs.items())))
+        key = ("apply", context, depth)
+        cached = self.memo.get(key)
+        if cached is not None:
+            return set(cached)
+        if depth > MAX_CONTEXT_DEPTH or key in self.active:
+            return self.call_result(("def", func))
+        self.active.add(key)
+        try:
+            env = {"func": func, "args": args, "kwargs": kwargs, "key": context}
+            out: set[Value] = set()
+            for r in scope.get("returns", []):
+                out |= self.eval_in(r, env, depth)
+        finally:
+            self.active.discard(key)
+        self.memo[key] = frozenset(out)
+        return out
+
+    def eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
+        """A ref's values inside one call context (see `apply`): names of the context function's
+        parameters denote its arguments, calls of the tree's functions are applied in turn."""
+        if ref is None:
+            return set()
+        if not env:
+            return self._eval_in(ref, env, depth)
+        if not self.mentions_param(ref, env["func"]):
+            # Nothing in it depends on the call's arguments: its values are the same everywhere.
+            return set(self.eval(ref))
+        key = ("in", ref, env["key"], depth)
+        cached = self.memo.get(key)
+        if cached is None:
+            cached = self.memo[key] = frozenset(self._eval_in(ref, env, depth))
+        return set(cached)
+
+    def _eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
+        kind = ref[0]
+        if kind == "name" and env and self.binding_scope(ref) == env["func"]:
+            key = ("name_in", ref, env["key"], depth)
+            if key in self.active:
+                # A local bound in terms of itself (`x = x.parent`): its context-free values.
+                return set(self.eval(ref))
+            self.active.add(key)
+            try:
+                return self._name_in(ref, env, depth)
+            finally:
+                self.active.discard(key)
+        if kind in ("attr", "sub", "iter") and env:
+            key = ref[2] if kind == "sub" and len(ref) > 2 else None
+            out = set()
+            for value in self.eval_in(ref[1], env, depth):
+                out |= self.attribute(value, ref[2]) if kind == "attr" else self.elements(value, key)
+            return out
+        if kind == "coll" and env:
+            # The elements as they are in this context, frozen into the container.
+            refs = tuple(("vals", frozenset(self.eval_in(r, env, depth))) for r in ref[1])
+            return {("coll", ("coll", refs, ref[2]))}
+        if kind == "union":
+            return {v for part in ref[1] for v in self.eval_in(part, env, depth)}
+        if kind == "guard":
+            # `if name is None: return ...` does not return when the call gave name a value.
+            given = self.argument_given(env, ref[1]) if env else None
+            return set() if given is not None and given == ref[2] else self.eval_in(ref[3], env, depth)
+        if kind == "call":
+            callees = self.eval_in(ref[1], env, depth)
+            args = [frozenset(self.eval_in(a, env, depth)) for a in ref[2]]
+            kwargs = {k: frozenset(self.eval_in(v, env, depth)) for k, v in ref[3]}
+            out = set()
+            for value in callees:
+                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
+                    out |= self.apply(value[1], args, kwargs, depth + 1)
+                elif value == ("ext", "functools.partial") and args:
+                    out |= args[0]
+                elif value[0] == "builtin":
+                    out |= self.builtin_result(value[1], ref[2])
+                else:
+                    out |= self.call_result(value)
+            return out
+        return set(self.eval(ref))
+
+    def _name_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
+        # A name of the context function: its parameters are this call's arguments.
+        out: set[Value] = set()
+        for r in self.binding_refs(ref):
+            if r[0] == "param" and r[1] == env["func"]:
+                index, name, default = r[2], r[3], r[4]
+                if 0 <= index < len(env["args"]):
+                    out |= env["args"][index]
+                elif name in env["kwargs"]:
+                    out |= env["kwargs"][name]
+                elif default is not None:
+                    out |= self.eval(default)
+            elif r[0] != "annot":
+                out |= self.eval_in(r, env, depth)
+        return out
+
+    def argument_given(self, env: dict[str, Any], name: str) -> bool | None:
+        """Whether a call context gives parameter `name` a value (True) or leaves it None (False);
+        None when it cannot tell (not a parameter, or a default other than None)."""
+        func = self.defs.get(env["func"], {})
+        accepts = func.get("accepts")
+        if accepts is None or name not in func.get("params", []):
+            return None
+        positional = accepts["positional"]
+        # An argument whose values are unknown (empty) may still be None: that tells nothing.
+        if name in positional and positional.index(name) < len(env["args"]):
+            return True if env["args"][positional.index(name)] else None
+        if name in env["kwargs"]:
+            return True if env["kwargs"][name] else None
+        return False if name in accepts.get("none_defaults", []) else None
+
+    def _constructed(self) -> set[str]:
+        # Computed once evaluation has settled, never in the middle of one, so that no result depends
+        # on which ref was evaluated first.
+        constructed: set[str] = set()
+        for _m, _i, site in self.sites:
+            for value in self.eval(site["callee"]):
+                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                    constructed.add(value[1])
+        return constructed
+
+    def settle(self) -> None:
+        """Flow arguments into parameters, round after round, until nothing new flows (or MAX_ROUNDS);
+        the memo left is the final round's. Then the classes the tree instantiates (which evaluation
+        never reads, only `targets`)."""
+        for _ in range(MAX_ROUNDS if not self.strict else 0):
+            grew = False
+            for _m, _i, site in self.sites:
+                grew |= self.flow_arguments(site)
+            if not grew:
+                break
+            self.memo.clear()
+            self.module_memo.clear()
+        if not self.strict:
+            self.constructed = self._constructed()
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -380,33 +822,147 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
-        for value in sorted(self.eval(callee), key=repr):
+        # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
+        values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
+        for value in sorted(values, key=repr):
+            offset = self.bound_offset(callee, value)
             for target in self.value_targets(value, resolution):
-                found.setdefault(target.target, target)
-            if value[0] == "builtin" and value[1] in HIGHER_ORDER_BUILTINS:
-                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`).
-                for arg in [*site["args"], *site["kwargs"].values()]:
+                if self.fits(target, site, offset):
+                    found.setdefault(target.target, target)
+            if value[0] == "builtin":
+                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else.
+                for arg in sorted(self.called_arguments(value[1], site), key=repr):
                     for v in sorted(self.eval(arg), key=repr):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
-            if value[0] == "def" and callee[0] == "attr":
-                for override in self.overrides(callee[1], value[1]):
-                    found.setdefault(override, CallTarget(override, "method", "heuristic"))
+        if callee[0] == "attr" and not self.strict:
+            dispatched = (
+                self.sibling_supers(callee[1][1], callee[2])
+                if callee[1][0] == "super"
+                else self.overrides(callee[1], callee[2], found)
+            )
+            for method in dispatched:
+                found.setdefault(method, CallTarget(method, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
 
-    def overrides(self, receiver: Any, method: str) -> list[str]:
-        """For `self.m()`, the methods that replace m in subclasses of self's class (dynamic dispatch)."""
+    @staticmethod
+    def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
+        """The arguments a builtin calls: `map(f, xs)` and `filter(f, xs)` call f, `max(xs, key=f)` f."""
+        if builtin == "iter":
+            # iter(f, sentinel) calls f until it returns the sentinel; iter(xs) calls nothing given.
+            return [site["args"][0]] if len(site["args"]) == 2 else []
+        indexes, keywords = CALLED_ARGUMENTS.get(builtin, ((), ()))
+        return [site["args"][i] for i in indexes if i < len(site["args"])] + [
+            site["kwargs"][k] for k in keywords if k in site["kwargs"]
+        ]
+
+    def bound_offset(self, callee: Any, value: Value) -> int | None:
+        """How many leading parameters the call binds itself (self or cls); None when it cannot tell."""
+        if value[0] != "def":
+            return None
+        info = self.defs.get(value[1], {})
+        decorators = info.get("decorators", [])
+        if info.get("kind") == "class" or "classmethod" in decorators:
+            return 1
+        if info.get("kind") != "method" or "staticmethod" in decorators:
+            return 0
+        if callee[0] != "attr":
+            return None
+        receivers = {v[0] for v in self.eval(callee[1])}
+        if receivers <= {"inst", "super"}:
+            return 1
+        return 0 if receivers == {"def"} else None
+
+    def fits(self, target: CallTarget, site: dict[str, Any], offset: int | None) -> bool:
+        """False when the target's signature cannot take the site's arguments (the call would raise)."""
+        info = self.defs.get(target.target, {})
+        accepts = info.get("accepts")
+        decorators = [d for d in info.get("decorators", []) if d not in ("classmethod", "staticmethod")]
+        if accepts is None or offset is None or decorators or site.get("unpacks"):
+            # A decorator may replace the signature; unpacked arguments have no count.
+            return True
+        positional = accepts["positional"][offset:]
+        if not accepts["varargs"] and len(site["args"]) > len(positional):
+            return False
+        return accepts["varkw"] or all(k in accepts["keywords"] for k in site["kwargs"])
+
+    def overrides(self, receiver: Any, name: str, found: dict[str, CallTarget]) -> list[str]:
+        """For `self.m()`, the methods that replace (or supply) m in subclasses of self's class.
+
+        Only subclasses the tree instantiates count; a hierarchy the tree never instantiates (a
+        library's, instantiated by its users) dispatches to every override.
+        """
         if receiver[0] != "name" or self.binding_kinds(receiver) != {"self"}:
             return []
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
-        name = method.rsplit(".", 1)[-1]
+        constructed = self.constructed
         out = set()
         for cls in classes:
-            for sub in self.subclasses(cls):
-                found = self.find_method(sub, name)
-                if found and found != method:
-                    out.add(found)
+            subs = self.subclasses(cls)
+            live = [s for s in subs if s in constructed]
+            if not live and cls not in constructed:
+                live = subs
+            for sub in live:
+                method = self.find_method(sub, name)
+                if method and method not in found:
+                    out.add(method)
         return sorted(out)
+
+    def implicit_targets(self, item: dict[str, Any]) -> list[CallTarget]:
+        """The methods a statement calls without call syntax (see `extract`): protocol methods,
+        a raised class's constructor, a property's getter or setter."""
+        kind, ref = item["kind"], item["ref"]
+        if kind in ("get", "set") and item["name"] not in self.property_names:
+            return []
+        resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
+        found: dict[str, CallTarget] = {}
+        for value in sorted(self.eval(ref), key=repr):
+            if kind in ("get", "set"):
+                method = self.property_of(value, item["name"])
+                targets = [CallTarget(method, "method", resolution)] if method else []
+            elif kind == "raise":
+                if value[0] == "builtin" and value[1] in BUILTIN_EXCEPTIONS:
+                    targets = self.value_targets(value, resolution)
+                elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class":
+                    targets = [t for t in self.value_targets(value, resolution) if t.kind != "class"]
+                else:
+                    targets = []
+            else:
+                targets = self.protocol_targets(value, *PROTOCOLS[kind], resolution)
+            for target in targets:
+                found.setdefault(target.target, target)
+        return sorted(found.values(), key=lambda t: t.target)
+
+    def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
+        """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
+        iterator the first returned)."""
+        if value[0] != "inst":
+            return []
+        out = []
+        method = self.find_method(value[1], first)
+        if method:
+            out.append(CallTarget(method, "method", resolution))
+        if first in ("__iter__", "__aiter__"):
+            subjects = [v[1] for v in self.call_result(("def", method)) if v[0] == "inst"] if method else []
+        else:
+            subjects = [value[1]]
+        for subject in subjects:
+            follow = self.find_method(subject, second)
+            if follow:
+                out.append(CallTarget(follow, "method", resolution))
+        return out
+
+    def property_of(self, value: Value, name: str) -> str | None:
+        """The property method `value.name` runs, if the attribute found along the MRO is one."""
+        if value[0] not in ("inst", "super"):
+            return None
+        order = self.mro(value[1])[1:] if value[0] == "super" else self.mro(value[1])
+        for klass in order:
+            refs = self.bindings.get(klass, {}).get(name) or self.instance_attrs.get(klass, {}).get(name)
+            if refs:
+                props = [r[1] for r in refs if r[0] == "prop"]
+                return props[0] if props else None
+        return None
 
     def subclasses(self, cls: str) -> list[str]:
         """Every class of the tree that has cls in its MRO, except cls."""
@@ -445,6 +1001,9 @@ class Linker:
             return [CallTarget(f"<builtin>.{subject}", "builtin", "lexical")]
         if kind == "ext":
             return [CallTarget(subject, "external", "import")]
+        if kind == "extm":
+            # A method of an external class: the class was guessed from a name or a base.
+            return [CallTarget(subject, "external", "heuristic")]
         return []
 
     def find_method(self, cls: str, name: str) -> str | None:
@@ -482,11 +1041,22 @@ class Linker:
             return "heuristic"
         return "heuristic"
 
+    def binding_scope(self, name_ref: Any) -> str | None:
+        """The nearest scope that binds a name, from the scope of its use."""
+        current: str | None = name_ref[1]
+        while current is not None:
+            if name_ref[2] in self.bindings.get(current, {}):
+                return current
+            current = self.scopes.get(current, {}).get("parent")
+        return None
+
     def binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
         """The refs a name is bound to in the nearest scope that binds it."""
         current: str | None = name_ref[1]
         while current is not None:
             refs = self.bindings.get(current, {}).get(name_ref[2])
+            if refs and current == name_ref[1] and len(name_ref) > 3:
+                return tuple(refs[i] for i in name_ref[3] if i < len(refs))
             if refs:
                 return tuple(refs)
             current = self.scopes.get(current, {}).get("parent")
@@ -507,6 +1077,8 @@ class Linker:
                 return "unresolved_name"
             if "param" in kinds and kinds <= {"param", "unk", "annot"}:
                 return "parameter_call"
+            if kinds == {"varargs"}:
+                return "variadic_parameter"
             if kinds == {"unk"}:
                 # Bound only to what the fast pass refused to model: say why (e.g. variadic_parameter).
                 return self.binding_refs(callee)[0][1]
@@ -547,7 +1119,8 @@ class Linker:
         bound_offset = (
             1 if callee[0] == "attr" and any(v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
         )
-        for value in self.eval(callee):
+        values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
+        for value in values:
             if value[0] != "def":
                 continue
             info = self.defs.get(value[1])
@@ -562,8 +1135,12 @@ class Linker:
                 d in ("classmethod",) for d in self.defs[func].get("decorators", [])
             ):
                 offset = 1
+            accepts = self.defs.get(func, {}).get("accepts")
+            named = len(accepts["positional"]) if accepts and accepts["varargs"] else None
             for index, arg in enumerate(site["args"]):
                 grew |= self._bind(func, index + offset, arg)
+                if named is not None and index + offset >= named:
+                    grew |= self._bind(func, "*", arg)
             for name, arg in site["kwargs"].items():
                 grew |= self._bind(func, name, arg)
         return grew
@@ -576,24 +1153,23 @@ class Linker:
         return True
 
     def run(self) -> LinkResult:
-        """Resolve every call site, state access and class of the tree."""
+        """Resolve every call site, implicit call, state access and class of the tree."""
         sites = self.sites
-        for _ in range(MAX_ROUNDS):
-            grew = False
-            for _m, _i, site in sites:
-                grew |= self.flow_arguments(site)
-            if not grew:
-                # Nothing new flowed: this round's memo is the fixpoint's, keep it for the targets.
-                break
-            self.memo.clear()
-            self.module_memo.clear()
+        self.settle()
         result = LinkResult()
+        strict = Linker(self.facts, strict=True)
+        strict.settle()
         for module, index, site in sites:
             targets = self.targets(site)
             if targets:
-                result.targets[(module, index)] = targets
+                result.targets[(module, index)] = _certain(targets, strict.targets(site))
             else:
                 result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+        for module, f in sorted(self.facts.items()):
+            for index, item in enumerate(f.get("implicit", ())):
+                targets = self.implicit_targets(item)
+                if targets:
+                    result.implicit[(module, index)] = _certain(targets, strict.implicit_targets(item))
         for qualname, info in sorted(self.defs.items()):
             if info["kind"] == "class":
                 result.mro[qualname] = self.mro(qualname)
@@ -656,11 +1232,11 @@ class Linker:
     def _link_decorators(self, result: LinkResult) -> None:
         for module, f in sorted(self.facts.items()):
             for index, site in enumerate(f["calls"]):
-                if not site.get("decorator"):
+                decorated = site.get("decorates")
+                if not decorated:
                     continue
-                decorated = site["args"][0][1] if site["args"] else None
                 for target in result.targets.get((module, index), []):
-                    if decorated and target.kind in ("function", "method", "class"):
+                    if target.kind in ("function", "method", "class"):
                         result.decorates.append((target.target, decorated, module, index))
 
     def _link_reexports(self, result: LinkResult) -> None:
@@ -669,3 +1245,15 @@ class Linker:
                 kinds = {r[0] for r in refs}
                 if kinds & {"def", "deco"} and kinds & {"from", "imp"}:
                     result.reexports.append((module, name, "import_shadows_definition"))
+
+
+def ordered(items: Any) -> list[Any]:
+    """Values or refs in a fixed order, so that evaluation visits them (and cuts its cycles) the same
+    way in every process, whatever the hash seed."""
+    return sorted(items, key=repr)
+
+
+def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTarget]:
+    """The targets, each one the strict linker does not find (it needs argument flow) made heuristic."""
+    sure = {t.target for t in strict}
+    return [t if t.target in sure else CallTarget(t.target, t.kind, "heuristic") for t in targets]

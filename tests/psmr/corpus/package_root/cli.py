@@ -1,0 +1,7 @@
+from . import start
+from .engine.parts.gear import Gear
+
+
+def main():
+    start()
+    return Gear().turn()

@@ -1,0 +1,2 @@
+from .parts import gear
+from .parts.gear import spin as start

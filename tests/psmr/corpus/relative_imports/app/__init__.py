@@ -1,0 +1,1 @@
+from .core.service import run as start

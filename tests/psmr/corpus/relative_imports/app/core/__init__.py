@@ -1,0 +1,2 @@
+from . import helpers
+from .helpers import assist

@@ -1,0 +1,6 @@
+def assist():
+    return "assist"
+
+
+def other():
+    return "other"

@@ -1,0 +1,5 @@
+from app import start
+from app.core.sub.deep import go
+
+start()
+go()

@@ -1,0 +1,351 @@
+"""The resolver's wrong-edge cases, each built from a string: the edge is absent, or at most heuristic.
+
+A confirmed edge is one the code makes on its own; an edge that needs a value to flow in through a
+parameter, an override in a subclass or a guess about an external class is heuristic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from psmr_trees import write_tree
+
+from slotrelay.psmr.api import call
+from slotrelay.psmr.build import build
+from slotrelay.psmr.store import Store, Workspace
+
+
+def _workspace(tmp_path: Path, files: dict[str, str]) -> Workspace:
+    root = write_tree(tmp_path / "tree", files)
+    summary = build(root, store=tmp_path / "store")
+    return Store.open(tmp_path / "store").load(summary["workspace_id"])
+
+
+def _statuses(tmp_path: Path, source: str) -> dict[tuple[str, str], set[str]]:
+    """(caller, callee) -> the statuses of the call evidence, for a one-module tree `m`."""
+    ws = _workspace(tmp_path, {"m.py": source})
+    out: dict[tuple[str, str], set[str]] = {}
+    for caller, callee, key, data in ws.graph.edges(keys=True, data=True):
+        if key == "calls":
+            pair = (caller.removeprefix("semantic:"), callee.removeprefix("semantic:"))
+            out[pair] = {ws.evidence[ev]["status"] for ev in data["evidence"]}
+    return out
+
+
+def test_classmethod_lru_cache_parse_of_another_class_is_not_a_recursion(tmp_path: Path) -> None:
+    # An identity class decorator on both classes used to merge them: Color.parse also meant Style.parse.
+    edges = _statuses(
+        tmp_path,
+        """from functools import lru_cache
+
+
+def auto(cls):
+    return cls
+
+
+@auto
+class Color:
+    @classmethod
+    @lru_cache(maxsize=64)
+    def parse(cls, text):
+        return cls()
+
+
+@auto
+class Style:
+    @classmethod
+    @lru_cache(maxsize=64)
+    def parse(cls, text):
+        Color.parse(text)
+        return Style()
+""",
+    )
+    assert edges[("m.Style.parse", "m.Color.parse")] == {"confirmed"}
+    assert ("m.Style.parse", "m.Style.parse") not in edges
+    assert ("m.Style.parse", "m.Color") not in edges
+
+
+def test_min_and_max_call_only_their_key(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """def low():
+    return 1
+
+
+def high():
+    return 2
+
+
+def rank(fn):
+    return 0
+
+
+def pick():
+    max([low, high], key=rank)
+    min(low, high, key=rank)
+    return sorted([low], key=rank)
+""",
+    )
+    assert edges[("m.pick", "m.rank")] == {"confirmed"}
+    assert ("m.pick", "m.low") not in edges and ("m.pick", "m.high") not in edges
+
+
+def test_argument_flow_adds_only_types_that_can_arrive_and_never_confirmed(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """class Node:
+    def render(self, max_width=80):
+        return ""
+
+
+class Console:
+    def render(self, renderable, options):
+        return []
+
+
+class Layout:
+    def render(self, console, options):
+        return []
+
+
+class Style:
+    def render(self, text, *, color_system):
+        return text
+
+
+def traverse(obj):
+    return Node()
+
+
+def pretty_repr(obj, max_width=80):
+    if isinstance(obj, Node):
+        node = obj
+    else:
+        node = traverse(obj)
+    return node.render(max_width=max_width)
+
+
+def draw(target, thing):
+    return target.render(thing, {})
+
+
+def parse(text: str):
+    return text.split()
+
+
+class Splitter:
+    def split(self):
+        return []
+
+
+pretty_repr(Console())
+pretty_repr(Layout())
+pretty_repr(Style())
+draw(Console(), 1)
+parse(Splitter())
+""",
+    )
+    assert edges[("m.pretty_repr", "m.Node.render")] == {"confirmed"}
+    for impossible in ("m.Console.render", "m.Layout.render", "m.Style.render"):
+        assert ("m.pretty_repr", impossible) not in edges
+    # The only way draw reaches Console.render is an argument: heuristic, not confirmed.
+    assert edges[("m.draw", "m.Console.render")] == {"heuristic"}
+    # `text: str` admits no Splitter.
+    assert ("m.parse", "m.Splitter.split") not in edges
+
+
+def test_overrides_and_external_classes_are_heuristic(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """import argparse
+
+from ext_lib import Widget
+
+
+class Job:
+    def run(self):
+        return self.execute()
+
+
+class Backup(Job):
+    def execute(self):
+        return 1
+
+
+class Panel(Widget):
+    def draw(self):
+        return self.refresh()
+
+
+def options():
+    parser = argparse.ArgumentParser()
+    return parser.parse_args()
+
+
+Backup().run()
+Panel().draw()
+""",
+    )
+    assert edges[("m.Job.run", "m.Backup.execute")] == {"heuristic"}
+    assert edges[("m.Panel.draw", "ext_lib.Widget.refresh")] == {"heuristic"}
+    assert edges[("m.options", "argparse.ArgumentParser.parse_args")] == {"heuristic"}
+    assert edges[("m.options", "argparse.ArgumentParser")] == {"confirmed"}
+
+
+def test_dynamic_calls_are_unknowns_not_edges(tmp_path: Path) -> None:
+    ws = _workspace(
+        tmp_path,
+        {
+            "m.py": """class Handlers:
+    def on_start(self):
+        return 1
+
+    def on_stop(self):
+        return 2
+
+
+def dispatch(event):
+    return getattr(Handlers(), "on_" + event)()
+
+
+def run(code):
+    return eval(code)
+"""
+        },
+    )
+    called = {t for _, t, k in ws.graph.out_edges("semantic:m.dispatch", keys=True) if k == "calls"}
+    assert called == {"semantic:<builtin>.getattr", "semantic:m.Handlers"}  # the constructor, no handler
+    reasons = {(u["scope"], u["reason"]) for u in ws.unknowns.values()}
+    assert ("semantic:m.dispatch", "dynamic_getattr") in reasons
+    assert ("semantic:m.run", "dynamic_eval") in reasons
+
+
+def test_implicit_calls_are_edges_with_their_statement(tmp_path: Path) -> None:
+    ws = _workspace(
+        tmp_path,
+        {
+            "m.py": """class Gauge:
+    def __init__(self):
+        self._value = 0
+
+    @property
+    def value(self):
+        return self._value
+
+    @value.setter
+    def value(self, new):
+        self._value = new
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __iter__(self):
+        return iter([self._value])
+
+
+class Broken(Exception):
+    def __init__(self):
+        self.reason = "broken"
+
+
+def use():
+    gauge = Gauge()
+    gauge.value = 2
+    with gauge:
+        for _ in gauge:
+            pass
+    if gauge.value > 3:
+        raise Broken
+"""
+        },
+    )
+    abouts = {}
+    statuses = set()
+    for _, target, key, data in ws.graph.out_edges("semantic:m.use", keys=True, data=True):
+        if key == "calls":
+            abouts[target.removeprefix("semantic:")] = sorted(
+                ws.evidence[e]["about"] for e in data["evidence"]
+            )
+            statuses |= {ws.evidence[e]["status"] for e in data["evidence"]}
+    assert abouts["m.Gauge.value"] == [
+        "m.use calls m.Gauge.value (property read)",
+        "m.use calls m.Gauge.value (property write)",
+    ]
+    assert abouts["m.Gauge.__enter__"] == ["m.use calls m.Gauge.__enter__ (with)"]
+    assert abouts["m.Gauge.__exit__"] == ["m.use calls m.Gauge.__exit__ (with)"]
+    assert abouts["m.Gauge.__iter__"] == ["m.use calls m.Gauge.__iter__ (for)"]
+    assert abouts["m.Broken.__init__"] == ["m.use calls m.Broken.__init__ (raise)"]
+    assert statuses == {"confirmed"}  # gauge is bound to a constructor call: nothing is guessed
+
+
+def test_property_pairs_and_overloads_are_not_conflicts(tmp_path: Path) -> None:
+    ws = _workspace(
+        tmp_path,
+        {
+            "m.py": """import sys
+from typing import overload
+
+
+class Box:
+    @property
+    def size(self):
+        return 1
+
+    @size.setter
+    def size(self, value):
+        pass
+
+    @size.deleter
+    def size(self):
+        pass
+
+
+@overload
+def fit(x: int) -> int: ...
+@overload
+def fit(x: str) -> str: ...
+def fit(x):
+    return x
+
+
+if sys.platform == "win32":
+    def home():
+        return "C:"
+else:
+    def home():
+        return "/"
+"""
+        },
+    )
+    assert [(c["kind"], c["subject"]) for c in ws.conflicts.values()] == [
+        ("duplicate_definition", "semantic:m.home")
+    ]
+
+
+def test_a_guessed_external_method_agrees_with_jedi_through_a_reexport(tmp_path: Path) -> None:
+    # The fast pass names json.JSONDecoder.decode by its import path, jedi by its definition
+    # (json.decoder.JSONDecoder.decode): the same method, so no passes_disagree conflict.
+    root = write_tree(
+        tmp_path / "tree",
+        {
+            "m.py": "import json\n\n\ndef decode(text):\n    decoder = json.JSONDecoder()\n    return decoder.decode(text)\n"
+        },
+    )
+    ws = build(root, store=tmp_path / "store")["workspace_id"]
+    answer = call(
+        "query.subgraph",
+        {
+            "workspace_id": ws,
+            "anchor": {"kind": "symbol", "value": "m.decode"},
+            "depth": 1,
+            "infer": True,
+            "include_evidence": True,
+        },
+        store=tmp_path / "store",
+    )["data"]
+    guessed = [e for e in answer["edges"] if e["target"] == "semantic:json.JSONDecoder.decode"]
+    assert [e["status"] for e in guessed] == ["heuristic"]
+    assert answer["conflicts"] == []
