@@ -49,7 +49,7 @@ from slotrelay.chain.preflight import preflight
 from slotrelay.chain.routing import input_slot_path, output_slot_path
 from slotrelay.chain.runner import decide_handling, publish_output, write_ended
 from slotrelay.enginelog import engine_logger
-from slotrelay.slots import output_slot_document, read_slot, write_json_atomic
+from slotrelay.slots import SlotInvalid, output_slot_document, read_slot, write_json_atomic
 from tasks.node import node_task, outcome
 
 FINAL = ("Completed", "Skipped", "Failed", "NotRun")
@@ -117,7 +117,11 @@ class ChainRun:
         if self.stop_at_external and node.executor.kind == "external":
             in_path = input_slot_path(self.chain, node_id)
             since = in_path.stat().st_mtime if in_path and in_path.exists() else 0.0
-            if fresh_output(out_path, node_id, since=since) is None:
+            try:
+                waiting = fresh_output(out_path, node_id, since=since) is None
+            except SlotInvalid:
+                waiting = True  # the sensor refuses it, with the file and field, when it routes it
+            if waiting:
                 self.status[node_id] = "NotRun"
                 self.note("%s waits for its external agent: left for the sensor to route", node_id)
                 return

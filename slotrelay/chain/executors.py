@@ -19,7 +19,6 @@ import importlib
 import importlib.util
 import json
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -35,13 +34,14 @@ from watchdog.observers import Observer
 from slotrelay.chain.errors import (
     EXECUTOR_MISSING,
     OUTPUT_INVALID,
+    SLOT_INVALID,
     TIMEOUT,
     UNKNOWN,
     ExecutorUnavailable,
     NodeError,
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
-from slotrelay.slots import OUTPUT_STATUSES
+from slotrelay.slots import OUTPUT_STATUSES, SlotInvalid, output_slot_from_bytes, read_slot_bytes
 
 _IMPORT_LOCK = threading.Lock()
 
@@ -294,20 +294,16 @@ def fresh_output(path: Path, node_id: str, *, since: float) -> dict[str, Any] | 
 
     The time and the content come from one open file: a writer replacing the slot between a
     read and a stat must not make stale content look fresh.
+
+    Raises:
+        SlotInvalid: what is at the path can never be a slot, or a fresh slot has fields of the
+            wrong type (`slots.read_output_slot`).
     """
-    try:
-        with path.open("rb") as handle:
-            written = os.fstat(handle.fileno()).st_mtime
-            raw = handle.read()
-    except OSError:
+    found = read_slot_bytes(path)
+    if found is None or found[1] < since:
         return None
-    if written < since:
-        return None
-    try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(document, dict) or document.get("node_id") != node_id:
+    document = output_slot_from_bytes(path, found[0])
+    if document is None or document.get("node_id") != node_id:
         return None
     return document if document.get("status") in OUTPUT_STATUSES else None
 
@@ -328,7 +324,10 @@ def wait_for_output(path: Path, node_id: str, *, since: float, timeout: float | 
         while True:
             # Clear before reading: an event between the read and the wait is not lost.
             changed.clear()
-            document = fresh_output(path, node_id, since=since)
+            try:
+                document = fresh_output(path, node_id, since=since)
+            except SlotInvalid as bad:
+                raise NodeError(SLOT_INVALID, bad.message) from None
             if document is not None:
                 return document
             remaining = None if deadline is None else deadline - time.monotonic()

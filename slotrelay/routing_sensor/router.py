@@ -5,7 +5,9 @@ the engine. Every other node runs inside a flow run, which routes its output its
 here goes on until the chain ends or reaches the next external node, whose output comes back here.
 
 Routing one output slot:
-1. read it: a `.tmp`, a half-written or invalid file is "not there yet" (a later event brings it);
+1. read it: a `.tmp` or half-written file is "not there yet" (a later event brings it); anything at
+   the path that can never be a slot (a symlink, FIFO or folder, JSON that is not an object or nests
+   too deep, a field of the wrong type) is refused as `slot_invalid`, logged with file and field;
 2. check it: the node's identity (node_id, capabilities) must match, else nothing is routed;
 3. evaluate the node's routes on it (priority order), skipping routes the ledger has for this content;
 4. write each holding route's input slot (`status: pending`, atomic), then append the routes to the
@@ -15,11 +17,12 @@ Key contracts:
 - One lock per chain: an event and the start-up reconcile never route the same slot at once.
 - The content hash is of the bytes read and parsed in this call, so the hash in the ledger always
   belongs to the content that was routed.
+- No slot content stops the sensor: `route_safely` is the one entry of the event path and of the
+  start-up reconcile, and logs what escapes routing one slot instead of raising it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from pathlib import Path
@@ -37,7 +40,7 @@ from slotrelay.ledger import (
     content_hash,
     new_routed_entry,
 )
-from slotrelay.slots import input_slot_document, write_json_atomic
+from slotrelay.slots import SlotInvalid, input_slot_document, read_output_slot, write_json_atomic
 
 logger = logging.getLogger("slotrelay.sensor")
 
@@ -84,15 +87,27 @@ class ChainRouter:
     def _read_output(self, node_id: str) -> tuple[dict, str] | None:
         """The output slot's document and the hash of the very bytes it was parsed from.
 
-        Read once, so the hash always belongs to the content routed; as with `slots.read_slot`, a
-        missing, half-written or non-object file is "not there yet" (None).
+        Read once, so the hash always belongs to the content routed; a missing or half-written file
+        is "not there yet" (None).
+
+        Raises:
+            SlotInvalid: something at the slot path that can never be taken (`slots.read_output_slot`).
+        """
+        found = read_output_slot(output_slot_path(self.chain, node_id))
+        return (found.document, content_hash(found.raw)) if found is not None else None
+
+    def route_safely(self, node_id: str) -> list[RoutedEntry]:
+        """`route_output`, with any failure logged (chain, node, slot file) instead of raised.
+
+        The one entry of both the event path and the start-up reconcile: one bad slot must not stop
+        the sensor for every other slot and chain.
         """
         try:
-            raw = output_slot_path(self.chain, node_id).read_bytes()
-            document = json.loads(raw)
-        except (OSError, ValueError):
-            return None
-        return (document, content_hash(raw)) if isinstance(document, dict) else None
+            return self.route_output(node_id)
+        except Exception:  # whatever routing one slot raises, the sensor goes on
+            logger.exception("chain %s: routing the output slot of %s (%s) failed", self.chain_id, node_id,
+                             output_slot_path(self.chain, node_id))
+            return []
 
     def route_output(self, node_id: str) -> list[RoutedEntry]:
         """Route the current content of a node's output slot, unless the ledger has it.
@@ -104,7 +119,12 @@ class ChainRouter:
             The newly fired routes whose target runs inside the engine (to start a run for).
         """
         with self.lock:
-            found = self._read_output(node_id)
+            try:
+                found = self._read_output(node_id)
+            except SlotInvalid as bad:
+                self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id, node_id,
+                           bad.code, bad.message)
+                return []
             if found is None:
                 return []
             document, digest = found
@@ -146,12 +166,15 @@ class ChainRouter:
             (routes whose target needs a run, runs to request again).
         """
         for node_id in sorted(self._external):
-            self.route_output(node_id)
+            self.route_safely(node_id)
         with self.lock:
             for entry in self.ledger.routed_entries(self.chain_id):
                 if Path(entry.input_slot).exists():
                     continue
-                found = self._read_output(entry.from_node)
+                try:
+                    found = self._read_output(entry.from_node)
+                except SlotInvalid:
+                    continue
                 if found is None or found[1] != entry.source_hash:
                     continue
                 write_json_atomic(Path(entry.input_slot), input_slot_document(

@@ -79,10 +79,7 @@ class SlotSensor:
     def on_path(self, path: Path) -> None:
         """Route the output slot at `path`, if it is one the sensor watches (called per file event)."""
         for router, node_id in self._by_path.get(path, ()):
-            try:
-                self.coalescer.submit(router.ledger, router.route_output(node_id))
-            except Exception:  # one bad slot or chain must not stop the sensor for the others
-                logger.exception("routing %s (node %s of chain %s) failed", path, node_id, router.chain_id)
+            self.coalescer.submit(router.ledger, router.route_safely(node_id))
 
     def start(self) -> None:
         """Watch, then reconcile every chain with its ledger, then request runs as targets are routed."""
