@@ -23,7 +23,7 @@ from slotrelay.chain.executors import wait_for_output
 from slotrelay.slots import SlotInvalid, read_output_slot
 
 from .chains import RunRecorder, agent_writes, make_chain
-from .test_routing import _start_sensor_process, routed_keys, sensor_for, wait_for  # noqa: F401 - fixture
+from .test_routing import _start_sensor_process, routed_keys, wait_for
 
 MALFORMED = {
     "status_is_a_list": b'{"node_id": "src-0", "status": ["completed"]}',

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
-from slotrelay.routing_sensor import ChainRouter, SlotSensor
 from slotrelay.slots import read_slot
 
 from .chains import RunRecorder, agent_writes, make_chain, recorded_runs
@@ -48,21 +47,6 @@ def routed_keys(folder: Path) -> Counter:
     return Counter(
         (r["chain_id"], r["route_id"], r["source_hash"]) for r in ledger_lines(folder) if r["kind"] == "routed"
     )
-
-
-@pytest.fixture
-def sensor_for():
-    sensors: list[SlotSensor] = []
-
-    def start(chain_paths: list[Path], recorder: RunRecorder, **options) -> SlotSensor:
-        sensor = SlotSensor([ChainRouter(p) for p in chain_paths], recorder, **options)
-        sensor.start()
-        sensors.append(sensor)
-        return sensor
-
-    yield start
-    for sensor in sensors:
-        sensor.stop()
 
 
 def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for):
