@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
 from flows.arbitration import raise_alert, wait_for_decision
+from slotrelay.alerts import alerts_of_run
 from slotrelay.chain import (
     Chain,
     ChainValidationError,
@@ -47,7 +47,7 @@ from slotrelay.chain.errors import UNKNOWN
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.preflight import preflight
 from slotrelay.chain.routing import input_slot_path, output_slot_path
-from slotrelay.chain.runner import decide_handling, publish_output, write_ended
+from slotrelay.chain.runner import completed_from_slots, decide_handling, publish_output, write_ended
 from slotrelay.enginelog import engine_logger
 from slotrelay.slots import SlotInvalid, output_slot_document, read_slot, write_json_atomic
 from tasks.node import node_task, outcome
@@ -75,10 +75,11 @@ def _run_name() -> str:
 class ChainRun:
     """The state of one run of a chain inside its flow run (driven from the flow's thread)."""
 
-    def __init__(self, chain: Chain, *, flow_run_id: str | None, stop_at_external: bool) -> None:
+    def __init__(self, chain: Chain, *, flow_run_id: str | None, stop_at_external: bool, resume: bool = False) -> None:
         self.chain = chain
         self.flow_run_id = flow_run_id
         self.stop_at_external = stop_at_external
+        self.resume = resume
         self.status: dict[str, str | None] = {n.node_id: None for n in chain.nodes}
         self.attempts: dict[str, int] = {n.node_id: 0 for n in chain.nodes}
         self.outcomes: dict[str, dict[str, Any]] = {}
@@ -111,8 +112,46 @@ class ChainRun:
 
     # Submitting and settling nodes.
 
+    def take_back_alerts(self) -> None:
+        """A run started again after a suspend: its nodes that failed or wait for a person stay so.
+
+        A run suspended for a person starts again from the top once decided (flows/arbitration.py).
+        The alerts this very flow run wrote say so, and where each of their nodes stands; the run
+        then resumes from its slots, and a node waiting for a decision receives it instead of
+        running again.
+        """
+        taken = alerts_of_run(self.chain.work_dir / "alerts", str(self.flow_run_id))
+        if taken:
+            self.resume = True
+        for path, alert in taken:
+            if alert.node_id not in self.status or alert.status in ("decided", "timed_out"):
+                continue
+            self.attempts[alert.node_id] = alert.attempts
+            self.alerts.append(str(path))
+            self.outcomes[alert.node_id] = {"error_type": alert.error_type, "output_slot": alert.output_slot}
+            if alert.handling == "fail":
+                self.status[alert.node_id] = "Failed"
+            elif alert.handling == "escalate" and alert.status == "open":
+                self.status[alert.node_id] = "Failed"
+                self.unhandled.append((alert.node_id, path))
+            else:
+                self.status[alert.node_id] = "Paused"
+                self.arbitrations.append((alert.node_id, path))
+            self.note("%s: taken back from alert %s (%s, %s)", alert.node_id, path.name, alert.handling, alert.status)
+
     def submit(self, node_id: str) -> None:
         node = self.chain.node(node_id)
+        if self.resume:
+            document = completed_from_slots(self.chain, node_id)
+            if document is not None:
+                state = "Completed" if document["status"] == "completed" else "Skipped"
+                self.status[node_id] = state
+                self.outcomes[node_id] = outcome(node_id, state, attempts=0, document=document,
+                                                 output_slot=str(output_slot_path(self.chain, node_id)))
+                self.note("%s: its output slot says %s (not older than its input): not run again",
+                          node_id, document["status"])
+                self.route(node_id, document, resumed=True)
+                return
         out_path = output_slot_path(self.chain, node_id)
         if self.stop_at_external and node.executor.kind == "external":
             in_path = input_slot_path(self.chain, node_id)
@@ -173,9 +212,15 @@ class ChainRun:
         elif result["handling"] == "escalate":
             self.unhandled.append((node_id, path))
 
-    def route(self, node_id: str, document: dict[str, Any]) -> None:
+    def route(self, node_id: str, document: dict[str, Any], *, resumed: bool = False) -> None:
         decisions = evaluate_routes(self.chain, node_id, document)
-        write_route_inputs(self.chain, decisions, document)
+        if resumed:
+            # Written when the node completed; writing it again would make its target's finished
+            # output older than its input, and the target would run again.
+            missing = [d for d in decisions if (p := input_slot_path(self.chain, d.to_node)) is None or not p.exists()]
+            write_route_inputs(self.chain, missing, document)
+        else:
+            write_route_inputs(self.chain, decisions, document)
         for decision in decisions:
             self.routes[decision.route_id] = {"fired": decision.fired, "reason": decision.reason}
             if decision.fired:
@@ -191,6 +236,12 @@ class ChainRun:
             and all(self.status[source] in FINAL for source in self.sources[node_id])
         ]
 
+    def submit_ready(self) -> None:
+        """Submit every ready node; a node resumed from its slots settles at once and may ready more."""
+        while ready := self.ready():
+            for node_id in ready:
+                self.submit(node_id)
+
     def close_unreachable(self) -> bool:
         """With nothing running or waiting, unstarted nodes no route fired into will not run."""
         closed = False
@@ -202,10 +253,8 @@ class ChainRun:
 
     # Arbitration.
 
-    def arbitrate(self, node_id: str, path: Path, round_: int) -> None:
-        # Pause keys (and the run-input keys made from them) allow only lowercase letters, digits and dashes.
-        key = re.sub(r"[^a-z0-9-]+", "-", f"arbitrate-{round_}-{node_id}".lower())
-        decision = wait_for_decision(self.chain, path, key=key)
+    def arbitrate(self, node_id: str, path: Path) -> None:
+        decision = wait_for_decision(self.chain, path)
         if decision.decision == "terminate":
             self.status[node_id] = "Failed"
             self.terminated = f"terminated by a decision on {node_id}"
@@ -243,15 +292,17 @@ class ChainRun:
     # The run.
 
     def drive(self, start: list[str]) -> None:
+        if self.flow_run_id:
+            self.take_back_alerts()
         for node_id in start:
-            self.submit(node_id)
-        rounds = 0
+            if self.status[node_id] is None:
+                self.submit(node_id)
+        self.submit_ready()
         while not self.terminated:
             if self.in_flight:
                 self.settle(self.done.get())
             elif self.arbitrations:
-                rounds += 1
-                self.arbitrate(*self.arbitrations.pop(0), rounds)
+                self.arbitrate(*self.arbitrations.pop(0))
             elif self.unhandled:
                 # Before unstarted nodes are closed: a `continue` must still be able to feed them.
                 for node_id, path in self.unhandled:
@@ -260,8 +311,7 @@ class ChainRun:
                 self.unhandled.clear()
             elif not self.close_unreachable():
                 break
-            for node_id in self.ready():
-                self.submit(node_id)
+            self.submit_ready()
         for node_id, state in self.status.items():
             if state not in FINAL:
                 self.status[node_id] = "NotRun"
@@ -298,6 +348,7 @@ def run_chain(
     start_nodes: list[str] | None = None,
     slots_root: str | None = None,
     stop_at_external: bool = False,
+    resume: bool = False,
 ) -> Any:
     """Run a chain file as one flow run.
 
@@ -308,6 +359,10 @@ def run_chain(
         slots_root: folder relative slot paths resolve against (default: the chain file's folder).
         stop_at_external: leave an external node whose output slot is not there yet NotRun (the
             watchdog sensor routes it later) instead of waiting for it.
+        resume: go on from what the slots say: a node whose output slot is completed, passes its
+            identity check and is not older than its input slot is not run again, and its routes
+            are evaluated from that slot. Always so for a run started again after a suspend (it
+            finds the alerts it wrote).
 
     Returns:
         The run summary (`slotrelay run --json`); a failed run returns `Failed` carrying it.
@@ -316,7 +371,7 @@ def run_chain(
     preflight(chain)
     context = FlowRunContext.get()
     run = ChainRun(chain, flow_run_id=str(context.flow_run.id) if context else None,
-                   stop_at_external=stop_at_external)
+                   stop_at_external=stop_at_external, resume=resume)
     starts = list(start_nodes) if start_nodes else chain.start_nodes()
     unknown = [s for s in starts if s not in run.status]
     if unknown:

@@ -25,7 +25,14 @@ from slotrelay.chain.errors import (
 from slotrelay.chain.executors import ExecutionContext, run_executor
 from slotrelay.chain.models import Chain
 from slotrelay.chain.routing import input_slot_path, output_slot_path
-from slotrelay.slots import append_babel, output_slot_document, read_slot, write_json_atomic
+from slotrelay.slots import (
+    SlotInvalid,
+    append_babel,
+    output_slot_document,
+    read_output_slot,
+    read_slot,
+    write_json_atomic,
+)
 
 Handling = Literal["retry", "skip", "fail", "escalate", "arbitrate"]
 
@@ -164,6 +171,32 @@ def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | N
     )
     publish_output(chain, node_id, document)
     return document
+
+
+def completed_from_slots(chain: Chain, node_id: str) -> dict[str, Any] | None:
+    """A node's output slot when the slots say the node is done (seed 8.6: the data is in the slots).
+
+    Done means: the output slot is `completed` or `skipped`, passes the node's identity check, and
+    was written no earlier than the node's input slot (an input written after it is new work).
+
+    Returns:
+        The output slot document, or None when the node still has work.
+    """
+    try:
+        found = read_output_slot(output_slot_path(chain, node_id))
+    except SlotInvalid:
+        return None
+    if found is None or found.document.get("status") not in ("completed", "skipped"):
+        return None
+    if identity_problems(chain.node(node_id), found.document):
+        return None
+    in_path = input_slot_path(chain, node_id)
+    try:
+        if in_path is not None and in_path.stat().st_mtime > found.mtime:
+            return None
+    except FileNotFoundError:
+        pass
+    return found.document
 
 
 def decide_handling(chain: Chain, error: NodeError, *, type_failures: int) -> Handling:
