@@ -6,7 +6,7 @@ source, and where a URL is given every deployed file must be served there with t
 (the seed's "curl C, compare with Dev").
 
 Spec (validated by the chain models): `{"kind": "deploy", "files": [...], "targets": [...],
-"check_url": str | null}`. Relative file and target paths resolve against the chain file's folder.
+"check_url": str | null, "url_retry": {"total": 2, "backoff_factor": 5}}` (`url_retry` optional). Relative file and target paths resolve against the chain file's folder.
 
 Each failure raises `NodeError` with one of these error types, which a chain declares in its
 error_types to choose retry / skip / fail:
@@ -37,8 +37,17 @@ from slotrelay.chain.models import DeployExecutor
 if TYPE_CHECKING:
     from slotrelay.chain.executors import ExecutionContext
 
-URL_RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET",))
 URL_TIMEOUT_SECONDS = 10
+
+
+def url_retry(spec: DeployExecutor) -> Retry:
+    """The URL check's retries: the spec's `url_retry` (default the seed's total=2, backoff_factor=5).
+
+    urllib3 waits `backoff_factor * 2 ** (n - 1)` seconds before the n-th retry after the first (so 0 s,
+    then 10 s by default); 429 and 5xx answers are retried like connection errors.
+    """
+    return Retry(total=spec.url_retry.total, backoff_factor=spec.url_retry.backoff_factor,
+                 status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET",))
 
 
 def sha256_of(path: Path) -> str:
@@ -124,7 +133,7 @@ def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionCon
     checked: list[str] = []
     if spec.check_url:
         with requests.Session() as session:
-            adapter = HTTPAdapter(max_retries=URL_RETRY)
+            adapter = HTTPAdapter(max_retries=url_retry(spec))
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             for _source, relative, digest in sources:

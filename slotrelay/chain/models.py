@@ -93,6 +93,13 @@ class ExternalExecutor(Spec):
     kind: Literal["external"] = "external"
 
 
+class UrlRetry(Spec):
+    """How the deploy node's URL check retries (urllib3 `Retry`); the seed's `Retry(total=2, backoff_factor=5)`."""
+
+    total: int = Field(default=2, ge=0, le=10)
+    backoff_factor: float = Field(default=5, ge=0, le=60)
+
+
 class DeployExecutor(Spec):
     """Copy files to targets and verify them (implementation: slotrelay.chain.deploy)."""
 
@@ -100,6 +107,7 @@ class DeployExecutor(Spec):
     files: list[str] = Field(min_length=1)
     targets: list[str] = Field(min_length=1)
     check_url: str | None = None
+    url_retry: UrlRetry = Field(default_factory=UrlRetry)
 
 
 class PenExecutor(Spec):

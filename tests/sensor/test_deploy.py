@@ -15,7 +15,7 @@ from typing import ClassVar
 import pytest
 
 from slotrelay.chain import deploy
-from slotrelay.chain.deploy import run_deploy
+from slotrelay.chain.deploy import run_deploy, url_retry
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import DeployExecutor
 
@@ -122,10 +122,17 @@ def test_a_stale_served_copy_is_a_url_mismatch(site, served):
     assert caught.value.error_type == "deploy_url_mismatch"
 
 
+def test_the_url_check_defaults_to_the_seeds_retry() -> None:
+    retry = url_retry(DeployExecutor(kind="deploy", files=["a"], targets=["b"]))
+    assert (retry.total, retry.backoff_factor) == (2, 5)
+
+
 def test_the_url_check_retries_a_warming_server(site, served):
     root, url, handler = served
     handler.failures_left = 2
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [str(root / "site")], "check_url": url}
+    # A short backoff keeps the test fast; the default (the seed's) waits 10 s before the second retry.
+    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [str(root / "site")], "check_url": url,
+            "url_retry": {"total": 2, "backoff_factor": 0.1}}
     out = run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert out["checked_urls"] == [f"{url}/build/index.html"]
     assert len(handler.requests) == 3
