@@ -13,7 +13,8 @@ Invariants (other agents and the watchdog sensor rely on them):
   same verdict, naming the file and the field.
 - An output slot document is `{"node_id", "status", "data", "error", "capabilities_used", "checks",
   "attempt", "updated_at"}`; an input slot written by a route is `{"status": "pending", "from_node",
-  "route_id", "data", "updated_at"}`.
+  "route_id", "data", "updated_at"}`, and a join's also holds `sources` (each source's route and data,
+  `slotrelay.chain.routing.write_route_input`), its `data` being their merge.
 """
 
 from __future__ import annotations

@@ -28,8 +28,16 @@ import threading
 from pathlib import Path
 
 from slotrelay.chain.checks import identity_problems
+from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import Chain
-from slotrelay.chain.routing import evaluate_routes, input_slot_path, output_slot_path
+from slotrelay.chain.routing import (
+    RouteDecision,
+    evaluate_routes,
+    evaluate_routes_from_skip,
+    output_slot_path,
+    write_route_input,
+)
+from slotrelay.chain.runner import read_input
 from slotrelay.chain.schema import load_chain
 from slotrelay.enginelog import engine_logger
 from slotrelay.ledger import (
@@ -40,7 +48,7 @@ from slotrelay.ledger import (
     content_hash,
     new_routed_entry,
 )
-from slotrelay.slots import SlotInvalid, input_slot_document, read_output_slot, write_json_atomic
+from slotrelay.slots import SlotInvalid, read_output_slot
 
 logger = logging.getLogger("slotrelay.sensor")
 
@@ -135,15 +143,15 @@ class ChainRouter:
                 self._note(logging.ERROR, "chain %s: output of %s not routed, identity check failed: %s",
                            self.chain_id, node_id, "; ".join(problems))
                 return []
+            decisions, data = self._decide(node_id, document)
             fired: list[RoutedEntry] = []
-            for decision in evaluate_routes(self.chain, node_id, document):
+            for decision in decisions:
                 if not decision.fired or self.ledger.has_routed(self.chain_id, decision.route_id, digest):
                     continue
-                input_path = input_slot_path(self.chain, decision.to_node)
+                input_path = write_route_input(self.chain, from_node=node_id, route_id=decision.route_id,
+                                               to_node=decision.to_node, data=data)
                 if input_path is None:
                     continue
-                write_json_atomic(input_path, input_slot_document(
-                    from_node=node_id, route_id=decision.route_id, data=document.get("data") or {}))
                 fired.append(new_routed_entry(
                     chain_id=self.chain_id, route_id=decision.route_id, source_hash=digest,
                     from_node=node_id, to_node=decision.to_node, input_slot=str(input_path),
@@ -153,6 +161,20 @@ class ChainRouter:
                 self._note(logging.INFO, "chain %s: %s fired, %s written", self.chain_id, entry.route_id,
                            entry.input_slot)
             return [e for e in fired if self.runs_inside(e.to_node)]
+
+    def _decide(self, node_id: str, document: dict) -> tuple[list[RouteDecision], dict]:
+        """The routes of a finished slot, and the data its targets get: the same rules as inside a run.
+
+        A skipped slot leads on as in a run (`routing.evaluate_routes_from_skip`): its targets get the
+        data the node received.
+        """
+        if document.get("status") != "skipped":
+            return evaluate_routes(self.chain, node_id, document), document.get("data") or {}
+        try:
+            received = read_input(self.chain, node_id)[1]
+        except NodeError:
+            received = {}
+        return evaluate_routes_from_skip(self.chain, node_id, document, received), received
 
     def reconcile(self) -> tuple[list[RoutedEntry], list[PendingRun]]:
         """Bring the slots and the ledger back in step after a stop or a crash.
@@ -177,8 +199,8 @@ class ChainRouter:
                     continue
                 if found is None or found[1] != entry.source_hash:
                     continue
-                write_json_atomic(Path(entry.input_slot), input_slot_document(
-                    from_node=entry.from_node, route_id=entry.route_id, data=found[0].get("data") or {}))
+                write_route_input(self.chain, from_node=entry.from_node, route_id=entry.route_id,
+                                  to_node=entry.to_node, data=self._decide(entry.from_node, found[0])[1])
                 self._note(logging.INFO, "chain %s: %s written again (it was missing)", self.chain_id,
                            entry.input_slot)
             pending = [e for e in self.ledger.unbatched(self.chain_id) if self.runs_inside(e.to_node)]
