@@ -295,6 +295,17 @@ def input_slot_document(*, from_node: str, route_id: str, data: dict[str, Any]) 
     return {"status": "pending", "from_node": from_node, "route_id": route_id, "data": data, "updated_at": now_iso()}
 
 
+def ask_again(path: str | Path, *, attempt: int) -> float:
+    """Write an input slot again, `pending` with this `attempt`, for an agent asked to try again.
+
+    Returns:
+        The new write time (epoch seconds): only an output written after it answers this attempt.
+    """
+    document = read_slot(path) or {"data": {}}
+    write_json_atomic(path, {**document, "status": "pending", "attempt": attempt, "updated_at": now_iso()})
+    return Path(path).stat().st_mtime
+
+
 def append_babel(path: str | Path, *, sender: str, recipients: list[str], kind: str, payload: Any) -> None:
     """Append one babel-compatible JSON line `{"ts", "from", "to", "type", "payload"}` and fsync it.
 

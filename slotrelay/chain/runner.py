@@ -59,8 +59,15 @@ def read_input(chain: Chain, node_id: str) -> tuple[dict[str, Any], dict[str, An
 
 
 def publish_output(chain: Chain, node_id: str, document: dict[str, Any]) -> None:
-    """Write an output slot atomically and append it to the node's babel log, if it has one."""
+    """Write an output slot atomically and append it to the node's babel log, if it has one.
+
+    An external node's output slot belongs to its agent and is never overwritten: a skip or a
+    person's decision on it goes downstream through its routes, from the document, unwritten (the
+    sensor would otherwise take the engine's document for a new answer and route it a second time).
+    """
     node = chain.node(node_id)
+    if node.executor.kind == "external":
+        return
     write_json_atomic(output_slot_path(chain, node_id), document)
     if node.output_slot.babel_path:
         append_babel(
@@ -141,7 +148,32 @@ def execute_node(
     failures = failed_checks(node.check_rules.post_execution, document, chain=chain)
     if failures:
         raise NodeError(CHECK_FAILED, "post_execution: " + "; ".join(failures))
+    if output.document is not None:
+        append_agent_babel(chain, node_id, document)
     return document
+
+
+def post_check_problems(chain: Chain, node_id: str, document: dict[str, Any]) -> list[str]:
+    """L2/L3 on a finished output slot: the identity check, then the node's post checks (empty: it passes)."""
+    node = chain.node(node_id)
+    identity = identity_problems(node, document)
+    if identity:
+        return [f"{IDENTITY_MISMATCH}: {'; '.join(identity)}"]
+    failures = failed_checks(node.check_rules.post_execution, document, chain=chain)
+    return [f"{CHECK_FAILED}: post_execution: {'; '.join(failures)}"] if failures else []
+
+
+def append_agent_babel(chain: Chain, node_id: str, document: dict[str, Any]) -> None:
+    """Dual-write an agent's completed output slot to its node's babel log, as the engine's own outputs are."""
+    node = chain.node(node_id)
+    if node.output_slot.babel_path and document.get("status") == "completed":
+        append_babel(
+            chain.resolve(node.output_slot.babel_path),
+            sender=node_id,
+            recipients=[route.to_node for route in chain.routes_from(node_id)],
+            kind="slot.completed",
+            payload=document,
+        )
 
 
 def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | None, attempt: int,
@@ -149,10 +181,10 @@ def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | N
     """Record a node that ended without its executor's output: skipped or failed.
 
     A skipped node passes its input data on (downstream goes on with it) unless `data` is given. An
-    external node's slot belongs to its agent and is not overwritten.
+    external node's slot belongs to its agent and is not overwritten (`publish_output`).
 
     Returns:
-        The document written, or None for an external node.
+        The document (written, unless the node is external), or None for a failed external node.
     """
     node = chain.node(node_id)
     if node.executor.kind == "external" and status == "failed":

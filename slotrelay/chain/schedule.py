@@ -31,6 +31,7 @@ node run) is `RetryBook`, used by the node task.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,7 @@ from slotrelay.chain.runner import (
     write_ended,
 )
 from slotrelay.chain.schema import load_chain
-from slotrelay.slots import SlotInvalid, output_slot_document
+from slotrelay.slots import SlotInvalid, ask_again, output_slot_document
 
 FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
@@ -156,6 +157,8 @@ class ChainSchedule:
         self.unhandled: list[tuple[str, Path]] = []
         self.terminated: str | None = None
         self._to_run: list[str] = []
+        # External nodes whose agent this run asked again (a retry decision): the run waits for the answer.
+        self._asked_again: set[str] = set()
         self.sources = self._sources_of(chain)
 
     @staticmethod
@@ -274,14 +277,19 @@ class ChainSchedule:
         return True
 
     def _left_for_sensor(self, node_id: str) -> bool:
-        if not self.stop_at_external or self.chain.node(node_id).executor.kind != "external":
+        node = self.chain.node(node_id)
+        if not self.stop_at_external or node.executor.kind != "external" or node_id in self._asked_again:
             return False
         in_path = input_slot_path(self.chain, node_id)
         since = in_path.stat().st_mtime if in_path and in_path.exists() else 0.0
         try:
-            waiting = fresh_output(output_slot_path(self.chain, node_id), node_id, since=since) is None
+            waiting = fresh_output(output_slot_path(self.chain, node_id), since=since) is None
         except SlotInvalid:
             waiting = True  # the sensor refuses it, with the file and field, when it routes it
+        if waiting and since and node.timeout_seconds is not None:
+            # Pending longer than its timeout (the input slot's own clock): it runs, and times out by
+            # the chain's rules.
+            waiting = time.time() < since + node.timeout_seconds
         if waiting:
             self.status[node_id] = "NotRun"
             self.notes.info("%s waits for its external agent: left for the sensor to route", node_id)
@@ -406,6 +414,11 @@ class ChainSchedule:
             self.chain = reloaded
             self.sources = self._sources_of(reloaded)
             self.notes.info("reloaded %s", self.chain.source)
+        in_path = input_slot_path(self.chain, node_id)
+        if self.chain.node(node_id).executor.kind == "external" and in_path is not None and in_path.exists():
+            # Its agent is asked again: only an output newer than this input answers the retry.
+            ask_again(in_path, attempt=self.attempts[node_id] + 1)
+            self._asked_again.add(node_id)
         self.status[node_id] = None
         self._to_run.append(node_id)
 

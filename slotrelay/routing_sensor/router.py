@@ -4,6 +4,15 @@ The sensor routes the output slots of a chain's external nodes: those are writte
 the engine. Every other node runs inside a flow run, which routes its output itself; a run started
 here goes on until the chain ends or reaches the next external node, whose output comes back here.
 
+One set of rules for both paths (seed 4.2, 4.3): a completed slot that passes the identity check
+and the node's post checks is routed here, at once; every other finished slot (failed, of another
+node, failing a check, or refused as `slot_invalid`), and an external node whose input slot has been
+pending longer than its `timeout_seconds`, is HANDED OVER to the engine: a run of the chain starts at
+that node, whose task reads the agent's slot and applies the chain's error types exactly as `run`
+does (retry asks the agent again, skip leads on, fail writes an alert, anything else writes an alert
+and suspends the run for a decision in the UI or `slotrelay decide`). A hand-over is a ledger entry
+`engine:<node_id>` keyed by the slot's hash, so it happens once per content.
+
 Routing one output slot:
 1. read it: a `.tmp` or half-written file is "not there yet" (a later event brings it); anything at
    the path that can never be a slot (a symlink, FIFO or folder, JSON that is not an object or nests
@@ -25,19 +34,21 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
-from slotrelay.chain.checks import identity_problems
-from slotrelay.chain.errors import NodeError
+from slotrelay.chain.errors import TIMEOUT, NodeError
+from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain
 from slotrelay.chain.routing import (
     RouteDecision,
     evaluate_routes,
     evaluate_routes_from_skip,
+    input_slot_path,
     output_slot_path,
     write_route_input,
 )
-from slotrelay.chain.runner import read_input
+from slotrelay.chain.runner import append_agent_babel, post_check_problems, read_input
 from slotrelay.chain.schema import load_chain
 from slotrelay.enginelog import engine_logger
 from slotrelay.ledger import (
@@ -48,11 +59,12 @@ from slotrelay.ledger import (
     content_hash,
     new_routed_entry,
 )
-from slotrelay.slots import SlotInvalid, read_output_slot
+from slotrelay.slots import SlotInvalid, read_output_slot, read_slot, read_slot_bytes
 
 logger = logging.getLogger("slotrelay.sensor")
 
 FINISHED = {"completed", "failed", "skipped"}
+HANDOVER = "engine:"
 
 
 class ChainRouter:
@@ -72,6 +84,8 @@ class ChainRouter:
         self.lock = threading.Lock()
         self._engine_log = engine_logger(self.chain.work_dir)
         self._external = {n.node_id for n in self.chain.nodes if n.executor.kind == "external"}
+        self._timed = [n.node_id for n in self.chain.nodes
+                       if n.node_id in self._external and n.timeout_seconds is not None]
 
     def watched_slots(self) -> dict[Path, str]:
         """Output slot path (resolved) -> node_id, for every external node of the chain."""
@@ -87,6 +101,10 @@ class ChainRouter:
         """Log to the console logger and to the chain's engine log (logs/engine.log, rotating)."""
         logger.log(level, message, *args)
         self._engine_log.log(level, "sensor: " + message, *args)
+
+    def timed_external_nodes(self) -> list[str]:
+        """The chain's external nodes that have a `timeout_seconds`, in file order."""
+        return self._timed
 
     def runs_inside(self, node_id: str) -> bool:
         """Whether a node runs inside a flow run (anything but an external node)."""
@@ -117,6 +135,61 @@ class ChainRouter:
                              output_slot_path(self.chain, node_id))
             return []
 
+    def _hand_over(self, node_id: str, digest: str, reason: str) -> list[RoutedEntry]:
+        """Give a node to the engine's rules: a run of the chain starting at it (once per content)."""
+        route_id = HANDOVER + node_id
+        if self.ledger.has_routed(self.chain_id, route_id, digest):
+            return []
+        in_path = input_slot_path(self.chain, node_id)
+        entry = new_routed_entry(chain_id=self.chain_id, route_id=route_id, source_hash=digest, from_node=node_id,
+                                 to_node=node_id, input_slot=str(in_path or output_slot_path(self.chain, node_id)))
+        self.ledger.record_routed([entry])
+        self._note(logging.WARNING, "chain %s: %s handed to the engine's rules (%s)", self.chain_id, node_id, reason)
+        return [entry]
+
+    def _asked_again(self, node_id: str) -> bool:
+        """Whether a run asked this node's agent again (a retry): that run waits for the answer and takes it."""
+        in_path = input_slot_path(self.chain, node_id)
+        document = read_slot(in_path) if in_path is not None else None
+        attempt = document.get("attempt") if document else None
+        return isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1
+
+    def needs_run(self, entry: RoutedEntry) -> bool:
+        """Whether a ledger entry asks for a run: its target runs inside the engine, or it is a hand-over."""
+        return entry.route_id.startswith(HANDOVER) or self.runs_inside(entry.to_node)
+
+    def overdue_at(self, node_id: str) -> float | None:
+        """When an external node waiting for its agent runs out of `timeout_seconds` (epoch seconds).
+
+        The clock is the input slot's own write time, so it survives a restart of the sensor. None
+        when the node has no timeout, no pending input, or an answer newer than its input.
+        """
+        node = self.chain.node(node_id)
+        in_path = input_slot_path(self.chain, node_id)
+        if node.timeout_seconds is None or in_path is None:
+            return None
+        try:
+            since = in_path.stat().st_mtime
+            if fresh_output(output_slot_path(self.chain, node_id), since=since) is not None:
+                return None
+        except FileNotFoundError:
+            return None
+        except SlotInvalid:
+            return None  # refused, and handed over, when its event is routed
+        return since + node.timeout_seconds
+
+    def time_out(self, node_id: str) -> list[RoutedEntry]:
+        """Hand an external node over to the engine when its agent has not answered in time (`timeout`)."""
+        with self.lock:
+            due = self.overdue_at(node_id)
+            if due is None or due > time.time():
+                return []
+            found = read_slot_bytes(input_slot_path(self.chain, node_id))
+            if found is None:
+                return []
+            return self._hand_over(node_id, content_hash(found[0]),
+                                   f"{TIMEOUT}: its input slot is pending longer than timeout_seconds")
+
     def route_output(self, node_id: str) -> list[RoutedEntry]:
         """Route the current content of a node's output slot, unless the ledger has it.
 
@@ -132,17 +205,20 @@ class ChainRouter:
             except SlotInvalid as bad:
                 self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id, node_id,
                            bad.code, bad.message)
-                return []
-            if found is None:
+                return self._hand_over(node_id, content_hash(bad.message.encode()), f"{bad.code}: {bad.message}")
+            if found is None or self._asked_again(node_id):
                 return []
             document, digest = found
             if document.get("status") not in FINISHED:
                 return []
-            problems = identity_problems(self.chain.node(node_id), document)
-            if problems:
-                self._note(logging.ERROR, "chain %s: output of %s not routed, identity check failed: %s",
-                           self.chain_id, node_id, "; ".join(problems))
-                return []
+            problems = post_check_problems(self.chain, node_id, document)
+            if document.get("status") == "failed" or problems:
+                why = "; ".join(problems) or f"the agent reported failure: {document.get('error')}"
+                self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id, why)
+                return self._hand_over(node_id, digest, why)
+            if not self.ledger.has_babel(self.chain_id, node_id, digest):
+                append_agent_babel(self.chain, node_id, document)
+                self.ledger.record_babel(self.chain_id, node_id, digest)
             decisions, data = self._decide(node_id, document)
             fired: list[RoutedEntry] = []
             for decision in decisions:
@@ -160,7 +236,7 @@ class ChainRouter:
             for entry in fired:
                 self._note(logging.INFO, "chain %s: %s fired, %s written", self.chain_id, entry.route_id,
                            entry.input_slot)
-            return [e for e in fired if self.runs_inside(e.to_node)]
+            return [e for e in fired if self.needs_run(e)]
 
     def _decide(self, node_id: str, document: dict) -> tuple[list[RouteDecision], dict]:
         """The routes of a finished slot, and the data its targets get: the same rules as inside a run.
@@ -191,7 +267,7 @@ class ChainRouter:
             self.route_safely(node_id)
         with self.lock:
             for entry in self.ledger.routed_entries(self.chain_id):
-                if Path(entry.input_slot).exists():
+                if entry.route_id.startswith(HANDOVER) or Path(entry.input_slot).exists():
                     continue
                 try:
                     found = self._read_output(entry.from_node)
@@ -203,5 +279,5 @@ class ChainRouter:
                                   to_node=entry.to_node, data=self._decide(entry.from_node, found[0])[1])
                 self._note(logging.INFO, "chain %s: %s written again (it was missing)", self.chain_id,
                            entry.input_slot)
-            pending = [e for e in self.ledger.unbatched(self.chain_id) if self.runs_inside(e.to_node)]
+            pending = [e for e in self.ledger.unbatched(self.chain_id) if self.needs_run(e)]
             return pending, self.ledger.unstarted_runs(self.chain_id)

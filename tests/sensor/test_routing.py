@@ -105,7 +105,7 @@ def test_a_non_atomic_write_routes_once_when_complete(tmp_path, sensor_for):
     assert len(recorder.runs) == 1
 
 
-def test_identity_mismatch_and_unfinished_slots_are_not_routed(tmp_path, sensor_for):
+def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinished_ones_wait(tmp_path, sensor_for):
     chain = make_chain(tmp_path, "identity", 3)
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
@@ -115,12 +115,17 @@ def test_identity_mismatch_and_unfinished_slots_are_not_routed(tmp_path, sensor_
     (slots / "src-1_output.json").write_text(json.dumps({"node_id": "someone-else", "status": "completed", "data": {}}))
     (slots / "src-2_output.json").write_text(json.dumps({"node_id": "src-2", "status": "running", "data": {}}))
     (slots / "src-2_output.json.tmp").write_text(json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
-    agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")  # a route on status == completed does not hold
     time.sleep(0.6)
+    agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")
+    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 3, what="three hand-overs")
     assert sensor.coalescer.wait_idle(5)
+    # Nothing routed downstream: each slot goes to a run of the chain at its own node, where the
+    # engine's rules (identity check, error types, alerts) apply as in `slotrelay run`.
     assert not list(slots.glob("work-*_input.json"))
-    assert routed_keys(tmp_path) == Counter()
-    assert recorder.runs == {}
+    assert sorted(route for _, route, _ in routed_keys(tmp_path)) == ["engine:src-0", "engine:src-0", "engine:src-1"]
+    assert {node for _, node in recorder.started_nodes()} == {"src-0", "src-1"}
+    log = (tmp_path / "logs" / "engine.log").read_text()
+    assert "src-1 handed to the engine's rules (identity_mismatch: slot node_id is 'someone-else'" in log
 
 
 def test_start_reconciles_routes_runs_and_missing_input_slots(tmp_path, sensor_for):
