@@ -42,7 +42,7 @@ from flows.arbitration import raise_alert, wait_for_decision
 from slotrelay.alerts import alerts_of_run
 from slotrelay.chain import Chain, load_chain
 from slotrelay.chain.preflight import preflight
-from slotrelay.chain.schedule import Arbitrate, ChainSchedule, Run, Wait
+from slotrelay.chain.schedule import Arbitrate, ChainSchedule, RaiseAlert, Run, Wait
 from slotrelay.enginelog import engine_logger
 from slotrelay.slots import read_slot, write_json_atomic
 from tasks.node import node_task
@@ -113,6 +113,11 @@ class ChainDriver:
                     schedule.alerted(node_id, path)
             elif isinstance(step, Arbitrate):
                 schedule.decided(step.node_id, step.alert, wait_for_decision(schedule.chain, step.alert))
+            elif isinstance(step, RaiseAlert):
+                escalation = step.escalation
+                schedule.alerted(escalation.node_id, raise_alert(
+                    schedule.chain, flow_run_id=self.flow_run_id, outcome=escalation.outcome,
+                    input_slot=escalation.input_slot, reason=escalation.reason))
             else:
                 return
 

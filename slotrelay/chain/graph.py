@@ -63,7 +63,9 @@ def graph_problems(chain: Chain) -> list[Problem]:
     for index, node in enumerate(chain.nodes):
         if node.input_slot is not None and node.node_id not in reached:
             problems.append(Problem(f"$.nodes[{index}]", f"no route reaches {node.node_id!r} and it is not a start node"))
-    for cycle in nx.simple_cycles(nx.DiGraph(build_graph(chain))):
+    # A route with max_iterations is a bounded rework loop; every other cycle is refused.
+    unbounded = nx.DiGraph([(r.from_node, r.to_node) for r in chain.routes if r.max_iterations is None])
+    for cycle in nx.simple_cycles(unbounded):
         problems.append(Problem("$.routes", f"cycle: {' -> '.join([*cycle, cycle[0]])}"))
     return problems
 

@@ -160,6 +160,10 @@ class Route(Spec):
     condition: Condition | None = Field(default=None, description="null: the route always holds")
     priority: str = Field(default="P1", pattern=r"^P[0-9]+$", description="P0 is evaluated first")
     description: str | None = None
+    max_iterations: int | None = Field(
+        default=None, ge=1, le=1000,
+        description=("a rework loop: this route may close a cycle (a reviewer sends work back), and fires at most"
+                     " this many times in a run; the next firing escalates to a person"))
 
     @property
     def rank(self) -> int:

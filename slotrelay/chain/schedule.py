@@ -8,6 +8,7 @@ flows/chain.py, or a test) runs what it says and feeds the outcomes back:
       Wait()              nodes are in flight: hand the next finished one to `settle(node_id, outcome)`
                           (which returns an `Escalation` when an alert must be written: `alerted()`)
       Arbitrate(node, alert)  a person decides: hand the decision to `decided(node, alert, decision)`
+      RaiseAlert(escalation)  write this alert, then `alerted()` (a rework loop past its bound)
       Finished()          the run is over: `summary()`
 
 Rules it keeps (each tested in tests/chain/test_schedule.py):
@@ -20,6 +21,10 @@ Rules it keeps (each tested in tests/chain/test_schedule.py):
   alert) -> an alert, the run goes on without the node and a person decides before it ends;
   `arbitrate` (no declared type, or on_escalation pause) -> an alert and a decision once nothing
   else can run.
+- Rework loops: a route with `max_iterations` may close a cycle (it is left out of readiness). When
+  it fires, the loop's nodes (from its target back to its source) run again; the firing past the
+  bound does not loop but escalates: an alert (`loop_bound_exceeded`) and a person decides (continue
+  without data keeps the node's output and goes on without the loop).
 - Resume (seed 8.6): a node whose output slot is completed (or skipped), passes its identity check
   and is not older than its input slot settles from that slot without running, its routes evaluated
   from it; a run started again after a suspend takes back the alerts it wrote (`take_back`).
@@ -40,7 +45,7 @@ from typing import Any, Protocol
 from slotrelay.alerts import Alert, Decision
 from slotrelay.chain.errors import UNKNOWN, ChainValidationError, NodeError
 from slotrelay.chain.executors import fresh_output
-from slotrelay.chain.models import Chain
+from slotrelay.chain.models import Chain, Route
 from slotrelay.chain.routing import (
     RouteDecision,
     evaluate_routes,
@@ -112,11 +117,19 @@ class Arbitrate:
 
 
 @dataclass(frozen=True)
+class RaiseAlert:
+    """Write the alert of this escalation, then hand its path to `alerted`."""
+
+    escalation: Escalation
+
+
+@dataclass(frozen=True)
 class Finished:
     """Nothing more runs."""
 
 
-Step = Run | Wait | Arbitrate | Finished
+Step = Run | Wait | Arbitrate | RaiseAlert | Finished
+LOOP_BOUND_EXCEEDED = "loop_bound_exceeded"
 
 
 @dataclass(frozen=True)
@@ -157,16 +170,42 @@ class ChainSchedule:
         self.unhandled: list[tuple[str, Path]] = []
         self.terminated: str | None = None
         self._to_run: list[str] = []
+        self.iterations: dict[str, int] = {}
+        self._due_alerts: list[Escalation] = []
+        self._loop_paused: set[str] = set()
         # External nodes whose agent this run asked again (a retry decision): the run waits for the answer.
         self._asked_again: set[str] = set()
         self.sources = self._sources_of(chain)
 
     @staticmethod
     def _sources_of(chain: Chain) -> dict[str, list[str]]:
+        """Each node's upstream nodes; a rework loop's route (max_iterations) is not a dependency."""
         sources: dict[str, list[str]] = {n.node_id: [] for n in chain.nodes}
         for route in chain.routes:
-            sources[route.to_node].append(route.from_node)
+            if route.max_iterations is None:
+                sources[route.to_node].append(route.from_node)
         return sources
+
+    def _loop_body(self, route: Route) -> set[str]:
+        """The nodes a rework loop runs again: from its target, forward, to its source (unbounded routes)."""
+        forward: dict[str, set[str]] = {}
+        for r in self.chain.routes:
+            if r.max_iterations is None:
+                forward.setdefault(r.from_node, set()).add(r.to_node)
+        reached, stack = {route.to_node}, [route.to_node]
+        while stack:
+            for nxt in forward.get(stack.pop(), ()):
+                if nxt not in reached:
+                    reached.add(nxt)
+                    stack.append(nxt)
+        back, stack = {route.from_node}, [route.from_node]
+        while stack:
+            current = stack.pop()
+            for source in self.sources[current]:
+                if source not in back:
+                    back.add(source)
+                    stack.append(source)
+        return reached & back
 
     # Starting.
 
@@ -212,6 +251,8 @@ class ChainSchedule:
     def next_step(self) -> Step:
         """What the driver does next (see the module docstring)."""
         while not self.terminated:
+            if self._due_alerts:
+                return RaiseAlert(self._due_alerts.pop(0))
             runnable = self._take_runnable()
             if runnable:
                 return Run(runnable)
@@ -374,12 +415,37 @@ class ChainSchedule:
             decisions_to_write = decisions
         write_route_inputs(self.chain, decisions_to_write, handed_on)
         for decision in decisions:
-            self.routes[decision.route_id] = {"fired": decision.fired, "reason": decision.reason}
-            if decision.fired:
+            fired, reason = decision.fired, decision.reason
+            bound = next(r for r in self.chain.routes if r.route_id == decision.route_id).max_iterations
+            if fired and bound is not None:
+                fired, reason = self._loop(decision, bound)
+            self.routes[decision.route_id] = {"fired": fired, "reason": reason}
+            if fired:
                 self.fired_into[decision.to_node].append(decision.route_id)
-            self.notes.info("route %s %s: %s", decision.route_id, "fired" if decision.fired else "did not fire",
-                            decision.reason)
+            self.notes.info("route %s %s: %s", decision.route_id, "fired" if fired else "did not fire", reason)
         return decisions
+
+    def _loop(self, decision: RouteDecision, bound: int) -> tuple[bool, str]:
+        """A rework loop's route fired: run its body again, or escalate past the bound."""
+        count = self.iterations.get(decision.route_id, 0) + 1
+        self.iterations[decision.route_id] = count
+        if count > bound:
+            node_id = decision.from_node
+            message = (f"rework loop {decision.route_id} reached its max_iterations ({bound}) and fired again:"
+                       " a person decides")
+            self.outcomes[node_id] = {**self.outcomes.get(node_id, {}), "error_type": LOOP_BOUND_EXCEEDED,
+                                      "message": message, "handling": "arbitrate"}
+            outcome = {**node_outcome(node_id, "Failed", attempts=self.attempts[node_id],
+                                      error=NodeError(LOOP_BOUND_EXCEEDED, message), handling="arbitrate")}
+            in_path = input_slot_path(self.chain, node_id)
+            self._due_alerts.append(Escalation(node_id, outcome, message, str(in_path) if in_path else None))
+            self._loop_paused.add(node_id)
+            return False, f"not looped: {message}"
+        route = next(r for r in self.chain.routes if r.route_id == decision.route_id)
+        for node_id in self._loop_body(route):
+            self.status[node_id] = None
+            self.fired_into[node_id] = []
+        return True, f"{decision.reason} (rework loop, iteration {count} of {bound})"
 
     def decided(self, node_id: str, alert: Path, decision: Decision) -> None:
         """Apply a person's decision on a paused node (continue, retry, terminate, reload)."""
@@ -389,6 +455,11 @@ class ChainSchedule:
             return
         if decision.decision == "continue":
             attempt = self.attempts[node_id]
+            if node_id in self._loop_paused and decision.data is None:
+                # Past a rework loop's bound: its output stands, and the run goes on without the loop.
+                self._loop_paused.discard(node_id)
+                self.status[node_id] = "Completed"
+                return
             if decision.data is not None:
                 document = output_slot_document(node_id, status="completed", data=decision.data, attempt=attempt)
                 publish_output(self.chain, node_id, document)

@@ -20,6 +20,7 @@ from slotrelay.chain.schedule import (
     Arbitrate,
     ChainSchedule,
     Finished,
+    RaiseAlert,
     RetryBook,
     Run,
     Wait,
@@ -58,6 +59,11 @@ def broken(data):
 def mystery(data):
     count("mystery")
     raise NodeError("never_declared", "nobody said what this means")
+
+
+def review(data):
+    count("review")
+    return {"verdict": "rework", "draft": data.get("n")}
 
 
 def flaky(data):
@@ -119,6 +125,9 @@ def run_plain(chain, *, start: list[str] | None = None, resume: bool = False,
             escalation = schedule.settle(node_id, attempt_node(schedule.chain, node_id, book))
             if escalation is not None:
                 schedule.alerted(node_id, write_test_alert(chain, escalation.outcome, escalation.reason))
+        elif isinstance(step, RaiseAlert):
+            escalation = step.escalation
+            schedule.alerted(escalation.node_id, write_test_alert(chain, escalation.outcome, escalation.reason))
         elif isinstance(step, Arbitrate):
             asked.append(step.node_id)
             answer = (decisions or {})[step.node_id].pop(0)
@@ -276,3 +285,36 @@ def test_a_run_started_again_after_a_suspend_asks_instead_of_running_the_node_ag
     again_schedule, ran, asked = run_plain(chain, schedule=again, decisions={"m": ["continue:decided"]})
     assert ran == ["b"] and asked == ["m"] and str(paused) in again_schedule.alerts
     assert states(again_schedule) == {"a": "Completed", "m": "Completed", "b": "Completed"}
+
+
+def test_a_rework_loop_bounded_at_3_escalates_on_the_4th_firing(write_chain) -> None:
+    rework = {"field": "data.verdict", "operator": "equals", "value": "rework"}
+    chain = build(write_chain, [node("draft", start=True, executor=py("ok")), node("work", executor=py("ok")),
+                                node("review", executor=py("review")), node("publish", executor=py("ok"))],
+                  [route("draft", "work"), route("work", "review"),
+                   route("review", "work", condition=rework, max_iterations=3),
+                   route("review", "publish", condition={"field": "data.verdict", "operator": "equals", "value": "ok"})])
+    schedule, ran, asked = run_plain(chain, decisions={"review": ["continue"]})
+    assert ran == ["draft"] + ["work", "review"] * 4
+    assert asked == ["review"] and schedule.iterations == {"review-to-work": 4}
+    summary = schedule.summary(None)
+    assert summary["routes"]["review-to-work"]["fired"] is False
+    assert "reached its max_iterations (3) and fired again" in summary["routes"]["review-to-work"]["reason"]
+    assert states(schedule) == {"draft": "Completed", "work": "Completed", "review": "Completed", "publish": "NotRun"}
+    [alert] = summary["alerts"]
+    from slotrelay.alerts import read_alert
+
+    assert read_alert(alert).error_type == "loop_bound_exceeded"
+    # The work node was sent back with the review's data.
+    sent_back = read_slot(chain.resolve("slots/work_input.json"))
+    assert (sent_back["route_id"], sent_back["data"]) == ("review-to-work", {"verdict": "rework", "draft": 1})
+
+
+def test_validate_refuses_a_cycle_without_a_bound(write_chain) -> None:
+    import pytest
+
+    from slotrelay.chain import ChainValidationError
+
+    with pytest.raises(ChainValidationError, match="cycle: "):
+        build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok")),
+                            node("c", executor=py("ok"))], [route("a", "b"), route("b", "c"), route("c", "b")])
