@@ -213,9 +213,11 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
             state = run.state
             if run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE or state.timestamp < began:
                 continue
+            # A chain run's successor goes on from its slots: nodes the cancelled run completed do not run again.
+            parameters = {**run.parameters, "resume": True} if "chain_path" in run.parameters else run.parameters
             successor = await client.create_flow_run_from_deployment(
                 run.deployment_id,
-                parameters=run.parameters,
+                parameters=parameters,
                 name=run.name,
                 tags=run.tags,
                 idempotency_key=f"successor-of-{run.id}",

@@ -1,11 +1,21 @@
 """L4 alerts and L5 arbitration inside a chain's flow run.
 
 `raise_alert` writes the Alert file (atomic), logs it to the engine log and the run log, and attaches
-a Markdown artifact to the flow run so the UI shows it. `wait_for_decision` pauses the flow run with
-`pause_flow_run(wait_for_input=ArbitrationDecision)`: the UI shows a form, `slotrelay decide` sends
-the same input through the API. The pause polls the API every `POLL_SECONDS` (Prefect's default is
-10 s) so a decision acts within about a second. No decision within the chain's
-`pause_timeout_seconds`: the alert is marked `timed_out` and `FlowPauseTimeout` propagates.
+a Markdown artifact to the flow run so the UI shows it. `wait_for_decision` waits for a person's
+`ArbitrationDecision`: the UI shows a form, `slotrelay decide` sends the same input through the API.
+
+How the run waits depends on who runs it:
+- A run of a deployment (served by `watch`/`up` or a worker) is SUSPENDED (`suspend_flow_run`): its
+  process exits and gives its slot back to the runner (5 by default), so runs waiting for people
+  never starve runs that can work. A decision puts it back to Scheduled ("Resuming"); the runner
+  starts it again from the top, the flow takes what is done from the slots and the alerts it wrote
+  (flows/chain.py), and `suspend_flow_run` under the same key (made from the alert file's name)
+  returns the decision. No decision within `pause_timeout_seconds`: the server fails the run (its
+  pause-expiration service); the alert stays `paused` and `slotrelay decide` refuses it.
+- A run with no deployment (`slotrelay run`, in the user's own process, which holds no runner slot)
+  PAUSES in place (`pause_flow_run`), polling the API every `POLL_SECONDS` (Prefect's default is 10 s)
+  so a decision acts within about a second; a suspended run could not be started again, as nothing
+  serves it. No decision in time: the alert is marked `timed_out` and `FlowPauseTimeout` propagates.
 
 The form is generated from ArbitrationDecision's JSON schema, and both Prefect UIs render it (v1, Vue,
 at `/`; v2, React, at `/v2`). `data` is a JSON object to the flow, the CLI and the alert file, but the
@@ -21,13 +31,15 @@ from __future__ import annotations
 import getpass
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
-from prefect.flow_runs import pause_flow_run
+from prefect.flow_runs import pause_flow_run, suspend_flow_run
 from prefect.input import RunInput
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
@@ -154,27 +166,40 @@ def _set_status(path: Path, **changes: Any) -> Alert:
     return alert
 
 
-def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
-    """Pause the flow run until a person decides on the alert at `path`; record the decision there.
+def pause_key(path: Path, asked_before: int) -> str:
+    """The pause key of an alert: from its file name and how many of its decisions could not be applied.
+
+    Both are in the alert file, so a run started again after a suspend finds the same key, and a
+    node asked again after a refused reload gets a new one (a key that has fired returns its input).
+    """
+    # Pause keys (and the run-input keys made from them) allow only lowercase letters, digits and dashes.
+    return re.sub(r"[^a-z0-9-]+", "-", f"arbitrate-{path.stem}-{asked_before}".lower())
+
+
+def wait_for_decision(chain: Chain, path: Path) -> Decision:
+    """Wait until a person decides on the alert at `path` (suspended or paused, see the module docstring).
 
     Parameters:
         chain: the chain (its `pause_timeout_seconds` bounds the wait).
         path: the alert file.
-        key: a pause key unique within the flow run.
 
-    An answer the flow cannot take (its `data` is not a JSON object) is refused: the run pauses again,
-    under `key` with a counter, and the new form says why.
+    An answer the flow cannot take (its `data` is not a JSON object) is refused: the run waits again,
+    under the alert's pause key with a counter, and the new form says why.
 
     Returns:
         The decision, also written into the alert file (status `decided`).
 
     Raises:
-        FlowPauseTimeout: no decision in time; the alert is marked `timed_out`.
+        Pause: (Prefect's signal) a suspended run's process ends here; it starts again on a decision.
+        FlowPauseTimeout: no decision in time for a run paused in place; the alert is marked `timed_out`.
     """
+    context = FlowRunContext.get()
+    suspend = context is not None and context.flow_run is not None and context.flow_run.deployment_id is not None
     alert = read_alert(path)
     # Asked again (a reload was refused): keep the decision that could not be applied.
     history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions
     alert = _set_status(path, status="paused", decision=None, previous_decisions=history)
+    key = pause_key(path, len(history))
     log = get_run_logger()
     engine = engine_logger(chain.logs_dir)
     log.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
@@ -182,9 +207,13 @@ def wait_for_decision(chain: Chain, path: Path, *, key: str) -> Decision:
     refused: str | None = None
     for asked in itertools.count():
         form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path, refused=refused))
+        asked_key = f"{key}-{asked}" if asked else key
         try:
-            answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
-                                    poll_interval=POLL_SECONDS, key=f"{key}-{asked}" if asked else key)
+            if suspend:
+                answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds, key=asked_key)
+            else:
+                answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
+                                        poll_interval=POLL_SECONDS, key=asked_key)
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")
             engine.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)

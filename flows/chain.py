@@ -1,9 +1,14 @@
 """The chain compiled to one Prefect flow run: nodes as tasks, routes as conditional dependencies.
 
+The engine's decisions live in the core scheduler (`slotrelay.chain.schedule.ChainSchedule`); this
+flow only drives it: it submits the node tasks the schedule says to run (with `wait_for` on their
+sources, for the UI's graph), feeds each finished task's outcome back, writes the alerts the
+schedule asks for, and waits for people's decisions (flows/arbitration.py).
+
 How a run proceeds: the start nodes (or `start_nodes`) are submitted; whenever a node's task ends,
 its routes are evaluated from its output slot (priority order) and every route that holds writes
-its target's input slot; a target is submitted with `wait_for` on its sources once every source has
-settled. A route that does not hold leaves its target unrun, and the summary says why.
+its target's input slot; a target is submitted once every source has settled. A route that does not
+hold leaves its target unrun, and the summary says why.
 
 Failures (L4/L5): `skip` goes on; `fail` writes an alert and stops that branch; an error of no
 declared type (or an escalation whose type says `pause`) writes an alert and, once the branches that
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 from pathlib import Path
 from typing import Any
 
@@ -35,22 +39,13 @@ from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
 from flows.arbitration import raise_alert, wait_for_decision
-from slotrelay.chain import (
-    Chain,
-    ChainValidationError,
-    NodeError,
-    evaluate_routes,
-    load_chain,
-    write_route_inputs,
-)
-from slotrelay.chain.errors import UNKNOWN
-from slotrelay.chain.executors import fresh_output
+from slotrelay.alerts import alerts_of_run
+from slotrelay.chain import Chain, load_chain
 from slotrelay.chain.preflight import preflight
-from slotrelay.chain.routing import input_slot_path, output_slot_path
-from slotrelay.chain.runner import decide_handling, publish_output, write_ended
+from slotrelay.chain.schedule import Arbitrate, ChainSchedule, RaiseAlert, Run, Wait
 from slotrelay.enginelog import engine_logger
-from slotrelay.slots import output_slot_document, read_slot, write_json_atomic
-from tasks.node import node_task, outcome
+from slotrelay.slots import read_slot, write_json_atomic
+from tasks.node import node_task
 
 FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
@@ -72,221 +67,75 @@ def _run_name() -> str:
     return f"{chain_id}@{','.join(starts)}" if starts else str(chain_id)
 
 
-class ChainRun:
-    """The state of one run of a chain inside its flow run (driven from the flow's thread)."""
+class ChainDriver:
+    """Drives a `ChainSchedule` inside the flow run: submits node tasks, feeds their outcomes back,
+    writes the alerts it asks for and waits for people's decisions."""
 
-    def __init__(self, chain: Chain, *, flow_run_id: str | None, stop_at_external: bool) -> None:
-        self.chain = chain
+    def __init__(self, schedule: ChainSchedule, *, flow_run_id: str | None) -> None:
+        self.schedule = schedule
         self.flow_run_id = flow_run_id
-        self.stop_at_external = stop_at_external
-        self.status: dict[str, str | None] = {n.node_id: None for n in chain.nodes}
-        self.attempts: dict[str, int] = {n.node_id: 0 for n in chain.nodes}
-        self.outcomes: dict[str, dict[str, Any]] = {}
-        self.fired_into: dict[str, list[str]] = {n.node_id: [] for n in chain.nodes}
-        self.routes: dict[str, dict[str, Any]] = {}
-        self.alerts: list[str] = []
         self.futures: dict[str, Any] = {}
         self.tasks: dict[str, Any] = {}
-        self.sources = self.sources_of(chain)
-        self.in_flight: set[str] = set()
         self.done: queue.Queue[str] = queue.Queue()
-        self.arbitrations: list[tuple[str, Path]] = []
-        # Escalations (`on_escalation: alert`) not decided yet: asked before the run ends.
-        self.unhandled: list[tuple[str, Path]] = []
-        self.terminated: str | None = None
-        self.log = get_run_logger()
-        self.engine = engine_logger(chain.logs_dir)
-
-    @staticmethod
-    def sources_of(chain: Chain) -> dict[str, list[str]]:
-        """Each node's upstream nodes (the sources of the routes into it)."""
-        sources: dict[str, list[str]] = {n.node_id: [] for n in chain.nodes}
-        for route in chain.routes:
-            sources[route.to_node].append(route.from_node)
-        return sources
-
-    def note(self, message: str, *args: Any) -> None:
-        self.log.info(message, *args)
-        self.engine.info(message, *args)
-
-    # Submitting and settling nodes.
+        self._chain = schedule.chain
 
     def submit(self, node_id: str) -> None:
-        node = self.chain.node(node_id)
-        out_path = output_slot_path(self.chain, node_id)
-        if self.stop_at_external and node.executor.kind == "external":
-            in_path = input_slot_path(self.chain, node_id)
-            since = in_path.stat().st_mtime if in_path and in_path.exists() else 0.0
-            if fresh_output(out_path, node_id, since=since) is None:
-                self.status[node_id] = "NotRun"
-                self.note("%s waits for its external agent: left for the sensor to route", node_id)
-                return
-        sources = self.sources[node_id]
-        # The edges are for the UI: readiness is decided here, and a source settled by a person's
-        # `continue` after a failure still feeds its target, so a failed source must not block it.
-        wait_for = [allow_failure(self.futures[s]) for s in sources if s in self.futures]
+        chain = self.schedule.chain
+        if chain is not self._chain:
+            # A reload: the tasks were built from the old rules.
+            self.tasks.clear()
+            self._chain = chain
+        # The edges are for the UI: readiness is decided by the schedule, and a source settled by a
+        # person's `continue` after a failure still feeds its target, so a failed source must not block it.
+        wait_for = [allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
         if node_id not in self.tasks:
             # Building a Prefect task costs a few ms: once per node per run (a reload clears them).
-            self.tasks[node_id] = node_task(self.chain, node)
+            self.tasks[node_id] = node_task(chain, chain.node(node_id))
         # quote(): Prefect would otherwise walk the whole chain model looking for futures on every
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
-        future = self.tasks[node_id].submit(quote(self.chain), node_id, wait_for=wait_for)
+        future = self.tasks[node_id].submit(quote(chain), node_id, wait_for=wait_for)
         self.futures[node_id] = future
-        self.in_flight.add(node_id)
-        self.status[node_id] = "Running"
         future.add_done_callback(lambda _, node_id=node_id: self.done.put(node_id))
 
-    def settle(self, node_id: str) -> None:
-        """Take in a finished task: record it, route its output, or escalate its failure."""
-        self.in_flight.discard(node_id)
-        result = self.futures[node_id].result(raise_on_failure=False)
-        if not isinstance(result, dict):
-            # Not our outcome: a crash of the task machinery (node tasks have no Prefect timeout).
-            error = NodeError(UNKNOWN, f"{type(result).__name__}: {result}")
-            handling = decide_handling(self.chain, error, type_failures=10**9)
-            result = outcome(node_id, "Failed", attempts=1, error=error, handling=handling)
-        self.outcomes[node_id] = result
-        self.attempts[node_id] += result["attempts"]
-        self.status[node_id] = result["state"]
-        if result["state"] in ("Completed", "Skipped"):
-            self.route(node_id, result["document"])
-            return
-        in_path = input_slot_path(self.chain, node_id)
-        reason = {
-            "fail": f"error type {result['error_type']!r} is handled by failing the node",
-            "escalate": (f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
-                         " the run goes on without this node, and a person decides before it ends"),
-            "arbitrate": (f"error type {result['error_type']!r} is not declared by the chain: a person decides"
-                          if self.chain.error_type(result["error_type"] or UNKNOWN) is None
-                          else f"retries of {result['error_type']!r} ran out and its type says: pause for a person"),
-        }[result["handling"]]
-        path = raise_alert(self.chain, flow_run_id=self.flow_run_id, outcome=result,
-                           input_slot=str(in_path) if in_path else None, reason=reason)
-        self.alerts.append(str(path))
-        if result["handling"] == "arbitrate":
-            self.status[node_id] = "Paused"
-            self.arbitrations.append((node_id, path))
-        elif result["handling"] == "escalate":
-            self.unhandled.append((node_id, path))
-
-    def route(self, node_id: str, document: dict[str, Any]) -> None:
-        decisions = evaluate_routes(self.chain, node_id, document)
-        write_route_inputs(self.chain, decisions, document)
-        for decision in decisions:
-            self.routes[decision.route_id] = {"fired": decision.fired, "reason": decision.reason}
-            if decision.fired:
-                self.fired_into[decision.to_node].append(decision.route_id)
-            self.note("route %s %s: %s", decision.route_id, "fired" if decision.fired else "did not fire",
-                      decision.reason)
-
-    def ready(self) -> list[str]:
-        """Unstarted nodes some route fired into, whose every source has settled."""
-        return [
-            node_id for node_id, routes in self.fired_into.items()
-            if routes and self.status[node_id] is None
-            and all(self.status[source] in FINAL for source in self.sources[node_id])
-        ]
-
-    def close_unreachable(self) -> bool:
-        """With nothing running or waiting, unstarted nodes no route fired into will not run."""
-        closed = False
-        for node_id, state in self.status.items():
-            if state is None and not self.fired_into[node_id]:
-                self.status[node_id] = "NotRun"
-                closed = True
-        return closed
-
-    # Arbitration.
-
-    def arbitrate(self, node_id: str, path: Path, round_: int) -> None:
-        # Pause keys (and the run-input keys made from them) allow only lowercase letters, digits and dashes.
-        key = re.sub(r"[^a-z0-9-]+", "-", f"arbitrate-{round_}-{node_id}".lower())
-        decision = wait_for_decision(self.chain, path, key=key)
-        if decision.decision == "terminate":
-            self.status[node_id] = "Failed"
-            self.terminated = f"terminated by a decision on {node_id}"
-        elif decision.decision == "continue":
-            attempt = self.attempts[node_id]
-            if decision.data is not None:
-                document = output_slot_document(node_id, status="completed", data=decision.data, attempt=attempt)
-                publish_output(self.chain, node_id, document)
-                self.status[node_id] = "Completed"
+    def drive(self) -> None:
+        schedule = self.schedule
+        while True:
+            step = schedule.next_step()
+            if isinstance(step, Run):
+                for node_id in step.nodes:
+                    self.submit(node_id)
+            elif isinstance(step, Wait):
+                node_id = self.done.get()
+                escalation = schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
+                if escalation is not None:
+                    path = raise_alert(schedule.chain, flow_run_id=self.flow_run_id, outcome=escalation.outcome,
+                                       input_slot=escalation.input_slot, reason=escalation.reason)
+                    schedule.alerted(node_id, path)
+            elif isinstance(step, Arbitrate):
+                schedule.decided(step.node_id, step.alert, wait_for_decision(schedule.chain, step.alert))
+            elif isinstance(step, RaiseAlert):
+                escalation = step.escalation
+                schedule.alerted(escalation.node_id, raise_alert(
+                    schedule.chain, flow_run_id=self.flow_run_id, outcome=escalation.outcome,
+                    input_slot=escalation.input_slot, reason=escalation.reason))
             else:
-                document = write_ended(self.chain, node_id, status="skipped", error=None, attempt=attempt)
-                self.status[node_id] = "Skipped"
-            if document is not None:
-                self.route(node_id, document)
-        else:
-            if decision.decision == "reload":
-                try:
-                    reloaded = load_chain(self.chain.source, slots_root=self.chain.slots_root,
-                                          alerts_dir=self.chain.alerts_dir, logs_dir=self.chain.logs_dir)
-                except ChainValidationError as invalid:
-                    self.log.error("reload refused, the chain is invalid: %s", invalid.message)
-                    self.arbitrations.insert(0, (node_id, path))
-                    return
-                if {n.node_id for n in reloaded.nodes} != set(self.status):
-                    # A run's bookkeeping is per node: new rules yes, a different set of nodes no.
-                    self.log.error("reload refused: the chain file now has other nodes than this run")
-                    self.arbitrations.insert(0, (node_id, path))
-                    return
-                self.chain = reloaded
-                self.tasks.clear()
-                self.sources = self.sources_of(reloaded)
-                self.note("reloaded %s", self.chain.source)
-            self.status[node_id] = None
-            self.submit(node_id)
+                return
 
-    # The run.
 
-    def drive(self, start: list[str]) -> None:
-        for node_id in start:
-            self.submit(node_id)
-        rounds = 0
-        while not self.terminated:
-            if self.in_flight:
-                self.settle(self.done.get())
-            elif self.arbitrations:
-                rounds += 1
-                self.arbitrate(*self.arbitrations.pop(0), rounds)
-            elif self.unhandled:
-                # Before unstarted nodes are closed: a `continue` must still be able to feed them.
-                for node_id, path in self.unhandled:
-                    self.status[node_id] = "Paused"
-                    self.arbitrations.append((node_id, path))
-                self.unhandled.clear()
-            elif not self.close_unreachable():
-                break
-            for node_id in self.ready():
-                self.submit(node_id)
-        for node_id, state in self.status.items():
-            if state not in FINAL:
-                self.status[node_id] = "NotRun"
+class _Notes:
+    """The schedule's notes go to the run log (the UI) and the engine log (logs/engine.log)."""
 
-    def summary(self) -> dict[str, Any]:
-        failed = self.terminated or any(s == "Failed" for s in self.status.values())
-        for route in self.chain.routes:
-            if route.route_id not in self.routes:
-                source = self.status[route.from_node]
-                why = "the source did not run" if source == "NotRun" else f"the source ended {source}"
-                self.routes[route.route_id] = {"fired": False, "reason": why}
-        nodes = {}
-        for node_id, state in self.status.items():
-            result = self.outcomes.get(node_id, {})
-            written = state in ("Completed", "Skipped") or (state == "Failed" and result.get("output_slot"))
-            nodes[node_id] = {
-                "state": state,
-                "attempts": self.attempts[node_id],
-                "error_type": result.get("error_type") if state != "Completed" else None,
-                "output_slot": str(output_slot_path(self.chain, node_id)) if written else None,
-            }
-        return {
-            "flow_run_id": self.flow_run_id,
-            "state": "FAILED" if failed else "COMPLETED",
-            "nodes": nodes,
-            "routes": {r.route_id: self.routes[r.route_id] for r in self.chain.routes},
-            "alerts": self.alerts,
-        }
+    def __init__(self, chain: Chain) -> None:
+        self.run = get_run_logger()
+        self.engine = engine_logger(chain.logs_dir)
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.run.info(msg, *args)
+        self.engine.info(msg, *args)
+
+    def error(self, msg: str, *args: Any) -> None:
+        self.run.error(msg, *args)
+        self.engine.error(msg, *args)
 
 
 @flow(name="chain", flow_run_name=_run_name, log_prints=False, persist_result=False)
@@ -296,6 +145,7 @@ def run_chain(
     slots_root: str | None = None,
     stop_at_external: bool = False,
     folders_block: str | None = None,
+    resume: bool = False,
 ) -> Any:
     """Run a chain file as one flow run.
 
@@ -308,6 +158,10 @@ def run_chain(
             watchdog sensor routes it later) instead of waiting for it.
         folders_block: the name of a saved `ChainFolders` Block: its slots root (unless `slots_root`
             is given), alerts and logs folders.
+        resume: go on from what the slots say: a node whose output slot is completed, passes its
+            identity check and is not older than its input slot is not run again, and its routes
+            are evaluated from that slot. Always so for a run started again after a suspend (it
+            finds the alerts it wrote).
 
     Returns:
         The run summary (`slotrelay run --json`); a failed run returns `Failed` carrying it.
@@ -321,26 +175,25 @@ def run_chain(
     chain = load_chain(chain_path, **folders)
     preflight(chain)
     context = FlowRunContext.get()
-    run = ChainRun(chain, flow_run_id=str(context.flow_run.id) if context else None,
-                   stop_at_external=stop_at_external)
-    starts = list(start_nodes) if start_nodes else chain.start_nodes()
-    unknown = [s for s in starts if s not in run.status]
-    if unknown:
-        raise ValueError(f"start_nodes names nodes the chain does not have: {', '.join(unknown)}")
+    flow_run_id = str(context.flow_run.id) if context else None
+    notes = _Notes(chain)
+    schedule = ChainSchedule(chain, notes=notes, stop_at_external=stop_at_external, resume=resume)
+    if flow_run_id:
+        # A run suspended for a person starts again from the top once decided (flows/arbitration.py):
+        # the alerts it wrote say so, and where their nodes stand.
+        schedule.take_back(alerts_of_run(chain.alerts_dir, flow_run_id))
+    schedule.start(list(start_nodes) if start_nodes else chain.start_nodes())
     try:
-        run.drive(starts)
+        ChainDriver(schedule, flow_run_id=flow_run_id).drive()
     except FlowPauseTimeout:
-        run.terminated = "no decision before the pause timed out"
-        for node_id, state in run.status.items():
-            if state not in FINAL:
-                run.status[node_id] = "Failed" if state == "Paused" else "NotRun"
-    summary = run.summary()
-    run.note("chain %s ended %s", chain.chain_id, summary["state"])
+        schedule.fail_paused("no decision before the pause timed out")
+    summary = schedule.summary(flow_run_id)
+    notes.info("chain %s ended %s", chain.chain_id, summary["state"])
     # After a pause times out the server keeps its own Failed state and drops the data returned
     # here, so the summary is also kept on disk for the caller.
-    write_json_atomic(summary_path(run.chain, summary["flow_run_id"]), summary)
+    write_json_atomic(summary_path(schedule.chain, flow_run_id), summary)
     if summary["state"] == "FAILED":
-        return Failed(message=run.terminated or "a node of the chain failed", data=summary)
+        return Failed(message=schedule.terminated or "a node of the chain failed", data=summary)
     return summary
 
 

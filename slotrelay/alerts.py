@@ -118,3 +118,19 @@ def read_alert(path: str | Path) -> Alert:
     except ValidationError as invalid:
         first = invalid.errors()[0]
         raise AlertError(f"{path}: not an alert ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+
+
+def alerts_of_run(alerts_dir: Path, flow_run_id: str) -> list[tuple[Path, Alert]]:
+    """The alerts one flow run wrote, oldest first (a run resumed after a suspend takes them back).
+
+    Files that are not alerts are left out: the folder is shared with people and other runs.
+    """
+    found = []
+    for path in sorted(alerts_dir.glob("alert-*.json")):
+        try:
+            alert = read_alert(path)
+        except AlertError:
+            continue
+        if alert.flow_run_id == flow_run_id:
+            found.append((path, alert))
+    return sorted(found, key=lambda item: item[1].created_at)

@@ -9,6 +9,8 @@ object, one of three kinds:
                                                   a run is about to be started for these routes
     {"kind": "started", "chain_id", "batch_id", "flow_run_id", "at"}
                                                   the run was created
+    {"kind": "babel",   "chain_id", "node_id", "source_hash", "at"}
+                                                  an agent's output was dual-written to its babel log
 
 Key contracts (they break silently if changed):
 - A route is identified by `(chain_id, route_id, source_hash)`: the same output content routes once,
@@ -107,6 +109,7 @@ class RoutingLedger:
         self._batched: set[str] = set()
         self._runs: dict[str, PendingRun] = {}
         self._started: dict[str, str] = {}
+        self._babel: set[str] = set()
         self._fenced = False
         for record in self._read_records():
             self._index(record)
@@ -141,6 +144,8 @@ class RoutingLedger:
                 self._batched.update(run.keys)
             elif kind == "started":
                 self._started[record["batch_id"]] = record["flow_run_id"]
+            elif kind == "babel":
+                self._babel.add(f"{record['chain_id']}|{record['node_id']}|{record['source_hash']}")
         except (KeyError, TypeError):
             return
 
@@ -198,6 +203,18 @@ class RoutingLedger:
             self._append([record])
             self._index(record)
         return run
+
+    def has_babel(self, chain_id: str, node_id: str, source_hash: str) -> bool:
+        """Whether this output content was already dual-written to the node's babel log."""
+        with self._lock:
+            return f"{chain_id}|{node_id}|{source_hash}" in self._babel
+
+    def record_babel(self, chain_id: str, node_id: str, source_hash: str) -> None:
+        """Append that an output content was dual-written to its node's babel log."""
+        record = {"kind": "babel", "chain_id": chain_id, "node_id": node_id, "source_hash": source_hash, "at": _now()}
+        with self._lock:
+            self._append([record])
+            self._index(record)
 
     def record_started(self, run: PendingRun, flow_run_id: str) -> None:
         """Append that the run of a batch was created."""

@@ -5,27 +5,75 @@ Invariants (other agents and the watchdog sensor rely on them):
   is fsynced, then renamed over the target (`os.replace`, atomic on one file system). A reader sees the old document or the new one, never half of one.
 - Readers ignore `.tmp` files and treat a missing, half-written or invalid document as "not there
   yet" (`None`), never as a crash: an agent outside the engine may write without renaming.
+- Only a regular file is a slot. Its type is checked with `lstat` before it is opened, and it is
+  opened with `O_NOFOLLOW | O_NONBLOCK`: a symlink, FIFO, socket, device or folder at a slot path
+  is refused (`SlotInvalid`), never followed and never blocked on.
+- An output slot's shape is checked in one place, `read_output_slot` (`OutputSlotShape`): every path
+  that takes an agent's output (the sensor, its start-up reconcile, an external node's wait) gets the
+  same verdict, naming the file and the field.
 - An output slot document is `{"node_id", "status", "data", "error", "capabilities_used", "checks",
   "attempt", "updated_at"}`; an input slot written by a route is `{"status": "pending", "from_node",
-  "route_id", "data", "updated_at"}`.
+  "route_id", "data", "updated_at"}`, and a join's also holds `sources` (each source's route and data,
+  `slotrelay.chain.routing.write_route_input`), its `data` being their merge.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from slotrelay.errors import SlotrelayError
+
 TMP_SUFFIX = ".tmp"
 OUTPUT_STATUSES = ("completed", "failed", "skipped")
+# Deeper documents are refused: the engine copies, hashes, dumps and checks slot data with
+# recursive code (json, jsonschema, Prefect's parameter walk) that must never hit the recursion limit.
+MAX_NESTING = 100
+MAX_SLOT_BYTES = 64 * 1024 * 1024
+_FILE_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}
+
+
+class SlotInvalid(SlotrelayError):
+    """A slot file that is there but can never be taken as a slot (error type `slot_invalid`).
+
+    Parameters:
+        path: the slot file.
+        problems: what is wrong, each naming the field (`capabilities_used.0: ...`) where there is one.
+    """
+
+    code = "slot_invalid"
+
+    def __init__(self, path: str | Path, problems: list[str]) -> None:
+        self.path = Path(path)
+        self.problems = problems
+        super().__init__(f"{path}: {'; '.join(problems)}")
+
+    def __reduce__(self) -> tuple[type, tuple[Path, list[str]]]:
+        return (type(self), (self.path, self.problems))
 
 
 def now_iso() -> str:
     """The current UTC time, ISO-8601 with an offset."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _json_text(document: Any, *, indent: int | None = None) -> str:
+    """JSON text that UTF-8 can encode: a lone surrogate (valid in JSON, not in UTF-8) stays escaped."""
+    text = json.dumps(document, ensure_ascii=False, indent=indent)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(document, ensure_ascii=True, indent=indent)
+    return text
 
 
 def write_json_atomic(path: str | Path, document: Any) -> Path:
@@ -43,7 +91,7 @@ def write_json_atomic(path: str | Path, document: Any) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    text = _json_text(document, indent=2) + "\n"
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     try:
         with tmp.open("w", encoding="utf-8") as handle:
@@ -56,24 +104,161 @@ def write_json_atomic(path: str | Path, document: Any) -> Path:
     return path
 
 
+def read_slot_bytes(path: str | Path) -> tuple[bytes, float] | None:
+    """The bytes of a slot file and its write time, read from one open file; None when it is missing.
+
+    The file type is checked with `lstat` before anything is opened, and the open itself neither
+    follows a symlink nor waits on a FIFO swapped in after the check (`O_NOFOLLOW | O_NONBLOCK`).
+
+    Raises:
+        SlotInvalid: the path holds something other than a regular file, or a file over MAX_SLOT_BYTES.
+    """
+    path = Path(path)
+    try:
+        kind = stat.S_IFMT(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as unusable:
+        raise SlotInvalid(path, [f"cannot be examined: {unusable}"]) from None
+    if kind != stat.S_IFREG:
+        raise SlotInvalid(path, [f"is {_FILE_KINDS.get(kind, 'not a regular file')}, not a regular file"])
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as unusable:
+        raise SlotInvalid(path, [f"cannot be opened: {unusable.strerror}"]) from None
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise SlotInvalid(path, ["was replaced by something other than a regular file"])
+        if status.st_size > MAX_SLOT_BYTES:
+            raise SlotInvalid(path, [f"is {status.st_size} bytes, more than {MAX_SLOT_BYTES}"])
+        return handle.read(MAX_SLOT_BYTES + 1), status.st_mtime
+
+
+def nesting_depth_exceeds(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether a JSON value nests deeper than `limit` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict | list):
+            if depth > limit:
+                return True
+            children = current.values() if isinstance(current, dict) else current
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def parse_slot(path: str | Path, raw: bytes) -> dict[str, Any] | None:
+    """A slot's bytes as a JSON object; None when they are not (yet) JSON, as a half-written file is.
+
+    Raises:
+        SlotInvalid: complete JSON that is not an object, or nested deeper than MAX_NESTING.
+    """
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    except RecursionError:
+        raise SlotInvalid(path, [f"nested deeper than {MAX_NESTING} levels"]) from None
+    if not isinstance(document, dict):
+        raise SlotInvalid(path, [f"is a JSON {type(document).__name__}, not an object"])
+    if nesting_depth_exceeds(document):
+        raise SlotInvalid(path, [f"nested deeper than {MAX_NESTING} levels"])
+    return document
+
+
 def read_slot(path: str | Path) -> dict[str, Any] | None:
-    """Read a slot document, or None when it is not there yet.
+    """Read a slot document, or None when it is not there yet or can never be one.
 
     Parameters:
         path: the slot file.
 
     Returns:
-        The JSON object; None for a `.tmp` file, a missing file, half-written or invalid JSON,
-        or JSON that is not an object.
+        The JSON object; None for a `.tmp` file, a missing file, half-written or invalid JSON, JSON
+        that is not an object, and anything `read_slot_bytes` or `parse_slot` refuses.
     """
     path = Path(path)
     if path.name.endswith(TMP_SUFFIX):
         return None
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        found = read_slot_bytes(path)
+        return parse_slot(path, found[0]) if found is not None else None
+    except SlotInvalid:
         return None
-    return document if isinstance(document, dict) else None
+
+
+class SlotErrorShape(BaseModel):
+    """The `error` of a failed output slot."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    error_type: str | None = None
+    message: str | None = None
+
+
+class OutputSlotShape(BaseModel):
+    """The fields of an output slot the engine reads, with their types; other keys are the agent's own."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    node_id: str
+    status: str
+    data: dict[str, Any] | None = None
+    error: SlotErrorShape | None = None
+    capabilities_used: list[str] = Field(default_factory=list)
+    checks: dict[str, Any] = Field(default_factory=dict)
+    attempt: int | None = None
+    updated_at: str | None = None
+
+
+@dataclass(frozen=True)
+class OutputSlotRead:
+    """An output slot as read: the document, the very bytes it was parsed from, and their write time."""
+
+    document: dict[str, Any]
+    raw: bytes
+    mtime: float
+
+
+def read_output_slot(path: str | Path) -> OutputSlotRead | None:
+    """Read an output slot an agent (or the engine) wrote, checking its shape.
+
+    Parameters:
+        path: the output slot file.
+
+    Returns:
+        The slot as read; None when it is missing or not (yet) complete JSON.
+
+    Raises:
+        SlotInvalid: not a regular file, not a JSON object, nested too deep, or a field of the wrong
+            type (`status` must be a string, `capabilities_used` a list of strings, ...), each problem
+            naming its field.
+    """
+    found = read_slot_bytes(path)
+    if found is None:
+        return None
+    document = output_slot_from_bytes(path, found[0])
+    return OutputSlotRead(document, found[0], found[1]) if document is not None else None
+
+
+def output_slot_from_bytes(path: str | Path, raw: bytes) -> dict[str, Any] | None:
+    """An output slot's bytes as a document of the right shape; None when not (yet) complete JSON.
+
+    Raises:
+        SlotInvalid: as `read_output_slot`.
+    """
+    document = parse_slot(path, raw)
+    if document is None:
+        return None
+    try:
+        OutputSlotShape.model_validate(document)
+    except ValidationError as bad:
+        raise SlotInvalid(path, [
+            f"{'.'.join(map(str, error['loc'])) or '$'}: {error['msg']}" for error in bad.errors()[:5]
+        ]) from None
+    return document
 
 
 def output_slot_document(
@@ -110,6 +295,17 @@ def input_slot_document(*, from_node: str, route_id: str, data: dict[str, Any]) 
     return {"status": "pending", "from_node": from_node, "route_id": route_id, "data": data, "updated_at": now_iso()}
 
 
+def ask_again(path: str | Path, *, attempt: int) -> float:
+    """Write an input slot again, `pending` with this `attempt`, for an agent asked to try again.
+
+    Returns:
+        The new write time (epoch seconds): only an output written after it answers this attempt.
+    """
+    document = read_slot(path) or {"data": {}}
+    write_json_atomic(path, {**document, "status": "pending", "attempt": attempt, "updated_at": now_iso()})
+    return Path(path).stat().st_mtime
+
+
 def append_babel(path: str | Path, *, sender: str, recipients: list[str], kind: str, payload: Any) -> None:
     """Append one babel-compatible JSON line `{"ts", "from", "to", "type", "payload"}` and fsync it.
 
@@ -117,8 +313,7 @@ def append_babel(path: str | Path, *, sender: str, recipients: list[str], kind: 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"ts": now_iso(), "from": sender, "to": recipients, "type": kind, "payload": payload},
-                      ensure_ascii=False)
+    line = _json_text({"ts": now_iso(), "from": sender, "to": recipients, "type": kind, "payload": payload})
     with path.open("a", encoding="utf-8") as handle:
         handle.write(line + "\n")
         handle.flush()

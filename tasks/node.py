@@ -2,18 +2,17 @@
 
 Mapping (see DESIGN.md): `retries` / `retry_delay_seconds` come from the node's R/W (or, for a node
 without one, the largest of its chain's retry types); `retry_condition_fn` lets Prefect retry only a
-failure the chain's error types say to retry, each type within its own `max_retries`. A failure the
+failure the chain's error types say to retry, each type within its own `max_retries` (counted by the
+core's `slotrelay.chain.schedule.RetryBook`). A failure the
 chain says to skip ends the task `Completed(name="Skipped")`; any other ends it `Failed` with the
 outcome as its data, so the flow can escalate or arbitrate.
 
-The task returns (or carries as its final state's data) an outcome dict:
-`{"node_id", "state": "Completed|Skipped|Failed", "attempts", "error_type", "message", "handling",
-"output_slot", "document"}`.
+The task returns (or carries as its final state's data) an outcome dict
+(`slotrelay.chain.schedule.node_outcome`), which the flow hands to the scheduler.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -24,11 +23,12 @@ from prefect.states import Completed, Failed, State
 
 from slotrelay.chain import Chain, Node, NodeError
 from slotrelay.chain.routing import output_slot_path
-from slotrelay.chain.runner import decide_handling, execute_node, write_ended
+from slotrelay.chain.runner import execute_node, write_ended
+from slotrelay.chain.schedule import RetryBook, node_outcome
 from slotrelay.enginelog import engine_logger
 
 # Failures per error type of each running task run, across Prefect's retries of it (same process).
-_TYPE_FAILURES: dict[str, Counter[str]] = {}
+_RETRIES = RetryBook()
 
 
 def _retry_requested(task: Any, task_run: TaskRun, state: State) -> bool:
@@ -44,22 +44,6 @@ def retry_policy(chain: Chain, node: Node) -> tuple[int, float]:
     if not retry_types:
         return 0, 0.0
     return max(e.max_retries for e in retry_types), max(e.retry_interval_seconds for e in retry_types)
-
-
-def outcome(node_id: str, state: str, *, attempts: int, error: NodeError | None = None,
-            handling: str | None = None, output_slot: str | None = None,
-            document: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The node task's result (see the module docstring)."""
-    return {
-        "node_id": node_id,
-        "state": state,
-        "attempts": attempts,
-        "error_type": error.error_type if error else None,
-        "message": error.message if error else None,
-        "handling": handling,
-        "output_slot": output_slot,
-        "document": document,
-    }
 
 
 @task(name="node", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retry_requested)
@@ -85,34 +69,28 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
             chain, node_id, attempt=attempt, since=since, flow_run_id=str(context.task_run.flow_run_id), logger=engine
         )
     except NodeError as error:
-        failures = _TYPE_FAILURES.setdefault(key, Counter())
-        failures[error.error_type] += 1
-        handling = decide_handling(chain, error, type_failures=failures[error.error_type])
-        if handling == "retry" and attempt <= context.task.retries:
+        handling = _RETRIES.failed(key, chain, error, attempt=attempt, retries=context.task.retries)
+        if handling == "retry":
             error.retry_requested = True
             engine.info("%s attempt %d failed (%s), retrying: %s", node_id, attempt, error.error_type, error.message)
             raise
-        if handling == "retry":
-            # The node's own R ran out before the type's: the same as the type's retries running out.
-            handling = decide_handling(chain, error, type_failures=10**9)
-        _TYPE_FAILURES.pop(key, None)
         if handling == "skip":
             skipped = write_ended(chain, node_id, status="skipped", error=error, attempt=attempt)
             log.info("%s skipped (%s): %s", node_id, error.error_type, error.message)
             engine.info("%s skipped (%s): %s", node_id, error.error_type, error.message)
-            result = outcome(node_id, "Skipped", attempts=attempt, error=error, handling="skip",
+            result = node_outcome(node_id, "Skipped", attempts=attempt, error=error, handling="skip",
                              output_slot=slot, document=skipped)
             return Completed(name="Skipped", message=f"{error.error_type}: {error.message}", data=result)
         failed = write_ended(chain, node_id, status="failed", error=error, attempt=attempt)
         log.error("%s failed (%s, handling %s): %s", node_id, error.error_type, handling, error.message)
         engine.error("%s failed (%s, handling %s): %s", node_id, error.error_type, handling, error.message)
-        result = outcome(node_id, "Failed", attempts=attempt, error=error, handling=handling,
+        result = node_outcome(node_id, "Failed", attempts=attempt, error=error, handling=handling,
                          output_slot=slot if failed else None, document=failed)
         return Failed(message=f"{error.error_type}: {error.message}", data=result)
-    _TYPE_FAILURES.pop(key, None)
+    _RETRIES.forget(key)
     state = "Skipped" if document.get("status") == "skipped" else "Completed"
     engine.info("%s %s (attempt %d), output slot %s", node_id, state.lower(), attempt, slot)
-    result = outcome(node_id, state, attempts=attempt, output_slot=slot, document=document)
+    result = node_outcome(node_id, state, attempts=attempt, output_slot=slot, document=document)
     return Completed(name="Skipped", data=result) if state == "Skipped" else result
 
 

@@ -69,10 +69,14 @@ def run_check(check: Check, document: dict[str, Any], *, chain: Chain) -> CheckR
         value = field_value(document, check.path_exists)
         if is_missing(value) or not isinstance(value, str):
             return CheckResult(False, f"{check.path_exists} is missing or not a path")
-        path = chain.resolve(value)
-        if not path.exists():
-            return CheckResult(False, f"{check.path_exists} = {value!r}: no such file")
-        if not os.access(path, os.R_OK):
+        try:
+            path = chain.resolve(value)
+            if not path.exists():
+                return CheckResult(False, f"{check.path_exists} = {value!r}: no such file")
+            readable = os.access(path, os.R_OK)
+        except (OSError, ValueError) as unusable:  # a NUL byte, a name too long: what an agent wrote
+            return CheckResult(False, f"{check.path_exists} = {value[:200]!r}: not a usable path ({unusable})")
+        if not readable:
             return CheckResult(False, f"{check.path_exists} = {value!r}: not readable")
         return CheckResult(True, "exists")
     if isinstance(check, FieldEqualsCheck):
@@ -118,8 +122,8 @@ def identity_problems(node: Node, document: dict[str, Any]) -> list[str]:
     if document.get("node_id") != node.node_id:
         problems.append(f"slot node_id is {document.get('node_id')!r}, expected {node.node_id!r}")
     used = document.get("capabilities_used") or []
-    if not isinstance(used, list):
-        return [*problems, "capabilities_used is not a list"]
+    if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
+        return [*problems, "capabilities_used is not a list of strings"]
     forbidden = sorted(set(used) & set(node.forbidden_capabilities))
     if forbidden:
         problems.append(f"forbidden capabilities used: {', '.join(forbidden)}")

@@ -19,7 +19,6 @@ import importlib
 import importlib.util
 import json
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -32,16 +31,19 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from slotrelay.chain.checks import identity_problems
 from slotrelay.chain.errors import (
     EXECUTOR_MISSING,
+    IDENTITY_MISMATCH,
     OUTPUT_INVALID,
+    SLOT_INVALID,
     TIMEOUT,
     UNKNOWN,
     ExecutorUnavailable,
     NodeError,
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
-from slotrelay.slots import OUTPUT_STATUSES
+from slotrelay.slots import OUTPUT_STATUSES, SlotInvalid, ask_again, output_slot_from_bytes, read_slot_bytes
 
 _IMPORT_LOCK = threading.Lock()
 
@@ -289,30 +291,27 @@ class _SlotChanged(FileSystemEventHandler):
             self.changed.set()
 
 
-def fresh_output(path: Path, node_id: str, *, since: float) -> dict[str, Any] | None:
+def fresh_output(path: Path, *, since: float) -> dict[str, Any] | None:
     """An external node's output slot when it is finished and written after `since`, else None.
 
     The time and the content come from one open file: a writer replacing the slot between a
-    read and a stat must not make stale content look fresh.
+    read and a stat must not make stale content look fresh. A slot naming another node is taken
+    too: the identity check refuses it, as it would any node's (`identity_mismatch`).
+
+    Raises:
+        SlotInvalid: what is at the path can never be a slot, or a fresh slot has fields of the
+            wrong type (`slots.read_output_slot`).
     """
-    try:
-        with path.open("rb") as handle:
-            written = os.fstat(handle.fileno()).st_mtime
-            raw = handle.read()
-    except OSError:
+    found = read_slot_bytes(path)
+    if found is None or found[1] < since:
         return None
-    if written < since:
-        return None
-    try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(document, dict) or document.get("node_id") != node_id:
+    document = output_slot_from_bytes(path, found[0])
+    if document is None:
         return None
     return document if document.get("status") in OUTPUT_STATUSES else None
 
 
-def wait_for_output(path: Path, node_id: str, *, since: float, timeout: float | None) -> dict[str, Any]:
+def wait_for_output(path: Path, *, since: float, timeout: float | None) -> dict[str, Any]:
     """Wait, on file events (watchdog, no polling), for an external node's finished output slot.
 
     Raises:
@@ -328,7 +327,10 @@ def wait_for_output(path: Path, node_id: str, *, since: float, timeout: float | 
         while True:
             # Clear before reading: an event between the read and the wait is not lost.
             changed.clear()
-            document = fresh_output(path, node_id, since=since)
+            try:
+                document = fresh_output(path, since=since)
+            except SlotInvalid as bad:
+                raise NodeError(SLOT_INVALID, bad.message) from None
             if document is not None:
                 return document
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -343,12 +345,24 @@ def wait_for_output(path: Path, node_id: str, *, since: float, timeout: float | 
 def run_external(spec: ExternalExecutor, data: dict[str, Any], context: ExecutionContext) -> NodeOutput:
     """Wait for the agent outside the engine to write the output slot (up to the node's timeout).
 
+    The clock is the input slot's own timestamp (`context.since`), so a wait that began before a
+    restart of the engine times out when it would have. A retry asks the agent again (seed 4.3): the
+    input slot is written again, `pending` with `attempt` n+1, and only an output newer than it counts.
+
     Raises:
-        NodeError: `timeout`; or the error type the agent wrote in a `failed` slot (`unknown` if none).
+        NodeError: `timeout`; `identity_mismatch` for a slot of another node (or with forbidden or
+            undeclared capabilities); or the error type the agent wrote in a `failed` slot (`unknown`
+            if none).
     """
-    document = wait_for_output(
-        context.output_slot, context.node.node_id, since=context.since, timeout=context.node.timeout_seconds
-    )
+    since = context.since
+    if context.attempt > 1 and context.input_slot is not None:
+        since = ask_again(context.input_slot, attempt=context.attempt)
+    timeout = context.node.timeout_seconds
+    document = wait_for_output(context.output_slot, since=since,
+                               timeout=None if timeout is None else max(0.0, since + timeout - time.time()))
+    problems = identity_problems(context.node, document)
+    if problems:
+        raise NodeError(IDENTITY_MISMATCH, "; ".join(problems))
     if document.get("status") == "failed":
         error = document.get("error") if isinstance(document.get("error"), dict) else {}
         raise NodeError(str(error.get("error_type") or UNKNOWN), str(error.get("message") or "the agent reported failure"))

@@ -78,13 +78,17 @@ def graph_problems(chain: Chain) -> list[Problem]:
 
 
 def _cycle_problems(chain: Chain) -> list[Problem]:
-    """One problem per strongly connected component that holds a cycle, in time linear in the chain.
+    """One problem per strongly connected component of unbounded routes that holds a cycle, in linear time.
 
     Listing every simple cycle is exponential (10 fully connected nodes have over a million), so each
     component is named by one cycle found by a depth-first search, and its size; both are cut to
     MAX_NAMES_SHOWN names so a message stays short whatever the chain.
     """
-    graph = nx.DiGraph(build_graph(chain))
+    # A route with max_iterations is a bounded rework loop; every other cycle is refused.
+    full = build_graph(chain)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(full)
+    graph.add_edges_from((u, v) for u, v, route in full.edges(data="route") if route.max_iterations is None)
     order = {node.node_id: index for index, node in enumerate(chain.nodes)}
     components = [sorted(c, key=order.__getitem__) for c in nx.strongly_connected_components(graph)]
     problems = []

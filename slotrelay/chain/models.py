@@ -279,6 +279,10 @@ class Route(Spec):
         default="P1", pattern=r"^P[0-9]{1,9}$", description="P0 is evaluated first (P0 to P999999999)"
     )
     description: str | None = None
+    max_iterations: int | None = Field(
+        default=None, ge=1, le=1000,
+        description=("a rework loop: this route may close a cycle (a reviewer sends work back), and fires at most"
+                     " this many times in a run; the next firing escalates to a person"))
 
     @property
     def rank(self) -> int:

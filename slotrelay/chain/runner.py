@@ -25,7 +25,14 @@ from slotrelay.chain.errors import (
 from slotrelay.chain.executors import ExecutionContext, run_executor
 from slotrelay.chain.models import Chain
 from slotrelay.chain.routing import input_slot_path, output_slot_path
-from slotrelay.slots import append_babel, output_slot_document, read_slot, write_json_atomic
+from slotrelay.slots import (
+    SlotInvalid,
+    append_babel,
+    output_slot_document,
+    read_output_slot,
+    read_slot,
+    write_json_atomic,
+)
 
 Handling = Literal["retry", "skip", "fail", "escalate", "arbitrate"]
 
@@ -52,8 +59,15 @@ def read_input(chain: Chain, node_id: str) -> tuple[dict[str, Any], dict[str, An
 
 
 def publish_output(chain: Chain, node_id: str, document: dict[str, Any]) -> None:
-    """Write an output slot atomically and append it to the node's babel log, if it has one."""
+    """Write an output slot atomically and append it to the node's babel log, if it has one.
+
+    An external node's output slot belongs to its agent and is never overwritten: a skip or a
+    person's decision on it goes downstream through its routes, from the document, unwritten (the
+    sensor would otherwise take the engine's document for a new answer and route it a second time).
+    """
     node = chain.node(node_id)
+    if node.executor.kind == "external":
+        return
     write_json_atomic(output_slot_path(chain, node_id), document)
     if node.output_slot.babel_path:
         append_babel(
@@ -134,7 +148,32 @@ def execute_node(
     failures = failed_checks(node.check_rules.post_execution, document, chain=chain)
     if failures:
         raise NodeError(CHECK_FAILED, "post_execution: " + "; ".join(failures))
+    if output.document is not None:
+        append_agent_babel(chain, node_id, document)
     return document
+
+
+def post_check_problems(chain: Chain, node_id: str, document: dict[str, Any]) -> list[str]:
+    """L2/L3 on a finished output slot: the identity check, then the node's post checks (empty: it passes)."""
+    node = chain.node(node_id)
+    identity = identity_problems(node, document)
+    if identity:
+        return [f"{IDENTITY_MISMATCH}: {'; '.join(identity)}"]
+    failures = failed_checks(node.check_rules.post_execution, document, chain=chain)
+    return [f"{CHECK_FAILED}: post_execution: {'; '.join(failures)}"] if failures else []
+
+
+def append_agent_babel(chain: Chain, node_id: str, document: dict[str, Any]) -> None:
+    """Dual-write an agent's completed output slot to its node's babel log, as the engine's own outputs are."""
+    node = chain.node(node_id)
+    if node.output_slot.babel_path and document.get("status") == "completed":
+        append_babel(
+            chain.resolve(node.output_slot.babel_path),
+            sender=node_id,
+            recipients=[route.to_node for route in chain.routes_from(node_id)],
+            kind="slot.completed",
+            payload=document,
+        )
 
 
 def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | None, attempt: int,
@@ -142,10 +181,10 @@ def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | N
     """Record a node that ended without its executor's output: skipped or failed.
 
     A skipped node passes its input data on (downstream goes on with it) unless `data` is given. An
-    external node's slot belongs to its agent and is not overwritten.
+    external node's slot belongs to its agent and is not overwritten (`publish_output`).
 
     Returns:
-        The document written, or None for an external node.
+        The document (written, unless the node is external), or None for a failed external node.
     """
     node = chain.node(node_id)
     if node.executor.kind == "external" and status == "failed":
@@ -164,6 +203,32 @@ def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | N
     )
     publish_output(chain, node_id, document)
     return document
+
+
+def completed_from_slots(chain: Chain, node_id: str) -> dict[str, Any] | None:
+    """A node's output slot when the slots say the node is done (seed 8.6: the data is in the slots).
+
+    Done means: the output slot is `completed` or `skipped`, passes the node's identity check, and
+    was written no earlier than the node's input slot (an input written after it is new work).
+
+    Returns:
+        The output slot document, or None when the node still has work.
+    """
+    try:
+        found = read_output_slot(output_slot_path(chain, node_id))
+    except SlotInvalid:
+        return None
+    if found is None or found.document.get("status") not in ("completed", "skipped"):
+        return None
+    if identity_problems(chain.node(node_id), found.document):
+        return None
+    in_path = input_slot_path(chain, node_id)
+    try:
+        if in_path is not None and in_path.stat().st_mtime > found.mtime:
+            return None
+    except FileNotFoundError:
+        pass
+    return found.document
 
 
 def decide_handling(chain: Chain, error: NodeError, *, type_failures: int) -> Handling:

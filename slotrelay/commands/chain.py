@@ -146,6 +146,9 @@ def run(
     chain_path: ChainPath,
     as_json: Annotated[bool, typer.Option("--json", help="print only the summary, as one JSON object")] = False,
     slots_root: Annotated[Path | None, typer.Option(help="folder relative slot paths resolve against")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
+                         "their input) are not run again")] = False,
 ) -> None:
     """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none answers)."""
     from slotrelay.chain.preflight import EnvironmentMissing, preflight
@@ -175,7 +178,8 @@ def run(
     from flows.chain import read_summary, run_chain
 
     with temporary_settings(updates={PREFECT_API_URL: api_url}):
-        state = run_chain(str(chain_path), slots_root=str(slots_root) if slots_root else None, return_state=True)
+        state = run_chain(str(chain_path), slots_root=str(slots_root) if slots_root else None, resume=resume,
+                          return_state=True)
         summary = read_summary(chain, state)
     if summary is None:
         raise _fail(f"the flow run ended {state.type.value} before it could summarise: {state.message}", 1)

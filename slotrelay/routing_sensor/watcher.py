@@ -10,6 +10,9 @@ Key contracts:
   router's per-chain lock and the ledger make the event and the reconcile route it once.
 - Events are hints, never facts: the handler re-reads the slot, so a lost, repeated or reordered
   event changes nothing.
+- The only clocks are the external nodes' timeouts: one timer per node waiting for its agent, armed
+  from its input slot's write time (so a restart re-arms it where it was) after the start-up
+  reconcile and after every event; when it fires the router re-checks the slots before acting.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -70,6 +74,8 @@ class SlotSensor:
                 self._by_path.setdefault(path, []).append((router, node_id))
         self._observer = Observer()
         self._stop = threading.Event()
+        self._timers: dict[tuple[str, str], tuple[float, threading.Timer]] = {}
+        self._timers_lock = threading.Lock()
 
     @property
     def folders(self) -> list[Path]:
@@ -79,10 +85,37 @@ class SlotSensor:
     def on_path(self, path: Path) -> None:
         """Route the output slot at `path`, if it is one the sensor watches (called per file event)."""
         for router, node_id in self._by_path.get(path, ()):
-            try:
-                self.coalescer.submit(router.ledger, router.route_output(node_id))
-            except Exception:  # one bad slot or chain must not stop the sensor for the others
-                logger.exception("routing %s (node %s of chain %s) failed", path, node_id, router.chain_id)
+            self.coalescer.submit(router.ledger, router.route_safely(node_id))
+        # Any event may be an input slot written for an external node (by this sensor or a run).
+        for router in self.routers:
+            self._arm_timeouts(router)
+
+    def _arm_timeouts(self, router: ChainRouter) -> None:
+        """(Re-)arm a timer for each external node of the chain waiting for its agent past a deadline."""
+        if self._stop.is_set():
+            return
+        for node_id in router.timed_external_nodes():
+            due = router.overdue_at(node_id)
+            key = (router.chain_id, node_id)
+            with self._timers_lock:
+                current = self._timers.get(key)
+                if current is not None and (due is None or current[0] != due):
+                    current[1].cancel()
+                    del self._timers[key]
+                if due is None or key in self._timers:
+                    continue
+                timer = threading.Timer(max(0.0, due - time.time()) + 0.05, self._timed_out, (router, node_id))
+                timer.daemon = True
+                self._timers[key] = (due, timer)
+                timer.start()
+
+    def _timed_out(self, router: ChainRouter, node_id: str) -> None:
+        with self._timers_lock:
+            self._timers.pop((router.chain_id, node_id), None)
+        try:
+            self.coalescer.submit(router.ledger, router.time_out(node_id))
+        except Exception:  # a timer thread must not die on one chain's slots
+            logger.exception("timing out %s of chain %s failed", node_id, router.chain_id)
 
     def start(self) -> None:
         """Watch, then reconcile every chain with its ledger, then request runs as targets are routed."""
@@ -96,6 +129,7 @@ class SlotSensor:
             for run in unstarted:
                 self.coalescer.repeat(router.ledger, run)
             self.coalescer.submit(router.ledger, entries)
+            self._arm_timeouts(router)
         logger.info("watching %d output slot(s) in %s", len(self._by_path), ", ".join(map(str, self.folders)))
 
     def stop(self) -> None:
@@ -104,6 +138,10 @@ class SlotSensor:
         if self._observer.is_alive():
             self._observer.stop()
             self._observer.join()
+        with self._timers_lock:
+            for _, timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()
         self.coalescer.close()
 
     def request_stop(self, *_: object) -> None:

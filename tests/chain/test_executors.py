@@ -61,7 +61,6 @@ def test_external_node_waits_for_a_fresh_output_slot_on_file_events(write_chain)
     def agent() -> None:
         time.sleep(0.3)
         out.with_name("ext_output.json.x.tmp").write_text("{half")
-        write_json_atomic(out, {"node_id": "other", "status": "completed", "data": {}})
         write_json_atomic(out, output_slot_document("ext", status="completed", data={"fresh": True},
                                                     capabilities_used=["Read"]))
 
@@ -70,6 +69,12 @@ def test_external_node_waits_for_a_fresh_output_slot_on_file_events(write_chain)
     document = execute_node(chain, "ext", since=time.time())
     assert document["data"] == {"fresh": True}
     assert time.monotonic() - started < 5
+
+    # A fresh slot naming another node is the agent's answer, refused by the identity check (L2).
+    write_json_atomic(out, {"node_id": "other", "status": "completed", "data": {}})
+    with pytest.raises(NodeError) as other:
+        execute_node(chain, "ext", since=time.time() - 5)
+    assert other.value.error_type == "identity_mismatch" and "'other'" in other.value.message
 
 
 def test_external_timeout_and_reported_failure(write_chain) -> None:

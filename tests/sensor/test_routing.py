@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
-from slotrelay.routing_sensor import ChainRouter, SlotSensor
 from slotrelay.slots import read_slot
 
 from .chains import RunRecorder, agent_writes, make_chain, recorded_runs
@@ -48,21 +47,6 @@ def routed_keys(folder: Path) -> Counter:
     return Counter(
         (r["chain_id"], r["route_id"], r["source_hash"]) for r in ledger_lines(folder) if r["kind"] == "routed"
     )
-
-
-@pytest.fixture
-def sensor_for():
-    sensors: list[SlotSensor] = []
-
-    def start(chain_paths: list[Path], recorder: RunRecorder, **options) -> SlotSensor:
-        sensor = SlotSensor([ChainRouter(p) for p in chain_paths], recorder, **options)
-        sensor.start()
-        sensors.append(sensor)
-        return sensor
-
-    yield start
-    for sensor in sensors:
-        sensor.stop()
 
 
 def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for):
@@ -121,7 +105,7 @@ def test_a_non_atomic_write_routes_once_when_complete(tmp_path, sensor_for):
     assert len(recorder.runs) == 1
 
 
-def test_identity_mismatch_and_unfinished_slots_are_not_routed(tmp_path, sensor_for):
+def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinished_ones_wait(tmp_path, sensor_for):
     chain = make_chain(tmp_path, "identity", 3)
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
@@ -131,12 +115,17 @@ def test_identity_mismatch_and_unfinished_slots_are_not_routed(tmp_path, sensor_
     (slots / "src-1_output.json").write_text(json.dumps({"node_id": "someone-else", "status": "completed", "data": {}}))
     (slots / "src-2_output.json").write_text(json.dumps({"node_id": "src-2", "status": "running", "data": {}}))
     (slots / "src-2_output.json.tmp").write_text(json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
-    agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")  # a route on status == completed does not hold
     time.sleep(0.6)
+    agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")
+    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 3, what="three hand-overs")
     assert sensor.coalescer.wait_idle(5)
+    # Nothing routed downstream: each slot goes to a run of the chain at its own node, where the
+    # engine's rules (identity check, error types, alerts) apply as in `slotrelay run`.
     assert not list(slots.glob("work-*_input.json"))
-    assert routed_keys(tmp_path) == Counter()
-    assert recorder.runs == {}
+    assert sorted(route for _, route, _ in routed_keys(tmp_path)) == ["engine:src-0", "engine:src-0", "engine:src-1"]
+    assert {node for _, node in recorder.started_nodes()} == {"src-0", "src-1"}
+    log = (tmp_path / "logs" / "engine.log").read_text()
+    assert "src-1 handed to the engine's rules (identity_mismatch: slot node_id is 'someone-else'" in log
 
 
 def test_start_reconciles_routes_runs_and_missing_input_slots(tmp_path, sensor_for):

@@ -1,0 +1,97 @@
+"""Seed 8.6 on a real Prefect server: `slotrelay run` killed with -9 mid-chain, then `run --resume`.
+
+The engine is stateless and the data is in the slots: the resumed run settles what the slots say is
+done without running it, and runs only what still has work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chain.conftest import node, route
+
+pytestmark = pytest.mark.prefect_server
+SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+
+STEPS = '''
+import pathlib, time
+
+HERE = pathlib.Path(__file__).parent
+
+
+def mark(name):
+    with (HERE / "runs.txt").open("a") as runs:
+        runs.write(f"{name} {time.time()}\\n")
+
+
+def first(data):
+    mark("first")
+    return {"n": 1}
+
+
+def second(data):
+    mark("second")
+    deadline = time.monotonic() + 120
+    while not (HERE / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"n": data["n"] + 1}
+
+
+def third(data):
+    mark("third")
+    return {"n": data["n"] + 1}
+'''
+
+
+def runs(folder: Path) -> list[tuple[str, float]]:
+    path = folder / "runs.txt"
+    if not path.exists():
+        return []
+    return [(name, float(at)) for name, at in (line.split() for line in path.read_text().splitlines())]
+
+
+def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_server, write_chain, tmp_path) -> None:
+    python = {"kind": "python"}
+    path = write_chain({
+        "chain_id": "killed",
+        "nodes": [node("first", start=True, executor={**python, "callable": "steps:first"}),
+                  node("second", executor={**python, "callable": "steps:second"}),
+                  node("third", executor={**python, "callable": "steps:third"})],
+        "routes": [route("first", "second"), route("second", "third")],
+    }, {"steps.py": STEPS})
+    folder = path.parent
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+    with (tmp_path / "first-run.log").open("w") as log:
+        killed = subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + 180
+    while [name for name, _ in runs(folder)] != ["first", "second"]:
+        assert killed.poll() is None and time.monotonic() < deadline, (tmp_path / "first-run.log").read_text()
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    (folder / "release").touch()
+
+    began = time.time()
+    resumed = subprocess.run([SLOTRELAY, "run", str(path), "--resume", "--json"], env=env, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout)
+    assert summary["state"] == "COMPLETED"
+    assert {n: s["state"] for n, s in summary["nodes"].items()} == {
+        "first": "Completed", "second": "Completed", "third": "Completed"}
+    assert summary["nodes"]["first"]["attempts"] == 0, "settled from its slot, not run"
+    # `first` completed before the kill and ran exactly once; `second` was cut short and ran again.
+    assert [name for name, _ in runs(folder)] == ["first", "second", "second", "third"]
+    assert json.loads((folder / "slots" / "third_output.json").read_text())["data"] == {"n": 3}
+    log = (folder / "logs" / "engine.log").read_text()
+    assert "first: its output slot says completed (not older than its input): not run again" in log
+    second_again = runs(folder)[2][1]
+    print(f"\nresume: {second_again - began:.2f} s from `run --resume` to the first node with work left")

@@ -1,0 +1,138 @@
+"""Issue 11 item 8 on the session's real Prefect server: runs waiting for a person hold no runner slot.
+
+`watch` serves the chains' deployments with Prefect's runner, which runs at most 5 flow runs at once.
+A deployment run that needs a decision is suspended (its process ends), so six runs waiting for people
+leave room for another chain's run; a decision starts the suspended run again, which takes what is
+done from its slots and alerts, receives the decision, and completes without running a node twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slotrelay.alerts import read_alert
+
+from .test_deployment_path import ROOT, deployment_runs, wait_for
+
+pytestmark = pytest.mark.prefect_server
+
+WAITING_RUNS = 6  # one more than the runner's process limit (PREFECT_RUNNER_PROCESS_LIMIT, 5)
+
+ASK_MODULE = '''
+from slotrelay.chain import NodeError
+
+
+def first(data):
+    return {"prepared": True}
+
+
+def ask(data):
+    raise NodeError("needs_a_person", "no rule covers this: a person decides")
+
+
+def after(data):
+    return {"after": data}
+'''
+
+
+def python_node(node_id: str, function: str, *, with_input: bool) -> dict:
+    return {
+        "node_id": node_id,
+        "input_slot": {"slot_id": f"{node_id}-in", "path": f"slots/{node_id}_input.json"} if with_input else None,
+        "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
+        "executor": {"kind": "python", "callable": f"ask_work:{function}"},
+    }
+
+
+def write_chains(folder: Path) -> tuple[Path, Path]:
+    """`waits`: first -> ask (fails with an undeclared type: a person decides) -> after; `other`: one node."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ask_work.py").write_text(ASK_MODULE)
+    always = {"field": "status", "operator": "equals", "value": "completed"}
+    waits = {
+        "chain_id": "waits",
+        "nodes": [python_node("first", "first", with_input=False), python_node("ask", "ask", with_input=True),
+                  python_node("after", "after", with_input=True)],
+        "routes": [{"route_id": "first-to-ask", "from_node": "first", "to_node": "ask", "condition": always},
+                   {"route_id": "ask-to-after", "from_node": "ask", "to_node": "after", "condition": always}],
+    }
+    other = {"chain_id": "other", "nodes": [python_node("first", "first", with_input=False)]}
+    (folder / "waits.json").write_text(json.dumps(waits))
+    (folder / "other.json").write_text(json.dumps(other))
+    return folder / "waits.json", folder / "other.json"
+
+
+def task_run_names(flow_run_id) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return sorted(r.name for r in runs)
+
+
+def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decision(prefect_server, tmp_path):
+    from prefect.client.orchestration import get_client
+
+    waits, other = write_chains(tmp_path / "chains")
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
+    log = tmp_path / "watch.log"
+    with log.open("w") as handle:
+        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(waits), str(other)],
+                                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        assert watch.poll() is None, log.read_text()
+        with get_client(sync_client=True) as client:
+            deployment = client.read_deployment_by_name("chain/waits")
+            waiting = [
+                client.create_flow_run_from_deployment(deployment.id, parameters={
+                    "chain_path": str(waits), "slots_root": str(tmp_path / f"run-{i}"), "stop_at_external": False})
+                for i in range(WAITING_RUNS)
+            ]
+
+            def suspended() -> bool:
+                states = [client.read_flow_run(r.id).state for r in waiting]
+                return all(s is not None and s.is_paused() and s.name == "Suspended" for s in states)
+
+            wait_for(suspended, 300, f"{WAITING_RUNS} runs suspended for a decision")
+            assert all(client.read_flow_run(r.id).state.state_details.pause_reschedule for r in waiting)
+
+            # Another chain's run starts and completes although more runs wait than the runner has slots.
+            [other_run] = [client.create_flow_run_from_deployment(
+                client.read_deployment_by_name("chain/other").id, parameters={"chain_path": str(other)})]
+            wait_for(lambda: client.read_flow_run(other_run.id).state.is_completed(), 120,
+                     "the other chain's run to complete while six runs wait for people")
+
+            # A decision from `slotrelay decide` starts the first waiting run again, which completes.
+            [alert_file] = sorted((tmp_path / "run-0" / "alerts").glob("alert-*.json"))
+            decided = subprocess.run(
+                [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue", "--data",
+                 '{"answer": 42}', "--comment", "by hand"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+            assert decided.returncode == 0, decided.stderr
+            resumed = waiting[0].id
+            wait_for(lambda: client.read_flow_run(resumed).state.is_final(), 180, "the decided run to end")
+            assert client.read_flow_run(resumed).state.is_completed(), client.read_flow_run(resumed).state
+    finally:
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(timeout=90)
+    assert code == 0, log.read_text()
+
+    slots = tmp_path / "run-0" / "slots"
+    assert json.loads((slots / "ask_output.json").read_text())["data"] == {"answer": 42}
+    assert json.loads((slots / "after_output.json").read_text())["data"] == {"after": {"answer": 42}}
+    # `first` and `ask` ran once, before the suspend; only `after` ran once the run started again.
+    wait_for(lambda: task_run_names(resumed) == ["after", "ask", "first"], 60, "the task runs to be recorded")
+    assert "ask: taken back from alert" in (tmp_path / "run-0" / "logs" / "engine.log").read_text()
+    alert = read_alert(alert_file)
+    assert alert.status == "decided" and alert.decision.decision == "continue" and alert.decision.via == "cli"
+    assert len(list((tmp_path / "run-0" / "alerts").glob("alert-*.json"))) == 1, "no second alert on the rerun"
+    assert {r.state.name for r in deployment_runs("waits") if r.id != resumed} == {"Suspended"}
