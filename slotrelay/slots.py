@@ -37,6 +37,7 @@ OUTPUT_STATUSES = ("completed", "failed", "skipped")
 # Deeper documents are refused: the engine copies, hashes, dumps and checks slot data with
 # recursive code (json, jsonschema, Prefect's parameter walk) that must never hit the recursion limit.
 MAX_NESTING = 100
+UTF8_BOM = b"\xef\xbb\xbf"  # json.loads reads a document after it, so a half one may follow it too
 MAX_SLOT_BYTES = 64 * 1024 * 1024
 _FILE_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}
@@ -154,11 +155,16 @@ def parse_slot(path: str | Path, raw: bytes) -> dict[str, Any] | None:
     """A slot's bytes as a JSON object; None when they are not (yet) JSON, as a half-written file is.
 
     Raises:
-        SlotInvalid: complete JSON that is not an object, or nested deeper than MAX_NESTING.
+        SlotInvalid: complete JSON that is not an object, bytes that cannot begin one (not JSON, and not
+            `{`), or nested deeper than MAX_NESTING.
     """
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
+        if raw.lstrip().removeprefix(UTF8_BOM).lstrip()[:1] not in (b"", b"{"):
+            # Half of an object starts with `{`: anything else can never become a slot (text, YAML,
+            # an array cut short), so the agent is told now instead of the chain waiting for ever.
+            raise SlotInvalid(path, ["is not JSON, and no part of a JSON object: a slot is one"]) from None
         return None
     except RecursionError:
         raise SlotInvalid(path, [f"nested deeper than {MAX_NESTING} levels"]) from None

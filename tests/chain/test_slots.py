@@ -6,10 +6,14 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from slotrelay.slots import (
+    SlotInvalid,
     append_babel,
     input_slot_document,
     output_slot_document,
+    parse_slot,
     read_slot,
     write_json_atomic,
 )
@@ -69,3 +73,12 @@ def test_input_slot_and_babel_lines(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in babel.read_text().splitlines()]
     assert [line["payload"]["x"] for line in lines] == [1, 2]
     assert set(lines[0]) == {"ts", "from", "to", "type", "payload"}
+
+
+def test_bytes_that_can_never_become_a_slot_are_refused_and_half_an_object_waits(tmp_path: Path) -> None:
+    path = tmp_path / "x_output.json"
+    for waiting in (b"", b"  ", b'{"status": "compl', b"\xef\xbb\xbf{\"node_id\": ", b'{"a": "\xe4\xb8'):
+        assert parse_slot(path, waiting) is None, waiting
+    for never in (b"status: completed", b"<html>", b"[1, 2", b"\xff\xfe\x00", b"completed"):
+        with pytest.raises(SlotInvalid, match="is not JSON"):
+            parse_slot(path, never)

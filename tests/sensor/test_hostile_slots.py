@@ -31,6 +31,7 @@ MALFORMED = {
     "nested_100k_levels": b'{"node_id": "src-0", "status": "completed", "data": ' + b'[' * 100_000 + b']' * 100_000
     + b'}',
     "not_an_object": b"[1, 2, 3]",
+    "not_json": b"status: completed\nnode_id: src-0\n",
     "status_missing": b'{"node_id": "src-0", "data": {}}',
 }
 FIELD_NAMED = {
@@ -38,6 +39,7 @@ FIELD_NAMED = {
     "capability_is_an_object": "capabilities_used.0",
     "nested_100k_levels": "nested deeper than",
     "not_an_object": "not an object",
+    "not_json": "is not JSON",
     "status_missing": "status",
 }
 
