@@ -40,7 +40,7 @@ from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
 from slotrelay.psmr import api
-from tests.conftest import free_port, require_service
+from tests.conftest import free_port, interrupt_up, migrated_home, require_service, wait_for_up
 from tests.mcp.shop import FIRST_COMMIT, make_shop
 
 HERE = Path(__file__).parent
@@ -843,8 +843,6 @@ def test_view_refuses_bad_options_with_exit_2(args: list[str], says: str) -> Non
 @pytest.mark.prefect_server
 def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Path, tmp_path: Path) -> None:
     """`slotrelay up --psmr PATH` prints the view's URL beside the Prefect UI's; one SIGINT stops both."""
-    from tests.sensor.test_up import migrated_home, wait_for
-
     port, view_port = free_port(), free_port()
     view_url = f"http://127.0.0.1:{view_port}/"
     log = tmp_path / "up.log"
@@ -868,22 +866,17 @@ def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Pa
             command, cwd=REPO, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT
         )
     try:
-        wait_for(
+        wait_for_up(
             lambda: f"PSMR view   {view_url}" in log.read_text(), 240, "the view's URL in the panel", up, log
         )
-        wait_for(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
+        wait_for_up(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
         # A SIGINT while the watcher still imports Prefect ends it with 130: let it start first.
-        wait_for(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
+        wait_for_up(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
         with httpx.Client(timeout=60, follow_redirects=True) as http:
             overview = http.get(view_url)
         assert overview.status_code == 200 and 'id="node-counts"' in overview.text
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            code = up.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            raise
+        code = interrupt_up(up)
     assert code == 0, log.read_text()
     with pytest.raises(httpx.ConnectError), httpx.Client(timeout=10) as http:
         http.get(view_url)
