@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
+from tests.conftest import free_port, http_status, interrupt_up, migrated_home, wait_for_up
 
-from .chains import agent_writes, free_port
+from .chains import agent_writes
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_MODULE = '''
