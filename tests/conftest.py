@@ -39,6 +39,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process_group(process: subprocess.Popen, first: signal.Signals, timeout: float) -> None:
+    """Send `first` to the process group led by `process`; SIGKILL the group if it is not gone in `timeout` s."""
+    os.killpg(process.pid, first)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def http_status(url: str) -> int:
     """The HTTP status `url` answers with, or 0 when nothing answers."""
     try:
@@ -146,10 +156,5 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             else:
                 os.environ[key] = value
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_process_group(server, signal.SIGTERM, 20)
         log.close()

@@ -6,7 +6,6 @@ never block on a pipe nobody reads.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import stop_process_group
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 READY = "PSMR MCP server at "
@@ -62,10 +63,5 @@ def wait_for_url(server: ServerProcess, timeout: float = 60) -> str:
 def stop_server(server: ServerProcess) -> str:
     """Stop the server (SIGINT, then SIGKILL after 10 s); returns its stderr."""
     if server.process.poll() is None:
-        os.killpg(server.process.pid, signal.SIGINT)
-        try:
-            server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait()
+        stop_process_group(server.process, signal.SIGINT, 10)
     return server.output()

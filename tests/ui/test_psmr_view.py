@@ -40,7 +40,14 @@ from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
 from slotrelay.psmr import api
-from tests.conftest import free_port, interrupt_up, migrated_home, require_service, wait_for_up
+from tests.conftest import (
+    free_port,
+    interrupt_up,
+    migrated_home,
+    require_service,
+    stop_process_group,
+    wait_for_up,
+)
 from tests.mcp.shop import FIRST_COMMIT, make_shop
 
 HERE = Path(__file__).parent
@@ -101,12 +108,7 @@ class ViewProcess:
     def stop(self) -> str:
         """SIGINT, then SIGKILL after 10 s; returns what it wrote."""
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+            stop_process_group(self.process, signal.SIGINT, 10)
         return self.output()
 
 
