@@ -39,7 +39,6 @@ from slotrelay.psmr.store import Store, Workspace
 
 DELTA_SCHEMA = "psmr-semantic-delta-0.1"
 AUTHORITY = "ai_proposal"
-OPERATION_KINDS = ("change_signature", "replace_body", "rename_symbol", "add_symbol", "move_call_site")
 
 
 def now() -> str:
