@@ -32,11 +32,6 @@ def require_loopback(host: str) -> None:
         )
 
 
-def view_url(host: str, port: int, path: str = "/") -> str:
-    """The URL of the view bound at `host:port`."""
-    return loopback_url(host, port, path)
-
-
 def serve(
     store: Path,
     *,
@@ -66,7 +61,7 @@ def serve(
     bound = sock.getsockname()[1]
     app = create_app(store, hosts=loopback_hosts(bound), workspace_id=workspace_id)
     if on_ready is not None:
-        on_ready(view_url(bind_host, bound, f"/ws/{workspace_id}/" if workspace_id else "/"))
+        on_ready(loopback_url(bind_host, bound, f"/ws/{workspace_id}/" if workspace_id else "/"))
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     with sock:
         asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
