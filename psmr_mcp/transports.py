@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import fcntl
 import io
-import ipaddress
 import json
 import logging
 import math
 import os
 import re
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -47,9 +45,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
+from slotrelay.psmr.loopback import is_loopback, listening_socket, loopback_hosts, loopback_url
 
 MCP_PATH = "/mcp"
-_LOOPBACK_NAMES = ("localhost",)
 SESSION_IDLE_TIMEOUT_VARIABLE = "PSMR_MCP_SESSION_IDLE_TIMEOUT_S"
 DEFAULT_SESSION_IDLE_TIMEOUT_S = 600.0
 logger = logging.getLogger(__name__)
@@ -74,23 +72,17 @@ def parse_http_address(address: str) -> tuple[str, int]:
             f"--http {address!r}: expected HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:8765"
         )
     host = host.strip("[]")
-    if host not in _LOOPBACK_NAMES:
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
-            raise CapabilityDenied(
-                f"--http {address!r}: the MCP server has no authentication and binds to loopback only; "
-                "use 127.0.0.1, ::1 or localhost"
-            )
+    if not is_loopback(host):
+        raise CapabilityDenied(
+            f"--http {address!r}: the MCP server has no authentication and binds to loopback only; "
+            "use 127.0.0.1, ::1 or localhost"
+        )
     return host, int(port_text)
 
 
 def http_url(host: str, port: int) -> str:
     """The URL an MCP client connects to for a server bound at `host:port`."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}{MCP_PATH}"
+    return loopback_url(host, port, MCP_PATH)
 
 
 def transport_security(port: int) -> TransportSecuritySettings:
@@ -102,7 +94,7 @@ def transport_security(port: int) -> TransportSecuritySettings:
     Returns:
         The SDK's transport security settings.
     """
-    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    hosts = loopback_hosts(port)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=hosts,
@@ -341,15 +333,7 @@ async def serve_http(
         transport_security=transport_security(port),
         session_idle_timeout=idle_timeout_s,
     )
-    bind_host = "127.0.0.1" if host == "localhost" else host
-    sock = socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((bind_host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
+    sock = listening_socket(host, port)
     if on_ready is not None:
         on_ready(http_url(host, port))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -10,27 +10,9 @@ read. A sub-resource request from another site (an image or a fetch pointing her
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def loopback_hosts(port: int) -> list[str]:
-    """The Host header values a browser sends to a loopback server on `port`."""
-    return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
 
 
 class LoopbackGuard:
@@ -38,7 +20,7 @@ class LoopbackGuard:
 
     Parameters:
         app: the application to guard.
-        hosts: the Host header values accepted (see `loopback_hosts`).
+        hosts: the Host header values accepted (see `slotrelay.psmr.loopback.loopback_hosts`).
         refuse: renders a refusal as `(status, code, message) -> ASGI app`.
     """
 

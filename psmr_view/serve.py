@@ -8,12 +8,11 @@ is created afterwards so its Host check names the port actually bound.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from psmr_view.app import create_app
-from psmr_view.guard import is_loopback, loopback_hosts
+from slotrelay.psmr.loopback import bind_address, is_loopback, listening_socket, loopback_hosts, loopback_url
 
 
 class NotLoopback(ValueError):
@@ -31,12 +30,6 @@ def require_loopback(host: str) -> None:
             f"--host {host}: the PSMR view has no authentication and binds loopback only; use 127.0.0.1, "
             "::1 or localhost (an SSH tunnel reaches it from elsewhere)"
         )
-
-
-def view_url(host: str, port: int, path: str = "/") -> str:
-    """The URL of the view bound at `host:port`."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}{path}"
 
 
 def serve(
@@ -63,19 +56,12 @@ def serve(
     import uvicorn
 
     require_loopback(host)
-    bind_host = "127.0.0.1" if host == "localhost" else host.strip("[]")
-    sock = socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((bind_host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
+    bind_host = bind_address(host.strip("[]"))
+    sock = listening_socket(bind_host, port)
     bound = sock.getsockname()[1]
     app = create_app(store, hosts=loopback_hosts(bound), workspace_id=workspace_id)
     if on_ready is not None:
-        on_ready(view_url(bind_host, bound, f"/ws/{workspace_id}/" if workspace_id else "/"))
+        on_ready(loopback_url(bind_host, bound, f"/ws/{workspace_id}/" if workspace_id else "/"))
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     with sock:
         asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))

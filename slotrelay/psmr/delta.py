@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,6 @@ from slotrelay.psmr.store import Store, Workspace
 
 DELTA_SCHEMA = "psmr-semantic-delta-0.1"
 AUTHORITY = "ai_proposal"
-OPERATION_KINDS = ("change_signature", "replace_body", "rename_symbol", "add_symbol", "move_call_site")
 
 
 def now() -> str:
@@ -49,6 +49,26 @@ def now() -> str:
 def sha256(text: str) -> str:
     """The hex sha256 of a text's UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def changed_on_disk(root: Path, expected: Iterable[tuple[str, str | None]]) -> list[str]:
+    """The artifacts, in the order given, whose file under `root` no longer has the expected sha256.
+
+    A file that cannot be read counts as changed (unless no hash was expected of it).
+
+    Parameters:
+        root: the source root the artifacts are relative to.
+        expected: `(artifact, hex sha256)` pairs.
+    """
+    moved = []
+    for artifact, sha in expected:
+        try:
+            digest = hashlib.sha256((root / artifact).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        if digest != sha:
+            moved.append(artifact)
+    return moved
 
 
 def delta_folder(store: Store, workspace_id: str) -> Path:

@@ -13,7 +13,6 @@ and what the later steps recorded, without re-running them:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -89,15 +88,10 @@ def list_deltas(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
 
 def _moved_files(ws: Workspace, delta: dict[str, Any]) -> list[str]:
     """The delta's files whose text on disk is no longer the one it was proposed on."""
-    moved = []
-    for artifact, entry in sorted(delta["files"].items()):
-        try:
-            digest = hashlib.sha256((Path(ws.source_root) / artifact).read_bytes()).hexdigest()
-        except OSError:
-            digest = None
-        if digest != entry["sha256"]:
-            moved.append(artifact)
-    return moved
+    return deltas.changed_on_disk(
+        Path(ws.source_root),
+        ((artifact, entry["sha256"]) for artifact, entry in sorted(delta["files"].items())),
+    )
 
 
 def describe(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:

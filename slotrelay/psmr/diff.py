@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,11 +279,6 @@ def _sites(old: Side, new: Side, renamed: dict[str, str]) -> dict[str, list[Any]
             {**site(after[n]), "from_relative_span": before[o][3]} for o, n in sorted(moved)
         ],
     }
-
-
-def site_counts(items: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
-    """How many sites each (caller, callee) pair gained or lost in a list of site items."""
-    return Counter((s["caller"], s["callee"]) for s in items)
 
 
 def _pair(request: dict[str, Any], store: Store) -> tuple[Workspace, Workspace]:

@@ -98,15 +98,8 @@ def _envelope(answer: Answer, page: Page, request_id: str) -> dict[str, Any]:
 
 
 def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Store], Answer]) -> Handler:
-    def handler(
-        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
-    ) -> dict[str, Any]:
-        effective_budget(request)
-        the_store = Store.open(store)
-        ws = the_store.load(request["workspace_id"])
-        return _respond(operation, run(ws, request, the_store), request, request_id, ws.version)
-
-    return handler
+    """An operator on one workspace that needs no capability (a `_granted` one that ignores the grants)."""
+    return _granted(operation, lambda ws, request, store, _grants: run(ws, request, store))
 
 
 def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Handler:

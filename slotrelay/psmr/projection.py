@@ -18,7 +18,6 @@ Before writing, the workspace as it stands (W) is kept beside the delta as plain
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -175,14 +174,9 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
     files = deltas.changed_files(delta)
     root = Path(ws.source_root)
     grants.require_write("projection.apply", [root / a for a in files])
-    moved = []
-    for artifact in files:
-        try:
-            digest = hashlib.sha256((root / artifact).read_bytes()).hexdigest()
-        except OSError:
-            digest = None
-        if digest != delta["preview"]["hashes"].get(artifact):
-            moved.append(artifact)
+    moved = deltas.changed_on_disk(
+        root, ((artifact, delta["preview"]["hashes"].get(artifact)) for artifact in files)
+    )
     if moved:
         raise ConflictRequiresReview(
             f"projection.apply: {', '.join(moved)} changed since projection.preview; nothing was written. "

@@ -302,15 +302,10 @@ def feasibility(ws: Workspace, delta: dict[str, Any], operation: str) -> dict[st
     Raises:
         ConflictRequiresReview: a file changed or vanished since.
     """
-    moved = []
-    for artifact, entry in sorted(delta["files"].items()):
-        path = Path(ws.source_root) / artifact
-        try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            digest = None
-        if digest != entry["sha256"]:
-            moved.append(artifact)
+    moved = deltas.changed_on_disk(
+        Path(ws.source_root),
+        ((artifact, entry["sha256"]) for artifact, entry in sorted(delta["files"].items())),
+    )
     if moved:
         raise ConflictRequiresReview(
             f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed; review "

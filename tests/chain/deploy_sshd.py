@@ -24,6 +24,8 @@ from pathlib import Path
 
 import asyncssh
 
+from tests.conftest import stop_process_group
+
 SSHD = "/usr/sbin/sshd"
 SSH_USER = "slotrelay-ssh"
 START_SECONDS = 30
@@ -126,12 +128,7 @@ def _start(root: Path, user: str) -> tuple[subprocess.Popen[bytes], int]:
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
     if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+        stop_process_group(server, signal.SIGTERM, 20)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""`slotrelay mcp serve` as a real subprocess: start it, wait until it listens, stop it.
+"""A `slotrelay` server (`mcp serve`, `psmr view`) as a real subprocess: start it, wait until it listens, stop it.
 
 The server's stderr goes to a log file, not a pipe: a long-lived server that logs a lot must
 never block on a pipe nobody reads.
@@ -6,7 +6,6 @@ never block on a pipe nobody reads.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,34 +15,49 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stop_process_group
+
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 READY = "PSMR MCP server at "
 
 
 @dataclass
 class ServerProcess:
-    """A running `slotrelay mcp serve` and the file its stderr goes to."""
+    """A running `slotrelay` server, the file its stderr goes to, and the text it prints before its URL."""
 
     process: subprocess.Popen[bytes]
     log: Path
+    ready: str = READY
 
     def output(self) -> str:
         """Everything the server wrote to stderr so far."""
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
-def start_server(args: list[str], *, cwd: Path, log: Path) -> ServerProcess:
-    """Start `slotrelay mcp serve ARGS` in its own process group, stderr to `log`."""
+def start_server(
+    args: list[str],
+    *,
+    cwd: Path | None,
+    log: Path,
+    command: tuple[str, ...] = ("mcp", "serve"),
+    ready: str = READY,
+) -> ServerProcess:
+    """Start `slotrelay COMMAND ARGS` (`mcp serve` by default) in its own process group, stderr to `log`.
+
+    Parameters:
+        cwd: the working folder (None: this process's).
+        ready: the text the server prints just before its URL once it listens.
+    """
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [SLOTRELAY, "mcp", "serve", *args],
+            [SLOTRELAY, *command, *args],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,
             start_new_session=True,
         )
-    return ServerProcess(process, log)
+    return ServerProcess(process, log, ready)
 
 
 def wait_for_url(server: ServerProcess, timeout: float = 60) -> str:
@@ -51,8 +65,8 @@ def wait_for_url(server: ServerProcess, timeout: float = 60) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in server.output().splitlines():
-            if READY in line:
-                return line.split(READY, 1)[1].split()[0]
+            if server.ready in line:
+                return line.split(server.ready, 1)[1].split()[0]
         if server.process.poll() is not None:
             break
         time.sleep(0.05)
@@ -62,10 +76,5 @@ def wait_for_url(server: ServerProcess, timeout: float = 60) -> str:
 def stop_server(server: ServerProcess) -> str:
     """Stop the server (SIGINT, then SIGKILL after 10 s); returns its stderr."""
     if server.process.poll() is None:
-        os.killpg(server.process.pid, signal.SIGINT)
-        try:
-            server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait()
+        stop_process_group(server.process, signal.SIGINT, 10)
     return server.output()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.errors import SandboxUnavailable
-from tests.conftest import free_port
+from tests.conftest import free_port, stop_process_group
 
 START_SECONDS = 60
 
@@ -158,12 +157,7 @@ def remote_dockerd() -> Iterator[RemoteDaemon]:
                 time.sleep(0.25)
         yield daemon
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process, signal.SIGTERM, 30)
         # overlay2 leaves nothing mounted after a clean stop; a killed daemon may, so unmount what is left.
         subprocess.run(["umount", "-R", str(folder / "data")], capture_output=True, check=False)
         shutil.rmtree(folder, ignore_errors=True)

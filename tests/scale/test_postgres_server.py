@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import free_port, http_status, interrupt_up, wait_for_up
 from tests.scale.conftest import small_chain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,24 +30,6 @@ def command(template: str, chain: Path, **values: str) -> tuple[dict[str, str], 
     return env, [sys.executable, "-m", "slotrelay.cli", *args[1:]]
 
 
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
-            return answer.status
-    except OSError:
-        return 0
-
-
-def _wait(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            pytest.fail(f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
-        time.sleep(0.25)
-
-
 @pytest.mark.postgres
 def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(postgres, tmp_path: Path) -> None:
     chain = small_chain(tmp_path / "chain")
@@ -66,8 +45,8 @@ def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(pos
             cwd=ROOT, env={**env, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}, stdout=handle, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        _wait(lambda: base in log.read_text(), 300, "the UI address to be printed", up, log)
-        _wait(lambda: _status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
+        wait_for_up(lambda: base in log.read_text(), 300, "the UI address to be printed", up, log)
+        wait_for_up(lambda: http_status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
         assert postgres.password not in log.read_text()  # the panel shows the database without it
         run_env, run_command = command(README_RUN, chain, api=f"{base}/api")
         done = subprocess.run(
@@ -87,14 +66,9 @@ def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(pos
         assert names == ["count", "double"], names
         assert not (home / "prefect.db").exists()
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            code = up.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            raise
+        code = interrupt_up(up)
     assert code == 0, log.read_text()
-    assert _status(f"{base}/") == 0
+    assert http_status(f"{base}/") == 0
     # The server is gone, the database stays: the runs are still there.
     assert postgres.query(f"select count(*) from flow_run where id = '{summary['flow_run_id']}'") == [["1"]]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import uuid
 from pathlib import Path
@@ -16,13 +15,6 @@ WORK_MODULE = '''
 def stamp(data):
     return {"seen": data, "stamped": True}
 '''
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def make_chain(

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
-from .chains import agent_writes, free_port
+from tests.conftest import free_port, http_status, interrupt_up, migrated_home, wait_for_up
+
+from .chains import agent_writes
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_MODULE = '''
@@ -46,42 +44,6 @@ def slow_chain(folder: Path) -> Path:
     return path
 
 
-def get(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
-            return answer.status
-    except OSError:
-        return 0
-
-
-def wait_for(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            pytest.fail(f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
-        time.sleep(0.25)
-
-
-def migrated_home(folder: Path) -> Path:
-    """A PREFECT_HOME holding a copy of the session server's database, schema already migrated.
-
-    Migrating a fresh SQLite database is about half of a server start (measured on an idle machine:
-    8.5 s to ready from an empty home, 4.0 s from a migrated one), all of it CPU, which a loaded CI
-    machine stretches several times. The copy goes through SQLite's backup API, consistent while the server writes.
-    """
-    folder.mkdir(parents=True)
-    source = sqlite3.connect(Path(os.environ["PREFECT_HOME"]) / "prefect.db")
-    target = sqlite3.connect(folder / "prefect.db")
-    try:
-        source.backup(target)
-    finally:
-        target.close()
-        source.close()
-    return folder
-
-
 def flow_run_processes(pid: int) -> list[psutil.Process]:
     """The `prefect.engine` processes (flow runs) under `pid`; ones that end while being looked at are skipped."""
     found = []
@@ -110,28 +72,23 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
         )
     tree: list[psutil.Process] = []
     try:
-        wait_for(lambda: base in log.read_text(), 240, "the UI address to be printed", up, log)
+        wait_for_up(lambda: base in log.read_text(), 240, "the UI address to be printed", up, log)
         # A loaded machine can take longer than one request's timeout to answer: ask until 200.
-        wait_for(lambda: get(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
-        wait_for(lambda: get(f"{base}/api/deployments/name/chain/slow") == 200, 180, "the served deployment", up, log)
+        wait_for_up(lambda: http_status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
+        wait_for_up(lambda: http_status(f"{base}/api/deployments/name/chain/slow") == 200, 180, "the served deployment", up, log)
 
         # A flow run in progress when the Ctrl-C comes: its process must not outlive `up`.
         agent_writes(tmp_path / "slow", "ask", {"go": True})
 
-        wait_for(lambda: flow_run_processes(up.pid), 180, "a flow-run process", up, log)
+        wait_for_up(lambda: flow_run_processes(up.pid), 180, "a flow-run process", up, log)
         tree = psutil.Process(up.pid).children(recursive=True)
         assert len(tree) >= 3  # the server, the watcher, the flow run (and their helpers)
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            code = up.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            raise
+        code = interrupt_up(up)
     assert code == 0, log.read_text()
     _gone, alive = psutil.wait_procs(tree, timeout=5)
     assert alive == [], f"left behind: {[p.cmdline() for p in alive]}"
-    assert get(f"{base}/") == 0
+    assert http_status(f"{base}/") == 0
 
 
 def test_up_refuses_a_non_loopback_host(tmp_path):

@@ -21,13 +21,8 @@
 // Every wait is on an element, never a sleep.
 'use strict';
 
-const { chromium } = require('playwright-core');
+const { openPage } = require('./browser');
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync',
-];
 const XLINK = 'http://www.w3.org/1999/xlink';
 const short = (identity) => identity.replace(/^semantic:/, '');
 
@@ -171,12 +166,7 @@ async function measure(page, job) {
 async function main() {
     const job = JSON.parse(process.argv[2]);
     const started = Date.now();
-    const context = await chromium.launchPersistentContext(job.profile, {
-        executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 1000 },
-    });
-    const page = context.pages()[0] || await context.newPage();
-    page.setDefaultTimeout(job.timeout_ms);
-    page.setDefaultNavigationTimeout(job.timeout_ms);
+    const { context, page } = await openPage(job.profile, job.timeout_ms);
     // Pages the view refused: the first thing to read when a step did not find its element.
     const refused = [];
     page.on('response', (r) => { if (r.status() >= 400) refused.push(`${r.status()} ${r.url()}`); });

@@ -16,14 +16,8 @@
 // renders after its API calls answer, which takes seconds on a loaded machine.
 'use strict';
 
-const { chromium } = require('playwright-core');
+const { openPage } = require('./browser');
 
-const CHROMIUM = '/usr/bin/chromium';
-// `headless: true` adds --headless; the profile is the fresh --user-data-dir the caller names.
-const ARGS = [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync',
-];
 const FINAL = /^(Completed|Failed|Crashed|Cancelled)$/;
 
 // Labels such as `Comment (Optional)` hold regex characters: match them literally, and whole.
@@ -127,12 +121,7 @@ async function resume(page, job, done) {
 async function main() {
     const job = JSON.parse(process.argv[2]);
     const started = Date.now();
-    const context = await chromium.launchPersistentContext(job.profile, {
-        executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 1000 },
-    });
-    const page = context.pages()[0] || await context.newPage();
-    page.setDefaultTimeout(job.timeout_ms);
-    page.setDefaultNavigationTimeout(job.timeout_ms);
+    const { context, page } = await openPage(job.profile, job.timeout_ms);
     // API calls the page saw fail: the first thing to read when the form did not do its job.
     const apiErrors = [];
     page.on('response', (r) => {

@@ -19,10 +19,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +38,14 @@ from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
 from slotrelay.psmr import api
-from tests.conftest import free_port, require_service
+from tests.conftest import (
+    free_port,
+    interrupt_up,
+    migrated_home,
+    require_service,
+    wait_for_up,
+)
+from tests.mcp.processes import ServerProcess, start_server, stop_server, wait_for_url
 from tests.mcp.shop import FIRST_COMMIT, make_shop
 
 HERE = Path(__file__).parent
@@ -70,44 +75,9 @@ RENAME = {"op": "rename_symbol", "target": "shop.auth.check", "new_name": "token
 ADDED_CALL = "        login(self.user, token, 'cart')"
 
 
-class ViewProcess:
+def start_view(args: list[str], log: Path) -> ServerProcess:
     """`slotrelay psmr view ARGS` in its own process group, stderr to a log file (never a pipe)."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
-        with log.open("wb") as sink:
-            self.process = subprocess.Popen(
-                [SLOTRELAY, "psmr", "view", *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=sink,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def url(self) -> str:
-        """The URL the view prints once it listens; fails with its output if it exits first."""
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if READY in self.output():
-                return self.output().split(READY, 1)[1].split()[0]
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        pytest.fail("the view did not start listening:\n" + self.output())
-
-    def stop(self) -> str:
-        """SIGINT, then SIGKILL after 10 s; returns what it wrote."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return self.output()
+    return start_server(args, cwd=None, log=log, command=("psmr", "view"), ready=READY)
 
 
 @pytest.fixture(scope="module")
@@ -118,13 +88,13 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`slotrelay psmr view SHOP` (which builds the workspace into SHOP/.psmr first); yields its URL."""
-    server = ViewProcess(
+    server = start_view(
         [str(shop), "--port", str(free_port())], tmp_path_factory.mktemp("view-log") / "err.log"
     )
     try:
-        yield server.url()
+        yield wait_for_url(server, START_TIMEOUT_S)
     finally:
-        output = server.stop()
+        output = stop_server(server)
     assert "Traceback" not in output, output
 
 
@@ -800,9 +770,9 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
     folder, next_folder = (s / "workspaces" / workspace_id for s in (store, next_store))
     shutil.copyfile(next_folder / "graph.json", folder / "graph.json")
 
-    server = ViewProcess(["--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
+    server = start_view(["--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
     try:
-        base = server.url()
+        base = wait_for_url(server, START_TIMEOUT_S)
         port = base.split(":")[2].split("/")[0]
         with httpx.Client(base_url=base, timeout=60) as http:
             caught = http.get(f"ws/{workspace_id}/")
@@ -816,7 +786,7 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
                 f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
             )
     finally:
-        output = server.stop()
+        output = stop_server(server)
     assert "Traceback" not in output, output
     assert caught.status_code == 409 and 'data-code="VALIDATION_FAILED"' in caught.text, caught.text
     assert settled.status_code == 200 and rebuilt["version"] in settled.text
@@ -843,8 +813,6 @@ def test_view_refuses_bad_options_with_exit_2(args: list[str], says: str) -> Non
 @pytest.mark.prefect_server
 def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Path, tmp_path: Path) -> None:
     """`slotrelay up --psmr PATH` prints the view's URL beside the Prefect UI's; one SIGINT stops both."""
-    from tests.sensor.test_up import migrated_home, wait_for
-
     port, view_port = free_port(), free_port()
     view_url = f"http://127.0.0.1:{view_port}/"
     log = tmp_path / "up.log"
@@ -868,22 +836,17 @@ def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Pa
             command, cwd=REPO, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT
         )
     try:
-        wait_for(
+        wait_for_up(
             lambda: f"PSMR view   {view_url}" in log.read_text(), 240, "the view's URL in the panel", up, log
         )
-        wait_for(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
+        wait_for_up(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
         # A SIGINT while the watcher still imports Prefect ends it with 130: let it start first.
-        wait_for(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
+        wait_for_up(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
         with httpx.Client(timeout=60, follow_redirects=True) as http:
             overview = http.get(view_url)
         assert overview.status_code == 200 and 'id="node-counts"' in overview.text
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            code = up.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            raise
+        code = interrupt_up(up)
     assert code == 0, log.read_text()
     with pytest.raises(httpx.ConnectError), httpx.Client(timeout=10) as http:
         http.get(view_url)
