@@ -27,6 +27,9 @@ class CodeModel(Block):
     api_key: SecretStr | None = Field(default=None, description="bearer token, when the server wants one")
     timeout_s: float = Field(default=60.0, gt=0, description="read timeout of one request, in seconds")
     max_retries: int = Field(default=2, ge=0, le=10, description="retries of connection errors and 429/5xx")
+    max_tokens: int = Field(
+        default=1024, ge=1, description="cap on a program's length in tokens; a reply cut there is MPP-E003"
+    )
 
     def settings(self) -> ModelSettings:
         """The plain settings the pen's core client takes."""
@@ -36,4 +39,5 @@ class CodeModel(Block):
             api_key=self.api_key.get_secret_value() if self.api_key else None,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
+            max_tokens=self.max_tokens,
         )

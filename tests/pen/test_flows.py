@@ -64,7 +64,7 @@ def _start_until_paused(flow_call, parameter: str, value: str) -> tuple[threadin
 def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
     prefect_server, stub, root: Path, sandbox_backend: str
 ) -> None:
-    CodeModel(base_url=stub.base_url, model="stub-coder", api_key="sk-flow", timeout_s=5).save(
+    CodeModel(base_url=stub.base_url, model="stub-coder", api_key="sk-flow", timeout_s=5, max_tokens=700).save(
         "pen-test-model", overwrite=True
     )
     outcome = pen_write(
@@ -76,7 +76,7 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
         backend=sandbox_backend,
     )
     assert outcome["execution"]["result"] == {"total": 6} and outcome["decision"]["state"] == "kept"
-    assert stub.requests[0]["auth"] == "Bearer sk-flow"
+    assert stub.requests[0]["auth"] == "Bearer sk-flow" and stub.requests[0]["body"]["max_tokens"] == 700
     pen_id = outcome["pen_id"]
     code_md = asyncio.run(_artifact(artifact_key("pen-code", pen_id)))
     exec_md = asyncio.run(_artifact(artifact_key("pen-execution", pen_id)))
