@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,8 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 REPO = Path(__file__).resolve().parents[1]
+# What the help is rendered for: a 100-column terminal without color (set only while typer renders).
+HELP_ENV = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}
 ERROR_MODULES = (
     "slotrelay.errors",
     "slotrelay.slots",
@@ -73,7 +74,6 @@ def command_paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[st
 
 def cli_page() -> str:
     """`slotrelay ... --help` for every command, as a user's terminal shows it (100 columns, no color)."""
-    os.environ.update(COLUMNS="100", TERM="dumb", NO_COLOR="1")
     import typer.main
     from typer.testing import CliRunner
 
@@ -84,7 +84,7 @@ def cli_page() -> str:
         "# CLI\n\nThe help of every `slotrelay` command, taken from typer's command tree at build time.\n"
     ]
     for path in command_paths(typer.main.get_command(app)):
-        result = runner.invoke(app, [*path, "--help"], prog_name="slotrelay", env={"COLUMNS": "100"})
+        result = runner.invoke(app, [*path, "--help"], prog_name="slotrelay", env=HELP_ENV)
         if result.exit_code != 0:
             raise RuntimeError(
                 f"slotrelay {' '.join(path)} --help exited {result.exit_code}: {result.output}"
