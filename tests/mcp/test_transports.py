@@ -79,10 +79,9 @@ async def test_stdio_serving_several_workspaces_in_one_store(tmp_path: Path) -> 
 
 
 async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> None:
-    """The stdio snippet of the README's MCP section, with its placeholder paths filled in."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## PSMR over MCP", 1)[1]
-    snippet = section.split("```json", 1)[1].split("```", 1)[0]
+    """The stdio snippet of the docs' MCP page (docs/mcp.md), with its placeholder paths filled in."""
+    page = (REPO / "docs" / "mcp.md").read_text()
+    snippet = page.split("```json", 1)[1].split("```", 1)[0]
     snippet = snippet.replace("/path/to/slotrelay", str(REPO)).replace("/path/to/your/project", str(shop))
     server = json.loads(snippet)["mcpServers"]["psmr"]
     async with Client(StdioServerParameters(command=server["command"], args=server["args"])) as client:

@@ -36,7 +36,7 @@ from tests.sandbox.remote_dockerd import RemoteDaemon, remote_dockerd
 pytestmark = pytest.mark.docker
 
 INTENT = "sum the numbers in the input list"
-# The README's commands ("Beyond one machine"), run here against the test's daemon.
+# The commands of docs/beyond.md, run here against the test's daemon.
 REMOTE_BUILD = "slotrelay sandbox build --lang python"
 REMOTE_RUN = "slotrelay sandbox run hello.py --json"
 ROOT_DIR = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def remote() -> Iterator[RemoteDaemon]:
                     "a second dockerd needs root and Debian's docker.io")
     require_service(images_built(), "no local Docker daemon: the base image tarball is cached by its first build")
     with remote_dockerd() as daemon:
-        # The README's command (measured: 6.5 s from the cached base tarball, as long as `docker save |
+        # The documented command (measured: 6.5 s from the cached base tarball, as long as `docker save |
         # docker load` of the built image takes): it also proves `build` follows DOCKER_HOST.
         built = subprocess.run(
             [sys.executable, "-m", "slotrelay.cli", *REMOTE_BUILD.split()[1:]],

@@ -1,5 +1,5 @@
 """A second Docker daemon on 127.0.0.1, reached over TCP with TLS client certificates: a stand-in for a
-remote host, for the sandbox tests and the README's "Beyond one machine" commands.
+remote host, for the sandbox tests and the "Beyond one machine" commands of docs/beyond.md.
 
 The test generates everything: a CA, the daemon's certificate (for 127.0.0.1), a client certificate the
 daemon trusts, and a stranger's certificate from another CA that it must refuse. The daemon never

@@ -1,4 +1,4 @@
-"""`slotrelay sandbox build | run | doctor` as a user types them (the README's examples)."""
+"""`slotrelay sandbox build | run | doctor` as a user types them (the examples of docs/sandbox.md)."""
 
 from __future__ import annotations
 

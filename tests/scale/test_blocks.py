@@ -20,7 +20,7 @@ from slotrelay.sandbox import SandboxRequestError
 from tests.scale.conftest import small_chain
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTER = "prefect block register -m blocks"  # the README's command
+REGISTER = "prefect block register -m blocks"  # the command of docs/beyond.md
 SLUGS = {
     "slotrelay-code-model": {"base_url", "model", "api_key"},
     "slotrelay-sandbox-policy": {"daemon_url", "tls_ca_cert", "tls_client_cert", "tls_client_key", "image_tags",

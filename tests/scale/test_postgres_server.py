@@ -16,13 +16,13 @@ from tests.conftest import free_port, http_status, interrupt_up, wait_for_up
 from tests.scale.conftest import small_chain
 
 ROOT = Path(__file__).resolve().parents[2]
-# The README's commands ("Beyond one machine"), run here with the test's cluster, port and chain.
+# The commands of docs/beyond.md, run here with the test's cluster, port and chain.
 README_UP = "slotrelay up --database {database} CHAIN.json"
 README_RUN = "PREFECT_API_URL={api} slotrelay run CHAIN.json --json"
 
 
 def command(template: str, chain: Path, **values: str) -> tuple[dict[str, str], list[str]]:
-    """(environment variables, argv) of a README command, `slotrelay` run as this Python's module."""
+    """(environment variables, argv) of a documented command, `slotrelay` run as this Python's module."""
     words = template.format(**values).replace("CHAIN.json", str(chain)).split()
     env = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
     args = [word for word in words if word not in {f"{k}={v}" for k, v in env.items()}]
