@@ -13,7 +13,10 @@ import pytest
 
 from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
+from tests.scale.test_readme_beyond import section
 from tests.scale.workers import (
+    README_WATCH,
+    README_WORKER,
     chain_runs,
     completed_tasks,
     start_watch,
@@ -90,3 +93,9 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefec
     by_worker = submitted_by([r.id for r in runs])
     assert set(by_worker) == {str(r.id) for r in runs}
     assert set(by_worker.values()) == {"worker-a", "worker-b"}, by_worker
+
+
+def test_the_readme_shows_the_commands_this_test_runs() -> None:
+    shown = section()
+    for command in (README_WATCH.format(pool="slotrelay"), README_WORKER.format(pool="slotrelay", limit=2)):
+        assert f"\n{command}" in shown, command

@@ -15,6 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # The worker's log line, sent to the flow run's logs by Prefect 3's `BaseWorker`.
 SUBMITTED_BY = re.compile(r"Worker '([^']+)' submitting flow run")
+# The commands README's "Beyond one machine" shows; the processes below are started from them.
+README_WATCH = "slotrelay watch --pool {pool} CHAIN.json"
+README_WORKER = "prefect worker start --pool {pool} --limit {limit}"
 
 
 def environment(api_url: str) -> dict[str, str]:
@@ -27,8 +30,7 @@ def start_worker(api_url: str, pool: str, name: str, log: Path, limit: int) -> s
     """`prefect worker start --pool POOL --name NAME --limit N`, in its own process group."""
     with log.open("w") as handle:
         return subprocess.Popen(
-            [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--name", name,
-             "--type", "process", "--limit", str(limit)],
+            [sys.executable, "-m", *README_WORKER.format(pool=pool, limit=limit).split(), "--name", name],
             cwd=ROOT, env=environment(api_url), stdout=handle, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
@@ -38,7 +40,8 @@ def start_watch(api_url: str, pool: str, chains: list[Path], log: Path) -> subpr
     """`slotrelay watch --pool POOL CHAIN...`."""
     with log.open("w") as handle:
         return subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", "--pool", pool, *map(str, chains)],
+            [sys.executable, "-m", "slotrelay.cli",
+             *README_WATCH.format(pool=pool).split()[1:-1], *map(str, chains)],
             cwd=ROOT, env=environment(api_url), stdout=handle, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
