@@ -52,6 +52,8 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefec
         # Two runs at a time per worker: neither can take the whole burst in one poll.
         workers = [start_worker(prefect_server, pool, name, tmp_path / f"{name}.log", limit=2)
                    for name in ("worker-a", "worker-b")]
+        wait_for(lambda: all("started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
+                 120, "both workers to start")
 
         # Agents finishing one after another, a little slower than the sensor's window, so the burst
         # becomes many runs (writes within one window share a run).
