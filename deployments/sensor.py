@@ -29,11 +29,16 @@ def chain_deployment_name(chain_id: str) -> str:
 
 @dataclass(frozen=True)
 class ChainTarget:
-    """Where the runs of one chain go: its deployment (`flow/deployment`), chain file and slots root."""
+    """Where the runs of one chain go: its deployment (`flow/deployment`), chain file and slots root.
+
+    `resume` asks each run to go on from the slots (runs on a work pool: one picked up again after
+    its worker died must not run a completed node twice).
+    """
 
     deployment: str
     chain_path: Path
     slots_root: Path | None = None
+    resume: bool = False
 
 
 class DeploymentStarter:
@@ -65,16 +70,19 @@ class DeploymentStarter:
     def __call__(self, chain_id: str, start_nodes: list[str], idempotency_key: str) -> str:
         """Create one flow run of the chain's deployment beginning at `start_nodes`; returns its id."""
         target = self._targets[chain_id]
+        parameters = {
+            "chain_path": str(target.chain_path),
+            "start_nodes": list(start_nodes),
+            "slots_root": str(target.slots_root) if target.slots_root else None,
+            "stop_at_external": True,
+        }
+        if target.resume:
+            parameters["resume"] = True
         with self._lock:
             client, deployment_id = self._client_and_id(target.deployment)
             run = client.create_flow_run_from_deployment(
                 deployment_id,
-                parameters={
-                    "chain_path": str(target.chain_path),
-                    "start_nodes": list(start_nodes),
-                    "slots_root": str(target.slots_root) if target.slots_root else None,
-                    "stop_at_external": True,
-                },
+                parameters=parameters,
                 idempotency_key=idempotency_key,
                 tags=["slotrelay", "routed"],
             )

@@ -86,11 +86,20 @@ def watch(
         str, typer.Option(help="With --no-serve: the deployment to run, `{chain_id}` filled in.")
     ] = "chain/{chain_id}",
     window: Annotated[float, typer.Option(help="Seconds routed targets wait to share one run.")] = 0.1,
+    pool: Annotated[str | None, typer.Option(
+        help="Request the chain runs on this Prefect work pool (created as a process pool if missing) instead "
+             "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
+    if pool is not None and no_serve:
+        console.print("[red]--pool and --no-serve: choose one (--pool creates its deployments on the pool).[/red]")
+        raise typer.Exit(2)
     routers = _load_routers(list(chains or []), slots_root)
     url = _api_url()
+    if pool is not None:
+        _watch_on_pool(routers, pool, slots_root is not None, window, url)
+        return
 
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import (
@@ -125,6 +134,33 @@ def watch(
         else:
             sensor.start()
             serve_until_stopped(served)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sensor.stop()
+        starter.close()
+    console.print("slotrelay watch: stopped")
+
+
+def _watch_on_pool(routers: list, pool: str, own_slots_root: bool, window: float, url: str) -> None:
+    """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of them."""
+    from deployments.pool import apply_on_pool, pool_chain_deployment
+    from deployments.sensor import ChainTarget, DeploymentStarter
+    from deployments.serve import chain_flow_deployment_name
+    from slotrelay.routing_sensor import SlotSensor
+
+    apply_on_pool([pool_chain_deployment(r.chain) for r in routers], pool)
+    targets = {
+        r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,
+                                r.chain.work_dir if own_slots_root else None, resume=True)
+        for r in routers
+    }
+    starter = DeploymentStarter(targets)
+    sensor = SlotSensor(routers, starter, window_seconds=window)
+    console.print(f"slotrelay watch: {len(routers)} chain(s) on {url}, runs on work pool {pool} "
+                  f"(start workers: prefect worker start --pool {pool})")
+    try:
+        sensor.run_until_stopped()
     except KeyboardInterrupt:
         pass
     finally:
