@@ -19,8 +19,6 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deployments.sensor import chain_deployment_name
-
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
 
@@ -43,21 +41,9 @@ def pool_chain_deployment(chain: Chain) -> RunnerDeployment:
         A deployment (not yet applied) whose default parameters run that chain, stopping at external
         nodes and going on from the slots.
     """
-    from flows.chain import run_chain
+    from deployments.serve import chain_deployment
 
-    return run_chain.to_deployment(
-        name=chain_deployment_name(chain.chain_id),
-        parameters={
-            "chain_path": str(chain.source),
-            "start_nodes": None,
-            "slots_root": str(chain.work_dir) if chain.work_dir != chain.base_dir else None,
-            "stop_at_external": True,
-            "resume": True,
-        },
-        description=chain.description or f"The chain {chain.chain_id} ({chain.source}), run by the pool's workers",
-        tags=["slotrelay", "chain", chain.chain_id],
-        job_variables={"working_dir": str(PROJECT_ROOT)},
-    )
+    return chain_deployment(chain, resume=True, job_variables={"working_dir": str(PROJECT_ROOT)})
 
 
 def ensure_pool(name: str) -> None:

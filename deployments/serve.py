@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deployments.sensor import CHAIN_FLOW_NAME, chain_deployment_name
 
@@ -41,11 +41,15 @@ PEN_FLOWS = (
 )
 
 
-def chain_deployment(chain: Chain) -> RunnerDeployment:
+def chain_deployment(
+    chain: Chain, *, resume: bool = False, job_variables: dict[str, Any] | None = None
+) -> RunnerDeployment:
     """The deployment of the chain flow for one chain: `chain/<chain_id>`.
 
     Parameters:
         chain: a loaded chain (bound to its file).
+        resume: runs go on from the slots by default (a work pool's, which a worker may pick up again).
+        job_variables: the work pool's job variables (None: served by this process's runner).
 
     Returns:
         A deployment whose default parameters run that chain, stopping at external nodes.
@@ -59,9 +63,11 @@ def chain_deployment(chain: Chain) -> RunnerDeployment:
             "start_nodes": None,
             "slots_root": str(chain.work_dir) if chain.work_dir != chain.base_dir else None,
             "stop_at_external": True,
+            **({"resume": True} if resume else {}),
         },
         description=chain.description or f"The chain {chain.chain_id} ({chain.source})",
         tags=["slotrelay", "chain", chain.chain_id],
+        job_variables=job_variables,
     )
 
 
