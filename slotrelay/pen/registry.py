@@ -22,7 +22,7 @@ from slotrelay.pen.ids import parse_pen_id
 from slotrelay.pen.manifest import validate_manifest
 from slotrelay.pen.models import FILE_SUFFIX, PenRequest
 from slotrelay.pen.states import require_state, transition
-from slotrelay.pen.static_screen import screen_code
+from slotrelay.pen.code_screen import screen_code
 from slotrelay.pen.writer import program_result, sandbox_limits_for
 
 if TYPE_CHECKING:

@@ -43,9 +43,9 @@ from slotrelay.pen.models import (
     parse_request,
 )
 from slotrelay.pen.policy import Decision, decide, load_policy
-from slotrelay.pen.screening import screen_intent
+from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_state, transition
-from slotrelay.pen.static_screen import enforce_screen
+from slotrelay.pen.code_screen import enforce_screen
 from slotrelay.pen.suggest import suggest
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from slotrelay.pen.errors import IllegalTransition, IntentRejected, InvalidPenRe
 from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
 from slotrelay.pen.manifest import build_manifest, code_dependencies, validate_manifest
 from slotrelay.pen.models import parse_request
-from slotrelay.pen.screening import screen_intent
+from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.states import current_state, transition
 from slotrelay.pen.writer import PenRun
 

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.pen.errors import IntentRejected
-from slotrelay.pen.screening import find_personal_numbers, screen_intent
+from slotrelay.pen.intent_screen import find_personal_numbers, screen_intent
 
 
 def complete(

@@ -6,7 +6,7 @@ import pytest
 
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import SandboxOptions
-from slotrelay.pen.static_screen import enforce_screen, screen_code
+from slotrelay.pen.code_screen import enforce_screen, screen_code
 
 TMP = SandboxOptions()
 NO_FS = SandboxOptions(fs="none")
