@@ -9,15 +9,17 @@ review itself worked, and returns the error in its result.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
-from flows.pen import artifact_key, sandbox_settings
+from flows.pen import sandbox_settings
+from slotrelay.pen.terms import Verdict
 from tasks import pen as pen_tasks
+from tasks.pen import artifact_key
 
 VERDICT_POLL_SECONDS = 2
 
@@ -25,7 +27,7 @@ VERDICT_POLL_SECONDS = 2
 class ReviewVerdictInput(RunInput):
     """The reviewer's verdict on a shared tool."""
 
-    verdict: Literal["accept", "reject", "observation"]
+    verdict: Verdict
     reviewer: str = "reviewer"
 
 
@@ -47,7 +49,7 @@ def _report_markdown(pen_id: str, report: dict[str, Any]) -> str:
 def registry_review(
     pen_id: str,
     root: str = ".",
-    verdict: Literal["accept", "reject", "observation"] | None = None,
+    verdict: Verdict | None = None,
     reviewer: str = "reviewer",
     backend: str | None = None,
     sandbox_policy: str | None = None,

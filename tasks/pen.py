@@ -1,63 +1,136 @@
-"""Prefect tasks wrapping the pen's steps (slotrelay.pen.writer / review), one task per phase so a
-flow run shows where time went and where a call failed. They share the run object in-process, so
-caching is off: a pen call is never replayed from a cache.
+"""The pen's steps as Prefect task runs, and the tasks of a person's decision and of registry review.
+
+Importing this module installs `run_as_task` as the pen's step runner (`slotrelay.pen.steps`):
+inside a flow or task run, each step of `slotrelay.pen.writer.complete` becomes a task run named
+`pen-<step>`, in the `pen-write` flow and, nested under the node's task run, in a chain's `pen`
+node. Outside Prefect (the CLI) a step is called directly. The generated code and the sandbox run
+(its limits, backend, image and exit) are Markdown artifacts of their task runs. The pen itself is
+imported only inside the tasks: `tasks` loads this module in every chain process, and a chain
+without a pen node must not pay for the pen. Caching is off: a pen call is never replayed.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext, TaskRunContext
 
-from slotrelay.pen import registry, writer
-from slotrelay.pen.model_client import ChatClient
-from slotrelay.pen.models import Action, Execution
-from slotrelay.pen.writer import PenOutcome, PenRun
-from slotrelay.sandbox.settings import SandboxSettings
+from slotrelay.pen.steps import Step, use_runner
+from slotrelay.pen.terms import PenAction, Verdict
 
-
-@task(name="pen-screen-intent", cache_policy=NO_CACHE)
-def screen_intent(run: PenRun) -> None:
-    """MPP-E001 when the intent is empty, says too little, or carries sensitive content."""
-    writer.screen(run)
+if TYPE_CHECKING:
+    from slotrelay.pen.writer import PenOutcome, PenRun
+    from slotrelay.sandbox.settings import SandboxSettings
 
 
-@task(name="pen-generate-code", cache_policy=NO_CACHE)
-def generate_code(run: PenRun, client: ChatClient) -> str:
-    """Ask the code model for the program (MPP-E003 on failure)."""
-    return writer.generate(run, client)
+def artifact_key(kind: str, pen_id: str) -> str:
+    """An artifact key (lowercase letters, digits, dashes) for one pen."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{kind}-{pen_id}".lower())
 
 
-@task(name="pen-static-screen", cache_policy=NO_CACHE)
-def static_screen(run: PenRun) -> None:
-    """MPP-E005 before running when the code uses what the options forbid."""
-    writer.screen_code(run)
+def limits_text(run: PenRun) -> str:
+    """The run's sandbox limits in one line: language, timeout, memory, network, files."""
+    options = run.request.options.sandbox
+    network = (
+        options.network if isinstance(options.network, str) else f"allow {','.join(options.network.allow)}"
+    )
+    fs = options.fs if isinstance(options.fs, str) else f"read {','.join(options.fs.allow_paths)}"
+    return f"{options.lang}, {options.timeout_ms} ms, {options.memory_mb} MB, network {network}, fs {fs}"
 
 
-@task(name="pen-sandbox-run", cache_policy=NO_CACHE)
-def sandbox_run(run: PenRun, backend: str | None, settings: SandboxSettings | None = None) -> Execution:
-    """Run the code in the sandbox (MPP-E002, E004, E005), under the operator's policy when given."""
-    return writer.execute(run, backend=backend, settings=settings)
+def _run_name(step: Step, run: PenRun) -> str:
+    if step.name == "sandbox-run":
+        return f"pen-sandbox-run {run.pen_id} ({limits_text(run)})"
+    return f"pen-{step.name} {run.pen_id}"
 
 
-@task(name="pen-suggest", cache_policy=NO_CACHE)
-def suggest(run: PenRun, client: ChatClient | None) -> Action:
-    """The pen's suggestion: the model's, or the rule's when the model cannot answer."""
-    return writer.suggest_action(run, client)
+def code_markdown(run: PenRun) -> str:
+    """The generated code, fenced for its language."""
+    lang = run.request.options.sandbox.lang
+    fence = {"node": "javascript", "shell": "bash"}.get(lang, lang)
+    return (
+        f"# {run.pen_id}: generated code\n\n**Intent:** {run.request.intent}\n\n```{fence}\n{run.code}\n```\n"
+    )
 
 
-@task(name="pen-stage", cache_policy=NO_CACHE)
-def stage(run: PenRun) -> str:
-    """Write the completed pen to its staging folder."""
-    return str(writer.stage(run))
+def sandbox_markdown(run: PenRun, error: BaseException | None) -> str:
+    """The sandbox run: its limits, backend, image and exit, then what the program printed."""
+    execution = run.execution
+    stopped = f"stopped: {getattr(error, 'code', type(error).__name__)}"
+    rows = [
+        ("status", execution.status if execution else stopped),
+        ("exit code", str(run.sandbox.get("exit_code"))),
+        ("limits", limits_text(run)),
+        ("backend", str(run.sandbox.get("backend"))),
+        ("image", run.sandbox.get("image") or "none (the host's interpreter, under bwrap)"),
+    ]
+    if execution is not None:
+        rows += [
+            ("duration", f"{execution.duration_ms} ms"),
+            ("result", f"`{json.dumps(execution.result, ensure_ascii=False, default=str)[:500]}`"),
+        ]
+    rows += [(f"violation ({v['kind']})", v["detail"]) for v in run.sandbox.get("violations", [])]
+    table = "\n".join(f"| {key} | {value} |" for key, value in rows)
+    parts = [f"# {run.pen_id}: sandbox run\n\n| field | value |\n|---|---|\n{table}\n"]
+    if execution is not None:
+        for name, text in (("stdout", execution.stdout), ("stderr", execution.stderr)):
+            if text.strip():
+                parts.append(f"\n**{name}**\n\n```\n{text[-2000:]}\n```\n")
+    return "".join(parts)
+
+
+def _show(step: Step, run: PenRun, error: BaseException | None) -> None:
+    if step.name == "generate-code" and run.code is not None:
+        create_markdown_artifact(
+            code_markdown(run),
+            key=artifact_key("pen-code", run.pen_id),
+            description="code generated by the pen",
+        )
+    elif step.name == "sandbox-run" and run.sandbox:
+        # Also when the run broke a limit: a person sees the exit and what was refused.
+        create_markdown_artifact(
+            sandbox_markdown(run, error),
+            key=artifact_key("pen-execution", run.pen_id),
+            description="the sandbox run: limits, image, exit",
+        )
+
+
+@task(name="pen-step", cache_policy=NO_CACHE)
+def pen_step(step: Step, run: PenRun) -> Any:
+    """One step of the pen, shown with its artifact when it has one."""
+    try:
+        result = step.call(run)
+    except BaseException as error:
+        _show(step, run, error)
+        raise
+    _show(step, run, None)
+    return result
+
+
+def run_as_task(step: Step, run: PenRun) -> Any:
+    """The pen's step runner under Prefect: a task run inside a flow or task run, a plain call elsewhere."""
+    if FlowRunContext.get() is None and TaskRunContext.get() is None:
+        return step.call(run)
+    name = _run_name(step, run)
+    # A callable, not the string: Prefect would fill a string's {braces} from the parameters.
+    return pen_step.with_options(name=f"pen-{step.name}", task_run_name=lambda: name)(step, run)
+
+
+use_runner(run_as_task)
 
 
 @task(name="pen-apply-decision", cache_policy=NO_CACHE)
-def apply_decision(root: str, pen_id: str, action: Action, decided_by: str) -> PenOutcome:
+def apply_decision(root: str, pen_id: str, action: PenAction, decided_by: str) -> PenOutcome:
     """Erase, keep or share a completed pen."""
-    return writer.apply_decision(root, pen_id, action, decided_by=decided_by)
+    from slotrelay.pen.writer import apply_decision as apply
+
+    return apply(root, pen_id, action, decided_by=decided_by)
 
 
 @task(name="registry-check", cache_policy=NO_CACHE)
@@ -65,12 +138,14 @@ def registry_check(
     root: str | Path, pen_id: str, backend: str | None, settings: SandboxSettings | None = None
 ) -> dict[str, Any]:
     """Run a shared pen's test examples in the sandbox and the static screen."""
+    from slotrelay.pen import registry
+
     return registry.check(root, pen_id, backend=backend, settings=settings).to_json()
 
 
 @task(name="registry-verdict", cache_policy=NO_CACHE)
-def registry_verdict(
-    root: str | Path, pen_id: str, verdict: registry.Verdict, reviewer: str
-) -> dict[str, Any]:
+def registry_verdict(root: str | Path, pen_id: str, verdict: Verdict, reviewer: str) -> dict[str, Any]:
     """Record the reviewer's verdict and move the tool in the registry."""
+    from slotrelay.pen import registry
+
     return registry.verdict(root, pen_id, verdict, reviewer=reviewer).to_json()

@@ -26,6 +26,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from slotrelay.pen.terms import PenAction, Verdict
+
 if TYPE_CHECKING:
     from slotrelay.pen.errors import PenError
     from slotrelay.pen.writer import PenOutcome
@@ -56,18 +58,6 @@ Root = Annotated[
     Path, typer.Option("--root", help="the existing folder where the pen keeps its files and audit log")
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-
-
-class FinalAction(str, Enum):
-    erase = "erase"
-    keep = "keep"
-    share = "share"
-
-
-class Verdict(str, Enum):
-    accept = "accept"
-    reject = "reject"
-    observation = "observation"
 
 
 class Backend(str, Enum):
@@ -233,7 +223,7 @@ def write(
 @app.command()
 def decide(
     pen_id: Annotated[str, typer.Argument(help="MPP-{persona}-{yyyymmdd}-{nnn}")],
-    action: Annotated[FinalAction, typer.Argument(help="erase, keep or share")],
+    action: Annotated[PenAction, typer.Argument(help="erase, keep or share")],
     root: Root = Path("."),
     as_json: AsJson = False,
 ) -> None:

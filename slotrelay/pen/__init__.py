@@ -6,54 +6,29 @@ audited, and is erased, kept or shared to the module registry for review.
     review(root, pen_id, verdict)         registry review of a shared pen
     verify_audit(root)                    check the hash-chained audit log
 
-Module map: models (the contract), screening (intent), model_client + codegen (the code model),
-static_screen, writer (the steps), policy + suggest (decisions), states (section 5), audit, ids,
-store (folders), manifest (section 4), registry (review), node (the chain executor).
+Module map: models (the contract), terms (its enums), intent_screen (the intent), model_client +
+codegen (the code model), code_screen (the generated code), writer (the steps, in order) and steps
+(how each is run), policy + suggest (decisions), states (section 5), audit, ids, store (folders),
+manifest (section 4), registry (review), node (the chain executor), api (the names below).
+
+The names come from `api` on first use (PEP 562): `terms` and `steps` import nothing heavy, so the
+CLI builds its choices from `terms`, and the Prefect shell installs its step runner, without loading
+the pen (its screens, the model client and the sandbox).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import import_module
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
 
-from slotrelay.pen.audit import AuditLog, AuditReport
-from slotrelay.pen.errors import PenError
-from slotrelay.pen.model_client import ModelSettings
-from slotrelay.pen.models import Action, PenOutput, PenRequest, parse_request
-from slotrelay.pen.registry import ReviewOutcome, review
-from slotrelay.pen.states import check_index
-from slotrelay.pen.writer import PenOutcome, apply_decision, write
+if TYPE_CHECKING:
+    from slotrelay.pen.api import *  # noqa: F403
 
 
-def decide(root: str | Path, pen_id: str, action: Action, *, decided_by: str = "person") -> PenOutcome:
-    """A person's final action on a completed pen (erase, keep or share).
-
-    Raises:
-        PenNotFound: no such pen under the root.
-        IllegalTransition: the pen is not waiting for a decision.
-    """
-    return apply_decision(root, pen_id, action, decided_by=decided_by)
-
-
-def verify_audit(root: str | Path) -> AuditReport:
-    """Check the audit log under `root`: every record's hash, the chain, its head, and the state index."""
-    log = AuditLog(root)
-    report = log.verify()
-    report.problems += check_index(log)
-    return report
-
-
-__all__ = [
-    "Action",
-    "AuditReport",
-    "ModelSettings",
-    "PenError",
-    "PenOutcome",
-    "PenOutput",
-    "PenRequest",
-    "ReviewOutcome",
-    "decide",
-    "parse_request",
-    "review",
-    "verify_audit",
-    "write",
-]
+def __getattr__(name: str) -> Any:
+    # `from slotrelay.pen import store` asks here first when `store` is not loaded yet: a submodule
+    # is not an api name, so the import system is left to load it (loading api could be circular).
+    if find_spec(f"{__name__}.{name}") is not None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.api"), name)

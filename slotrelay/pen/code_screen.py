@@ -1,4 +1,4 @@
-"""Static screen of generated code before it runs (MPP-E005 without running it).
+"""Generated-code screen: the code model's program, read before it runs (MPP-E005 without running it).
 
 Python goes through the PSMR analyzer (`slotrelay.psmr.screen.effects`: the same resolver as a
 workspace build, so aliases and `from x import y` resolve), which reports network, subprocess, file

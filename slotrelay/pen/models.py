@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slotrelay.pen.errors import InvalidPenRequest
+from slotrelay.pen.terms import PenAction
 
 Lang = Literal["python", "node", "shell"]
-Action = Literal["erase", "keep", "share"]
 PersistHint = Literal["auto", "erase", "keep", "share"]
 ExecutionStatus = Literal["success", "error", "timeout"]
 
@@ -98,7 +98,7 @@ class PenOutput(_Strict):
     code: str
     lang: Lang
     execution: Execution
-    suggestion: Action
+    suggestion: PenAction
     audit: AuditRef
 
 

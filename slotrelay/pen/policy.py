@@ -19,7 +19,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from slotrelay.pen.errors import InvalidPenRequest
-from slotrelay.pen.models import Action, Execution, PersistHint
+from slotrelay.pen.models import Execution, PersistHint
+from slotrelay.pen.terms import PenAction
 from slotrelay.sandbox.limits import validation_problem
 
 POLICY_FILE = "pen-policy.json"
@@ -31,7 +32,7 @@ class PersonaPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["suggestion", "fixed", "person"] = "suggestion"
-    action: Action | None = None
+    action: PenAction | None = None
     share_requires_success: bool = True
 
     @model_validator(mode="after")
@@ -45,7 +46,7 @@ class PersonaPolicy(BaseModel):
 class Decision:
     """A persona's answer: an action, or None when a person must decide."""
 
-    action: Action | None
+    action: PenAction | None
     decided_by: str
 
 
@@ -75,7 +76,7 @@ def load_policy(root: str | Path, persona_id: str) -> PersonaPolicy:
         raise InvalidPenRequest(f"{path}: not a valid persona policy: {validation_problem(exc)}") from exc
 
 
-def decide(policy: PersonaPolicy, suggestion: Action, execution: Execution, hint: PersistHint) -> Decision:
+def decide(policy: PersonaPolicy, suggestion: PenAction, execution: Execution, hint: PersistHint) -> Decision:
     """Apply a persona's policy.
 
     Parameters:
@@ -89,13 +90,13 @@ def decide(policy: PersonaPolicy, suggestion: Action, execution: Execution, hint
     """
     if policy.mode == "person":
         return Decision(None, "person")
-    action: Action
+    action: PenAction
     if policy.mode == "fixed" and policy.action is not None:
         action, by = policy.action, "policy:fixed"
     elif hint != "auto":
-        action, by = hint, "persist_hint"
+        action, by = PenAction(hint), "persist_hint"
     else:
         action, by = suggestion, "policy:suggestion"
-    if action == "share" and policy.share_requires_success and execution.status != "success":
-        return Decision("keep", f"{by} (share of a failed run kept instead)")
+    if action == PenAction.share and policy.share_requires_success and execution.status != "success":
+        return Decision(PenAction.keep, f"{by} (share of a failed run kept instead)")
     return Decision(action, by)

@@ -17,22 +17,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from slotrelay.pen import store
 from slotrelay.pen.audit import AuditLog, now_iso, sha256_text
+from slotrelay.pen.code_screen import screen_code
 from slotrelay.pen.errors import InvalidPenRequest, SandboxStartFailed, ShareRejected
 from slotrelay.pen.ids import parse_pen_id
 from slotrelay.pen.manifest import validate_manifest
 from slotrelay.pen.models import FILE_SUFFIX, PenRequest
 from slotrelay.pen.states import require_state, transition
-from slotrelay.pen.code_screen import screen_code
+from slotrelay.pen.terms import Verdict
 from slotrelay.pen.writer import program_result, sandbox_limits_for
 
 if TYPE_CHECKING:
     from slotrelay.sandbox.settings import SandboxSettings
 
-Verdict = Literal["accept", "reject", "observation"]
-VERDICT_STATE: dict[str, Literal["accepted", "rejected", "observation"]] = {
-    "accept": "accepted",
-    "reject": "rejected",
-    "observation": "observation",
+VERDICT_STATE: dict[Verdict, Literal["accepted", "rejected", "observation"]] = {
+    Verdict.accept: "accepted",
+    Verdict.reject: "rejected",
+    Verdict.observation: "observation",
 }
 
 
@@ -195,7 +195,8 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
         InvalidPenRequest: an unknown verdict, or accept of a tool whose checks failed.
     """
     if answer not in VERDICT_STATE:
-        raise InvalidPenRequest(f"verdict {answer!r} is not one of accept, reject, observation")
+        raise InvalidPenRequest(f"verdict {answer!r} is not one of {', '.join(Verdict)}")
+    answer = Verdict(answer)
     persona_id, _, _ = parse_pen_id(pen_id)
     log = AuditLog(root)
     target = VERDICT_STATE[answer]
@@ -211,7 +212,7 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
             static_findings=report_json["static_findings"],
             checked_at=report_json["checked_at"],
         )
-        if answer == "accept" and not report.passed:
+        if answer == Verdict.accept and not report.passed:
             raise InvalidPenRequest(
                 f"pen {pen_id} cannot be accepted: its review checks failed (see {folder / 'review.json'})"
             )
@@ -223,10 +224,10 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
             persona_id=persona_id,
             reviewer=reviewer,
             location=str(location),
-            error_code=ShareRejected.code if answer == "reject" else None,
+            error_code=ShareRejected.code if answer == Verdict.reject else None,
         )
         error: ShareRejected | None = None
-        if answer == "reject":
+        if answer == Verdict.reject:
             error = ShareRejected(
                 f"the registry review rejected {pen_id} (checks {'passed' if report.passed else 'failed'})",
                 details={"reviewer": reviewer, "review": str(location / "review.json")},

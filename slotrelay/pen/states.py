@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import IllegalTransition, PenNotFound
+from slotrelay.pen.terms import PenAction
 
 State = Literal[
     "draft",
@@ -45,7 +46,11 @@ TRANSITIONS: dict[str | None, frozenset[str]] = {
     "shared": frozenset({"reviewed"}),
     "reviewed": frozenset({"accepted", "rejected", "observation"}),
 }
-FINAL_ACTION_STATE: dict[str, State] = {"erase": "erased", "keep": "kept", "share": "shared"}
+FINAL_ACTION_STATE: dict[PenAction, State] = {
+    PenAction.erase: "erased",
+    PenAction.keep: "kept",
+    PenAction.share: "shared",
+}
 
 
 def _index_path(log: AuditLog, pen_id: str) -> Path:

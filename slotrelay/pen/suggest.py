@@ -12,12 +12,13 @@ import re
 from slotrelay.pen.errors import CodeGenerationFailed
 from slotrelay.pen.json_shape import infer_schema
 from slotrelay.pen.model_client import ChatClient
-from slotrelay.pen.models import Action, Execution, PenRequest
+from slotrelay.pen.models import Execution, PenRequest
+from slotrelay.pen.terms import PenAction
 
-_ACTION = re.compile(r"\b(erase|keep|share)\b", re.IGNORECASE)
+_ACTION = re.compile(rf"\b({'|'.join(PenAction)})\b", re.IGNORECASE)
 
 
-def rule_suggestion(request: PenRequest, execution: Execution) -> Action:
+def rule_suggestion(request: PenRequest, execution: Execution) -> PenAction:
     """The suggestion the rules give.
 
     Parameters:
@@ -28,12 +29,12 @@ def rule_suggestion(request: PenRequest, execution: Execution) -> Action:
         erase, keep or share.
     """
     if execution.status != "success":
-        return "erase"
+        return PenAction.erase
     if execution.result is None and not execution.stdout.strip():
-        return "erase"
+        return PenAction.erase
     if request.context.upstream_inputs is not None and execution.result is not None:
-        return "share"
-    return "keep"
+        return PenAction.share
+    return PenAction.keep
 
 
 def suggestion_messages(request: PenRequest, execution: Execution) -> list[dict[str, str]]:
@@ -56,7 +57,7 @@ def suggestion_messages(request: PenRequest, execution: Execution) -> list[dict[
     ]
 
 
-def suggest(client: ChatClient | None, request: PenRequest, execution: Execution) -> tuple[Action, str]:
+def suggest(client: ChatClient | None, request: PenRequest, execution: Execution) -> tuple[PenAction, str]:
     """Ask the model for a suggestion, falling back to the rule.
 
     Parameters:
@@ -75,5 +76,5 @@ def suggest(client: ChatClient | None, request: PenRequest, execution: Execution
         if reply is not None:
             match = _ACTION.search(reply.content)
             if match:
-                return match.group(1).lower(), "model"  # type: ignore[return-value]
+                return PenAction(match.group(1).lower()), "model"
     return rule_suggestion(request, execution), "rule"

@@ -1,10 +1,12 @@
-"""`pen.write` step by step: begin, screen, generate, screen the code, execute, suggest, stage, decide.
+"""`pen.write` step by step: begin, then the steps of `steps()` in order, then finish.
 
-Each step is a plain function over a `PenRun`, so the CLI runs them in a row (`write`) and the
-`pen-write` Prefect flow runs each as a task, with a pause before `decide` when a person decides.
-Whatever step fails, `fail` destroys what the run produced and appends the call's audit record, so
-every call, erased or failed, leaves exactly one `call` record (plus its state transitions).
-Timings are kept per phase (screening, model, sandbox, persistence) for the overhead bench.
+Each step is a plain function over a `PenRun`. `complete` runs them in the order `steps()` gives,
+each through the installed step runner (`slotrelay.pen.steps`): the CLI and plain Python call them,
+while under Prefect the shell's runner makes each a task run, in the `pen-write` flow and in a
+chain's `pen` node alike. Whatever step fails, `fail` destroys what the run produced and appends the
+call's audit record, so every call, erased or failed, leaves exactly one `call` record (plus its
+state transitions). Timings are kept per phase (screening, model, sandbox, persistence) for the
+overhead bench.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import ValidationError
 
 from slotrelay.pen import store
 from slotrelay.pen.audit import AuditLog, now_iso, sha256_text
+from slotrelay.pen.code_screen import enforce_screen
 from slotrelay.pen.codegen import generate_code
 from slotrelay.pen.errors import (
     ExecutionTimedOut,
@@ -31,11 +34,11 @@ from slotrelay.pen.errors import (
     SandboxStartFailed,
 )
 from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
+from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.manifest import build_manifest, sensitive_examples
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import (
     FILE_SUFFIX,
-    Action,
     AuditRef,
     Execution,
     PenOutput,
@@ -43,10 +46,10 @@ from slotrelay.pen.models import (
     parse_request,
 )
 from slotrelay.pen.policy import Decision, decide, load_policy
-from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_state, transition
-from slotrelay.pen.code_screen import enforce_screen
+from slotrelay.pen.steps import Step, run_step
 from slotrelay.pen.suggest import suggest
+from slotrelay.pen.terms import PenAction
 
 if TYPE_CHECKING:
     from slotrelay.sandbox.settings import SandboxSettings
@@ -68,8 +71,9 @@ class PenRun:
     code: str | None = None
     execution: Execution | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
-    suggestion: Action | None = None
+    suggestion: PenAction | None = None
     suggestion_source: str | None = None
+    decision: Decision | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -107,7 +111,7 @@ class PenOutcome:
 
     output: PenOutput
     state: str
-    final_action: Action | None
+    final_action: PenAction | None
     decided_by: str
     location: str | None
     timings: dict[str, float] = field(default_factory=dict)
@@ -256,6 +260,7 @@ def execute(run: PenRun, *, backend: str | None = None, settings: SandboxSetting
     violations = [violation.model_dump() for violation in result.violations]
     run.sandbox = {
         "backend": result.backend,
+        "image": _image(result.backend, options.lang, settings),
         "exit_code": result.exit_code,
         "violations": violations,
         "truncated": result.truncated.model_dump(),
@@ -283,6 +288,15 @@ def execute(run: PenRun, *, backend: str | None = None, settings: SandboxSetting
             run.log, run.pen_id, "completed", persona_id=run.persona_id, execution_status=result.status
         )
     return run.execution
+
+
+def _image(backend: str, lang: str, settings: SandboxSettings | None) -> str | None:
+    """The image a docker run used, from the backend that ran it (bwrap runs the host's interpreters)."""
+    if backend != "docker":
+        return None
+    from slotrelay.sandbox import get_backend
+
+    return str(get_backend(backend, lang=lang, settings=settings).image_for(lang))  # type: ignore[attr-defined]
 
 
 def program_result(lang: str, result: Any, stdout: str) -> Any:
@@ -313,7 +327,7 @@ def program_result(lang: str, result: Any, stdout: str) -> Any:
         return None
 
 
-def suggest_action(run: PenRun, client: ChatClient | None) -> Action:
+def suggest_action(run: PenRun, client: ChatClient | None) -> PenAction:
     """The pen's suggestion, from the model or the rule."""
     if run.execution is None:
         raise PenError(f"pen {run.pen_id} has not run yet")
@@ -327,7 +341,8 @@ def persona_decision(run: PenRun) -> Decision:
     if run.execution is None or run.suggestion is None:
         raise PenError(f"pen {run.pen_id} has no suggestion yet")
     policy = load_policy(run.root, run.persona_id)
-    return decide(policy, run.suggestion, run.execution, run.request.options.persist_hint)
+    run.decision = decide(policy, run.suggestion, run.execution, run.request.options.persist_hint)
+    return run.decision
 
 
 def stage(run: PenRun) -> Path:
@@ -380,7 +395,7 @@ def fail(run: PenRun, error: PenError) -> PenError:
             run.pen_id,
             "erased",
             persona_id=run.persona_id,
-            final_action="erase",
+            final_action=PenAction.erase,
             decided_by=f"pen ({error.code})",
         )
     error.audit = record_call(run, None, error=error).model_dump()
@@ -392,7 +407,7 @@ def unexpected(error: Exception) -> PenRunFailed:
     return PenRunFailed(f"the run broke: {type(error).__name__}: {error}")
 
 
-def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by: str) -> PenOutcome:
+def apply_decision(root: str | Path, pen_id: str, action: PenAction, *, decided_by: str) -> PenOutcome:
     """Carry out a final action on a completed pen: erase, keep or share its staged files.
 
     Parameters:
@@ -410,7 +425,8 @@ def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by:
         InvalidPenRequest: share of a run whose result does not make a valid manifest.
     """
     if action not in FINAL_ACTION_STATE:
-        raise InvalidPenRequest(f"final action {action!r} is not one of erase, keep, share")
+        raise InvalidPenRequest(f"final action {action!r} is not one of {', '.join(PenAction)}")
+    action = PenAction(action)
     persona_id, _, _ = parse_pen_id(pen_id)
     log = AuditLog(root)
     folder = store.staging_dir(root, pen_id)
@@ -420,10 +436,10 @@ def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by:
             transition(log, pen_id, FINAL_ACTION_STATE[action])  # raises IllegalTransition with the states
         output = PenOutput.model_validate(store.read_json(folder / "output.json"))
         location: Path | None
-        if action == "erase":
+        if action == PenAction.erase:
             store.erase_dir(folder)
             location = None
-        elif action == "keep":
+        elif action == PenAction.keep:
             location = store.move_dir(folder, store.private_dir(root, persona_id, pen_id))
         else:
             request = PenRequest.model_validate(store.read_json(folder / "request.json"))
@@ -445,6 +461,25 @@ def apply_decision(root: str | Path, pen_id: str, action: Action, *, decided_by:
         final_action=action,
         decided_by=decided_by,
         location=str(location) if location else None,
+    )
+
+
+def steps(client: ChatClient, *, backend: str | None, settings: SandboxSettings | None) -> tuple[Step, ...]:
+    """The steps after `begin`, in the order they run: the one place that order is written.
+
+    Parameters:
+        client: the code model, for the code and the suggestion.
+        backend: the sandbox backend (None: the sandbox's default).
+        settings: the operator's sandbox policy.
+    """
+    return (
+        Step("screen-intent", screen),
+        Step("generate-code", lambda run: generate(run, client)),
+        Step("static-screen", screen_code),
+        Step("sandbox-run", lambda run: execute(run, backend=backend, settings=settings)),
+        Step("suggest", lambda run: suggest_action(run, client)),
+        Step("persona-decision", persona_decision),
+        Step("stage", stage),
     )
 
 
@@ -473,30 +508,39 @@ def write(
         InvalidPenRequest: the request breaks the contract.
         PenError: MPP-E001..E005, each carrying `audit` (the call's audit reference).
     """
-    run = begin(request, root=root)
+    return complete(begin(request, root=root), model=model, backend=backend, settings=settings)
+
+
+def complete(
+    run: PenRun, *, model: ModelSettings, backend: str | None = None, settings: SandboxSettings | None = None
+) -> PenOutcome:
+    """Run a begun pen's steps in order, each through the installed step runner, then `finish` it.
+
+    Raises:
+        PenError: MPP-E001..E005 or PEN_RUN_FAILED, each carrying `audit` (the call's audit reference);
+            the pen's files are destroyed first.
+    """
     with ChatClient(model) as client:
         try:
-            screen(run)
-            generate(run, client)
-            screen_code(run)
-            execute(run, backend=backend, settings=settings)
-            suggest_action(run, client)
-            decision = persona_decision(run)
-            stage(run)
+            for step in steps(client, backend=backend, settings=settings):
+                run_step(step, run)
         except PenError as error:
             raise fail(run, error) from None
         except Exception as error:
             raise fail(run, unexpected(error)) from error
-    return finish(run, decision)
+    return finish(run)
 
 
-def finish(run: PenRun, decision: Decision) -> PenOutcome:
-    """Carry out the decision when there is one (a person decides later otherwise) and record the call.
+def finish(run: PenRun) -> PenOutcome:
+    """Carry out the persona's decision if it made one (else a person decides later) and record the call.
 
     Raises:
         PenError: carrying out the decision failed (e.g. a share whose manifest is invalid); the
             pen's files are destroyed and the call is recorded with the error.
     """
+    decision = run.decision
+    if decision is None:
+        raise PenError(f"pen {run.pen_id} has no decision yet")
     if decision.action is None:
         ref = record_call(run, decision)
         output = run.output(ref.syslog_id)
@@ -511,16 +555,17 @@ def finish(run: PenRun, decision: Decision) -> PenOutcome:
             location=str(folder),
             timings=run.timings,
         )
-    if decision.action == "share" and run.execution is not None:
+    action = decision.action
+    if action == PenAction.share and run.execution is not None:
         found = sensitive_examples(run.request.context.upstream_inputs, run.execution.result)
         if found:
             # Sharing would publish the run's data as a test example: the pen is kept instead.
-            decision = Decision(
-                "keep", f"{decision.decided_by} (share refused: {', '.join(found)} in the example)"
-            )
+            action = PenAction.keep
+            refused = f"share refused: {', '.join(found)} in the example"
+            decision = Decision(action, f"{decision.decided_by} ({refused})")
     try:
         with _timed(run, "persistence"):
-            outcome = apply_decision(run.root, run.pen_id, decision.action, decided_by=decision.decided_by)
+            outcome = apply_decision(run.root, run.pen_id, action, decided_by=decision.decided_by)
     except PenError as error:
         raise fail(run, error) from None
     except Exception as error:

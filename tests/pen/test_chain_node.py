@@ -1,14 +1,20 @@
 """A pen as a chain node: the chain's run writes the node's output slot from the pen's result, and a
-pen error becomes the node's error type (the MPP code), handled as the chain declares it."""
+pen error becomes the node's error type (the MPP code), handled as the chain declares it. The pen's
+steps are task runs nested under the node's task run, the sandbox run shown with its limits and exit."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
 
 from slotrelay.pen.audit import AuditLog
+from slotrelay.pen.writer import steps as pen_steps
+from tasks.pen import artifact_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -75,6 +81,15 @@ def _chain(folder: Path, backend: str) -> Path:
     return path
 
 
+async def _task_runs_and_artifact(flow_run_id, key: str) -> tuple[list, str | None]:
+    async with get_client() as client:
+        runs = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return runs, found[0].data if found else None
+
+
 def test_pen_nodes_in_a_chain(
     prefect_server, stub, tmp_path: Path, sandbox_backend: str, monkeypatch
 ) -> None:
@@ -104,6 +119,29 @@ def test_pen_nodes_in_a_chain(
     log = AuditLog(tmp_path / "pen-root")
     assert sorted(r["status"] for r in log.records() if r["event"] == "call") == ["MPP-E005", "completed"]
     assert log.verify().ok
+
+    # Each pen step is a task run under its node's task run; the one sandbox run (the prober's code
+    # was refused before running) is named with its limits, and its artifact shows the image and exit.
+    key = artifact_key("pen-execution", data["pen_id"])
+    runs, execution_md = asyncio.run(_task_runs_and_artifact(state.state_details.flow_run_id, key))
+    by_id = {run.id: run for run in runs}
+    summer = next(run for run in runs if run.name == "summer")
+    summer_steps = [
+        run.name.split()[0]
+        for run in runs
+        if {parent.id for parent in run.task_inputs.get("__parents__", [])} == {summer.id}
+    ]
+    every_step = [f"pen-{step.name}" for step in pen_steps(None, backend=None, settings=None)]
+    assert sorted(summer_steps) == sorted(every_step), [run.name for run in runs]
+    sandbox_runs = [run for run in runs if run.name.startswith("pen-sandbox-run")]
+    assert [run.name for run in sandbox_runs] == [
+        f"pen-sandbox-run {data['pen_id']} (python, 10000 ms, 512 MB, network none, fs tmp)"
+    ]
+    assert by_id[sandbox_runs[0].task_inputs["__parents__"][0].id].name == "summer"
+    assert execution_md and "| exit code | 0 |" in execution_md
+    assert f"| backend | {sandbox_backend} |" in execution_md
+    assert "| limits | python, 10000 ms, 512 MB, network none, fs tmp |" in execution_md
+    assert "| image | " in execution_md
 
 
 def test_a_pen_node_reads_the_model_from_the_roots_env_file(

@@ -23,11 +23,12 @@ from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.flow_runs import resume_flow_run
 
 from blocks.code_model import CodeModel
-from flows.pen import artifact_key, pen_write
+from flows.pen import pen_write
 from flows.registry_review import registry_review
 from slotrelay import pen
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import PermissionViolation
+from tasks.pen import artifact_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -82,6 +83,8 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
     exec_md = asyncio.run(_artifact(artifact_key("pen-execution", pen_id)))
     assert code_md and "sum(inputs['numbers'])" in code_md
     assert exec_md and "| status | success |" in exec_md and '{"total": 6}' in exec_md
+    assert "| exit code | 0 |" in exec_md
+    assert "| limits | python, 30000 ms, 512 MB, network none, fs tmp |" in exec_md
 
     # A persona whose policy asks a person: the run pauses until it is resumed with an action.
     brain = root / ".github/persona-brain/p2"

@@ -597,3 +597,33 @@ def test_regression_a_read_only_root_is_a_clear_error(tmp_path: Path, stub) -> N
         assert done.returncode == code, done.stderr
         assert done.stderr.startswith(message) and "Traceback" not in done.stderr, done.stderr
     assert stub.requests == []
+
+
+def test_the_steps_run_in_their_one_order_through_the_installed_runner(
+    root: Path, model, sandbox_backend: str, monkeypatch
+) -> None:
+    from slotrelay.pen import steps, write
+
+    ran: list[str] = []
+
+    def recording(step, run):
+        ran.append(step.name)
+        return step.call(run)
+
+    monkeypatch.setattr(steps, "_runner", recording)
+    outcome = write(
+        {"intent": INTENT, "context": {"persona_id": "p9", "upstream_inputs": {"numbers": [1, 2]}}},
+        root=root,
+        model=model,
+        backend=sandbox_backend,
+    )
+    assert outcome.output.execution.result == {"total": 3}
+    assert ran == [
+        "screen-intent",
+        "generate-code",
+        "static-screen",
+        "sandbox-run",
+        "suggest",
+        "persona-decision",
+        "stage",
+    ]
