@@ -9,7 +9,7 @@ audited, and is erased, kept or shared to the module registry for review.
 Module map: models (the contract), terms (its enums), intent_screen (the intent), model_client +
 codegen (the code model), code_screen (the generated code), writer (the steps, in order) and steps
 (how each is run), policy + suggest (decisions), states (section 5), audit, ids, store (folders),
-manifest (section 4), registry (review), node (the chain executor), api (the names below).
+manifest (section 4), registry (review), node (the chain executor), api (the names above).
 
 The names come from `api` on first use (PEP 562): `terms` and `steps` import nothing heavy, so the
 CLI builds its choices from `terms`, and the Prefect shell installs its step runner, without loading
