@@ -158,3 +158,22 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         stop_process_group(server, signal.SIGTERM, 20)
         log.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Let hypothesis tests share the global `random` with Prefect's process-wide threads.
+
+    hypothesis warns when the global `random` state moves while it draws an example, taking it for a
+    strategy that calls `random`. In this process the state also moves under Prefect's own threads: the
+    client's retry jitter, the log and event workers and the services loops draw from the global
+    `random` (prefect.utilities.math), and they live for the whole session once a test has run a flow
+    in-process. The warning then fires at random, and the replay that does not see it reports Flaky.
+    """
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(
+                pytest.mark.filterwarnings(
+                    "ignore:Do not use the `random` module inside strategies"
+                    ":hypothesis.errors.HypothesisDeprecationWarning"
+                )
+            )
