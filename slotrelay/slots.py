@@ -4,7 +4,9 @@ Invariants (other agents and the watchdog sensor rely on them):
 - A slot file is only ever replaced whole: the document goes to a `.tmp` file beside the target,
   is fsynced, then renamed over the target (`os.replace`, atomic on one file system). A reader sees the old document or the new one, never half of one.
 - Readers ignore `.tmp` files and treat a missing, half-written or invalid document as "not there
-  yet" (`None`), never as a crash: an agent outside the engine may write without renaming.
+  yet" (`None`), never as a crash: an agent outside the engine may write without renaming. A slot
+  still half written HALF_WRITTEN_SECONDS after its last write is refused (`SlotInvalid`): its writer
+  has stopped, and the chain must not wait for it for ever.
 - Only a regular file is a slot. Its type is checked with `lstat` before it is opened, and it is
   opened with `O_NOFOLLOW | O_NONBLOCK`: a symlink, FIFO, socket, device or folder at a slot path
   is refused (`SlotInvalid`), never followed and never blocked on.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +42,8 @@ OUTPUT_STATUSES = ("completed", "failed", "skipped")
 MAX_NESTING = 100
 UTF8_BOM = b"\xef\xbb\xbf"  # json.loads reads a document after it, so a half one may follow it too
 MAX_SLOT_BYTES = 64 * 1024 * 1024
+# A writer that does not rename writes a slot of MAX_SLOT_BYTES in well under this; past it, it has stopped.
+HALF_WRITTEN_SECONDS = 5.0
 _FILE_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}
 
@@ -151,12 +156,16 @@ def nesting_depth_exceeds(value: Any, limit: int = MAX_NESTING) -> bool:
     return False
 
 
-def parse_slot(path: str | Path, raw: bytes) -> dict[str, Any] | None:
+def parse_slot(path: str | Path, raw: bytes, *, written_at: float | None = None) -> dict[str, Any] | None:
     """A slot's bytes as a JSON object; None when they are not (yet) JSON, as a half-written file is.
+
+    Parameters:
+        written_at: the bytes' write time; with it, bytes still half written HALF_WRITTEN_SECONDS later
+            are refused instead of waited on.
 
     Raises:
         SlotInvalid: complete JSON that is not an object, bytes that cannot begin one (not JSON, and not
-            `{`), or nested deeper than MAX_NESTING.
+            `{`), half of an object long after its last write, or nested deeper than MAX_NESTING.
     """
     try:
         document = json.loads(raw)
@@ -165,6 +174,10 @@ def parse_slot(path: str | Path, raw: bytes) -> dict[str, Any] | None:
             # Half of an object starts with `{`: anything else can never become a slot (text, YAML,
             # an array cut short), so the agent is told now instead of the chain waiting for ever.
             raise SlotInvalid(path, ["is not JSON, and no part of a JSON object: a slot is one"]) from None
+        if written_at is not None and time.time() >= written_at + HALF_WRITTEN_SECONDS:
+            stopped = (f"is half written: still not a complete JSON object {HALF_WRITTEN_SECONDS:g} s after"
+                       " its last write (write a slot whole: a temporary file, then a rename)")
+            raise SlotInvalid(path, [stopped]) from None
         return None
     except RecursionError:
         raise SlotInvalid(path, [f"nested deeper than {MAX_NESTING} levels"]) from None
@@ -173,6 +186,21 @@ def parse_slot(path: str | Path, raw: bytes) -> dict[str, Any] | None:
     if nesting_depth_exceeds(document):
         raise SlotInvalid(path, [f"nested deeper than {MAX_NESTING} levels"])
     return document
+
+
+def half_written_until(path: str | Path, *, since: float = 0.0) -> float | None:
+    """When the half-written slot at `path` is refused, if its writer stops now (epoch seconds).
+
+    None when the slot is missing, complete, refused already, or written before `since` (a reader
+    that ignores older content has nothing to wait for): only a half-written one has a deadline.
+    """
+    try:
+        found = read_slot_bytes(path)
+        if found is None or found[1] < since or parse_slot(path, found[0]) is not None:
+            return None
+    except SlotInvalid:
+        return None
+    return found[1] + HALF_WRITTEN_SECONDS
 
 
 def read_slot(path: str | Path) -> dict[str, Any] | None:
@@ -238,24 +266,25 @@ def read_output_slot(path: str | Path) -> OutputSlotRead | None:
         The slot as read; None when it is missing or not (yet) complete JSON.
 
     Raises:
-        SlotInvalid: not a regular file, not a JSON object, nested too deep, or a field of the wrong
-            type (`status` must be a string, `capabilities_used` a list of strings, ...), each problem
-            naming its field.
+        SlotInvalid: not a regular file, not a JSON object, half written for HALF_WRITTEN_SECONDS,
+            nested too deep, or a field of the wrong type (`status` must be a string,
+            `capabilities_used` a list of strings, ...), each problem naming its field.
     """
     found = read_slot_bytes(path)
     if found is None:
         return None
-    document = output_slot_from_bytes(path, found[0])
+    document = output_slot_from_bytes(path, found[0], written_at=found[1])
     return OutputSlotRead(document, found[0], found[1]) if document is not None else None
 
 
-def output_slot_from_bytes(path: str | Path, raw: bytes) -> dict[str, Any] | None:
-    """An output slot's bytes as a document of the right shape; None when not (yet) complete JSON.
+def output_slot_from_bytes(path: str | Path, raw: bytes, *, written_at: float) -> dict[str, Any] | None:
+    """An output slot's bytes, written at `written_at`, as a document of the right shape; None when
+    not (yet) complete JSON.
 
     Raises:
         SlotInvalid: as `read_output_slot`.
     """
-    document = parse_slot(path, raw)
+    document = parse_slot(path, raw, written_at=written_at)
     if document is None:
         return None
     try:

@@ -43,7 +43,14 @@ from slotrelay.chain.errors import (
     NodeError,
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
-from slotrelay.slots import OUTPUT_STATUSES, SlotInvalid, ask_again, output_slot_from_bytes, read_slot_bytes
+from slotrelay.slots import (
+    OUTPUT_STATUSES,
+    SlotInvalid,
+    ask_again,
+    half_written_until,
+    output_slot_from_bytes,
+    read_slot_bytes,
+)
 
 _IMPORT_LOCK = threading.Lock()
 
@@ -305,7 +312,7 @@ def fresh_output(path: Path, *, since: float) -> dict[str, Any] | None:
     found = read_slot_bytes(path)
     if found is None or found[1] < since:
         return None
-    document = output_slot_from_bytes(path, found[0])
+    document = output_slot_from_bytes(path, found[0], written_at=found[1])
     if document is None:
         return None
     return document if document.get("status") in OUTPUT_STATUSES else None
@@ -336,6 +343,11 @@ def wait_for_output(path: Path, *, since: float, timeout: float | None) -> dict[
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise NodeError(TIMEOUT, f"no output slot from the external agent at {path} in {timeout} s")
+            # A writer that stops half way sends no more events: wake when its slot is to be refused.
+            refused_at = half_written_until(path, since=since)
+            if refused_at is not None:
+                until_refused = max(0.0, refused_at - time.time()) + 0.05
+                remaining = until_refused if remaining is None else min(remaining, until_refused)
             changed.wait(remaining)
     finally:
         observer.stop()

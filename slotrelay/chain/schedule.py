@@ -326,7 +326,9 @@ class ChainSchedule:
         try:
             waiting = fresh_output(output_slot_path(self.chain, node_id), since=since) is None
         except SlotInvalid:
-            waiting = True  # the sensor refuses it, with the file and field, when it routes it
+            # Refused, as a failed slot is finished: the node runs, and its task applies the chain's
+            # rules to `slot_invalid` (the sensor hands such a slot to a run starting here).
+            waiting = False
         if waiting and since and node.timeout_seconds is not None:
             # Pending longer than its timeout (the input slot's own clock): it runs, and times out by
             # the chain's rules.

@@ -14,9 +14,10 @@ and suspends the run for a decision in the UI or `slotrelay decide`). A hand-ove
 `engine:<node_id>` keyed by the slot's hash, so it happens once per content.
 
 Routing one output slot:
-1. read it: a `.tmp` or half-written file is "not there yet" (a later event brings it); anything at
-   the path that can never be a slot (a symlink, FIFO or folder, JSON that is not an object or nests
-   too deep, a field of the wrong type) is refused as `slot_invalid`, logged with file and field;
+1. read it: a `.tmp` or half-written file is "not there yet" (a later event brings it, or the
+   sensor's half-written clock refuses it); anything at the path that can never be a slot (a
+   symlink, FIFO or folder, JSON that is not an object or nests too deep, a field of the wrong type, a
+   write stopped half way) is refused as `slot_invalid`, logged with file and field;
 2. check it: the node's identity (node_id, capabilities) must match, else nothing is routed;
 3. evaluate the node's routes on it (priority order), skipping routes the ledger has for this content;
 4. write each holding route's input slot (`status: pending`, atomic), then append the routes to the
@@ -33,6 +34,7 @@ Key contracts:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -59,7 +61,7 @@ from slotrelay.ledger import (
     content_hash,
     new_routed_entry,
 )
-from slotrelay.slots import SlotInvalid, read_output_slot, read_slot, read_slot_bytes
+from slotrelay.slots import SlotInvalid, half_written_until, read_output_slot, read_slot, read_slot_bytes
 
 logger = logging.getLogger("slotrelay.sensor")
 
@@ -135,6 +137,17 @@ class ChainRouter:
                              output_slot_path(self.chain, node_id))
             return []
 
+    def _refusal_digest(self, node_id: str, bad: SlotInvalid) -> str:
+        """What identifies a refused slot: the refusal and the file's write time (its bytes may be unreadable).
+
+        A second refusal of the same kind, of a slot written again, is a new content: handed over again.
+        """
+        try:
+            written = os.lstat(output_slot_path(self.chain, node_id)).st_mtime_ns
+        except OSError:
+            written = 0
+        return content_hash(f"{bad.message}\0{written}".encode())
+
     def _hand_over(self, node_id: str, digest: str, reason: str) -> list[RoutedEntry]:
         """Give a node to the engine's rules: a run of the chain starting at it (once per content)."""
         route_id = HANDOVER + node_id
@@ -178,6 +191,14 @@ class ChainRouter:
             return None  # refused, and handed over, when its event is routed
         return since + node.timeout_seconds
 
+    def half_written_until(self, node_id: str) -> float | None:
+        """When the node's half-written output slot is to be refused (`slots.half_written_until`).
+
+        None once that time has passed: reading the slot refuses it then, so there is nothing to wait for.
+        """
+        due = half_written_until(output_slot_path(self.chain, node_id))
+        return due if due is not None and due > time.time() else None
+
     def time_out(self, node_id: str) -> list[RoutedEntry]:
         """Hand an external node over to the engine when its agent has not answered in time (`timeout`)."""
         with self.lock:
@@ -205,7 +226,7 @@ class ChainRouter:
             except SlotInvalid as bad:
                 self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id, node_id,
                            bad.code, bad.message)
-                return self._hand_over(node_id, content_hash(bad.message.encode()), f"{bad.code}: {bad.message}")
+                return self._hand_over(node_id, self._refusal_digest(node_id, bad), f"{bad.code}: {bad.message}")
             if found is None or self._asked_again(node_id):
                 return []
             document, digest = found

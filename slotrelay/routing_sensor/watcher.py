@@ -10,9 +10,11 @@ Key contracts:
   router's per-chain lock and the ledger make the event and the reconcile route it once.
 - Events are hints, never facts: the handler re-reads the slot, so a lost, repeated or reordered
   event changes nothing.
-- The only clocks are the external nodes' timeouts: one timer per node waiting for its agent, armed
-  from its input slot's write time (so a restart re-arms it where it was) after the start-up
-  reconcile and after every event; when it fires the router re-checks the slots before acting.
+- The only clocks are armed from slots' own write times (so a restart re-arms them where they were),
+  after the start-up reconcile and after every event: one per external node waiting for its agent
+  past its `timeout_seconds`, and one per output slot left half written (refused HALF_WRITTEN_SECONDS
+  after its last write: a writer that stops sends no more events). When one fires, the router
+  re-reads the slots before acting.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from slotrelay.routing_sensor.router import ChainRouter
 logger = logging.getLogger("slotrelay.sensor")
 
 _ROUTABLE_EVENTS = {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED, EVENT_TYPE_CLOSED}
+# A node's clocks: its agent's `timeout_seconds`, and its output slot left half written.
+_TIMEOUT, _HALF_WRITTEN = "timeout", "half_written"
 
 
 class _SlotEventHandler(FileSystemEventHandler):
@@ -74,7 +78,7 @@ class SlotSensor:
                 self._by_path.setdefault(path, []).append((router, node_id))
         self._observer = Observer()
         self._stop = threading.Event()
-        self._timers: dict[tuple[str, str], tuple[float, threading.Timer]] = {}
+        self._timers: dict[tuple[str, str, str], tuple[float, threading.Timer]] = {}
         self._timers_lock = threading.Lock()
 
     @property
@@ -86,36 +90,43 @@ class SlotSensor:
         """Route the output slot at `path`, if it is one the sensor watches (called per file event)."""
         for router, node_id in self._by_path.get(path, ()):
             self.coalescer.submit(router.ledger, router.route_safely(node_id))
+            self._arm(router, node_id, _HALF_WRITTEN, router.half_written_until(node_id))
         # Any event may be an input slot written for an external node (by this sensor or a run).
         for router in self.routers:
             self._arm_timeouts(router)
 
     def _arm_timeouts(self, router: ChainRouter) -> None:
         """(Re-)arm a timer for each external node of the chain waiting for its agent past a deadline."""
+        for node_id in router.timed_external_nodes():
+            self._arm(router, node_id, _TIMEOUT, router.overdue_at(node_id))
+
+    def _arm(self, router: ChainRouter, node_id: str, clock: str, due: float | None) -> None:
+        """(Re-)arm one clock of a node for `due` (epoch seconds), or disarm it when `due` is None."""
         if self._stop.is_set():
             return
-        for node_id in router.timed_external_nodes():
-            due = router.overdue_at(node_id)
-            key = (router.chain_id, node_id)
-            with self._timers_lock:
-                current = self._timers.get(key)
-                if current is not None and (due is None or current[0] != due):
-                    current[1].cancel()
-                    del self._timers[key]
-                if due is None or key in self._timers:
-                    continue
-                timer = threading.Timer(max(0.0, due - time.time()) + 0.05, self._timed_out, (router, node_id))
-                timer.daemon = True
-                self._timers[key] = (due, timer)
-                timer.start()
-
-    def _timed_out(self, router: ChainRouter, node_id: str) -> None:
+        key = (router.chain_id, node_id, clock)
         with self._timers_lock:
-            self._timers.pop((router.chain_id, node_id), None)
+            current = self._timers.get(key)
+            if current is not None and (due is None or current[0] != due):
+                current[1].cancel()
+                del self._timers[key]
+            if due is None or key in self._timers:
+                return
+            timer = threading.Timer(max(0.0, due - time.time()) + 0.05, self._fired, (router, node_id, clock))
+            timer.daemon = True
+            self._timers[key] = (due, timer)
+            timer.start()
+
+    def _fired(self, router: ChainRouter, node_id: str, clock: str) -> None:
+        with self._timers_lock:
+            self._timers.pop((router.chain_id, node_id, clock), None)
         try:
-            self.coalescer.submit(router.ledger, router.time_out(node_id))
+            if clock == _TIMEOUT:
+                self.coalescer.submit(router.ledger, router.time_out(node_id))
+            else:
+                self.coalescer.submit(router.ledger, router.route_safely(node_id))
         except Exception:  # a timer thread must not die on one chain's slots
-            logger.exception("timing out %s of chain %s failed", node_id, router.chain_id)
+            logger.exception("the %s clock of %s in chain %s failed", clock, node_id, router.chain_id)
 
     def start(self) -> None:
         """Watch, then reconcile every chain with its ledger, then request runs as targets are routed."""
@@ -130,6 +141,8 @@ class SlotSensor:
                 self.coalescer.repeat(router.ledger, run)
             self.coalescer.submit(router.ledger, entries)
             self._arm_timeouts(router)
+            for node_id in router.watched_slots().values():
+                self._arm(router, node_id, _HALF_WRITTEN, router.half_written_until(node_id))
         logger.info("watching %d output slot(s) in %s", len(self._by_path), ", ".join(map(str, self.folders)))
 
     def stop(self) -> None:

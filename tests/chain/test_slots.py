@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from slotrelay.slots import (
+    HALF_WRITTEN_SECONDS,
     SlotInvalid,
     append_babel,
+    half_written_until,
     input_slot_document,
     output_slot_document,
     parse_slot,
@@ -82,3 +85,16 @@ def test_bytes_that_can_never_become_a_slot_are_refused_and_half_an_object_waits
     for never in (b"status: completed", b"<html>", b"[1, 2", b"\xff\xfe\x00", b"completed"):
         with pytest.raises(SlotInvalid, match="is not JSON"):
             parse_slot(path, never)
+
+
+def test_half_an_object_is_refused_once_its_writer_has_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "x_output.json"
+    path.write_bytes(b'{"node_id": "x", "status": "compl')
+    written = path.stat().st_mtime
+    assert parse_slot(path, path.read_bytes(), written_at=time.time()) is None
+    assert half_written_until(path) == written + HALF_WRITTEN_SECONDS
+    assert half_written_until(path, since=written + 1) is None  # older than what the reader waits for
+    with pytest.raises(SlotInvalid, match=r"x_output.json.*half written.*5 s after its last write"):
+        parse_slot(path, path.read_bytes(), written_at=time.time() - HALF_WRITTEN_SECONDS)
+    path.write_bytes(b'{"node_id": "x", "status": "completed"}')
+    assert half_written_until(path) is None

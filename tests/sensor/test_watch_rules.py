@@ -73,6 +73,13 @@ def agent(folder: Path, *, status: str = "completed", node_id: str = "ext", data
                     json.dumps(document)], check=True, timeout=60)
 
 
+def write_raw(folder: Path, raw: bytes) -> None:
+    """An agent writing bytes that are no slot, atomically (a temporary file renamed onto the slot)."""
+    staged = folder / "slots" / "ext_output.json.agent.tmp"
+    staged.write_bytes(raw)
+    os.replace(staged, folder / "slots" / "ext_output.json")
+
+
 def alerts(folder: Path) -> list:
     return [read_alert(p) for p in sorted((folder / "alerts").glob("alert-*.json"))]
 
@@ -86,7 +93,8 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.flow_runs import resume_flow_run
 
-    cases = {name: tmp_path / name for name in ("identity", "skip", "fail", "retry", "timeout", "babel", "unknown")}
+    cases = {name: tmp_path / name for name in ("identity", "skip", "fail", "retry", "timeout", "babel", "unknown",
+                                                "notjson", "nostatus", "half")}
     chains = [write_chain(cases[name], f"wr-{name}", timeout=3 if name == "timeout" else None,
                           error_types=[*ERROR_TYPES, {"error_type": "timeout", "handling": "fail"}]
                           if name == "timeout" else None)
@@ -111,6 +119,10 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         agent(cases["retry"], status="failed", error_type="flaky")
         agent(cases["babel"], data={"answer": "once"})
         agent(cases["unknown"], status="failed", error_type="weird")
+        # Malformed slots: not JSON, a field missing, and a write that stops half way (no rename).
+        write_raw(cases["notjson"], b"status: completed\n")
+        write_raw(cases["nostatus"], json.dumps({"node_id": "ext", "data": {}}).encode())
+        (cases["half"] / "slots" / "ext_output.json").write_bytes(b'{"node_id": "ext", "status": "compl')
 
         # fail: an alert, nothing downstream.
         [failed] = alerts(cases["fail"])
@@ -156,6 +168,13 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         wait_for(lambda: alerts(cases["timeout"]), 120, "the timeout's alert")
         [timed_out] = alerts(cases["timeout"])
         assert (timed_out.error_type, timed_out.handling) == ("timeout", "fail")
+        # Each malformed slot: an alert naming the file and what was wrong; the sensor went on with the others.
+        for name, problem in (("notjson", "is not JSON"), ("nostatus", "status: Field required"),
+                              ("half", "is half written")):
+            wait_for(lambda name=name: alerts(cases[name]), 120, f"the alert of the {name} slot")
+            [refused] = alerts(cases[name])
+            assert refused.error_type == "slot_invalid", refused
+            assert "ext_output.json" in refused.message and problem in refused.message, refused.message
         with get_client(sync_client=True) as client:
             wait_for(lambda: all(r.state.is_final() for r in client.read_flow_runs() if r.name.startswith("wr-fail")),
                      120, "the fail run to end")
