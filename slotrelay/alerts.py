@@ -28,7 +28,6 @@ from slotrelay.errors import ExitCode, SlotrelayError
 from slotrelay.slots import read_slot, write_json_atomic
 
 
-
 class DecisionName(StrEnum):
     """What a person can decide on a paused run, defined once: the alert file, `slotrelay decide`'s
     choices, the Prefect form (flows/arbitration.py) and the schedule all take these."""

@@ -119,16 +119,16 @@ def test_each_error_has_its_pinned_code_and_exit_code() -> None:
     [
         (["graph", "x.json", "--format", "png"], 2, "BAD_INPUT: --format png needs --output FILE\n"),
         (["validate", "/nonexistent/c.json"], 2,
-         "CHAIN_INVALID: /nonexistent/c.json: invalid chain, 1 problem(s):\n"
-         "  $: cannot read the file: No such file or directory\n"),
+         ("CHAIN_INVALID: /nonexistent/c.json: invalid chain, 1 problem(s):\n"
+          "  $: cannot read the file: No such file or directory\n")),
         (["decide", "/nonexistent/alert.json", "retry"], 2,
          "ALERT_INVALID: /nonexistent/alert.json: no such alert file, or not a JSON object\n"),
         (["psmr", "call", "query.search", "{not json"], 2,
-         "BAD_INPUT: the request is not JSON "
-         "(Expecting property name enclosed in double quotes at column 2)\n"),
+         ("BAD_INPUT: the request is not JSON "
+          "(Expecting property name enclosed in double quotes at column 2)\n")),
         (["sandbox", "run", "-", "--inputs", "{"], 2,
-         "BAD_INPUT: --inputs: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
-         "(char 1))\n"),
+         ("BAD_INPUT: --inputs: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+          "(char 1))\n")),
         (["pen", "decide", "MPP-x-1-1", "keep"], 2,
          "PEN_INVALID_REQUEST: pen_id 'MPP-x-1-1' is not of the form MPP-{persona}-{yyyymmdd}-{nnn}\n"),
     ],
