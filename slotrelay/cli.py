@@ -44,7 +44,8 @@ def show_error(error: SlotrelayError, *, as_json: bool) -> None:
 class SlotrelayGroup(TyperGroup):
     """The root command group: turns any `SlotrelayError` a command raises into its message and exit code."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    # `ctx` is a context of typer's own copy of click, which typer does not export (typer._click): Any.
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except SlotrelayError as error:
