@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values, set_key
 
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import EnvironmentMissing
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HOME = PROJECT_ROOT / ".slotrelay" / "prefect"
@@ -43,7 +43,7 @@ DATABASE_URL_NAME = "PREFECT_API_DATABASE_CONNECTION_URL"
 DATABASE_URL_NAMES = ("PREFECT_SERVER_DATABASE_CONNECTION_URL", DATABASE_URL_NAME)
 
 
-class ServerStartError(SlotrelayError):
+class ServerStartError(EnvironmentMissing):
     """The Prefect server did not start or did not answer on /api/health in time."""
 
     code = "PREFECT_SERVER_UNAVAILABLE"

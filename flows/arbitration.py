@@ -35,7 +35,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
@@ -45,9 +44,18 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJs
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from slotrelay.alerts import DECISION_HELP, Alert, Decision, alert_path, read_alert, utc_stamp, write_alert
+from flows.notes import RunNotes
+from slotrelay.alerts import (
+    DECISION_HELP,
+    Alert,
+    Decision,
+    DecisionName,
+    alert_path,
+    read_alert,
+    utc_stamp,
+    write_alert,
+)
 from slotrelay.chain import Chain
-from slotrelay.enginelog import engine_logger
 from slotrelay.slots import now_iso
 
 POLL_SECONDS = 0.5
@@ -88,7 +96,11 @@ class ArbitrationDecision(RunInput):
 
     model_config = ConfigDict(json_schema_extra=_via_outside_the_form)
 
-    decision: Literal["continue", "retry", "terminate", "reload"]
+    # The schema Prefect's forms render: a plain list of choices (an enum's $ref is not one they all follow).
+    decision: Annotated[
+        DecisionName,
+        WithJsonSchema({"enum": [name.value for name in DecisionName], "title": "Decision", "type": "string"}),
+    ]
     comment: str | None = None
     data: Annotated[
         dict[str, Any] | None,
@@ -153,9 +165,8 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
         pause_timeout_seconds=chain.pause_timeout_seconds if arbitrate else None,
     )
     path = write_alert(alert_path(chain.alerts_dir, alert.node_id), alert)
-    line = f"ALERT {alert.handling} {alert.node_id} {alert.error_type}: {alert.message} ({path})"
-    engine_logger(chain.logs_dir).warning(line)
-    get_run_logger().warning(line)
+    RunNotes(chain).warning("ALERT %s %s %s: %s (%s)", alert.handling, alert.node_id, alert.error_type,
+                            alert.message, path)
     create_markdown_artifact(markdown=_markdown(alert, path), description=f"alert: {alert.node_id} {alert.error_type}")
     return path
 
@@ -200,10 +211,8 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
     history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions
     alert = _set_status(path, status="paused", decision=None, previous_decisions=history)
     key = pause_key(path, len(history))
-    log = get_run_logger()
-    engine = engine_logger(chain.logs_dir)
-    log.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
-    engine.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
+    notes = RunNotes(chain)
+    notes.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
     refused: str | None = None
     for asked in itertools.count():
         form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path, refused=refused))
@@ -216,13 +225,12 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
                                         poll_interval=POLL_SECONDS, key=asked_key)
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")
-            engine.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
+            notes.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
             raise
         except ValidationError as bad:
             # The server took the answer (its schema sees only a string) and the run is Running again.
             refused = _refusal(bad)
-            log.error("answer on %s refused, asking again: %s", alert.node_id, refused)
-            engine.error("answer on %s refused, asking again: %s", alert.node_id, refused)
+            notes.error("answer on %s refused, asking again: %s", alert.node_id, refused)
         else:
             break
     decision = Decision(
@@ -234,7 +242,6 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         via=answer.via,
     )
     _set_status(path, status="decided", decision=decision)
-    log.info("decision on %s: %s (%s)", alert.node_id, decision.decision, decision.comment or "no comment")
-    engine.info("decision on %s: %s by %s via %s (%s)", alert.node_id, decision.decision, decision.decided_by,
-                decision.via, decision.comment or "no comment")
+    notes.info("decision on %s: %s by %s via %s (%s)", alert.node_id, decision.decision.value, decision.decided_by,
+               decision.via, decision.comment or "no comment")
     return decision

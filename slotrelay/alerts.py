@@ -18,28 +18,41 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import ExitCode, SlotrelayError
 from slotrelay.slots import read_slot, write_json_atomic
 
-DecisionName = Literal["continue", "retry", "terminate", "reload"]
-DECISIONS: tuple[str, ...] = ("continue", "retry", "terminate", "reload")
-DECISION_HELP = {
-    "continue": "treat the node as done with the data you give (--data JSON), or as skipped without data",
-    "retry": "run the node again",
-    "terminate": "fail the run; nothing downstream runs",
-    "reload": "re-read node_chain.json, validate it, and run the node again under the new rules",
+
+class DecisionName(StrEnum):
+    """What a person can decide on a paused run, defined once: the alert file, `slotrelay decide`'s
+    choices, the Prefect form (flows/arbitration.py) and the schedule all take these."""
+
+    continue_ = "continue"
+    retry = "retry"
+    terminate = "terminate"
+    reload = "reload"
+
+
+DECISION_HELP: dict[DecisionName, str] = {
+    DecisionName.continue_: (
+        "treat the node as done with the data you give (--data JSON), or as skipped without data"
+    ),
+    DecisionName.retry: "run the node again",
+    DecisionName.terminate: "fail the run; nothing downstream runs",
+    DecisionName.reload: "re-read node_chain.json, validate it, and run the node again under the new rules",
 }
 
 
 class AlertError(SlotrelayError):
-    """An alert file that cannot be read, or a decision it cannot take."""
+    """An alert file that cannot be read, or a decision it cannot take (input to fix: exit 2)."""
 
     code = "ALERT_INVALID"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class Decision(BaseModel):

@@ -1,19 +1,37 @@
-"""The root of slotrelay's error tree.
+"""The root of slotrelay's error tree, and the exit code each error means to the `slotrelay` command.
 
-Every error the core raises derives from `SlotrelayError` and carries a stable `code`
-(the seeds name them: the chain's error types, MPP-E001..E006, WORKSPACE_NOT_FOUND, ...).
-Each part keeps its own subtree in its package:
+Every error the core raises derives from `SlotrelayError` and carries a stable `code` (the
+chain's error types, MPP-E001..E006, WORKSPACE_NOT_FOUND, ...) and an `exit_code`. Each part keeps
+its own subtree in its package:
 
-    SlotrelayError
+    SlotrelayError                                      exit 1 unless a subclass says otherwise
+     +-- BadInput              code BAD_INPUT           exit 2: an option, file or value the user can fix
+     +-- EnvironmentMissing    code ENVIRONMENT_MISSING exit 3: something to install, start or set first
      +-- ChainError            slotrelay.chain.errors
      +-- SandboxError          slotrelay.sandbox.errors
      +-- PenError              slotrelay.pen.errors      (code MPP-E00n)
      +-- PsmrError             slotrelay.psmr.errors     (the twelve PSMR codes)
 
-Only `slotrelay.cli` turns these into exit codes and messages.
+Only `slotrelay.cli` turns these into an exit and a message (`CODE: message` on stderr), in one
+place, the way click handles its `ClickException` once.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+
+class ExitCode(IntEnum):
+    """What the `slotrelay` command's exit status means, for every command."""
+
+    OK = 0
+    FAILED = 1
+    """The work ran and failed: a failed flow run, a program that ended in error, a broken audit log."""
+    BAD_INPUT = 2
+    """An invalid chain, intent, request, option or file: fix the input and run again."""
+    ENVIRONMENT_MISSING = 3
+    """No Docker daemon, no Prefect server, a package not installed, no code model configured."""
 
 
 class SlotrelayError(Exception):
@@ -21,16 +39,42 @@ class SlotrelayError(Exception):
 
     Parameters:
         message: what went wrong, naming the field, file or value involved.
-        code: a stable identifier a program can match on.
+        code: a stable identifier a program can match on (default: the class's).
+        exit_code: the `slotrelay` command's exit status for it (default: the class's).
     """
 
     code: str = "SLOTRELAY_ERROR"
+    exit_code: ExitCode = ExitCode.FAILED
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, exit_code: ExitCode | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+    def format_message(self) -> str:
+        """What the command line prints after `CODE: ` (more lines when there is more to say)."""
+        return self.message
+
+    def to_json(self) -> dict[str, Any]:
+        """The `{"error": {"code", "message"}}` object a command run with `--json` prints instead."""
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+class BadInput(SlotrelayError, ValueError):
+    """An option, file or value the user gave that the command cannot use."""
+
+    code = "BAD_INPUT"
+    exit_code = ExitCode.BAD_INPUT
+
+
+class EnvironmentMissing(SlotrelayError, RuntimeError):
+    """Something the command needs is not installed, not running or not set; nothing ran."""
+
+    code = "ENVIRONMENT_MISSING"
+    exit_code = ExitCode.ENVIRONMENT_MISSING

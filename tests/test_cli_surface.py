@@ -1,10 +1,18 @@
-"""The `slotrelay` command tree is public surface: a change to it is a reviewed change of this list."""
+"""The `slotrelay` command tree and its exits are public surface: a change to either is a reviewed change
+of the lists below."""
 
 from __future__ import annotations
 
+import importlib
+import json
+from pathlib import Path
+
+import pytest
 import typer.main
+from typer.testing import CliRunner
 
 from slotrelay.cli import app
+from slotrelay.errors import ExitCode, SlotrelayError
 
 COMMANDS = """
 decide
@@ -28,6 +36,53 @@ validate
 watch
 """
 
+# Every error the CLI can report: its class, stable code and exit code (1 failed, 2 bad input,
+# 3 environment missing). slotrelay.cli prints `CODE: message` and exits with the code.
+ERROR_EXITS = """
+deployments.server.ServerStartError PREFECT_SERVER_UNAVAILABLE 3
+slotrelay.alerts.AlertError ALERT_INVALID 2
+slotrelay.chain.errors.ChainError CHAIN_INVALID 2
+slotrelay.chain.errors.ChainValidationError CHAIN_INVALID 2
+slotrelay.chain.errors.ExecutorUnavailable SLOTRELAY_ERROR 1
+slotrelay.chain.errors.NodeError SLOTRELAY_ERROR 1
+slotrelay.errors.BadInput BAD_INPUT 2
+slotrelay.errors.EnvironmentMissing ENVIRONMENT_MISSING 3
+slotrelay.errors.SlotrelayError SLOTRELAY_ERROR 1
+slotrelay.pen.errors.CodeGenerationFailed MPP-E003 1
+slotrelay.pen.errors.ExecutionTimedOut MPP-E004 1
+slotrelay.pen.errors.IllegalTransition PEN_ILLEGAL_TRANSITION 2
+slotrelay.pen.errors.IntentRejected MPP-E001 2
+slotrelay.pen.errors.InvalidPenRequest PEN_INVALID_REQUEST 2
+slotrelay.pen.errors.ModelNotConfigured PEN_MODEL_NOT_CONFIGURED 3
+slotrelay.pen.errors.PenError PEN_ERROR 1
+slotrelay.pen.errors.PenNotFound PEN_NOT_FOUND 2
+slotrelay.pen.errors.PenRunFailed PEN_RUN_FAILED 1
+slotrelay.pen.errors.PermissionViolation MPP-E005 1
+slotrelay.pen.errors.SandboxStartFailed MPP-E002 3
+slotrelay.pen.errors.ShareRejected MPP-E006 1
+slotrelay.psmr.errors.CapabilityDenied CAPABILITY_DENIED 2
+slotrelay.psmr.errors.ConflictRequiresReview CONFLICT_REQUIRES_REVIEW 2
+slotrelay.psmr.errors.ExecutionFailed EXECUTION_FAILED 1
+slotrelay.psmr.errors.InvalidQuery INVALID_QUERY 2
+slotrelay.psmr.errors.ObjectNotFound OBJECT_NOT_FOUND 2
+slotrelay.psmr.errors.OperatorUnavailable OPERATOR_UNAVAILABLE 2
+slotrelay.psmr.errors.PolicyBlocked POLICY_BLOCKED 2
+slotrelay.psmr.errors.PsmrError PSMR_ERROR 1
+slotrelay.psmr.errors.TypeMismatch TYPE_MISMATCH 2
+slotrelay.psmr.errors.UnresolvedRequiredInput UNRESOLVED_REQUIRED_INPUT 2
+slotrelay.psmr.errors.UnsupportedProjection UNSUPPORTED_PROJECTION 2
+slotrelay.psmr.errors.ValidationFailed VALIDATION_FAILED 1
+slotrelay.psmr.errors.WorkspaceNotFound WORKSPACE_NOT_FOUND 2
+slotrelay.sandbox.errors.SandboxError SANDBOX_ERROR 1
+slotrelay.sandbox.errors.SandboxImageError SANDBOX_IMAGE 1
+slotrelay.sandbox.errors.SandboxRequestError SANDBOX_BAD_REQUEST 2
+slotrelay.sandbox.errors.SandboxUnavailable SANDBOX_UNAVAILABLE 3
+"""
+ERROR_MODULES = ("slotrelay.errors", "slotrelay.alerts", "slotrelay.chain.errors", "slotrelay.pen.errors",
+                 "slotrelay.psmr.errors", "slotrelay.sandbox.errors", "deployments.server")
+
+runner = CliRunner()
+
 
 def command_paths(command, prefix: str = "") -> list[str]:
     """Every leaf command under `command`, as space-separated paths."""
@@ -41,3 +96,54 @@ def command_paths(command, prefix: str = "") -> list[str]:
 
 def test_the_command_tree_is_the_documented_one() -> None:
     assert sorted(command_paths(typer.main.get_command(app))) == COMMANDS.split("\n")[1:-1]
+
+
+def subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *subclasses(direct))]
+
+
+def test_each_error_has_its_pinned_code_and_exit_code() -> None:
+    for module in ERROR_MODULES:
+        importlib.import_module(module)
+    found = {
+        f"{cls.__module__}.{cls.__qualname__} {cls.code} {int(cls.exit_code)}"
+        for cls in [SlotrelayError, *subclasses(SlotrelayError)]
+        if cls.__module__ in ERROR_MODULES
+    }
+    assert sorted(found) == ERROR_EXITS.split("\n")[1:-1]
+    assert [int(code) for code in ExitCode] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "stderr"),
+    [
+        (["graph", "x.json", "--format", "png"], 2, "BAD_INPUT: --format png needs --output FILE\n"),
+        (["validate", "/nonexistent/c.json"], 2,
+         ("CHAIN_INVALID: /nonexistent/c.json: invalid chain, 1 problem(s):\n"
+          "  $: cannot read the file: No such file or directory\n")),
+        (["decide", "/nonexistent/alert.json", "retry"], 2,
+         "ALERT_INVALID: /nonexistent/alert.json: no such alert file, or not a JSON object\n"),
+        (["psmr", "call", "query.search", "{not json"], 2,
+         ("BAD_INPUT: the request is not JSON "
+          "(Expecting property name enclosed in double quotes at column 2)\n")),
+        (["sandbox", "run", "-", "--inputs", "{"], 2,
+         ("BAD_INPUT: --inputs: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+          "(char 1))\n")),
+        (["pen", "decide", "MPP-x-1-1", "keep"], 2,
+         "PEN_INVALID_REQUEST: pen_id 'MPP-x-1-1' is not of the form MPP-{persona}-{yyyymmdd}-{nnn}\n"),
+    ],
+)
+def test_an_error_is_one_message_on_stderr_and_its_exit_code(args: list[str], exit_code: int,
+                                                              stderr: str) -> None:
+    done = runner.invoke(app, args, input="")
+    assert (done.exit_code, done.stderr, done.stdout) == (exit_code, stderr, "")
+
+
+def test_with_json_a_pen_error_is_its_json_object_on_stdout(tmp_path: Path) -> None:
+    missing = tmp_path / "absent"
+    done = runner.invoke(app, ["pen", "audit", "verify", "--root", str(missing), "--json"])
+    assert done.exit_code == 2 and done.stderr == ""
+    assert json.loads(done.stdout)["error"] == {
+        "code": "PEN_INVALID_REQUEST",
+        "message": f"--root: {missing} does not exist (create the folder first, or name the pen's folder)",
+    }

@@ -6,6 +6,8 @@
      +-- NodeError                      a node's run failed; `code` is the chain's error_type
      +-- ExecutorUnavailable            an executor kind whose module is not installed
 
+A `ChainError` is input to fix (exit 2), unless it says otherwise (GRAPHVIZ_MISSING exits 3).
+
 `NodeError.error_type` is matched against the chain's `error_types` (retry / skip / fail); a type the
 chain does not declare is handled as `unknown` (L5: the run pauses for a person).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import ExitCode, SlotrelayError
 
 # Error types the engine itself raises; a chain decides their handling by declaring them.
 INPUT_MISSING = "input_missing"
@@ -47,6 +49,7 @@ class ChainError(SlotrelayError):
     """A chain file that cannot be read or used."""
 
     code = "CHAIN_INVALID"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ChainValidationError(ChainError):
@@ -61,7 +64,7 @@ class ChainValidationError(ChainError):
         self.source = source
         self.problems = problems
         lines = "\n".join(f"  {problem}" for problem in problems)
-        super().__init__(f"{source}: {len(problems)} problem(s)\n{lines}")
+        super().__init__(f"{source}: invalid chain, {len(problems)} problem(s):\n{lines}")
 
 
 class NodeError(SlotrelayError):

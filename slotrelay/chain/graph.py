@@ -19,6 +19,7 @@ import networkx as nx
 
 from slotrelay.chain.errors import ChainError, Problem
 from slotrelay.chain.models import Chain, Route
+from slotrelay.errors import ExitCode
 
 MAX_NAMES_SHOWN = 10
 """Node names spelled out in one cycle message."""
@@ -207,7 +208,8 @@ def render_png(chain: Chain) -> bytes:
     try:
         return graphviz.Source(render_dot(chain)).pipe(format="png")
     except graphviz.ExecutableNotFound:
-        raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)", code="GRAPHVIZ_MISSING") from None
+        raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)",
+                         code="GRAPHVIZ_MISSING", exit_code=ExitCode.ENVIRONMENT_MISSING) from None
     except subprocess.CalledProcessError as failed:
         said = (failed.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise ChainError(f"Graphviz `dot` could not draw this chain (exit {failed.returncode}"

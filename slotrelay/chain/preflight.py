@@ -20,7 +20,7 @@ from dotenv import load_dotenv
 
 from slotrelay.chain.executors import EXECUTORS
 from slotrelay.chain.models import Chain
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import EnvironmentMissing
 
 MIN_PYTHON = (3, 11)
 ENGINE_PACKAGES = {
@@ -31,16 +31,6 @@ ENGINE_PACKAGES = {
     "networkx": "networkx",
     "pydantic": "pydantic",
 }
-
-
-class EnvironmentMissing(SlotrelayError):
-    """Something the chain needs is not installed, not set, or not writable (nothing ran)."""
-
-    code = "ENVIRONMENT_MISSING"
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 def dependency_problems(chain: Chain) -> list[str]:
@@ -117,8 +107,8 @@ def preflight(chain: Chain) -> None:
     """Run L1 then L2.
 
     Raises:
-        EnvironmentMissing: every problem found.
+        EnvironmentMissing: every problem found, one line `cannot start: ...` each.
     """
     problems = (dependency_problems(chain) + sandbox_problems(chain)) or path_problems(chain)
     if problems:
-        raise EnvironmentMissing(problems)
+        raise EnvironmentMissing("\n".join(f"cannot start: {problem}" for problem in problems))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from slotrelay.alerts import Alert, Decision
+from slotrelay.alerts import Alert, Decision, DecisionName
 from slotrelay.chain.errors import UNKNOWN, ChainValidationError, NodeError
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain, Route
@@ -451,11 +451,11 @@ class ChainSchedule:
 
     def decided(self, node_id: str, alert: Path, decision: Decision) -> None:
         """Apply a person's decision on a paused node (continue, retry, terminate, reload)."""
-        if decision.decision == "terminate":
+        if decision.decision == DecisionName.terminate:
             self.status[node_id] = "Failed"
             self.terminated = f"terminated by a decision on {node_id}"
             return
-        if decision.decision == "continue":
+        if decision.decision == DecisionName.continue_:
             attempt = self.attempts[node_id]
             if node_id in self._loop_paused and decision.data is None:
                 # Past a rework loop's bound: its output stands, and the run goes on without the loop.
@@ -472,7 +472,7 @@ class ChainSchedule:
             if document is not None:
                 self.route(node_id, document)
             return
-        if decision.decision == "reload":
+        if decision.decision == DecisionName.reload:
             try:
                 reloaded = load_chain(
                     self.chain.source,

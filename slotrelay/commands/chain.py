@@ -1,7 +1,8 @@
 """`slotrelay validate | graph | run | decide`: the chain engine's commands.
 
-Exit codes (see slotrelay.cli): 0 ok, 1 the run failed, 2 bad input (an invalid chain, alert or
-decision), 3 the environment is missing something (a package, a writable folder, a Prefect server).
+Exit codes (`slotrelay.errors.ExitCode`, printed and mapped in slotrelay.cli): 0 ok, 1 the run failed,
+2 bad input (an invalid chain, alert or decision), 3 the environment is missing something (a package, a
+writable folder, a Prefect server).
 Prefect is imported inside the commands that need it, so `validate` and `graph` stay fast, and so
 is the chain engine, so every other `slotrelay` command (`mcp serve` first) starts without it.
 """
@@ -19,6 +20,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from slotrelay.alerts import DecisionName
+from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
+
 app = typer.Typer(no_args_is_help=True)
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -32,27 +36,10 @@ class GraphFormat(str, Enum):
     png = "png"
 
 
-class DecisionChoice(str, Enum):
-    continue_ = "continue"
-    retry = "retry"
-    terminate = "terminate"
-    reload = "reload"
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    # A chain file may hold lone surrogates (valid JSON escapes) that no stream can encode.
-    err.print(message.encode("utf-8", "backslashreplace").decode("utf-8"), markup=False, highlight=False)
-    return typer.Exit(code)
-
-
 def _load(path: Path, slots_root: Path | None = None) -> Any:
-    from slotrelay.chain import ChainValidationError, load_chain
+    from slotrelay.chain import load_chain
 
-    try:
-        return load_chain(path, slots_root=slots_root)
-    except ChainValidationError as invalid:
-        lines = "\n".join(f"  {problem}" for problem in invalid.problems)
-        raise _fail(f"{path}: invalid chain, {len(invalid.problems)} problem(s):\n{lines}", 2) from None
+    return load_chain(path, slots_root=slots_root)
 
 
 @app.command()
@@ -70,19 +57,15 @@ def graph(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
 ) -> None:
     """Draw a chain: Mermaid or Graphviz DOT text, or a PNG rendered by Graphviz."""
-    from slotrelay.chain import ChainError
     from slotrelay.chain.graph import render_dot, render_mermaid, render_png
 
     if format is GraphFormat.png and output is None:
-        raise _fail("--format png needs --output FILE", 2)
+        raise BadInput("--format png needs --output FILE")
     if output is not None:
         _check_writable(output)
     chain = _load(chain_path)
     if format is GraphFormat.png:
-        try:
-            drawing = render_png(chain)
-        except ChainError as failed:
-            raise _fail(f"{chain_path}: {failed}", 3 if failed.code == "GRAPHVIZ_MISSING" else 2) from None
+        drawing = render_png(chain)
     else:
         text = render_mermaid(chain) if format is GraphFormat.mermaid else render_dot(chain)
         if output is None:
@@ -92,16 +75,16 @@ def graph(
     try:
         output.write_bytes(drawing)
     except OSError as unwritable:
-        raise _fail(f"--output {output}: cannot write: {unwritable.strerror}", 2) from None
+        raise BadInput(f"--output {output}: cannot write: {unwritable.strerror}") from None
     err.print(f"wrote {output}", markup=False, highlight=False)
 
 
 def _check_writable(output: Path) -> None:
     """Refuse an --output that cannot be a file before any work: a folder, or a file in a missing folder."""
     if output.is_dir():
-        raise _fail(f"--output {output}: is a folder; name a file", 2)
+        raise BadInput(f"--output {output}: is a folder; name a file")
     if not output.parent.is_dir():
-        raise _fail(f"--output {output}: the folder {output.parent} does not exist", 2)
+        raise BadInput(f"--output {output}: the folder {output.parent} does not exist")
 
 
 def _short(path: Path) -> str:
@@ -151,22 +134,16 @@ def run(
                          "their input) are not run again")] = False,
 ) -> None:
     """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none answers)."""
-    from slotrelay.chain.preflight import EnvironmentMissing, preflight
+    from slotrelay.chain.preflight import preflight
 
     chain = _load(chain_path, slots_root)
-    try:
-        preflight(chain)
-    except EnvironmentMissing as missing:
-        raise _fail("\n".join(f"cannot start: {p}" for p in missing.problems), 3) from None
-    from deployments.server import DEFAULT_HOME, ServerStartError, api_answers, ensure_server
+    preflight(chain)
+    from deployments.server import DEFAULT_HOME, api_answers, ensure_server
 
     answering = [url for url in (os.environ.get("PREFECT_API_URL"), "http://127.0.0.1:4200/api")
                  if url and api_answers(url)]
-    try:
-        with err.status("connecting to the Prefect server (starting one if none answers)"):
-            api_url = ensure_server()
-    except ServerStartError as down:
-        raise _fail(f"cannot start: {down.message}", 3) from None
+    with err.status("connecting to the Prefect server (starting one if none answers)"):
+        api_url = ensure_server()
     if api_url in answering:
         err.print(f"using the Prefect server at {api_url}", markup=False, highlight=False)
     else:
@@ -182,45 +159,46 @@ def run(
                           return_state=True)
         summary = read_summary(chain, state)
     if summary is None:
-        raise _fail(f"the flow run ended {state.type.value} before it could summarise: {state.message}", 1)
+        raise SlotrelayError(f"the flow run ended {state.type.value} before it could summarise: {state.message}",
+                             code="CHAIN_RUN_FAILED")
     if as_json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
         _summary_table(chain, summary, api_url.removesuffix("/api"))
-    raise typer.Exit(0 if summary["state"] == "COMPLETED" else 1)
+    if summary["state"] != "COMPLETED":
+        # The summary above says what failed: exit without a second report.
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @app.command()
 def decide(
     alert_file: Annotated[Path, typer.Argument(help="the alert JSON in alerts/")],
-    decision: Annotated[DecisionChoice, typer.Argument(help="continue, retry, terminate or reload")],
+    decision: Annotated[DecisionName, typer.Argument(help="continue, retry, terminate or reload")],
     comment: Annotated[str | None, typer.Option(help="why; kept in the alert file")] = None,
     data: Annotated[str | None, typer.Option(help="with continue: the node's output data, a JSON object")] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
     from slotrelay.alerts import AlertError, read_alert
 
-    try:
-        alert = read_alert(alert_file)
-    except AlertError as bad:
-        raise _fail(str(bad.message), 2) from None
+    alert = read_alert(alert_file)
     if alert.decision is not None or alert.status in ("decided", "timed_out"):
-        raise _fail(f"{alert_file}: already {alert.status}, nothing to decide", 2)
+        raise AlertError(f"{alert_file}: already {alert.status}, nothing to decide")
     if alert.handling not in ("arbitrate", "escalate") or not alert.flow_run_id:
-        raise _fail(f"{alert_file}: this alert ({alert.handling}) does not wait for a decision", 2)
+        raise AlertError(f"{alert_file}: this alert ({alert.handling}) does not wait for a decision")
     payload: dict[str, Any] | None = None
     if data is not None:
         try:
             payload = json.loads(data)
         except json.JSONDecodeError as bad:
-            raise _fail(f"--data is not JSON: {bad.msg}", 2) from None
+            raise BadInput(f"--data is not JSON: {bad.msg}") from None
         if not isinstance(payload, dict):
-            raise _fail("--data must be a JSON object", 2)
+            raise BadInput("--data must be a JSON object")
     from deployments.server import api_answers
 
     api_url = os.environ.get("PREFECT_API_URL", "http://127.0.0.1:4200/api")
     if not api_answers(api_url):
-        raise _fail(f"no Prefect server answers at {api_url} (set PREFECT_API_URL)", 3)
+        raise EnvironmentMissing(f"no Prefect server answers at {api_url} (set PREFECT_API_URL)",
+                                 code="PREFECT_SERVER_UNAVAILABLE")
     os.environ["PREFECT_API_URL"] = api_url
     from uuid import UUID
 
@@ -237,8 +215,8 @@ def decide(
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
             resume_flow_run(UUID(alert.flow_run_id), run_input=run_input)
     except (NotPausedError, FlowPauseTimeout):
-        raise _fail(f"flow run {alert.flow_run_id} is no longer paused: refused", 2) from None
+        raise AlertError(f"flow run {alert.flow_run_id} is no longer paused: refused") from None
     except ObjectNotFound:
-        raise _fail(f"flow run {alert.flow_run_id} does not exist on {api_url}", 2) from None
+        raise AlertError(f"flow run {alert.flow_run_id} does not exist on {api_url}") from None
     out.print(f"resumed flow run {alert.flow_run_id}: {decision.value} on {alert.node_id}", markup=False,
               highlight=False)

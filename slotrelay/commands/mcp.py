@@ -1,9 +1,9 @@
 """`slotrelay mcp serve`: the PSMR MCP server, on stdio (for an MCP host) or streamable HTTP.
 
 The MCP SDK and `psmr_mcp` are imported inside the command so `slotrelay --help` stays fast and the
-core never depends on them. Exit codes: 2 for a bad option or a folder that cannot be served, 1 when
-building a workspace at start fails, 3 when the MCP SDK is missing; 0 after a clean stop (stdin
-closed, or Ctrl-C).
+core never depends on them. Exit codes (printed and mapped in slotrelay.cli): 2 for a bad option or a
+folder that cannot be served, 1 when building a workspace at start fails, 3 when the MCP SDK is
+missing; 0 after a clean stop (stdin closed, or Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import BadInput, EnvironmentMissing
 from slotrelay.psmr.grants import Grants
 
 if TYPE_CHECKING:
@@ -26,15 +26,6 @@ app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.
 
 # Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages.
 console = Console(stderr=True)
-
-# Codes of input the caller can fix (exit 2); every other PSMR code means the work failed (exit 1).
-_BAD_INPUT_CODES = {
-    "INVALID_QUERY",
-    "TYPE_MISMATCH",
-    "CAPABILITY_DENIED",
-    "WORKSPACE_NOT_FOUND",
-    "OBJECT_NOT_FOUND",
-}
 
 
 @app.command("serve")
@@ -92,23 +83,17 @@ def serve(
         from psmr_mcp import WorkspaceRegistry, build_server
         from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio, session_idle_timeout
     except ImportError as exc:
-        console.print(f"[red]slotrelay mcp:[/] the MCP SDK is not installed ({exc}); run `pip install -e .`")
-        raise typer.Exit(3) from exc
+        raise EnvironmentMissing(f"the MCP SDK is not installed ({exc}); run `pip install -e .`") from exc
 
-    try:
-        address = parse_http_address(http) if http else None
-        idle_timeout_s = session_idle_timeout()
-        registry = WorkspaceRegistry(workspace, store=store)
-        for folder in workspace:
-            _build_at_start(registry, folder)
-    except SlotrelayError as exc:
-        console.print(f"[red]slotrelay mcp:[/] {exc}")
-        raise typer.Exit(2 if getattr(exc, "code", "") in _BAD_INPUT_CODES else 1) from exc
+    address = parse_http_address(http) if http else None
+    idle_timeout_s = session_idle_timeout()
+    registry = WorkspaceRegistry(workspace, store=store)
+    for folder in workspace:
+        _build_at_start(registry, folder)
 
     for root in allow_write or []:
         if not root.is_dir():
-            console.print(f"[red]slotrelay mcp:[/] --allow-write {root}: not a folder")
-            raise typer.Exit(2)
+            raise BadInput(f"--allow-write {root}: not a folder")
     grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
     server = build_server(registry, grants=grants)
     served = ", ".join(w.workspace_id for w in registry.served())
@@ -129,22 +114,15 @@ def serve(
 
             anyio.run(lambda: serve_http(server, host, port, on_ready=ready, idle_timeout_s=idle_timeout_s))
     except OSError as exc:
-        console.print(
-            f"[red]slotrelay mcp:[/] --http {http}: cannot listen ({exc.strerror or exc}); pick another port"
-        )
-        raise typer.Exit(2) from exc
+        raise BadInput(f"--http {http}: cannot listen ({exc.strerror or exc}); pick another port") from exc
     except KeyboardInterrupt:
         console.print("PSMR MCP server stopped")
-
-
-def _usage(message: str) -> SlotrelayError:
-    return SlotrelayError(message, code="INVALID_QUERY")
 
 
 def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
     """Build or load one `--workspace` folder, with a progress bar when stderr is a terminal."""
     if not folder.is_dir():
-        raise _usage(f"--workspace {folder}: not a folder")
+        raise BadInput(f"--workspace {folder}: not a folder")
     if console.is_terminal:
         summary = _build_with_bar(registry, folder)
     else:

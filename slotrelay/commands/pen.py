@@ -1,13 +1,13 @@
 """`slotrelay pen write | decide | review | audit verify`: the magic pen's commands.
 
-Exit codes (see slotrelay.cli):
+Exit codes (each `PenError`'s `exit_code`, printed and mapped in slotrelay.cli):
     0  ok
     1  the work ran and failed: the program ended in error (its output is printed all the same),
        MPP-E003 code generation, MPP-E004 timeout, MPP-E005 violation, MPP-E006 share rejected,
        PEN_RUN_FAILED an error no code names (the pen is cleaned up and its call recorded)
     2  bad input: MPP-E001 intent, an invalid request, pen_id, action or state change
     3  the environment is missing something: MPP-E002 no sandbox, no code model configured
-With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}`.
+With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}` on stdout.
 The pen is imported inside the commands, so every other `slotrelay` command starts without it.
 """
 
@@ -26,10 +26,11 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from slotrelay.commands import json_errors
+from slotrelay.errors import ExitCode
 from slotrelay.pen.terms import PenAction, Verdict
 
 if TYPE_CHECKING:
-    from slotrelay.pen.errors import PenError
     from slotrelay.pen.writer import PenOutcome
 
 app = typer.Typer(
@@ -40,24 +41,10 @@ app.add_typer(audit_app, name="audit")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-EXIT_CODES = {
-    "MPP-E001": 2,
-    "MPP-E002": 3,
-    "MPP-E003": 1,
-    "MPP-E004": 1,
-    "MPP-E005": 1,
-    "MPP-E006": 1,
-    "PEN_INVALID_REQUEST": 2,
-    "PEN_ILLEGAL_TRANSITION": 2,
-    "PEN_NOT_FOUND": 2,
-    "PEN_MODEL_NOT_CONFIGURED": 3,
-    "PEN_RUN_FAILED": 1,
-}
-
 Root = Annotated[
     Path, typer.Option("--root", help="the existing folder where the pen keeps its files and audit log")
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object", callback=json_errors)]
 
 
 class Backend(str, Enum):
@@ -69,19 +56,7 @@ class Backend(str, Enum):
 SandboxBackend = Annotated[Backend | None, typer.Option("--backend", help="sandbox backend: docker or bwrap")]
 
 
-def _fail(error: PenError, as_json: bool) -> typer.Exit:
-    if as_json:
-        out.print_json(data=error.to_json())
-    else:
-        err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
-        for key, value in error.details.items():
-            err.print(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)}", markup=False)
-        if error.audit:
-            err.print(f"  audit: {error.audit}", markup=False)
-    return typer.Exit(EXIT_CODES.get(error.code, 1))
-
-
-def _check_root(root: Path, as_json: bool, *, writes: bool = True) -> None:
+def _check_root(root: Path, *, writes: bool = True) -> None:
     """Refuse a --root the pen cannot use, before any work: it must be an existing (writable) folder.
 
     A missing root is not created: a mistyped one would scatter pens and an audit log where nobody
@@ -97,7 +72,7 @@ def _check_root(root: Path, as_json: bool, *, writes: bool = True) -> None:
         return
     from slotrelay.pen.errors import InvalidPenRequest
 
-    raise _fail(InvalidPenRequest(problem), as_json)
+    raise InvalidPenRequest(problem)
 
 
 def _progress(message: str, as_json: bool) -> AbstractContextManager[object]:
@@ -173,7 +148,7 @@ def write(
     as_json: AsJson = False,
 ) -> None:
     """Turn an intent into code, run it in the sandbox, and erase, keep or share it."""
-    _check_root(root, as_json)
+    _check_root(root)
     body: dict[str, Any] = _json_value(request, "--request") or {}
     if not isinstance(body, dict):
         raise typer.BadParameter("--request: must be a JSON object")
@@ -199,25 +174,22 @@ def write(
         options["persist_hint"] = persist_hint
     body.setdefault("intent", "")
     from slotrelay.pen import write as pen_write
-    from slotrelay.pen.errors import PenError
     from slotrelay.pen.model_client import ModelSettings
 
-    try:
-        with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
-            outcome = pen_write(
-                body,
-                root=root,
-                model=ModelSettings.from_env(env_file=root / ".env"),
-                backend=backend.value if backend else None,
-            )
-    except PenError as error:
-        raise _fail(error, as_json) from None
+    with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
+        outcome = pen_write(
+            body,
+            root=root,
+            model=ModelSettings.from_env(env_file=root / ".env"),
+            backend=backend.value if backend else None,
+        )
     if as_json:
         out.print_json(data=outcome.to_json())
     else:
         _show_outcome(outcome)
     if outcome.output.execution.status != "success":
-        raise typer.Exit(1)
+        # The outcome above shows the program's error: exit without a second report.
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @app.command()
@@ -228,14 +200,10 @@ def decide(
     as_json: AsJson = False,
 ) -> None:
     """A person's final action on a completed pen that waits for one."""
-    _check_root(root, as_json)
+    _check_root(root)
     from slotrelay.pen import decide as pen_decide
-    from slotrelay.pen.errors import PenError
 
-    try:
-        outcome = pen_decide(root, pen_id, action.value)
-    except PenError as error:
-        raise _fail(error, as_json) from None
+    outcome = pen_decide(root, pen_id, action.value)
     if as_json:
         out.print_json(data=outcome.to_json())
     else:
@@ -255,17 +223,13 @@ def review(
     as_json: AsJson = False,
 ) -> None:
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
-    _check_root(root, as_json)
+    _check_root(root)
     from slotrelay.pen import review as pen_review
-    from slotrelay.pen.errors import PenError
 
-    try:
-        with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
-            outcome = pen_review(
-                root, pen_id, verdict.value, reviewer=reviewer, backend=backend.value if backend else None
-            )
-    except PenError as error:
-        raise _fail(error, as_json) from None
+    with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
+        outcome = pen_review(
+            root, pen_id, verdict.value, reviewer=reviewer, backend=backend.value if backend else None
+        )
     if as_json:
         out.print_json(data=outcome.to_json())
     else:
@@ -285,13 +249,14 @@ def review(
         if outcome.error is not None:
             err.print(f"{outcome.error.code}: {outcome.error.message} (sent to the persona)", markup=False)
     if outcome.error is not None:
-        raise typer.Exit(EXIT_CODES[outcome.error.code])
+        # Reported above (or in the JSON outcome) as a result sent to the persona, not raised.
+        raise typer.Exit(outcome.error.exit_code)
 
 
 @audit_app.command("verify")
 def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
     """Check every record's hash, the chain between them, and the head (exit 1 when broken)."""
-    _check_root(root, as_json, writes=False)
+    _check_root(root, writes=False)
     from slotrelay.pen import verify_audit
 
     report = verify_audit(root)
@@ -303,4 +268,4 @@ def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
         for problem in report.problems:
             err.print(f"{report.path}:{problem['line']}: {problem['problem']}", markup=False)
     if not report.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

@@ -1,8 +1,9 @@
 """`slotrelay psmr build | call | callgraph | list | view`: build workspaces, call the API, export call
 graphs, serve the human view.
 
-Exit codes (see slotrelay.cli): 0 ok; 1 the operator ran and failed (EXECUTION_FAILED,
-VALIDATION_FAILED); 2 bad input (bad JSON, an unknown workspace, operator or object, a refused query).
+Exit codes (each `PsmrError`'s `exit_code`, printed and mapped in slotrelay.cli): 0 ok; 1 the operator
+ran and failed (EXECUTION_FAILED, VALIDATION_FAILED); 2 bad input (bad JSON, an unknown workspace,
+operator or object, a refused query).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from slotrelay.psmr.errors import PsmrError
+from slotrelay.errors import BadInput
+from slotrelay.psmr.errors import ERROR_CLASSES, ERROR_CODES
 
 app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its API.")
 out = Console(soft_wrap=True)
@@ -25,12 +27,6 @@ StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="store folder (default: PSMR_STORE, else .psmr/)", envvar="PSMR_STORE"),
 ]
-FAILED_CODES = frozenset({"EXECUTION_FAILED", "VALIDATION_FAILED"})
-
-
-def _fail(error: PsmrError) -> typer.Exit:
-    err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
-    return typer.Exit(1 if error.code in FAILED_CODES else 2)
 
 
 @app.command()
@@ -59,10 +55,7 @@ def build(
         def progress(done: int, total: int, file: str) -> None:
             bar.update(task, completed=done, total=total, description=file)
 
-        try:
-            summary = build_workspace(path, rev=rev, store=store, progress=progress)
-        except PsmrError as error:
-            raise _fail(error) from error
+        summary = build_workspace(path, rev=rev, store=store, progress=progress)
     if as_json:
         out.print_json(json.dumps(summary))
         return
@@ -99,14 +92,14 @@ def call_operation(
     try:
         body = json.loads(request)
     except json.JSONDecodeError as error:
-        err.print(f"[bold red]bad input[/]: the request is not JSON ({error.msg} at column {error.colno})")
-        raise typer.Exit(2) from error
+        raise BadInput(f"the request is not JSON ({error.msg} at column {error.colno})") from error
     grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
     result = call(operation, body, store=store, grants=grants)
     # Printed exactly as budget.max_text_bytes measured it (pipe through `jq .` to indent).
     typer.echo(render(result))
     if result["status"] == "error":
-        raise typer.Exit(1 if result["error"]["code"] in FAILED_CODES else 2)
+        # The envelope printed above is the report; the exit code is its error class's.
+        raise typer.Exit(ERROR_CLASSES[ERROR_CODES.index(result["error"]["code"])].exit_code)
 
 
 @app.command()
@@ -119,10 +112,7 @@ def callgraph(
     from slotrelay.psmr.export import callgraph as export_callgraph
     from slotrelay.psmr.store import Store
 
-    try:
-        graph = export_callgraph(Store.open(store).load(workspace_id))
-    except PsmrError as error:
-        raise _fail(error) from error
+    graph = export_callgraph(Store.open(store).load(workspace_id))
     # Written beside the target and renamed, so a failed write never leaves half a graph behind.
     partial = output.with_name(f".{output.name}.partial")
     try:
@@ -130,10 +120,7 @@ def callgraph(
         partial.replace(output)
     except OSError as error:
         partial.unlink(missing_ok=True)
-        err.print(
-            f"[bold red]bad input[/]: cannot write {output} ({error.strerror or error}); pick a writable path"
-        )
-        raise typer.Exit(2) from error
+        raise BadInput(f"cannot write {output} ({error.strerror or error}); pick a writable path") from error
     err.print(f"{len(graph)} callers, {sum(map(len, graph.values()))} edges -> {output}")
 
 
@@ -169,25 +156,19 @@ def view(
     try:
         require_loopback(host)
     except NotLoopback as error:
-        err.print(f"[bold red]bad input[/]: {error}", highlight=False)
-        raise typer.Exit(2) from error
+        raise BadInput(str(error)) from error
     workspace_id = None
     if path is not None:
         err.print(f"building or updating the workspace of {path} ...", highlight=False)
-        try:
-            summary = build_workspace(path, store=store)
-        except PsmrError as error:
-            raise _fail(error) from error
+        summary = build_workspace(path, store=store)
         workspace_id, folder = summary["workspace_id"], Path(summary["store"])
     else:
         folder = Store.open(store).path
         if not (folder / "workspaces").is_dir():
-            err.print(
-                f"[bold red]bad input[/]: there is no PSMR store at {folder}; build one with "
-                "`slotrelay psmr build PATH`, or name it with --store",
-                highlight=False,
+            raise BadInput(
+                f"there is no PSMR store at {folder}; build one with `slotrelay psmr build PATH`, "
+                "or name it with --store"
             )
-            raise typer.Exit(2)
 
     def ready(url: str) -> None:
         err.print(f"PSMR view at {url}  (store {folder}; Ctrl-C stops it)", highlight=False, soft_wrap=True)
@@ -195,7 +176,6 @@ def view(
     try:
         serve(folder, host=host, port=port, workspace_id=workspace_id, on_ready=ready)
     except OSError as error:
-        err.print(f"[bold red]bad input[/]: cannot listen on {host}:{port} ({error.strerror or error})")
-        raise typer.Exit(2) from error
+        raise BadInput(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
     except KeyboardInterrupt:
         pass

@@ -1,6 +1,6 @@
 """`slotrelay sandbox build | run | doctor`: the sandbox's images, one-off runs, and a health check.
 
-Exit codes (see slotrelay.cli): 0 ok; 1 the program ran and failed or timed out, or an image
+Exit codes (`slotrelay.errors.ExitCode`, printed and mapped in slotrelay.cli): 0 ok; 1 the program ran and failed or timed out, or an image
 build failed; 2 bad input (file, limits, inputs, language, backend); 3 the environment is
 missing something (no usable backend, no Docker daemon or no debootstrap for `build`).
 """
@@ -19,16 +19,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from slotrelay.errors import BadInput, ExitCode
+
 app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-
-
-def _bad_input(message: str) -> typer.Exit:
-    err.print(f"[bold red]bad input[/]: {message}", highlight=False)
-    return typer.Exit(2)
 
 
 @app.command()
@@ -39,29 +36,22 @@ def build(
     """Build the base image (debootstrap, no registry needed) and one image per language."""
     from slotrelay.sandbox import images
     from slotrelay.sandbox.daemon import docker_client
-    from slotrelay.sandbox.errors import SandboxImageError, SandboxUnavailable
+    from slotrelay.sandbox.errors import SandboxUnavailable
     from slotrelay.sandbox.limits import LANGUAGES
 
     langs = tuple(lang or LANGUAGES)
     unknown = [name for name in langs if name not in LANGUAGES]
     if unknown:
-        raise _bad_input(f"--lang: {', '.join(unknown)} is not one of {', '.join(LANGUAGES)}")
+        raise BadInput(f"--lang: {', '.join(unknown)} is not one of {', '.join(LANGUAGES)}")
     try:
         client = docker_client()
     except SandboxUnavailable as error:
-        err.print(f"[bold red]no Docker daemon[/]: {error.message} (start one with scripts/start-dockerd.sh)")
-        raise typer.Exit(3) from error
+        # `build` needs Docker itself (bwrap will not do): say how to get one.
+        raise SandboxUnavailable(f"{error.message} (start one with scripts/start-dockerd.sh)") from error
     with closing(client), err.status("checking sandbox images") as status:
-        try:
-            steps = images.build_images(
-                client, langs=langs, force=force, say=lambda line: status.update(line, spinner="dots")
-            )
-        except SandboxImageError as error:
-            err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
-            raise typer.Exit(1) from error
-        except SandboxUnavailable as error:
-            err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
-            raise typer.Exit(3) from error
+        steps = images.build_images(
+            client, langs=langs, force=force, say=lambda line: status.update(line, spinner="dots")
+        )
     table = Table("image", "action", title="sandbox images")
     for step in steps:
         table.add_row(step.image, step.action)
@@ -104,7 +94,6 @@ def run(
     """Run one program in a sandbox and print what it did."""
     from slotrelay import sandbox
     from slotrelay.sandbox.backends import POOL_SIZE_VARIABLE
-    from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
     from slotrelay.sandbox.limits import validation_problem
 
     # One run, then exit: containers created ahead would only be removed again.
@@ -116,22 +105,16 @@ def run(
         try:
             code = Path(file).read_text()
         except (OSError, UnicodeDecodeError) as error:
-            raise _bad_input(f"FILE: cannot read {file}: {error}") from error
+            raise BadInput(f"FILE: cannot read {file}: {error}") from error
     try:
         parsed_inputs = None if inputs is None else json.loads(inputs)
     except ValueError as error:
-        raise _bad_input(f"--inputs: not JSON ({error})") from error
+        raise BadInput(f"--inputs: not JSON ({error})") from error
     try:
         limits = sandbox.SandboxLimits.model_validate(_limits(timeout_ms, memory_mb, network, fs, allow_path))
     except ValidationError as error:
-        raise _bad_input(validation_problem(error)) from error
-    try:
-        result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend)
-    except SandboxRequestError as error:
-        raise _bad_input(error.message) from error
-    except SandboxUnavailable as error:
-        err.print(f"[bold red]{error.code}[/]: {error.message}", highlight=False)
-        raise typer.Exit(3) from error
+        raise BadInput(validation_problem(error)) from error
+    result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend)
     if as_json:
         out.print_json(data=result.model_dump(mode="json"))
     else:
@@ -146,7 +129,9 @@ def run(
             err.print(f"result: {json.dumps(result.result)}", markup=False)
         for violation in result.violations:
             err.print(f"[yellow]{violation.kind}[/]: {violation.detail}", highlight=False)
-    raise typer.Exit(0 if result.status == "success" else 1)
+    if result.status != "success":
+        # The lines above say how the program ended: exit without a second report.
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @app.command()
@@ -168,4 +153,6 @@ def doctor(as_json: AsJson = False) -> None:
                 out.print(f"  [red]problem[/]: {problem}", highlight=False)
             for note in report.notes:
                 out.print(f"  note: {note}", highlight=False)
-    raise typer.Exit(0 if any(report.usable for report in reports) else 3)
+    if not any(report.usable for report in reports):
+        # Each backend's problems are listed above.
+        raise typer.Exit(ExitCode.ENVIRONMENT_MISSING)

@@ -10,7 +10,7 @@ addresses, and on one Ctrl-C stops everything it started: the watch process and 
 process under it, the view, then the server and its process group, killing what does not stop in
 time (a worker has been seen ignoring SIGTERM for 70 s).
 
-Exit codes: 0 after a clean stop, 2 for a bad chain or option, 3 when no Prefect API answers or the
+Exit codes (printed and mapped in slotrelay.cli): 0 after a clean stop, 2 for a bad chain or option, 3 when no Prefect API answers or the
 server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when the watcher failed.
 """
 
@@ -29,6 +29,8 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.panel import Panel
+
+from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
 
 app = typer.Typer()
 console = Console(stderr=True)
@@ -49,14 +51,9 @@ def _log_to_console() -> None:
 
 
 def _load_routers(chains: list[Path], slots_root: Path | None):
-    from slotrelay.chain.errors import ChainError
     from slotrelay.routing_sensor import ChainRouter
 
-    try:
-        return [ChainRouter(path, slots_root=slots_root) for path in chains]
-    except ChainError as bad:
-        console.print(f"[red]{bad}[/red]")
-        raise typer.Exit(2) from None
+    return [ChainRouter(path, slots_root=slots_root) for path in chains]
 
 
 def _api_url() -> str:
@@ -64,11 +61,11 @@ def _api_url() -> str:
 
     url = os.environ.get("PREFECT_API_URL") or LOCAL_API
     if not api_answers(url):
-        console.print(
-            f"[red]No Prefect API answers at {url}.[/red] Start one with `slotrelay up`, "
-            "or point PREFECT_API_URL at a running server."
+        raise EnvironmentMissing(
+            f"No Prefect API answers at {url}. Start one with `slotrelay up`, "
+            "or point PREFECT_API_URL at a running server.",
+            code="PREFECT_SERVER_UNAVAILABLE",
         )
-        raise typer.Exit(3)
     os.environ["PREFECT_API_URL"] = url
     return url
 
@@ -93,8 +90,7 @@ def watch(
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
     if pool is not None and no_serve:
-        console.print("[red]--pool and --no-serve: choose one (--pool creates its deployments on the pool).[/red]")
-        raise typer.Exit(2)
+        raise BadInput("--pool and --no-serve: choose one (--pool creates its deployments on the pool)")
     routers = _load_routers(list(chains or []), slots_root)
     url = _api_url()
     if pool is not None:
@@ -230,35 +226,29 @@ def up(
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
     if host not in LOOPBACK:
-        console.print(f"[red]--host {host}: slotrelay up binds loopback only; the Prefect server has no "
-                      "authentication. Put an authenticating proxy in front for remote use (README).[/red]")
-        raise typer.Exit(2)
+        raise BadInput(f"--host {host}: slotrelay up binds loopback only; the Prefect server has no "
+                       "authentication. Put an authenticating proxy in front for remote use (README).")
     chain_files = [p.resolve() for p in (chains or ([EXAMPLE_CHAIN] if EXAMPLE_CHAIN.exists() else []))]
     _load_routers(chain_files, None)
 
-    from deployments.server import DEFAULT_HOME, ServerStartError, api_answers, server_database, start_server
+    from deployments.server import DEFAULT_HOME, api_answers, server_database, start_server
 
     if database is not None:
         try:
             server_database(database)
         except ValueError as bad:
-            console.print(f"[red]--database: {bad}[/red]")
-            raise typer.Exit(2) from None
+            raise BadInput(f"--database: {bad}") from None
 
     if api_answers(f"http://{host}:{port}/api"):
-        console.print(f"[red]Something already answers on {host}:{port}; stop it or choose --port.[/red]")
-        raise typer.Exit(3)
+        raise EnvironmentMissing(f"Something already answers on {host}:{port}; stop it or choose --port.",
+                                 code="PORT_IN_USE")
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     watcher: subprocess.Popen | None = None
     view: subprocess.Popen | None = None
     try:
         with console.status(f"starting the Prefect server on {host}:{port} ..."):
-            try:
-                server = start_server(host=host, port=port, home=home or DEFAULT_HOME, database=database)
-            except ServerStartError as failed:
-                console.print(f"[red]{failed}[/red]")
-                raise typer.Exit(3) from None
+            server = start_server(host=host, port=port, home=home or DEFAULT_HOME, database=database)
         try:
             watcher = subprocess.Popen(
                 [sys.executable, "-m", "slotrelay.cli", "watch", *map(str, chain_files)],
@@ -293,7 +283,8 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
-        console.print(f"[red]slotrelay up: the watcher ended with exit code {watcher.returncode}[/red]")
         # Bad input (2) or a missing environment (3) seen by the watcher is the same for `up`; else it failed.
-        raise typer.Exit(watcher.returncode if watcher.returncode in (2, 3) else 1)
+        same = watcher.returncode in (ExitCode.BAD_INPUT, ExitCode.ENVIRONMENT_MISSING)
+        raise SlotrelayError(f"the watcher ended with exit code {watcher.returncode}", code="WATCHER_FAILED",
+                             exit_code=ExitCode(watcher.returncode) if same else ExitCode.FAILED)
     console.print("slotrelay up: stopped")

@@ -22,9 +22,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from slotrelay.slots import now_iso
 
 GENESIS = "0" * 64
 LOG_NAME = "pen-audit.jsonl"
@@ -46,11 +47,6 @@ _path_locks_guard = threading.Lock()
 def sha256_text(text: str) -> str:
     """The hex sha256 of a text's UTF-8 bytes (the seed's intent_hash and code_hash)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def now_iso() -> str:
-    """The current UTC time as ISO 8601 with milliseconds."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _record_hash(record: dict[str, Any]) -> str:

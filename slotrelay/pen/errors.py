@@ -14,15 +14,20 @@
           +-- ModelNotConfigured        PEN_MODEL_NOT_CONFIGURED  no code-model endpoint given
           +-- PenRunFailed              PEN_RUN_FAILED        an error no other code names (bug, full disk)
 
+Each carries its `exit_code`: 2 for MPP-E001 and PEN_INVALID_REQUEST, PEN_ILLEGAL_TRANSITION and
+PEN_NOT_FOUND (input to fix), 3 for MPP-E002 and PEN_MODEL_NOT_CONFIGURED (something to set up), 1 for
+the rest (the work ran and failed).
+
 A `PenError` raised by `pen.write` carries the audit reference of the call (`audit`), because the
 seed keeps an audit record for every call, failed or not.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import ExitCode, SlotrelayError
 
 
 class PenError(SlotrelayError):
@@ -40,6 +45,15 @@ class PenError(SlotrelayError):
         self.details = details or {}
         self.audit: dict[str, Any] | None = None
 
+    def format_message(self) -> str:
+        """The message, then one line per detail and the call's audit reference."""
+        lines = [self.message]
+        for key, value in self.details.items():
+            lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+        if self.audit:
+            lines.append(f"  audit: {self.audit}")
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         """The `{"error": {...}, "audit": {...}}` object `pen write --json` prints on failure."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -52,12 +66,14 @@ class IntentRejected(PenError):
     """MPP-E001: the intent is empty, says too little, or carries sensitive content."""
 
     code = "MPP-E001"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class SandboxStartFailed(PenError):
     """MPP-E002: no sandbox backend could start the code; nothing ran unsandboxed."""
 
     code = "MPP-E002"
+    exit_code = ExitCode.ENVIRONMENT_MISSING
 
 
 class CodeGenerationFailed(PenError):
@@ -88,24 +104,28 @@ class InvalidPenRequest(PenError, ValueError):
     """A request, option, pen_id or policy file that does not follow the contract."""
 
     code = "PEN_INVALID_REQUEST"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class IllegalTransition(PenError):
     """A state change that section 5's state machine does not allow."""
 
     code = "PEN_ILLEGAL_TRANSITION"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class PenNotFound(PenError, LookupError):
     """No pen with that id has a record under the root."""
 
     code = "PEN_NOT_FOUND"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ModelNotConfigured(PenError):
     """No code-model endpoint was given (Block, arguments, environment or `.env`)."""
 
     code = "PEN_MODEL_NOT_CONFIGURED"
+    exit_code = ExitCode.ENVIRONMENT_MISSING
 
 
 class PenRunFailed(PenError):

@@ -18,11 +18,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
-from slotrelay.pen.audit import now_iso
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.intent_screen import find_personal_numbers, find_secrets
 from slotrelay.pen.json_shape import document_schema
 from slotrelay.pen.models import Lang, PenOutput, PenRequest
+from slotrelay.slots import now_iso
 
 COPYRIGHT = "国作登字-2026-A-00037559"
 _NODE_REQUIRE = re.compile(r"""(?:require\(\s*|from\s+)['"]([^'"./][^'"]*)['"]""")

@@ -15,15 +15,17 @@
           +-- ExecutionFailed            EXECUTION_FAILED
           +-- ValidationFailed           VALIDATION_FAILED
 
-Every message says what to do instead; `slotrelay.psmr.api.call` turns these into the
-`"error"` member of the result envelope and never lets one escape.
+Each carries its `exit_code`: 1 for EXECUTION_FAILED and VALIDATION_FAILED (the work ran and failed),
+2 for the others (a request, workspace or object to fix). Every message says what to do instead;
+`slotrelay.psmr.api.call` turns these into the `"error"` member of the result envelope and never lets
+one escape.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import ExitCode, SlotrelayError
 
 
 class PsmrError(SlotrelayError):
@@ -46,24 +48,28 @@ class WorkspaceNotFound(PsmrError):
     """No workspace with that id in the store."""
 
     code = "WORKSPACE_NOT_FOUND"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ObjectNotFound(PsmrError):
     """A semantic identity, evidence id or file the workspace does not hold."""
 
     code = "OBJECT_NOT_FOUND"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class InvalidQuery(PsmrError):
     """The request misses a field, has an unknown one, or a continuation token does not fit."""
 
     code = "INVALID_QUERY"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class TypeMismatch(PsmrError):
     """A field has the wrong JSON type, or the target is the wrong kind of node for the operation."""
 
     code = "TYPE_MISMATCH"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class CapabilityDenied(PsmrError):
@@ -71,30 +77,35 @@ class CapabilityDenied(PsmrError):
     with (`--allow-write ROOT`, `--allow-exec`), or writes outside the roots it was granted."""
 
     code = "CAPABILITY_DENIED"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class PolicyBlocked(PsmrError):
     """The request would dump the whole graph or workspace (section 十四)."""
 
     code = "POLICY_BLOCKED"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class OperatorUnavailable(PsmrError):
     """No such operator in this runtime."""
 
     code = "OPERATOR_UNAVAILABLE"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class UnsupportedProjection(PsmrError):
     """The requested output projection is not one this operator produces."""
 
     code = "UNSUPPORTED_PROJECTION"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class UnresolvedRequiredInput(PsmrError):
     """The input exists only as an unresolved reference (an external or unknown), so it cannot be analysed."""
 
     code = "UNRESOLVED_REQUIRED_INPUT"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ConflictRequiresReview(PsmrError):
@@ -102,6 +113,7 @@ class ConflictRequiresReview(PsmrError):
     file or the workspace changed since a delta was proposed or previewed."""
 
     code = "CONFLICT_REQUIRES_REVIEW"
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ExecutionFailed(PsmrError):

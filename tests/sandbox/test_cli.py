@@ -165,7 +165,7 @@ def test_regression_allow_path_of_the_sandboxs_own_file_system_is_bad_input(
     program.write_text("print(1)\n")
     done = slotrelay("run", "--allow-path", path, str(program), env={"SLOTRELAY_SANDBOX_ROOTS": "/"})
     assert done.returncode == 2, done.stderr
-    assert f"bad input: fs.allow_paths: '{path}'" in done.stderr and "SANDBOX_UNAVAILABLE" not in done.stderr
+    assert f"BAD_INPUT: fs.allow_paths: '{path}'" in done.stderr and "SANDBOX_UNAVAILABLE" not in done.stderr
 
 
 def test_regression_a_lone_surrogate_in_the_result_prints_as_json(backend: str, tmp_path: Path) -> None:
