@@ -25,6 +25,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from slotrelay.pen.api import *  # noqa: F403
 
+# The same names as `api.__all__` (tests/test_public_api.py holds both to this list), spelled out here
+# so that reading them does not load the pen.
+__all__ = [
+    "AuditReport",
+    "ModelSettings",
+    "PenAction",
+    "PenError",
+    "PenOutcome",
+    "PenOutput",
+    "PenRequest",
+    "ReviewOutcome",
+    "Verdict",
+    "decide",
+    "parse_request",
+    "review",
+    "verify_audit",
+    "write",
+]
+
 
 def __getattr__(name: str) -> Any:
     # `from slotrelay.pen import store` asks here first when `store` is not loaded yet: a submodule
