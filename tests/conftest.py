@@ -34,6 +34,10 @@ THREAD_GRACE_S = 5.0
 PROCESS_WIDE_THREADS = frozenset(
     {"GlobalEventLoopThread", "RunSyncEventLoopThread", "APILogWorkerThread", "EventsWorkerThread"}
 )
+# The same, known by what they run: jedi (PSMR's slow pass) keeps one subprocess per Python environment
+# for the process (`get_cached_default_environment`, cached ten minutes, so compiled modules are
+# inspected outside this process), and this thread reads its stderr until jedi drops it.
+PROCESS_WIDE_TARGETS = frozenset({"jedi.inference.compiled.subprocess._enqueue_output"})
 
 
 def require_service(available: bool, why: str) -> None:
@@ -45,8 +49,13 @@ def require_service(available: bool, why: str) -> None:
     pytest.skip(why)
 
 
+def _target(thread: threading.Thread) -> str | None:
+    target = getattr(thread, "_target", None)  # private, but the one record of what a thread runs
+    return f"{target.__module__}.{target.__qualname__}" if target is not None else None
+
+
 def _process_wide(thread: threading.Thread) -> bool:
-    if thread.name in PROCESS_WIDE_THREADS:
+    if thread.name in PROCESS_WIDE_THREADS or _target(thread) in PROCESS_WIDE_TARGETS:
         return True
     # The sandbox's backends are opened once per process and closed at exit (`close_backends`); the
     # docker backend's pool worker lives as long as its backend. A pool of a backend a test made itself
@@ -57,8 +66,7 @@ def _process_wide(thread: threading.Thread) -> bool:
 
 
 def _describe(thread: threading.Thread) -> str:
-    target = getattr(thread, "_target", None)
-    where = f"{target.__module__}.{target.__qualname__}" if target is not None else type(thread).__qualname__
+    where = _target(thread) or type(thread).__qualname__
     return f"{thread.name} ({where}, {'daemon' if thread.daemon else 'non-daemon'})"
 
 
