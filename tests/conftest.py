@@ -5,8 +5,8 @@ every one of those services, so none of them is skipped there: with CI set, a mi
 the test instead of skipping it.
 
 Every test must also end the threads it starts (`no_thread_leaks`, as watchdog's suite does): a thread
-left running keeps working during later tests, and once made hypothesis fail a later test, since it
-moved the global `random` state while hypothesis drew an example.
+left running keeps working during later tests, on state they share (files, ports, the global `random`
+that hypothesis checks is left alone while it draws an example).
 """
 
 from __future__ import annotations
