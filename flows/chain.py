@@ -16,7 +16,7 @@ do not depend on that node have finished, pauses the run for a decision (flows/a
 continue, retry, terminate or reload. An escalation whose type says `alert` writes the alert and
 fails the node, and the run goes on with everything that does not need it (a join whose other
 source fired runs); when nothing else can run and that alert is still undecided, it is "an alert
-left unhandled" (issue 3, seed 八.1 "don't guess: escalate"): the run pauses on it the same way
+left unhandled" (CONTRACTS.md#dont-guess): the run pauses on it the same way
 before it ends.
 
 Key contract: `run_chain(...)` returns the `slotrelay run --json` summary dict (a failed run returns

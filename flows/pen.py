@@ -32,7 +32,7 @@ DECISION_POLL_SECONDS = 2
 
 
 class PenDecisionInput(RunInput):
-    """A person's final action on the pen (section 3)."""
+    """A person's final action on the pen (CONTRACTS.md#persona-decision)."""
 
     action: PenAction
     decided_by: str = "person"
@@ -83,7 +83,7 @@ def pen_write(
         persona_id: the persona holding the pen.
         upstream_inputs: the inputs the code receives (any JSON value).
         task_category: 'data-process', 'api-call', 'file-op', ...
-        options: section 1 `options` (`sandbox`, `persist_hint`).
+        options: the request's `options` (`sandbox`, `persist_hint`; CONTRACTS.md#pen-request).
         root: where the pen keeps its files and audit log.
         model_block: the name of a saved `CodeModel` Block (else SLOTRELAY_MODEL_* / .env).
         backend: the sandbox backend (docker, bwrap; None: the first usable).
@@ -92,7 +92,7 @@ def pen_write(
         decision_timeout_s: how long a pause for a person's decision waits.
 
     Returns:
-        The section 2 output plus `decision`.
+        The `pen.write` output (CONTRACTS.md#pen-output) plus `decision`.
 
     Raises:
         PenError: MPP-E001..E005 (the run fails; the call is audited).

@@ -524,7 +524,8 @@ BUILD_INPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-# What every tool answers with (section 十一); `error` is present only when `status` is "error".
+# What every tool answers with (CONTRACTS.md#result-envelope); `error` is present only when `status` is
+# "error".
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

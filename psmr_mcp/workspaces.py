@@ -1,4 +1,4 @@
-"""The workspaces one MCP server serves, and the roots it may analyse (sections 六 and 十六).
+"""The workspaces one MCP server serves, and the roots it may analyse.
 
 The server starts without source-write: psmr_workspace_build writes only to workspace stores, and may
 analyse a folder only if it lies inside a root given on the command line (`--workspace PATH`);

@@ -1,6 +1,6 @@
 """A chain node as a Prefect task: one task run per node run, named after its node_id.
 
-Mapping (see DESIGN.md): `retries` / `retry_delay_seconds` come from the node's R/W (or, for a node
+Mapping (CONTRACTS.md#error-types): `retries` / `retry_delay_seconds` come from the node's R/W (or, for a node
 without one, the largest of its chain's retry types); `retry_condition_fn` lets Prefect retry only a
 failure the chain's error types say to retry, each type within its own `max_retries` (counted by the
 core's `slotrelay.chain.schedule.RetryBook`). A failure the

@@ -3,6 +3,10 @@
 Tests that need a service carry a marker (`docker`, `prefect_server`, `bwrap`, `node`, `browser`, `ssh`, `postgres`); CI starts
 every one of those services, so none of them is skipped there: with CI set, a missing service fails
 the test instead of skipping it.
+
+Every test must also end the threads it starts (`no_thread_leaks`, as watchdog's suite does): a thread
+left running keeps working during later tests, on state they share (files, ports, the global `random`
+that hypothesis checks is left alone while it draws an example).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +26,22 @@ from pathlib import Path
 import pytest
 
 IN_CI = os.environ.get("CI") == "true"
+# How long a test's threads may take to end once it returns (a server's shutdown, a worker's last task).
+THREAD_GRACE_S = 5.0
+# Threads a library starts once per process and keeps for the process's life, shared by every caller
+# (not per test): Prefect's two event loops (for its async calls and for run_coro_as_sync) and its
+# batching workers for run logs and events, which the first flow run or API log starts.
+PROCESS_WIDE_THREADS = frozenset(
+    {"GlobalEventLoopThread", "RunSyncEventLoopThread", "APILogWorkerThread", "EventsWorkerThread"}
+)
+# The same, known by what they run: jedi (PSMR's slow pass) keeps one subprocess per Python environment
+# for the process (`get_cached_default_environment`, cached ten minutes, so compiled modules are
+# inspected outside this process), and this thread reads its stderr until jedi drops it.
+PROCESS_WIDE_TARGETS = frozenset({"jedi.inference.compiled.subprocess._enqueue_output"})
+# AnyIO's pool threads (`to_thread.run_sync`) idle ten seconds before they end, and end with their event
+# loop's root task: one left over belongs to a loop still running, and a test's own loop left running
+# would be reported itself (its thread), so a pool thread is never the leak.
+ANYIO_WORKER = "anyio._backends._asyncio.WorkerThread"
 
 
 def require_service(available: bool, why: str) -> None:
@@ -30,6 +51,48 @@ def require_service(available: bool, why: str) -> None:
     if IN_CI:
         pytest.fail(f"CI must provide this service: {why}")
     pytest.skip(why)
+
+
+def _target(thread: threading.Thread) -> str | None:
+    target = getattr(thread, "_target", None)  # private, but the one record of what a thread runs
+    return f"{target.__module__}.{target.__qualname__}" if target is not None else None
+
+
+def _process_wide(thread: threading.Thread) -> bool:
+    if thread.name in PROCESS_WIDE_THREADS or _target(thread) in PROCESS_WIDE_TARGETS:
+        return True
+    if f"{type(thread).__module__}.{type(thread).__qualname__}" == ANYIO_WORKER:
+        return True
+    # The sandbox's backends are opened once per process and closed at exit (`close_backends`); the
+    # docker backend's pool worker lives as long as its backend. A pool of a backend a test made itself
+    # is not in `_opened` and must be closed by that test.
+    backends = sys.modules.get("slotrelay.sandbox.backends")
+    opened = backends._opened.values() if backends is not None else ()
+    return any(getattr(getattr(backend, "pool", None), "_worker", None) is thread for backend in opened)
+
+
+def _describe(thread: threading.Thread) -> str:
+    where = _target(thread) or type(thread).__qualname__
+    return f"{thread.name} ({where}, {'daemon' if thread.daemon else 'non-daemon'})"
+
+
+@pytest.fixture(autouse=True)
+def no_thread_leaks() -> Iterator[None]:
+    """Fail a test that leaves a thread it started running (daemon or not) once it and its fixtures end.
+
+    Threads of longer-lived fixtures (a module's or the session's server) start before this fixture's
+    snapshot, and the process-wide ones above belong to no test.
+    """
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + THREAD_GRACE_S
+    started = [t for t in threading.enumerate() if t not in before and not _process_wide(t)]
+    for thread in started:
+        if not isinstance(thread, threading._DummyThread):
+            thread.join(timeout=max(deadline - time.monotonic(), 0))
+    leaked = [thread for thread in started if thread.is_alive()]
+    if leaked:
+        pytest.fail(f"the test left {len(leaked)} thread(s) running: {', '.join(map(_describe, leaked))}")
 
 
 def free_port() -> int:

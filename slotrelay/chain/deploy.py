@@ -1,4 +1,6 @@
-"""The built-in `deploy` executor (seed 4.4): copy, prove, check the served side, keep the sitemap, compare.
+"""The built-in `deploy` executor: copy, prove, check the served side, keep the sitemap, compare.
+
+The rule it keeps: CONTRACTS.md#deploy-node.
 
 The seed was written after deploys that were half done (the B mirror not synced, the sitemap
 forgotten), so every check is part of the step:

@@ -358,7 +358,8 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
     """Wait for the agent outside the engine to write the output slot (up to the node's timeout).
 
     The clock is the input slot's own timestamp (`context.since`), so a wait that began before a
-    restart of the engine times out when it would have. A retry asks the agent again (seed 4.3): the
+    restart of the engine times out when it would have. A retry asks the agent again
+    (CONTRACTS.md#error-types): the
     input slot is written again, `pending` with `attempt` n+1, and only an output newer than it counts.
 
     Raises:

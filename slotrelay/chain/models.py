@@ -1,6 +1,6 @@
 """The chain file's data model (pydantic v2): nodes, routes, error types and what the seed leaves open.
 
-Every field of the seed (engine definition, section 三) keeps its name. Additions, all optional:
+Every field of the seed keeps its name (CONTRACTS.md#seed-field-names). Additions, all optional:
 a node's `executor` (how the engine runs it), structured checks beside the seed's free-text ones, an
 error type's `on_escalation`, and the chain's `pause_timeout_seconds` (how long a paused run waits
 for a person). Unknown keys are errors everywhere (`extra="forbid"`): a typo must not pass silently.
@@ -203,7 +203,8 @@ class UrlRetry(Spec):
 class DeployExecutor(Spec):
     """Copy files to targets, prove each copy, check the served URLs, keep the sitemap, compare with Dev.
 
-    Implementation: slotrelay.chain.deploy (seed 4.4). A target given as a string is a local folder.
+    Implementation: slotrelay.chain.deploy (CONTRACTS.md#deploy-node). A target given as a string is a
+    local folder.
     """
 
     kind: Literal["deploy"]

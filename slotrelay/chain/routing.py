@@ -58,7 +58,9 @@ def evaluate_routes(chain: Chain, node_id: str, output_doc: dict[str, Any]) -> l
 def evaluate_routes_from_skip(
     chain: Chain, node_id: str, skipped_doc: dict[str, Any], received: dict[str, Any]
 ) -> list[RouteDecision]:
-    """Decide the routes leaving a skipped node: a skip does not block downstream (seed 3.3).
+    """Decide the routes leaving a skipped node: a skip does not block downstream.
+
+    The rule: CONTRACTS.md#skip-never-blocks.
 
     A route with no condition, or a condition on `status` alone, fires (its additional checks, if
     any, must hold); a condition on any other field is evaluated on the data the node received (its

@@ -206,7 +206,7 @@ def write_ended(chain: Chain, node_id: str, *, status: str, error: NodeError | N
 
 
 def completed_from_slots(chain: Chain, node_id: str) -> dict[str, Any] | None:
-    """A node's output slot when the slots say the node is done (seed 8.6: the data is in the slots).
+    """A node's output slot when the slots say the node is done (CONTRACTS.md#stateless-engine).
 
     Done means: the output slot is `completed` or `skipped`, passes the node's identity check, and
     was written no earlier than the node's input slot (an input written after it is new work).

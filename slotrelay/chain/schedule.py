@@ -1,4 +1,4 @@
-"""The chain scheduler: given node outcomes, what runs next (seed 4.2, 4.3, 8.6). Plain Python.
+"""The chain scheduler: given node outcomes, what runs next (CONTRACTS.md#chain-engine). Plain Python.
 
 `ChainSchedule` is the engine's logic for one run of a chain; a driver (the Prefect flow in
 flows/chain.py, or a test) runs what it says and feeds the outcomes back:
@@ -15,7 +15,7 @@ Rules it keeps (each tested in tests/chain/test_schedule.py):
 - A node runs once every source that can fire into it has settled, and only when some route fired
   into it; with nothing in flight, nodes no route fired into are closed NotRun.
 - Completed: its routes are evaluated from its output slot, and each route that holds writes its
-  target's input slot. Skipped (seed 3.3, "do not block downstream"): a route whose condition is only
+  target's input slot. Skipped (CONTRACTS.md#skip-never-blocks): a route whose condition is only
   on `status` fires, and conditions on `data` are evaluated on the data the node received.
 - Failed: `fail` -> an alert and nothing downstream; `escalate` (a retry type ran out, on_escalation
   alert) -> an alert, the run goes on without the node and a person decides before it ends;
@@ -25,9 +25,9 @@ Rules it keeps (each tested in tests/chain/test_schedule.py):
   it fires, the loop's nodes (from its target back to its source) run again; the firing past the
   bound does not loop but escalates: an alert (`loop_bound_exceeded`) and a person decides (continue
   without data keeps the node's output and goes on without the loop).
-- Resume (seed 8.6): a node whose output slot is completed (or skipped), passes its identity check
-  and is not older than its input slot settles from that slot without running, its routes evaluated
-  from it; a run started again after a suspend takes back the alerts it wrote (`take_back`).
+- Resume (CONTRACTS.md#stateless-engine): a node whose output slot is completed (or skipped), passes its
+  identity check and is not older than its input slot settles from that slot without running, its routes
+  evaluated from it; a run started again after a suspend takes back the alerts it wrote (`take_back`).
 
 Per-type retry accounting (each error type within its own max_retries, across the attempts of one
 node run) is `RetryBook`, used by the node task.
@@ -150,7 +150,7 @@ class ChainSchedule:
         notes: where to say what happened (engine log, run log).
         stop_at_external: leave an external node whose output slot is not there yet NotRun (the
             watchdog sensor routes it when its agent writes it).
-        resume: settle nodes the slots say are done without running them (seed 8.6).
+        resume: settle nodes the slots say are done without running them (CONTRACTS.md#stateless-engine).
     """
 
     def __init__(self, chain: Chain, *, notes: Notes, stop_at_external: bool = False, resume: bool = False) -> None:
@@ -396,7 +396,8 @@ class ChainSchedule:
     def route(self, node_id: str, document: dict[str, Any], *, resumed: bool = False) -> list[RouteDecision]:
         """Evaluate a settled node's routes and write the input slot of each that fired.
 
-        A skipped node leads on (seed 3.3): see `routing.evaluate_routes_from_skip`. A node settled from
+        A skipped node leads on (CONTRACTS.md#skip-never-blocks): see
+        `routing.evaluate_routes_from_skip`. A node settled from
         its slots (`resumed`) writes only input slots that are missing: one written again would be newer
         than its target's finished output, and the target would run again.
         """

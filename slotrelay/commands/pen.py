@@ -141,7 +141,7 @@ def write(
         str | None, typer.Option("--persist-hint", help="auto, erase, keep or share")
     ] = None,
     request: Annotated[
-        str | None, typer.Option("--request", help="the whole section 1 request as JSON or @FILE")
+        str | None, typer.Option("--request", help="the whole pen.write request as JSON or @FILE")
     ] = None,
     backend: SandboxBackend = None,
     root: Root = Path("."),

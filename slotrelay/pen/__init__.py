@@ -1,15 +1,15 @@
 """The magic pen (MPP-001): an intent becomes code from a code model, runs in the sandbox, is
 audited, and is erased, kept or shared to the module registry for review.
 
-    write(request, root=..., model=...)   section 1 in, section 2 out, the persona's decision applied
+    write(request, root=..., model=...)   the request in, the output out, the persona's decision applied
     decide(root, pen_id, action)          a person's final action on a completed pen
     review(root, pen_id, verdict)         registry review of a shared pen
     verify_audit(root)                    check the hash-chained audit log
 
 Module map: models (the contract), terms (its enums), intent_screen (the intent), model_client +
 codegen (the code model), code_screen (the generated code), writer (the steps, in order) and steps
-(how each is run), policy + suggest (decisions), states (section 5), audit, ids, store (folders),
-manifest (section 4), registry (review), node (the chain executor), api (the names above).
+(how each is run), policy + suggest (decisions), states (the state machine), audit, ids, store (folders),
+manifest (for a share), registry (review), node (the chain executor), api (the names above).
 
 The names come from `api` on first use (PEP 562): `terms` and `steps` import nothing heavy, so the
 CLI builds its choices from `terms`, and the Prefect shell installs its step runner, without loading
@@ -24,6 +24,25 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from slotrelay.pen.api import *  # noqa: F403
+
+# The same names as `api.__all__` (tests/test_public_api.py holds both to this list), spelled out here
+# so that reading them does not load the pen.
+__all__ = [
+    "AuditReport",
+    "ModelSettings",
+    "PenAction",
+    "PenError",
+    "PenOutcome",
+    "PenOutput",
+    "PenRequest",
+    "ReviewOutcome",
+    "Verdict",
+    "decide",
+    "parse_request",
+    "review",
+    "verify_audit",
+    "write",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@
           +-- PermissionViolation       MPP-E005  network, subprocess or file access the options forbid
           +-- ShareRejected             MPP-E006  the registry review rejected a shared tool
           +-- InvalidPenRequest         PEN_INVALID_REQUEST   a request, pen_id or option that is malformed
-          +-- IllegalTransition         PEN_ILLEGAL_TRANSITION a state change section 5 does not allow
+          +-- IllegalTransition         PEN_ILLEGAL_TRANSITION a state change the pen's states do not allow
           +-- PenNotFound               PEN_NOT_FOUND         no pen with that id under the root
           +-- ModelNotConfigured        PEN_MODEL_NOT_CONFIGURED  no code-model endpoint given
           +-- PenRunFailed              PEN_RUN_FAILED        an error no other code names (bug, full disk)
@@ -108,7 +108,7 @@ class InvalidPenRequest(PenError, ValueError):
 
 
 class IllegalTransition(PenError):
-    """A state change that section 5's state machine does not allow."""
+    """A state change the pen's state machine (CONTRACTS.md#pen-states) does not allow."""
 
     code = "PEN_ILLEGAL_TRANSITION"
     exit_code = ExitCode.BAD_INPUT

@@ -1,4 +1,4 @@
-"""The share manifest of MPP-001 section 4: built from the pen's run, checked against
+"""The share manifest of MPP-001 (CONTRACTS.md#share-manifest): built from the pen's run, checked against
 `manifest.schema.json` (JSON Schema 2020-12, with jsonschema).
 
 The pen fills it itself: io_contract from the shapes of the inputs and of the result,

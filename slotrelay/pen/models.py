@@ -1,4 +1,6 @@
-"""Pydantic models of the MPP-001 contract: `pen.write`'s input (section 1) and output (section 2).
+"""Pydantic models of the MPP-001 contract: `pen.write`'s input and output.
+
+The contract: CONTRACTS.md#pen-request and #pen-output.
 
 Field names, literals and defaults are the seed's. Unknown keys are errors, so a typo in a request
 cannot pass silently. `parse_request` turns validation errors into `InvalidPenRequest` naming each field.
@@ -41,7 +43,7 @@ class FsAllow(_Strict):
 
 
 class SandboxOptions(_Strict):
-    """`options.sandbox` of section 1, with the seed's defaults."""
+    """`options.sandbox` of the request, with the seed's defaults (CONTRACTS.md#pen-request)."""
 
     lang: Lang = "python"
     timeout_ms: int = Field(default=30000, ge=50, le=3_600_000)
@@ -51,14 +53,14 @@ class SandboxOptions(_Strict):
 
 
 class PenOptions(_Strict):
-    """`options` of section 1."""
+    """`options` of the request."""
 
     sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
     persist_hint: PersistHint = "auto"
 
 
 class PenContext(_Strict):
-    """`context` of section 1: who holds the pen and what came from upstream."""
+    """`context` of the request: who holds the pen and what came from upstream."""
 
     task_category: str | None = None
     persona_id: str = Field(pattern=PERSONA_PATTERN)
@@ -74,7 +76,7 @@ class PenRequest(_Strict):
 
 
 class Execution(_Strict):
-    """`execution` of section 2: what the sandbox reported."""
+    """`execution` of the output: what the sandbox reported."""
 
     status: ExecutionStatus
     stdout: str = ""
@@ -84,7 +86,7 @@ class Execution(_Strict):
 
 
 class AuditRef(_Strict):
-    """`audit` of section 2: the call's audit record id and the hashes it holds."""
+    """`audit` of the output: the call's audit record id and the hashes it holds."""
 
     syslog_id: str
     intent_hash: str
@@ -92,7 +94,7 @@ class AuditRef(_Strict):
 
 
 class PenOutput(_Strict):
-    """The whole `pen.write` output of section 2."""
+    """The whole `pen.write` output (CONTRACTS.md#pen-output)."""
 
     pen_id: str
     code: str

@@ -1,4 +1,6 @@
-"""Persona decision policies: `final_action = persona.decide(suggestion, execution)` (section 3).
+"""Persona decision policies: `final_action = persona.decide(suggestion, execution)`.
+
+The rule: CONTRACTS.md#persona-decision.
 
 A persona's policy is `<root>/.github/persona-brain/{persona_id}/pen-policy.json`:
 

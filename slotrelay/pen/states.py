@@ -1,4 +1,4 @@
-"""The state machine of MPP-001 section 5, enforced.
+"""The state machine of MPP-001 (CONTRACTS.md#pen-states), enforced.
 
     draft -> executing -> completed -> erased
                                     -> kept      (private)
@@ -125,7 +125,7 @@ def require_state(log: AuditLog, pen_id: str) -> str:
 
 
 def transition(log: AuditLog, pen_id: str, target: State, **fields: Any) -> dict[str, Any]:
-    """Move a pen to `target` if section 5 allows it from its current state, and record it.
+    """Move a pen to `target` if the state machine allows it from its current state, and record it.
 
     Parameters:
         log: the audit log under the pen's root.

@@ -93,7 +93,7 @@ class PenRun:
         return sha256_text(self.code) if self.code is not None else None
 
     def output(self, syslog_id: str) -> PenOutput:
-        """The section 2 output object (once the run has completed)."""
+        """The `pen.write` output object (once the run has completed)."""
         if self.code is None or self.execution is None or self.suggestion is None:
             raise PenError(f"pen {self.pen_id} has not completed: no output yet")
         return PenOutput(
@@ -143,7 +143,7 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
     """Validate the request, allocate a pen_id and record the pen as a draft.
 
     Parameters:
-        request: the section 1 input (dict or `PenRequest`).
+        request: the `pen.write` input (dict or `PenRequest`).
         root: the pen's root folder.
 
     Returns:
@@ -385,7 +385,7 @@ def record_call(run: PenRun, decision: Decision | None, *, error: PenError | Non
 def fail(run: PenRun, error: PenError) -> PenError:
     """Destroy what a failed run produced, record the call, and return the error with its audit ref.
 
-    A pen that had completed becomes `erased`, which is what happened to it: section 5 has no failed
+    A pen that had completed becomes `erased`, which is what happened to it: the pen's states have no failed
     state, and a completed pen whose files are gone could never be decided. A pen that failed
     earlier stays where it stopped (draft or executing), its call record saying why.
     """
@@ -495,7 +495,7 @@ def write(
     """`pen.write`: from an intent to a run, a suggestion and the persona's decision.
 
     Parameters:
-        request: the section 1 input (dict or `PenRequest`).
+        request: the `pen.write` input (dict or `PenRequest`).
         root: the pen's root folder (persona brains, module registry, audit log).
         model: the code model's endpoint.
         backend: the sandbox backend (None: the sandbox's default).

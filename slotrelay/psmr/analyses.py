@@ -2,7 +2,7 @@
 
 Impact keeps direct impact (one step: callers, subclasses, readers of written state, decorated
 functions), derived impact (further steps) and runtime certainty (observed executions, none recorded
-by a static build) apart, as section 5.1 demands; unresolved call sites that may reach the target
+by a static build) apart (CONTRACTS.md#impact); unresolved call sites that may reach the target
 (same attribute name) are listed under uncertainty as possible callers, never as callers.
 """
 
@@ -81,8 +81,8 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     depth = request.get("depth", 3)
     if depth > MAX_DEPTH:
         raise PolicyBlocked(
-            f"depth {depth} is above {MAX_DEPTH}; a radius that wide is a dump of the graph "
-            "(section 十四): analyse the nearer ring first"
+            f"depth {depth} is above {MAX_DEPTH}; a radius that wide is a dump of the graph"
+            ": analyse the nearer ring first"
         )
     target = analysable(
         ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False)

@@ -1,4 +1,4 @@
-"""Budgets and continuation (section 八): cut a result into pages without ever truncating silently.
+"""Budgets and continuation (CONTRACTS.md#budgets): cut a result into pages without ever truncating silently.
 
 An operator lays its result out as ordered sections of items (nodes, edges, evidence, unknowns, ...),
 each already in a stable order, and may rank each item by its distance from what was asked about
@@ -28,7 +28,7 @@ from typing import Any
 from slotrelay.psmr.errors import InvalidQuery, PolicyBlocked
 from slotrelay.psmr.operators import DEFAULT_BUDGET
 
-# Past these a request is a dump of the graph in disguise (section 十四): use the export command.
+# Past these a request is a dump of the graph in disguise (CONTRACTS.md#no-dumps): use the export command.
 HARD_CEILING: dict[str, int] = {
     "max_nodes": 5_000,
     "max_edges": 15_000,
@@ -74,8 +74,8 @@ def effective_budget(request: dict[str, Any]) -> dict[str, int]:
     for name, ceiling in HARD_CEILING.items():
         if budget[name] > ceiling:
             raise PolicyBlocked(
-                f"budget.{name}={budget[name]} is above {ceiling}: PSMR does not dump whole graphs "
-                "(section 十四); page with continuation_token, narrow the query, or export with "
+                f"budget.{name}={budget[name]} is above {ceiling}: PSMR does not dump whole graphs"
+                "; page with continuation_token, narrow the query, or export with "
                 "`slotrelay psmr callgraph`"
             )
     return budget

@@ -1,4 +1,4 @@
-"""delta.propose (section 6.1) and the SemanticDelta it persists.
+"""delta.propose (CONTRACTS.md#changes-go-through-a-delta) and the SemanticDelta it persists.
 
 A SemanticDelta (authority `ai_proposal`) holds the agent's intent, scope and typed operations, the
 concrete edits they expand to (every call site from the graph's evidence), the unresolved sites that

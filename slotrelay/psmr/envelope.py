@@ -1,7 +1,7 @@
-"""The result envelope every operator answers in (`psmr-tool-result-0.1`, section 十一).
+"""The result envelope every operator answers in (`psmr-tool-result-0.1`, CONTRACTS.md#result-envelope).
 
 `data` holds the operator's result; `evidence_refs`, `unknown_refs` and `conflict_refs` list the ids
-the result rests on, so an agent sees what is unknown next to what is known (section 九).
+the result rests on, so an agent sees what is unknown next to what is known (CONTRACTS.md#semantic-slice).
 `continuation` is null, or `{"truncated": true, "continuation_token": ..., "exhausted": <budget>}`.
 `render` is the one text form of an envelope: what the CLI prints, what the MCP server sends as text,
 and what `budget.max_text_bytes` measures.

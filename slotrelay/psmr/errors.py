@@ -1,4 +1,4 @@
-"""PSMR's errors: the twelve codes of the contract (section 十二), one class each.
+"""PSMR's errors: the twelve codes of the contract (CONTRACTS.md#psmr-error-codes), one class each.
 
     SlotrelayError
      +-- PsmrError
@@ -81,7 +81,7 @@ class CapabilityDenied(PsmrError):
 
 
 class PolicyBlocked(PsmrError):
-    """The request would dump the whole graph or workspace (section 十四)."""
+    """The request would dump the whole graph or workspace (CONTRACTS.md#no-dumps)."""
 
     code = "POLICY_BLOCKED"
     exit_code = ExitCode.BAD_INPUT

@@ -1,4 +1,6 @@
-"""execution.run_tests (section 7.1): run pytest node ids inside slotrelay's sandbox, keep what ran.
+"""execution.run_tests: run pytest node ids inside slotrelay's sandbox, keep what ran.
+
+The rule: CONTRACTS.md#running-tests.
 
 Needs the `process-execution` capability. The tests are the request's pytest node ids, or the
 delta's suggested validation. They run in the sandbox (`slotrelay.sandbox.run`: docker, or bwrap where

@@ -3,7 +3,7 @@ call-graph tools (PyCG and its successors), so a workspace can be compared with 
 
 Names are dotted relative to the analysed root; a module's top level is the module name; builtins
 are `<builtin>.name`; external callees are their import path; a constructor call is the class's
-`__init__` when the tree defines one. This is an export interface, not an agent query (section 十四).
+`__init__` when the tree defines one. This is an export interface, not an agent query (CONTRACTS.md#no-dumps).
 """
 
 from __future__ import annotations

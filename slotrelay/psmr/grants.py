@@ -1,4 +1,4 @@
-"""The capabilities a PSMR runtime was started with (section 6.4's Cap_source-write, 7.1's process execution).
+"""The capabilities a PSMR runtime was started with: source-write, process execution (CONTRACTS.md#psmr).
 
 A runtime is read-only unless its caller grants more, explicitly, at start: `slotrelay mcp serve
 --allow-write ROOT` (repeatable) and `--allow-exec`, the same flags on `slotrelay psmr call`. Nothing

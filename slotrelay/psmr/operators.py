@@ -2,8 +2,8 @@
 `operator.describe` reports (side effects, determinism, cache behaviour, an example).
 
 This is the one place the request shapes live: `api.call` validates against these schemas, and the
-MCP server derives its tool input schemas from them. The read-only half (section 十七) comes first; the
-modification and verification half (sections 六, 七) is appended at the end.
+MCP server derives its tool input schemas from them. The read-only half comes first
+(CONTRACTS.md#read-only-first); the modification and verification half is appended at the end.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
     ),
     "query.subgraph": _op(
         "The slice around an anchor: nodes, edges, contracts, unknowns, conflicts and provenance "
-        "(section 九), following the chosen relations to a depth.",
+        "(a semantic slice), following the chosen relations to a depth.",
         _request(
             {
                 "workspace_id": _WS,
@@ -307,9 +307,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# The modification and verification half (sections 六, 七): propose -> validate -> preview -> apply
-# -> run tests -> rebuild -> roundtrip -> review. Only apply writes source files and only run_tests runs
-# code; each needs a capability the runtime is started with (`slotrelay.psmr.grants`).
+# The modification and verification half (CONTRACTS.md#changes-go-through-a-delta): propose -> validate ->
+# preview -> apply -> run tests -> rebuild -> roundtrip -> review. Only apply writes source files and only
+# run_tests runs code; each needs a capability the runtime is started with (`slotrelay.psmr.grants`).
 _DELTA = {"type": "string", "pattern": "^dl_[0-9a-f]+$", "description": "A delta id from delta.propose."}
 _DELTA_REQUEST = _request({"workspace_id": _WS, "delta_id": _DELTA}, ["workspace_id", "delta_id"])
 _OP_FIELDS: dict[str, list[str]] = {

@@ -1,4 +1,6 @@
-"""projection.preview and projection.apply (sections 6.3, 6.4): a delta's files as a diff, then on disk.
+"""projection.preview and projection.apply: a delta's files as a diff, then on disk.
+
+The rule: CONTRACTS.md#changes-go-through-a-delta.
 
 Preview renders each changed file as a unified diff (`patch` for source files, `test` for test
 modules, or `source`, the whole projected text), paged to the budget like every answer, and writes

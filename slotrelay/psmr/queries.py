@@ -224,8 +224,8 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     depth = request.get("depth", 2)
     if depth > MAX_DEPTH:
         raise PolicyBlocked(
-            f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph "
-            "(section 十四); slice less deeply and follow up from the frontier"
+            f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph"
+            "; slice less deeply and follow up from the frontier"
         )
     projection = request.get("projection", "graph")
     if projection not in ("graph", "callgraph"):

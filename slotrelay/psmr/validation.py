@@ -1,4 +1,6 @@
-"""delta.validate (section 6.2): apply a delta in memory, re-extract the touched files, check the result.
+"""delta.validate: apply a delta in memory, re-extract the touched files, check the result.
+
+The rule: CONTRACTS.md#changes-go-through-a-delta.
 
 The projected workspace W~ is assembled like a build, from the stored facts of untouched files and
 fresh facts of the projected ones, without writing anything. Six checks, each with its own result:

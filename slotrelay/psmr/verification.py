@@ -1,4 +1,4 @@
-"""verification.rebuild, verification.roundtrip and verification.review (sections 7.2-7.4).
+"""verification.rebuild, verification.roundtrip and verification.review (CONTRACTS.md#running-tests).
 
 rebuild re-imports the projected files into the workspace (the incremental build): W -> W'.
 roundtrip compares the delta's intended change with W' - W, W being the before-image projection.apply

@@ -1,16 +1,16 @@
-"""Routing one chain's output slots (seed 4.2, steps 3-7), exactly once, with the ledger as memory.
+"""Routing one chain's output slots (CONTRACTS.md#routing-a-slot), exactly once, with the ledger as memory.
 
 The sensor routes the output slots of a chain's external nodes: those are written by agents outside
 the engine. Every other node runs inside a flow run, which routes its output itself; a run started
 here goes on until the chain ends or reaches the next external node, whose output comes back here.
 
-One set of rules for both paths (seed 4.2, 4.3): a completed slot that passes the identity check
-and the node's post checks is routed here, at once; every other finished slot (failed, of another
-node, failing a check, or refused as `slot_invalid`), and an external node whose input slot has been
-pending longer than its `timeout_seconds`, is HANDED OVER to the engine: a run of the chain starts at
-that node, whose task reads the agent's slot and applies the chain's error types exactly as `run`
-does (retry asks the agent again, skip leads on, fail writes an alert, anything else writes an alert
-and suspends the run for a decision in the UI or `slotrelay decide`). A hand-over is a ledger entry
+One set of rules for both paths (CONTRACTS.md#routing-a-slot, #the-exception-flow): a completed slot that
+passes the identity check and the node's post checks is routed here, at once; every other finished slot
+(failed, of another node, failing a check, or refused as `slot_invalid`), and an external node whose input
+slot has been pending longer than its `timeout_seconds`, is HANDED OVER to the engine: a run of the chain
+starts at that node, whose task reads the agent's slot and applies the chain's error types exactly as `run`
+does (retry asks the agent again, skip leads on, fail writes an alert, anything else writes an alert and
+suspends the run for a decision in the UI or `slotrelay decide`). A hand-over is a ledger entry
 `engine:<node_id>` keyed by the slot's hash, so it happens once per content.
 
 Routing one output slot:

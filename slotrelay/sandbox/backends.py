@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from slotrelay.sandbox import bwrap_backend, images
 from slotrelay.sandbox.daemon import docker_client, is_local
+from slotrelay.sandbox.docker_errors import docker_errors
 from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.limits import LANGUAGES, ExecutionResult, SandboxLimits
 from slotrelay.sandbox.settings import SandboxSettings
@@ -154,13 +155,12 @@ class BackendReport:
 
 
 def _docker_report() -> BackendReport:
-    import docker.errors
-
     report = BackendReport(name="docker", usable=False)
     try:
         client = docker_client()
-        info = client.info()
-    except (SandboxUnavailable, docker.errors.DockerException) as error:
+        with docker_errors("the daemon answered but did not describe itself"):
+            info = client.info()
+    except SandboxUnavailable as error:
         report.problems.append(f"{error}; start it with scripts/start-dockerd.sh")
         return report
     with closing(client):

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
+from slotrelay.sandbox.docker_errors import docker_errors
+from slotrelay.sandbox.errors import SandboxRequestError
 
 if TYPE_CHECKING:
     import docker
@@ -96,12 +97,11 @@ def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFA
             message names the daemon.
     """
     import docker
-    import docker.errors
-    import requests
     from docker.constants import MINIMUM_DOCKER_API_VERSION
     from docker.utils import kwargs_from_env
 
-    try:
+    # A refused certificate surfaces as requests' SSLError, not as a DockerException: both are mapped.
+    with docker_errors(f"the daemon at {describe(endpoint)} does not answer or refuses this client"):
         # DOCKER_CERT_PATH without its three files, or an endpoint's missing file, fails here.
         params = kwargs_from_env() if endpoint is None else _endpoint_params(endpoint)
         # requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace a session's CA file, which breaks
@@ -111,11 +111,6 @@ def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFA
         with docker.APIClient(**params, timeout=timeout, version=MINIMUM_DOCKER_API_VERSION) as probe:
             probe.trust_env = False
             version = probe.version(api_version=False)["ApiVersion"]
-    # A refused certificate surfaces as requests' SSLError, not as a DockerException.
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        raise SandboxUnavailable(
-            f"docker: the daemon at {describe(endpoint)} does not answer or refuses this client ({error})"
-        ) from error
     client = docker.DockerClient(**params, timeout=timeout, version=version)
     client.api.trust_env = False
     return client

@@ -36,8 +36,9 @@ from typing import Any
 
 from slotrelay.sandbox import images, seccomp
 from slotrelay.sandbox.daemon import DaemonEndpoint, close_attach, describe, docker_client, is_local
+from slotrelay.sandbox.docker_errors import docker_errors
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
-from slotrelay.sandbox.errors import SandboxUnavailable
+from slotrelay.sandbox.errors import SandboxDaemonRefused, SandboxNotFound, SandboxUnavailable
 from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
 from slotrelay.sandbox.policy import ReadOnlyMount, admit_paths
 from slotrelay.sandbox.pool import ContainerPool
@@ -53,6 +54,8 @@ EGRESS_MOUNT = "/run/slotrelay-egress"
 SANDBOX_UID = "65534:65534"
 # After a kill, how long the reader may take to see the stream end before it is cut.
 DRAIN_GRACE_S = 15.0
+# What a daemon error while a program runs is reported as (the run's calls, and its waiter thread's).
+RUN_FAILED = "the sandbox container failed to run"
 
 
 def _process_start(pid: int) -> str | None:
@@ -176,15 +179,14 @@ class DockerBackend:
 
     def close(self) -> None:
         """Remove every container this backend still holds, even one a crashed run left behind."""
-        import docker.errors
-
         self.pool.close()
         try:
-            for container in self._client.api.containers(
-                all=True, filters={"label": f"{BACKEND_LABEL}={self._instance}"}
-            ):
-                self._client.api.remove_container(container["Id"], force=True)
-        except docker.errors.DockerException:
+            with docker_errors("could not remove this backend's sandbox containers"):
+                for container in self._client.api.containers(
+                    all=True, filters={"label": f"{BACKEND_LABEL}={self._instance}"}
+                ):
+                    self._client.api.remove_container(container["Id"], force=True)
+        except SandboxUnavailable:
             # The daemon went away first; the next backend's start collects these by label.
             log.warning("could not remove this backend's sandbox containers", exc_info=True)
         self._client.close()
@@ -276,15 +278,14 @@ class DockerBackend:
         return item
 
     def _remove(self, item: PooledContainer) -> None:
-        import docker.errors
-
         for attached in (item.stream, item.inlet):
             if attached is not None:
                 close_attach(attached)
         try:
-            self._worker_client.api.remove_container(item.id, force=True)
-        except docker.errors.NotFound:
-            pass
+            with docker_errors(f"could not remove sandbox container {item.id[:12]}"):
+                self._worker_client.api.remove_container(item.id, force=True)
+        except SandboxNotFound:
+            pass  # already gone: another backend's orphan collection removed it
         if item.egress_dir:
             shutil.rmtree(item.egress_dir, ignore_errors=True)
 
@@ -296,8 +297,6 @@ class DockerBackend:
 
     def run(self, code: str, *, lang: str, limits: SandboxLimits, inputs: Any) -> ExecutionResult:
         """Run `code` in a fresh container. See `slotrelay.sandbox.run` for the contract."""
-        import docker.errors
-
         if not self._local and (limits.allow_paths or limits.allow_hosts):
             raise SandboxUnavailable(
                 "docker: allow_paths and network allow-lists bind host paths, so they need the daemon "
@@ -308,22 +307,16 @@ class DockerBackend:
             return ExecutionResult.refused(refused, self.name)
         marker = new_marker()
         request = encode_request(lang=lang, code=code, inputs=inputs, marker=marker)
-        try:
-            container = self.pool.acquire(self.shape_for(lang, limits, mounts))
-        except docker.errors.ImageNotFound as error:
-            raise SandboxUnavailable(
-                f"docker: image {self.image_for(lang)} is missing on {self.daemon}; run `slotrelay sandbox build`"
-            ) from error
-        except docker.errors.DockerException as error:
-            raise SandboxUnavailable(f"docker: could not create a sandbox container ({error})") from error
+        shape = self.shape_for(lang, limits, mounts)
+        with docker_errors("could not create a sandbox container", image=shape.image, daemon=self.daemon):
+            container = self.pool.acquire(shape)
         proxy = None
         if container.egress_dir:
             proxy = EgressProxy(Path(container.egress_dir) / "egress.sock", limits.allow_hosts)
             proxy.start()
         try:
-            return self._run_started(container, request, marker, limits, proxy)
-        except docker.errors.DockerException as error:
-            raise SandboxUnavailable(f"docker: the sandbox container failed to run ({error})") from error
+            with docker_errors(RUN_FAILED):
+                return self._run_started(container, request, marker, limits, proxy)
         finally:
             if proxy is not None:
                 proxy.stop()
@@ -337,7 +330,6 @@ class DockerBackend:
         limits: SandboxLimits,
         proxy: EgressProxy | None,
     ) -> ExecutionResult:
-        import docker.errors
         from docker.utils.socket import frames_iter
 
         api = self._client.api
@@ -372,8 +364,9 @@ class DockerBackend:
 
         def wait() -> None:
             try:
-                ended.append(api.wait(container.id)["StatusCode"])
-            except docker.errors.DockerException as error:
+                with docker_errors(RUN_FAILED):
+                    ended.append(api.wait(container.id)["StatusCode"])
+            except SandboxUnavailable as error:
                 ended.append(error)
 
         reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
@@ -388,8 +381,9 @@ class DockerBackend:
         timed_out = waiter.is_alive()
         if timed_out:
             try:
-                api.kill(container.id)
-            except docker.errors.APIError:
+                with docker_errors(RUN_FAILED):
+                    api.kill(container.id)
+            except SandboxDaemonRefused:
                 timed_out = False  # it ended between the deadline and the kill: not killed
             waiter.join(timeout=DRAIN_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)

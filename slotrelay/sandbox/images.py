@@ -25,7 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slotrelay.sandbox.errors import SandboxImageError, SandboxUnavailable
+from slotrelay.sandbox.docker_errors import docker_errors
+from slotrelay.sandbox.errors import (
+    SandboxDaemonRefused,
+    SandboxImageError,
+    SandboxNotFound,
+    SandboxUnavailable,
+)
 from slotrelay.sandbox.limits import LANGUAGES
 
 REPOSITORY = "slotrelay-sandbox"
@@ -109,11 +115,10 @@ class BuildStep:
 
 def has_image(client, tag: str) -> bool:
     """Whether the daemon behind `client` has an image tagged `tag`."""
-    import docker.errors
-
     try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
+        with docker_errors(f"could not look up image {tag}"):
+            client.images.get(tag)
+    except SandboxNotFound:
         return False
     return True
 
@@ -171,13 +176,11 @@ def _context(lang: str) -> io.BytesIO:
 
 
 def _build_language(client, lang: str, *, force: bool, say: Callable[[str], None]) -> BuildStep:
-    import docker.errors
-
     tag = image_tag(lang)
     if not force and has_image(client, tag):
         return BuildStep(tag, "current")
     say(f"docker build {tag}")
-    try:
+    with docker_errors(f"building {tag}"):
         client.images.build(
             fileobj=_context(lang),
             custom_context=True,
@@ -188,9 +191,6 @@ def _build_language(client, lang: str, *, force: bool, say: Callable[[str], None
             rm=True,
             forcerm=True,
         )
-    except docker.errors.BuildError as error:
-        log = "".join(str(step.get("stream", step.get("error", ""))) for step in error.build_log)
-        raise SandboxImageError(f"building {tag} failed: {error.msg}\n{log[-800:]}") from error
     return BuildStep(tag, "built")
 
 
@@ -220,16 +220,15 @@ def build_images(
 
 def _remove_stale(client, *, keep: set[str]) -> list[BuildStep]:
     """Untag sandbox images an older checkout built; one a container still uses stays."""
-    import docker.errors
-
     removed = []
     for image in client.images.list(filters={"label": HASH_LABEL}):
         for tag in image.tags:
             if tag.startswith(f"{REPOSITORY}/") and tag not in keep:
                 try:
-                    client.images.remove(tag)
-                except docker.errors.APIError:
-                    continue
+                    with docker_errors(f"could not remove stale image {tag}"):
+                        client.images.remove(tag)
+                except SandboxDaemonRefused:
+                    continue  # a container still uses it, or it is gone already
                 removed.append(BuildStep(tag, "removed (stale)"))
     return removed
 

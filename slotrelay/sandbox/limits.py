@@ -1,7 +1,7 @@
 """What a sandbox run may use (`SandboxLimits`) and what it reports back (`ExecutionResult`).
 
-`SandboxLimits` mirrors MPP-001 section 1 `options.sandbox` (timeout_ms, memory_mb, network,
-fs; `lang` is an argument of `run`), plus the limits the operator may tighten (pids, cpus,
+`SandboxLimits` mirrors the pen request's `options.sandbox` (CONTRACTS.md#pen-request: timeout_ms,
+memory_mb, network, fs; `lang` is an argument of `run`), plus the limits the operator may tighten (pids, cpus,
 output caps). `ExecutionResult` is the seed's `execution` object plus what a caller needs to
 judge a run: the exit code, the limits it broke (`violations`), the backend and which output
 was cut.

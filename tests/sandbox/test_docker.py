@@ -184,3 +184,31 @@ def test_orphans_of_a_dead_client_are_collected_by_label(docker_backend, api) ->
         for created in (dead, alive):
             with contextlib.suppress(docker.errors.NotFound):
                 api.remove_container(created["Id"], force=True)
+
+
+def test_the_daemons_refusals_become_sandbox_errors_in_one_place(docker_backend, api) -> None:
+    from slotrelay.sandbox.docker_errors import docker_errors
+    from slotrelay.sandbox.errors import SandboxDaemonRefused, SandboxNotFound
+
+    with (
+        pytest.raises(SandboxNotFound, match="image nowhere/none:0 is missing on the-daemon; run") as missing,
+        docker_errors("creating", image="nowhere/none:0", daemon="the-daemon"),
+    ):
+        api.inspect_image("nowhere/none:0")
+    assert isinstance(missing.value.__cause__, docker.errors.ImageNotFound)
+    assert missing.value.code == "SANDBOX_UNAVAILABLE"
+    with pytest.raises(SandboxNotFound, match=r"docker: removing it \(404 "), docker_errors("removing it"):
+        api.remove_container("slotrelay-no-such-container", force=True)
+    created = api.create_container(
+        docker_backend.image_for("python"), labels={LABEL: "1", OWNER_LABEL: owner_id()}
+    )
+    try:
+        # Killing a container that is not running is the daemon's 409: a refusal, not a missing object.
+        with (
+            pytest.raises(SandboxDaemonRefused, match="is not running") as refused,
+            docker_errors("killing it"),
+        ):
+            api.kill(created["Id"])
+        assert not isinstance(refused.value, SandboxNotFound)
+    finally:
+        api.remove_container(created["Id"], force=True)
