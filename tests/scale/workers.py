@@ -63,6 +63,23 @@ def stop(process: subprocess.Popen, first: signal.Signals = signal.SIGINT, timeo
         return process.wait(timeout=30)
 
 
+def kill_tree(process: subprocess.Popen) -> list[int]:
+    """kill -9 a process and every process under it (a process worker's flow runs may be in sessions of
+    their own): what a machine losing power does to them. Returns the pids killed."""
+    import psutil
+
+    root = psutil.Process(process.pid)
+    tree = [root, *root.children(recursive=True)]
+    for proc in tree:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    process.wait(timeout=30)
+    psutil.wait_procs(tree, timeout=30)
+    return [proc.pid for proc in tree]
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll `condition` until it holds; raise TimeoutError naming `what` past `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -106,17 +123,19 @@ def completed_tasks(flow_run_ids: list) -> Counter:
     return Counter(t.name for t in tasks if t.state is not None and t.state.is_completed())
 
 
-def submitted_by(flow_run_ids: list) -> dict[str, str]:
-    """flow run id -> the name of the worker that submitted it, from the run's logs in the API."""
+def submissions(flow_run_ids: list) -> list[tuple[str, str]]:
+    """(flow run id, worker name) for each time a worker submitted one of these runs, in log order."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import LogSort
 
-    found: dict[str, str] = {}
     with get_client(sync_client=True) as client:
-        logs = _every(client.read_logs,
+        logs = _every(client.read_logs, sort=LogSort.TIMESTAMP_ASC,
                       log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=list(flow_run_ids))))
-    for log in logs:
-        match = SUBMITTED_BY.search(log.message)
-        if match:
-            found[str(log.flow_run_id)] = match.group(1)
-    return found
+    found = ((log.flow_run_id, SUBMITTED_BY.search(log.message)) for log in logs)
+    return [(str(run_id), match.group(1)) for run_id, match in found if match]
+
+
+def submitted_by(flow_run_ids: list) -> dict[str, str]:
+    """flow run id -> the name of the worker that (last) submitted it, from the run's logs in the API."""
+    return dict(submissions(flow_run_ids))
