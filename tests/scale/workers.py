@@ -93,7 +93,8 @@ PAGE = 200  # the server's largest page
 
 
 def _every(read: Callable[..., list], **filters: object) -> list:
-    """Every object a `client.read_*` call returns, page by page."""
+    """Every object a `client.read_*` call returns, page by page (give a `sort` on a unique key: without
+    one PostgreSQL may order each page differently, and pages then repeat or skip rows)."""
     found: list = []
     while True:
         page = read(**filters, limit=PAGE, offset=len(found))
@@ -106,9 +107,10 @@ def chain_runs(chain_ids: list[str]) -> list:
     """Every flow run of the `chain/<chain_id>` deployments."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
 
     with get_client(sync_client=True) as client:
-        return _every(client.read_flow_runs,
+        return _every(client.read_flow_runs, sort=FlowRunSort.ID_DESC,
                       deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=chain_ids)))
 
 
@@ -116,9 +118,10 @@ def completed_tasks(flow_run_ids: list) -> Counter:
     """How many times each task-run name completed in these flow runs (a node's task run is named after it)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
 
     with get_client(sync_client=True) as client:
-        tasks = _every(client.read_task_runs,
+        tasks = _every(client.read_task_runs, sort=TaskRunSort.ID_DESC,
                        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(flow_run_ids))))
     return Counter(t.name for t in tasks if t.state is not None and t.state.is_completed())
 
@@ -126,12 +129,15 @@ def completed_tasks(flow_run_ids: list) -> Counter:
 def submissions(flow_run_ids: list) -> list[tuple[str, str]]:
     """(flow run id, worker name) for each time a worker submitted one of these runs, in log order."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, LogFilterTextSearch
     from prefect.client.schemas.sorting import LogSort
 
+    # Logs have no unique sort key: only the few submission lines are read, and each is kept once.
     with get_client(sync_client=True) as client:
-        logs = _every(client.read_logs, sort=LogSort.TIMESTAMP_ASC,
-                      log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=list(flow_run_ids))))
+        logs = _every(client.read_logs, sort=LogSort.TIMESTAMP_ASC, log_filter=LogFilter(
+            flow_run_id=LogFilterFlowRunId(any_=list(flow_run_ids)),
+            text=LogFilterTextSearch(query='"submitting flow run"')))
+    logs = list({log.id: log for log in logs}.values())
     found = ((log.flow_run_id, SUBMITTED_BY.search(log.message)) for log in logs)
     return [(str(run_id), match.group(1)) for run_id, match in found if match]
 
