@@ -1,5 +1,6 @@
 """A dead worker loses nothing: kill -9 a process worker (and its flow-run process) mid-chain.
 
+The scenario is `tests.scale.workers.kill_a_worker_mid_chain` (bench/workers_burst.py times it).
 `slotrelay watch --pool` has set up Prefect's zombie detection (deployments/pool.py): the run stops
 sending heartbeats, an automation marks it Crashed, another puts it back to Scheduled, and the
 other worker runs it again from its slots: the node that completed before the kill is not run again.
@@ -8,9 +9,7 @@ other worker runs it again from its slots: the node that completed before the ki
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -19,73 +18,13 @@ from slotrelay.ledger import LEDGER_FILE_NAME
 from tests.scale.workers import (
     chain_runs,
     completed_tasks,
-    kill_tree,
-    start_watch,
-    start_worker,
-    stop,
+    executions,
+    kill_a_worker_mid_chain,
     submissions,
     wait_for,
 )
-from tests.sensor.chains import agent_writes
 
 pytestmark = pytest.mark.prefect_server
-
-# Each node notes its run in executions.log; `slow` then waits for the test's `release` file, so the
-# worker can be killed while it runs.
-NODES_MODULE = '''
-import os
-import time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
-
-def _note(node):
-    with open(HERE / "executions.log", "a") as log:
-        log.write(f"{node} {os.getpid()}\\n")
-
-
-def first(data):
-    _note("first")
-    return {"seen": data}
-
-
-def slow(data):
-    _note("slow")
-    while not (HERE / "release").exists():
-        time.sleep(0.1)
-    return {"done": data["seen"]}
-'''
-
-
-def dying_chain(folder: Path, chain_id: str) -> Path:
-    """src (an agent) -> first -> slow, all python but src."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "dying_nodes.py").write_text(NODES_MODULE)
-    chain = {
-        "chain_id": chain_id,
-        "nodes": [
-            {"node_id": "src", "output_slot": {"slot_id": "src", "path": "slots/src_output.json"},
-             "capabilities": ["Write"], "executor": {"kind": "external"}},
-            {"node_id": "first", "input_slot": {"slot_id": "first-in", "path": "slots/first_input.json"},
-             "output_slot": {"slot_id": "first", "path": "slots/first_output.json"},
-             "executor": {"kind": "python", "callable": "dying_nodes:first"}},
-            {"node_id": "slow", "input_slot": {"slot_id": "slow-in", "path": "slots/slow_input.json"},
-             "output_slot": {"slot_id": "slow", "path": "slots/slow_output.json"},
-             "executor": {"kind": "python", "callable": "dying_nodes:slow"}},
-        ],
-        "routes": [{"route_id": "src-first", "from_node": "src", "to_node": "first"},
-                   {"route_id": "first-slow", "from_node": "first", "to_node": "slow"}],
-    }
-    path = folder / "node_chain.json"
-    path.write_text(json.dumps(chain, indent=1))
-    return path
-
-
-def executions(folder: Path) -> list[tuple[str, int]]:
-    log = folder / "executions.log"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [(node, int(pid)) for node, pid in (line.split() for line in lines)]
 
 
 def test_a_run_whose_worker_is_killed_is_crashed_rescheduled_and_finished_by_the_other(
@@ -94,37 +33,10 @@ def test_a_run_whose_worker_is_killed_is_crashed_rescheduled_and_finished_by_the
     from prefect.client.orchestration import get_client
 
     pool = f"slotrelay-{uuid.uuid4().hex[:6]}"
-    chain_id = f"dying-{uuid.uuid4().hex[:4]}"
-    folder = tmp_path / chain_id
-    chain = dying_chain(folder, chain_id)
-    watch = start_watch(prefect_server, pool, [chain], tmp_path / "watch.log")
-    workers = {}
-    try:
-        wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 90,
-                 "watch to start")
-        assert watch.poll() is None, (tmp_path / "watch.log").read_text()
-        workers["worker-a"] = start_worker(prefect_server, pool, "worker-a", tmp_path / "a.log", limit=2)
-        wait_for(lambda: "started!" in (tmp_path / "a.log").read_text(), 120, "worker-a to start")
-
-        agent_writes(folder, "src", {"n": 7})
-        wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "worker-a to run slow")
-        # The other worker starts once worker-a holds the run, so the run cannot have gone to it first.
-        workers["worker-b"] = start_worker(prefect_server, pool, "worker-b", tmp_path / "b.log", limit=2)
-        wait_for(lambda: "started!" in (tmp_path / "b.log").read_text(), 120, "worker-b to start")
-
-        killed = kill_tree(workers.pop("worker-a"))
-        died = time.monotonic()
-        (folder / "release").touch()
-        assert {pid for _, pid in executions(folder)} <= set(killed)
-
-        wait_for(lambda: any(r.state is not None and r.state.is_completed() for r in chain_runs([chain_id])),
-                 600, "the run to complete on worker-b")
-        print(f"\nworker death -> run completed elsewhere: {time.monotonic() - died:.1f} s")
-    finally:
-        for worker in workers.values():
-            stop(worker)
-        code = stop(watch)
-    assert code == 0, (tmp_path / "watch.log").read_text()
+    folder = tmp_path / f"dying-{uuid.uuid4().hex[:4]}"
+    death = kill_a_worker_mid_chain(prefect_server, pool, folder)
+    assert death.watch_exit == 0, (folder / "watch.log").read_text()
+    chain_id = folder.name
 
     [run] = chain_runs([chain_id])
     assert HEARTBEAT_TAG in run.tags
@@ -141,7 +53,9 @@ def test_a_run_whose_worker_is_killed_is_crashed_rescheduled_and_finished_by_the
     # `first` completed before the kill and did not run again; `slow`, cut off, ran again and completed.
     ran = executions(folder)
     assert [n for n, _ in ran] == ["first", "slow", "slow"], ran
-    assert ran[2][1] not in killed
+    assert {pid for _, pid in ran[:2]} <= set(death.killed) and ran[2][1] not in death.killed
+    # Task-run states reach the server as events, recorded a moment after the flow run ends.
+    wait_for(lambda: completed_tasks([run.id])["slow"] >= 1, 120, "slow's task run to be recorded")
     assert completed_tasks([run.id]) == {"first": 1, "slow": 1}
     assert json.loads((folder / "slots" / "slow_output.json").read_text())["data"] == {"done": {"n": 7}}
     ledger = [json.loads(line) for line in (folder / LEDGER_FILE_NAME).read_text().splitlines()]

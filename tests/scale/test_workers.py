@@ -6,7 +6,6 @@ On a Prefect server on PostgreSQL (the module's own cluster): a burst of 200 age
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -15,8 +14,10 @@ from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
 from tests.scale.test_readme_beyond import PAGE
 from tests.scale.workers import (
+    BURST_SOURCES,
     README_WATCH,
     README_WORKER,
+    burst_chains,
     chain_runs,
     completed_tasks,
     start_watch,
@@ -24,12 +25,8 @@ from tests.scale.workers import (
     stop,
     submitted_by,
     wait_for,
+    write_burst,
 )
-from tests.sensor.chains import agent_writes, make_chain
-
-SOURCES = (67, 67, 66)  # per chain: 200 agent output slots in one burst
-WAVE = 10  # agents of each chain finishing together
-WAVE_SECONDS = 0.3  # between the waves; the sensor's window is 0.1 s, so each wave is a run per chain
 
 
 def completed(path) -> bool:
@@ -42,9 +39,9 @@ def completed(path) -> bool:
 def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgres_prefect_server, tmp_path):
     api = postgres_prefect_server
     pool = f"slotrelay-{uuid.uuid4().hex[:6]}"
-    chain_ids = [f"burst-{i}" for i in range(len(SOURCES))]
-    chains = [make_chain(tmp_path / c, c, n) for c, n in zip(chain_ids, SOURCES, strict=True)]
-    watch = start_watch(api, pool, chains, tmp_path / "watch.log")
+    chains = burst_chains(tmp_path, "burst")
+    chain_ids = list(chains)
+    watch = start_watch(api, pool, list(chains.values()), tmp_path / "watch.log")
     workers = []
     try:
         wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 90,
@@ -56,15 +53,7 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgr
         wait_for(lambda: all("started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
                  120, "both workers to start")
 
-        # Agents finishing in waves a little slower than the sensor's window, so the burst becomes
-        # many runs of several targets each (writes within one window share a run).
-        for start in range(0, max(SOURCES), WAVE):
-            for chain_id, sources in zip(chain_ids, SOURCES, strict=True):
-                for i in range(start, min(start + WAVE, sources)):
-                    agent_writes(tmp_path / chain_id, f"src-{i}", {"n": i, "chain": chain_id})
-            time.sleep(WAVE_SECONDS)
-        outputs = [tmp_path / c / "slots" / f"work-{i}_output.json"
-                   for c, n in zip(chain_ids, SOURCES, strict=True) for i in range(n)]
+        outputs = write_burst(tmp_path, chain_ids)
         assert len(outputs) == 200
         wait_for(lambda: all(completed(p) for p in outputs), 900, "every target's output slot")
         wait_for(lambda: all(r.state is not None and r.state.is_final() for r in chain_runs(chain_ids)), 120,
@@ -89,9 +78,9 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgr
 
     # Every target ran exactly once, as a task run, across all the flow runs.
     tasks = completed_tasks([r.id for r in runs])
-    assert tasks == {f"work-{i}": sum(i < n for n in SOURCES) for i in range(max(SOURCES))}, tasks
+    assert tasks == {f"work-{i}": sum(i < n for n in BURST_SOURCES) for i in range(max(BURST_SOURCES))}, tasks
     started = []
-    for chain_id, sources in zip(chain_ids, SOURCES, strict=True):
+    for chain_id, sources in zip(chain_ids, BURST_SOURCES, strict=True):
         ledger = [json.loads(line) for line in (tmp_path / chain_id / LEDGER_FILE_NAME).read_text().splitlines()]
         assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == sorted(
             f"route-{i}" for i in range(sources))
