@@ -1,6 +1,6 @@
 """How fast the sensor routes: slot written -> downstream input slot written, and -> downstream flow run
-started (p50/p95), the time to route a burst of 1,000 output slots across 3 chains, and the two ways
-of starting a run from a route (a direct API call vs an event with a deployment trigger).
+started (p50/p95), the time to route a burst of 1,000 output slots across 3 chains, and the cost of
+creating a run from a route (a kept API client vs `run_deployment(timeout=0)`).
 
 Baselines, run in the same process: the bare watchdog notification (a write seen by an observer,
 with no routing) for the input-slot latency, and a flow run created directly through the API for
@@ -163,27 +163,19 @@ def started_at(client, flow_run_id: str, timeout: float = 120.0) -> tuple[float,
 
 
 def bench_run_creation(work: Path, creations: int) -> dict[str, list[float]]:
-    """Route -> flow run exists: run_deployment(timeout=0), a kept client, and an event + trigger."""
+    """Route -> flow run exists: run_deployment(timeout=0) vs a kept client (the sensor's way)."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
     from prefect.deployments import run_deployment
 
-    from deployments.sensor import emit_routed_event, routed_trigger
     from deployments.serve import apply_all, chain_deployment
     from slotrelay.chain import load_chain
 
     chain = load_chain(make_chain(work / "create", "create", 1))
-    direct = chain_deployment(chain)
-    evented = chain_deployment(chain)
-    evented.name = "create-by-event"
-    evented.triggers = [routed_trigger("create")]
-    apply_all([direct, evented])
+    apply_all([chain_deployment(chain)])
     parameters = {"chain_path": str(chain.source), "start_nodes": ["work-0"], "stop_at_external": True}
-    results: dict[str, list[float]] = {"run_deployment(timeout=0)": [], "kept client": [], "event + trigger": []}
+    results: dict[str, list[float]] = {"run_deployment(timeout=0)": [], "kept client": []}
     with get_client(sync_client=True) as client:
         direct_id = client.read_deployment_by_name("chain/create").id
-        event_id = client.read_deployment_by_name("chain/create-by-event").id
-        time.sleep(3)  # the trigger's automation is loaded by the server's trigger service
         for i in range(creations):
             began = time.perf_counter()
             run_deployment("chain/create", parameters=parameters, timeout=0, as_subflow=False,
@@ -193,20 +185,6 @@ def bench_run_creation(work: Path, creations: int) -> dict[str, list[float]]:
             client.create_flow_run_from_deployment(direct_id, parameters=parameters,
                                                    idempotency_key=f"kc-{i}-{time.time_ns()}")
             results["kept client"].append(time.perf_counter() - began)
-        flt = DeploymentFilter(id=DeploymentFilterId(any_=[event_id]))
-        for i in range(creations):
-            known = {r.id for r in client.read_flow_runs(deployment_filter=flt)}
-            began = time.perf_counter()
-            emit_routed_event("create", chain.source, ["work-0"], f"ev-{i}")
-            while True:
-                fresh = [r for r in client.read_flow_runs(deployment_filter=flt) if r.id not in known]
-                if fresh:
-                    results["event + trigger"].append(time.perf_counter() - began)
-                    assert fresh[0].parameters["start_nodes"] == ["work-0"], fresh[0].parameters
-                    break
-                if time.perf_counter() - began > 30:
-                    raise TimeoutError("the trigger created no run in 30 s")
-                time.sleep(0.01)
     return results
 
 
@@ -323,7 +301,6 @@ def main() -> None:
         base = creation["kept client"]
         row(create, "kept client (used)", base)
         row(create, "run_deployment(timeout=0)", creation["run_deployment(timeout=0)"], base)
-        row(create, "event + deployment trigger", creation["event + trigger"], base)
 
         runs = Table(title=f"slot written -> downstream flow run ({args.run_events} events, one at a time, ms)")
         for column in ("path", "n", "p50", "p95", "vs baseline"):

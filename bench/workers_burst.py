@@ -1,18 +1,26 @@
-"""Chain runs per minute on a work pool: one process worker vs two, on the same burst of agent slots.
+"""Chain runs per minute on a work pool: one process worker vs two, and the server on SQLite vs PostgreSQL.
 
-A Prefect server (SQLite, temporary PREFECT_HOME) is started here. Each measurement makes CHAINS fresh
-chains of SOURCES external sources each routed to a python target (tests/sensor/chains.py), starts
-`slotrelay watch --pool` on a fresh pool and N `prefect worker start --pool --limit LIMIT` processes,
-writes the agents' output slots in waves (WAVE_SECONDS apart, wider than the sensor's window, so the
-burst is many runs), and times from the first write until every flow run of the chains has ended.
-The baseline is the same burst on one worker; the ratio is runs/min with two over runs/min with one.
-How many runs a burst becomes depends on how the sensor's windows fall, so the burst's time (the same
-CHAINS * SOURCES targets either way) is printed beside it.
-Measurements alternate (1, 2, 2, 1, ...) so a change of machine load hits both.
+Two Prefect servers are started here (`deployments.server.start_server`, temporary PREFECT_HOMEs): one
+on SQLite (the default), one on a private PostgreSQL cluster (initdb + pg_ctl, as in tests/scale). Each
+measurement makes the burst of tests/scale/test_workers.py in fresh chains (200 agent output slots across
+3 chains, written in waves a little slower than the sensor's window, so the burst is many runs), starts
+`slotrelay watch --pool` on a fresh pool and N `prefect worker start --pool --limit LIMIT` processes, and
+times from the first write until every flow run has ended and every target's task run is recorded.
+The baseline is the same burst on one worker on SQLite. How many runs a burst becomes depends on how the
+sensor's windows fall, so the burst's time (the same 200 targets every time) is printed beside it.
+Rounds alternate the order of the four set-ups so a change of machine load hits them all.
+
+Then, on the PostgreSQL server, the dead-worker scenario of tests/scale/test_dead_worker.py (kill -9 a
+worker and its flow-run process mid-chain) DEATHS times: seconds from the kill to the run completed on
+the other worker. Its floor is Prefect's zombie detection: up to 30 s since the last heartbeat, then 90 s
+of silence (deployments/pool.py).
+
+    .venv/bin/python bench/workers_burst.py [--rounds N] [--deaths N]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -24,22 +32,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CHAINS = 3
-SOURCES = 10
 LIMIT = 2
-WAVE_SECONDS = 0.3
-ROUNDS = 2
+SETUPS = (("SQLite", 1), ("SQLite", 2), ("PostgreSQL", 1), ("PostgreSQL", 2))
 
 
 def measure(api_url: str, folder: Path, workers: int) -> tuple[int, float]:
     """One burst on `workers` workers: (flow runs, seconds from the first write to the last run's end)."""
-    from tests.scale.workers import chain_runs, completed_tasks, start_watch, start_worker, stop, wait_for
-    from tests.sensor.chains import agent_writes, make_chain
+    from tests.scale.workers import (
+        burst_chains,
+        chain_runs,
+        completed_tasks,
+        start_watch,
+        start_worker,
+        stop,
+        wait_for,
+        write_burst,
+    )
 
     pool = f"bench-{uuid.uuid4().hex[:6]}"
-    chain_ids = [f"{pool}-{i}" for i in range(CHAINS)]
-    chains = [make_chain(folder / chain_id, chain_id, SOURCES) for chain_id in chain_ids]
-    watch = start_watch(api_url, pool, chains, folder / "watch.log")
+    chains = burst_chains(folder, pool)
+    chain_ids = list(chains)
+    watch = start_watch(api_url, pool, list(chains.values()), folder / "watch.log")
     started = []
     try:
         wait_for(lambda: "watching" in (folder / "watch.log").read_text(), 120, "watch to start")
@@ -47,17 +60,14 @@ def measure(api_url: str, folder: Path, workers: int) -> tuple[int, float]:
         wait_for(lambda: all("started!" in (folder / f"w{i}.log").read_text() for i in range(workers)), 120,
                  "the workers to start")
         began = time.monotonic()
-        for i in range(SOURCES):
-            for chain_id in chain_ids:
-                agent_writes(folder / chain_id, f"src-{i}", {"n": i})
-            time.sleep(WAVE_SECONDS)
+        targets = len(write_burst(folder, chain_ids))
 
         def ended() -> bool:
             runs = chain_runs(chain_ids)
             return bool(runs) and all(r.state is not None and r.state.is_final() for r in runs) and sum(
-                completed_tasks([r.id for r in runs]).values()) == CHAINS * SOURCES
+                completed_tasks([r.id for r in runs]).values()) == targets
 
-        wait_for(ended, 600, "every run to end")
+        wait_for(ended, 1200, "every run to end")
         seconds = time.monotonic() - began
         return len(chain_runs(chain_ids)), seconds
     finally:
@@ -67,37 +77,64 @@ def measure(api_url: str, folder: Path, workers: int) -> tuple[int, float]:
 
 
 def main() -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
     from rich.console import Console
     from rich.table import Table
 
     from deployments.server import start_server
     from tests.conftest import free_port
+    from tests.scale.postgres_cluster import postgres_cluster
+    from tests.scale.workers import kill_a_worker_mid_chain
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--deaths", type=int, default=2)
+    args = parser.parse_args()
+    rounds = args.rounds
     console = Console()
-    results: dict[int, list[float]] = {1: [], 2: []}
-    burst_seconds: dict[int, list[float]] = {1: [], 2: []}
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(port=free_port(), home=Path(tmp) / "home")
-        os.environ["PREFECT_API_URL"] = server.api_url
+    rates: dict[tuple[str, int], list[float]] = {setup: [] for setup in SETUPS}
+    bursts: dict[tuple[str, int], list[float]] = {setup: [] for setup in SETUPS}
+    with tempfile.TemporaryDirectory() as tmp, postgres_cluster() as postgres:
+        servers = {
+            "SQLite": start_server(port=free_port(), home=Path(tmp) / "home-sqlite"),
+            "PostgreSQL": start_server(port=free_port(), home=Path(tmp) / "home-pg", database=postgres.url,
+                                       ready_timeout=240),
+        }
         try:
-            for round_ in range(ROUNDS):
-                for workers in ((1, 2) if round_ % 2 == 0 else (2, 1)):
-                    runs, seconds = measure(server.api_url, Path(tmp) / f"r{round_}-w{workers}", workers)
-                    results[workers].append(60 * runs / seconds)
-                    burst_seconds[workers].append(seconds)
-                    console.print(f"round {round_ + 1}, {workers} worker(s): {runs} runs in {seconds:.1f} s")
+            for round_ in range(rounds):
+                for database, workers in (SETUPS if round_ % 2 == 0 else tuple(reversed(SETUPS))):
+                    api_url = servers[database].api_url
+                    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+                        folder = Path(tmp) / f"r{round_}-{database}-{workers}"
+                        runs, seconds = measure(api_url, folder, workers)
+                    rates[database, workers].append(60 * runs / seconds)
+                    bursts[database, workers].append(seconds)
+                    console.print(f"round {round_ + 1}, {database}, {workers} worker(s): {runs} runs in "
+                                  f"{seconds:.1f} s (load {os.getloadavg()[0]:.1f})")
+            deaths = []
+            api_url = servers["PostgreSQL"].api_url
+            for death in range(args.deaths):
+                with temporary_settings(updates={PREFECT_API_URL: api_url}):
+                    folder = Path(tmp) / "deaths" / f"dying-{death}"
+                    deaths.append(kill_a_worker_mid_chain(api_url, f"bench-death-{death}", folder).seconds)
+                console.print(f"worker death {death + 1}: run completed elsewhere {deaths[-1]:.1f} s later")
         finally:
-            server.stop()
-    table = Table(title=f"{CHAINS * SOURCES} agent slots across {CHAINS} chains, --limit {LIMIT} per worker, "
-                        f"median of {ROUNDS} rounds")
-    for column in ("workers", "chain runs/min", "vs 1 worker", "burst (s)", "time vs 1 worker"):
+            for server in servers.values():
+                server.stop()
+    table = Table(title=f"200 agent slots across 3 chains, --limit {LIMIT} per worker, "
+                        f"median of {rounds} rounds")
+    for column in ("database", "workers", "chain runs/min", "burst (s)", "time vs SQLite, 1 worker"):
         table.add_column(column)
-    base, base_seconds = statistics.median(results[1]), statistics.median(burst_seconds[1])
-    for workers, rates in results.items():
-        median_seconds = statistics.median(burst_seconds[workers])
-        table.add_row(str(workers), f"{statistics.median(rates):.1f}", f"{statistics.median(rates) / base:.2f}x",
-                      f"{median_seconds:.1f}", f"{median_seconds / base_seconds:.2f}x")
+    base = statistics.median(bursts["SQLite", 1])
+    for setup in SETUPS:
+        seconds = statistics.median(bursts[setup])
+        table.add_row(setup[0], str(setup[1]), f"{statistics.median(rates[setup]):.1f}", f"{seconds:.1f}",
+                      f"{seconds / base:.2f}x")
     console.print(table)
+    if deaths:
+        console.print(f"worker killed -> its run completed on the other worker: median "
+                      f"{statistics.median(deaths):.1f} s of {len(deaths)} (min {min(deaths):.1f}, "
+                      f"max {max(deaths):.1f})")
     console.print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 

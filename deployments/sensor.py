@@ -5,10 +5,10 @@ is given to start one run, through the Prefect API: a flow run created from the 
 with parameters `chain_path`, `start_nodes` and `stop_at_external=True`, and the ledger's batch id as
 the idempotency key, so a request repeated after a crash returns the run already created.
 
-Why a direct API call and not an event with a deployment trigger (bench/routing_latency.py measures
-both): the call returns the run it created, so the ledger can record it; the event is fire-and-forget,
-the OSS server drops events past its 10,000-message queue under bursts, and a trigger whose template
-names a missing event field silently creates no run. `emit_routed_event` is kept for the bench.
+Why a direct API call and not an event with a deployment trigger: the call returns the run it
+created, so the ledger can record it; the event is fire-and-forget, the OSS server drops events past
+its 10,000-message queue under bursts, and a trigger whose template names a missing event field
+silently creates no run.
 """
 
 from __future__ import annotations
@@ -19,12 +19,6 @@ from pathlib import Path
 from uuid import UUID
 
 CHAIN_FLOW_NAME = "chain"
-ROUTED_EVENT = "slotrelay.route.fired"
-
-
-def chain_deployment_name(chain_id: str) -> str:
-    """The served deployment of a chain: `<chain_id>` under the flow `chain`."""
-    return chain_id
 
 
 @dataclass(frozen=True)
@@ -94,33 +88,3 @@ class DeploymentStarter:
             if self._client is not None:
                 self._client.__exit__(None, None, None)
                 self._client = None
-
-
-def emit_routed_event(chain_id: str, chain_path: Path, start_nodes: list[str], idempotency_key: str) -> None:
-    """Emit the event a deployment trigger (`routed_trigger`) turns into a run (the bench's other path)."""
-    from prefect.events import emit_event
-
-    emit_event(
-        event=ROUTED_EVENT,
-        resource={"prefect.resource.id": f"slotrelay.chain.{chain_id}"},
-        payload={"chain_path": str(chain_path), "start_nodes": list(start_nodes), "batch_id": idempotency_key},
-    )
-
-
-def routed_trigger(chain_id: str):
-    """A deployment trigger creating a run from each `slotrelay.route.fired` event of one chain."""
-    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
-
-    return DeploymentEventTrigger(
-        expect={ROUTED_EVENT},
-        match={"prefect.resource.id": f"slotrelay.chain.{chain_id}"},
-        parameters={
-            "chain_path": "{{ event.payload.chain_path }}",
-            # A list parameter: render the payload's list as JSON text, then parse it (Prefect's hydration).
-            "start_nodes": {
-                "__prefect_kind": "json",
-                "value": {"__prefect_kind": "jinja", "template": "{{ event.payload.start_nodes | tojson }}"},
-            },
-            "stop_at_external": True,
-        },
-    )

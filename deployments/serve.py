@@ -23,7 +23,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from deployments.sensor import CHAIN_FLOW_NAME, chain_deployment_name
+from deployments.sensor import CHAIN_FLOW_NAME
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
@@ -57,7 +57,7 @@ def chain_deployment(
     from flows.chain import run_chain
 
     return run_chain.to_deployment(
-        name=chain_deployment_name(chain.chain_id),
+        name=chain.chain_id,
         parameters={
             "chain_path": str(chain.source),
             "start_nodes": None,
@@ -234,5 +234,5 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
 
 def chain_flow_deployment_name(chain_id: str) -> str:
     """The full name of a chain's served deployment (`chain/<chain_id>`)."""
-    return f"{CHAIN_FLOW_NAME}/{chain_deployment_name(chain_id)}"
+    return f"{CHAIN_FLOW_NAME}/{chain_id}"
 

@@ -1,4 +1,4 @@
-"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster, a small chain."""
+"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster, a Prefect server on it, a small chain."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_service
+from tests.conftest import free_port, require_service
 from tests.scale.postgres_cluster import PostgresCluster, cluster_user, postgres_bin, postgres_cluster
 
 NODES_MODULE = '''
@@ -28,6 +28,25 @@ def postgres() -> Iterator[PostgresCluster]:
     require_service(cluster_user() is not None, "running as root, but there is no `postgres` user to own a cluster")
     with postgres_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="module")
+def postgres_prefect_server(postgres: PostgresCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Prefect server on this module's PostgreSQL cluster (`deployments.server.start_server`); yields its API URL.
+
+    In-process Prefect calls see it through `temporary_settings`; subprocesses get `PREFECT_API_URL`.
+    """
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from deployments.server import start_server
+
+    server = start_server(port=free_port(), home=tmp_path_factory.mktemp("prefect-pg-home"),
+                          database=postgres.url, ready_timeout=240)
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            yield server.api_url
+    finally:
+        server.stop()
 
 
 def small_chain(folder: Path, chain_id: str = "small") -> Path:

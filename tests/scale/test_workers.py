@@ -1,12 +1,11 @@
 """Chain runs on a Prefect work pool: `slotrelay watch --pool` requests them, two process workers run them.
 
-On the session's Prefect server (SQLite; tests/scale/test_postgres_server.py covers PostgreSQL).
+On a Prefect server on PostgreSQL (the module's own cluster): a burst of 200 agent output slots.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -15,8 +14,10 @@ from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
 from tests.scale.test_readme_beyond import PAGE
 from tests.scale.workers import (
+    BURST_SOURCES,
     README_WATCH,
     README_WORKER,
+    burst_chains,
     chain_runs,
     completed_tasks,
     start_watch,
@@ -24,14 +25,8 @@ from tests.scale.workers import (
     stop,
     submitted_by,
     wait_for,
+    write_burst,
 )
-from tests.sensor.chains import agent_writes, make_chain
-
-pytestmark = pytest.mark.prefect_server
-
-CHAINS = 3
-SOURCES = 15  # per chain: 45 agent output slots in one burst
-WAVE_SECONDS = 0.3  # between the waves of agent writes; the sensor's window is 0.1 s
 
 
 def completed(path) -> bool:
@@ -39,32 +34,33 @@ def completed(path) -> bool:
     return bool(document) and document.get("status") == "completed"
 
 
-def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefect_server, tmp_path):
+@pytest.mark.postgres
+@pytest.mark.timeout(1200)
+def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgres_prefect_server, tmp_path):
+    api = postgres_prefect_server
     pool = f"slotrelay-{uuid.uuid4().hex[:6]}"
-    chain_ids = [f"burst-{i}" for i in range(CHAINS)]
-    chains = [make_chain(tmp_path / chain_id, chain_id, SOURCES) for chain_id in chain_ids]
-    watch = start_watch(prefect_server, pool, chains, tmp_path / "watch.log")
+    chains = burst_chains(tmp_path, "burst")
+    chain_ids = list(chains)
+    watch = start_watch(api, pool, list(chains.values()), tmp_path / "watch.log")
     workers = []
     try:
         wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 90,
                  "watch to start")
         assert watch.poll() is None, (tmp_path / "watch.log").read_text()
         # Two runs at a time per worker: neither can take the whole burst in one poll.
-        workers = [start_worker(prefect_server, pool, name, tmp_path / f"{name}.log", limit=2)
+        workers = [start_worker(api, pool, name, tmp_path / f"{name}.log", limit=2)
                    for name in ("worker-a", "worker-b")]
         wait_for(lambda: all("started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
                  120, "both workers to start")
 
-        # Agents finishing one after another, a little slower than the sensor's window, so the burst
-        # becomes many runs (writes within one window share a run).
-        for i in range(SOURCES):
-            for chain_id in chain_ids:
-                agent_writes(tmp_path / chain_id, f"src-{i}", {"n": i, "chain": chain_id})
-            time.sleep(WAVE_SECONDS)
-        outputs = [tmp_path / c / "slots" / f"work-{i}_output.json" for c in chain_ids for i in range(SOURCES)]
-        wait_for(lambda: all(completed(p) for p in outputs), 300, "every target's output slot")
+        outputs = write_burst(tmp_path, chain_ids)
+        assert len(outputs) == 200
+        wait_for(lambda: all(completed(p) for p in outputs), 900, "every target's output slot")
         wait_for(lambda: all(r.state is not None and r.state.is_final() for r in chain_runs(chain_ids)), 120,
                  "the flow runs to end")
+        # Task-run states reach the server as events, recorded a moment after the flow run ends.
+        wait_for(lambda: sum(completed_tasks([r.id for r in chain_runs(chain_ids)]).values()) >= len(outputs),
+                 120, "the task runs to be recorded")
     finally:
         for worker in workers:
             stop(worker)
@@ -82,12 +78,12 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefec
 
     # Every target ran exactly once, as a task run, across all the flow runs.
     tasks = completed_tasks([r.id for r in runs])
-    assert tasks == {f"work-{i}": CHAINS for i in range(SOURCES)}, tasks
+    assert tasks == {f"work-{i}": sum(i < n for n in BURST_SOURCES) for i in range(max(BURST_SOURCES))}, tasks
     started = []
-    for chain_id in chain_ids:
+    for chain_id, sources in zip(chain_ids, BURST_SOURCES, strict=True):
         ledger = [json.loads(line) for line in (tmp_path / chain_id / LEDGER_FILE_NAME).read_text().splitlines()]
         assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == sorted(
-            f"route-{i}" for i in range(SOURCES))
+            f"route-{i}" for i in range(sources))
         started += [e["flow_run_id"] for e in ledger if e["kind"] == "started"]
     assert sorted(started) == sorted(str(r.id) for r in runs)
 

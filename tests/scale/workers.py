@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +20,35 @@ SUBMITTED_BY = re.compile(r"Worker '([^']+)' submitting flow run")
 # The commands docs/beyond.md shows; the processes below are started from them.
 README_WATCH = "slotrelay watch --pool {pool} CHAIN.json"
 README_WORKER = "prefect worker start --pool {pool} --limit {limit}"
+
+
+# The burst of the workers test and bench: 200 agent output slots across 3 chains, agents finishing in
+# waves of WAVE per chain a little slower than the sensor's window (0.1 s), so the burst becomes many
+# runs of several targets each (writes within one window share a run).
+BURST_SOURCES = (67, 67, 66)
+WAVE = 10
+WAVE_SECONDS = 0.3
+
+
+def burst_chains(folder: Path, prefix: str) -> dict[str, Path]:
+    """chain_id -> chain file: a chain per BURST_SOURCES entry, with that many sources routed to targets."""
+    from tests.sensor.chains import make_chain
+
+    return {f"{prefix}-{i}": make_chain(folder / f"{prefix}-{i}", f"{prefix}-{i}", n)
+            for i, n in enumerate(BURST_SOURCES)}
+
+
+def write_burst(folder: Path, chain_ids: list[str]) -> list[Path]:
+    """Write the burst's agent output slots (chain folders under `folder`); the targets' output slots."""
+    from tests.sensor.chains import agent_writes
+
+    for start in range(0, max(BURST_SOURCES), WAVE):
+        for chain_id, sources in zip(chain_ids, BURST_SOURCES, strict=True):
+            for i in range(start, min(start + WAVE, sources)):
+                agent_writes(folder / chain_id, f"src-{i}", {"n": i, "chain": chain_id})
+        time.sleep(WAVE_SECONDS)
+    return [folder / c / "slots" / f"work-{i}_output.json"
+            for c, n in zip(chain_ids, BURST_SOURCES, strict=True) for i in range(n)]
 
 
 def environment(api_url: str) -> dict[str, str]:
@@ -63,6 +94,23 @@ def stop(process: subprocess.Popen, first: signal.Signals = signal.SIGINT, timeo
         return process.wait(timeout=30)
 
 
+def kill_tree(process: subprocess.Popen) -> list[int]:
+    """kill -9 a process and every process under it (a process worker's flow runs may be in sessions of
+    their own): what a machine losing power does to them. Returns the pids killed."""
+    import psutil
+
+    root = psutil.Process(process.pid)
+    tree = [root, *root.children(recursive=True)]
+    for proc in tree:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    process.wait(timeout=30)
+    psutil.wait_procs(tree, timeout=30)
+    return [proc.pid for proc in tree]
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll `condition` until it holds; raise TimeoutError naming `what` past `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -76,7 +124,8 @@ PAGE = 200  # the server's largest page
 
 
 def _every(read: Callable[..., list], **filters: object) -> list:
-    """Every object a `client.read_*` call returns, page by page."""
+    """Every object a `client.read_*` call returns, page by page (give a `sort` on a unique key: without
+    one PostgreSQL may order each page differently, and pages then repeat or skip rows)."""
     found: list = []
     while True:
         page = read(**filters, limit=PAGE, offset=len(found))
@@ -89,9 +138,10 @@ def chain_runs(chain_ids: list[str]) -> list:
     """Every flow run of the `chain/<chain_id>` deployments."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
 
     with get_client(sync_client=True) as client:
-        return _every(client.read_flow_runs,
+        return _every(client.read_flow_runs, sort=FlowRunSort.ID_DESC,
                       deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=chain_ids)))
 
 
@@ -99,24 +149,135 @@ def completed_tasks(flow_run_ids: list) -> Counter:
     """How many times each task-run name completed in these flow runs (a node's task run is named after it)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
 
     with get_client(sync_client=True) as client:
-        tasks = _every(client.read_task_runs,
+        tasks = _every(client.read_task_runs, sort=TaskRunSort.ID_DESC,
                        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(flow_run_ids))))
     return Counter(t.name for t in tasks if t.state is not None and t.state.is_completed())
 
 
-def submitted_by(flow_run_ids: list) -> dict[str, str]:
-    """flow run id -> the name of the worker that submitted it, from the run's logs in the API."""
+def submissions(flow_run_ids: list) -> list[tuple[str, str]]:
+    """(flow run id, worker name) for each time a worker submitted one of these runs, in log order."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, LogFilterTextSearch
+    from prefect.client.schemas.sorting import LogSort
 
-    found: dict[str, str] = {}
+    # Logs have no unique sort key: only the few submission lines are read, and each is kept once.
     with get_client(sync_client=True) as client:
-        logs = _every(client.read_logs,
-                      log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=list(flow_run_ids))))
-    for log in logs:
-        match = SUBMITTED_BY.search(log.message)
-        if match:
-            found[str(log.flow_run_id)] = match.group(1)
-    return found
+        logs = _every(client.read_logs, sort=LogSort.TIMESTAMP_ASC, log_filter=LogFilter(
+            flow_run_id=LogFilterFlowRunId(any_=list(flow_run_ids)),
+            text=LogFilterTextSearch(query='"submitting flow run"')))
+    logs = list({log.id: log for log in logs}.values())
+    found = ((log.flow_run_id, SUBMITTED_BY.search(log.message)) for log in logs)
+    return [(str(run_id), match.group(1)) for run_id, match in found if match]
+
+
+def submitted_by(flow_run_ids: list) -> dict[str, str]:
+    """flow run id -> the name of the worker that (last) submitted it, from the run's logs in the API."""
+    return dict(submissions(flow_run_ids))
+
+
+# The dead-worker chain's nodes: each notes its run in executions.log; `slow` then waits for a `release`
+# file, so its worker can be killed while it runs.
+DYING_NODES = '''
+import os
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def _note(node):
+    with open(HERE / "executions.log", "a") as log:
+        log.write(f"{node} {os.getpid()}\\n")
+
+
+def first(data):
+    _note("first")
+    return {"seen": data}
+
+
+def slow(data):
+    _note("slow")
+    while not (HERE / "release").exists():
+        time.sleep(0.1)
+    return {"done": data["seen"]}
+'''
+
+
+def dying_chain(folder: Path, chain_id: str) -> Path:
+    """src (an agent) -> first -> slow, all python but src."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dying_nodes.py").write_text(DYING_NODES)
+    chain = {
+        "chain_id": chain_id,
+        "nodes": [
+            {"node_id": "src", "output_slot": {"slot_id": "src", "path": "slots/src_output.json"},
+             "capabilities": ["Write"], "executor": {"kind": "external"}},
+            {"node_id": "first", "input_slot": {"slot_id": "first-in", "path": "slots/first_input.json"},
+             "output_slot": {"slot_id": "first", "path": "slots/first_output.json"},
+             "executor": {"kind": "python", "callable": "dying_nodes:first"}},
+            {"node_id": "slow", "input_slot": {"slot_id": "slow-in", "path": "slots/slow_input.json"},
+             "output_slot": {"slot_id": "slow", "path": "slots/slow_output.json"},
+             "executor": {"kind": "python", "callable": "dying_nodes:slow"}},
+        ],
+        "routes": [{"route_id": "src-first", "from_node": "src", "to_node": "first"},
+                   {"route_id": "first-slow", "from_node": "first", "to_node": "slow"}],
+    }
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain, indent=1))
+    return path
+
+
+def executions(folder: Path) -> list[tuple[str, int]]:
+    """(node, pid) for each run of a `dying_chain` node, in order."""
+    log = folder / "executions.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(node, int(pid)) for node, pid in (line.split() for line in lines)]
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    """What `kill_a_worker_mid_chain` did: the pids it killed, the seconds from the kill to the run's
+    completion on the other worker, and `watch`'s exit code."""
+
+    killed: list[int]
+    seconds: float
+    watch_exit: int
+
+
+def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path) -> WorkerDeath:
+    """The dead-worker scenario: `watch --pool` on `dying_chain(folder)`, worker-a takes its run; once
+    `slow` runs, worker-b starts and worker-a is killed with its flow-run process (kill -9); then wait
+    for the run to complete. The chain's id is the folder's name; logs go beside it."""
+    from tests.sensor.chains import agent_writes
+
+    chain_id = folder.name
+    chain = dying_chain(folder, chain_id)
+    logs = folder.parent
+    watch = start_watch(api_url, pool, [chain], folder / "watch.log")
+    workers: dict[str, subprocess.Popen] = {}
+    try:
+        wait_for(lambda: "watching" in (folder / "watch.log").read_text() or watch.poll() is not None, 90,
+                 "watch to start")
+        if watch.poll() is not None:
+            raise RuntimeError((folder / "watch.log").read_text())
+        workers["worker-a"] = start_worker(api_url, pool, "worker-a", logs / f"{chain_id}-a.log", limit=2)
+        wait_for(lambda: "started!" in (logs / f"{chain_id}-a.log").read_text(), 120, "worker-a to start")
+        agent_writes(folder, "src", {"n": 7})
+        wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "worker-a to run slow")
+        # The other worker starts once worker-a holds the run, so the run cannot have gone to it first.
+        workers["worker-b"] = start_worker(api_url, pool, "worker-b", logs / f"{chain_id}-b.log", limit=2)
+        wait_for(lambda: "started!" in (logs / f"{chain_id}-b.log").read_text(), 120, "worker-b to start")
+        killed = kill_tree(workers.pop("worker-a"))
+        died = time.monotonic()
+        (folder / "release").touch()
+        wait_for(lambda: any(r.state is not None and r.state.is_completed() for r in chain_runs([chain_id])),
+                 600, "the run to complete on worker-b")
+        seconds = time.monotonic() - died
+    finally:
+        for worker in workers.values():
+            stop(worker)
+        code = stop(watch)
+    return WorkerDeath(killed, seconds, code)
