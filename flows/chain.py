@@ -75,25 +75,17 @@ class ChainDriver:
         self.schedule = schedule
         self.flow_run_id = flow_run_id
         self.futures: dict[str, Any] = {}
-        self.tasks: dict[str, Any] = {}
         self.done: queue.Queue[str] = queue.Queue()
-        self._chain = schedule.chain
 
     def submit(self, node_id: str) -> None:
+        # The schedule's chain: a reload replaces it, and the node's retry policy with it.
         chain = self.schedule.chain
-        if chain is not self._chain:
-            # A reload: the tasks were built from the old rules.
-            self.tasks.clear()
-            self._chain = chain
         # The edges are for the UI: readiness is decided by the schedule, and a source settled by a
         # person's `continue` after a failure still feeds its target, so a failed source must not block it.
         wait_for = [allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
-        if node_id not in self.tasks:
-            # Building a Prefect task costs a few ms: once per node per run (a reload clears them).
-            self.tasks[node_id] = node_task(chain, chain.node(node_id))
         # quote(): Prefect would otherwise walk the whole chain model looking for futures on every
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
-        future = self.tasks[node_id].submit(quote(chain), node_id, wait_for=wait_for)
+        future = node_task(chain, chain.node(node_id)).submit(quote(chain), node_id, wait_for=wait_for)
         self.futures[node_id] = future
         future.add_done_callback(lambda _, node_id=node_id: self.done.put(node_id))
 
