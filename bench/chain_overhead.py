@@ -143,12 +143,13 @@ def main() -> None:
         base_cpu, chain_cpu = cpu["bare Prefect tasks"], cpu["slotrelay chain"]
         base_server, chain_server = server_cpu["bare Prefect tasks"], server_cpu["slotrelay chain"]
         per_node = 1000 / NODES
-        table = Table(title=f"one flow run of {NODES} sequential nodes, {args.rounds} interleaved rounds: "
-                            "per node ms, median (IQR), and ratio to bare tasks (quartile range)")
+        table = Table(title=f"one flow run of {NODES} sequential nodes, {args.rounds} interleaved rounds:"
+                            " per node ms, median (IQR), and ratio to bare tasks (quartile range)")
         for column in ("variant", "wall", "wall ratio", "CPU here", "CPU ratio", "CPU server", "server ratio"):
             table.add_column(column, justify="right" if column != "variant" else "left")
         table.add_row("bare Prefect tasks", described(base, per_node, 1), "baseline",
-                      described(base_cpu, per_node, 1), "baseline", described(base_server, per_node, 1), "baseline")
+                      described(base_cpu, per_node, 1), "baseline",
+                      described(base_server, per_node, 1), "baseline")
         table.add_row("slotrelay chain", described(chain, per_node, 1), ratio(chain, base),
                       described(chain_cpu, per_node, 1), ratio(chain_cpu, base_cpu),
                       described(chain_server, per_node, 1), ratio(chain_server, base_server))

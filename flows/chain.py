@@ -31,7 +31,7 @@ import queue
 from pathlib import Path
 from typing import Any
 
-from prefect import allow_failure, flow, get_run_logger
+from prefect import allow_failure, flow
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
 from prefect.runtime import flow_run
@@ -43,9 +43,8 @@ from slotrelay.alerts import alerts_of_run
 from slotrelay.chain import Chain, load_chain
 from slotrelay.chain.preflight import preflight
 from slotrelay.chain.schedule import Arbitrate, ChainSchedule, RaiseAlert, Run, Wait
-from slotrelay.enginelog import engine_logger
 from slotrelay.slots import read_slot, write_json_atomic
-from tasks.node import node_task
+from tasks.node import RunNotes, node_task
 
 FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
@@ -114,22 +113,6 @@ class ChainDriver:
                 return
 
 
-class _Notes:
-    """The schedule's notes go to the run log (the UI) and the engine log (logs/engine.log)."""
-
-    def __init__(self, chain: Chain) -> None:
-        self.run = get_run_logger()
-        self.engine = engine_logger(chain.logs_dir)
-
-    def info(self, msg: str, *args: Any) -> None:
-        self.run.info(msg, *args)
-        self.engine.info(msg, *args)
-
-    def error(self, msg: str, *args: Any) -> None:
-        self.run.error(msg, *args)
-        self.engine.error(msg, *args)
-
-
 @flow(name="chain", flow_run_name=_run_name, log_prints=False, persist_result=False)
 def run_chain(
     chain_path: str,
@@ -168,7 +151,7 @@ def run_chain(
     preflight(chain)
     context = FlowRunContext.get()
     flow_run_id = str(context.flow_run.id) if context else None
-    notes = _Notes(chain)
+    notes = RunNotes(chain)
     schedule = ChainSchedule(chain, notes=notes, stop_at_external=stop_at_external, resume=resume)
     if flow_run_id:
         # A run suspended for a person starts again from the top once decided (flows/arbitration.py):
