@@ -3,11 +3,25 @@
 Both run in this process as one flow run each, on a real local Prefect server started here
 (temporary PREFECT_HOME, free port): the baseline is a flow of 100 sequential tasks doing the same
 work (`n + 1`), the chain adds what the engine does per node (input slot read, checks, output slot
-atomic write, route evaluation, input slot write of the next node). Prints the medians and the ratio.
+atomic write, route evaluation, input slot write of the next node).
+
+The two variants are interleaved (bare, chain, bare, chain, ...) after one warm-up run each, and each
+is reported as its median with the IQR (bench/spread.py); the ratio carries the range its quartiles
+allow, and a comparison whose spread is wider than its gap says so. Beside the wall time it reports
+the CPU time each run costs in this process and in the server's processes: on a machine shared with
+other work the wall time swings with their load, this process's CPU time much less (the server's
+includes its background services, which run per second, not per request).
+
+    .venv/bin/python bench/chain_overhead.py [--rounds 15] [--profile FILE]
+
+`--profile FILE` runs the chain once more under cProfile after the timed rounds and writes the stats
+(read them with `python -m pstats FILE`).
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
 import json
 import os
 import socket
@@ -15,15 +29,21 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import psutil
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from spread import described, interleaved, ratio, spread_note
 
 NODES = 100
-REPEATS = 5
+GOAL = 1.15
 
 
 def free_port() -> int:
@@ -49,8 +69,25 @@ def write_chain(folder: Path) -> Path:
     return path
 
 
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    """User + system CPU time of these processes and all their children so far."""
+    total = 0.0
+    for process in processes:
+        for each in (process, *process.children(recursive=True)):
+            try:
+                times = each.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+    return total
+
+
 def main() -> None:
-    console = Console()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (each runs both variants)")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of one more chain run here")
+    args = parser.parse_args()
+    console = Console(width=170)
     home = Path(tempfile.mkdtemp(prefix="slotrelay-bench-"))
     from deployments.server import start_server
 
@@ -75,28 +112,61 @@ def main() -> None:
             return data
 
         chain_path = write_chain(home)
-        timings: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
-        with console.status("running") as status:
-            for repeat in range(REPEATS + 1):
-                for name, run in (("bare Prefect tasks", bare), ("slotrelay chain", lambda: run_chain(str(chain_path)))):
-                    status.update(f"{name}, run {repeat + 1} of {REPEATS + 1} (the first is a warm-up)")
-                    started = time.perf_counter()
-                    result = run()
-                    elapsed = time.perf_counter() - started
-                    if name == "slotrelay chain":
-                        assert result["state"] == "COMPLETED", result
-                    else:
-                        assert result == {"n": NODES}, result
-                    if repeat:
-                        timings[name].append(elapsed)
-        base = statistics.median(timings["bare Prefect tasks"])
-        table = Table(title=f"one flow run of {NODES} sequential nodes (median of {REPEATS}, after a warm-up)")
-        for column in ("variant", "total s", "per node ms", "ratio to bare tasks"):
+        here, served = [psutil.Process()], [psutil.Process(server.process.pid)]
+        cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
+        server_cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
+
+        def timed(name: str, run: Callable[[], Any], check: Callable[[Any], bool]) -> Callable[[], float]:
+            def once() -> float:
+                cpu_before, server_before = cpu_seconds(here), cpu_seconds(served)
+                started = time.perf_counter()
+                result = run()
+                elapsed = time.perf_counter() - started
+                cpu[name].append(cpu_seconds(here) - cpu_before)
+                server_cpu[name].append(cpu_seconds(served) - server_before)
+                assert check(result), result
+                return elapsed
+            return once
+
+        variants = {
+            "bare Prefect tasks": timed("bare Prefect tasks", bare, lambda r: r == {"n": NODES}),
+            "slotrelay chain": timed("slotrelay chain", lambda: run_chain(str(chain_path)),
+                                     lambda r: r["state"] == "COMPLETED"),
+        }
+        with console.status(f"a warm-up run of each, then {args.rounds} interleaved rounds"):
+            for run in variants.values():
+                run()
+            for times in (*cpu.values(), *server_cpu.values()):
+                times.clear()
+            samples = interleaved(variants, args.rounds)
+        base, chain = samples["bare Prefect tasks"], samples["slotrelay chain"]
+        base_cpu, chain_cpu = cpu["bare Prefect tasks"], cpu["slotrelay chain"]
+        base_server, chain_server = server_cpu["bare Prefect tasks"], server_cpu["slotrelay chain"]
+        per_node = 1000 / NODES
+        table = Table(title=f"one flow run of {NODES} sequential nodes, {args.rounds} interleaved rounds:"
+                            " per node ms, median (IQR), and ratio to bare tasks (quartile range)")
+        for column in ("variant", "wall", "wall ratio", "CPU here", "CPU ratio", "CPU server", "server ratio"):
             table.add_column(column, justify="right" if column != "variant" else "left")
-        for name, values in timings.items():
-            total = statistics.median(values)
-            table.add_row(name, f"{total:.2f}", f"{total / NODES * 1000:.1f}", f"{total / base:.2f}x")
+        table.add_row("bare Prefect tasks", described(base, per_node, 1), "baseline",
+                      described(base_cpu, per_node, 1), "baseline",
+                      described(base_server, per_node, 1), "baseline")
+        table.add_row("slotrelay chain", described(chain, per_node, 1), ratio(chain, base),
+                      described(chain_cpu, per_node, 1), ratio(chain_cpu, base_cpu),
+                      described(chain_server, per_node, 1), ratio(chain_server, base_server))
         console.print(table)
+        for what, mine, reference in (("wall", chain, base), ("CPU here", chain_cpu, base_cpu)):
+            met = "meets" if statistics.median(mine) / statistics.median(reference) <= GOAL else "misses"
+            console.print(f"chain overhead ({what}) {met} the goal of {GOAL:.2f}x bare Prefect tasks")
+            note = spread_note(mine, reference, f"chain vs bare tasks ({what})")
+            if note:
+                console.print(f"[yellow]{note}[/]")
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.enable()
+            run_chain(str(chain_path))
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+            console.print(f"profile of one chain run written to {args.profile}")
     finally:
         server.stop()
 

@@ -31,7 +31,7 @@ import queue
 from pathlib import Path
 from typing import Any
 
-from prefect import allow_failure, flow, get_run_logger
+from prefect import allow_failure, flow
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
 from prefect.runtime import flow_run
@@ -43,9 +43,8 @@ from slotrelay.alerts import alerts_of_run
 from slotrelay.chain import Chain, load_chain
 from slotrelay.chain.preflight import preflight
 from slotrelay.chain.schedule import Arbitrate, ChainSchedule, RaiseAlert, Run, Wait
-from slotrelay.enginelog import engine_logger
 from slotrelay.slots import read_slot, write_json_atomic
-from tasks.node import node_task
+from tasks.node import RunNotes, node_task
 
 FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
@@ -75,25 +74,17 @@ class ChainDriver:
         self.schedule = schedule
         self.flow_run_id = flow_run_id
         self.futures: dict[str, Any] = {}
-        self.tasks: dict[str, Any] = {}
         self.done: queue.Queue[str] = queue.Queue()
-        self._chain = schedule.chain
 
     def submit(self, node_id: str) -> None:
+        # The schedule's chain: a reload replaces it, and the node's retry policy with it.
         chain = self.schedule.chain
-        if chain is not self._chain:
-            # A reload: the tasks were built from the old rules.
-            self.tasks.clear()
-            self._chain = chain
         # The edges are for the UI: readiness is decided by the schedule, and a source settled by a
         # person's `continue` after a failure still feeds its target, so a failed source must not block it.
         wait_for = [allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
-        if node_id not in self.tasks:
-            # Building a Prefect task costs a few ms: once per node per run (a reload clears them).
-            self.tasks[node_id] = node_task(chain, chain.node(node_id))
         # quote(): Prefect would otherwise walk the whole chain model looking for futures on every
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
-        future = self.tasks[node_id].submit(quote(chain), node_id, wait_for=wait_for)
+        future = node_task(chain, chain.node(node_id)).submit(quote(chain), node_id, wait_for=wait_for)
         self.futures[node_id] = future
         future.add_done_callback(lambda _, node_id=node_id: self.done.put(node_id))
 
@@ -120,22 +111,6 @@ class ChainDriver:
                     input_slot=escalation.input_slot, reason=escalation.reason))
             else:
                 return
-
-
-class _Notes:
-    """The schedule's notes go to the run log (the UI) and the engine log (logs/engine.log)."""
-
-    def __init__(self, chain: Chain) -> None:
-        self.run = get_run_logger()
-        self.engine = engine_logger(chain.logs_dir)
-
-    def info(self, msg: str, *args: Any) -> None:
-        self.run.info(msg, *args)
-        self.engine.info(msg, *args)
-
-    def error(self, msg: str, *args: Any) -> None:
-        self.run.error(msg, *args)
-        self.engine.error(msg, *args)
 
 
 @flow(name="chain", flow_run_name=_run_name, log_prints=False, persist_result=False)
@@ -176,7 +151,7 @@ def run_chain(
     preflight(chain)
     context = FlowRunContext.get()
     flow_run_id = str(context.flow_run.id) if context else None
-    notes = _Notes(chain)
+    notes = RunNotes(chain)
     schedule = ChainSchedule(chain, notes=notes, stop_at_external=stop_at_external, resume=resume)
     if flow_run_id:
         # A run suspended for a person starts again from the top once decided (flows/arbitration.py):

@@ -9,10 +9,14 @@ outcome as its data, so the flow can escalate or arbitrate.
 
 The task returns (or carries as its final state's data) an outcome dict
 (`slotrelay.chain.schedule.node_outcome`), which the flow hands to the scheduler.
+
+`RunNotes` is where the node task and the chain flow say what happened: the engine log beside the
+slots, and (but for the per-node details of a healthy run) the run's log in Prefect.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -46,6 +50,30 @@ def retry_policy(chain: Chain, node: Node) -> tuple[int, float]:
     return max(e.max_retries for e in retry_types), max(e.retry_interval_seconds for e in retry_types)
 
 
+class RunNotes:
+    """What the engine says about a run, inside a Prefect flow or task run (the schedule's `Notes`).
+
+    `info` and `error` go to the engine log (logs/engine.log) and to the run's log (the API, the UI);
+    `debug` is for what happens on every node of a healthy run (a node completed, a route fired): the
+    engine log keeps it at INFO, the run log does not, which saves an API log line per node.
+    """
+
+    def __init__(self, chain: Chain) -> None:
+        self.run = get_run_logger()
+        self.engine = engine_logger(chain.logs_dir)
+
+    def debug(self, msg: str, *args: Any) -> None:
+        self.engine.info(msg, *args)
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.run.info(msg, *args)
+        self.engine.info(msg, *args)
+
+    def error(self, msg: str, *args: Any) -> None:
+        self.run.error(msg, *args)
+        self.engine.error(msg, *args)
+
+
 @task(name="node", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retry_requested)
 def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
     """Run one node once (Prefect retries it as the chain's error types say).
@@ -61,41 +89,38 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
     context = TaskRunContext.get()
     attempt = context.task_run.run_count
     key = str(context.task_run.id)
-    log = get_run_logger()
-    engine = engine_logger(chain.logs_dir)
+    notes = RunNotes(chain)
     slot = str(output_slot_path(chain, node_id))
     try:
-        document = execute_node(
-            chain, node_id, attempt=attempt, since=since, flow_run_id=str(context.task_run.flow_run_id), logger=engine
-        )
+        document = execute_node(chain, node_id, attempt=attempt, since=since,
+                                flow_run_id=str(context.task_run.flow_run_id), logger=notes.engine)
     except NodeError as error:
         handling = _RETRIES.failed(key, chain, error, attempt=attempt, retries=context.task.retries)
         if handling == "retry":
             error.retry_requested = True
-            engine.info("%s attempt %d failed (%s), retrying: %s", node_id, attempt, error.error_type, error.message)
+            notes.debug("%s attempt %d failed (%s), retrying: %s", node_id, attempt, error.error_type,
+                        error.message)
             raise
         if handling == "skip":
             skipped = write_ended(chain, node_id, status="skipped", error=error, attempt=attempt)
-            log.info("%s skipped (%s): %s", node_id, error.error_type, error.message)
-            engine.info("%s skipped (%s): %s", node_id, error.error_type, error.message)
+            notes.info("%s skipped (%s): %s", node_id, error.error_type, error.message)
             result = node_outcome(node_id, "Skipped", attempts=attempt, error=error, handling="skip",
                              output_slot=slot, document=skipped)
             return Completed(name="Skipped", message=f"{error.error_type}: {error.message}", data=result)
         failed = write_ended(chain, node_id, status="failed", error=error, attempt=attempt)
-        log.error("%s failed (%s, handling %s): %s", node_id, error.error_type, handling, error.message)
-        engine.error("%s failed (%s, handling %s): %s", node_id, error.error_type, handling, error.message)
+        notes.error("%s failed (%s, handling %s): %s", node_id, error.error_type, handling, error.message)
         result = node_outcome(node_id, "Failed", attempts=attempt, error=error, handling=handling,
                          output_slot=slot if failed else None, document=failed)
         return Failed(message=f"{error.error_type}: {error.message}", data=result)
     _RETRIES.forget(key)
     state = "Skipped" if document.get("status") == "skipped" else "Completed"
-    engine.info("%s %s (attempt %d), output slot %s", node_id, state.lower(), attempt, slot)
+    notes.debug("%s %s (attempt %d), output slot %s", node_id, state.lower(), attempt, slot)
     result = node_outcome(node_id, state, attempts=attempt, output_slot=slot, document=document)
     return Completed(name="Skipped", data=result) if state == "Skipped" else result
 
 
 def node_task(chain: Chain, node: Node) -> Any:
-    """`run_node` configured for one node: run name, retries, retry delay.
+    """`run_node` configured for one node: retries and retry delay; the task run is named after its node_id.
 
     `timeout_seconds` is not given to Prefect: python, command and external executors enforce it
     themselves (the callable in a thread of their own, the program killed, the wait bounded) and
@@ -104,5 +129,12 @@ def node_task(chain: Chain, node: Node) -> Any:
     Prefect's task timeout would inject its exception anywhere in this task's thread, slot writes
     included, and would end the task outside the chain's error types.
     """
-    retries, delay = retry_policy(chain, node)
-    return run_node.with_options(task_run_name=node.node_id, retries=retries, retry_delay_seconds=delay)
+    return _configured(*retry_policy(chain, node))
+
+
+@functools.cache
+def _configured(retries: int, delay: float) -> Any:
+    """One task per retry policy, kept for the process: building a Prefect task reads its function's
+    source (measured ~4 ms a node on a 100-node chain, a tenth of a node's run). The run name is a
+    template Prefect fills from the `node_id` parameter."""
+    return run_node.with_options(task_run_name="{node_id}", retries=retries, retry_delay_seconds=delay)

@@ -69,7 +69,14 @@ FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
 
 class Notes(Protocol):
-    """Where the schedule says what it did (a logger, or Prefect's run logger)."""
+    """Where the schedule says what it did (a logger, or the engine log and Prefect's run logger).
+
+    `debug` is for what happens on every node of a healthy run (a route that fired): the engine log
+    keeps it, the run log (sent to the API, read in the UI) does not, so a person reads there what
+    went otherwise and each node does not pay an API log line for it.
+    """
+
+    def debug(self, msg: str, *args: Any) -> None: ...
 
     def info(self, msg: str, *args: Any) -> None: ...
 
@@ -425,7 +432,10 @@ class ChainSchedule:
             self.routes[decision.route_id] = {"fired": fired, "reason": reason}
             if fired:
                 self.fired_into[decision.to_node].append(decision.route_id)
-            self.notes.info("route %s %s: %s", decision.route_id, "fired" if fired else "did not fire", reason)
+            if fired:
+                self.notes.debug("route %s fired: %s", decision.route_id, reason)
+            else:
+                self.notes.info("route %s did not fire: %s", decision.route_id, reason)
         return decisions
 
     def _loop(self, decision: RouteDecision, bound: int) -> tuple[bool, str]:
