@@ -1,6 +1,6 @@
 """Generated-code screen: the code model's program, read before it runs (MPP-E005 without running it).
 
-Python goes through the PSMR analyzer (`slotrelay.psmr.screen.effects`: the same resolver as a
+Python goes through the PSMR analyzer (`slotrelay.psmr.effect_screen.effects`: the same resolver as a
 workspace build, so aliases and `from x import y` resolve), which reports network, subprocess, file
 and dynamic-code effects; the pen adds, from the AST, the literal paths and URLs the code names,
 checked against `fs` and the network allow-list. Node and shell are read through their tokens.
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import FsAllow, Lang, NetworkAllow, SandboxOptions
-from slotrelay.psmr.screen import effects
+from slotrelay.psmr.effect_screen import effects
 
 FindingKind = Literal["network", "subprocess", "fs", "dynamic", "unparsable"]
 

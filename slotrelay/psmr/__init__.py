@@ -1,8 +1,8 @@
 """PSMR: a persistent semantic workspace over Python code, queried and changed through one API.
 
 Entry points: `slotrelay.psmr` (the names of `api`: `call`, `OPERATIONS`, `build_workspace`,
-`list_workspaces`, `Grants`; and `PsmrError`, loaded on first use) and `slotrelay.psmr.screen.effects`
-(a static screen of one code string). The flow of a build:
+`list_workspaces`, `Grants`; and `PsmrError`, loaded on first use) and
+`slotrelay.psmr.effect_screen.effects` (a static screen of one code string). The flow of a build:
 `build` discovers files -> `extract` (fast pass per file, cached by content hash) -> `link`
 (resolution across files) -> `graph` (MultiDiGraph with evidence, unknowns, conflicts) -> `store`.
 Operators live in `queries`, `analyses`, `findings`, `diff` and `infer`; `budgets` pages every result.

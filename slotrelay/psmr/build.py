@@ -286,7 +286,7 @@ def build(
         rel: b"" if facts[entry["module"]].get("syntax_error") else _as_text(texts[rel][0]).encode()
         for rel, entry in entries.items()
     } | dict.fromkeys(unanalysed, b"")
-    edges, import_warnings = import_edges(source, facts, sources)
+    edges, import_warnings = import_edges(source, facts, sources, store=the_store)
     warnings += import_warnings
     assembly = GraphAssembler(facts, paths, commit).build(link, edges)
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}

@@ -1,6 +1,6 @@
 """What an external or builtin callee does to the world: network, subprocess, file, environment, dynamic code.
 
-One table of import-path prefixes, used by the pen's static screen (`slotrelay.psmr.screen`) and by
+One table of import-path prefixes, used by the pen's static screen (`slotrelay.psmr.effect_screen`) and by
 the workspace queries for effects, boundaries and the boundary_adapter motif.
 """
 

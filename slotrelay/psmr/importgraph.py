@@ -10,16 +10,27 @@ file the fast pass could not parse is empty. A FIFO, a link out of the root or a
 cannot reach it, and one bad file does not cost the package its grimp graph. It runs in a child
 process (`slotrelay.psmr.grimp_worker`, which says why), with a timeout: whatever grimp raises, a
 panic of its Rust core or the child's death becomes a warning here, never the build's end.
+
+grimp's answer depends only on which files the tree has and on their import statements, so it is
+kept in the store under a key made of exactly that (each file's import facts, with their lines, and
+whether it parsed): an update that leaves every import where it was (a changed body, a new or
+removed function) reuses it instead of paying a child process and a second parse of every file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from slotrelay.psmr.store import Store
 
 WORKER = Path(__file__).with_name("grimp_worker.py")
 # networkx's 580 files take grimp about a second; a child still running after this is stuck.
@@ -28,7 +39,7 @@ ImportEdge = tuple[str, str, int, str]
 
 
 def import_edges(
-    root: Path, facts: dict[str, dict[str, Any]], sources: dict[str, bytes]
+    root: Path, facts: dict[str, dict[str, Any]], sources: dict[str, bytes], *, store: Store
 ) -> tuple[list[ImportEdge], list[str]]:
     """Module import edges (importer, imported, line, authority) and the warnings met.
 
@@ -37,6 +48,7 @@ def import_edges(
         facts: module name -> facts of the tree.
         sources: every source file of the tree, relative path -> the bytes grimp may read (empty
             for a file that was not parsed).
+        store: where grimp's answers are kept (see the module docstring).
 
     Returns:
         The sorted edges and warnings (e.g. a package grimp could not build).
@@ -55,7 +67,7 @@ def import_edges(
             {m.split(".")[0] for m in facts if (base / m.split(".")[0] / "__init__.py").exists()}
         )
         if packages:
-            answer = _run_grimp(base, packages, sorted(facts))
+            answer = _remembered_grimp(root, base, packages, facts, sources, store)
             if "error" in answer:
                 warnings.append(
                     f"grimp could not build the import graph ({answer['error']}); "
@@ -97,6 +109,38 @@ def _internal_target(item: dict[str, Any], facts: dict[str, Any]) -> str:
             if ".".join(parts[:cut]) in facts:
                 return ".".join(parts[:cut])
     return item["module"].split(".")[0]
+
+
+def _remembered_grimp(
+    root: Path,
+    base: Path,
+    packages: list[str],
+    facts: dict[str, dict[str, Any]],
+    sources: dict[str, bytes],
+    store: Store,
+) -> dict[str, Any]:
+    """grimp's answer for this layout and these import statements: the stored one, else a fresh one
+    (kept only when grimp succeeded, so a timeout is tried again next build)."""
+    key = hashlib.sha256(
+        orjson.dumps(
+            {
+                "root": root.name,
+                "base": import_base(root).relative_to(root.parent).as_posix(),
+                "packages": packages,
+                "files": sorted(sources),
+                "imports": {
+                    m: None if f.get("syntax_error") else f["imports"] for m, f in sorted(facts.items())
+                },
+            }
+        )
+    ).hexdigest()
+    answer = store.get_json("cache/grimp", key)
+    if isinstance(answer, dict) and "packages" in answer and "edges" in answer:
+        return answer
+    answer = _run_grimp(base, packages, sorted(facts))
+    if "error" not in answer:
+        store.put_json("cache/grimp", key, answer)
+    return answer
 
 
 def _run_grimp(base: Path, packages: list[str], modules: list[str]) -> dict[str, Any]:

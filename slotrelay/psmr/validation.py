@@ -74,7 +74,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
         paths[entry["module"]] = artifact
         sources[artifact] = b"" if cached.get("syntax_error") else text.encode()
     link = Linker(facts).run()
-    edges, _ = import_edges(root, facts, sources)
+    edges, _ = import_edges(root, facts, sources, store=store)
     assembly = GraphAssembler(facts, paths, ws.commit).build(link, edges)
     files = {
         a: {**e, "sha256": hashlib.sha256(texts[a].encode()).hexdigest()} if a in texts else e

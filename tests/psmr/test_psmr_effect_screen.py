@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slotrelay.psmr.screen import Effect, effects
+from slotrelay.psmr.effect_screen import Effect, effects
 
 SOURCE = """import subprocess as sp
 from os import system

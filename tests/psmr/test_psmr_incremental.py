@@ -1,0 +1,92 @@
+"""A one-file update on a networkx-sized tree equals a full rebuild, for each kind of edit an agent makes.
+
+The installed networkx (about 580 files) is copied to a temporary folder and edited in turn: a changed
+body, a new function, a changed import, a removed function that other files import. After each edit
+the updated workspace must have exactly the edges and unknowns of a workspace built from scratch.
+The full rebuild starts from an empty store except for the per-file facts (copied, so the test does
+not pay for parsing 580 files again): everything the update may reuse beyond facts is rebuilt.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import networkx
+import pytest
+
+from slotrelay.psmr.api import build_workspace
+from slotrelay.psmr.store import Store, Workspace
+
+MISC = "utils/misc.py"
+CYCLES = "algorithms/cycles.py"
+
+
+def _edit(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text()
+    assert old in text, f"{rel} no longer holds {old!r}: pick another edit for this networkx version"
+    path.write_text(text.replace(old, new, 1))
+
+
+def _body_change(root: Path) -> None:
+    old = "            result.append(item)\n"
+    _edit(root, MISC, old, old.replace("(item)", "(arbitrary_element([item]))"))
+
+
+def _new_def(root: Path) -> None:
+    path = root / MISC
+    path.write_text(
+        path.read_text() + "\n\ndef _added(G):\n    return flatten(nx.shortest_path(G, 0, 1))\n"
+    )
+
+
+def _changed_import(root: Path) -> None:
+    _edit(
+        root,
+        CYCLES,
+        "from networkx.utils import not_implemented_for, pairwise\n",
+        "from networkx.utils import not_implemented_for\nfrom networkx.utils.misc import pairwise as pairs\n",
+    )
+
+
+def _removed_def(root: Path) -> None:
+    path = root / MISC
+    text = path.read_text()
+    start, end = text.index("def pairwise("), text.index("def groups(")
+    path.write_text(text[:start] + text[end:])
+
+
+def _edges_and_unknowns(ws: Workspace) -> tuple[list, dict]:
+    edges = sorted(
+        (u, v, k, sorted((key, repr(value)) for key, value in d.items()))
+        for u, v, k, d in ws.graph.edges(keys=True, data=True)
+    )
+    return edges, ws.unknowns
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    work = tmp_path_factory.mktemp("incremental")
+    root = work / "networkx"
+    shutil.copytree(Path(networkx.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    build_workspace(root, store=work / "inc")
+    return root, work
+
+
+@pytest.mark.parametrize(
+    "edit", [_body_change, _new_def, _changed_import, _removed_def], ids=lambda e: e.__name__.strip("_")
+)
+def test_a_one_file_update_equals_a_full_rebuild(tree: tuple[Path, Path], edit) -> None:
+    # The edits accumulate in test order: each update starts from the previous one's workspace.
+    root, work = tree
+    edit(root)
+    update = build_workspace(root, store=work / "inc")
+    assert update["analysed"] == 1
+    full_store = work / f"full-{edit.__name__}"
+    shutil.copytree(work / "inc" / "facts", full_store / "facts")
+    full = build_workspace(root, store=full_store)
+    inc_ws = Store.open(work / "inc").load(update["workspace_id"])
+    full_ws = Store.open(full_store).load(full["workspace_id"])
+    assert _edges_and_unknowns(inc_ws) == _edges_and_unknowns(full_ws)
+    assert inc_ws.conflicts == full_ws.conflicts
