@@ -39,12 +39,13 @@ from prefect.states import Failed
 from prefect.utilities.annotations import quote
 
 from flows.arbitration import raise_alert, wait_for_decision
+from flows.notes import RunNotes
 from slotrelay.alerts import alerts_of_run
 from slotrelay.chain import Chain, load_chain
 from slotrelay.chain.preflight import preflight
 from slotrelay.chain.schedule import Arbitrate, ChainSchedule, RaiseAlert, Run, Wait
 from slotrelay.slots import read_slot, write_json_atomic
-from tasks.node import RunNotes, node_task
+from tasks.node import node_task
 
 FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 

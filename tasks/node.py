@@ -10,8 +10,8 @@ outcome as its data, so the flow can escalate or arbitrate.
 The task returns (or carries as its final state's data) an outcome dict
 (`slotrelay.chain.schedule.node_outcome`), which the flow hands to the scheduler.
 
-`RunNotes` is where the node task and the chain flow say what happened: the engine log beside the
-slots, and (but for the per-node details of a healthy run) the run's log in Prefect.
+The node task and the chain flow say what happened through `flows.notes.RunNotes`: the engine log
+beside the slots, and (but for the per-node details of a healthy run) the run's log in Prefect.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import TaskRunContext
 from prefect.states import Completed, Failed, State
 
+from flows.notes import RunNotes
 from slotrelay.chain import Chain, Node, NodeError
 from slotrelay.chain.routing import output_slot_path
 from slotrelay.chain.runner import execute_node, write_ended
 from slotrelay.chain.schedule import RetryBook, node_outcome
-from slotrelay.enginelog import engine_logger
 
 # Failures per error type of each running task run, across Prefect's retries of it (same process).
 _RETRIES = RetryBook()
@@ -48,30 +48,6 @@ def retry_policy(chain: Chain, node: Node) -> tuple[int, float]:
     if not retry_types:
         return 0, 0.0
     return max(e.max_retries for e in retry_types), max(e.retry_interval_seconds for e in retry_types)
-
-
-class RunNotes:
-    """What the engine says about a run, inside a Prefect flow or task run (the schedule's `Notes`).
-
-    `info` and `error` go to the engine log (logs/engine.log) and to the run's log (the API, the UI);
-    `debug` is for what happens on every node of a healthy run (a node completed, a route fired): the
-    engine log keeps it at INFO, the run log does not, which saves an API log line per node.
-    """
-
-    def __init__(self, chain: Chain) -> None:
-        self.run = get_run_logger()
-        self.engine = engine_logger(chain.logs_dir)
-
-    def debug(self, msg: str, *args: Any) -> None:
-        self.engine.info(msg, *args)
-
-    def info(self, msg: str, *args: Any) -> None:
-        self.run.info(msg, *args)
-        self.engine.info(msg, *args)
-
-    def error(self, msg: str, *args: Any) -> None:
-        self.run.error(msg, *args)
-        self.engine.error(msg, *args)
 
 
 @task(name="node", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retry_requested)
