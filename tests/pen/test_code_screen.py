@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from slotrelay.pen.code_screen import enforce_screen, screen_code
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import SandboxOptions
-from slotrelay.pen.code_screen import enforce_screen, screen_code
 
 TMP = SandboxOptions()
 NO_FS = SandboxOptions(fs="none")
