@@ -38,12 +38,14 @@ def write_chain(folder: Path) -> Path:
     for i in range(NODES):
         nodes.append({
             "node_id": f"n{i:03d}",
-            "input_slot": None if i == 0 else {"slot_id": f"n{i:03d}-in", "path": f"slots/n{i:03d}_input.json"},
+            "input_slot": None if i == 0 else {"slot_id": f"n{i:03d}-in",
+                                               "path": f"slots/n{i:03d}_input.json"},
             "output_slot": {"slot_id": f"n{i:03d}", "path": f"slots/n{i:03d}_output.json"},
             "executor": {"kind": "python", "callable": "trivial:step"},
         })
     routes = [{"route_id": f"r{i:03d}", "from_node": f"n{i:03d}", "to_node": f"n{i + 1:03d}",
-               "condition": {"field": "status", "operator": "equals", "value": "completed"}} for i in range(NODES - 1)]
+               "condition": {"field": "status", "operator": "equals", "value": "completed"}} for i in range(
+                   NODES - 1)]
     path = folder / "node_chain.json"
     path.write_text(json.dumps({"chain_id": "bench", "nodes": nodes, "routes": routes}))
     return path
@@ -78,7 +80,8 @@ def main() -> None:
         timings: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
         with console.status("running") as status:
             for repeat in range(REPEATS + 1):
-                for name, run in (("bare Prefect tasks", bare), ("slotrelay chain", lambda: run_chain(str(chain_path)))):
+                for name, run in (("bare Prefect tasks", bare),
+                                  ("slotrelay chain", lambda: run_chain(str(chain_path)))):
                     status.update(f"{name}, run {repeat + 1} of {REPEATS + 1} (the first is a warm-up)")
                     started = time.perf_counter()
                     result = run()
@@ -90,7 +93,8 @@ def main() -> None:
                     if repeat:
                         timings[name].append(elapsed)
         base = statistics.median(timings["bare Prefect tasks"])
-        table = Table(title=f"one flow run of {NODES} sequential nodes (median of {REPEATS}, after a warm-up)")
+        table = Table(
+            title=f"one flow run of {NODES} sequential nodes (median of {REPEATS}, after a warm-up)")
         for column in ("variant", "total s", "per node ms", "ratio to bare tasks"):
             table.add_column(column, justify="right" if column != "variant" else "left")
         for name, values in timings.items():

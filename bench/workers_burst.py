@@ -95,7 +95,8 @@ def main() -> None:
     base, base_seconds = statistics.median(results[1]), statistics.median(burst_seconds[1])
     for workers, rates in results.items():
         median_seconds = statistics.median(burst_seconds[workers])
-        table.add_row(str(workers), f"{statistics.median(rates):.1f}", f"{statistics.median(rates) / base:.2f}x",
+        table.add_row(str(workers), f"{statistics.median(rates):.1f}",
+                      f"{statistics.median(rates) / base:.2f}x",
                       f"{median_seconds:.1f}", f"{median_seconds / base_seconds:.2f}x")
     console.print(table)
     console.print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

@@ -103,7 +103,8 @@ def emit_routed_event(chain_id: str, chain_path: Path, start_nodes: list[str], i
     emit_event(
         event=ROUTED_EVENT,
         resource={"prefect.resource.id": f"slotrelay.chain.{chain_id}"},
-        payload={"chain_path": str(chain_path), "start_nodes": list(start_nodes), "batch_id": idempotency_key},
+        payload={"chain_path": str(chain_path), "start_nodes": list(start_nodes),
+                 "batch_id": idempotency_key},
     )
 
 

@@ -75,12 +75,14 @@ GENERIC_CHAIN_DEPLOYMENT = "run-chain"
 
 
 def generic_chain_deployment() -> RunnerDeployment:
-    """`chain/run-chain`: runs any chain file given as a parameter (from the UI or `prefect deployment run`)."""
+    """`chain/run-chain`: runs any chain file given as a parameter (from the UI or `prefect deployment
+    run`)."""
     from flows.chain import run_chain
 
     return run_chain.to_deployment(
         name=GENERIC_CHAIN_DEPLOYMENT,
-        description="Run a node_chain.json: give chain_path (and start_nodes to begin elsewhere than its start).",
+        description="Run a node_chain.json: give chain_path (and start_nodes to begin elsewhere than its "
+                    "start).",
         tags=["slotrelay", "chain"],
     )
 
@@ -210,7 +212,8 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
         await runner.astop()
         cancelled = await client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),
-            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=sorted({d.name for d in deployments}))),
+            deployment_filter=DeploymentFilter(
+                name=DeploymentFilterName(any_=sorted({d.name for d in deployments}))),
             flow_run_filter=FlowRunFilter(
                 state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.CANCELLED]))
             ),
@@ -219,8 +222,10 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
             state = run.state
             if run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE or state.timestamp < began:
                 continue
-            # A chain run's successor goes on from its slots: nodes the cancelled run completed do not run again.
-            parameters = {**run.parameters, "resume": True} if "chain_path" in run.parameters else run.parameters
+            # A chain run's successor goes on from its slots: nodes the cancelled run completed do not run
+            # again.
+            parameters = {**run.parameters,
+                          "resume": True} if "chain_path" in run.parameters else run.parameters
             successor = await client.create_flow_run_from_deployment(
                 run.deployment_id,
                 parameters=parameters,

@@ -94,7 +94,8 @@ class ArbitrationDecision(RunInput):
         dict[str, Any] | None,
         BeforeValidator(_json_object),
         WithJsonSchema({"type": "string", "format": "json-string"}),
-    ] = Field(default=None, description='with continue: the node\'s output data, a JSON object such as {"key": "value"}',
+    ] = Field(default=None,
+              description='with continue: the node\'s output data, a JSON object such as {"key": "value"}',
               json_schema_extra=_no_default)
     decided_by: str | None = None
     via: SkipJsonSchema[Literal["ui", "cli"]] = "ui"
@@ -108,7 +109,8 @@ def _markdown(alert: Alert, path: Path, *, refused: str | None = None) -> str:
     rows = [
         ("node", alert.node_id), ("error type", alert.error_type), ("message", alert.message),
         ("attempts", str(alert.attempts)), ("handling", alert.handling), ("reason", alert.reason),
-        ("input slot", alert.input_slot or "-"), ("output slot", alert.output_slot or "-"), ("alert file", str(path)),
+        ("input slot", alert.input_slot or "-"), ("output slot", alert.output_slot or "-"),
+        ("alert file", str(path)),
     ]
     table = "\n".join(f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows)
     decide = ""
@@ -156,7 +158,8 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
     line = f"ALERT {alert.handling} {alert.node_id} {alert.error_type}: {alert.message} ({path})"
     engine_logger(chain.logs_dir).warning(line)
     get_run_logger().warning(line)
-    create_markdown_artifact(markdown=_markdown(alert, path), description=f"alert: {alert.node_id} {alert.error_type}")
+    create_markdown_artifact(markdown=_markdown(alert, path),
+                             description=f"alert: {alert.node_id} {alert.error_type}")
     return path
 
 
@@ -210,13 +213,15 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         asked_key = f"{key}-{asked}" if asked else key
         try:
             if suspend:
-                answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds, key=asked_key)
+                answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
+                                          key=asked_key)
             else:
                 answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
                                         poll_interval=POLL_SECONDS, key=asked_key)
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")
-            engine.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
+            engine.error("no decision on %s within %d s: the run fails", alert.node_id,
+                         chain.pause_timeout_seconds)
             raise
         except ValidationError as bad:
             # The server took the answer (its schema sees only a string) and the run is Running again.

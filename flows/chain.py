@@ -87,7 +87,8 @@ class ChainDriver:
             self._chain = chain
         # The edges are for the UI: readiness is decided by the schedule, and a source settled by a
         # person's `continue` after a failure still feeds its target, so a failed source must not block it.
-        wait_for = [allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
+        wait_for = [
+            allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
         if node_id not in self.tasks:
             # Building a Prefect task costs a few ms: once per node per run (a reload clears them).
             self.tasks[node_id] = node_task(chain, chain.node(node_id))
@@ -108,7 +109,8 @@ class ChainDriver:
                 node_id = self.done.get()
                 escalation = schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
                 if escalation is not None:
-                    path = raise_alert(schedule.chain, flow_run_id=self.flow_run_id, outcome=escalation.outcome,
+                    path = raise_alert(schedule.chain, flow_run_id=self.flow_run_id,
+                                       outcome=escalation.outcome,
                                        input_slot=escalation.input_slot, reason=escalation.reason)
                     schedule.alerted(node_id, path)
             elif isinstance(step, Arbitrate):
@@ -171,7 +173,8 @@ def run_chain(
         from blocks.chain_folders import ChainFolders
 
         saved = ChainFolders.load(folders_block)
-        folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts, "logs_dir": saved.logs}
+        folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts,
+                   "logs_dir": saved.logs}
     chain = load_chain(chain_path, **folders)
     preflight(chain)
     context = FlowRunContext.get()

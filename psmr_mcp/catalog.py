@@ -207,7 +207,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             },
             "infer": {"default": False},
             "projection": {
-                "description": "`graph`: the full slice; `callgraph`: the same slice with only its `calls` edges.",
+                "description": "`graph`: the full slice; `callgraph`: the same slice with only its `calls` "
+                               "edges.",
                 "enum": ["graph", "callgraph"],
                 "default": "graph",
             },

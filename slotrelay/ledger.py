@@ -211,7 +211,8 @@ class RoutingLedger:
 
     def record_babel(self, chain_id: str, node_id: str, source_hash: str) -> None:
         """Append that an output content was dual-written to its node's babel log."""
-        record = {"kind": "babel", "chain_id": chain_id, "node_id": node_id, "source_hash": source_hash, "at": _now()}
+        record = {"kind": "babel", "chain_id": chain_id, "node_id": node_id, "source_hash": source_hash,
+                  "at": _now()}
         with self._lock:
             self._append([record])
             self._index(record)

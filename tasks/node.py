@@ -66,13 +66,15 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
     slot = str(output_slot_path(chain, node_id))
     try:
         document = execute_node(
-            chain, node_id, attempt=attempt, since=since, flow_run_id=str(context.task_run.flow_run_id), logger=engine
+            chain, node_id, attempt=attempt, since=since, flow_run_id=str(context.task_run.flow_run_id),
+            logger=engine
         )
     except NodeError as error:
         handling = _RETRIES.failed(key, chain, error, attempt=attempt, retries=context.task.retries)
         if handling == "retry":
             error.retry_requested = True
-            engine.info("%s attempt %d failed (%s), retrying: %s", node_id, attempt, error.error_type, error.message)
+            engine.info("%s attempt %d failed (%s), retrying: %s", node_id, attempt, error.error_type,
+                        error.message)
             raise
         if handling == "skip":
             skipped = write_ended(chain, node_id, status="skipped", error=error, attempt=attempt)

@@ -87,7 +87,8 @@ class ExecutorUnavailable(NodeError):
     """An executor kind whose implementation module cannot be imported (not installed yet)."""
 
     def __init__(self, kind: str, target: str, reason: str) -> None:
-        super().__init__(EXECUTOR_MISSING, f"executor kind {kind!r} needs {target}, which cannot be loaded: {reason}")
+        super().__init__(EXECUTOR_MISSING,
+                         f"executor kind {kind!r} needs {target}, which cannot be loaded: {reason}")
         self.kind = kind
         self.target = target
 

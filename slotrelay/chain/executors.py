@@ -161,7 +161,8 @@ def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) ->
         return result
     if isinstance(result, dict):
         return NodeOutput(data=result)
-    raise NodeError(OUTPUT_INVALID, f"executor {node.executor.kind!r} returned {type(result).__name__}, not a dict")
+    raise NodeError(OUTPUT_INVALID,
+                    f"executor {node.executor.kind!r} returned {type(result).__name__}, not a dict")
 
 
 class _CallableTimedOut(BaseException):
@@ -208,7 +209,8 @@ def _call_with_timeout(function: Callable[..., Any], data: dict[str, Any], timeo
     with finishing:
         timed_out = not outcome.get("done")
         if timed_out:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(_CallableTimedOut))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                       ctypes.py_object(_CallableTimedOut))
     if timed_out:
         raise NodeError(TIMEOUT, f"{name} ran longer than timeout_seconds ({timeout} s)")
     if "error" in outcome:
@@ -216,7 +218,8 @@ def _call_with_timeout(function: Callable[..., Any], data: dict[str, Any], timeo
     return outcome["result"]
 
 
-def run_python(spec: PythonExecutor, data: dict[str, Any], context: ExecutionContext) -> dict[str, Any] | NodeOutput:
+def run_python(spec: PythonExecutor, data: dict[str, Any],
+               context: ExecutionContext) -> dict[str, Any] | NodeOutput:
     """Call `module:function(data)`; modules beside the chain file are importable.
 
     With the node's `timeout_seconds` set, the callable runs in its own thread and the node fails
@@ -248,7 +251,9 @@ def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionC
     Raises:
         NodeError: executor_missing, timeout, output_invalid, or the mapped error type.
     """
-    argv = [a.replace("{python}", sys.executable).replace("{chain_dir}", str(context.chain.base_dir)) for a in spec.argv]
+    argv = [
+        a.replace("{python}", sys.executable).replace("{chain_dir}",
+                                                      str(context.chain.base_dir)) for a in spec.argv]
     try:
         done = subprocess.run(
             argv,
@@ -269,7 +274,8 @@ def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionC
     try:
         output = json.loads(done.stdout)
     except json.JSONDecodeError as bad:
-        raise NodeError(OUTPUT_INVALID, f"{argv[0]} printed non-JSON ({bad.msg}): {done.stdout[:200]!r}") from None
+        raise NodeError(OUTPUT_INVALID,
+                        f"{argv[0]} printed non-JSON ({bad.msg}): {done.stdout[:200]!r}") from None
     if not isinstance(output, dict):
         raise NodeError(OUTPUT_INVALID, f"{argv[0]} printed JSON {type(output).__name__}, not an object")
     return output
@@ -365,11 +371,13 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
         raise NodeError(IDENTITY_MISMATCH, "; ".join(problems))
     if document.get("status") == "failed":
         error = document.get("error") if isinstance(document.get("error"), dict) else {}
-        raise NodeError(str(error.get("error_type") or UNKNOWN), str(error.get("message") or "the agent reported failure"))
+        raise NodeError(str(error.get("error_type") or UNKNOWN),
+                        str(error.get("message") or "the agent reported failure"))
     raw_data = document.get("data")
     return NodeOutput(
         data=raw_data if isinstance(raw_data, dict) else {},
         checks=document.get("checks") if isinstance(document.get("checks"), dict) else {},
-        capabilities_used=document.get("capabilities_used") if isinstance(document.get("capabilities_used"), list) else [],
+        capabilities_used=document.get("capabilities_used") if isinstance(document.get("capabilities_used"),
+                                                                          list) else [],
         document=document,
     )

@@ -52,10 +52,12 @@ def graph_problems(chain: Chain) -> list[Problem]:
         problems.append(Problem(f"$.routes[{index}].route_id", f"duplicate route_id {route_ids[index]!r}"))
     type_names = [e.error_type for e in chain.error_types]
     for index in _duplicate_indexes(type_names):
-        problems.append(Problem(f"$.error_types[{index}].error_type", f"duplicate error_type {type_names[index]!r}"))
+        problems.append(
+            Problem(f"$.error_types[{index}].error_type", f"duplicate error_type {type_names[index]!r}"))
     outputs = [n.output_slot.path for n in chain.nodes]
     for index in _duplicate_indexes(outputs):
-        problems.append(Problem(f"$.nodes[{index}].output_slot.path", f"another node writes {outputs[index]!r} too"))
+        problems.append(
+            Problem(f"$.nodes[{index}].output_slot.path", f"another node writes {outputs[index]!r} too"))
 
     known = set(node_ids)
     starts = {n.node_id for n in chain.nodes if n.input_slot is None}
@@ -65,14 +67,16 @@ def graph_problems(chain: Chain) -> list[Problem]:
                 problems.append(Problem(f"$.routes[{index}].{end}", f"unknown node {getattr(route, end)!r}"))
         if route.to_node in starts:
             problems.append(
-                Problem(f"$.routes[{index}].to_node", f"{route.to_node!r} is a start node (input_slot null): a route cannot feed it")
+                Problem(f"$.routes[{index}].to_node",
+                        f"{route.to_node!r} is a start node (input_slot null): a route cannot feed it")
             )
     if not starts:
         problems.append(Problem("$.nodes", "no start node: at least one node needs \"input_slot\": null"))
     reached = {r.to_node for r in chain.routes}
     for index, node in enumerate(chain.nodes):
         if node.input_slot is not None and node.node_id not in reached:
-            problems.append(Problem(f"$.nodes[{index}]", f"no route reaches {node.node_id!r} and it is not a start node"))
+            problems.append(
+                Problem(f"$.nodes[{index}]", f"no route reaches {node.node_id!r} and it is not a start node"))
     problems.extend(_cycle_problems(chain))
     return problems
 
@@ -207,7 +211,8 @@ def render_png(chain: Chain) -> bytes:
     try:
         return graphviz.Source(render_dot(chain)).pipe(format="png")
     except graphviz.ExecutableNotFound:
-        raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)", code="GRAPHVIZ_MISSING") from None
+        raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)",
+                         code="GRAPHVIZ_MISSING") from None
     except subprocess.CalledProcessError as failed:
         said = (failed.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise ChainError(f"Graphviz `dot` could not draw this chain (exit {failed.returncode}"

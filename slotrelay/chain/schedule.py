@@ -153,7 +153,8 @@ class ChainSchedule:
         resume: settle nodes the slots say are done without running them (seed 8.6).
     """
 
-    def __init__(self, chain: Chain, *, notes: Notes, stop_at_external: bool = False, resume: bool = False) -> None:
+    def __init__(self, chain: Chain, *, notes: Notes, stop_at_external: bool = False,
+                 resume: bool = False) -> None:
         self.chain = chain
         self.notes = notes
         self.stop_at_external = stop_at_external
@@ -372,11 +373,14 @@ class ChainSchedule:
         declared = self.chain.error_type(result["error_type"] or UNKNOWN)
         reason = {
             "fail": f"error type {result['error_type']!r} is handled by failing the node",
-            "escalate": (f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
-                         " the run goes on without this node, and a person decides before it ends"),
-            "arbitrate": (f"error type {result['error_type']!r} is not declared by the chain: a person decides"
-                          if declared is None
-                          else f"retries of {result['error_type']!r} ran out and its type says: pause for a person"),
+            "escalate": (
+                f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
+                " the run goes on without this node, and a person decides before it ends"),
+            "arbitrate": (
+                f"error type {result['error_type']!r} is not declared by the chain: a person decides"
+                if declared is None
+                else f"retries of {result['error_type']!r} ran out and its type says: pause for a "
+                               "person"),
         }[result["handling"]]
         in_path = input_slot_path(self.chain, node_id)
         return Escalation(node_id, result, reason, str(in_path) if in_path else None)
@@ -410,7 +414,8 @@ class ChainSchedule:
             handed_on = document
         if resumed:
             decisions_to_write = [
-                d for d in decisions if (p := input_slot_path(self.chain, d.to_node)) is None or not p.exists()]
+                d for d in decisions if (
+                    p := input_slot_path(self.chain, d.to_node)) is None or not p.exists()]
         else:
             decisions_to_write = decisions
         write_route_inputs(self.chain, decisions_to_write, handed_on)
@@ -422,7 +427,8 @@ class ChainSchedule:
             self.routes[decision.route_id] = {"fired": fired, "reason": reason}
             if fired:
                 self.fired_into[decision.to_node].append(decision.route_id)
-            self.notes.info("route %s %s: %s", decision.route_id, "fired" if fired else "did not fire", reason)
+            self.notes.info("route %s %s: %s", decision.route_id, "fired" if fired else "did not fire",
+                            reason)
         return decisions
 
     def _loop(self, decision: RouteDecision, bound: int) -> tuple[bool, str]:
@@ -431,8 +437,9 @@ class ChainSchedule:
         self.iterations[decision.route_id] = count
         if count > bound:
             node_id = decision.from_node
-            message = (f"rework loop {decision.route_id} reached its max_iterations ({bound}) and fired again:"
-                       " a person decides")
+            message = (
+                f"rework loop {decision.route_id} reached its max_iterations ({bound}) and fired again:"
+                " a person decides")
             self.outcomes[node_id] = {**self.outcomes.get(node_id, {}), "error_type": LOOP_BOUND_EXCEEDED,
                                       "message": message, "handling": "arbitrate"}
             outcome = {**node_outcome(node_id, "Failed", attempts=self.attempts[node_id],
@@ -461,7 +468,8 @@ class ChainSchedule:
                 self.status[node_id] = "Completed"
                 return
             if decision.data is not None:
-                document = output_slot_document(node_id, status="completed", data=decision.data, attempt=attempt)
+                document = output_slot_document(node_id, status="completed", data=decision.data,
+                                                attempt=attempt)
                 publish_output(self.chain, node_id, document)
                 self.status[node_id] = "Completed"
             else:

@@ -59,8 +59,10 @@ def _load(path: Path, slots_root: Path | None = None) -> Any:
 def validate(chain_path: ChainPath) -> None:
     """Check a chain file: JSON Schema (errors carry JSON paths), then the models, then the graph."""
     chain = _load(chain_path)
-    out.print(f"{chain_path}: valid chain {chain.chain_id!r}: {len(chain.nodes)} nodes, {len(chain.routes)} routes, "
-              f"{len(chain.error_types)} error types", markup=False, highlight=False)
+    out.print(
+        f"{chain_path}: valid chain {chain.chain_id!r}: {len(chain.nodes)} nodes, {len(chain.routes)} "
+        "routes, "
+        f"{len(chain.error_types)} error types", markup=False, highlight=False)
 
 
 @app.command()
@@ -127,7 +129,8 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
         if node["output_slot"]:
             written.append(f"out {_short(Path(node['output_slot']))}")
         colour = colours.get(node["state"], "white")
-        table.add_row(node_id, f"[{colour}]{node['state']}[/]", str(node["attempts"]), node["error_type"] or "",
+        table.add_row(node_id, f"[{colour}]{node['state']}[/]", str(node["attempts"]),
+                      node["error_type"] or "",
                       "\n".join(written))
     if not out.is_terminal:
         # Piped or under make: rich would assume 80 columns and cut the slot paths.
@@ -150,7 +153,8 @@ def run(
         "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
                          "their input) are not run again")] = False,
 ) -> None:
-    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none answers)."""
+    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none
+    answers)."""
     from slotrelay.chain.preflight import EnvironmentMissing, preflight
 
     chain = _load(chain_path, slots_root)
@@ -228,10 +232,12 @@ def decide(
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment, "decided_by": getpass.getuser(),
+    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment,
+                                 "decided_by": getpass.getuser(),
                                  "via": "cli"}
     if payload is not None:
-        # As JSON text, the form's way: the run input's `data` is a string the flow parses (flows/arbitration.py).
+        # As JSON text, the form's way: the run input's `data` is a string the flow parses
+        # (flows/arbitration.py).
         run_input["data"] = json.dumps(payload)
     try:
         with temporary_settings(updates={PREFECT_API_URL: api_url}):

@@ -114,7 +114,8 @@ def serve(
     served = ", ".join(w.workspace_id for w in registry.served())
     if grants.names():
         console.print(
-            f"granted: {', '.join(grants.names())} (write roots: {', '.join(map(str, grants.write_roots)) or 'none'})"
+            f"granted: {', '.join(grants.names())} (write roots: "
+            f"{', '.join(map(str, grants.write_roots)) or 'none'})"
         )
     try:
         if address is None:

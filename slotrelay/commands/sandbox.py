@@ -139,7 +139,8 @@ def run(
         sys.stderr.write(result.stderr)
         colour = "green" if result.status == "success" else "red"
         err.print(
-            f"[{colour}]{result.status}[/] exit {result.exit_code} in {result.duration_ms} ms on {result.backend}",
+            f"[{colour}]{result.status}[/] exit {result.exit_code} in {result.duration_ms} ms on "
+            f"{result.backend}",
             highlight=False,
         )
         if result.result is not None:

@@ -77,7 +77,8 @@ def _api_url() -> str:
 def watch(
     chains: Annotated[list[Path] | None, typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
     slots_root: Annotated[
-        Path | None, typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
+        Path | None,
+        typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
     ] = None,
     no_serve: Annotated[
         bool, typer.Option("--no-serve", help="Do not serve the deployments here: workers run them.")
@@ -87,13 +88,15 @@ def watch(
     ] = "chain/{chain_id}",
     window: Annotated[float, typer.Option(help="Seconds routed targets wait to share one run.")] = 0.1,
     pool: Annotated[str | None, typer.Option(
-        help="Request the chain runs on this Prefect work pool (created as a process pool if missing) instead "
+        help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
+             "instead "
              "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
     if pool is not None and no_serve:
-        console.print("[red]--pool and --no-serve: choose one (--pool creates its deployments on the pool).[/red]")
+        console.print(
+            "[red]--pool and --no-serve: choose one (--pool creates its deployments on the pool).[/red]")
         raise typer.Exit(2)
     routers = _load_routers(list(chains or []), slots_root)
     url = _api_url()
@@ -114,11 +117,13 @@ def watch(
 
     served = []
     if not no_serve:
-        served = [generic_chain_deployment(), *(chain_deployment(r.chain) for r in routers), *pen_deployments()]
+        served = [generic_chain_deployment(), *(chain_deployment(r.chain) for r in routers),
+                  *pen_deployments()]
         apply_all(served)
     targets = {
         r.chain_id: ChainTarget(
-            chain_flow_deployment_name(r.chain_id) if not no_serve else deployment.format(chain_id=r.chain_id),
+            chain_flow_deployment_name(r.chain_id) if not no_serve else deployment.format(
+                chain_id=r.chain_id),
             r.chain_path,
             r.chain.work_dir if slots_root else None,
         )
@@ -143,7 +148,8 @@ def watch(
 
 
 def _watch_on_pool(routers: list, pool: str, own_slots_root: bool, window: float, url: str) -> None:
-    """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of them."""
+    """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
+    them."""
     from deployments.pool import apply_on_pool, pool_chain_deployment
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
@@ -218,14 +224,17 @@ def _shown(database: str) -> str:
 
 @app.command("up")
 def up(
-    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example chain).")] = None,
+    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example "
+                                                             "chain).")] = None,
     host: Annotated[str, typer.Option(help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
     home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
-    psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
+    psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay "
+                                                   "psmr view`).")] = None,
     psmr_port: Annotated[int, typer.Option(help="Port of the PSMR view on 127.0.0.1.")] = 8766,
     database: Annotated[str | None, typer.Option(
-        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in --home).",
+        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
+             "--home).",
     )] = None,
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
@@ -270,7 +279,8 @@ def up(
             threading.Thread(target=lambda: (watcher.wait(), stop.set()), daemon=True).start()
             if psmr is not None:
                 view = subprocess.Popen(
-                    [sys.executable, "-m", "slotrelay.cli", "psmr", "view", str(psmr), "--port", str(psmr_port)],
+                    [sys.executable, "-m", "slotrelay.cli", "psmr", "view", str(psmr), "--port",
+                     str(psmr_port)],
                     stdin=subprocess.DEVNULL, start_new_session=True,
                 )
             console.print(Panel.fit(
@@ -292,7 +302,8 @@ def up(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
+    if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM,
+                                                          -signal.SIGKILL):
         console.print(f"[red]slotrelay up: the watcher ended with exit code {watcher.returncode}[/red]")
         # Bad input (2) or a missing environment (3) seen by the watcher is the same for `up`; else it failed.
         raise typer.Exit(watcher.returncode if watcher.returncode in (2, 3) else 1)

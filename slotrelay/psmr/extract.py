@@ -1,17 +1,17 @@
 """The fast pass: one Python file's source to its facts (definitions, bindings, calls, state access).
 
-Facts are file-local plain data (refs frozen to tuples), so the store caches them by content hash and a rebuild re-parses
-only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions become
-small symbolic references ("refs"), evaluated later, never guessed here:
+Facts are file-local plain data (refs frozen to tuples), so the store caches them by content hash and a
+rebuild re-parses only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions
+become small symbolic references ("refs"), evaluated later, never guessed here:
 
     ["name", scope, id(, which)] a name looked up from a scope (LEGB, class scopes skipped inside functions);
                                  `which`: the indexes of the scope's bindings of id that reach this use,
                                  when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
     ["call", ref, [args], {kw}]  the result of calling ref
-    ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an iteration
-    ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys, else None)
-    ["union", [refs]]            any of these (conditional expression, `or`)
+    ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an
+    iteration ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys,
+    else None) ["union", [refs]]            any of these (conditional expression, `or`)
     ["def", qualname]            a definition in this file (function, class, lambda)
     ["deco", [refs], ref]        a definition passed through decorators, innermost last
     ["imp", dotted] / ["from", module, name]   what an import binds
@@ -135,7 +135,8 @@ class FileExtractor(ast.NodeVisitor):
         return scope
 
     def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None, *, adds: bool = False) -> None:
-        """Bind name to ref in the scope; `adds`: the binding adds to the value (`d[k] = f`), not replaces it."""
+        """Bind name to ref in the scope; `adds`: the binding adds to the value (`d[k] = f`), not replaces
+        it."""
         scope = scope or self.scope
         if ref is None:
             ref = ["unk", "opaque_value"]
@@ -845,7 +846,8 @@ def _none_test(test: ast.expr) -> tuple[str, bool] | None:
 
 
 def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
-    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and classes."""
+    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and
+    classes."""
     if not (isinstance(test, ast.Call) and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
         return None
     func = test.func

@@ -17,8 +17,8 @@ Values a ref can denote:
 Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
 the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
 fixpoint. A decorator, and a function that returns (part of) its argument, is evaluated in each
-call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee denotes nothing is an unknown with a reason,
-never a guessed edge.
+call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee
+denotes nothing is an unknown with a reason, never a guessed edge.
 
 Certainty: an edge is labelled by how its callee was found (lexical, import, self_mro, constructor,
 implicit), but only if it is also found with argument flow switched off (a second, strict linker);

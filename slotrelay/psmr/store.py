@@ -8,9 +8,9 @@
     <store>/trees/<commit>/                    git worktrees of analysed revisions
 
 A store found inside an analysed tree is untrusted input: a repository can ship one. So every record
-is data only (JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with this user's key
-(`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format version. A
-record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
+is data only (JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with
+this user's key (`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format
+version. A record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
 from the file, a graph or manifest makes the build start over. Reads never follow a symlink inside
 the store or open anything but a regular file, and writes go through a fresh temporary file that is
 flushed and renamed, so a crash never leaves a half-written manifest or graph. The graph record's

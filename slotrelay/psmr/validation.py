@@ -198,7 +198,8 @@ def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> d
             if reached < expected:
                 problems.append(
                     {"scope": after, "callee": now, "count": expected - reached,
-                     "problem": f"{expected - reached} call site(s) no longer reach {qname(now)} (shadowed or unresolved)"}
+                     "problem": f"{expected - reached} call site(s) no longer reach {qname(now)} (shadowed "
+                                "or unresolved)"}
                 )  # fmt: skip
     for (scope, reason, detail), count in sorted(fresh.items()):
         last = detail.removesuffix("()").rsplit(".", 1)[-1]

@@ -76,7 +76,8 @@ class ChainRouter:
         chain: an already loaded chain (skips loading `chain_path` again).
     """
 
-    def __init__(self, chain_path: Path, *, slots_root: Path | None = None, chain: Chain | None = None) -> None:
+    def __init__(self, chain_path: Path, *, slots_root: Path | None = None,
+                 chain: Chain | None = None) -> None:
         self.chain_path = Path(chain_path).resolve()
         self.chain = chain if chain is not None else load_chain(self.chain_path, slots_root=slots_root)
         self.chain_id = self.chain.chain_id
@@ -141,14 +142,18 @@ class ChainRouter:
         if self.ledger.has_routed(self.chain_id, route_id, digest):
             return []
         in_path = input_slot_path(self.chain, node_id)
-        entry = new_routed_entry(chain_id=self.chain_id, route_id=route_id, source_hash=digest, from_node=node_id,
-                                 to_node=node_id, input_slot=str(in_path or output_slot_path(self.chain, node_id)))
+        entry = new_routed_entry(chain_id=self.chain_id, route_id=route_id, source_hash=digest,
+                                 from_node=node_id,
+                                 to_node=node_id,
+                                 input_slot=str(in_path or output_slot_path(self.chain, node_id)))
         self.ledger.record_routed([entry])
-        self._note(logging.WARNING, "chain %s: %s handed to the engine's rules (%s)", self.chain_id, node_id, reason)
+        self._note(logging.WARNING, "chain %s: %s handed to the engine's rules (%s)", self.chain_id, node_id,
+                   reason)
         return [entry]
 
     def _asked_again(self, node_id: str) -> bool:
-        """Whether a run asked this node's agent again (a retry): that run waits for the answer and takes it."""
+        """Whether a run asked this node's agent again (a retry): that run waits for the answer and takes
+        it."""
         in_path = input_slot_path(self.chain, node_id)
         document = read_slot(in_path) if in_path is not None else None
         attempt = document.get("attempt") if document else None
@@ -203,9 +208,11 @@ class ChainRouter:
             try:
                 found = self._read_output(node_id)
             except SlotInvalid as bad:
-                self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id, node_id,
+                self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id,
+                           node_id,
                            bad.code, bad.message)
-                return self._hand_over(node_id, content_hash(bad.message.encode()), f"{bad.code}: {bad.message}")
+                return self._hand_over(node_id, content_hash(bad.message.encode()),
+                                       f"{bad.code}: {bad.message}")
             if found is None or self._asked_again(node_id):
                 return []
             document, digest = found
@@ -214,7 +221,8 @@ class ChainRouter:
             problems = post_check_problems(self.chain, node_id, document)
             if document.get("status") == "failed" or problems:
                 why = "; ".join(problems) or f"the agent reported failure: {document.get('error')}"
-                self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id, why)
+                self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id,
+                           why)
                 return self._hand_over(node_id, digest, why)
             if not self.ledger.has_babel(self.chain_id, node_id, digest):
                 append_agent_babel(self.chain, node_id, document)

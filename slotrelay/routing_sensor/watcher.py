@@ -65,7 +65,8 @@ class SlotSensor:
         window_seconds: the coalescing window for runs.
     """
 
-    def __init__(self, routers: Iterable[ChainRouter], start_run: StartRun, *, window_seconds: float = 0.1) -> None:
+    def __init__(self, routers: Iterable[ChainRouter], start_run: StartRun, *,
+                 window_seconds: float = 0.1) -> None:
         self.routers = list(routers)
         self.coalescer = RunCoalescer(start_run, window_seconds=window_seconds)
         self._by_path: dict[Path, list[tuple[ChainRouter, str]]] = {}
@@ -104,7 +105,8 @@ class SlotSensor:
                     del self._timers[key]
                 if due is None or key in self._timers:
                     continue
-                timer = threading.Timer(max(0.0, due - time.time()) + 0.05, self._timed_out, (router, node_id))
+                timer = threading.Timer(max(0.0, due - time.time()) + 0.05, self._timed_out,
+                                        (router, node_id))
                 timer.daemon = True
                 self._timers[key] = (due, timer)
                 timer.start()

@@ -50,7 +50,8 @@ class DaemonEndpoint:
         scheme = self.url.partition("://")[0]
         if scheme not in ("unix", "tcp"):
             raise SandboxRequestError(f"daemon_url: {self.url!r} must start with unix:// or tcp://")
-        tls = {"tls_ca_cert": self.ca_cert, "tls_client_cert": self.client_cert, "tls_client_key": self.client_key}
+        tls = {"tls_ca_cert": self.ca_cert, "tls_client_cert": self.client_cert,
+               "tls_client_key": self.client_key}
         if scheme == "tcp":
             missing = [name for name, value in tls.items() if not value]
             if missing:
@@ -76,12 +77,14 @@ def _endpoint_params(endpoint: DaemonEndpoint) -> dict:
     tls = False
     if endpoint.url.startswith("tcp://"):
         tls = docker.tls.TLSConfig(
-            client_cert=(endpoint.client_cert, endpoint.client_key), ca_cert=endpoint.ca_cert, verify=endpoint.ca_cert
+            client_cert=(endpoint.client_cert, endpoint.client_key), ca_cert=endpoint.ca_cert,
+            verify=endpoint.ca_cert
         )
     return {"base_url": endpoint.url, "tls": tls}
 
 
-def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFAULT_TIMEOUT_S) -> docker.DockerClient:
+def docker_client(endpoint: DaemonEndpoint | None = None, *,
+                  timeout: int = DEFAULT_TIMEOUT_S) -> docker.DockerClient:
     """A connected client of the daemon `endpoint` names, else of the environment's daemon.
 
     Parameters:

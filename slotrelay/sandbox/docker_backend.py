@@ -312,7 +312,8 @@ class DockerBackend:
             container = self.pool.acquire(self.shape_for(lang, limits, mounts))
         except docker.errors.ImageNotFound as error:
             raise SandboxUnavailable(
-                f"docker: image {self.image_for(lang)} is missing on {self.daemon}; run `slotrelay sandbox build`"
+                f"docker: image {self.image_for(lang)} is missing on {self.daemon}; run `slotrelay sandbox "
+                "build`"
             ) from error
         except docker.errors.DockerException as error:
             raise SandboxUnavailable(f"docker: could not create a sandbox container ({error})") from error
@@ -379,7 +380,8 @@ class DockerBackend:
         reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
         waiter = threading.Thread(target=wait, name="sandbox-waiter", daemon=True)
         reader.start()
-        # The wall-clock limit counts from the delivery: the time the container sat in the pool is not the program's.
+        # The wall-clock limit counts from the delivery: the time the container sat in the pool is not the
+        # program's.
         started = time.monotonic()
         threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
         # The deadline is on the container, not on its output: a program may close both streams.

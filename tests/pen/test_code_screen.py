@@ -20,7 +20,8 @@ ALLOW = SandboxOptions.model_validate(
     [
         ("def main(inputs):\n    return sum(inputs['numbers'])\n", TMP, []),
         (
-            "import json, urllib.parse\ndef main(inputs):\n    return urllib.parse.quote(json.dumps(inputs))\n",
+            ("import json, urllib.parse\ndef main(inputs):\n    return "
+            "urllib.parse.quote(json.dumps(inputs))\n"),
             TMP,
             [],
         ),

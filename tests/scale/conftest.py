@@ -25,7 +25,8 @@ def double(data):
 def postgres() -> Iterator[PostgresCluster]:
     """A PostgreSQL cluster of this module's own, on a free port of 127.0.0.1."""
     require_service(postgres_bin() is not None, "PostgreSQL is not installed (apt-get install postgresql)")
-    require_service(cluster_user() is not None, "running as root, but there is no `postgres` user to own a cluster")
+    require_service(cluster_user() is not None,
+                    "running as root, but there is no `postgres` user to own a cluster")
     with postgres_cluster() as cluster:
         yield cluster
 

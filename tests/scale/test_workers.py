@@ -52,8 +52,10 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefec
         # Two runs at a time per worker: neither can take the whole burst in one poll.
         workers = [start_worker(prefect_server, pool, name, tmp_path / f"{name}.log", limit=2)
                    for name in ("worker-a", "worker-b")]
-        wait_for(lambda: all("started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
-                 120, "both workers to start")
+        wait_for(
+            lambda: all(
+                "started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
+            120, "both workers to start")
 
         # Agents finishing one after another, a little slower than the sensor's window, so the burst
         # becomes many runs (writes within one window share a run).
@@ -61,7 +63,8 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefec
             for chain_id in chain_ids:
                 agent_writes(tmp_path / chain_id, f"src-{i}", {"n": i, "chain": chain_id})
             time.sleep(WAVE_SECONDS)
-        outputs = [tmp_path / c / "slots" / f"work-{i}_output.json" for c in chain_ids for i in range(SOURCES)]
+        outputs = [
+            tmp_path / c / "slots" / f"work-{i}_output.json" for c in chain_ids for i in range(SOURCES)]
         wait_for(lambda: all(completed(p) for p in outputs), 300, "every target's output slot")
         wait_for(lambda: all(r.state is not None and r.state.is_final() for r in chain_runs(chain_ids)), 120,
                  "the flow runs to end")
@@ -85,7 +88,8 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(prefec
     assert tasks == {f"work-{i}": CHAINS for i in range(SOURCES)}, tasks
     started = []
     for chain_id in chain_ids:
-        ledger = [json.loads(line) for line in (tmp_path / chain_id / LEDGER_FILE_NAME).read_text().splitlines()]
+        ledger = [
+            json.loads(line) for line in (tmp_path / chain_id / LEDGER_FILE_NAME).read_text().splitlines()]
         assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == sorted(
             f"route-{i}" for i in range(SOURCES))
         started += [e["flow_run_id"] for e in ledger if e["kind"] == "started"]

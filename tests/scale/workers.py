@@ -1,4 +1,5 @@
-"""Process workers, `watch --pool` and what the API says about their runs: shared by tests/scale and the bench."""
+"""Process workers, `watch --pool` and what the API says about their runs: shared by tests/scale and the
+bench."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ def chain_runs(chain_ids: list[str]) -> list:
 
 
 def completed_tasks(flow_run_ids: list) -> Counter:
-    """How many times each task-run name completed in these flow runs (a node's task run is named after it)."""
+    """How many times each task-run name completed in these flow runs (a node's task run is named after
+    it)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
