@@ -33,7 +33,7 @@ import re
 import shlex
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -265,10 +265,8 @@ async def _remove_leftovers(connection: asyncssh.SSHClientConnection, temporarie
     try:
         async with connection.start_sftp_client() as sftp:
             for temporary in temporaries:
-                try:
+                with suppress(asyncssh.SFTPNoSuchFile):
                     await sftp.remove(temporary)
-                except asyncssh.SFTPNoSuchFile:
-                    pass
     except (OSError, asyncssh.Error):
         # The original failure is what the caller must see; a temporary name is never served as a page.
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,13 +26,13 @@ err = Console(stderr=True, soft_wrap=True)
 ChainPath = Annotated[Path, typer.Argument(help="the node_chain.json")]
 
 
-class GraphFormat(str, Enum):
+class GraphFormat(StrEnum):
     mermaid = "mermaid"
     dot = "dot"
     png = "png"
 
 
-class DecisionChoice(str, Enum):
+class DecisionChoice(StrEnum):
     continue_ = "continue"
     retry = "retry"
     terminate = "terminate"

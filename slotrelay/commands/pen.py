@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import AbstractContextManager, nullcontext
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -60,7 +60,7 @@ Root = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
 
-class Backend(str, Enum):
+class Backend(StrEnum):
     docker = "docker"
     bwrap = "bwrap"
 

@@ -16,6 +16,7 @@ server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -185,14 +186,10 @@ def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -
     except psutil.NoSuchProcess:
         process.wait()
         return
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, first)
-    except ProcessLookupError:
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     # Whatever is still alive, including flow runs started in a session of their own, and their children.
     late = [p for p in tree if p.is_running()]
     for proc in list(late):

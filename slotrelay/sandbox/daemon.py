@@ -10,6 +10,7 @@ builder, `doctor` and the chain's preflight all call `docker_client`, so they al
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -134,10 +135,8 @@ def close_attach(stream: Any) -> None:
     if not hasattr(raw, "shutdown"):
         return  # a closed SocketIO has let go of its socket: this stream was ended already
     response = getattr(raw, "_response", None)
-    try:
+    with contextlib.suppress(OSError):  # the daemon already closed it
         raw.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # the daemon already closed it
     stream.close()
     raw.close()
     if response is not None:

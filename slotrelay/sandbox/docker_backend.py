@@ -20,6 +20,7 @@ and exits, so the container stops with it; removal happens on the pool's worker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -281,10 +282,8 @@ class DockerBackend:
         for attached in (item.stream, item.inlet):
             if attached is not None:
                 close_attach(attached)
-        try:
+        with contextlib.suppress(docker.errors.NotFound):
             self._worker_client.api.remove_container(item.id, force=True)
-        except docker.errors.NotFound:
-            pass
         if item.egress_dir:
             shutil.rmtree(item.egress_dir, ignore_errors=True)
 

@@ -116,7 +116,7 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     assert [d.decision for d in read_alert(again).previous_decisions] == ["reload"]
     assert decide(again, "terminate").returncode == 0
     summaries = {}
-    for name, (path, run) in runs.items():
+    for name, (_path, run) in runs.items():
         out, _ = run.communicate(timeout=120)
         summaries[name] = (run.returncode, json.loads(out))
 

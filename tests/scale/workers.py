@@ -3,6 +3,7 @@ bench."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -57,10 +58,8 @@ def stop(process: subprocess.Popen, first: signal.Signals = signal.SIGINT, timeo
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         return process.wait(timeout=30)
 
 

@@ -232,15 +232,15 @@ def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
     try:
         def all_started() -> bool:
             ledgers = [RoutingLedger(tmp_path / k / LEDGER_FILE_NAME) for k in ("k1", "k2")]
-            done = all(len(l.routed_entries()) == n for l in ledgers)
-            return done and all(not l.unstarted_runs(c) and not l.unbatched(c)
-                                for l, c in zip(ledgers, ("kill-a", "kill-b")))
+            done = all(len(ledger.routed_entries()) == n for ledger in ledgers)
+            return done and all(not ledger.unstarted_runs(c) and not ledger.unbatched(c)
+                                for ledger, c in zip(ledgers, ("kill-a", "kill-b"), strict=True))
         wait_for(all_started, 30, "every route fired and its run started")
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
     assert kills == 5
-    for folder, cid in (("k1", "kill-a"), ("k2", "kill-b")):
+    for folder in ("k1", "k2"):
         assert set(routed_keys(tmp_path / folder).values()) == {1}
         for i in range(n):
             assert read_slot(tmp_path / folder / "slots" / f"work-{i}_input.json")["data"] == {"i": i}
