@@ -29,7 +29,8 @@ class SandboxPolicy(Block):
 
     _block_type_name = "slotrelay sandbox policy"
     _block_type_slug = "slotrelay-sandbox-policy"
-    _description = "The Docker daemon, images, default limits, egress allow-list and pool size of pen sandboxes."
+    _description = (
+        "The Docker daemon, images, default limits, egress allow-list and pool size of pen sandboxes.")
 
     daemon_url: str | None = Field(
         default=None,
@@ -42,7 +43,8 @@ class SandboxPolicy(Block):
     tls_client_key: str | None = Field(default=None, description="path of this client's private key")
     image_tags: dict[str, str] = Field(
         default_factory=dict,
-        description='images to run instead of this checkout\'s, by language, e.g. {"python": "registry/py:1"}',
+        description="images to run instead of this checkout's, by language, "
+                    'e.g. {"python": "registry/py:1"}',
     )
     default_limits: dict[str, Any] = Field(
         default_factory=dict,

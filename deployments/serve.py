@@ -220,7 +220,8 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
         )
         for run in cancelled:
             state = run.state
-            if run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE or state.timestamp < began:
+            if (run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE
+                    or state.timestamp < began):
                 continue
             # A chain run's successor goes on from its slots: nodes the cancelled run completed do not run
             # again.

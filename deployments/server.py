@@ -211,7 +211,8 @@ def start_server(
         if time.monotonic() > deadline:
             handle.stop()
             raise ServerStartError(
-                f"the Prefect server did not answer {api_url}/health in {ready_timeout:.0f} s; see {log_path}")
+                f"the Prefect server did not answer {api_url}/health in {ready_timeout:.0f} s; "
+                f"see {log_path}")
         time.sleep(0.25)
     if detach:
         (home / "server.pid").write_text(f"{process.pid}\n")

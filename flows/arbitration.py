@@ -116,9 +116,11 @@ def _markdown(alert: Alert, path: Path, *, refused: str | None = None) -> str:
     decide = ""
     if alert.decisions:
         options = "\n".join(f"- **{name}**: {what}" for name, what in alert.decisions.items())
-        decide = f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`\n\n{options}"
+        decide = (f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`"
+                  f"\n\n{options}")
     again = f"**Your last answer was refused, decide again.** {refused}\n\n" if refused else ""
-    return f"{again}## Alert: {alert.node_id} ({alert.error_type})\n\n| field | value |\n|---|---|\n{table}{decide}\n"
+    return (f"{again}## Alert: {alert.node_id} ({alert.error_type})\n\n"
+            f"| field | value |\n|---|---|\n{table}{decide}\n")
 
 
 def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any], input_slot: str | None,
@@ -197,7 +199,8 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         FlowPauseTimeout: no decision in time for a run paused in place; the alert is marked `timed_out`.
     """
     context = FlowRunContext.get()
-    suspend = context is not None and context.flow_run is not None and context.flow_run.deployment_id is not None
+    suspend = (context is not None and context.flow_run is not None
+               and context.flow_run.deployment_id is not None)
     alert = read_alert(path)
     # Asked again (a reload was refused): keep the decision that could not be applied.
     history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions

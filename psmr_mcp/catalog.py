@@ -59,7 +59,8 @@ TARGET = (
     "A semantic identity as returned by psmr_query_search (`semantic:pkg.mod.Class.method`) or the "
     "dotted name (`pkg.mod.Class.method`)."
 )
-SCOPE = "Only results inside this symbol or module (a semantic identity or dotted name); omit for the whole workspace."
+SCOPE = ("Only results inside this symbol or module (a semantic identity or dotted name); "
+         "omit for the whole workspace.")
 
 
 def _budget_schema(base: dict[str, Any]) -> dict[str, Any]:

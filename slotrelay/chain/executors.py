@@ -115,7 +115,8 @@ def _import_callable(target: str, chain_dir: Path) -> Any:
     beside = chain_dir / (module_name.replace(".", "/") + ".py")
     if not beside.is_file():
         return _import_target(target)
-    unique = f"_slotrelay_chain_{hashlib.sha1(str(beside).encode()).hexdigest()[:12]}_{module_name.replace('.', '_')}"
+    folder_hash = hashlib.sha1(str(beside).encode()).hexdigest()[:12]
+    unique = f"_slotrelay_chain_{folder_hash}_{module_name.replace('.', '_')}"
     # Nodes start in parallel threads: without the lock a second thread could find the module in
     # sys.modules while the first is still executing it, and miss its functions.
     with _IMPORT_LOCK:

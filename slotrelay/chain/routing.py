@@ -90,7 +90,8 @@ def evaluate_routes_from_skip(
         else:
             result = evaluate_condition(condition, view, chain=chain)
             fired = result.ok
-            reason = f"{'fired ' if fired else ''}from a skip of {node_id}, on the data it received: {result.reason}"
+            reason = (f"{'fired ' if fired else ''}from a skip of {node_id}, "
+                      f"on the data it received: {result.reason}")
         decisions.append(RouteDecision(route.route_id, route.from_node, route.to_node, fired, reason))
     return decisions
 

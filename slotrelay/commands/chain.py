@@ -68,8 +68,10 @@ def validate(chain_path: ChainPath) -> None:
 @app.command()
 def graph(
     chain_path: ChainPath,
-    format: Annotated[GraphFormat, typer.Option("--format", "-f", help="mermaid, dot or png")] = GraphFormat.mermaid,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
+    format: Annotated[GraphFormat,
+                      typer.Option("--format", "-f", help="mermaid, dot or png")] = GraphFormat.mermaid,
+    output: Annotated[Path | None,
+                      typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
 ) -> None:
     """Draw a chain: Mermaid or Graphviz DOT text, or a PNG rendered by Graphviz."""
     from slotrelay.chain import ChainError
@@ -147,8 +149,10 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
 @app.command()
 def run(
     chain_path: ChainPath,
-    as_json: Annotated[bool, typer.Option("--json", help="print only the summary, as one JSON object")] = False,
-    slots_root: Annotated[Path | None, typer.Option(help="folder relative slot paths resolve against")] = None,
+    as_json: Annotated[bool,
+                       typer.Option("--json", help="print only the summary, as one JSON object")] = False,
+    slots_root: Annotated[Path | None,
+                          typer.Option(help="folder relative slot paths resolve against")] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
                          "their input) are not run again")] = False,
@@ -199,7 +203,8 @@ def decide(
     alert_file: Annotated[Path, typer.Argument(help="the alert JSON in alerts/")],
     decision: Annotated[DecisionChoice, typer.Argument(help="continue, retry, terminate or reload")],
     comment: Annotated[str | None, typer.Option(help="why; kept in the alert file")] = None,
-    data: Annotated[str | None, typer.Option(help="with continue: the node's output data, a JSON object")] = None,
+    data: Annotated[str | None,
+                    typer.Option(help="with continue: the node's output data, a JSON object")] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
     from slotrelay.alerts import AlertError, read_alert

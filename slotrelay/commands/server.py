@@ -76,7 +76,8 @@ def _api_url() -> str:
 
 @app.command("watch")
 def watch(
-    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
+    chains: Annotated[list[Path] | None,
+                      typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
     slots_root: Annotated[
         Path | None,
         typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
@@ -223,9 +224,11 @@ def _shown(database: str) -> str:
 def up(
     chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example "
                                                              "chain).")] = None,
-    host: Annotated[str, typer.Option(help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(
+        help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
-    home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
+    home: Annotated[Path | None,
+                    typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
     psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay "
                                                    "psmr view`).")] = None,
     psmr_port: Annotated[int, typer.Option(help="Port of the PSMR view on 127.0.0.1.")] = 8766,

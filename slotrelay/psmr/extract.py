@@ -860,7 +860,8 @@ def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
 
 def _annotation_classes(note: ast.expr) -> list[ast.expr] | None:
     """The classes an annotation allows (`Cls`, `mod.Cls`, `Optional[..]`, `Union[..]`, `A | B`, strings of
-    those; None itself adds none), or None when it is anything else (generics, callables, aliases' subscripts)."""
+    those; None itself adds none), or None when it is anything else (generics, callables, aliases'
+    subscripts)."""
     match note:
         case ast.Constant(value=str(text)):
             try:

@@ -140,7 +140,8 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     recorded = read_alert(alerts["continue"])
     assert recorded.status == "decided" and recorded.decision.decision == "continue"
     assert recorded.decision.data == {"by": "hand"}
-    assert recorded.decision.comment == "looked fine" and recorded.decision.via == "cli" and recorded.decision.decided_by
+    assert recorded.decision.comment == "looked fine" and recorded.decision.via == "cli"
+    assert recorded.decision.decided_by
 
     again = decide(alerts["retry"], "retry")
     assert again.returncode == 2 and "already decided" in again.stderr
@@ -183,7 +184,8 @@ def test_the_form_offers_data_as_json_text_and_the_flow_gets_an_object() -> None
         validate(taken, schema, raise_on_error=True)
     assert form(decision="retry", data=None).data is None
     assert form(decision="retry", via="cli").via == "cli" and form(decision="retry").via == "ui"
-    for refused_input in [{"decision": "retry", "via": "browser"}, {"decision": "retry", "data": {"by": "hand"}},
+    for refused_input in [{"decision": "retry", "via": "browser"},
+                          {"decision": "retry", "data": {"by": "hand"}},
                           {"decision": "retry", "who": "ada"}]:
         with pytest.raises(SchemaError):
             validate(refused_input, schema, raise_on_error=True)
@@ -227,5 +229,6 @@ def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_serv
     out, _ = run.communicate(timeout=120)
     summary = json.loads(out)
     assert run.returncode == 0 and summary["state"] == "COMPLETED"
-    assert summary["nodes"]["flaky"]["state"] == "Completed" and summary["nodes"]["after"]["state"] == "Completed"
+    assert summary["nodes"]["flaky"]["state"] == "Completed"
+    assert summary["nodes"]["after"]["state"] == "Completed"
     assert read_alert(alert_path).decision.decision == "continue"

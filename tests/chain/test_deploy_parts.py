@@ -67,7 +67,8 @@ def test_a_remote_without_a_host_falls_back_to_its_folder_or_is_named(tmp_path, 
     spec["targets"] = [{"name": "C", "ssh": "NOWHERE"}]
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, context)
-    assert caught.value.error_type == "deploy_config_invalid" and "NOWHERE_HOST is not set" in caught.value.message
+    assert caught.value.error_type == "deploy_config_invalid"
+    assert "NOWHERE_HOST is not set" in caught.value.message
 
 
 def test_a_file_that_climbs_out_of_its_folder_is_refused(tmp_path):

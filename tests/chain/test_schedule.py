@@ -243,8 +243,8 @@ def test_an_undeclared_error_is_arbitrated_and_continue_with_data_routes_on(writ
 
 
 def test_retry_then_terminate_and_an_escalation_is_asked_before_the_run_ends(write_chain) -> None:
-    chain = build(write_chain, [node("f", start=True, executor=py("flaky"), retry={"max_retries": 3,
-                                                                                    "retry_interval_seconds": 0}),
+    chain = build(write_chain, [node("f", start=True, executor=py("flaky"),
+                                     retry={"max_retries": 3, "retry_interval_seconds": 0}),
                                 node("other", start=True, executor=py("ok"))], [])
     schedule, ran, asked = run_plain(chain, decisions={"f": ["retry", "terminate"]})
     # flaky allows 1 retry of its type (2 attempts) before escalating, though the node's R is 3.

@@ -60,7 +60,8 @@ slot_shaped = st.fixed_dictionaries(
 
 
 def _deep(levels: int) -> bytes:
-    return b'{"node_id": "src-0", "status": "completed", "data": {"d": ' + b"[" * levels + b"]" * levels + b"}}"
+    head = b'{"node_id": "src-0", "status": "completed", "data": {"d": '
+    return head + b"[" * levels + b"]" * levels + b"}}"
 
 
 raw_bytes = (
@@ -218,5 +219,6 @@ def test_the_sensor_keeps_routing_a_control_chain(watched: tuple[Path, Path, Slo
                 break
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        assert time.monotonic() < deadline, f"the control chain stopped being routed after {kind} {value!r:.200}"
+        assert time.monotonic() < deadline, (
+            f"the control chain stopped being routed after {kind} {value!r:.200}")
         time.sleep(0.005)

@@ -202,7 +202,8 @@ def test_refusals_and_replies_without_code_are_e003(stub, model, body, match) ->
         ),
         # Python under a wrong language tag, beside a shell block that is really shell.
         (
-            "Run it with:\n```bash\npython3 main.py\n```\n```javascript\ndef main(inputs):\n    return 7\n```",
+            ("Run it with:\n```bash\npython3 main.py\n```\n"
+            "```javascript\ndef main(inputs):\n    return 7\n```"),
             "python",
             "def main(inputs):\n    return 7",
             True,

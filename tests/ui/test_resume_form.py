@@ -162,7 +162,8 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
     summaries = {}
     for name, (_, run) in chain_runs.items():
         out, err = run.communicate(timeout=120)
-        page = f"the {name} page as the browser left it: {tmp_path / f'{name}-{len(RUNS[name][1]) - 1}-page.png'}"
+        shot = tmp_path / f"{name}-{len(RUNS[name][1]) - 1}-page.png"
+        page = f"the {name} page as the browser left it: {shot}"
         assert run.returncode == 0, f"{err[-3000:]}\n{page}"
         summaries[name] = json.loads(out)
         assert summaries[name]["state"] == "COMPLETED", f"{summaries[name]}\n{page}"
