@@ -287,6 +287,7 @@ def _check_served(
         comparison = _Comparison(spec.feature_points, session) if spec.feature_points else None
         for target in served_targets:
             for upload in uploads:
+                assert target.base_url is not None  # served_targets have one
                 served = fetch(session, url_of(target.base_url, upload.relative),
                                side=f"target {target.name}")
                 digest = hashlib.sha256(served.body).hexdigest()
@@ -336,6 +337,7 @@ def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionCon
             landed = deploy_remote(target.remote, uploads)
             proof = "sha256sum on the remote host, before the rename"
         else:
+            assert target.folder is not None  # a target is a remote or a folder (_targets)
             landed = _land_in_folder(target.folder, uploads)
             proof = "sha256 of the copy on disk, before the rename"
         for upload, where in zip(uploads, landed, strict=True):

@@ -123,6 +123,7 @@ def _import_callable(target: str, chain_dir: Path) -> Any:
         module = sys.modules.get(unique)
         if module is None:
             spec = importlib.util.spec_from_file_location(unique, beside)
+            assert spec is not None and spec.loader is not None  # a .py file always has a loader
             module = importlib.util.module_from_spec(spec)
             sys.modules[unique] = module
             try:
@@ -210,6 +211,7 @@ def _call_with_timeout(function: Callable[..., Any], data: dict[str, Any], timeo
     with finishing:
         timed_out = not outcome.get("done")
         if timed_out:
+            assert worker.ident is not None  # started above
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
                                                        ctypes.py_object(_CallableTimedOut))
     if timed_out:
@@ -371,14 +373,15 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
     if problems:
         raise NodeError(IDENTITY_MISMATCH, "; ".join(problems))
     if document.get("status") == "failed":
-        error = document.get("error") if isinstance(document.get("error"), dict) else {}
+        error = document.get("error")
+        if not isinstance(error, dict):
+            error = {}
         raise NodeError(str(error.get("error_type") or UNKNOWN),
                         str(error.get("message") or "the agent reported failure"))
-    raw_data = document.get("data")
+    raw_data, checks, used = document.get("data"), document.get("checks"), document.get("capabilities_used")
     return NodeOutput(
         data=raw_data if isinstance(raw_data, dict) else {},
-        checks=document.get("checks") if isinstance(document.get("checks"), dict) else {},
-        capabilities_used=document.get("capabilities_used") if isinstance(document.get("capabilities_used"),
-                                                                          list) else [],
+        checks=checks if isinstance(checks, dict) else {},
+        capabilities_used=used if isinstance(used, list) else [],
         document=document,
     )

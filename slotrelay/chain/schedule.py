@@ -467,6 +467,7 @@ class ChainSchedule:
                 self._loop_paused.discard(node_id)
                 self.status[node_id] = "Completed"
                 return
+            document: dict[str, Any] | None
             if decision.data is not None:
                 document = output_slot_document(node_id, status="completed", data=decision.data,
                                                 attempt=attempt)
@@ -479,6 +480,11 @@ class ChainSchedule:
                 self.route(node_id, document)
             return
         if decision.decision == "reload":
+            if self.chain.source is None:
+                # a chain built in memory has no file to read again
+                self.notes.error("reload refused: this chain was not loaded from a file")
+                self.arbitrations.insert(0, (node_id, alert))
+                return
             try:
                 reloaded = load_chain(
                     self.chain.source,

@@ -36,6 +36,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from slotrelay.chain.errors import TIMEOUT, NodeError
 from slotrelay.chain.executors import fresh_output
@@ -111,7 +112,7 @@ class ChainRouter:
         """Whether a node runs inside a flow run (anything but an external node)."""
         return node_id not in self._external
 
-    def _read_output(self, node_id: str) -> tuple[dict, str] | None:
+    def _read_output(self, node_id: str) -> tuple[dict[str, Any], str] | None:
         """The output slot's document and the hash of the very bytes it was parsed from.
 
         Read once, so the hash always belongs to the content routed; a missing or half-written file
@@ -186,10 +187,10 @@ class ChainRouter:
     def time_out(self, node_id: str) -> list[RoutedEntry]:
         """Hand an external node over to the engine when its agent has not answered in time (`timeout`)."""
         with self.lock:
-            due = self.overdue_at(node_id)
-            if due is None or due > time.time():
+            due, in_path = self.overdue_at(node_id), input_slot_path(self.chain, node_id)
+            if due is None or due > time.time() or in_path is None:
                 return []
-            found = read_slot_bytes(input_slot_path(self.chain, node_id))
+            found = read_slot_bytes(in_path)
             if found is None:
                 return []
             return self._hand_over(node_id, content_hash(found[0]),
@@ -246,7 +247,7 @@ class ChainRouter:
                            entry.input_slot)
             return [e for e in fired if self.needs_run(e)]
 
-    def _decide(self, node_id: str, document: dict) -> tuple[list[RouteDecision], dict]:
+    def _decide(self, node_id: str, document: dict[str, Any]) -> tuple[list[RouteDecision], dict[str, Any]]:
         """The routes of a finished slot, and the data its targets get: the same rules as inside a run.
 
         A skipped slot leads on as in a run (`routing.evaluate_routes_from_skip`): its targets get the

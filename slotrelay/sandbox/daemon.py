@@ -72,11 +72,13 @@ def describe(endpoint: DaemonEndpoint | None) -> str:
     return os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
 
 
-def _endpoint_params(endpoint: DaemonEndpoint) -> dict:
+def _endpoint_params(endpoint: DaemonEndpoint) -> dict[str, Any]:
     import docker.tls
 
-    tls = False
+    tls: docker.tls.TLSConfig | bool = False
     if endpoint.url.startswith("tcp://"):
+        # __post_init__ made sure a tcp:// endpoint has all three files
+        assert endpoint.client_cert is not None and endpoint.client_key is not None
         tls = docker.tls.TLSConfig(
             client_cert=(endpoint.client_cert, endpoint.client_key), ca_cert=endpoint.ca_cert,
             verify=endpoint.ca_cert

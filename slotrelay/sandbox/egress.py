@@ -62,8 +62,8 @@ def request_target(head: bytes) -> tuple[str, str, int, bytes] | None:
     except ValueError:
         return None
     if method == "CONNECT":
-        host, _, port = target.rpartition(":")
-        return (method, host.strip("[]"), int(port), b"") if _valid_port(port) else None
+        host, _, port_text = target.rpartition(":")
+        return (method, host.strip("[]"), int(port_text), b"") if _valid_port(port_text) else None
     if target.startswith("http://"):
         url = urlsplit(target)
         try:
@@ -76,10 +76,10 @@ def request_target(head: bytes) -> tuple[str, str, int, bytes] | None:
     for line in lines[1:]:
         name, _, value = line.decode("latin-1").partition(":")
         if name.strip().lower() == "host":
-            host, _, port = value.strip().rpartition(":")
+            host, _, port_text = value.strip().rpartition(":")
             if not host:
-                host, port = value.strip(), "80"
-            return (method, host.strip("[]"), int(port), head) if _valid_port(port) else None
+                host, port_text = value.strip(), "80"
+            return (method, host.strip("[]"), int(port_text), head) if _valid_port(port_text) else None
     return None
 
 
