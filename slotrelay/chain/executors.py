@@ -147,9 +147,10 @@ def load_executor(kind: str) -> Callable[..., Any]:
     if target is None:
         raise ExecutorUnavailable(kind, "<none>", "no executor of this kind")
     try:
-        return _import_target(target)
+        executor: Callable[..., Any] = _import_target(target)
     except (ImportError, AttributeError) as missing:
         raise ExecutorUnavailable(kind, target, str(missing)) from None
+    return executor
 
 
 def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) -> NodeOutput:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Iterable
 
 import networkx as nx
 
@@ -26,9 +27,9 @@ MAX_LABEL_CHARS = 120
 """Longest label drawn; longer ones end in an ellipsis (Graphviz crashes on labels of megabytes)."""
 
 
-def build_graph(chain: Chain) -> nx.MultiDiGraph:
+def build_graph(chain: Chain) -> nx.MultiDiGraph[str]:
     """The chain's graph: one vertex per node (attribute `node`), one edge per route (attribute `route`)."""
-    graph = nx.MultiDiGraph(chain_id=chain.chain_id)
+    graph: nx.MultiDiGraph[str] = nx.MultiDiGraph(chain_id=chain.chain_id)
     for node in chain.nodes:
         graph.add_node(node.node_id, node=node)
     for route in chain.routes:
@@ -90,9 +91,10 @@ def _cycle_problems(chain: Chain) -> list[Problem]:
     """
     # A route with max_iterations is a bounded rework loop; every other cycle is refused.
     full = build_graph(chain)
-    graph = nx.DiGraph()
+    graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_nodes_from(full)
-    graph.add_edges_from((u, v) for u, v, route in full.edges(data="route") if route.max_iterations is None)
+    routes: Iterable[tuple[str, str, Route]] = full.edges(data="route")
+    graph.add_edges_from((u, v) for u, v, route in routes if route.max_iterations is None)
     order = {node.node_id: index for index, node in enumerate(chain.nodes)}
     components = [sorted(c, key=order.__getitem__) for c in nx.strongly_connected_components(graph)]
     problems = []
@@ -209,7 +211,8 @@ def render_png(chain: Chain) -> bytes:
     import graphviz
 
     try:
-        return graphviz.Source(render_dot(chain)).pipe(format="png")
+        png: bytes = graphviz.Source(render_dot(chain)).pipe(format="png")
+        return png
     except graphviz.ExecutableNotFound:
         raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)",
                          code="GRAPHVIZ_MISSING") from None

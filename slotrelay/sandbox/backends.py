@@ -40,7 +40,7 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-_opened: dict[tuple, Backend] = {}
+_opened: dict[tuple[object, ...], Backend] = {}
 _images_seen: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 

@@ -214,7 +214,7 @@ class DockerBackend:
         return self._entrypoints[image]
 
     def _create(self, shape: ContainerShape) -> PooledContainer:
-        from docker.types import Mount, Ulimit
+        from docker.types import LogConfig, Mount, Ulimit
 
         api = self._worker_client.api
         mounts = [Mount(m.target, m.source, type="bind", read_only=True) for m in shape.mounts]
@@ -252,7 +252,7 @@ class DockerBackend:
             ],
             ipc_mode="none",
             init=True,
-            log_config={"type": "none"},
+            log_config=LogConfig(type="none"),
         )
         created = api.create_container(
             shape.image,
