@@ -13,11 +13,14 @@ import json
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import State
 
 app = typer.Typer(no_args_is_help=True)
 out = Console(soft_wrap=True)
@@ -93,6 +96,7 @@ def graph(
             out.print(text, end="", markup=False, highlight=False)
             return
         drawing = text.encode("utf-8")
+    assert output is not None  # png without --output was refused, text without one printed and returned
     try:
         output.write_bytes(drawing)
     except OSError as unwritable:
@@ -186,8 +190,9 @@ def run(
     from flows.chain import read_summary, run_chain
 
     with temporary_settings(updates={PREFECT_API_URL: api_url}):
-        state = run_chain(str(chain_path), slots_root=str(slots_root) if slots_root else None, resume=resume,
-                          return_state=True)
+        # the flow called from sync code runs to its end: a State, not the Awaitable its overloads allow
+        state = cast("State[Any]", run_chain(str(chain_path), resume=resume, return_state=True,
+                                             slots_root=str(slots_root) if slots_root else None))
         summary = read_summary(chain, state)
     if summary is None:
         raise _fail(f"the flow run ended {state.type.value} before it could summarise: {state.message}", 1)

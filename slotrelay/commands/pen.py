@@ -233,7 +233,7 @@ def decide(
     from slotrelay.pen.errors import PenError
 
     try:
-        outcome = pen_decide(root, pen_id, action.value)
+        outcome = pen_decide(root, pen_id, action)
     except PenError as error:
         raise _fail(error, as_json) from None
     if as_json:
@@ -262,7 +262,7 @@ def review(
     try:
         with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
             outcome = pen_review(
-                root, pen_id, verdict.value, reviewer=reviewer, backend=backend.value if backend else None
+                root, pen_id, verdict, reviewer=reviewer, backend=backend.value if backend else None
             )
     except PenError as error:
         raise _fail(error, as_json) from None

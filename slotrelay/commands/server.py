@@ -24,12 +24,15 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.panel import Panel
+
+if TYPE_CHECKING:
+    from slotrelay.routing_sensor import ChainRouter
 
 app = typer.Typer()
 console = Console(stderr=True)
@@ -49,7 +52,7 @@ def _log_to_console() -> None:
     root.propagate = False
 
 
-def _load_routers(chains: list[Path], slots_root: Path | None):
+def _load_routers(chains: list[Path], slots_root: Path | None) -> list[ChainRouter]:
     from slotrelay.chain.errors import ChainError
     from slotrelay.routing_sensor import ChainRouter
 
@@ -149,7 +152,8 @@ def watch(
     console.print("slotrelay watch: stopped")
 
 
-def _watch_on_pool(routers: list, pool: str, own_slots_root: bool, window: float, url: str) -> None:
+def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, window: float,
+                   url: str) -> None:
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
     them."""
     from deployments.pool import apply_on_pool, pool_chain_deployment
@@ -177,7 +181,7 @@ def _watch_on_pool(routers: list, pool: str, own_slots_root: bool, window: float
     console.print("slotrelay watch: stopped")
 
 
-def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -> None:
+def _stop_tree(process: subprocess.Popen[bytes], first: signal.Signals, grace: float) -> None:
     """Stop a child and all its descendants (found before signalling, as they may leave the group)."""
     import psutil
 
@@ -259,8 +263,8 @@ def up(
         raise typer.Exit(3)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    watcher: subprocess.Popen | None = None
-    view: subprocess.Popen | None = None
+    watcher: subprocess.Popen[bytes] | None = None
+    view: subprocess.Popen[bytes] | None = None
     try:
         with console.status(f"starting the Prefect server on {host}:{port} ..."):
             try:
@@ -276,7 +280,13 @@ def up(
                 # Its own group: the terminal's Ctrl-C reaches `up` only, which stops the child in order.
                 start_new_session=True,
             )
-            threading.Thread(target=lambda: (watcher.wait(), stop.set()), daemon=True).start()
+            started = watcher
+
+            def stop_when_watcher_ends() -> None:
+                started.wait()
+                stop.set()
+
+            threading.Thread(target=stop_when_watcher_ends, daemon=True).start()
             if psmr is not None:
                 view = subprocess.Popen(
                     [sys.executable, "-m", "slotrelay.cli", "psmr", "view", str(psmr), "--port",

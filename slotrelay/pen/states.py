@@ -100,10 +100,10 @@ def check_index(log: AuditLog) -> list[dict[str, Any]]:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             entry = None
-        record = last.get(pen_id)
+        transition = last.get(pen_id)
         expected: dict[str, Any] | None = (
-            {"state": record.get("to"), "seq": record.get("seq"), "hash": record.get("hash")}
-            if record
+            {"state": transition.get("to"), "seq": transition.get("seq"), "hash": transition.get("hash")}
+            if transition
             else None
         )
         if entry != expected:
