@@ -237,7 +237,7 @@ class Planner:
         def new_body(d: Any) -> Any:
             body = list(statements)
             first = d.body.body[0] if d.body.body else None
-            if _is_docstring(first) and not _is_docstring(body[0]):
+            if first is not None and _is_docstring(first) and not _is_docstring(body[0]):
                 body.insert(0, first)
             return d.with_changes(body=d.body.with_changes(body=body))
 

@@ -208,9 +208,9 @@ class FileExtractor(ast.NodeVisitor):
                 refs = [r for r in map(self.ref, elts) if r is not None]
                 return ["coll", refs, [None] * len(refs)]
             case ast.Dict(keys=keys, values=values):
-                pairs = [(_constant_key(k), self.ref(v)) for k, v in zip(keys, values, strict=True)]
-                pairs = [(k, r) for k, r in pairs if r is not None]
-                return ["coll", [r for _, r in pairs], [k for k, _ in pairs]]
+                keyed = [(_constant_key(k), self.ref(v)) for k, v in zip(keys, values, strict=True)]
+                keyed = [(k, r) for k, r in keyed if r is not None]
+                return ["coll", [r for _, r in keyed], [k for k, _ in keyed]]
             case ast.Lambda():
                 return ["def", self._lambda_name(node)]
             case ast.IfExp(body=body, orelse=orelse):
@@ -463,7 +463,8 @@ class FileExtractor(ast.NodeVisitor):
     def visit_Try(self, node: ast.Try) -> None:
         self._nested(node)
 
-    visit_TryStar = visit_Try
+    def visit_TryStar(self, node: ast.TryStar) -> None:
+        self._nested(node)
 
     def visit_Match(self, node: ast.Match) -> None:
         self._nested(node)
@@ -534,7 +535,10 @@ class FileExtractor(ast.NodeVisitor):
                 and target.id == "__all__"
                 and isinstance(node.value, ast.List | ast.Tuple)
             ):
-                self.exports = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+                self.exports = [
+                    e.value for e in node.value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -569,6 +573,7 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
                 self._implicit("set", self.ref(target.value), target, attr)
                 class_q = self._self_class(owner)
+                assert class_q is not None  # the case's guard
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
                     value or ["unk", "opaque_value"]
                 )
@@ -809,7 +814,7 @@ class FileExtractor(ast.NodeVisitor):
             and isinstance(func.value, ast.Name)
             and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
         ):
-            values = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
+            values: list[Any] = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
             values = [v for v in values if v is not None]
             if func.attr == "extend" or func.attr == "update":
                 values = [["iter", v] for v in values] + values
