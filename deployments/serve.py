@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deployments.sensor import CHAIN_FLOW_NAME, chain_deployment_name
 
@@ -56,7 +56,9 @@ def chain_deployment(
     """
     from flows.chain import run_chain
 
-    return run_chain.to_deployment(
+    # from sync code to_deployment returns the deployment; its annotation also allows an async caller's
+    # coroutine
+    return cast("RunnerDeployment", run_chain.to_deployment(
         name=chain_deployment_name(chain.chain_id),
         parameters={
             "chain_path": str(chain.source),
@@ -68,7 +70,7 @@ def chain_deployment(
         description=chain.description or f"The chain {chain.chain_id} ({chain.source})",
         tags=["slotrelay", "chain", chain.chain_id],
         job_variables=job_variables,
-    )
+    ))
 
 
 GENERIC_CHAIN_DEPLOYMENT = "run-chain"
@@ -79,12 +81,14 @@ def generic_chain_deployment() -> RunnerDeployment:
     run`)."""
     from flows.chain import run_chain
 
-    return run_chain.to_deployment(
+    # from sync code to_deployment returns the deployment; its annotation also allows an async caller's
+    # coroutine
+    return cast("RunnerDeployment", run_chain.to_deployment(
         name=GENERIC_CHAIN_DEPLOYMENT,
         description="Run a node_chain.json: give chain_path (and start_nodes to begin elsewhere than its "
                     "start).",
         tags=["slotrelay", "chain"],
-    )
+    ))
 
 
 def pen_deployments() -> list[RunnerDeployment]:

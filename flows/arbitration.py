@@ -219,7 +219,8 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
                 answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
                                           key=asked_key)
             else:
-                answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
+                # Prefect annotates poll_interval as int but sleeps on it, so a fraction of a second works
+                answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,  # type: ignore[call-overload]
                                         poll_interval=POLL_SECONDS, key=asked_key)
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import queue
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import allow_failure, flow, get_run_logger
 from prefect.context import FlowRunContext
@@ -172,13 +172,14 @@ def run_chain(
     if folders_block:
         from blocks.chain_folders import ChainFolders
 
-        saved = ChainFolders.load(folders_block)
+        # from sync code load returns the block; its annotation also allows an async caller's coroutine
+        saved = cast(ChainFolders, ChainFolders.load(folders_block))
         folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts,
                    "logs_dir": saved.logs}
     chain = load_chain(chain_path, **folders)
     preflight(chain)
     context = FlowRunContext.get()
-    flow_run_id = str(context.flow_run.id) if context else None
+    flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
     notes = _Notes(chain)
     schedule = ChainSchedule(chain, notes=notes, stop_at_external=stop_at_external, resume=resume)
     if flow_run_id:

@@ -74,6 +74,9 @@ class NodeError(SlotrelayError):
         message: what happened.
     """
 
+    # Set by the node task (tasks/node.py) when the chain's retry policy asks Prefect for another attempt.
+    retry_requested: bool = False
+
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(message, code=error_type)
         self.error_type = error_type
