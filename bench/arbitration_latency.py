@@ -80,7 +80,8 @@ def lines(path: Path) -> list[float]:
     return [float(x) for x in path.read_text().split()] if path.exists() else []
 
 
-def measure(run: subprocess.Popen, starts: Path, flow_run_id: callable, console: Console, label: str) -> list[float]:
+def measure(run: subprocess.Popen, starts: Path, flow_run_id: callable, console: Console,
+            label: str) -> list[float]:
     from prefect.client.orchestration import get_client
     from prefect.flow_runs import resume_flow_run
 
@@ -136,8 +137,10 @@ def main() -> None:
                        "output_slot": {"slot_id": "flaky", "path": "slots/flaky.json"},
                        "executor": {"kind": "python", "callable": "steps:flaky"}}],
         }))
-        engine = subprocess.Popen([str(Path(sys.executable).with_name("slotrelay")), "run", str(chain_dir / "node_chain.json"),
-                                   "--json"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        engine = subprocess.Popen(
+            [str(Path(sys.executable).with_name("slotrelay")), "run", str(chain_dir / "node_chain.json"),
+                                   "--json"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True)
 
         def alert_run_id() -> str | None:
             alerts = sorted((chain_dir / "alerts").glob("alert-*.json"))
@@ -149,7 +152,8 @@ def main() -> None:
         for column in ("variant", "median s", "min s", "max s", "ratio to bare pause"):
             table.add_column(column, justify="left" if column == "variant" else "right")
         for name, values in (("bare Prefect pause + task", baseline), ("slotrelay retry decision", chain)):
-            table.add_row(name, f"{statistics.median(values):.3f}", f"{min(values):.3f}", f"{max(values):.3f}",
+            table.add_row(name, f"{statistics.median(values):.3f}", f"{min(values):.3f}",
+                          f"{max(values):.3f}",
                           f"{statistics.median(values) / base:.2f}x")
         console.print(table)
     finally:

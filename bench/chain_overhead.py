@@ -58,12 +58,14 @@ def write_chain(folder: Path) -> Path:
     for i in range(NODES):
         nodes.append({
             "node_id": f"n{i:03d}",
-            "input_slot": None if i == 0 else {"slot_id": f"n{i:03d}-in", "path": f"slots/n{i:03d}_input.json"},
+            "input_slot": None if i == 0 else {"slot_id": f"n{i:03d}-in",
+                                               "path": f"slots/n{i:03d}_input.json"},
             "output_slot": {"slot_id": f"n{i:03d}", "path": f"slots/n{i:03d}_output.json"},
             "executor": {"kind": "python", "callable": "trivial:step"},
         })
     routes = [{"route_id": f"r{i:03d}", "from_node": f"n{i:03d}", "to_node": f"n{i + 1:03d}",
-               "condition": {"field": "status", "operator": "equals", "value": "completed"}} for i in range(NODES - 1)]
+               "condition": {"field": "status", "operator": "equals", "value": "completed"}} for i in range(
+                   NODES - 1)]
     path = folder / "node_chain.json"
     path.write_text(json.dumps({"chain_id": "bench", "nodes": nodes, "routes": routes}))
     return path
@@ -145,7 +147,8 @@ def main() -> None:
         per_node = 1000 / NODES
         table = Table(title=f"one flow run of {NODES} sequential nodes, {args.rounds} interleaved rounds:"
                             " per node ms, median (IQR), and ratio to bare tasks (quartile range)")
-        for column in ("variant", "wall", "wall ratio", "CPU here", "CPU ratio", "CPU server", "server ratio"):
+        for column in ("variant", "wall", "wall ratio", "CPU here", "CPU ratio", "CPU server",
+                       "server ratio"):
             table.add_column(column, justify="right" if column != "variant" else "left")
         table.add_row("bare Prefect tasks", described(base, per_node, 1), "baseline",
                       described(base_cpu, per_node, 1), "baseline",

@@ -50,7 +50,8 @@ def burst(api_url: str, chain: str, runs: int, concurrency: int, folder: str) ->
 def _child(api_url: str, chain: Path, folder: Path) -> dict:
     done = subprocess.run(
         [sys.executable, __file__, "--burst", api_url, str(chain), str(BURST), str(CONCURRENCY), str(folder)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800, check=True,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800,
+        check=True,
     )  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -83,7 +84,8 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop()
-    table = Table(title=f"{BURST} chain runs (2 nodes each), {CONCURRENCY} at a time, median of {ROUNDS} rounds")
+    table = Table(
+        title=f"{BURST} chain runs (2 nodes each), {CONCURRENCY} at a time, median of {ROUNDS} rounds")
     for column in ("database", "burst (s)", "runs/min", "vs SQLite"):
         table.add_column(column)
     base = statistics.median(seconds["SQLite"])

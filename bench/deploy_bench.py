@@ -9,7 +9,8 @@ keys made for the run). Rows, each the median of ROUNDS runs into a fresh remote
 - the same plus a local B mirror, the sitemap and the URL check of every file (the seed's whole
   step 4.4 except the feature points, which cost one parse per page on top of the fetch).
 
-The ratio is each row's median over the baseline's. Run: PYTHONPATH=$PWD .venv/bin/python bench/deploy_bench.py
+The ratio is each row's median over the baseline's. Run: PYTHONPATH=$PWD .venv/bin/python
+bench/deploy_bench.py
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def make_site(base: Path) -> list[str]:
         relative = f"site/page-{number:02d}.html"
         body = f"<!doctype html><title>Page {number}</title><h1>Page {number}</h1>".encode()
         (base / relative).parent.mkdir(parents=True, exist_ok=True)
-        (base / relative).write_bytes(body + os.urandom(FILE_BYTES - len(body)).hex().encode()[: FILE_BYTES - len(body)])
+        (base / relative).write_bytes(
+            body + os.urandom(FILE_BYTES - len(body)).hex().encode()[: FILE_BYTES - len(body)])
         listed.append(relative)
     return listed
 
@@ -113,12 +115,14 @@ def main() -> None:
         server.server_close()
 
     baseline = statistics.median(rows[0][1])
-    table = Table(title=f"deploy of {FILES} files x {FILE_BYTES // 1024} KiB to sshd on 127.0.0.1, {ROUNDS} runs (ms)")
+    table = Table(
+        title=f"deploy of {FILES} files x {FILE_BYTES // 1024} KiB to sshd on 127.0.0.1, {ROUNDS} runs (ms)")
     for column in ("way", "median", "min", "max", "ratio to scp -r"):
         table.add_column(column, justify="left" if column == "way" else "right")
     for name, samples in rows:
         median = statistics.median(samples)
-        table.add_row(name, f"{median * 1000:.0f}", f"{min(samples) * 1000:.0f}", f"{max(samples) * 1000:.0f}",
+        table.add_row(name, f"{median * 1000:.0f}", f"{min(samples) * 1000:.0f}",
+                      f"{max(samples) * 1000:.0f}",
                       f"{median / baseline:.2f}x")
     console.print(table)
 

@@ -198,7 +198,8 @@ def main() -> None:
     _row(table, "MCP streamable HTTP (127.0.0.1)", http, baseline)
     console.print(table)
     served, minimal = cold.values()
-    cold_table = Table(title=f"cold start over stdio: spawn to first answer, {arguments.cold} interleaved rounds")
+    cold_table = Table(
+        title=f"cold start over stdio: spawn to first answer, {arguments.cold} interleaved rounds")
     cold_table.add_column("server")
     cold_table.add_column("median ms (IQR)", justify="right")
     cold_table.add_column("vs the SDK's minimal server", justify="right")

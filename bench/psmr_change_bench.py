@@ -100,7 +100,8 @@ def main() -> None:
         roundtrip = _step("roundtrip", timings, "verification.roundtrip", delta, store=store)
         _step("review", timings, "verification.review", delta, store=store)
     console.print(
-        f"{PACKAGE}: {summary['files']} files, {summary['nodes']} nodes; full build {build_s:.2f}s (baseline). "
+        f"{PACKAGE}: {summary['files']} files, {summary['nodes']} nodes; full build {build_s:.2f}s "
+        "(baseline). "
         f"Target {target}{signature}: {sites} call sites, {len(proposed['files'])} files changed; "
         f"rebuild re-analysed {rebuilt['analysed']} files; roundtrip all matched: {roundtrip['all_matched']}",
         soft_wrap=True,

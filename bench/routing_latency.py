@@ -6,7 +6,8 @@ Baselines, run in the same process: the bare watchdog notification (a write seen
 with no routing) for the input-slot latency, and a flow run created directly through the API for
 the run-start latency (the runner's polling and process start, without the sensor).
 
-    .venv/bin/python bench/routing_latency.py [--events 200] [--run-events 200] [--burst 1000] [--creations 30]
+    .venv/bin/python bench/routing_latency.py [--events 200] [--run-events 200] [--burst 1000] [--creations
+    30]
 
 It starts its own Prefect server (temporary PREFECT_HOME, a free port) and `slotrelay watch`.
 """
@@ -200,7 +201,8 @@ def bench_slot_to_run_started(work: Path, events: int, api_url: str, log_path: P
     chain = make_chain(folder, "to-run", events)
     log = log_path.open("w")
     watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(chain)], cwd=ROOT,
-                             env={**os.environ, "PREFECT_API_URL": api_url}, stdout=log, stderr=subprocess.STDOUT)
+                             env={**os.environ, "PREFECT_API_URL": api_url}, stdout=log,
+                             stderr=subprocess.STDOUT)
     ledger_path = folder / LEDGER_FILE_NAME
     found: dict[str, list] = {"created": [], "running": [], "direct": [], "missed": []}
     try:
@@ -277,8 +279,9 @@ def main() -> None:
                 from flows.chain import run_chain
 
                 apply_all([run_chain.to_deployment(name="burst-unserved")])
-                targets = {f"api-{c}": ChainTarget("chain/burst-unserved", work / f"api-{c}" / "node_chain.json")
-                           for c in range(3)}
+                targets = {
+                    f"api-{c}": ChainTarget("chain/burst-unserved", work / f"api-{c}" / "node_chain.json")
+                    for c in range(3)}
                 starter = DeploymentStarter(targets)
                 w2, r2, n2 = bench_burst(work, args.burst, starter, "api")
                 starter.close()
@@ -302,7 +305,8 @@ def main() -> None:
         row(create, "kept client (used)", base)
         row(create, "run_deployment(timeout=0)", creation["run_deployment(timeout=0)"], base)
 
-        runs = Table(title=f"slot written -> downstream flow run ({args.run_events} events, one at a time, ms)")
+        runs = Table(
+            title=f"slot written -> downstream flow run ({args.run_events} events, one at a time, ms)")
         for column in ("path", "n", "p50", "p95", "vs baseline"):
             runs.add_column(column)
         row(runs, "API-created run -> Running (runner poll 1 s)", to_run["direct"])

@@ -84,7 +84,8 @@ def main() -> None:
             "plain subprocess (no sandbox, baseline)": timed(plain),
             "bwrap": timed(lambda: checked(bwrap.run(CODE, lang="python", limits=limits, inputs=None))),
             "docker from the pool of started containers": timed(
-                lambda: checked(pooled.run(CODE, lang="python", limits=limits, inputs=None)), before=pool_ready
+                lambda: checked(pooled.run(CODE, lang="python", limits=limits, inputs=None)),
+                before=pool_ready
             ),
             "docker, created and started per run (pool size 0)": timed(
                 lambda: checked(cold.run(CODE, lang="python", limits=limits, inputs=None))

@@ -55,7 +55,8 @@ def spread_note(samples: list[float], reference: list[float], what: str) -> str 
     gap = abs(median - reference_median)
     spread = max(q3 - q1, r3 - r1)
     if spread > gap:
-        return f"{what}: the spread (IQR {spread * 1000:.1f} ms) is wider than the gap it measures ({gap * 1000:.1f} ms)"
+        return (f"{what}: the spread (IQR {spread * 1000:.1f} ms) is wider than the gap it measures "
+                f"({gap * 1000:.1f} ms)")
     return None
 
 

@@ -43,7 +43,8 @@ def write_chain(folder: Path) -> Path:
             {"node_id": "seed", "output_slot": {"slot_id": "seed", "path": "slots/seed_output.json"},
              "executor": {"kind": "python", "callable": "steps:work"}},
             {"node_id": "ext", "input_slot": {"slot_id": "ext-in", "path": "slots/ext_input.json"},
-             "output_slot": {"slot_id": "ext", "path": "slots/ext_output.json"}, "executor": {"kind": "external"}},
+             "output_slot": {"slot_id": "ext", "path": "slots/ext_output.json"},
+             "executor": {"kind": "external"}},
             {"node_id": "work", "input_slot": {"slot_id": "work-in", "path": "slots/work_input.json"},
              "output_slot": {"slot_id": "work", "path": "slots/work_output.json"},
              "executor": {"kind": "python", "callable": "steps:work"}},
@@ -86,7 +87,8 @@ def main() -> None:
         for i in range(SAMPLES):
             before = len(list(alerts.glob("alert-*.json"))) if alerts.exists() else 0
             write_atomic(folder / "slots" / "ext_input.json",
-                         {"status": "pending", "from_node": "seed", "route_id": "seed-to-ext", "data": {"i": i}})
+                         {"status": "pending", "from_node": "seed", "route_id": "seed-to-ext",
+                          "data": {"i": i}})
             time.sleep(0.05)
             began = time.monotonic()
             write_atomic(folder / "slots" / "ext_output.json",
@@ -104,7 +106,8 @@ def main() -> None:
         server.stop()
     ordered = sorted(samples)
     print(f"failed slot -> alert file, {len(samples)} samples: median {statistics.median(samples):.2f} s, "
-          f"min {ordered[0]:.2f} s, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.2f} s, max {ordered[-1]:.2f} s")
+          f"min {ordered[0]:.2f} s, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.2f} s, max "
+          f"{ordered[-1]:.2f} s")
 
 
 if __name__ == "__main__":

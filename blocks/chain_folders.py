@@ -2,7 +2,8 @@
 
 Save one (UI or Python) and pass its name to the `chain` flow as `folders_block`:
 
-    ChainFolders(slots_root="/srv/chains/phase2", alerts="/srv/alerts/phase2", logs="/var/log/slotrelay").save("phase2")
+    ChainFolders(slots_root="/srv/chains/phase2", alerts="/srv/alerts/phase2",
+    logs="/var/log/slotrelay").save("phase2")
 
 Without a block a chain keeps the zero-setup layout: slots resolve against the chain file's folder
 (or `--slots-root`), with `alerts/` and `logs/` inside it. Every machine that runs the chain must see
@@ -27,7 +28,8 @@ class ChainFolders(Block):
     slots_root: str | None = Field(
         default=None, description="folder relative slot paths resolve against; empty: the chain file's folder"
     )
-    alerts: str | None = Field(default=None, description="folder of Alert JSON files; empty: alerts/ in the slots root")
+    alerts: str | None = Field(default=None,
+                               description="folder of Alert JSON files; empty: alerts/ in the slots root")
     logs: str | None = Field(
         default=None, description="folder of engine.log and run summaries; empty: logs/ in the slots root"
     )

@@ -2,7 +2,8 @@
 
 Save one (UI or Python) and pass its name to the `pen-write` flow as `model_block`:
 
-    CodeModel(base_url="http://127.0.0.1:11434/v1", model="qwen2.5-coder:1.5b", api_key=None).save("local-coder")
+    CodeModel(base_url="http://127.0.0.1:11434/v1", model="qwen2.5-coder:1.5b",
+    api_key=None).save("local-coder")
 
 The API key is a `SecretStr`, stored encrypted by the Prefect server and never shown in the UI.
 """

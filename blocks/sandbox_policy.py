@@ -29,25 +29,30 @@ class SandboxPolicy(Block):
 
     _block_type_name = "slotrelay sandbox policy"
     _block_type_slug = "slotrelay-sandbox-policy"
-    _description = "The Docker daemon, images, default limits, egress allow-list and pool size of pen sandboxes."
+    _description = (
+        "The Docker daemon, images, default limits, egress allow-list and pool size of pen sandboxes.")
 
     daemon_url: str | None = Field(
         default=None,
-        description="unix:///path/docker.sock or tcp://host:port (TLS required); empty: DOCKER_HOST or the local socket",
+        description="unix:///path/docker.sock or tcp://host:port (TLS required); empty: DOCKER_HOST or the "
+                    "local socket",
     )
-    tls_ca_cert: str | None = Field(default=None, description="path of the CA certificate that signed the daemon's")
+    tls_ca_cert: str | None = Field(default=None,
+                                    description="path of the CA certificate that signed the daemon's")
     tls_client_cert: str | None = Field(default=None, description="path of this client's certificate")
     tls_client_key: str | None = Field(default=None, description="path of this client's private key")
     image_tags: dict[str, str] = Field(
         default_factory=dict,
-        description='images to run instead of this checkout\'s, by language, e.g. {"python": "registry/py:1"}',
+        description="images to run instead of this checkout's, by language, "
+                    'e.g. {"python": "registry/py:1"}',
     )
     default_limits: dict[str, Any] = Field(
         default_factory=dict,
         description='sandbox limits a request leaves unset, e.g. {"timeout_ms": 10000, "memory_mb": 256}',
     )
     egress_allow: list[str] | None = Field(
-        default=None, description="the only hosts a run may reach (host, host:port, *.domain); empty: any a request names"
+        default=None,
+        description="the only hosts a run may reach (host, host:port, *.domain); empty: any a request names"
     )
     pool_size: int | None = Field(default=None, ge=0, le=64, description="containers kept ready per shape")
 

@@ -16,7 +16,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
 
 CHAIN_FLOW_NAME = "chain"
 
@@ -48,10 +52,10 @@ class DeploymentStarter:
     def __init__(self, targets: dict[str, ChainTarget]) -> None:
         self._targets = targets
         self._ids: dict[str, UUID] = {}
-        self._client = None
+        self._client: SyncPrefectClient | None = None
         self._lock = threading.Lock()
 
-    def _client_and_id(self, deployment: str):
+    def _client_and_id(self, deployment: str) -> tuple[SyncPrefectClient, UUID]:
         from prefect.client.orchestration import get_client
 
         if self._client is None:

@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deployments.sensor import CHAIN_FLOW_NAME
 
@@ -56,7 +56,9 @@ def chain_deployment(
     """
     from flows.chain import run_chain
 
-    return run_chain.to_deployment(
+    # from sync code to_deployment returns the deployment; its annotation also allows an async caller's
+    # coroutine
+    return cast("RunnerDeployment", run_chain.to_deployment(
         name=chain.chain_id,
         parameters={
             "chain_path": str(chain.source),
@@ -68,21 +70,25 @@ def chain_deployment(
         description=chain.description or f"The chain {chain.chain_id} ({chain.source})",
         tags=["slotrelay", "chain", chain.chain_id],
         job_variables=job_variables,
-    )
+    ))
 
 
 GENERIC_CHAIN_DEPLOYMENT = "run-chain"
 
 
 def generic_chain_deployment() -> RunnerDeployment:
-    """`chain/run-chain`: runs any chain file given as a parameter (from the UI or `prefect deployment run`)."""
+    """`chain/run-chain`: runs any chain file given as a parameter (from the UI or `prefect deployment
+    run`)."""
     from flows.chain import run_chain
 
-    return run_chain.to_deployment(
+    # from sync code to_deployment returns the deployment; its annotation also allows an async caller's
+    # coroutine
+    return cast("RunnerDeployment", run_chain.to_deployment(
         name=GENERIC_CHAIN_DEPLOYMENT,
-        description="Run a node_chain.json: give chain_path (and start_nodes to begin elsewhere than its start).",
+        description="Run a node_chain.json: give chain_path (and start_nodes to begin elsewhere than its "
+                    "start).",
         tags=["slotrelay", "chain"],
-    )
+    ))
 
 
 def pen_deployments() -> list[RunnerDeployment]:
@@ -210,17 +216,21 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
         await runner.astop()
         cancelled = await client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),
-            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=sorted({d.name for d in deployments}))),
+            deployment_filter=DeploymentFilter(
+                name=DeploymentFilterName(any_=sorted({d.name for d in deployments}))),
             flow_run_filter=FlowRunFilter(
                 state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.CANCELLED]))
             ),
         )
         for run in cancelled:
             state = run.state
-            if run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE or state.timestamp < began:
+            if (run.deployment_id is None or state is None or state.message != SHUTDOWN_MESSAGE
+                    or state.timestamp < began):
                 continue
-            # A chain run's successor goes on from its slots: nodes the cancelled run completed do not run again.
-            parameters = {**run.parameters, "resume": True} if "chain_path" in run.parameters else run.parameters
+            # A chain run's successor goes on from its slots: nodes the cancelled run completed do not run
+            # again.
+            parameters = {**run.parameters,
+                          "resume": True} if "chain_path" in run.parameters else run.parameters
             successor = await client.create_flow_run_from_deployment(
                 run.deployment_id,
                 parameters=parameters,

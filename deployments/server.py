@@ -135,7 +135,8 @@ def server_database(url: str) -> str:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise ValueError(f"{url!r} is not a database URL (postgresql+asyncpg://user:password@host:port/db)") from None
+        raise ValueError(
+            f"{url!r} is not a database URL (postgresql+asyncpg://user:password@host:port/db)") from None
     shown = parsed.render_as_string(hide_password=True)
     if parsed.drivername in ("postgresql", "postgres", "postgresql+asyncpg"):
         if not parsed.host or not parsed.database:
@@ -143,7 +144,8 @@ def server_database(url: str) -> str:
         return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
     if parsed.drivername in ("sqlite", "sqlite+aiosqlite"):
         return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
-    raise ValueError(f"{shown}: the Prefect server keeps its data in PostgreSQL (postgresql+asyncpg://) or SQLite")
+    raise ValueError(
+        f"{shown}: the Prefect server keeps its data in PostgreSQL (postgresql+asyncpg://) or SQLite")
 
 
 def start_server(
@@ -204,10 +206,13 @@ def start_server(
     deadline = time.monotonic() + ready_timeout
     while not api_answers(api_url, timeout=1.0):
         if process.poll() is not None:
-            raise ServerStartError(f"`prefect server start` exited with code {process.returncode}; see {log_path}")
+            raise ServerStartError(
+                f"`prefect server start` exited with code {process.returncode}; see {log_path}")
         if time.monotonic() > deadline:
             handle.stop()
-            raise ServerStartError(f"the Prefect server did not answer {api_url}/health in {ready_timeout:.0f} s; see {log_path}")
+            raise ServerStartError(
+                f"the Prefect server did not answer {api_url}/health in {ready_timeout:.0f} s; "
+                f"see {log_path}")
         time.sleep(0.25)
     if detach:
         (home / "server.pid").write_text(f"{process.pid}\n")

@@ -99,14 +99,16 @@ class ArbitrationDecision(RunInput):
     # The schema Prefect's forms render: a plain list of choices (an enum's $ref is not one they all follow).
     decision: Annotated[
         DecisionName,
-        WithJsonSchema({"enum": [name.value for name in DecisionName], "title": "Decision", "type": "string"}),
+        WithJsonSchema(
+            {"enum": [name.value for name in DecisionName], "title": "Decision", "type": "string"}),
     ]
     comment: str | None = None
     data: Annotated[
         dict[str, Any] | None,
         BeforeValidator(_json_object),
         WithJsonSchema({"type": "string", "format": "json-string"}),
-    ] = Field(default=None, description='with continue: the node\'s output data, a JSON object such as {"key": "value"}',
+    ] = Field(default=None,
+              description='with continue: the node\'s output data, a JSON object such as {"key": "value"}',
               json_schema_extra=_no_default)
     decided_by: str | None = None
     via: SkipJsonSchema[Literal["ui", "cli"]] = "ui"
@@ -120,15 +122,18 @@ def _markdown(alert: Alert, path: Path, *, refused: str | None = None) -> str:
     rows = [
         ("node", alert.node_id), ("error type", alert.error_type), ("message", alert.message),
         ("attempts", str(alert.attempts)), ("handling", alert.handling), ("reason", alert.reason),
-        ("input slot", alert.input_slot or "-"), ("output slot", alert.output_slot or "-"), ("alert file", str(path)),
+        ("input slot", alert.input_slot or "-"), ("output slot", alert.output_slot or "-"),
+        ("alert file", str(path)),
     ]
     table = "\n".join(f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows)
     decide = ""
     if alert.decisions:
         options = "\n".join(f"- **{name}**: {what}" for name, what in alert.decisions.items())
-        decide = f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`\n\n{options}"
+        decide = (f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`"
+                  f"\n\n{options}")
     again = f"**Your last answer was refused, decide again.** {refused}\n\n" if refused else ""
-    return f"{again}## Alert: {alert.node_id} ({alert.error_type})\n\n| field | value |\n|---|---|\n{table}{decide}\n"
+    return (f"{again}## Alert: {alert.node_id} ({alert.error_type})\n\n"
+            f"| field | value |\n|---|---|\n{table}{decide}\n")
 
 
 def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any], input_slot: str | None,
@@ -167,7 +172,8 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
     path = write_alert(alert_path(chain.alerts_dir, alert.node_id), alert)
     RunNotes(chain).warning("ALERT %s %s %s: %s (%s)", alert.handling, alert.node_id, alert.error_type,
                             alert.message, path)
-    create_markdown_artifact(markdown=_markdown(alert, path), description=f"alert: {alert.node_id} {alert.error_type}")
+    create_markdown_artifact(markdown=_markdown(alert, path),
+                             description=f"alert: {alert.node_id} {alert.error_type}")
     return path
 
 
@@ -205,7 +211,8 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         FlowPauseTimeout: no decision in time for a run paused in place; the alert is marked `timed_out`.
     """
     context = FlowRunContext.get()
-    suspend = context is not None and context.flow_run is not None and context.flow_run.deployment_id is not None
+    suspend = (context is not None and context.flow_run is not None
+               and context.flow_run.deployment_id is not None)
     alert = read_alert(path)
     # Asked again (a reload was refused): keep the decision that could not be applied.
     history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions
@@ -219,13 +226,18 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         asked_key = f"{key}-{asked}" if asked else key
         try:
             if suspend:
-                answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds, key=asked_key)
+                answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
+                                          key=asked_key)
             else:
-                answer = pause_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
-                                        poll_interval=POLL_SECONDS, key=asked_key)
+                # Prefect types poll_interval as int; it sleeps on a float as well (the form polls every 0.5
+                # s)
+                answer = pause_flow_run(  # type: ignore[call-overload]
+                    wait_for_input=form, timeout=chain.pause_timeout_seconds, poll_interval=POLL_SECONDS,
+                    key=asked_key)
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")
-            notes.error("no decision on %s within %d s: the run fails", alert.node_id, chain.pause_timeout_seconds)
+            notes.error("no decision on %s within %d s: the run fails", alert.node_id,
+                        chain.pause_timeout_seconds)
             raise
         except ValidationError as bad:
             # The server took the answer (its schema sees only a string) and the run is Running again.
@@ -242,6 +254,7 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         via=answer.via,
     )
     _set_status(path, status="decided", decision=decision)
-    notes.info("decision on %s: %s by %s via %s (%s)", alert.node_id, decision.decision.value, decision.decided_by,
+    notes.info("decision on %s: %s by %s via %s (%s)", alert.node_id, decision.decision.value,
+               decision.decided_by,
                decision.via, decision.comment or "no comment")
     return decision

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import queue
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import allow_failure, flow
 from prefect.context import FlowRunContext
@@ -82,7 +82,8 @@ class ChainDriver:
         chain = self.schedule.chain
         # The edges are for the UI: readiness is decided by the schedule, and a source settled by a
         # person's `continue` after a failure still feeds its target, so a failed source must not block it.
-        wait_for = [allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
+        wait_for = [
+            allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
         # quote(): Prefect would otherwise walk the whole chain model looking for futures on every
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
         future = node_task(chain, chain.node(node_id)).submit(quote(chain), node_id, wait_for=wait_for)
@@ -100,7 +101,8 @@ class ChainDriver:
                 node_id = self.done.get()
                 escalation = schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
                 if escalation is not None:
-                    path = raise_alert(schedule.chain, flow_run_id=self.flow_run_id, outcome=escalation.outcome,
+                    path = raise_alert(schedule.chain, flow_run_id=self.flow_run_id,
+                                       outcome=escalation.outcome,
                                        input_slot=escalation.input_slot, reason=escalation.reason)
                     schedule.alerted(node_id, path)
             elif isinstance(step, Arbitrate):
@@ -146,12 +148,13 @@ def run_chain(
     if folders_block:
         from blocks.chain_folders import ChainFolders
 
-        saved = ChainFolders.load(folders_block)
-        folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts, "logs_dir": saved.logs}
+        saved = cast(ChainFolders, ChainFolders.load(folders_block))
+        folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts,
+                   "logs_dir": saved.logs}
     chain = load_chain(chain_path, **folders)
     preflight(chain)
     context = FlowRunContext.get()
-    flow_run_id = str(context.flow_run.id) if context else None
+    flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
     notes = RunNotes(chain)
     schedule = ChainSchedule(chain, notes=notes, stop_at_external=stop_at_external, resume=resume)
     if flow_run_id:

@@ -11,7 +11,7 @@ with a form (`PenDecisionInput`: erase | keep | share); resuming it from the UI,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
@@ -43,7 +43,8 @@ def model_settings(model_block: str | None, root: str) -> ModelSettings:
     if model_block:
         from blocks.code_model import CodeModel
 
-        return CodeModel.load(model_block).settings()
+        # from sync code load returns the block; its annotation also allows an async caller's coroutine
+        return cast(CodeModel, CodeModel.load(model_block)).settings()
     return ModelSettings.from_env(env_file=Path(root) / ".env")
 
 
@@ -58,7 +59,7 @@ def sandbox_settings(policy_block: str | None) -> SandboxSettings | None:
     from blocks.sandbox_policy import SandboxPolicy
 
     try:
-        return SandboxPolicy.load(policy_block).settings()
+        return cast(SandboxPolicy, SandboxPolicy.load(policy_block)).settings()
     except SandboxRequestError as error:
         raise InvalidPenRequest(f"sandbox policy {policy_block!r}: {error.message}") from error
 

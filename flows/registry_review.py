@@ -33,14 +33,16 @@ class ReviewVerdictInput(RunInput):
 
 def _report_markdown(pen_id: str, report: dict[str, Any]) -> str:
     rows = "\n".join(
-        f"| {t['index']} | {t['status']} | `{json.dumps(t['expected'])[:80]}` | `{json.dumps(t['got'])[:80]}` | "
+        f"| {t['index']} | {t['status']} | `{json.dumps(t['expected'])[:80]}` | "
+        f"`{json.dumps(t['got'])[:80]}` | "
         f"{'yes' if t['passed'] else '**no**'} |"
         for t in report["tests"]
     )
     findings = "\n".join(f"- line {f['line']}: {f['detail']}" for f in report["static_findings"]) or "- none"
     verdict = "all checks passed" if report["passed"] else "**checks failed: it cannot be accepted**"
     return (
-        f"# Review of {pen_id}: {verdict}\n\n| example | status | expected | got | passed |\n|---|---|---|---|---|\n"
+        f"# Review of {pen_id}: {verdict}\n\n| example | status | expected | got | passed "
+        "|\n|---|---|---|---|---|\n"
         f"{rows}\n\n## Static screen\n{findings}\n"
     )
 

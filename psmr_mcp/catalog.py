@@ -59,7 +59,8 @@ TARGET = (
     "A semantic identity as returned by psmr_query_search (`semantic:pkg.mod.Class.method`) or the "
     "dotted name (`pkg.mod.Class.method`)."
 )
-SCOPE = "Only results inside this symbol or module (a semantic identity or dotted name); omit for the whole workspace."
+SCOPE = ("Only results inside this symbol or module (a semantic identity or dotted name); "
+         "omit for the whole workspace.")
 
 
 def _budget_schema(base: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +208,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             },
             "infer": {"default": False},
             "projection": {
-                "description": "`graph`: the full slice; `callgraph`: the same slice with only its `calls` edges.",
+                "description": "`graph`: the full slice; `callgraph`: the same slice with only its `calls` "
+                               "edges.",
                 "enum": ["graph", "callgraph"],
                 "default": "graph",
             },

@@ -149,6 +149,7 @@ class ToolSurface:
         ):
             return api.call(spec.operation, request, store=self._diff_store(request))
         request["workspace_id"] = self.registry.resolve_id(request.get("workspace_id"))
+        assert spec.operation is not None  # only the build tool has none, and it goes to _build
         return api.call(
             spec.operation,
             request,

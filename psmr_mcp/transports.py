@@ -206,7 +206,9 @@ def _top_level_id(line: str) -> Any:
             key, at = decoder.raw_decode(text, at)
         except ValueError:
             return None
-        colon = _JSON_SPACE.match(text, at).end()
+        space = _JSON_SPACE.match(text, at)
+        assert space is not None  # the pattern matches the empty string
+        colon = space.end()
         if depth == 1 and key == "id" and text.startswith(":", colon):
             value = text[colon + 1 :].lstrip()
             try:

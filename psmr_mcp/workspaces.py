@@ -2,8 +2,8 @@
 
 The server starts without source-write: psmr_workspace_build writes only to workspace stores, and may
 analyse a folder only if it lies inside a root given on the command line (`--workspace PATH`);
-writing source files and running tests take their own flags (`slotrelay.psmr.grants`). Paths are compared after
-resolving symlinks and `..`, so a link inside a root that points outside it is refused too.
+writing source files and running tests take their own flags (`slotrelay.psmr.grants`). Paths are compared
+after resolving symlinks and `..`, so a link inside a root that points outside it is refused too.
 
 Each workspace lives in a store (`.psmr/` under its root, or one `--store DIR` for all of them);
 the registry remembers which store holds which workspace id, so a tool call only names the id.

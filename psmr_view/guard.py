@@ -41,7 +41,8 @@ class LoopbackGuard:
             refusal = self.refuse(
                 421,
                 "MISDIRECTED_REQUEST",
-                f"this PSMR view answers only for {', '.join(sorted(self.hosts))}, not Host {host or '(none)'}",
+                f"this PSMR view answers only for {', '.join(sorted(self.hosts))}, not Host "
+                f"{host or '(none)'}",
             )
             await refusal(scope, receive, send)
             return

@@ -14,11 +14,11 @@ from typing import Any
 
 from psmr_view.errors import ViewError
 from psmr_view.paging import PageRef
-
-WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import PsmrError
 from slotrelay.psmr.store import Store
+
+WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
 
 
 def require_store(store: Path) -> None:

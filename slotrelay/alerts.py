@@ -5,8 +5,8 @@ engine writes it when a node fails for good (handling `fail`), escalates (retrie
 arbitration (an error of no declared type, or an escalation whose type says `on_escalation: pause`).
 Arbitration pauses the flow run until a decision arrives; an escalation (`on_escalation: alert`)
 lets the run go on without the node and pauses it the same way before the run ends, if nobody has
-decided by then (an alert left unhandled). Only `fail` alerts have nothing to decide. The decision (who, when, what) is
-written back into the same file by the run that receives it; `status` tells where it stands:
+decided by then (an alert left unhandled). Only `fail` alerts have nothing to decide. The decision (who, when,
+what) is written back into the same file by the run that receives it; `status` tells where it stands:
 
     open       written; nothing to decide (fail) or the pause has not begun yet
     paused     the run waits for a decision (continue | retry | terminate | reload)
@@ -86,12 +86,14 @@ class Alert(BaseModel):
     output_slot: str | None
     handling: Literal["fail", "escalate", "arbitrate"]
     reason: str
-    decisions: dict[str, str] = Field(default_factory=dict, description="what a person can decide, and what each does")
+    decisions: dict[str, str] = Field(default_factory=dict,
+                                      description="what a person can decide, and what each does")
     pause_timeout_seconds: int | None = None
     status: Literal["open", "paused", "decided", "timed_out"] = "open"
     decision: Decision | None = None
     previous_decisions: list[Decision] = Field(
-        default_factory=list, description="decisions that could not be applied (a refused reload), oldest first"
+        default_factory=list,
+        description="decisions that could not be applied (a refused reload), oldest first"
     )
 
 
@@ -130,7 +132,8 @@ def read_alert(path: str | Path) -> Alert:
         return Alert.model_validate(document)
     except ValidationError as invalid:
         first = invalid.errors()[0]
-        raise AlertError(f"{path}: not an alert ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+        raise AlertError(
+            f"{path}: not an alert ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
 
 
 def alerts_of_run(alerts_dir: Path, flow_run_id: str) -> list[tuple[Path, Alert]]:

@@ -28,7 +28,8 @@ def engine_logger(logs_dir: Path) -> logging.Logger:
     logger = logging.getLogger(f"slotrelay.engine.{log_path.parent}")
     if not any(getattr(h, "baseFilename", None) == str(log_path) for h in logger.handlers):
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        handler = RotatingFileHandler(log_path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
+        handler = RotatingFileHandler(log_path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT,
+                                      encoding="utf-8")
         handler.setFormatter(logging.Formatter(_FORMAT))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 LEDGER_FILE_NAME = ".slotrelay-routing-ledger.jsonl"
 
@@ -116,7 +117,7 @@ class RoutingLedger:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read_records(self) -> Iterator[dict]:
+    def _read_records(self) -> Iterator[dict[str, Any]]:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -130,7 +131,7 @@ class RoutingLedger:
             if isinstance(record, dict) and "kind" in record:
                 yield record
 
-    def _index(self, record: dict) -> None:
+    def _index(self, record: dict[str, Any]) -> None:
         kind = record.get("kind")
         try:
             if kind == "routed":
@@ -211,7 +212,8 @@ class RoutingLedger:
 
     def record_babel(self, chain_id: str, node_id: str, source_hash: str) -> None:
         """Append that an output content was dual-written to its node's babel log."""
-        record = {"kind": "babel", "chain_id": chain_id, "node_id": node_id, "source_hash": source_hash, "at": _now()}
+        record = {"kind": "babel", "chain_id": chain_id, "node_id": node_id, "source_hash": source_hash,
+                  "at": _now()}
         with self._lock:
             self._append([record])
             self._index(record)
@@ -224,7 +226,7 @@ class RoutingLedger:
             self._append([record])
             self._index(record)
 
-    def _append(self, records: list[dict]) -> None:
+    def _append(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 Invariants (other agents and the watchdog sensor rely on them):
 - A slot file is only ever replaced whole: the document goes to a `.tmp` file beside the target,
-  is fsynced, then renamed over the target (`os.replace`, atomic on one file system). A reader sees the old document or the new one, never half of one.
+  is fsynced, then renamed over the target (`os.replace`, atomic on one file system). A reader sees the old
+  document or the new one, never half of one.
 - Readers ignore `.tmp` files and treat a missing, half-written or invalid document as "not there
   yet" (`None`), never as a crash: an agent outside the engine may write without renaming. A slot
   still half written HALF_WRITTEN_SECONDS after its last write is refused (`SlotInvalid`): its writer
@@ -327,7 +328,8 @@ def output_slot_document(
 
 def input_slot_document(*, from_node: str, route_id: str, data: dict[str, Any]) -> dict[str, Any]:
     """The input slot a fired route writes for its target: `status: pending` and the upstream data."""
-    return {"status": "pending", "from_node": from_node, "route_id": route_id, "data": data, "updated_at": now_iso()}
+    return {"status": "pending", "from_node": from_node, "route_id": route_id, "data": data,
+            "updated_at": now_iso()}
 
 
 def ask_again(path: str | Path, *, attempt: int) -> float:

@@ -21,9 +21,9 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import TaskRun
+from prefect.client.schemas.objects import State, TaskRun
 from prefect.context import TaskRunContext
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, Failed
 
 from flows.notes import RunNotes
 from slotrelay.chain import Chain, Node, NodeError
@@ -63,6 +63,7 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
         The outcome dict, or a `Completed(name="Skipped")` / `Failed` state carrying it.
     """
     context = TaskRunContext.get()
+    assert context is not None  # a task's body runs inside its task run
     attempt = context.task_run.run_count
     key = str(context.task_run.id)
     notes = RunNotes(chain)

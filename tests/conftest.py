@@ -1,8 +1,8 @@
 """Shared test set-up.
 
-Tests that need a service carry a marker (`docker`, `prefect_server`, `bwrap`, `node`, `browser`, `ssh`, `postgres`); CI starts
-every one of those services, so none of them is skipped there: with CI set, a missing service fails
-the test instead of skipping it.
+Tests that need a service carry a marker (`docker`, `prefect_server`, `bwrap`, `node`, `browser`, `ssh`,
+`postgres`); CI starts every one of those services, so none of them is skipped there: with CI set, a missing
+service fails the test instead of skipping it.
 
 Every test must also end the threads it starts (`no_thread_leaks`, as watchdog's suite does): a thread
 left running keeps working during later tests, on state they share (files, ports, the global `random`
@@ -103,7 +103,8 @@ def free_port() -> int:
 
 
 def stop_process_group(process: subprocess.Popen, first: signal.Signals, timeout: float) -> None:
-    """Send `first` to the process group led by `process`; SIGKILL the group if it is not gone in `timeout` s."""
+    """Send `first` to the process group led by `process`; SIGKILL the group if it is not gone in `timeout`
+    s."""
     os.killpg(process.pid, first)
     try:
         process.wait(timeout=timeout)
@@ -135,7 +136,8 @@ def wait_for_up(condition, timeout: float, what: str, process: subprocess.Popen,
 
 
 def interrupt_up(process: subprocess.Popen) -> int:
-    """Stop `slotrelay up` as Ctrl-C does and return its exit code (killed, and the test errs, after 180 s)."""
+    """Stop `slotrelay up` as Ctrl-C does and return its exit code (killed, and the test errs, after 180
+    s)."""
     process.send_signal(signal.SIGINT)
     try:
         return process.wait(timeout=180)
@@ -149,7 +151,8 @@ def migrated_home(folder: Path) -> Path:
 
     Migrating a fresh SQLite database is about half of a server start (measured on an idle machine:
     8.5 s to ready from an empty home, 4.0 s from a migrated one), all of it CPU, which a loaded CI
-    machine stretches several times. The copy goes through SQLite's backup API, consistent while the server writes.
+    machine stretches several times. The copy goes through SQLite's backup API, consistent while the server
+    writes.
     """
     folder.mkdir(parents=True)
     source = sqlite3.connect(Path(os.environ["PREFECT_HOME"]) / "prefect.db")

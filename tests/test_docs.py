@@ -35,7 +35,8 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert "MPP-E006" in errors and "WORKSPACE_NOT_FOUND" in errors and "identity_mismatch" in errors
     tools = (site / "reference" / "mcp-tools" / "index.html").read_text()
     assert "psmr_semantic_diff" in tools
-    assert '"$defs"' in (site / "reference" / "chain-schema" / "index.html").read_text().replace("&quot;", '"')
+    assert '"$defs"' in (site / "reference" / "chain-schema" / "index.html").read_text().replace("&quot;",
+                                                                                                 '"')
 
 
 def test_mkdocs_serve_answers_with_the_site() -> None:

@@ -55,7 +55,8 @@ def dedup(data: dict) -> dict:
             seen.add(item["sha256"])
             unique.append(item)
     unique_file = write_json_atomic(WORK / "unique.json", unique)
-    return {"unique_file": str(unique_file), "items": [i["title"] for i in unique], "duplicates": len(items) - len(unique)}
+    return {"unique_file": str(unique_file), "items": [i["title"] for i in unique],
+            "duplicates": len(items) - len(unique)}
 
 
 def empty_report(data: dict) -> dict:
@@ -85,7 +86,8 @@ def reviewer_agent(data: dict) -> dict:
         approved = [item for item in enriched if item["words"] >= 5]
         document = output_slot_document(
             "exec-review", status="completed",
-            data={"approved": True, "enriched_file": data["enriched_file"], "titles": [i["title"] for i in approved]},
+            data={"approved": True, "enriched_file": data["enriched_file"],
+                  "titles": [i["title"] for i in approved]},
             capabilities_used=["Read"], checks={"a person read every article": True},
         )
         write_json_atomic(HERE / "slots" / "exec-review_output.json", document)
@@ -128,7 +130,8 @@ def check_site(data: dict) -> dict:
             with urllib.request.urlopen(url, timeout=10) as answer:
                 served = hashlib.sha256(answer.read()).hexdigest()
             if served != copy["sha256"]:
-                raise NodeError("site_mismatch", f"GET {url} served sha256 {served}, deployed {copy['sha256']}")
+                raise NodeError("site_mismatch",
+                                f"GET {url} served sha256 {served}, deployed {copy['sha256']}")
             checked.append(url)
     finally:
         server.shutdown()

@@ -12,7 +12,8 @@ PUBLIC = Path(__file__).resolve().parent / "public"
 if __name__ == "__main__":
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
     PUBLIC.mkdir(exist_ok=True)
-    server = ThreadingHTTPServer(("127.0.0.1", port), functools.partial(SimpleHTTPRequestHandler, directory=str(PUBLIC)))
+    server = ThreadingHTTPServer(("127.0.0.1", port),
+                                 functools.partial(SimpleHTTPRequestHandler, directory=str(PUBLIC)))
     print(f"serving {PUBLIC} at http://127.0.0.1:{port}/")
     try:
         server.serve_forever()

@@ -61,7 +61,8 @@ def run_check(check: Check, document: dict[str, Any], *, chain: Chain) -> CheckR
         Whether it held, with the reason when it did not.
     """
     if isinstance(check, str):
-        attested = (document.get("checks") or {}).get(check) if isinstance(document.get("checks"), dict) else None
+        attested = (document.get("checks") or {}).get(check) if isinstance(document.get("checks"),
+                                                                           dict) else None
         if attested is True:
             return CheckResult(True, "attested")
         return CheckResult(False, f"free-text check not attested in the slot's \"checks\": {check!r}")
@@ -75,7 +76,8 @@ def run_check(check: Check, document: dict[str, Any], *, chain: Chain) -> CheckR
                 return CheckResult(False, f"{check.path_exists} = {value!r}: no such file")
             readable = os.access(path, os.R_OK)
         except (OSError, ValueError) as unusable:  # a NUL byte, a name too long: what an agent wrote
-            return CheckResult(False, f"{check.path_exists} = {value[:200]!r}: not a usable path ({unusable})")
+            return CheckResult(False,
+                               f"{check.path_exists} = {value[:200]!r}: not a usable path ({unusable})")
         if not readable:
             return CheckResult(False, f"{check.path_exists} = {value!r}: not readable")
         return CheckResult(True, "exists")
@@ -117,7 +119,8 @@ def failed_checks(checks: list[Check], document: dict[str, Any], *, chain: Chain
 
 
 def identity_problems(node: Node, document: dict[str, Any]) -> list[str]:
-    """The identity check: the slot's node_id is the node's; capabilities used are declared, none forbidden."""
+    """The identity check: the slot's node_id is the node's; capabilities used are declared, none
+    forbidden."""
     problems = []
     if document.get("node_id") != node.node_id:
         problems.append(f"slot node_id is {document.get('node_id')!r}, expected {node.node_id!r}")

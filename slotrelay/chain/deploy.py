@@ -148,12 +148,14 @@ def _targets(spec: DeployExecutor, base: Path, env: dict[str, str]) -> list[Targ
             targets.append(Target(target.label, str(folder), target.base_url, folder=folder))
         else:
             raise NodeError(CONFIG_INVALID, f"target {target.label}: {target.ssh}_HOST is not set "
-                                            "(environment or .env) and the target has no folder to fall back to")
+                                            "(environment or .env) and the target has no folder to fall back "
+                                            "to")
     return targets
 
 
 def _folder_error(path: Path, failure: OSError) -> NodeError:
-    error_type = WRITE_DENIED if failure.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else TARGET_UNWRITABLE
+    error_type = WRITE_DENIED if failure.errno in (errno.EACCES, errno.EPERM,
+                                                   errno.EROFS) else TARGET_UNWRITABLE
     return NodeError(error_type, f"cannot write {path}: {failure}")
 
 
@@ -211,19 +213,22 @@ def _keep_sitemap(sitemap: Sitemap, uploads: list[Upload], base: Path) -> tuple[
     """Update the Dev sitemap with the batch's pages; returns it as one more upload, and the report."""
     relative = _inside(PurePosixPath(sitemap.path).as_posix(), "sitemap path")
     if any(u.relative == relative for u in uploads):
-        raise NodeError(CONFIG_INVALID, f"{relative} is the sitemap: the `sitemap` setting deploys it, not `files`")
+        raise NodeError(CONFIG_INVALID,
+                        f"{relative} is the sitemap: the `sitemap` setting deploys it, not `files`")
     path = base / relative
     pages = [u.relative for u in uploads if any(fnmatch.fnmatch(u.relative, p) for p in sitemap.pages)]
     try:
         existing = path.read_bytes() if path.is_file() else None
-        update = update_sitemap(existing, [url_of(sitemap.site_url, p) for p in pages], lastmod=datetime.now(UTC))
+        update = update_sitemap(existing, [url_of(sitemap.site_url, p) for p in pages],
+                                lastmod=datetime.now(UTC))
     except SitemapInvalid as invalid:
         raise NodeError(SITEMAP_INVALID, f"sitemap {path}: {invalid}") from invalid
     except OSError as unreadable:
         raise NodeError(SITEMAP_INVALID, f"sitemap {path} cannot be read: {unreadable}") from unreadable
     _write_dev_sitemap(path, update.content)
     digest = hashlib.sha256(update.content).hexdigest()
-    report = {"path": relative, "source": str(path), "sha256": digest, "added": update.added, "updated": update.updated}
+    report = {"path": relative, "source": str(path), "sha256": digest, "added": update.added,
+              "updated": update.updated}
     return Upload(source=path, relative=relative, sha256=digest), report
 
 
@@ -262,7 +267,8 @@ class _Comparison:
         values = read_points(PageView(body=served.body, headers=served.headers), self.points.points)
         for point, value, dev in zip(self.points.points, values, self._dev_values(upload), strict=True):
             self.compared.append({"target": target.name, "page": upload.relative, "url": served.url,
-                                  "point": describe(point), "served": value, "dev": dev, "equal": value == dev})
+                                  "point": describe(point), "served": value, "dev": dev,
+                                  "equal": value == dev})
             if value != dev:
                 self.differences.append(f"page {upload.relative} on target {target.name} ({served.url}): "
                                         f"{describe(point)} is {value!r} served, {dev!r} on Dev")
@@ -283,17 +289,21 @@ def _check_served(
         comparison = _Comparison(spec.feature_points, session) if spec.feature_points else None
         for target in served_targets:
             for upload in uploads:
-                served = fetch(session, url_of(target.base_url, upload.relative), side=f"target {target.name}")
+                assert target.base_url is not None  # served_targets have one
+                served = fetch(session, url_of(target.base_url, upload.relative),
+                               side=f"target {target.name}")
                 digest = hashlib.sha256(served.body).hexdigest()
                 if digest != upload.sha256:
-                    raise NodeError(URL_MISMATCH, f"target {target.name}: GET {served.url} served sha256 {digest}, "
-                                                  f"the source {upload.source} has sha256 {upload.sha256}")
+                    raise NodeError(URL_MISMATCH,
+                                    f"target {target.name}: GET {served.url} served sha256 {digest}, "
+                                    f"the source {upload.source} has sha256 {upload.sha256}")
                 rows[(target.name, upload.relative)].update(url=served.url, url_status=served.status)
                 checked.append(served.url)
                 if comparison is not None and upload in pages:
                     comparison.compare(target, upload, served)
     if comparison is not None and comparison.differences:
-        raise NodeError(FEATURE_POINTS_DIFFER, "the served site differs from Dev: " + "; ".join(comparison.differences))
+        raise NodeError(FEATURE_POINTS_DIFFER,
+                        "the served site differs from Dev: " + "; ".join(comparison.differences))
     return checked, comparison.compared if comparison is not None else []
 
 
@@ -329,6 +339,7 @@ def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionCon
             landed = deploy_remote(target.remote, uploads)
             proof = "sha256sum on the remote host, before the rename"
         else:
+            assert target.folder is not None  # a target is a remote or a folder (_targets)
             landed = _land_in_folder(target.folder, uploads)
             proof = "sha256 of the copy on disk, before the rename"
         for upload, where in zip(uploads, landed, strict=True):
@@ -338,7 +349,8 @@ def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionCon
 
     checked, compared = _check_served(spec, targets, uploads, deployed, sitemap["path"] if sitemap else None)
     return {
-        "targets": {t.name: {"kind": t.kind, "location": t.location, "base_url": t.base_url} for t in targets},
+        "targets": {
+            t.name: {"kind": t.kind, "location": t.location, "base_url": t.base_url} for t in targets},
         "deployed": deployed,
         "checked_urls": checked,
         "sitemap": sitemap,

@@ -33,7 +33,7 @@ import re
 import shlex
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +107,8 @@ class RemoteSettings:
         def required(name: str) -> str:
             value = env.get(f"{prefix}_{name}", "").strip()
             if not value:
-                raise NodeError(CONFIG_INVALID, f"{prefix}_HOST is set but {prefix}_{name} is not (environment or .env)")
+                raise NodeError(CONFIG_INVALID,
+                                f"{prefix}_HOST is set but {prefix}_{name} is not (environment or .env)")
             return value
 
         def existing_file(name: str, value: str) -> Path:
@@ -161,7 +162,8 @@ def _mapped(settings: RemoteSettings, doing: str) -> Iterator[None]:
         raise NodeError(HOST_UNREACHABLE, f"{where}: the connection failed while {doing}: {lost}") from lost
     except OSError as unreachable:
         reason = unreachable.strerror or type(unreachable).__name__
-        raise NodeError(HOST_UNREACHABLE, f"{where}: cannot reach the host while {doing}: {reason}") from unreachable
+        raise NodeError(HOST_UNREACHABLE,
+                        f"{where}: cannot reach the host while {doing}: {reason}") from unreachable
 
 
 def _read_key(settings: RemoteSettings) -> asyncssh.SSHKey:
@@ -187,11 +189,13 @@ async def _hashes(connection: asyncssh.SSHClientConnection, paths: list[str], wh
             )
         lines = str(done.stdout).splitlines()
         if len(lines) != len(chunk):
-            raise NodeError(PROOF_FAILED, f"{where}: `sha256sum` printed {len(lines)} lines for {len(chunk)} files")
+            raise NodeError(PROOF_FAILED,
+                            f"{where}: `sha256sum` printed {len(lines)} lines for {len(chunk)} files")
         for path, line in zip(chunk, lines, strict=True):
             parsed = _HASH_LINE.fullmatch(line)
             if parsed is None or parsed.group(2) != path:
-                raise NodeError(PROOF_FAILED, f"{where}: `sha256sum` line {line[:200]!r} is not the hash of {path}")
+                raise NodeError(PROOF_FAILED,
+                                f"{where}: `sha256sum` line {line[:200]!r} is not the hash of {path}")
             digests.append(parsed.group(1))
     return digests
 
@@ -200,7 +204,8 @@ async def _land(settings: RemoteSettings, uploads: list[Upload]) -> list[str]:
     key = _read_key(settings)
     token = uuid.uuid4().hex[:8]
     finals = [posixpath.join(settings.path, u.relative) for u in uploads]
-    temporaries = [posixpath.join(posixpath.dirname(f), f".{posixpath.basename(f)}.{token}.tmp") for f in finals]
+    temporaries = [
+        posixpath.join(posixpath.dirname(f), f".{posixpath.basename(f)}.{token}.tmp") for f in finals]
     where = settings.location
     with _mapped(settings, "connecting"):
         connection = await asyncssh.connect(
@@ -242,7 +247,8 @@ async def _land(settings: RemoteSettings, uploads: list[Upload]) -> list[str]:
                             f"{where}: the copy of {upload.source} for {final} has sha256 {digest}, "
                             f"the source {upload.sha256}",
                         )
-                # In the given order: a caller lists a sitemap last, so it never names a page not yet in place.
+                # In the given order: a caller lists a sitemap last, so it never names a page not yet in
+                # place.
                 for temporary, final in zip(temporaries, finals, strict=True):
                     with _mapped(settings, f"renaming {temporary} to {final}"):
                         await sftp.posix_rename(temporary, final)
@@ -259,10 +265,8 @@ async def _remove_leftovers(connection: asyncssh.SSHClientConnection, temporarie
     try:
         async with connection.start_sftp_client() as sftp:
             for temporary in temporaries:
-                try:
+                with suppress(asyncssh.SFTPNoSuchFile):
                     await sftp.remove(temporary)
-                except asyncssh.SFTPNoSuchFile:
-                    pass
     except (OSError, asyncssh.Error):
         # The original failure is what the caller must see; a temporary name is never served as a page.
         return

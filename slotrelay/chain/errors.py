@@ -77,6 +77,9 @@ class NodeError(SlotrelayError):
         message: what happened.
     """
 
+    # Set by the node task (tasks/node.py) when the chain's retry policy asks Prefect for another attempt.
+    retry_requested: bool = False
+
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(message, code=error_type)
         self.error_type = error_type
@@ -90,7 +93,8 @@ class ExecutorUnavailable(NodeError):
     """An executor kind whose implementation module cannot be imported (not installed yet)."""
 
     def __init__(self, kind: str, target: str, reason: str) -> None:
-        super().__init__(EXECUTOR_MISSING, f"executor kind {kind!r} needs {target}, which cannot be loaded: {reason}")
+        super().__init__(EXECUTOR_MISSING,
+                         f"executor kind {kind!r} needs {target}, which cannot be loaded: {reason}")
         self.kind = kind
         self.target = target
 

@@ -122,13 +122,15 @@ def _import_callable(target: str, chain_dir: Path) -> Any:
     beside = chain_dir / (module_name.replace(".", "/") + ".py")
     if not beside.is_file():
         return _import_target(target)
-    unique = f"_slotrelay_chain_{hashlib.sha1(str(beside).encode()).hexdigest()[:12]}_{module_name.replace('.', '_')}"
+    folder_hash = hashlib.sha1(str(beside).encode()).hexdigest()[:12]
+    unique = f"_slotrelay_chain_{folder_hash}_{module_name.replace('.', '_')}"
     # Nodes start in parallel threads: without the lock a second thread could find the module in
     # sys.modules while the first is still executing it, and miss its functions.
     with _IMPORT_LOCK:
         module = sys.modules.get(unique)
         if module is None:
             spec = importlib.util.spec_from_file_location(unique, beside)
+            assert spec is not None and spec.loader is not None  # a .py file always has a loader
             module = importlib.util.module_from_spec(spec)
             sys.modules[unique] = module
             try:
@@ -152,9 +154,10 @@ def load_executor(kind: str) -> Callable[..., Any]:
     if target is None:
         raise ExecutorUnavailable(kind, "<none>", "no executor of this kind")
     try:
-        return _import_target(target)
+        executor: Callable[..., Any] = _import_target(target)
     except (ImportError, AttributeError) as missing:
         raise ExecutorUnavailable(kind, target, str(missing)) from None
+    return executor
 
 
 def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) -> NodeOutput:
@@ -168,7 +171,8 @@ def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) ->
         return result
     if isinstance(result, dict):
         return NodeOutput(data=result)
-    raise NodeError(OUTPUT_INVALID, f"executor {node.executor.kind!r} returned {type(result).__name__}, not a dict")
+    raise NodeError(OUTPUT_INVALID,
+                    f"executor {node.executor.kind!r} returned {type(result).__name__}, not a dict")
 
 
 class _CallableTimedOut(BaseException):
@@ -215,7 +219,9 @@ def _call_with_timeout(function: Callable[..., Any], data: dict[str, Any], timeo
     with finishing:
         timed_out = not outcome.get("done")
         if timed_out:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(_CallableTimedOut))
+            assert worker.ident is not None  # started above
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                       ctypes.py_object(_CallableTimedOut))
     if timed_out:
         raise NodeError(TIMEOUT, f"{name} ran longer than timeout_seconds ({timeout} s)")
     if "error" in outcome:
@@ -223,7 +229,8 @@ def _call_with_timeout(function: Callable[..., Any], data: dict[str, Any], timeo
     return outcome["result"]
 
 
-def run_python(spec: PythonExecutor, data: dict[str, Any], context: ExecutionContext) -> dict[str, Any] | NodeOutput:
+def run_python(spec: PythonExecutor, data: dict[str, Any],
+               context: ExecutionContext) -> dict[str, Any] | NodeOutput:
     """Call `module:function(data)`; modules beside the chain file are importable.
 
     With the node's `timeout_seconds` set, the callable runs in its own thread and the node fails
@@ -255,7 +262,9 @@ def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionC
     Raises:
         NodeError: executor_missing, timeout, output_invalid, or the mapped error type.
     """
-    argv = [a.replace("{python}", sys.executable).replace("{chain_dir}", str(context.chain.base_dir)) for a in spec.argv]
+    argv = [
+        a.replace("{python}", sys.executable).replace("{chain_dir}",
+                                                      str(context.chain.base_dir)) for a in spec.argv]
     try:
         done = subprocess.run(
             argv,
@@ -276,7 +285,8 @@ def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionC
     try:
         output = json.loads(done.stdout)
     except json.JSONDecodeError as bad:
-        raise NodeError(OUTPUT_INVALID, f"{argv[0]} printed non-JSON ({bad.msg}): {done.stdout[:200]!r}") from None
+        raise NodeError(OUTPUT_INVALID,
+                        f"{argv[0]} printed non-JSON ({bad.msg}): {done.stdout[:200]!r}") from None
     if not isinstance(output, dict):
         raise NodeError(OUTPUT_INVALID, f"{argv[0]} printed JSON {type(output).__name__}, not an object")
     return output
@@ -377,12 +387,15 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
     if problems:
         raise NodeError(IDENTITY_MISMATCH, "; ".join(problems))
     if document.get("status") == "failed":
-        error = document.get("error") if isinstance(document.get("error"), dict) else {}
-        raise NodeError(str(error.get("error_type") or UNKNOWN), str(error.get("message") or "the agent reported failure"))
-    raw_data = document.get("data")
+        error = document.get("error")
+        if not isinstance(error, dict):
+            error = {}
+        raise NodeError(str(error.get("error_type") or UNKNOWN),
+                        str(error.get("message") or "the agent reported failure"))
+    raw_data, checks, used = document.get("data"), document.get("checks"), document.get("capabilities_used")
     return NodeOutput(
         data=raw_data if isinstance(raw_data, dict) else {},
-        checks=document.get("checks") if isinstance(document.get("checks"), dict) else {},
-        capabilities_used=document.get("capabilities_used") if isinstance(document.get("capabilities_used"), list) else [],
+        checks=checks if isinstance(checks, dict) else {},
+        capabilities_used=used if isinstance(used, list) else [],
         document=document,
     )

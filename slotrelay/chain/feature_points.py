@@ -62,8 +62,10 @@ def read_points(page: PageView, points: list[Point]) -> list[str | None]:
                 raise ValueError(f"{describe(point)}: this side was read from disk and has no headers")
             values.append(_collapse(page.headers.get(point.name)))
         elif isinstance(point, TitlePoint):
+            assert soup is not None  # parsed above: the points are not all headers
             values.append(_collapse(soup.title.get_text()) if soup.title is not None else None)
         else:
+            assert soup is not None
             element = soup.select_one(point.selector)
             if element is None:
                 values.append(None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Iterable
 
 import networkx as nx
 
@@ -27,9 +28,9 @@ MAX_LABEL_CHARS = 120
 """Longest label drawn; longer ones end in an ellipsis (Graphviz crashes on labels of megabytes)."""
 
 
-def build_graph(chain: Chain) -> nx.MultiDiGraph:
+def build_graph(chain: Chain) -> nx.MultiDiGraph[str]:
     """The chain's graph: one vertex per node (attribute `node`), one edge per route (attribute `route`)."""
-    graph = nx.MultiDiGraph(chain_id=chain.chain_id)
+    graph: nx.MultiDiGraph[str] = nx.MultiDiGraph(chain_id=chain.chain_id)
     for node in chain.nodes:
         graph.add_node(node.node_id, node=node)
     for route in chain.routes:
@@ -53,10 +54,12 @@ def graph_problems(chain: Chain) -> list[Problem]:
         problems.append(Problem(f"$.routes[{index}].route_id", f"duplicate route_id {route_ids[index]!r}"))
     type_names = [e.error_type for e in chain.error_types]
     for index in _duplicate_indexes(type_names):
-        problems.append(Problem(f"$.error_types[{index}].error_type", f"duplicate error_type {type_names[index]!r}"))
+        problems.append(
+            Problem(f"$.error_types[{index}].error_type", f"duplicate error_type {type_names[index]!r}"))
     outputs = [n.output_slot.path for n in chain.nodes]
     for index in _duplicate_indexes(outputs):
-        problems.append(Problem(f"$.nodes[{index}].output_slot.path", f"another node writes {outputs[index]!r} too"))
+        problems.append(
+            Problem(f"$.nodes[{index}].output_slot.path", f"another node writes {outputs[index]!r} too"))
 
     known = set(node_ids)
     starts = {n.node_id for n in chain.nodes if n.input_slot is None}
@@ -66,14 +69,16 @@ def graph_problems(chain: Chain) -> list[Problem]:
                 problems.append(Problem(f"$.routes[{index}].{end}", f"unknown node {getattr(route, end)!r}"))
         if route.to_node in starts:
             problems.append(
-                Problem(f"$.routes[{index}].to_node", f"{route.to_node!r} is a start node (input_slot null): a route cannot feed it")
+                Problem(f"$.routes[{index}].to_node",
+                        f"{route.to_node!r} is a start node (input_slot null): a route cannot feed it")
             )
     if not starts:
         problems.append(Problem("$.nodes", "no start node: at least one node needs \"input_slot\": null"))
     reached = {r.to_node for r in chain.routes}
     for index, node in enumerate(chain.nodes):
         if node.input_slot is not None and node.node_id not in reached:
-            problems.append(Problem(f"$.nodes[{index}]", f"no route reaches {node.node_id!r} and it is not a start node"))
+            problems.append(
+                Problem(f"$.nodes[{index}]", f"no route reaches {node.node_id!r} and it is not a start node"))
     problems.extend(_cycle_problems(chain))
     return problems
 
@@ -87,9 +92,10 @@ def _cycle_problems(chain: Chain) -> list[Problem]:
     """
     # A route with max_iterations is a bounded rework loop; every other cycle is refused.
     full = build_graph(chain)
-    graph = nx.DiGraph()
+    graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_nodes_from(full)
-    graph.add_edges_from((u, v) for u, v, route in full.edges(data="route") if route.max_iterations is None)
+    routes: Iterable[tuple[str, str, Route]] = full.edges(data="route")
+    graph.add_edges_from((u, v) for u, v, route in routes if route.max_iterations is None)
     order = {node.node_id: index for index, node in enumerate(chain.nodes)}
     components = [sorted(c, key=order.__getitem__) for c in nx.strongly_connected_components(graph)]
     problems = []
@@ -206,7 +212,8 @@ def render_png(chain: Chain) -> bytes:
     import graphviz
 
     try:
-        return graphviz.Source(render_dot(chain)).pipe(format="png")
+        png: bytes = graphviz.Source(render_dot(chain)).pipe(format="png")
+        return png
     except graphviz.ExecutableNotFound:
         raise ChainError("Graphviz `dot` is not installed (apt-get install graphviz)",
                          code="GRAPHVIZ_MISSING", exit_code=ExitCode.ENVIRONMENT_MISSING) from None

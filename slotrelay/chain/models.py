@@ -29,7 +29,8 @@ class Slot(Spec):
 
     slot_id: str = Field(pattern=IDENTIFIER)
     path: str = Field(min_length=1, description="relative paths resolve against the chain file's folder")
-    babel_path: str | None = Field(default=None, description="each output is also appended here as one JSON line")
+    babel_path: str | None = Field(default=None,
+                                   description="each output is also appended here as one JSON line")
 
 
 class Retry(Spec):
@@ -104,11 +105,16 @@ class DeployTarget(Spec):
     both `ssh` and `folder`, the target is the remote when `<ssh>_HOST` is set, else the folder.
     """
 
-    name: str | None = Field(default=None, pattern=IDENTIFIER, description="label in the output slot (default: ssh, else folder)")
-    folder: str | None = Field(default=None, min_length=1, description="a local folder; relative paths resolve against the chain file's folder")
-    ssh: str | None = Field(default=None, pattern=ENV_PREFIX, description="prefix of the environment variables that name the remote")
+    name: str | None = Field(default=None, pattern=IDENTIFIER,
+                             description="label in the output slot (default: ssh, else folder)")
+    folder: str | None = Field(default=None, min_length=1,
+                               description="a local folder; relative paths resolve against the chain file's "
+                                           "folder")
+    ssh: str | None = Field(default=None, pattern=ENV_PREFIX,
+                            description="prefix of the environment variables that name the remote")
     base_url: str | None = Field(
-        default=None, pattern=r"^https?://", description="where `folder` is served (a remote's comes from <ssh>_URL)"
+        default=None, pattern=r"^https?://",
+        description="where `folder` is served (a remote's comes from <ssh>_URL)"
     )
 
     @model_validator(mode="after")
@@ -116,7 +122,8 @@ class DeployTarget(Spec):
         if self.folder is None and self.ssh is None:
             raise ValueError("a deploy target needs `folder`, `ssh`, or both")
         if self.base_url is not None and self.folder is None:
-            raise ValueError("`base_url` belongs to a folder target; a remote's served URL comes from <ssh>_URL")
+            raise ValueError(
+                "`base_url` belongs to a folder target; a remote's served URL comes from <ssh>_URL")
         return self
 
     @property
@@ -171,9 +178,11 @@ class FeaturePoints(Spec):
     points: list[FeaturePoint] = Field(
         default_factory=_default_points, min_length=1, description="default: title, h1 text, meta description"
     )
-    pages: list[str] | None = Field(default=None, description="deployed paths to compare (null: every .html/.htm)")
+    pages: list[str] | None = Field(default=None,
+                                    description="deployed paths to compare (null: every .html/.htm)")
     dev_url: str | None = Field(
-        default=None, pattern=r"^https?://", description="where the Dev copy is served (null: the source files)"
+        default=None, pattern=r"^https?://",
+        description="where the Dev copy is served (null: the source files)"
     )
 
     @model_validator(mode="after")
@@ -186,7 +195,8 @@ class FeaturePoints(Spec):
 class Sitemap(Spec):
     """The sitemap (sitemaps.org) the deploy keeps: every deployed page gets a `<url><loc>` with `lastmod`."""
 
-    path: str = Field(default="sitemap.xml", min_length=1, description="the Dev copy, relative to the chain file; "
+    path: str = Field(default="sitemap.xml", min_length=1,
+                      description="the Dev copy, relative to the chain file; "
                       "updated in place and deployed at the same relative path")
     site_url: str = Field(pattern=r"^https?://", description="the public URL the `<loc>`s start with")
     pages: list[str] = Field(default_factory=lambda: ["*.html", "*.htm"],
@@ -211,7 +221,8 @@ class DeployExecutor(Spec):
     files: list[str] = Field(min_length=1)
     targets: list[Annotated[str, Field(min_length=1)] | DeployTarget] = Field(min_length=1)
     sitemap: Sitemap | None = None
-    feature_points: FeaturePoints | None = Field(default_factory=FeaturePoints, description="null: no comparison")
+    feature_points: FeaturePoints | None = Field(default_factory=FeaturePoints,
+                                                 description="null: no comparison")
     url_retry: UrlRetry = Field(default_factory=UrlRetry)
 
     @property
@@ -282,8 +293,9 @@ class Route(Spec):
     description: str | None = None
     max_iterations: int | None = Field(
         default=None, ge=1, le=1000,
-        description=("a rework loop: this route may close a cycle (a reviewer sends work back), and fires at most"
-                     " this many times in a run; the next firing escalates to a person"))
+        description=(
+            "a rework loop: this route may close a cycle (a reviewer sends work back), and fires at most"
+            " this many times in a run; the next firing escalates to a person"))
 
     @property
     def rank(self) -> int:
@@ -302,8 +314,9 @@ class ErrorType(Spec):
     escalate_after: Literal["max_retries_exceeded"] | None = None
     on_escalation: Literal["alert", "pause"] = Field(
         default="alert",
-        description=("alert: write an alert, fail the node and go on with what does not need it; a person decides"
-                     " before the run ends. pause: the node's downstream waits for the person's decision"),
+        description=(
+            "alert: write an alert, fail the node and go on with what does not need it; a person decides"
+            " before the run ends. pause: the node's downstream waits for the person's decision"),
     )
 
 
@@ -316,8 +329,10 @@ class Chain(Spec):
     nodes: list[Node] = Field(min_length=1)
     routes: list[Route] = Field(default_factory=list)
     error_types: list[ErrorType] = Field(default_factory=list)
-    pause_timeout_seconds: int = Field(default=3600, gt=0, description="how long a paused run waits for a decision")
-    required_env: list[str] = Field(default_factory=list, description="variables that must be set (from .env)")
+    pause_timeout_seconds: int = Field(default=3600, gt=0,
+                                       description="how long a paused run waits for a decision")
+    required_env: list[str] = Field(default_factory=list,
+                                    description="variables that must be set (from .env)")
 
     _source: Path | None = PrivateAttr(default=None)
     _slots_root: Path | None = PrivateAttr(default=None)
@@ -362,7 +377,8 @@ class Chain(Spec):
         alerts_dir: Path | None = None,
         logs_dir: Path | None = None,
     ) -> Chain:
-        """Attach the file this chain came from and optional slots root, alerts and logs folders; returns self."""
+        """Attach the file this chain came from and optional slots root, alerts and logs folders; returns
+        self."""
         self._source = source.resolve() if source else None
         self._slots_root = slots_root.resolve() if slots_root else None
         self._alerts_dir = alerts_dir.resolve() if alerts_dir else None

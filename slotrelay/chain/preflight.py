@@ -37,7 +37,8 @@ def dependency_problems(chain: Chain) -> list[str]:
     """L1: the Python version, packages (engine and the chain's executor kinds) and `.env` variables."""
     problems = []
     if sys.version_info < MIN_PYTHON:
-        problems.append(f"Python {'.'.join(map(str, MIN_PYTHON))}+ is needed, this is {sys.version.split()[0]}")
+        problems.append(
+            f"Python {'.'.join(map(str, MIN_PYTHON))}+ is needed, this is {sys.version.split()[0]}")
     for module, package in ENGINE_PACKAGES.items():
         if importlib.util.find_spec(module) is None:
             problems.append(f"package {package} is not installed: pip install {package}")

@@ -83,15 +83,17 @@ def evaluate_routes_from_skip(
         elif condition is None:
             fired, reason = True, f"fired from a skip of {node_id}: no condition"
         elif condition.field == "status":
-            extra = evaluate_condition(condition.model_copy(update={"operator": "equals", "value": "skipped"}),
-                                       view, chain=chain)
+            extra = evaluate_condition(
+                condition.model_copy(update={"operator": "equals", "value": "skipped"}),
+                view, chain=chain)
             fired = extra.ok
             reason = (f"fired from a skip of {node_id}: the condition is only on status" if fired
                       else f"from a skip of {node_id}: {extra.reason}")
         else:
             result = evaluate_condition(condition, view, chain=chain)
             fired = result.ok
-            reason = f"{'fired ' if fired else ''}from a skip of {node_id}, on the data it received: {result.reason}"
+            reason = (f"{'fired ' if fired else ''}from a skip of {node_id}, "
+                      f"on the data it received: {result.reason}")
         decisions.append(RouteDecision(route.route_id, route.from_node, route.to_node, fired, reason))
     return decisions
 
@@ -128,7 +130,8 @@ def write_route_input(chain: Chain, *, from_node: str, route_id: str, to_node: s
         return write_json_atomic(path, input_slot_document(from_node=from_node, route_id=route_id, data=data))
     sources: dict[str, Any] = {}
     existing = read_slot(path)
-    if existing is not None and isinstance(existing.get("sources"), dict) and not _consumed(chain, to_node, path):
+    if existing is not None and isinstance(existing.get("sources"), dict) and not _consumed(chain, to_node,
+                                                                                            path):
         sources = {k: v for k, v in existing["sources"].items() if k in order and isinstance(v, dict)}
     sources[from_node] = {"route_id": route_id, "data": data, "updated_at": now_iso()}
     merged: dict[str, Any] = {}
@@ -148,7 +151,8 @@ def _consumed(chain: Chain, node_id: str, input_path: Path) -> bool:
         return False
 
 
-def write_route_inputs(chain: Chain, decisions: list[RouteDecision], output_doc: dict[str, Any]) -> list[Path]:
+def write_route_inputs(chain: Chain, decisions: list[RouteDecision],
+                       output_doc: dict[str, Any]) -> list[Path]:
     """Write the input slot of every fired route's target (`write_route_input`).
 
     Parameters:

@@ -164,7 +164,8 @@ def post_check_problems(chain: Chain, node_id: str, document: dict[str, Any]) ->
 
 
 def append_agent_babel(chain: Chain, node_id: str, document: dict[str, Any]) -> None:
-    """Dual-write an agent's completed output slot to its node's babel log, as the engine's own outputs are."""
+    """Dual-write an agent's completed output slot to its node's babel log, as the engine's own outputs
+    are."""
     node = chain.node(node_id)
     if node.output_slot.babel_path and document.get("status") == "completed":
         append_babel(

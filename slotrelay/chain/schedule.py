@@ -160,7 +160,8 @@ class ChainSchedule:
         resume: settle nodes the slots say are done without running them (CONTRACTS.md#stateless-engine).
     """
 
-    def __init__(self, chain: Chain, *, notes: Notes, stop_at_external: bool = False, resume: bool = False) -> None:
+    def __init__(self, chain: Chain, *, notes: Notes, stop_at_external: bool = False,
+                 resume: bool = False) -> None:
         self.chain = chain
         self.notes = notes
         self.stop_at_external = stop_at_external
@@ -381,11 +382,14 @@ class ChainSchedule:
         declared = self.chain.error_type(result["error_type"] or UNKNOWN)
         reason = {
             "fail": f"error type {result['error_type']!r} is handled by failing the node",
-            "escalate": (f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
-                         " the run goes on without this node, and a person decides before it ends"),
-            "arbitrate": (f"error type {result['error_type']!r} is not declared by the chain: a person decides"
-                          if declared is None
-                          else f"retries of {result['error_type']!r} ran out and its type says: pause for a person"),
+            "escalate": (
+                f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
+                " the run goes on without this node, and a person decides before it ends"),
+            "arbitrate": (
+                f"error type {result['error_type']!r} is not declared by the chain: a person decides"
+                if declared is None
+                else f"retries of {result['error_type']!r} ran out and its type says: pause for a "
+                               "person"),
         }[result["handling"]]
         in_path = input_slot_path(self.chain, node_id)
         return Escalation(node_id, result, reason, str(in_path) if in_path else None)
@@ -420,7 +424,8 @@ class ChainSchedule:
             handed_on = document
         if resumed:
             decisions_to_write = [
-                d for d in decisions if (p := input_slot_path(self.chain, d.to_node)) is None or not p.exists()]
+                d for d in decisions if (
+                    p := input_slot_path(self.chain, d.to_node)) is None or not p.exists()]
         else:
             decisions_to_write = decisions
         write_route_inputs(self.chain, decisions_to_write, handed_on)
@@ -444,8 +449,9 @@ class ChainSchedule:
         self.iterations[decision.route_id] = count
         if count > bound:
             node_id = decision.from_node
-            message = (f"rework loop {decision.route_id} reached its max_iterations ({bound}) and fired again:"
-                       " a person decides")
+            message = (
+                f"rework loop {decision.route_id} reached its max_iterations ({bound}) and fired again:"
+                " a person decides")
             self.outcomes[node_id] = {**self.outcomes.get(node_id, {}), "error_type": LOOP_BOUND_EXCEEDED,
                                       "message": message, "handling": "arbitrate"}
             outcome = {**node_outcome(node_id, "Failed", attempts=self.attempts[node_id],
@@ -473,8 +479,10 @@ class ChainSchedule:
                 self._loop_paused.discard(node_id)
                 self.status[node_id] = "Completed"
                 return
+            document: dict[str, Any] | None
             if decision.data is not None:
-                document = output_slot_document(node_id, status="completed", data=decision.data, attempt=attempt)
+                document = output_slot_document(node_id, status="completed", data=decision.data,
+                                                attempt=attempt)
                 publish_output(self.chain, node_id, document)
                 self.status[node_id] = "Completed"
             else:
@@ -484,6 +492,11 @@ class ChainSchedule:
                 self.route(node_id, document)
             return
         if decision.decision == DecisionName.reload:
+            if self.chain.source is None:
+                # a chain built in memory has no file to read again
+                self.notes.error("reload refused: this chain was not loaded from a file")
+                self.arbitrations.insert(0, (node_id, alert))
+                return
             try:
                 reloaded = load_chain(
                     self.chain.source,

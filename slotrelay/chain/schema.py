@@ -192,5 +192,6 @@ def _parse(path: Path) -> Any:
 
 
 if __name__ == "__main__":
-    SCHEMA_PATH.write_text(json.dumps(generate_schema(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    SCHEMA_PATH.write_text(json.dumps(generate_schema(), indent=2, ensure_ascii=False) + "\n",
+                           encoding="utf-8")
     print(f"wrote {SCHEMA_PATH}")

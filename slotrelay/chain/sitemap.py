@@ -98,7 +98,9 @@ def update_sitemap(existing: bytes | None, locs: list[str], *, lastmod: datetime
             # The protocol orders loc, lastmod, changefreq, priority: lastmod goes right after loc.
             children = list(entry)
             modified = ET.Element(_LASTMOD)
-            entry.insert(children.index(entry.find(_LOC)) + 1, modified)
+            loc_element = entry.find(_LOC)
+            assert loc_element is not None  # every entry is indexed by its <loc>
+            entry.insert(children.index(loc_element) + 1, modified)
         modified.text = stamp
     if len(entries) > MAX_URLS:
         raise SitemapInvalid(f"{len(entries)} URLs: the protocol allows at most {MAX_URLS} in one sitemap")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -23,6 +23,9 @@ from rich.table import Table
 from slotrelay.alerts import DecisionName
 from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
 
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import State
+
 app = typer.Typer(no_args_is_help=True)
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -30,7 +33,7 @@ err = Console(stderr=True, soft_wrap=True)
 ChainPath = Annotated[Path, typer.Argument(help="the node_chain.json")]
 
 
-class GraphFormat(str, Enum):
+class GraphFormat(StrEnum):
     mermaid = "mermaid"
     dot = "dot"
     png = "png"
@@ -46,15 +49,19 @@ def _load(path: Path, slots_root: Path | None = None) -> Any:
 def validate(chain_path: ChainPath) -> None:
     """Check a chain file: JSON Schema (errors carry JSON paths), then the models, then the graph."""
     chain = _load(chain_path)
-    out.print(f"{chain_path}: valid chain {chain.chain_id!r}: {len(chain.nodes)} nodes, {len(chain.routes)} routes, "
-              f"{len(chain.error_types)} error types", markup=False, highlight=False)
+    out.print(
+        f"{chain_path}: valid chain {chain.chain_id!r}: {len(chain.nodes)} nodes, {len(chain.routes)} "
+        "routes, "
+        f"{len(chain.error_types)} error types", markup=False, highlight=False)
 
 
 @app.command()
 def graph(
     chain_path: ChainPath,
-    format: Annotated[GraphFormat, typer.Option("--format", "-f", help="mermaid, dot or png")] = GraphFormat.mermaid,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
+    format: Annotated[GraphFormat,
+                      typer.Option("--format", "-f", help="mermaid, dot or png")] = GraphFormat.mermaid,
+    output: Annotated[Path | None,
+                      typer.Option("--output", "-o", help="file to write (png needs one)")] = None,
 ) -> None:
     """Draw a chain: Mermaid or Graphviz DOT text, or a PNG rendered by Graphviz."""
     from slotrelay.chain.graph import render_dot, render_mermaid, render_png
@@ -72,6 +79,7 @@ def graph(
             out.print(text, end="", markup=False, highlight=False)
             return
         drawing = text.encode("utf-8")
+    assert output is not None  # png without --output was refused, text without one printed and returned
     try:
         output.write_bytes(drawing)
     except OSError as unwritable:
@@ -110,7 +118,8 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
         if node["output_slot"]:
             written.append(f"out {_short(Path(node['output_slot']))}")
         colour = colours.get(node["state"], "white")
-        table.add_row(node_id, f"[{colour}]{node['state']}[/]", str(node["attempts"]), node["error_type"] or "",
+        table.add_row(node_id, f"[{colour}]{node['state']}[/]", str(node["attempts"]),
+                      node["error_type"] or "",
                       "\n".join(written))
     if not out.is_terminal:
         # Piped or under make: rich would assume 80 columns and cut the slot paths.
@@ -127,13 +136,16 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
 @app.command()
 def run(
     chain_path: ChainPath,
-    as_json: Annotated[bool, typer.Option("--json", help="print only the summary, as one JSON object")] = False,
-    slots_root: Annotated[Path | None, typer.Option(help="folder relative slot paths resolve against")] = None,
+    as_json: Annotated[bool,
+                       typer.Option("--json", help="print only the summary, as one JSON object")] = False,
+    slots_root: Annotated[Path | None,
+                          typer.Option(help="folder relative slot paths resolve against")] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
                          "their input) are not run again")] = False,
 ) -> None:
-    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none answers)."""
+    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none
+    answers)."""
     from slotrelay.chain.preflight import preflight
 
     chain = _load(chain_path, slots_root)
@@ -155,12 +167,13 @@ def run(
     from flows.chain import read_summary, run_chain
 
     with temporary_settings(updates={PREFECT_API_URL: api_url}):
-        state = run_chain(str(chain_path), slots_root=str(slots_root) if slots_root else None, resume=resume,
-                          return_state=True)
+        state = cast("State[Any]", run_chain(str(chain_path), resume=resume, return_state=True,
+                                             slots_root=str(slots_root) if slots_root else None))
         summary = read_summary(chain, state)
     if summary is None:
-        raise SlotrelayError(f"the flow run ended {state.type.value} before it could summarise: {state.message}",
-                             code="CHAIN_RUN_FAILED")
+        raise SlotrelayError(
+            f"the flow run ended {state.type.value} before it could summarise: {state.message}",
+            code="CHAIN_RUN_FAILED")
     if as_json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
@@ -175,7 +188,8 @@ def decide(
     alert_file: Annotated[Path, typer.Argument(help="the alert JSON in alerts/")],
     decision: Annotated[DecisionName, typer.Argument(help="continue, retry, terminate or reload")],
     comment: Annotated[str | None, typer.Option(help="why; kept in the alert file")] = None,
-    data: Annotated[str | None, typer.Option(help="with continue: the node's output data, a JSON object")] = None,
+    data: Annotated[str | None,
+                    typer.Option(help="with continue: the node's output data, a JSON object")] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
     from slotrelay.alerts import AlertError, read_alert
@@ -206,10 +220,12 @@ def decide(
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment, "decided_by": getpass.getuser(),
+    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment,
+                                 "decided_by": getpass.getuser(),
                                  "via": "cli"}
     if payload is not None:
-        # As JSON text, the form's way: the run input's `data` is a string the flow parses (flows/arbitration.py).
+        # As JSON text, the form's way: the run input's `data` is a string the flow parses
+        # (flows/arbitration.py).
         run_input["data"] = json.dumps(payload)
     try:
         with temporary_settings(updates={PREFECT_API_URL: api_url}):

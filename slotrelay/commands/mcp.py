@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -99,7 +99,8 @@ def serve(
     served = ", ".join(w.workspace_id for w in registry.served())
     if grants.names():
         console.print(
-            f"granted: {', '.join(grants.names())} (write roots: {', '.join(map(str, grants.write_roots)) or 'none'})"
+            f"granted: {', '.join(grants.names())} (write roots: "
+            f"{', '.join(map(str, grants.write_roots)) or 'none'})"
         )
     try:
         if address is None:
@@ -134,7 +135,7 @@ def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
     )
 
 
-def _build_with_bar(registry: WorkspaceRegistry, folder: Path) -> dict:
+def _build_with_bar(registry: WorkspaceRegistry, folder: Path) -> dict[str, Any]:
     """`registry.build` under a transient progress bar on stderr."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import AbstractContextManager, nullcontext
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -47,7 +47,7 @@ Root = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object", callback=json_errors)]
 
 
-class Backend(str, Enum):
+class Backend(StrEnum):
     docker = "docker"
     bwrap = "bwrap"
 
@@ -203,7 +203,7 @@ def decide(
     _check_root(root)
     from slotrelay.pen import decide as pen_decide
 
-    outcome = pen_decide(root, pen_id, action.value)
+    outcome = pen_decide(root, pen_id, action)
     if as_json:
         out.print_json(data=outcome.to_json())
     else:
@@ -228,7 +228,7 @@ def review(
 
     with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
         outcome = pen_review(
-            root, pen_id, verdict.value, reviewer=reviewer, backend=backend.value if backend else None
+            root, pen_id, verdict, reviewer=reviewer, backend=backend.value if backend else None
         )
     if as_json:
         out.print_json(data=outcome.to_json())

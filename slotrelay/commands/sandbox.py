@@ -1,8 +1,8 @@
 """`slotrelay sandbox build | run | doctor`: the sandbox's images, one-off runs, and a health check.
 
-Exit codes (`slotrelay.errors.ExitCode`, printed and mapped in slotrelay.cli): 0 ok; 1 the program ran and failed or timed out, or an image
-build failed; 2 bad input (file, limits, inputs, language, backend); 3 the environment is
-missing something (no usable backend, no Docker daemon or no debootstrap for `build`).
+Exit codes (`slotrelay.errors.ExitCode`, printed and mapped in slotrelay.cli): 0 ok; 1 the program ran and
+failed or timed out, or an image build failed; 2 bad input (file, limits, inputs, language, backend); 3 the
+environment is missing something (no usable backend, no Docker daemon or no debootstrap for `build`).
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ def run(
         sys.stderr.write(result.stderr)
         colour = "green" if result.status == "success" else "red"
         err.print(
-            f"[{colour}]{result.status}[/] exit {result.exit_code} in {result.duration_ms} ms on {result.backend}",
+            f"[{colour}]{result.status}[/] exit {result.exit_code} in {result.duration_ms} ms on "
+            f"{result.backend}",
             highlight=False,
         )
         if result.result is not None:

@@ -10,12 +10,14 @@ addresses, and on one Ctrl-C stops everything it started: the watch process and 
 process under it, the view, then the server and its process group, killing what does not stop in
 time (a worker has been seen ignoring SIGTERM for 70 s).
 
-Exit codes (printed and mapped in slotrelay.cli): 0 after a clean stop, 2 for a bad chain or option, 3 when no Prefect API answers or the
-server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when the watcher failed.
+Exit codes (printed and mapped in slotrelay.cli): 0 after a clean stop, 2 for a bad chain or option, 3 when no
+Prefect API answers or the server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when the
+watcher failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -31,6 +33,9 @@ from rich.logging import RichHandler
 from rich.panel import Panel
 
 from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
+
+if TYPE_CHECKING:
+    from slotrelay.routing_sensor import ChainRouter
 
 app = typer.Typer()
 console = Console(stderr=True)
@@ -50,7 +55,7 @@ def _log_to_console() -> None:
     root.propagate = False
 
 
-def _load_routers(chains: list[Path], slots_root: Path | None):
+def _load_routers(chains: list[Path], slots_root: Path | None) -> list[ChainRouter]:
     from slotrelay.routing_sensor import ChainRouter
 
     return [ChainRouter(path, slots_root=slots_root) for path in chains]
@@ -72,9 +77,11 @@ def _api_url() -> str:
 
 @app.command("watch")
 def watch(
-    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
+    chains: Annotated[list[Path] | None,
+                      typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
     slots_root: Annotated[
-        Path | None, typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
+        Path | None,
+        typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
     ] = None,
     no_serve: Annotated[
         bool, typer.Option("--no-serve", help="Do not serve the deployments here: workers run them.")
@@ -84,7 +91,8 @@ def watch(
     ] = "chain/{chain_id}",
     window: Annotated[float, typer.Option(help="Seconds routed targets wait to share one run.")] = 0.1,
     pool: Annotated[str | None, typer.Option(
-        help="Request the chain runs on this Prefect work pool (created as a process pool if missing) instead "
+        help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
+             "instead "
              "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
@@ -110,11 +118,13 @@ def watch(
 
     served = []
     if not no_serve:
-        served = [generic_chain_deployment(), *(chain_deployment(r.chain) for r in routers), *pen_deployments()]
+        served = [generic_chain_deployment(), *(chain_deployment(r.chain) for r in routers),
+                  *pen_deployments()]
         apply_all(served)
     targets = {
         r.chain_id: ChainTarget(
-            chain_flow_deployment_name(r.chain_id) if not no_serve else deployment.format(chain_id=r.chain_id),
+            chain_flow_deployment_name(r.chain_id) if not no_serve else deployment.format(
+                chain_id=r.chain_id),
             r.chain_path,
             r.chain.work_dir if slots_root else None,
         )
@@ -138,8 +148,10 @@ def watch(
     console.print("slotrelay watch: stopped")
 
 
-def _watch_on_pool(routers: list, pool: str, own_slots_root: bool, window: float, url: str) -> None:
-    """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of them."""
+def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, window: float,
+                   url: str) -> None:
+    """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
+    them."""
     from deployments.pool import apply_on_pool, pool_chain_deployment
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
@@ -165,7 +177,7 @@ def _watch_on_pool(routers: list, pool: str, own_slots_root: bool, window: float
     console.print("slotrelay watch: stopped")
 
 
-def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -> None:
+def _stop_tree(process: subprocess.Popen[bytes], first: signal.Signals, grace: float) -> None:
     """Stop a child and all its descendants (found before signalling, as they may leave the group)."""
     import psutil
 
@@ -175,14 +187,10 @@ def _stop_tree(process: subprocess.Popen, first: signal.Signals, grace: float) -
     except psutil.NoSuchProcess:
         process.wait()
         return
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, first)
-    except ProcessLookupError:
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     # Whatever is still alive, including flow runs started in a session of their own, and their children.
     late = [p for p in tree if p.is_running()]
     for proc in list(late):
@@ -214,14 +222,19 @@ def _shown(database: str) -> str:
 
 @app.command("up")
 def up(
-    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example chain).")] = None,
-    host: Annotated[str, typer.Option(help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
+    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example "
+                                                             "chain).")] = None,
+    host: Annotated[str, typer.Option(
+        help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
-    home: Annotated[Path | None, typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
-    psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
+    home: Annotated[Path | None,
+                    typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
+    psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay "
+                                                   "psmr view`).")] = None,
     psmr_port: Annotated[int, typer.Option(help="Port of the PSMR view on 127.0.0.1.")] = 8766,
     database: Annotated[str | None, typer.Option(
-        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in --home).",
+        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
+             "--home).",
     )] = None,
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
@@ -244,8 +257,8 @@ def up(
                                  code="PORT_IN_USE")
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    watcher: subprocess.Popen | None = None
-    view: subprocess.Popen | None = None
+    watcher: subprocess.Popen[bytes] | None = None
+    view: subprocess.Popen[bytes] | None = None
     try:
         with console.status(f"starting the Prefect server on {host}:{port} ..."):
             server = start_server(host=host, port=port, home=home or DEFAULT_HOME, database=database)
@@ -257,10 +270,17 @@ def up(
                 # Its own group: the terminal's Ctrl-C reaches `up` only, which stops the child in order.
                 start_new_session=True,
             )
-            threading.Thread(target=lambda: (watcher.wait(), stop.set()), daemon=True).start()
+            started = watcher
+
+            def stop_when_watcher_ends() -> None:
+                started.wait()
+                stop.set()
+
+            threading.Thread(target=stop_when_watcher_ends, daemon=True).start()
             if psmr is not None:
                 view = subprocess.Popen(
-                    [sys.executable, "-m", "slotrelay.cli", "psmr", "view", str(psmr), "--port", str(psmr_port)],
+                    [sys.executable, "-m", "slotrelay.cli", "psmr", "view", str(psmr), "--port",
+                     str(psmr_port)],
                     stdin=subprocess.DEVNULL, start_new_session=True,
                 )
             console.print(Panel.fit(
@@ -282,7 +302,8 @@ def up(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
+    if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM,
+                                                          -signal.SIGKILL):
         # Bad input (2) or a missing environment (3) seen by the watcher is the same for `up`; else it failed.
         same = watcher.returncode in (ExitCode.BAD_INPUT, ExitCode.ENVIRONMENT_MISSING)
         raise SlotrelayError(f"the watcher ended with exit code {watcher.returncode}", code="WATCHER_FAILED",

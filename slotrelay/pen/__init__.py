@@ -23,7 +23,22 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from slotrelay.pen.api import *  # noqa: F403
+    from slotrelay.pen.api import (
+        AuditReport,
+        ModelSettings,
+        PenAction,
+        PenError,
+        PenOutcome,
+        PenOutput,
+        PenRequest,
+        ReviewOutcome,
+        Verdict,
+        decide,
+        parse_request,
+        review,
+        verify_audit,
+        write,
+    )
 
 # The same names as `api.__all__` (tests/test_public_api.py holds both to this list), spelled out here
 # so that reading them does not load the pen.

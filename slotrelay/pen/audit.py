@@ -208,7 +208,8 @@ class AuditLog:
             if record.get("hash") != _record_hash(record):
                 report.problems.append({"line": number, "problem": "record was changed (hash mismatch)"})
             expected_prev = str(record.get("hash"))
-            expected_seq = (record.get("seq") if isinstance(record.get("seq"), int) else expected_seq) + 1
+            seq = record.get("seq")
+            expected_seq = (seq if isinstance(seq, int) else expected_seq) + 1
         head_seq, head_hash = self._head()
         if head_seq != expected_seq - 1 or (head_seq and head_hash != expected_prev):
             report.problems.append(

@@ -101,7 +101,8 @@ def sandbox_rules(options: SandboxOptions) -> list[str]:
         )
     rules.append("Do not start processes (no subprocess, os.system, exec of other programs).")
     rules.append(
-        f"The program is killed after {options.timeout_ms} ms and may use at most {options.memory_mb} MB of memory."
+        f"The program is killed after {options.timeout_ms} ms and may use at most {options.memory_mb} MB of "
+        "memory."
     )
     if options.lang == "python":
         rules.append("Use the Python standard library only.")
@@ -412,7 +413,8 @@ def _check_python(code: str) -> str:
     if entry.name != "main":
         code = (
             code.rstrip()
-            + f"\n\n\n# The sandbox calls main(inputs): {entry.name} is the program's entry.\nmain = {entry.name}\n"
+            + f"\n\n\n# The sandbox calls main(inputs): {entry.name} is the program's entry.\nmain = "
+              f"{entry.name}\n"
         )
     return code
 

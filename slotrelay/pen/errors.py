@@ -4,8 +4,8 @@
      +-- PenError                       code MPP-E00n or PEN_*
           +-- IntentRejected            MPP-E001  empty, too little information, sensitive content
           +-- SandboxStartFailed        MPP-E002  no sandbox backend could start the code
-          +-- CodeGenerationFailed      MPP-E003  model unreachable, 5xx after retries, timeout, refusal, no code
-          +-- ExecutionTimedOut         MPP-E004  the sandbox killed the program at its deadline
+          +-- CodeGenerationFailed      MPP-E003  model unreachable, 5xx after retries, timeout, refusal, no
+          code +-- ExecutionTimedOut         MPP-E004  the sandbox killed the program at its deadline
           +-- PermissionViolation       MPP-E005  network, subprocess or file access the options forbid
           +-- ShareRejected             MPP-E006  the registry review rejected a shared tool
           +-- InvalidPenRequest         PEN_INVALID_REQUEST   a request, pen_id or option that is malformed

@@ -14,8 +14,7 @@ import re
 from dataclasses import dataclass
 from types import ModuleType
 
-from detect_secrets.core.scan import get_plugins
-from detect_secrets.settings import default_settings
+from detect_secrets.settings import default_settings, get_plugins
 from stdnum import iban, luhn
 from stdnum.br import cpf
 from stdnum.cn import ric

@@ -54,7 +54,8 @@ _NODE_BUILTINS = frozenset(
 def manifest_schema() -> dict[str, Any]:
     """The manifest's JSON Schema, as shipped in the package."""
     text = resources.files("slotrelay.pen").joinpath("manifest.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def validate_manifest(manifest: Any, *, source: str | None = None) -> None:

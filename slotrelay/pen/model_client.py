@@ -2,10 +2,10 @@
 
 Configuration is plain data (`ModelSettings`): the flow builds it from a Prefect Block, the CLI from
 the environment or `.env` (`SLOTRELAY_MODEL_BASE_URL` ending in /v1, `SLOTRELAY_MODEL_NAME`,
-`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`, `SLOTRELAY_MODEL_MAX_TOKENS`). Every failure of the endpoint is translated
-here, at one boundary, into `CodeGenerationFailed` (MPP-E003): connection refused, 429/5xx after
-urllib3's retries, a read timeout, a refusal, an empty or malformed reply. The servers' error bodies
-differ and all are read:
+`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`, `SLOTRELAY_MODEL_MAX_TOKENS`). Every failure of the
+endpoint is translated here, at one boundary, into `CodeGenerationFailed` (MPP-E003): connection refused,
+429/5xx after urllib3's retries, a read timeout, a refusal, an empty or malformed reply. The servers' error
+bodies differ and all are read:
 
     OpenAI, vLLM >= 0.6, llama.cpp  {"error": {"message": ..., "type": ..., "code": ...}}
     Ollama                          {"error": "model 'x' not found"}
@@ -70,7 +70,8 @@ class ModelSettings:
             The settings.
 
         Raises:
-            ModelNotConfigured: when the base URL or the model name is missing, or the timeout is not a number.
+            ModelNotConfigured: when the base URL or the model name is missing, or the timeout is not a
+            number.
         """
         values: dict[str, str | None] = {}
         if env_file is not None and Path(env_file).is_file():

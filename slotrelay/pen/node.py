@@ -2,10 +2,11 @@
 
 The node's input slot data becomes `upstream_inputs`; its output data is the pen's output object
 plus `decision`. `options` takes the request's `sandbox` and `persist_hint`, and `task_category`,
-`root` (relative to the chain's work dir, which is the default), `backend` and `error_map`. A pen error becomes
-`NodeError(error_type, message)` with the MPP code as the error type (so a chain declares
+`root` (relative to the chain's work dir, which is the default), `backend` and `error_map`. A pen error
+becomes `NodeError(error_type, message)` with the MPP code as the error type (so a chain declares
 `MPP-E004` with handling `retry`, for instance), or the type `error_map` names for it.
-The code model comes from the environment or `<root>/.env` (`SLOTRELAY_MODEL_*`), as for `slotrelay pen write`.
+The code model comes from the environment or `<root>/.env` (`SLOTRELAY_MODEL_*`), as for `slotrelay pen
+write`.
 """
 
 from __future__ import annotations

@@ -155,7 +155,8 @@ def check(
             continue
         try:
             result = sandbox.run(
-                code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend, settings=settings
+                code, lang=options.lang, limits=limits, inputs=example["input"], backend=backend,
+                settings=settings
             )
         except SandboxRequestError as exc:
             raise InvalidPenRequest(f"sandbox: {exc.message}") from exc

@@ -95,14 +95,15 @@ def check_index(log: AuditLog) -> list[dict[str, Any]]:
     problems = []
     for path in sorted((log.folder / "pen-states").glob("*.json")):
         pen_id = path.stem
+        entry: dict[str, Any] | None
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             entry = None
-        record = last.get(pen_id)
-        expected = (
-            {"state": record.get("to"), "seq": record.get("seq"), "hash": record.get("hash")}
-            if record
+        transition = last.get(pen_id)
+        expected: dict[str, Any] | None = (
+            {"state": transition.get("to"), "seq": transition.get("seq"), "hash": transition.get("hash")}
+            if transition
             else None
         )
         if entry != expected:

@@ -208,7 +208,7 @@ def _find_motifs(ws: Workspace, store: Store) -> list[dict[str, Any]]:
             }
         )
 
-    for artifact, entry in sorted(ws.files.items()):
+    for _artifact, entry in sorted(ws.files.items()):
         facts = store.get_facts(entry["key"]) or {}
         scopes: dict[str, list[str]] = {}
         for w in facts.get("withs") or []:

@@ -306,7 +306,7 @@ def build(
         warnings=warnings,
         updated=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    summary = {
+    summary: dict[str, Any] = {
         "workspace_id": ws_id,
         "root": str(root),
         "store": str(the_store.path),

@@ -9,6 +9,7 @@ never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,7 +162,7 @@ def remap_call(
     return call.with_changes(args=_with_commas(args))
 
 
-def _same(before: tuple[cst.Arg, ...] | list[cst.Arg], after: list[cst.Arg]) -> bool:
+def _same(before: Sequence[cst.Arg], after: list[cst.Arg]) -> bool:
     def shape(args: Any) -> list[tuple[str | None, str]]:
         return [
             (a.keyword.value if a.keyword else None, cst.Module(body=[]).code_for_node(a.value)) for a in args

@@ -100,7 +100,7 @@ def load(store: Store, ws: Workspace, delta_id: str) -> dict[str, Any]:
     """
     path = _path(store, ws.workspace_id, delta_id)
     try:
-        delta = json.loads(path.read_text(encoding="utf-8"))
+        delta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ObjectNotFound(
             f"no delta {delta_id} in workspace {ws.workspace_id}; delta.propose returns the delta_id to use"

@@ -237,7 +237,7 @@ class Planner:
         def new_body(d: Any) -> Any:
             body = list(statements)
             first = d.body.body[0] if d.body.body else None
-            if _is_docstring(first) and not _is_docstring(body[0]):
+            if first is not None and _is_docstring(first) and not _is_docstring(body[0]):
                 body.insert(0, first)
             return d.with_changes(body=d.body.with_changes(body=body))
 
@@ -273,7 +273,8 @@ class Planner:
             self.plan(artifact).rename_global(old_name, new_name)
         for caller, ev, record in self.call_sites(target):
             self.edits.append(
-                {"operation": i, "kind": "call_site", "file": record["artifact"], "line": record["span"]["line"],
+                {"operation": i, "kind": "call_site", "file": record["artifact"],
+                 "line": record["span"]["line"],
                  "caller": caller, "callee": target, "evidence_ref": ev, "status": "rewritten"}
             )  # fmt: skip
             self.plan(record["artifact"]).on_call(
@@ -356,7 +357,8 @@ class Planner:
             statements = list(cst.parse_module(source).body)
         except cst.ParserSyntaxError as exc:
             raise InvalidQuery(
-                f"{where}.source does not parse: {exc.message} at line {exc.raw_line}, column {exc.raw_column}"
+                f"{where}.source does not parse: {exc.message} at line {exc.raw_line}, column "
+                f"{exc.raw_column}"
             ) from exc
         names = [s.name.value for s in statements if isinstance(s, cst.FunctionDef | cst.ClassDef)]
         if not names:
@@ -425,7 +427,8 @@ class Planner:
         self.sites_removed.append([sid(caller), sid(callee)])
         self.sites_added.append([sid(caller), new_callee])
         self.edits.append(
-            {"operation": i, "kind": "call_site", "file": artifact, "line": position[0], "caller": sid(caller),
+            {"operation": i, "kind": "call_site", "file": artifact, "line": position[0],
+             "caller": sid(caller),
              "callee": new_callee, "evidence_ref": op["evidence_id"], "status": "moved"}
         )  # fmt: skip
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr import delta as deltas
+from slotrelay.psmr.errors import ObjectNotFound
 from slotrelay.psmr.projection import file_diff, is_test_module
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
@@ -71,7 +72,7 @@ def list_deltas(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     for path in sorted(p for p in folder.glob("dl_*.json") if RECORD_NAME.fullmatch(p.name)):
         try:
             rows.append(_row(ws, deltas.load(store, ws, path.stem)))
-        except deltas.ObjectNotFound:
+        except ObjectNotFound:
             warnings.append(f"{path} is not a readable {deltas.DELTA_SCHEMA} record; it is left out")
     rows.sort(key=lambda r: (r["proposed_at"], r["delta_id"]))
     return Answer(

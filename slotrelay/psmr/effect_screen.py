@@ -53,7 +53,7 @@ def effects(source: str) -> list[Effect]:
     for item in facts["imports"]:
         for target in (item["module"], f"{item['module']}.{item['name']}" if item["name"] else None):
             kind = classify(target) if target else None
-            if kind:
+            if kind and target:
                 found.add(Effect(kind, target, "import", *item["span"]))
                 break
     link = Linker({MODULE: facts}).run()

@@ -1,17 +1,17 @@
 """The fast pass: one Python file's source to its facts (definitions, bindings, calls, state access).
 
-Facts are file-local plain data (refs frozen to tuples), so the store caches them by content hash and a rebuild re-parses
-only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions become
-small symbolic references ("refs"), evaluated later, never guessed here:
+Facts are file-local plain data (refs frozen to tuples), so the store caches them by content hash and a
+rebuild re-parses only changed files; `slotrelay.psmr.link` resolves them across files afterwards. Expressions
+become small symbolic references ("refs"), evaluated later, never guessed here:
 
     ["name", scope, id(, which)] a name looked up from a scope (LEGB, class scopes skipped inside functions);
                                  `which`: the indexes of the scope's bindings of id that reach this use,
                                  when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
     ["call", ref, [args], {kw}]  the result of calling ref
-    ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an iteration
-    ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys, else None)
-    ["union", [refs]]            any of these (conditional expression, `or`)
+    ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an
+    iteration ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys,
+    else None) ["union", [refs]]            any of these (conditional expression, `or`)
     ["def", qualname]            a definition in this file (function, class, lambda)
     ["deco", [refs], ref]        a definition passed through decorators, innermost last
     ["imp", dotted] / ["from", module, name]   what an import binds
@@ -135,7 +135,8 @@ class FileExtractor(ast.NodeVisitor):
         return scope
 
     def bind(self, name: str, ref: Ref | None, scope: _Scope | None = None, *, adds: bool = False) -> None:
-        """Bind name to ref in the scope; `adds`: the binding adds to the value (`d[k] = f`), not replaces it."""
+        """Bind name to ref in the scope; `adds`: the binding adds to the value (`d[k] = f`), not replaces
+        it."""
         scope = scope or self.scope
         if ref is None:
             ref = ["unk", "opaque_value"]
@@ -207,9 +208,9 @@ class FileExtractor(ast.NodeVisitor):
                 refs = [r for r in map(self.ref, elts) if r is not None]
                 return ["coll", refs, [None] * len(refs)]
             case ast.Dict(keys=keys, values=values):
-                pairs = [(_constant_key(k), self.ref(v)) for k, v in zip(keys, values, strict=True)]
-                pairs = [(k, r) for k, r in pairs if r is not None]
-                return ["coll", [r for _, r in pairs], [k for k, _ in pairs]]
+                keyed = [(_constant_key(k), self.ref(v)) for k, v in zip(keys, values, strict=True)]
+                keyed = [(k, r) for k, r in keyed if r is not None]
+                return ["coll", [r for _, r in keyed], [k for k, _ in keyed]]
             case ast.Lambda():
                 return ["def", self._lambda_name(node)]
             case ast.IfExp(body=body, orelse=orelse):
@@ -462,7 +463,8 @@ class FileExtractor(ast.NodeVisitor):
     def visit_Try(self, node: ast.Try) -> None:
         self._nested(node)
 
-    visit_TryStar = visit_Try
+    def visit_TryStar(self, node: ast.TryStar) -> None:
+        self._nested(node)
 
     def visit_Match(self, node: ast.Match) -> None:
         self._nested(node)
@@ -533,7 +535,10 @@ class FileExtractor(ast.NodeVisitor):
                 and target.id == "__all__"
                 and isinstance(node.value, ast.List | ast.Tuple)
             ):
-                self.exports = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+                self.exports = [
+                    e.value for e in node.value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -568,6 +573,7 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
                 self._implicit("set", self.ref(target.value), target, attr)
                 class_q = self._self_class(owner)
+                assert class_q is not None  # the case's guard
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
                     value or ["unk", "opaque_value"]
                 )
@@ -808,7 +814,7 @@ class FileExtractor(ast.NodeVisitor):
             and isinstance(func.value, ast.Name)
             and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
         ):
-            values = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
+            values: list[Any] = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
             values = [v for v in values if v is not None]
             if func.attr == "extend" or func.attr == "update":
                 values = [["iter", v] for v in values] + values
@@ -845,7 +851,8 @@ def _none_test(test: ast.expr) -> tuple[str, bool] | None:
 
 
 def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
-    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and classes."""
+    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and
+    classes."""
     if not (isinstance(test, ast.Call) and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
         return None
     func = test.func
@@ -858,7 +865,8 @@ def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
 
 def _annotation_classes(note: ast.expr) -> list[ast.expr] | None:
     """The classes an annotation allows (`Cls`, `mod.Cls`, `Optional[..]`, `Union[..]`, `A | B`, strings of
-    those; None itself adds none), or None when it is anything else (generics, callables, aliases' subscripts)."""
+    those; None itself adds none), or None when it is anything else (generics, callables, aliases'
+    subscripts)."""
     match note:
         case ast.Constant(value=str(text)):
             try:

@@ -6,8 +6,8 @@ format string with the wrong arguments); an anomaly is suspicious but legal (unu
 name). An undefined name the code guards against (`try: ... except NameError`, or probed before use,
 see `guards`) is an anomaly labelled `guarded_name` with `guarded_by`, not a defect. Anomalies inside
 `if __name__ == "__main__":` blocks (demo code redefining names) are labelled `main_block` and listed
-after the module's own. Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn over
-thresholds. Per-file checker output is cached in the store by the file's content key.
+after the module's own. Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn
+over thresholds. Per-file checker output is cached in the store by the file's content key.
 """
 
 from __future__ import annotations

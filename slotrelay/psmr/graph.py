@@ -40,7 +40,7 @@ def stable_id(prefix: str, *parts: Any) -> str:
 class Assembly:
     """The graph with its evidence, unknown and conflict records."""
 
-    graph: nx.MultiDiGraph = field(default_factory=nx.MultiDiGraph)
+    graph: nx.MultiDiGraph[Any] = field(default_factory=nx.MultiDiGraph)  # as Workspace.graph
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
     conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -341,7 +341,7 @@ _IMPLICIT_ABOUT = {
 def _describe(ref: Any) -> str:
     match ref:
         case ["name", _, name, *_]:
-            return name
+            return str(name)
         case ["attr", base, name]:
             return f"{_describe(base)}.{name}"
         case ["call", callee, *_]:

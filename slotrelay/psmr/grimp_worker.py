@@ -27,7 +27,9 @@ def found_in_base(package: str, base: Path) -> bool:
     except (ImportError, ValueError):
         return False
     origin = spec.origin if spec else None
-    return bool(origin) and Path(origin).resolve().is_relative_to(base.resolve())
+    if not origin:
+        return False
+    return Path(origin).resolve().is_relative_to(base.resolve())
 
 
 def import_graph(request: dict[str, Any]) -> dict[str, Any]:

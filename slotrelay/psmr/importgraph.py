@@ -108,7 +108,7 @@ def _internal_target(item: dict[str, Any], facts: dict[str, Any]) -> str:
         for cut in range(len(parts), 0, -1):
             if ".".join(parts[:cut]) in facts:
                 return ".".join(parts[:cut])
-    return item["module"].split(".")[0]
+    return str(item["module"]).split(".")[0]
 
 
 def _remembered_grimp(

@@ -17,8 +17,8 @@ Values a ref can denote:
 Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
 the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
 fixpoint. A decorator, and a function that returns (part of) its argument, is evaluated in each
-call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee denotes nothing is an unknown with a reason,
-never a guessed edge.
+call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee
+denotes nothing is an unknown with a reason, never a guessed edge.
 
 Certainty: an edge is labelled by how its callee was found (lexical, import, self_mro, constructor,
 implicit), but only if it is also found with argument flow switched off (a second, strict linker);
@@ -214,7 +214,7 @@ class Linker:
         if kind == "vals":
             return set(ref[1])
         if kind == "guard":
-            return self.eval(ref[3])
+            return set(self.eval(ref[3]))
         if kind == "union":
             out = set()
             for part in ref[1]:
@@ -342,7 +342,7 @@ class Linker:
     def _mentions_param(self, ref: Any, func: str, depth: int) -> bool:
         if depth > 4 or not isinstance(ref, tuple) or not ref:
             return False
-        kind = ref[0]
+        kind: str = ref[0]
         if kind == "name":
             if self.binding_scope(ref) != func:
                 return False
@@ -688,10 +688,10 @@ class Linker:
             finally:
                 self.active.discard(key)
         if kind in ("attr", "sub", "iter") and env:
-            key = ref[2] if kind == "sub" and len(ref) > 2 else None
+            element_key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
             for value in self.eval_in(ref[1], env, depth):
-                out |= self.attribute(value, ref[2]) if kind == "attr" else self.elements(value, key)
+                out |= self.attribute(value, ref[2]) if kind == "attr" else self.elements(value, element_key)
             return out
         if kind == "coll" and env:
             # The elements as they are in this context, frozen into the container.
@@ -1070,7 +1070,7 @@ class Linker:
         """Why a callee denotes nothing: a reason code for the unknown."""
         kind = callee[0]
         if kind == "unk":
-            return callee[1]
+            return str(callee[1])
         if kind == "name":
             kinds = self.binding_kinds(callee)
             if not kinds:
@@ -1081,7 +1081,7 @@ class Linker:
                 return "variadic_parameter"
             if kinds == {"unk"}:
                 # Bound only to what the fast pass refused to model: say why (e.g. variadic_parameter).
-                return self.binding_refs(callee)[0][1]
+                return str(self.binding_refs(callee)[0][1])
             if kinds <= {"sub", "iter"}:
                 return "container_element"
             if kinds == {"call"}:

@@ -1,4 +1,5 @@
-"""Loopback addresses for the PSMR servers (the MCP HTTP transport and the view), which have no authentication.
+"""Loopback addresses for the PSMR servers (the MCP HTTP transport and the view), which have no
+authentication.
 
 Both bind a loopback address only, accept only the Host values a browser sends to it, and bind their
 socket before announcing the URL; the pieces they share live here.

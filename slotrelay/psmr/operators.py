@@ -491,7 +491,8 @@ OPERATIONS.update(
             _DELTA_REQUEST,
             {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
             output="the files written with their hashes and the audit record",
-            side_effects="writes source files under the granted roots; appends to .slotrelay/psmr-apply.jsonl",
+            side_effects=(
+                "writes source files under the granted roots; appends to .slotrelay/psmr-apply.jsonl"),
             determinism="effectful",
             required_capabilities=["source-write"],
             **_CHANGE,

@@ -78,7 +78,8 @@ def preview(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     for name in wanted:
         if name not in PROJECTIONS:
             raise UnsupportedProjection(
-                f"projections: {name!r} is not produced by projection.preview; it renders {', '.join(PROJECTIONS)} "
+                f"projections: {name!r} is not produced by projection.preview; it renders "
+                f"{', '.join(PROJECTIONS)} "
                 "(schema and documentation changes are not derived from a delta)"
             )
     feasibility(ws, delta, "projection.preview")
@@ -168,7 +169,8 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
         )
     if not (delta["validation"] or {}).get("ok"):
         raise ValidationFailed(
-            f"delta {delta['delta_id']} has not passed delta.validate (status {delta['status']}); validate it first",
+            f"delta {delta['delta_id']} has not passed delta.validate (status {delta['status']}); validate "
+            "it first",
             details={"delta_id": delta["delta_id"], "status": delta["status"]},
         )
     if delta["preview"] is None:

@@ -221,7 +221,7 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     `recorded` are the passes' disagreements recorded earlier, shown when they touch the slice.
     """
     anchor = request["anchor"]
-    depth = request.get("depth", 2)
+    depth: int = request.get("depth", 2)
     if depth > MAX_DEPTH:
         raise PolicyBlocked(
             f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph"

@@ -123,7 +123,9 @@ class _Rewriter(cst.CSTTransformer):
             updated = edit(updated)
         return updated
 
-    def _leave_def(self, original: cst.CSTNode, updated: cst.FunctionDef | cst.ClassDef) -> cst.CSTNode:
+    def _leave_def(
+        self, original: cst.CSTNode, updated: cst.FunctionDef | cst.ClassDef
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         position = self._start(original)
         for edit in self.plan.defs.get(position, []):
             self.done.add(("def", position))
@@ -133,10 +135,14 @@ class _Rewriter(cst.CSTTransformer):
             return cst.FlattenSentinel([updated, *_statements(self.added_after[position])])
         return updated
 
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.CSTNode:
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         return self._leave_def(original, updated)
 
-    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.CSTNode:
+    def leave_ClassDef(
+        self, original: cst.ClassDef, updated: cst.ClassDef
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         return self._leave_def(original, updated)
 
 
@@ -155,6 +161,8 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
         (assignment, old, new) for old, new in plan.globals.items() for assignment in module_scope[old]
     ]
     for scope in set(scopes.values()):
+        if scope is None:
+            continue
         for position, (old, new) in plan.local_imports.items():
             for assignment in scope[old] if scope is not module_scope and old in scope else []:
                 node = getattr(assignment, "node", None)
@@ -165,7 +173,7 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
             where = positions[access.node].start
             if isinstance(access.node, cst.Name):
                 plan.names.setdefault((where.line, where.column), new)
-            elif isinstance(access.node, cst.SimpleString):
+            elif isinstance(access.node, cst.SimpleString) and isinstance(access.node.evaluated_value, str):
                 rewriter.strings[(where.line, where.column)] = _renamed_annotation(
                     access.node.evaluated_value, old, new
                 )
@@ -203,7 +211,9 @@ class _RenameNames(cst.CSTTransformer):
 def _renamed_annotation(text: str, old: str, new: str) -> str:
     """A string annotation (`"List[Segment]"`) with the name renamed, edited on its own syntax tree."""
     expression = cst.parse_expression(text)
-    return cst.Module(body=[]).code_for_node(expression.visit(_RenameNames(old, new)))
+    renamed = expression.visit(_RenameNames(old, new))
+    assert isinstance(renamed, cst.BaseExpression)  # a renamer neither removes nor flattens
+    return cst.Module(body=[]).code_for_node(renamed)
 
 
 def _render_whole(text: str, plan: FilePlan) -> str:

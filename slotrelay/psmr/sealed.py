@@ -173,7 +173,8 @@ def pack_facts(facts: dict[str, Any]) -> bytes:
         TypeError, ValueError, OverflowError: the facts hold something MessagePack cannot (an
             integer past 64 bits, nesting deeper than its limit).
     """
-    return msgpack.packb(facts, default=_tuple_ext, strict_types=True)
+    packed: bytes = msgpack.packb(facts, default=_tuple_ext, strict_types=True)
+    return packed
 
 
 def unpack_facts(payload: bytes) -> Any:

@@ -8,9 +8,9 @@
     <store>/trees/<commit>/                    git worktrees of analysed revisions
 
 A store found inside an analysed tree is untrusted input: a repository can ship one. So every record
-is data only (JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with this user's key
-(`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format version. A
-record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
+is data only (JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with
+this user's key (`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format
+version. A record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
 from the file, a graph or manifest makes the build start over. Reads never follow a symlink inside
 the store or open anything but a regular file, and writes go through a fresh temporary file that is
 flushed and renamed, so a crash never leaves a half-written manifest or graph. The graph record's
@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import msgpack
 import networkx as nx
@@ -57,7 +57,9 @@ class Workspace:
     commit: str | None
     version: str
     files: dict[str, dict[str, Any]]
-    graph: nx.MultiDiGraph
+    # node ids are str; [Any] because typeshed's NodeDataView, given to list() or sorted(), yields node ids
+    # where it yields (id, data) pairs
+    graph: nx.MultiDiGraph[Any]
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
     conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -331,7 +333,7 @@ def _json(payload: bytes) -> Any:
         return None
 
 
-def _is_manifest(manifest: Any, workspace_id: str) -> bool:
+def _is_manifest(manifest: Any, workspace_id: str) -> TypeGuard[dict[str, Any]]:
     return (
         isinstance(manifest, dict)
         and manifest.get("schema") == MANIFEST_SCHEMA
@@ -402,7 +404,7 @@ def _workspace(document: Any, manifest: dict[str, Any]) -> Workspace | None:
         for item in edges
     ):
         return None
-    graph = nx.MultiDiGraph()
+    graph: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
     graph.add_nodes_from(nodes)
     graph.add_edges_from(edges)
     return Workspace(

@@ -200,13 +200,15 @@ def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> d
             if reached < expected:
                 problems.append(
                     {"scope": after, "callee": now, "count": expected - reached,
-                     "problem": f"{expected - reached} call site(s) no longer reach {qname(now)} (shadowed or unresolved)"}
+                     "problem": f"{expected - reached} call site(s) no longer reach {qname(now)} (shadowed "
+                                "or unresolved)"}
                 )  # fmt: skip
     for (scope, reason, detail), count in sorted(fresh.items()):
         last = detail.removesuffix("()").rsplit(".", 1)[-1]
         if last in gone_names:
+            problem = f"a call still names {last}, which the delta removes or renames"
             problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
-                             "problem": f"a call still names {last}, which the delta removes or renames"})  # fmt: skip
+                             "problem": problem})
         elif reason in IMPORT_REASONS:
             problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
                              "problem": "a new unresolved name or import"})  # fmt: skip

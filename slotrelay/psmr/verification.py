@@ -65,7 +65,8 @@ def _applied(
 def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) -> Side:
     def read(artifact: str) -> str | None:
         if artifact in delta["files"]:
-            return delta["files"][artifact]["original"]
+            original: str | None = delta["files"][artifact]["original"]
+            return original
         try:
             return (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -199,7 +200,7 @@ def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
 
 
 def _cycles(pairs: list[tuple[str, str]]) -> set[frozenset[str]]:
-    graph = nx.DiGraph(pairs)
+    graph: nx.DiGraph[str] = nx.DiGraph(pairs)
     return {frozenset(c) for c in nx.strongly_connected_components(graph) if len(c) > 1}
 
 

@@ -38,6 +38,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from slotrelay.chain.errors import TIMEOUT, NodeError
 from slotrelay.chain.executors import fresh_output
@@ -78,7 +79,8 @@ class ChainRouter:
         chain: an already loaded chain (skips loading `chain_path` again).
     """
 
-    def __init__(self, chain_path: Path, *, slots_root: Path | None = None, chain: Chain | None = None) -> None:
+    def __init__(self, chain_path: Path, *, slots_root: Path | None = None,
+                 chain: Chain | None = None) -> None:
         self.chain_path = Path(chain_path).resolve()
         self.chain = chain if chain is not None else load_chain(self.chain_path, slots_root=slots_root)
         self.chain_id = self.chain.chain_id
@@ -112,7 +114,7 @@ class ChainRouter:
         """Whether a node runs inside a flow run (anything but an external node)."""
         return node_id not in self._external
 
-    def _read_output(self, node_id: str) -> tuple[dict, str] | None:
+    def _read_output(self, node_id: str) -> tuple[dict[str, Any], str] | None:
         """The output slot's document and the hash of the very bytes it was parsed from.
 
         Read once, so the hash always belongs to the content routed; a missing or half-written file
@@ -138,7 +140,8 @@ class ChainRouter:
             return []
 
     def _refusal_digest(self, node_id: str, bad: SlotInvalid) -> str:
-        """What identifies a refused slot: the refusal and the file's write time (its bytes may be unreadable).
+        """What identifies a refused slot: the refusal and the file's write time (its bytes may be
+        unreadable).
 
         A second refusal of the same kind, of a slot written again, is a new content: handed over again.
         """
@@ -154,14 +157,18 @@ class ChainRouter:
         if self.ledger.has_routed(self.chain_id, route_id, digest):
             return []
         in_path = input_slot_path(self.chain, node_id)
-        entry = new_routed_entry(chain_id=self.chain_id, route_id=route_id, source_hash=digest, from_node=node_id,
-                                 to_node=node_id, input_slot=str(in_path or output_slot_path(self.chain, node_id)))
+        entry = new_routed_entry(chain_id=self.chain_id, route_id=route_id, source_hash=digest,
+                                 from_node=node_id,
+                                 to_node=node_id,
+                                 input_slot=str(in_path or output_slot_path(self.chain, node_id)))
         self.ledger.record_routed([entry])
-        self._note(logging.WARNING, "chain %s: %s handed to the engine's rules (%s)", self.chain_id, node_id, reason)
+        self._note(logging.WARNING, "chain %s: %s handed to the engine's rules (%s)", self.chain_id, node_id,
+                   reason)
         return [entry]
 
     def _asked_again(self, node_id: str) -> bool:
-        """Whether a run asked this node's agent again (a retry): that run waits for the answer and takes it."""
+        """Whether a run asked this node's agent again (a retry): that run waits for the answer and takes
+        it."""
         in_path = input_slot_path(self.chain, node_id)
         document = read_slot(in_path) if in_path is not None else None
         attempt = document.get("attempt") if document else None
@@ -205,7 +212,8 @@ class ChainRouter:
             due = self.overdue_at(node_id)
             if due is None or due > time.time():
                 return []
-            found = read_slot_bytes(input_slot_path(self.chain, node_id))
+            in_path = input_slot_path(self.chain, node_id)
+            found = read_slot_bytes(in_path) if in_path is not None else None
             if found is None:
                 return []
             return self._hand_over(node_id, content_hash(found[0]),
@@ -224,9 +232,11 @@ class ChainRouter:
             try:
                 found = self._read_output(node_id)
             except SlotInvalid as bad:
-                self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id, node_id,
+                self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id,
+                           node_id,
                            bad.code, bad.message)
-                return self._hand_over(node_id, self._refusal_digest(node_id, bad), f"{bad.code}: {bad.message}")
+                return self._hand_over(node_id, self._refusal_digest(node_id, bad),
+                                       f"{bad.code}: {bad.message}")
             if found is None or self._asked_again(node_id):
                 return []
             document, digest = found
@@ -235,7 +245,8 @@ class ChainRouter:
             problems = post_check_problems(self.chain, node_id, document)
             if document.get("status") == "failed" or problems:
                 why = "; ".join(problems) or f"the agent reported failure: {document.get('error')}"
-                self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id, why)
+                self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id,
+                           why)
                 return self._hand_over(node_id, digest, why)
             if not self.ledger.has_babel(self.chain_id, node_id, digest):
                 append_agent_babel(self.chain, node_id, document)
@@ -259,7 +270,7 @@ class ChainRouter:
                            entry.input_slot)
             return [e for e in fired if self.needs_run(e)]
 
-    def _decide(self, node_id: str, document: dict) -> tuple[list[RouteDecision], dict]:
+    def _decide(self, node_id: str, document: dict[str, Any]) -> tuple[list[RouteDecision], dict[str, Any]]:
         """The routes of a finished slot, and the data its targets get: the same rules as inside a run.
 
         A skipped slot leads on as in a run (`routing.evaluate_routes_from_skip`): its targets get the

@@ -69,7 +69,8 @@ class SlotSensor:
         window_seconds: the coalescing window for runs.
     """
 
-    def __init__(self, routers: Iterable[ChainRouter], start_run: StartRun, *, window_seconds: float = 0.1) -> None:
+    def __init__(self, routers: Iterable[ChainRouter], start_run: StartRun, *,
+                 window_seconds: float = 0.1) -> None:
         self.routers = list(routers)
         self.coalescer = RunCoalescer(start_run, window_seconds=window_seconds)
         self._by_path: dict[Path, list[tuple[ChainRouter, str]]] = {}

@@ -41,7 +41,7 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-_opened: dict[tuple, Backend] = {}
+_opened: dict[tuple[object, ...], Backend] = {}
 _images_seen: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
@@ -102,7 +102,8 @@ def _usable_for(backend: Backend, lang: str) -> str | None:
     return "bwrap: " + "; ".join(found) if found else None
 
 
-def get_backend(name: str | None = None, *, lang: str = "python", settings: SandboxSettings | None = None) -> Backend:
+def get_backend(name: str | None = None, *, lang: str = "python",
+                settings: SandboxSettings | None = None) -> Backend:
     """The backend to run `lang` with: `name`, else `SLOTRELAY_SANDBOX_BACKEND`, else the first usable.
 
     Parameters:
@@ -124,7 +125,8 @@ def get_backend(name: str | None = None, *, lang: str = "python", settings: Sand
     if settings.endpoint is not None:
         if name not in (None, "docker"):
             raise SandboxRequestError(
-                f"backend: {name!r} cannot run on the daemon the sandbox policy names ({settings.endpoint.url})"
+                f"backend: {name!r} cannot run on the daemon the sandbox policy names "
+                f"({settings.endpoint.url})"
             )
         # The policy chose the daemon: falling back to bwrap would run the code somewhere else.
         name = "docker"
@@ -167,7 +169,8 @@ def _docker_report() -> BackendReport:
         if not is_local(client):
             report.notes.append("the daemon is remote: allow_paths and network allow-lists need a local one")
         report.notes.append(
-            f"daemon {info.get('ServerVersion')} at {os.environ.get('DOCKER_HOST', 'the local socket')}, storage {info.get('Driver')}, "
+            f"daemon {info.get('ServerVersion')} at {os.environ.get('DOCKER_HOST', 'the local socket')}, "
+            f"storage {info.get('Driver')}, "
             f"cgroup v{info.get('CgroupVersion', '1')}"
         )
         if info.get("Driver") == "vfs":

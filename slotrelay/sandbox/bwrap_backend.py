@@ -24,15 +24,16 @@ import subprocess
 import tempfile
 import threading
 import time
+from io import BufferedReader
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from slotrelay.sandbox import seccomp
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
 from slotrelay.sandbox.errors import SandboxUnavailable
 from slotrelay.sandbox.images import RUNTIME_DIR
 from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
-from slotrelay.sandbox.policy import admit_paths
+from slotrelay.sandbox.policy import ReadOnlyMount, admit_paths
 from slotrelay.sandbox.protocol import CappedCapture, decode_output, encode_request, new_marker
 
 NOBODY = 65534
@@ -101,7 +102,7 @@ class BwrapBackend:
         self,
         lang: str,
         limits: SandboxLimits,
-        mounts: list,
+        mounts: list[ReadOnlyMount],
         egress_dir: str | None,
         filter_fd: int,
         ready_fd: int,
@@ -163,7 +164,16 @@ class BwrapBackend:
             if egress_dir:
                 shutil.rmtree(egress_dir, ignore_errors=True)
 
-    def _run_process(self, lang, limits, mounts, egress_dir, request, marker, proxy) -> ExecutionResult:
+    def _run_process(
+        self,
+        lang: str,
+        limits: SandboxLimits,
+        mounts: list[ReadOnlyMount],
+        egress_dir: str | None,
+        request: bytes,
+        marker: str,
+        proxy: EgressProxy | None,
+    ) -> ExecutionResult:
         filter_read, filter_write = os.pipe()
         os.write(filter_write, self._filter)
         os.close(filter_write)
@@ -195,7 +205,10 @@ class BwrapBackend:
             os.close(ready_write)
         stdout = CappedCapture(limits.stdout_max_bytes)
         stderr = CappedCapture(limits.stderr_max_bytes)
-        readers = [_drain(process.stdout, stdout), _drain(process.stderr, stderr)]
+        # Popen was given stdin, stdout and stderr = PIPE, buffered: its pipes are BufferedReaders
+        assert process.stdin is not None
+        readers = [_drain(cast(BufferedReader, process.stdout), stdout),
+                   _drain(cast(BufferedReader, process.stderr), stderr)]
         _feed(process.stdin, request)
         # The deadline is on the process, not on its output: a program may close both streams.
         try:
@@ -246,7 +259,7 @@ def _read_available(fd: int) -> bytes:
         return b""
 
 
-def _drain(pipe: IO[bytes], capture: CappedCapture) -> threading.Thread:
+def _drain(pipe: BufferedReader, capture: CappedCapture) -> threading.Thread:
     # Read to the end even past the cap: a reader that stops would block the program, not end it.
     def drain() -> None:
         with pipe:

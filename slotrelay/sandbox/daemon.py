@@ -10,6 +10,7 @@ builder, `doctor` and the chain's preflight all call `docker_client`, so they al
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -51,7 +52,8 @@ class DaemonEndpoint:
         scheme = self.url.partition("://")[0]
         if scheme not in ("unix", "tcp"):
             raise SandboxRequestError(f"daemon_url: {self.url!r} must start with unix:// or tcp://")
-        tls = {"tls_ca_cert": self.ca_cert, "tls_client_cert": self.client_cert, "tls_client_key": self.client_key}
+        tls = {"tls_ca_cert": self.ca_cert, "tls_client_cert": self.client_cert,
+               "tls_client_key": self.client_key}
         if scheme == "tcp":
             missing = [name for name, value in tls.items() if not value]
             if missing:
@@ -71,18 +73,22 @@ def describe(endpoint: DaemonEndpoint | None) -> str:
     return os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
 
 
-def _endpoint_params(endpoint: DaemonEndpoint) -> dict:
+def _endpoint_params(endpoint: DaemonEndpoint) -> dict[str, Any]:
     import docker.tls
 
-    tls = False
+    tls: docker.tls.TLSConfig | bool = False
     if endpoint.url.startswith("tcp://"):
+        # __post_init__ made sure a tcp:// endpoint has all three files
+        assert endpoint.client_cert is not None and endpoint.client_key is not None
         tls = docker.tls.TLSConfig(
-            client_cert=(endpoint.client_cert, endpoint.client_key), ca_cert=endpoint.ca_cert, verify=endpoint.ca_cert
+            client_cert=(endpoint.client_cert, endpoint.client_key), ca_cert=endpoint.ca_cert,
+            verify=endpoint.ca_cert
         )
     return {"base_url": endpoint.url, "tls": tls}
 
 
-def docker_client(endpoint: DaemonEndpoint | None = None, *, timeout: int = DEFAULT_TIMEOUT_S) -> docker.DockerClient:
+def docker_client(endpoint: DaemonEndpoint | None = None, *,
+                  timeout: int = DEFAULT_TIMEOUT_S) -> docker.DockerClient:
     """A connected client of the daemon `endpoint` names, else of the environment's daemon.
 
     Parameters:
@@ -126,10 +132,8 @@ def close_attach(stream: Any) -> None:
     if not hasattr(raw, "shutdown"):
         return  # a closed SocketIO has let go of its socket: this stream was ended already
     response = getattr(raw, "_response", None)
-    try:
+    with contextlib.suppress(OSError):  # the daemon already closed it
         raw.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # the daemon already closed it
     stream.close()
     raw.close()
     if response is not None:

@@ -215,7 +215,7 @@ class DockerBackend:
         return self._entrypoints[image]
 
     def _create(self, shape: ContainerShape) -> PooledContainer:
-        from docker.types import Mount, Ulimit
+        from docker.types import LogConfig, Mount, Ulimit
 
         api = self._worker_client.api
         mounts = [Mount(m.target, m.source, type="bind", read_only=True) for m in shape.mounts]
@@ -253,7 +253,7 @@ class DockerBackend:
             ],
             ipc_mode="none",
             init=True,
-            log_config={"type": "none"},
+            log_config=LogConfig(type="none"),
         )
         created = api.create_container(
             shape.image,
@@ -372,7 +372,8 @@ class DockerBackend:
         reader = threading.Thread(target=drain, name="sandbox-reader", daemon=True)
         waiter = threading.Thread(target=wait, name="sandbox-waiter", daemon=True)
         reader.start()
-        # The wall-clock limit counts from the delivery: the time the container sat in the pool is not the program's.
+        # The wall-clock limit counts from the delivery: the time the container sat in the pool is not the
+        # program's.
         started = time.monotonic()
         threading.Thread(target=feed, name="sandbox-writer", daemon=True).start()
         # The deadline is on the container, not on its output: a program may close both streams.

@@ -11,6 +11,7 @@ inside the sandbox can use DNS to leak data.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -61,8 +62,8 @@ def request_target(head: bytes) -> tuple[str, str, int, bytes] | None:
     except ValueError:
         return None
     if method == "CONNECT":
-        host, _, port = target.rpartition(":")
-        return (method, host.strip("[]"), int(port), b"") if _valid_port(port) else None
+        host, _, port_text = target.rpartition(":")
+        return (method, host.strip("[]"), int(port_text), b"") if _valid_port(port_text) else None
     if target.startswith("http://"):
         url = urlsplit(target)
         try:
@@ -75,10 +76,10 @@ def request_target(head: bytes) -> tuple[str, str, int, bytes] | None:
     for line in lines[1:]:
         name, _, value = line.decode("latin-1").partition(":")
         if name.strip().lower() == "host":
-            host, _, port = value.strip().rpartition(":")
+            host, _, port_text = value.strip().rpartition(":")
             if not host:
-                host, port = value.strip(), "80"
-            return (method, host.strip("[]"), int(port), head) if _valid_port(port) else None
+                host, port_text = value.strip(), "80"
+            return (method, host.strip("[]"), int(port_text), head) if _valid_port(port_text) else None
     return None
 
 
@@ -89,10 +90,8 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
     except OSError:
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             target.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
 class EgressProxy:
@@ -128,10 +127,8 @@ class EgressProxy:
         """Close the listener and every open connection."""
         if self._listener is not None:
             # shutdown wakes the accept() blocked in the other thread; close alone does not.
-            try:
+            with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             self._listener.close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -161,10 +158,8 @@ class EgressProxy:
             self._refused.append(Violation(kind="network", detail=f"egress refused: {what}"))
         body = f"slotrelay egress: {what} is not on the allow-list\n".encode()
         head = f"HTTP/1.1 403 Forbidden\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        try:
+        with contextlib.suppress(OSError):
             client.sendall(head.encode() + body)
-        except OSError:
-            pass
         client.close()
 
     def _handle(self, client: socket.socket) -> None:

@@ -24,6 +24,7 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slotrelay.sandbox.docker_errors import docker_errors
 from slotrelay.sandbox.errors import (
@@ -33,6 +34,9 @@ from slotrelay.sandbox.errors import (
     SandboxUnavailable,
 )
 from slotrelay.sandbox.limits import LANGUAGES
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 REPOSITORY = "slotrelay-sandbox"
 HASH_LABEL = "org.slotrelay.sandbox.hash"
@@ -113,7 +117,7 @@ class BuildStep:
     action: str
 
 
-def has_image(client, tag: str) -> bool:
+def has_image(client: DockerClient, tag: str) -> bool:
     """Whether the daemon behind `client` has an image tagged `tag`."""
     try:
         with docker_errors(f"could not look up image {tag}"):
@@ -123,7 +127,7 @@ def has_image(client, tag: str) -> bool:
     return True
 
 
-def _build_base(client, *, force: bool, say: Callable[[str], None]) -> BuildStep:
+def _build_base(client: DockerClient, *, force: bool, say: Callable[[str], None]) -> BuildStep:
     tag = base_tag()
     if not force and has_image(client, tag):
         return BuildStep(tag, "current")
@@ -175,7 +179,7 @@ def _context(lang: str) -> io.BytesIO:
     return buffer
 
 
-def _build_language(client, lang: str, *, force: bool, say: Callable[[str], None]) -> BuildStep:
+def _build_language(client: DockerClient, lang: str, *, force: bool, say: Callable[[str], None]) -> BuildStep:
     tag = image_tag(lang)
     if not force and has_image(client, tag):
         return BuildStep(tag, "current")
@@ -195,7 +199,8 @@ def _build_language(client, lang: str, *, force: bool, say: Callable[[str], None
 
 
 def build_images(
-    client, *, langs: tuple[str, ...] = LANGUAGES, force: bool = False, say: Callable[[str], None] = print
+    client: DockerClient, *, langs: tuple[str, ...] = LANGUAGES, force: bool = False,
+    say: Callable[[str], None] = print
 ) -> list[BuildStep]:
     """Make sure the base and each language image matching this checkout exist in the daemon.
 
@@ -218,7 +223,7 @@ def build_images(
     return steps + _remove_stale(client, keep={base_tag(), *(image_tag(lang) for lang in LANGUAGES)})
 
 
-def _remove_stale(client, *, keep: set[str]) -> list[BuildStep]:
+def _remove_stale(client: DockerClient, *, keep: set[str]) -> list[BuildStep]:
     """Untag sandbox images an older checkout built; one a container still uses stays."""
     removed = []
     for image in client.images.list(filters={"label": HASH_LABEL}):
@@ -233,6 +238,6 @@ def _remove_stale(client, *, keep: set[str]) -> list[BuildStep]:
     return removed
 
 
-def missing_images(client, langs: tuple[str, ...] = LANGUAGES) -> list[str]:
+def missing_images(client: DockerClient, langs: tuple[str, ...] = LANGUAGES) -> list[str]:
     """The language images this checkout needs that the daemon lacks."""
     return [image_tag(lang) for lang in langs if not has_image(client, image_tag(lang))]

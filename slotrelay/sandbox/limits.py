@@ -117,7 +117,7 @@ def validation_problem(error: ValidationError) -> str:
     return f"{where}: {message}"
 
 
-def _nested(model: type[BaseModel], value: dict, field: str) -> BaseModel:
+def _nested(model: type[BaseModel], value: dict[str, Any], field: str) -> BaseModel:
     """Validate a union's object branch, reporting its own first error rather than the union's."""
     try:
         return model.model_validate(value)

@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ class ContainerPool(Generic[Shape, Item]):
         self._max_shapes = max_shapes
         self._ready: OrderedDict[Shape, deque[Item]] = OrderedDict()
         self._lock = threading.Lock()
-        self._tasks: queue.Queue[tuple[str, object] | None] = queue.Queue()
+        self._tasks: queue.Queue[tuple[Literal["fill"], Shape] | tuple[Literal["remove"], Item] | None] = (
+            queue.Queue())
         self._seen: set[str] = set()
         self._closed = False
         self.stats = PoolStats()
@@ -213,11 +214,10 @@ class ContainerPool(Generic[Shape, Item]):
             task = self._tasks.get()
             if task is None:
                 break
-            action, payload = task
-            if action == "remove":
-                self._safe_remove(payload)
+            if task[0] == "remove":
+                self._safe_remove(task[1])
             else:
-                self._fill(payload)
+                self._fill(task[1])
         # Removals queued before close still happen; fills are moot.
         while True:
             try:

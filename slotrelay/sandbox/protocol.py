@@ -4,8 +4,9 @@ In: the runner reads all of stdin as `{"lang", "code", "inputs", "marker"}`; cod
 rather than as an argument because arguments fail above 128 KiB.
 Out: the program's stdout and stderr pass through untouched; after the program ends the runner
 writes `"\\n" + marker + json(result) + "\\n"` on stdout. The host strips that trailer (wherever it
-lands: a background child may still print after it), so stdout is exactly what the program printed. The marker is a fresh random token per run; a program that
-forges it only changes its own result, which it controls anyway.
+lands: a background child may still print after it), so stdout is exactly what the program printed. The marker
+is a fresh random token per run; a program that forges it only changes its own result, which it controls
+anyway.
 
 Output is capped while it streams: `CappedCapture` keeps the first `limit` bytes, counts and
 discards the rest (the reader must keep draining, or killing the sandbox hangs), and keeps a

@@ -51,9 +51,11 @@ class SandboxSettings:
                     allowed.startswith("*.") and name.endswith(allowed[1:]) for allowed in self.egress_allow
                 )
             else:
-                covered = all(host_allowed(name, p, self.egress_allow) for p in ({int(port)} if port else {80, 443}))
+                covered = all(
+                    host_allowed(name, p, self.egress_allow) for p in ({int(port)} if port else {80, 443}))
             if not covered:
                 refused.append(
-                    Violation(kind="network", detail=f"network.allow: {entry} is outside the operator's egress allow-list")
+                    Violation(kind="network",
+                              detail=f"network.allow: {entry} is outside the operator's egress allow-list")
                 )
         return refused

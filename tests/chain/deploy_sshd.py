@@ -54,9 +54,11 @@ class Sshd:
         """Give a file or folder to the server's user (a no-op when the tests are that user)."""
         _own(path, self.user)
 
-    def env(self, prefix: str, path: Path, *, url: str | None = None, key: Path | None = None) -> dict[str, str]:
+    def env(self, prefix: str, path: Path, *, url: str | None = None,
+            key: Path | None = None) -> dict[str, str]:
         """The environment variables that name this server as a deploy target's remote."""
-        values = {f"{prefix}_HOST": "127.0.0.1", f"{prefix}_PORT": str(self.port), f"{prefix}_USER": self.user,
+        values = {f"{prefix}_HOST": "127.0.0.1", f"{prefix}_PORT": str(self.port),
+                  f"{prefix}_USER": self.user,
                   f"{prefix}_KEY": str(key or self.key), f"{prefix}_KNOWN_HOSTS": str(self.known_hosts),
                   f"{prefix}_PATH": str(path)}
         if url:
@@ -106,7 +108,8 @@ def _start(root: Path, user: str) -> tuple[subprocess.Popen[bytes], int]:
     for _ in range(3):
         port = _free_port()
         (root / "sshd_config").write_text(
-            f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {root / 'host_key'}\nPidFile {root / 'sshd.pid'}\n"
+            f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {root / 'host_key'}\nPidFile "
+            f"{root / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nUsePAM no\nStrictModes no\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nSubsystem sftp internal-sftp\n"
         )
@@ -147,7 +150,8 @@ def running_sshd() -> Iterator[Sshd]:
         # known_hosts names a non-default port as [host]:port.
         (root / "known_hosts").write_bytes(f"[127.0.0.1]:{port} ".encode() + host_key.export_public_key())
         try:
-            yield Sshd(port=port, user=user, root=root, key=root / "client_key", known_hosts=root / "known_hosts",
+            yield Sshd(port=port, user=user, root=root, key=root / "client_key",
+                       known_hosts=root / "known_hosts",
                        log=root / "sshd.log")
         finally:
             _stop(server)

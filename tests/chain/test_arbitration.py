@@ -76,7 +76,8 @@ def wait_paused(folder: Path, run: subprocess.Popen, timeout: float = 120) -> Pa
 
 
 def decide(alert: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SLOTRELAY, "decide", str(alert), *args], check=False, capture_output=True, text=True,
+    return subprocess.run([SLOTRELAY, "decide", str(alert), *args], check=False, capture_output=True,
+                          text=True,
                           timeout=120, env={**os.environ})
 
 
@@ -96,10 +97,12 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     alerts = {name: wait_paused(path.parent, run) for name, (path, run) in runs.items()}
     for name, alert_path in alerts.items():
         alert = read_alert(alert_path)
-        assert (alert.error_type, alert.handling, alert.message) == ("unknown", "arbitrate", "RuntimeError: disk on fire")
+        assert (alert.error_type, alert.handling, alert.message) == ("unknown", "arbitrate",
+                                                                     "RuntimeError: disk on fire")
         assert set(alert.decisions) == {"continue", "retry", "terminate", "reload"}
         # The side branch did not wait for the paused node.
-        assert json.loads((runs[name][0].parent / "slots" / "side-2_output.json").read_text())["status"] == "completed"
+        assert json.loads(
+            (runs[name][0].parent / "slots" / "side-2_output.json").read_text())["status"] == "completed"
 
     (runs["retry"][0].parent / "fixed").write_text("")
     runs["reload"][0].write_text(json.dumps(chain(callable_="steps:fine")))
@@ -113,7 +116,7 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     assert [d.decision for d in read_alert(again).previous_decisions] == ["reload"]
     assert decide(again, "terminate").returncode == 0
     summaries = {}
-    for name, (path, run) in runs.items():
+    for name, (_path, run) in runs.items():
         out, _ = run.communicate(timeout=120)
         summaries[name] = (run.returncode, json.loads(out))
 
@@ -137,7 +140,8 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     recorded = read_alert(alerts["continue"])
     assert recorded.status == "decided" and recorded.decision.decision == "continue"
     assert recorded.decision.data == {"by": "hand"}
-    assert recorded.decision.comment == "looked fine" and recorded.decision.via == "cli" and recorded.decision.decided_by
+    assert recorded.decision.comment == "looked fine" and recorded.decision.via == "cli"
+    assert recorded.decision.decided_by
 
     again = decide(alerts["retry"], "retry")
     assert again.returncode == 2 and "already decided" in again.stderr
@@ -180,13 +184,15 @@ def test_the_form_offers_data_as_json_text_and_the_flow_gets_an_object() -> None
         validate(taken, schema, raise_on_error=True)
     assert form(decision="retry", data=None).data is None
     assert form(decision="retry", via="cli").via == "cli" and form(decision="retry").via == "ui"
-    for refused_input in [{"decision": "retry", "via": "browser"}, {"decision": "retry", "data": {"by": "hand"}},
+    for refused_input in [{"decision": "retry", "via": "browser"},
+                          {"decision": "retry", "data": {"by": "hand"}},
                           {"decision": "retry", "who": "ada"}]:
         with pytest.raises(SchemaError):
             validate(refused_input, schema, raise_on_error=True)
 
 
-def test_a_pause_with_no_decision_fails_the_run_and_keeps_the_alert(prefect_server: str, tmp_path: Path) -> None:
+def test_a_pause_with_no_decision_fails_the_run_and_keeps_the_alert(prefect_server: str,
+                                                                    tmp_path: Path) -> None:
     from flows.chain import read_summary, run_chain
     from slotrelay.chain import load_chain
 
@@ -200,7 +206,8 @@ def test_a_pause_with_no_decision_fails_the_run_and_keeps_the_alert(prefect_serv
     assert alert.status == "timed_out" and alert.decision is None
 
 
-def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_server: str, tmp_path: Path) -> None:
+def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_server: str,
+                                                                    tmp_path: Path) -> None:
     """`on_escalation: alert`: the run goes on without the node, then asks a person before it ends."""
     folder = tmp_path / "escalation"
     folder.mkdir()
@@ -210,7 +217,8 @@ def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_serv
                                 "escalate_after": "max_retries_exceeded", "on_escalation": "alert"}]
     path = folder / "node_chain.json"
     path.write_text(json.dumps(document))
-    run = subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    run = subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE,
                            text=True, env={**os.environ})
     alert_path = wait_paused(folder, run)
     alert = read_alert(alert_path)
@@ -221,5 +229,6 @@ def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_serv
     out, _ = run.communicate(timeout=120)
     summary = json.loads(out)
     assert run.returncode == 0 and summary["state"] == "COMPLETED"
-    assert summary["nodes"]["flaky"]["state"] == "Completed" and summary["nodes"]["after"]["state"] == "Completed"
+    assert summary["nodes"]["flaky"]["state"] == "Completed"
+    assert summary["nodes"]["after"]["state"] == "Completed"
     assert read_alert(alert_path).decision.decision == "continue"

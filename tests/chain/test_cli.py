@@ -55,7 +55,8 @@ def test_run_refuses_bad_input_and_a_missing_environment_before_any_flow(tmp_pat
     monkeypatch.delenv("SLOTRELAY_TEST_SECRET", raising=False)
     chain = tmp_path / "c.json"
     chain.write_text(json.dumps({"chain_id": "c", "required_env": ["SLOTRELAY_TEST_SECRET"],
-                                 "nodes": [node("a", start=True, executor={"kind": "python", "callable": "m:f"})]}))
+                                 "nodes": [
+                                     node("a", start=True, executor={"kind": "python", "callable": "m:f"})]}))
     done = runner.invoke(app, ["run", str(chain)])
     assert done.exit_code == 3
     assert "cannot start: SLOTRELAY_TEST_SECRET is not set" in done.output
@@ -179,5 +180,6 @@ def test_line_breaks_and_escape_sequences_in_a_condition_stay_on_one_line(tmp_pa
         done = runner.invoke(app, ["graph", str(chain), "-f", fmt])
         assert done.exit_code == 0, done.output
         edge = [line for line in done.output.splitlines() if "->" in line or "-->" in line]
-        assert len(edge) == 1 and "\\x85" in edge[0] and "\\u2028" in edge[0] and "\\u001b[31m" in edge[0], edge
+        assert len(
+            edge) == 1 and "\\x85" in edge[0] and "\\u2028" in edge[0] and "\\u001b[31m" in edge[0], edge
         assert "\x1b" not in done.output

@@ -13,7 +13,8 @@ from slotrelay.chain.models import Condition, JsonSchemaCheck
 from tests.chain.conftest import node, route
 
 CHAIN = validate_document({"chain_id": "c", "nodes": [node("a", start=True)]}).bind(source=None)
-DOC = {"node_id": "a", "status": "completed", "data": {"items": ["x", "y"], "name": "abc", "n": 3, "nested": {"k": [1]}}}
+DOC = {"node_id": "a", "status": "completed",
+       "data": {"items": ["x", "y"], "name": "abc", "n": 3, "nested": {"k": [1]}}}
 
 
 @pytest.mark.parametrize(
@@ -48,15 +49,18 @@ def test_no_condition_always_holds() -> None:
 
 
 def test_additional_checks(tmp_path: Path) -> None:
-    chain = validate_document({"chain_id": "c", "nodes": [node("a", start=True)]}).bind(source=tmp_path / "c.json")
+    chain = validate_document({"chain_id": "c", "nodes": [node("a", start=True)]}).bind(
+        source=tmp_path / "c.json")
     (tmp_path / "scan.txt").write_text("x")
     (tmp_path / "schema.json").write_text('{"type": "object", "required": ["data"], '
                                           '"properties": {"data": {"required": ["scan_file"]}}}')
     condition = Condition(field="status", operator="equals", value="completed", additional_checks=[
-        {"path_exists": "data.scan_file"}, {"field_equals": ["data.ok", True]}, {"json_schema": "schema.json"},
+        {"path_exists": "data.scan_file"}, {"field_equals": ["data.ok", True]},
+        {"json_schema": "schema.json"},
         "a person looked at it",
     ])
-    document = {"status": "completed", "data": {"scan_file": "scan.txt", "ok": True}, "checks": {"a person looked at it": True}}
+    document = {"status": "completed", "data": {"scan_file": "scan.txt", "ok": True},
+                "checks": {"a person looked at it": True}}
     assert evaluate_condition(condition, document, chain=chain).ok
     for broken, reason in [
         ({"data": {"scan_file": "nope.txt", "ok": True}}, "data.scan_file = 'nope.txt': no such file"),
@@ -66,7 +70,8 @@ def test_additional_checks(tmp_path: Path) -> None:
     ]:
         result = evaluate_condition(condition, {**document, **broken}, chain=chain)
         assert not result.ok and reason in result.reason, result.reason
-    assert failed_checks([JsonSchemaCheck(json_schema="missing.json")], document, chain=chain)[0].startswith("schema missing.json unusable")
+    assert failed_checks([JsonSchemaCheck(json_schema="missing.json")], document, chain=chain)[0].startswith(
+        "schema missing.json unusable")
 
 
 def test_identity_check() -> None:

@@ -25,7 +25,8 @@ URLSET = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         ({"targets": [{"ssh": "SITE_C", "base_url": "http://x/"}]}, "comes from <ssh>_URL"),
         ({"targets": [{"ssh": "site-c"}]}, "should match pattern"),
         ({"targets": ["out", {"folder": "out"}]}, "out used twice"),
-        ({"feature_points": {"points": [{"kind": "header", "name": "ETag"}]}}, "a header point needs `dev_url`"),
+        ({"feature_points": {"points": [{"kind": "header", "name": "ETag"}]}},
+         "a header point needs `dev_url`"),
         ({"feature_points": {"points": [{"kind": "css", "selector": "h1[["}]}}, "not a CSS selector"),
         ({"check_url": "http://x/"}, "Extra inputs are not permitted"),
     ],
@@ -39,13 +40,16 @@ def test_a_bad_spec_is_refused_naming_what_is_wrong(spec, expected):
 
 def test_a_remote_is_read_from_the_environment_and_every_gap_is_named(tmp_path):
     (tmp_path / "key").write_text("not checked here")
-    env = {"C_HOST": "deploy.example", "C_USER": "web", "C_KEY": "key", "C_KNOWN_HOSTS": "none", "C_PATH": "/srv/www/"}
+    env = {"C_HOST": "deploy.example", "C_USER": "web", "C_KEY": "key", "C_KNOWN_HOSTS": "none",
+           "C_PATH": "/srv/www/"}
     settings = RemoteSettings.from_env("C", env, base_dir=tmp_path)
-    assert (settings.port, settings.key_path, settings.known_hosts, settings.path) == (22, tmp_path / "key", None, "/srv/www")
+    assert (settings.port, settings.key_path, settings.known_hosts, settings.path) == (22, tmp_path / "key",
+                                                                                       None, "/srv/www")
     assert settings.location == "ssh://web@deploy.example:22/srv/www"
     assert RemoteSettings.from_env("C", {}, base_dir=tmp_path) is None
     for change, named in [({"C_USER": ""}, "C_USER is not"), ({"C_KEY": "nope"}, "C_KEY=nope: no such file"),
-                          ({"C_PORT": "70000"}, "C_PORT='70000'"), ({"C_KNOWN_HOSTS": "missing"}, "C_KNOWN_HOSTS"),
+                          ({"C_PORT": "70000"}, "C_PORT='70000'"),
+                          ({"C_KNOWN_HOSTS": "missing"}, "C_KNOWN_HOSTS"),
                           ({"C_URL": "ftp://x"}, "C_URL")]:
         with pytest.raises(NodeError) as caught:
             RemoteSettings.from_env("C", {**env, **change}, base_dir=tmp_path)
@@ -56,13 +60,15 @@ def test_a_remote_without_a_host_falls_back_to_its_folder_or_is_named(tmp_path, 
     (tmp_path / "page.html").write_text("<title>t</title>")
     monkeypatch.delenv("NOWHERE_HOST", raising=False)
     context = SimpleNamespace(chain=SimpleNamespace(base_dir=tmp_path))
-    spec = {"kind": "deploy", "files": ["page.html"], "targets": [{"name": "C", "ssh": "NOWHERE", "folder": "site"}]}
+    spec = {"kind": "deploy", "files": ["page.html"],
+            "targets": [{"name": "C", "ssh": "NOWHERE", "folder": "site"}]}
     out = run_deploy(DeployExecutor(**spec), {}, context)
     assert out["targets"]["C"]["kind"] == "folder" and (tmp_path / "site" / "page.html").is_file()
     spec["targets"] = [{"name": "C", "ssh": "NOWHERE"}]
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, context)
-    assert caught.value.error_type == "deploy_config_invalid" and "NOWHERE_HOST is not set" in caught.value.message
+    assert caught.value.error_type == "deploy_config_invalid"
+    assert "NOWHERE_HOST is not set" in caught.value.message
 
 
 def test_a_file_that_climbs_out_of_its_folder_is_refused(tmp_path):
@@ -70,13 +76,15 @@ def test_a_file_that_climbs_out_of_its_folder_is_refused(tmp_path):
     (tmp_path / "secret.html").write_text("x")
     spec = {"kind": "deploy", "files": ["../secret.html"], "targets": ["site"]}
     with pytest.raises(NodeError) as caught:
-        run_deploy(DeployExecutor(**spec), {}, SimpleNamespace(chain=SimpleNamespace(base_dir=tmp_path / "chain")))
+        run_deploy(DeployExecutor(**spec), {},
+                   SimpleNamespace(chain=SimpleNamespace(base_dir=tmp_path / "chain")))
     assert caught.value.error_type == "deploy_config_invalid"
 
 
 def test_a_new_sitemap_lists_each_page_once_with_lastmod():
     when = datetime(2026, 12, 1, 6, 30, tzinfo=UTC)
-    update = update_sitemap(None, ["https://e.org/a.html", "https://e.org/b.html", "https://e.org/a.html"], lastmod=when)
+    update = update_sitemap(None, ["https://e.org/a.html", "https://e.org/b.html", "https://e.org/a.html"],
+                            lastmod=when)
     assert update.added == ["https://e.org/a.html", "https://e.org/b.html"] and update.updated == []
     assert update.content.startswith(b"<?xml version='1.0' encoding='UTF-8'?>")
     assert listed_locs(update.content) == ["https://e.org/a.html", "https://e.org/b.html"]
@@ -117,7 +125,8 @@ def test_an_invalid_sitemap_fails_the_node_before_anything_is_copied(tmp_path):
 
 def test_feature_points_read_title_selector_text_attribute_and_header():
     page = PageView(
-        body=b'<html lang="en"><head><title> Hello\n  world </title><meta name="description" content="d"></head>'
+        body=b'<html lang="en"><head><title> Hello\n  world </title><meta name="description" '
+             b'content="d"></head>'
              b'<body><h1 class="x">Big <em>news</em></h1></body></html>',
         headers={"Content-Type": "text/html"},
     )

@@ -87,20 +87,23 @@ def deploy(folder: Path, **spec: object) -> dict:
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_files_and_sitemap_land_on_remote_c_and_local_b_all_proven(sshd, chain_dir):
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     with serving(remote) as c_url, serving(chain_dir) as dev_url:
         # The remote's whereabouts come from the chain folder's .env, never from the chain.
-        (chain_dir / ".env").write_text("".join(f"{k}={v}\n" for k, v in sshd.env("SITE_C", remote, url=c_url).items()))
+        (chain_dir / ".env").write_text(
+            "".join(f"{k}={v}\n" for k, v in sshd.env("SITE_C", remote, url=c_url).items()))
         out = deploy(
             chain_dir,
             targets=[{"name": "C", "ssh": "SITE_C"}, {"name": "B", "folder": "mirror-b"}],
             sitemap={"path": "build/sitemap.xml", "site_url": SITE},
             feature_points={"dev_url": dev_url, "points": [
-                {"kind": "title"}, {"kind": "css", "selector": "h1"}, {"kind": "header", "name": "Content-Type"}]},
+                {"kind": "title"}, {"kind": "css", "selector": "h1"},
+                {"kind": "header", "name": "Content-Type"}]},
         )
 
     expected = {**{p: t.encode() for p, t in PAGES.items()}, "build/site.css": b"h1 { color: #333 }\n"}
@@ -112,7 +115,8 @@ def test_files_and_sitemap_land_on_remote_c_and_local_b_all_proven(sshd, chain_d
 
     assert out["targets"]["C"]["kind"] == "ssh" and out["targets"]["C"]["base_url"] == c_url
     assert out["targets"]["C"]["location"] == f"ssh://{sshd.user}@127.0.0.1:{sshd.port}{remote}"
-    assert out["targets"]["B"] == {"kind": "folder", "location": str(chain_dir / "mirror-b"), "base_url": None}
+    assert out["targets"]["B"] == {"kind": "folder", "location": str(chain_dir / "mirror-b"),
+                                   "base_url": None}
     rows = {(r["target_name"], r["path"]): r for r in out["deployed"]}
     assert len(rows) == 10
     assert rows[("C", "build/sitemap.xml")]["proof"].startswith("sha256sum on the remote host")
@@ -156,7 +160,8 @@ def test_a_wrong_key_is_an_authentication_refusal(sshd, chain_dir, monkeypatch):
 def test_an_unknown_host_key_is_refused(sshd, chain_dir, monkeypatch):
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     impostor = new_key(chain_dir / "impostor_host_key")
-    (chain_dir / "known_hosts").write_bytes(f"[127.0.0.1]:{sshd.port} ".encode() + impostor.export_public_key())
+    (chain_dir / "known_hosts").write_bytes(
+        f"[127.0.0.1]:{sshd.port} ".encode() + impostor.export_public_key())
     for key, value in sshd.env("SITE_C", remote).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SITE_C_KNOWN_HOSTS", "known_hosts")
@@ -198,7 +203,8 @@ def test_a_remote_copy_whose_hash_differs_is_removed_not_renamed(sshd, chain_dir
     assert files_under(remote) == {}
 
 
-def test_a_served_title_that_differs_from_dev_fails_naming_the_page(sshd, chain_dir, tmp_path_factory, monkeypatch):
+def test_a_served_title_that_differs_from_dev_fails_naming_the_page(sshd, chain_dir, tmp_path_factory,
+                                                                    monkeypatch):
     # The seed's failure: the build that was deployed is stale; the Dev site already shows today's title.
     dev = tmp_path_factory.mktemp("dev")
     for relative, text in PAGES.items():
@@ -227,23 +233,27 @@ def test_a_sitemap_that_already_lists_a_page_keeps_one_entry(sshd, chain_dir, mo
     with serving(remote) as c_url:
         for key, value in sshd.env("SITE_C", remote, url=c_url).items():
             monkeypatch.setenv(key, value)
-        out = deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}], files=["build/index.html", "build/posts/one.html"],
+        out = deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}],
+                     files=["build/index.html", "build/posts/one.html"],
                      sitemap={"path": "build/sitemap.xml", "site_url": SITE})
         again = deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}], files=["build/index.html"],
                        sitemap={"path": "build/sitemap.xml", "site_url": SITE})
 
     served = (remote / "build" / "sitemap.xml").read_bytes()
     assert served == (chain_dir / "build" / "sitemap.xml").read_bytes()
-    assert listed_locs(served) == [f"{SITE}build/index.html", f"{SITE}about.html", f"{SITE}build/posts/one.html"]
+    assert listed_locs(served) == [f"{SITE}build/index.html", f"{SITE}about.html",
+                                   f"{SITE}build/posts/one.html"]
     assert out["sitemap"]["updated"] == [f"{SITE}build/index.html"]
     assert out["sitemap"]["added"] == [f"{SITE}build/posts/one.html"]
     assert again["sitemap"]["added"] == [] and again["sitemap"]["updated"] == [f"{SITE}build/index.html"]
     assert b"2020-01-01" not in served and b"<changefreq>daily</changefreq>" in served
 
 
-def test_the_example_deploys_c_to_the_remote_its_env_names_and_to_a_folder_otherwise(sshd, tmp_path, monkeypatch):
+def test_the_example_deploys_c_to_the_remote_its_env_names_and_to_a_folder_otherwise(sshd, tmp_path,
+                                                                                     monkeypatch):
     example = tmp_path / "phase2"
-    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("slots", "work", "logs", "alerts", ".env"))
+    shutil.copytree(EXAMPLE, example,
+                    ignore=shutil.ignore_patterns("slots", "work", "logs", "alerts", ".env"))
     (example / "work" / "published").mkdir(parents=True)
     (example / "work" / "published" / "index.md").write_text("# Today\n- one\n")
     chain = load_chain(example / "node_chain.json")
@@ -254,11 +264,13 @@ def test_the_example_deploys_c_to_the_remote_its_env_names_and_to_a_folder_other
         monkeypatch.delenv(key, raising=False)
 
     local = run_deploy(executor, {}, in_chain(example))
-    assert local["targets"]["C"] == {"kind": "folder", "location": str(example / "work" / "site"), "base_url": None}
+    assert local["targets"]["C"] == {"kind": "folder", "location": str(example / "work" / "site"),
+                                     "base_url": None}
     assert evaluate_condition(to_check_site.condition, {"data": local}, chain=chain).ok
 
     with serving(remote) as c_url:
-        (example / ".env").write_text("".join(f"{k}={v}\n" for k, v in sshd.env("PHASE2_C", remote, url=c_url).items()))
+        (example / ".env").write_text(
+            "".join(f"{k}={v}\n" for k, v in sshd.env("PHASE2_C", remote, url=c_url).items()))
         out = run_deploy(executor, {}, in_chain(example))
     assert out["targets"]["C"]["kind"] == "ssh"
     assert (remote / "work" / "published" / "index.md").read_text() == "# Today\n- one\n"

@@ -20,13 +20,15 @@ STEPS = "def double(data):\n    return {'n': data.get('n', 1) * 2}\n"
 
 
 def build(write_chain, nodes: list, routes: list | None = None, **extra) -> object:
-    path = write_chain({"chain_id": "x", "nodes": nodes, "routes": routes or [], **extra}, {"steps.py": STEPS})
+    path = write_chain({"chain_id": "x", "nodes": nodes, "routes": routes or [], **extra},
+                       {"steps.py": STEPS})
     return load_chain(path)
 
 
 def test_input_slot_missing_and_malformed(write_chain) -> None:
     python = {"kind": "python", "callable": "steps:double"}
-    chain = build(write_chain, [node("a", start=True, executor=python), node("b", executor=python)], [route("a", "b")])
+    chain = build(write_chain, [node("a", start=True, executor=python), node("b", executor=python)],
+                  [route("a", "b")])
     with pytest.raises(NodeError) as missing:
         execute_node(chain, "b")
     assert missing.value.error_type == "input_missing"
@@ -45,7 +47,8 @@ def test_input_slot_missing_and_malformed(write_chain) -> None:
 
 def test_an_executor_kind_whose_module_is_missing_is_named(write_chain, monkeypatch) -> None:
     monkeypatch.setitem(executors_module.EXECUTORS, "pen", "slotrelay.not_there.node:run_pen_node")
-    chain = build(write_chain, [node("p", start=True, executor={"kind": "pen", "intent": "x", "persona_id": "y"})])
+    chain = build(write_chain,
+                  [node("p", start=True, executor={"kind": "pen", "intent": "x", "persona_id": "y"})])
     with pytest.raises(NodeError) as missing:
         execute_node(chain, "p")
     assert missing.value.error_type == "executor_missing"
@@ -83,7 +86,8 @@ def test_external_timeout_and_reported_failure(write_chain) -> None:
         execute_node(chain, "ext")
     assert waited.value.error_type == "timeout"
     write_json_atomic(chain.resolve("slots/ext_output.json"), output_slot_document(
-        "ext", status="failed", data={}, error={"error_type": "external_unreachable", "message": "no network"}))
+        "ext", status="failed", data={},
+        error={"error_type": "external_unreachable", "message": "no network"}))
     with pytest.raises(NodeError) as reported:
         execute_node(chain, "ext", since=0)
     assert (reported.value.error_type, reported.value.message) == ("external_unreachable", "no network")
@@ -109,16 +113,19 @@ def quick(data):
 """
 
 
-def test_python_callable_past_timeout_seconds_fails_with_timeout_and_is_stopped(write_chain, tmp_path) -> None:
-    nodes = [node(name, start=True, timeout_seconds=0.5, executor={"kind": "python", "callable": f"slow:{name}"})
-             for name in ("spin", "nap", "quick")]
+def test_python_callable_past_timeout_seconds_fails_with_timeout_and_is_stopped(write_chain,
+                                                                                tmp_path) -> None:
+    nodes = [
+        node(name, start=True, timeout_seconds=0.5, executor={"kind": "python", "callable": f"slow:{name}"})
+        for name in ("spin", "nap", "quick")]
     path = write_chain({"chain_id": "x", "nodes": nodes, "routes": []}, {"slow.py": SLOW})
     chain = load_chain(path)
     spin_marker, nap_marker = tmp_path / "spin.txt", tmp_path / "nap.txt"
     run = executors_module.run_python
 
     def call(name: str, marker: Path) -> object:
-        context = executors_module.ExecutionContext(chain=chain, node=chain.node(name), attempt=1, input_slot=None,
+        context = executors_module.ExecutionContext(chain=chain, node=chain.node(name), attempt=1,
+                                                    input_slot=None,
                                                     output_slot=tmp_path / f"{name}.json")
         return run(chain.node(name).executor, {"marker": str(marker)}, context)
 
@@ -145,9 +152,12 @@ def test_python_callable_past_timeout_seconds_fails_with_timeout_and_is_stopped(
 
 
 def test_command_executor(write_chain) -> None:
-    echo = {"kind": "command", "argv": ["{python}", "-c", "import json,sys; d=json.load(sys.stdin); print(json.dumps({'got': d}))"]}
+    echo = {"kind": "command",
+            "argv": ["{python}", "-c",
+                     "import json,sys; d=json.load(sys.stdin); print(json.dumps({'got': d}))"]}
     chain = build(write_chain, [node("cmd", start=True, executor=echo),
-                                node("gone", start=True, executor={"kind": "command", "argv": ["/no/such/program"]})])
+                                node("gone", start=True,
+                                     executor={"kind": "command", "argv": ["/no/such/program"]})])
     assert execute_node(chain, "cmd")["data"] == {"got": {}}
     with pytest.raises(NodeError) as gone:
         execute_node(chain, "gone")
@@ -156,9 +166,11 @@ def test_command_executor(write_chain) -> None:
 
 def test_handling_decisions(write_chain) -> None:
     chain = build(write_chain, [node("a", start=True)], error_types=[
-        {"error_type": "flaky", "handling": "retry", "max_retries": 2, "escalate_after": "max_retries_exceeded"},
+        {"error_type": "flaky", "handling": "retry", "max_retries": 2,
+         "escalate_after": "max_retries_exceeded"},
         {"error_type": "quiet", "handling": "retry", "max_retries": 1},
-        {"error_type": "loud", "handling": "retry", "max_retries": 0, "escalate_after": "max_retries_exceeded",
+        {"error_type": "loud", "handling": "retry", "max_retries": 0,
+         "escalate_after": "max_retries_exceeded",
          "on_escalation": "pause"},
         {"error_type": "gone", "handling": "skip"},
         {"error_type": "bad", "handling": "fail"},
@@ -169,7 +181,8 @@ def test_handling_decisions(write_chain) -> None:
     assert [handling("flaky", n) for n in (1, 2, 3)] == ["retry", "retry", "escalate"]
     assert [handling("quiet", n) for n in (1, 2)] == ["retry", "fail"]
     assert handling("loud", 1) == "arbitrate"
-    assert (handling("gone", 1), handling("bad", 1), handling("never-declared", 1)) == ("skip", "fail", "arbitrate")
+    assert (handling("gone", 1), handling("bad", 1), handling("never-declared", 1)) == ("skip", "fail",
+                                                                                        "arbitrate")
     assert json.loads(json.dumps(chain.model_dump(mode="json")))["chain_id"] == "x"
 
 

@@ -43,12 +43,14 @@ def test_a_loop_bounded_at_3_escalates_on_the_4th_firing(prefect_server: str, tm
         "routes": [route("draft", "work"), route("work", "review"),
                    route("review", "work", condition=rework, max_iterations=3)],
     }))
-    run = subprocess.Popen([SLOTRELAY, "run", str(folder / "node_chain.json"), "--json"], stdout=subprocess.PIPE,
+    run = subprocess.Popen([SLOTRELAY, "run", str(folder / "node_chain.json"), "--json"],
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, env={**os.environ})
     try:
         alert_path = wait_paused(folder, run)
         alert = read_alert(alert_path)
-        assert (alert.node_id, alert.error_type, alert.handling) == ("review", "loop_bound_exceeded", "arbitrate")
+        assert (alert.node_id, alert.error_type, alert.handling) == ("review", "loop_bound_exceeded",
+                                                                     "arbitrate")
         assert decide(alert_path, "terminate").returncode == 0
         out, _ = run.communicate(timeout=120)
     finally:
@@ -60,6 +62,7 @@ def test_a_loop_bounded_at_3_escalates_on_the_4th_firing(prefect_server: str, tm
     assert summary["state"] == "FAILED" and summary["nodes"]["review"]["state"] == "Failed"
     assert json.loads((folder / "slots" / "work_output.json").read_text())["data"]["round"] == 4
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[summary["flow_run_id"]])))
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[summary["flow_run_id"]])))
     names = sorted(r.name for r in runs)
     assert names.count("work") == 4 and names.count("review") == 4 and names.count("draft") == 1

@@ -58,7 +58,8 @@ def runs(folder: Path) -> list[tuple[str, float]]:
     return [(name, float(at)) for name, at in (line.split() for line in path.read_text().splitlines())]
 
 
-def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_server, write_chain, tmp_path) -> None:
+def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_server, write_chain,
+                                                                    tmp_path) -> None:
     python = {"kind": "python"}
     path = write_chain({
         "chain_id": "killed",
@@ -80,7 +81,8 @@ def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_serv
     (folder / "release").touch()
 
     began = time.time()
-    resumed = subprocess.run([SLOTRELAY, "run", str(path), "--resume", "--json"], env=env, capture_output=True,
+    resumed = subprocess.run([SLOTRELAY, "run", str(path), "--resume", "--json"], env=env,
+                             capture_output=True,
                              text=True, timeout=300, check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads(resumed.stdout)

@@ -26,8 +26,10 @@ def task_runs(flow_run_id: str) -> dict[str, object]:
     return {run.name: run for run in runs}
 
 
-def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect_server: str, example_copy: Path) -> None:
-    done = subprocess.run([SLOTRELAY, "run", str(example_copy), "--json"], check=False, capture_output=True, text=True,
+def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect_server: str,
+                                                                         example_copy: Path) -> None:
+    done = subprocess.run([SLOTRELAY, "run", str(example_copy), "--json"], check=False, capture_output=True,
+                          text=True,
                           env={**os.environ, "PREFECT_API_URL": prefect_server}, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
@@ -41,7 +43,8 @@ def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect
     assert summary["state"] == "COMPLETED" and summary["alerts"] == []
     assert summary["nodes"]["exec-enrich"]["attempts"] == 2
     assert summary["nodes"]["exec-notify-cdn"]["error_type"] == "external_unreachable"
-    assert summary["routes"]["route-dedup-to-empty-report"] == {"fired": False, "reason": "len(data.items) = 3 != 0"}
+    assert summary["routes"]["route-dedup-to-empty-report"] == {"fired": False,
+                                                                "reason": "len(data.items) = 3 != 0"}
     # A skip does not block downstream (seed 3.3): a plain `status equals completed` route fires from it.
     assert summary["routes"]["route-notify-cdn-to-archive"] == {
         "fired": True, "reason": "fired from a skip of exec-notify-cdn: the condition is only on status"}
@@ -50,7 +53,8 @@ def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect
     assert index.count(b"- ") == 3
     assert (folder / "work" / "site" / "work" / "published" / "index.md").read_bytes() == index
     assert (folder / "work" / "mirror-b" / "work" / "published" / "index.md").read_bytes() == index
-    checked = json.loads((folder / "slots" / "exec-check-site_output.json").read_text())["data"]["checked_urls"]
+    checked = json.loads(
+        (folder / "slots" / "exec-check-site_output.json").read_text())["data"]["checked_urls"]
     assert len(checked) == 1 and checked[0].startswith("http://127.0.0.1:")
     assert json.loads((folder / "slots" / "exec-dedup_output.json").read_text())["data"]["duplicates"] == 1
     babel = (folder / "slots" / "exec-scan_babel.jsonl").read_text().splitlines()
@@ -60,7 +64,8 @@ def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect
     runs = task_runs(summary["flow_run_id"])
     ran = {node_id for node_id, state in states.items() if state != "NotRun"}
     assert set(runs) == ran
-    assert runs["exec-notify-cdn"].state.name == "Skipped" and runs["exec-notify-cdn"].state.type.value == "COMPLETED"
+    assert runs["exec-notify-cdn"].state.name == "Skipped"
+    assert runs["exec-notify-cdn"].state.type.value == "COMPLETED"
     assert runs["exec-enrich"].run_count == 2
 
 
@@ -98,8 +103,10 @@ def failing_chain() -> dict:
             node("busy", start=True, executor={"kind": "python", "callable": "steps:busy"}),
             node("unreachable", start=True, executor={"kind": "python", "callable": "steps:unreachable"}),
             node("after-skip", executor={"kind": "python", "callable": "steps:fine"}),
-            node("non-json", start=True, executor={"kind": "command", "argv": ["{python}", "-c", "print('hello')"]}),
-            node("exit-3", start=True, executor={"kind": "command", "argv": ["{python}", "-c", "raise SystemExit(3)"],
+            node("non-json", start=True,
+                 executor={"kind": "command", "argv": ["{python}", "-c", "print('hello')"]}),
+            node("exit-3", start=True,
+                 executor={"kind": "command", "argv": ["{python}", "-c", "raise SystemExit(3)"],
                                                   "error_map": {"3": "write_denied"}}),
             node("missing", start=True, executor={"kind": "python", "callable": "steps:nowhere"}),
             node("impostor", start=True, capabilities=["Read"], forbidden_capabilities=["scp"],
@@ -133,7 +140,8 @@ def test_retry_skip_fail_and_escalation(prefect_server: str, write_chain) -> Non
     assert nodes["denied"] == {"state": "Failed", "attempts": 1, "error_type": "write_denied",
                                "output_slot": str(path.parent / "slots" / "denied_output.json")}
     assert nodes["after-denied"]["state"] == "NotRun"
-    assert summary["routes"]["denied-to-after-denied"] == {"fired": False, "reason": "the source ended Failed"}
+    assert summary["routes"]["denied-to-after-denied"] == {"fired": False,
+                                                           "reason": "the source ended Failed"}
     assert (nodes["busy"]["state"], nodes["busy"]["attempts"]) == ("Failed", 2)
     assert nodes["unreachable"]["state"] == "Skipped" and nodes["after-skip"]["state"] == "Completed"
     assert (nodes["non-json"]["state"], nodes["non-json"]["error_type"]) == ("Failed", "output_invalid")
@@ -152,7 +160,8 @@ def test_retry_skip_fail_and_escalation(prefect_server: str, write_chain) -> Non
     assert failed_slot["status"] == "failed" and failed_slot["error"]["error_type"] == "write_denied"
 
 
-def test_a_run_can_begin_mid_chain_and_stop_at_an_external_node(prefect_server: str, example_copy: Path) -> None:
+def test_a_run_can_begin_mid_chain_and_stop_at_an_external_node(prefect_server: str,
+                                                                example_copy: Path) -> None:
     """What the watchdog sensor's runs do: begin at routed nodes, leave an unfinished external node alone."""
     from flows.chain import run_chain
     from slotrelay.chain import load_chain
@@ -160,7 +169,8 @@ def test_a_run_can_begin_mid_chain_and_stop_at_an_external_node(prefect_server: 
 
     chain = load_chain(example_copy)
     write_json_atomic(chain.resolve("slots/exec-review_input.json"),
-                      input_slot_document(from_node="exec-enrich", route_id="route-enrich-to-review", data={}))
+                      input_slot_document(from_node="exec-enrich", route_id="route-enrich-to-review",
+                                          data={}))
     stopped = run_chain(str(example_copy), start_nodes=["exec-review"], stop_at_external=True)
     assert stopped["state"] == "COMPLETED"
     assert {n: s["state"] for n, s in stopped["nodes"].items() if s["state"] != "NotRun"} == {}

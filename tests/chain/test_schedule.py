@@ -86,8 +86,9 @@ def py(function: str) -> dict[str, Any]:
 
 
 def build(write_chain, nodes: list, routes: list, **extra: Any):
-    path = write_chain({"chain_id": "plain", "nodes": nodes, "routes": routes, "error_types": ERROR_TYPES, **extra},
-                       {"steps.py": STEPS})
+    path = write_chain(
+        {"chain_id": "plain", "nodes": nodes, "routes": routes, "error_types": ERROR_TYPES, **extra},
+        {"steps.py": STEPS})
     return load_chain(path)
 
 
@@ -103,7 +104,8 @@ def attempt_node(chain, node_id: str, book: RetryBook) -> dict[str, Any]:
                 continue
             status = "skipped" if handling == "skip" else "failed"
             written = write_ended(chain, node_id, status=status, error=error, attempt=attempt)
-            return node_outcome(node_id, status.capitalize(), attempts=attempt, error=error, handling=handling,
+            return node_outcome(node_id, status.capitalize(), attempts=attempt, error=error,
+                                handling=handling,
                                 document=written)
         book.forget(node_id)
         return node_outcome(node_id, "Completed", attempts=attempt, document=document)
@@ -127,7 +129,8 @@ def run_plain(chain, *, start: list[str] | None = None, resume: bool = False,
                 schedule.alerted(node_id, write_test_alert(chain, escalation.outcome, escalation.reason))
         elif isinstance(step, RaiseAlert):
             escalation = step.escalation
-            schedule.alerted(escalation.node_id, write_test_alert(chain, escalation.outcome, escalation.reason))
+            schedule.alerted(escalation.node_id,
+                             write_test_alert(chain, escalation.outcome, escalation.reason))
         elif isinstance(step, Arbitrate):
             asked.append(step.node_id)
             answer = (decisions or {})[step.node_id].pop(0)
@@ -142,8 +145,10 @@ def run_plain(chain, *, start: list[str] | None = None, resume: bool = False,
 def write_test_alert(chain, outcome: dict[str, Any], reason: str, *, flow_run_id: str = "plain-run",
                      status: str = "open") -> Path:
     alert = Alert(alert_id=outcome["node_id"], created_at=now_iso(), chain_id=chain.chain_id, chain_path=None,
-                  flow_run_id=flow_run_id, node_id=outcome["node_id"], error_type=outcome["error_type"] or "unknown",
-                  message=outcome["message"] or "", attempts=outcome["attempts"], input_slot=None, output_slot=None,
+                  flow_run_id=flow_run_id, node_id=outcome["node_id"],
+                  error_type=outcome["error_type"] or "unknown",
+                  message=outcome["message"] or "", attempts=outcome["attempts"], input_slot=None,
+                  output_slot=None,
                   handling=outcome["handling"], reason=reason, status=status)
     return write_alert(alert_path(chain.work_dir / "alerts", outcome["node_id"]), alert)
 
@@ -157,10 +162,12 @@ def runs(chain) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-def test_a_linear_chain_runs_in_order_and_a_condition_that_does_not_hold_leaves_its_target(write_chain) -> None:
+def test_a_linear_chain_runs_in_order_and_a_condition_that_does_not_hold_leaves_its_target(
+    write_chain) -> None:
     chain = build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok")),
                                 node("never", executor=py("ok"))],
-                  [route("a", "b"), route("a", "never", condition={"field": "data.n", "operator": "equals", "value": 9})])
+                  [route("a", "b"),
+                   route("a", "never", condition={"field": "data.n", "operator": "equals", "value": 9})])
     schedule, ran, _ = run_plain(chain)
     assert ran == ["a", "b"]
     summary = schedule.summary("x")
@@ -170,16 +177,19 @@ def test_a_linear_chain_runs_in_order_and_a_condition_that_does_not_hold_leaves_
     assert read_slot(chain.resolve("slots/b_output.json"))["data"] == {"n": 2}
 
 
-def test_a_skip_leads_on_through_status_only_routes_and_data_conditions_see_what_it_received(write_chain) -> None:
+def test_a_skip_leads_on_through_status_only_routes_and_data_conditions_see_what_it_received(
+    write_chain) -> None:
     chain = build(write_chain, [
         node("a", start=True, executor=py("ok")), node("cdn", executor=py("unreachable")),
-        node("archive", executor=py("ok")), node("when-one", executor=py("ok")), node("when-two", executor=py("ok"))],
+        node("archive", executor=py("ok")), node("when-one", executor=py("ok")),
+        node("when-two", executor=py("ok"))],
         [route("a", "cdn"), route("cdn", "archive"),
          route("cdn", "when-one", condition={"field": "data.n", "operator": "equals", "value": 1}),
          route("cdn", "when-two", condition={"field": "data.n", "operator": "equals", "value": 2})])
     schedule, ran, _ = run_plain(chain)
     assert ran == ["a", "cdn", "archive", "when-one"]
-    assert states(schedule) == {"a": "Completed", "cdn": "Skipped", "archive": "Completed", "when-one": "Completed",
+    assert states(schedule) == {"a": "Completed", "cdn": "Skipped", "archive": "Completed",
+                                "when-one": "Completed",
                                 "when-two": "NotRun"}
     routes = schedule.summary(None)["routes"]
     assert routes["cdn-to-archive"] == {"fired": True,
@@ -192,7 +202,8 @@ def test_a_skip_leads_on_through_status_only_routes_and_data_conditions_see_what
 
 
 def test_a_join_runs_once_after_every_source_settled(write_chain) -> None:
-    chain = build(write_chain, [node("a", start=True, executor=py("ok")), node("b", start=True, executor=py("ok")),
+    chain = build(write_chain,
+                  [node("a", start=True, executor=py("ok")), node("b", start=True, executor=py("ok")),
                                 node("slow", executor=py("ok")), node("join", executor=py("ok"))],
                   [route("a", "join"), route("b", "slow"), route("slow", "join")])
     schedule, ran, _ = run_plain(chain)
@@ -200,7 +211,8 @@ def test_a_join_runs_once_after_every_source_settled(write_chain) -> None:
     assert states(schedule)["join"] == "Completed"
     # Both sources are kept, keyed by source node id; `data` (what the callable got) is their merge.
     joined = read_slot(chain.resolve("slots/join_input.json"))
-    assert {source: entry["data"] for source, entry in joined["sources"].items()} == {"a": {"n": 1}, "slow": {"n": 2}}
+    assert {source: entry["data"] for source, entry in joined["sources"].items()} == {"a": {"n": 1},
+                                                                                      "slow": {"n": 2}}
     assert joined["sources"]["a"]["route_id"] == "a-to-join" and joined["data"] == {"n": 2}
     assert read_slot(chain.resolve("slots/join_output.json"))["data"] == {"n": 3}
 
@@ -231,20 +243,22 @@ def test_an_undeclared_error_is_arbitrated_and_continue_with_data_routes_on(writ
 
 
 def test_retry_then_terminate_and_an_escalation_is_asked_before_the_run_ends(write_chain) -> None:
-    chain = build(write_chain, [node("f", start=True, executor=py("flaky"), retry={"max_retries": 3,
-                                                                                    "retry_interval_seconds": 0}),
+    chain = build(write_chain, [node("f", start=True, executor=py("flaky"),
+                                     retry={"max_retries": 3, "retry_interval_seconds": 0}),
                                 node("other", start=True, executor=py("ok"))], [])
     schedule, ran, asked = run_plain(chain, decisions={"f": ["retry", "terminate"]})
     # flaky allows 1 retry of its type (2 attempts) before escalating, though the node's R is 3.
     assert runs(chain).count("flaky") == 4 and asked == ["f", "f"]
     assert "other" in ran and states(schedule)["other"] == "Completed"
-    assert schedule.terminated == "terminated by a decision on f" and schedule.summary(None)["state"] == "FAILED"
+    assert schedule.terminated == "terminated by a decision on f" and schedule.summary(
+        None)["state"] == "FAILED"
 
 
 def test_retry_book_counts_each_type_within_its_own_max_retries(write_chain) -> None:
     chain = build(write_chain, [node("a", start=True)], [], error_types=[
         {"error_type": "one", "handling": "retry", "max_retries": 1},
-        {"error_type": "two", "handling": "retry", "max_retries": 2, "escalate_after": "max_retries_exceeded"}])
+        {"error_type": "two", "handling": "retry", "max_retries": 2,
+         "escalate_after": "max_retries_exceeded"}])
     book = RetryBook()
     seen = [book.failed("run-1", chain, NodeError(t, "m"), attempt=i, retries=9)
             for i, t in enumerate(["two", "one", "two", "two"], start=1)]
@@ -254,7 +268,8 @@ def test_retry_book_counts_each_type_within_its_own_max_retries(write_chain) -> 
 
 def test_resume_runs_only_what_the_slots_do_not_say_is_done(write_chain) -> None:
     chain = build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok")),
-                                node("f", executor=py("flaky"), retry={"max_retries": 1, "retry_interval_seconds": 0})],
+                                node("f", executor=py("flaky"),
+                                     retry={"max_retries": 1, "retry_interval_seconds": 0})],
                   [route("a", "b"), route("b", "f")])
     first, _, _ = run_plain(chain, decisions={"f": ["terminate"]})
     assert states(first)["f"] == "Failed" and runs(chain) == ["ok", "ok", "flaky", "flaky"]
@@ -293,14 +308,16 @@ def test_a_rework_loop_bounded_at_3_escalates_on_the_4th_firing(write_chain) -> 
                                 node("review", executor=py("review")), node("publish", executor=py("ok"))],
                   [route("draft", "work"), route("work", "review"),
                    route("review", "work", condition=rework, max_iterations=3),
-                   route("review", "publish", condition={"field": "data.verdict", "operator": "equals", "value": "ok"})])
+                   route("review", "publish",
+                         condition={"field": "data.verdict", "operator": "equals", "value": "ok"})])
     schedule, ran, asked = run_plain(chain, decisions={"review": ["continue"]})
     assert ran == ["draft"] + ["work", "review"] * 4
     assert asked == ["review"] and schedule.iterations == {"review-to-work": 4}
     summary = schedule.summary(None)
     assert summary["routes"]["review-to-work"]["fired"] is False
     assert "reached its max_iterations (3) and fired again" in summary["routes"]["review-to-work"]["reason"]
-    assert states(schedule) == {"draft": "Completed", "work": "Completed", "review": "Completed", "publish": "NotRun"}
+    assert states(schedule) == {"draft": "Completed", "work": "Completed", "review": "Completed",
+                                "publish": "NotRun"}
     [alert] = summary["alerts"]
     from slotrelay.alerts import read_alert
 
@@ -317,4 +334,5 @@ def test_validate_refuses_a_cycle_without_a_bound(write_chain) -> None:
 
     with pytest.raises(ChainValidationError, match="cycle: "):
         build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok")),
-                            node("c", executor=py("ok"))], [route("a", "b"), route("b", "c"), route("c", "b")])
+                            node("c", executor=py("ok"))],
+                            [route("a", "b"), route("b", "c"), route("c", "b")])

@@ -23,10 +23,12 @@ from slotrelay.slots import (
 
 
 def test_write_then_read(tmp_path: Path) -> None:
-    path = write_json_atomic(tmp_path / "deep" / "a_output.json", output_slot_document("a", status="completed", data={"x": 1}))
+    path = write_json_atomic(tmp_path / "deep" / "a_output.json",
+                             output_slot_document("a", status="completed", data={"x": 1}))
     document = read_slot(path)
     assert document["node_id"] == "a" and document["data"] == {"x": 1} and document["status"] == "completed"
-    assert set(document) == {"node_id", "status", "data", "error", "capabilities_used", "checks", "attempt", "updated_at"}
+    assert set(document) == {"node_id", "status", "data", "error", "capabilities_used", "checks", "attempt",
+                             "updated_at"}
     assert [p.name for p in path.parent.iterdir()] == ["a_output.json"], "no .tmp left behind"
 
 

@@ -35,7 +35,8 @@ def test_example_chain_is_valid_and_keeps_the_seed_fields() -> None:
     scan = chain.node("exec-scan")
     assert scan.retry.max_retries == 1 and scan.output_slot.babel_path
     assert chain.resolve(scan.output_slot.path) == EXAMPLE / "slots" / "exec-scan_output.json"
-    assert [r.route_id for r in chain.routes_from("exec-dedup")] == ["route-dedup-to-enrich", "route-dedup-to-empty-report"]
+    assert [r.route_id for r in chain.routes_from("exec-dedup")] == ["route-dedup-to-enrich",
+                                                                     "route-dedup-to-empty-report"]
 
 
 def test_slots_root_overrides_relative_slot_paths(tmp_path: Path) -> None:
@@ -47,17 +48,25 @@ def test_slots_root_overrides_relative_slot_paths(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d["nodes"][1].update(retyr=1), "$.nodes[1]: Additional properties are not allowed ('retyr' was unexpected)"),
-        (lambda d: d.update(chian_id="x"), "$: Additional properties are not allowed ('chian_id' was unexpected)"),
+        (lambda d: d["nodes"][1].update(retyr=1),
+         "$.nodes[1]: Additional properties are not allowed ('retyr' was unexpected)"),
+        (lambda d: d.update(chian_id="x"),
+         "$: Additional properties are not allowed ('chian_id' was unexpected)"),
         (lambda d: d["nodes"][0].pop("output_slot"), "$.nodes[0]: 'output_slot' is a required property"),
-        (lambda d: d["nodes"][0]["retry"].update(max_retries=-1), "$.nodes[0].retry.max_retries: -1 is less than the minimum of 0"),
-        (lambda d: d["routes"][0]["condition"].update(operator="eq"), "$.routes[0].condition.operator: 'eq' is not one of"),
-        (lambda d: d["nodes"][2].update(executor={"kind": "shell"}), "$.nodes[2].executor.kind: \"shell\" is not one of \"python\""),
-        (lambda d: d["nodes"][2].update(executor={"kind": "python"}), "$.nodes[2].executor: 'callable' is a required property"),
-        (lambda d: d["error_types"][0].update(handling="ignore"), "$.error_types[0].handling: 'ignore' is not one of"),
+        (lambda d: d["nodes"][0]["retry"].update(max_retries=-1),
+         "$.nodes[0].retry.max_retries: -1 is less than the minimum of 0"),
+        (lambda d: d["routes"][0]["condition"].update(operator="eq"),
+         "$.routes[0].condition.operator: 'eq' is not one of"),
+        (lambda d: d["nodes"][2].update(executor={"kind": "shell"}),
+         "$.nodes[2].executor.kind: \"shell\" is not one of \"python\""),
+        (lambda d: d["nodes"][2].update(executor={"kind": "python"}),
+         "$.nodes[2].executor: 'callable' is a required property"),
+        (lambda d: d["error_types"][0].update(handling="ignore"),
+         "$.error_types[0].handling: 'ignore' is not one of"),
         (lambda d: d["routes"][0].update(priority="high"), "$.routes[0].priority: 'high' does not match"),
         (lambda d: d["nodes"][1]["check_rules"]["pre_execution"].append({"path_exist": "x"}),
-         "$.nodes[1].check_rules.pre_execution[1]: Additional properties are not allowed ('path_exist' was unexpected)"),
+         ("$.nodes[1].check_rules.pre_execution[1]: Additional properties are not allowed ('path_exist' was "
+         "unexpected)")),
     ],
 )
 def test_schema_errors_name_their_json_path(change, expected: str) -> None:
@@ -129,7 +138,8 @@ def test_regression_graph_problems_quoting_a_long_value_are_cut() -> None:
 
 
 def test_no_start_node() -> None:
-    found = problems({"chain_id": "g", "nodes": [node("a"), node("b")], "routes": [route("a", "b"), route("b", "a")]})
+    found = problems(
+        {"chain_id": "g", "nodes": [node("a"), node("b")], "routes": [route("a", "b"), route("b", "a")]})
     assert '$.nodes: no start node: at least one node needs "input_slot": null' in found
 
 

@@ -9,8 +9,8 @@ and other file types (a FIFO, a symlink, a folder). Two properties:
 2. Under the real sensor (watchdog, ledger, coalescer), a stream of such writes never stops routing
    a second, well-behaved chain watched by the same process.
 
-Bounded time: the example counts are fixed below (2,000 + 200 cases, about 20 s on 2 shared cores); no deadline per
-example, since the machine's load must not make the suite flaky.
+Bounded time: the example counts are fixed below (2,000 + 200 cases, about 20 s on 2 shared cores); no
+deadline per example, since the machine's load must not make the suite flaky.
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ slot_shaped = st.fixed_dictionaries(
         "data": st.fixed_dictionaries({}, optional={
             "kind": st.sampled_from(["a", "b"]) | json_values,
             "items": json_values,
-            "file": st.sampled_from(["node_chain.json", "missing.txt", "bad\x00name", "x" * 5000]) | json_values,
+            "file": st.sampled_from(
+                ["node_chain.json", "missing.txt", "bad\x00name", "x" * 5000]) | json_values,
         }) | json_values,
         "error": json_values | st.fixed_dictionaries({"error_type": json_values, "message": json_values}),
-        "capabilities_used": st.lists(st.sampled_from(["Write", "scp"]) | json_values, max_size=3) | json_values,
+        "capabilities_used": st.lists(st.sampled_from(["Write", "scp"]) | json_values,
+                                      max_size=3) | json_values,
         "checks": json_values,
         "attempt": json_values,
     },
@@ -58,13 +60,16 @@ slot_shaped = st.fixed_dictionaries(
 
 
 def _deep(levels: int) -> bytes:
-    return b'{"node_id": "src-0", "status": "completed", "data": {"d": ' + b"[" * levels + b"]" * levels + b"}}"
+    head = b'{"node_id": "src-0", "status": "completed", "data": {"d": '
+    return head + b"[" * levels + b"]" * levels + b"}}"
 
 
 raw_bytes = (
     st.binary(max_size=200)
     | st.builds(_deep, st.integers(min_value=50, max_value=200_000))
-    | st.just(b'{"node_id": "src-0", "status": "completed", "data": {"s": "\\ud800"}, "capabilities_used": ["Write"]}')
+    | st.just(
+        b'{"node_id": "src-0", "status": "completed", "data": {"s": "\\ud800"}, "capabilities_used": '
+        b'["Write"]}')
 )
 contents = (
     st.tuples(st.just("json"), slot_shaped | json_values)
@@ -74,7 +79,8 @@ contents = (
 
 
 def make_fuzz_chain(folder: Path, chain_id: str) -> Path:
-    """Two external sources: `src-0` (fuzzed) with routes on every operator and check kind, `src-1` (control)."""
+    """Two external sources: `src-0` (fuzzed) with routes on every operator and check kind, `src-1`
+    (control)."""
     (folder / "slots").mkdir(parents=True, exist_ok=True)
     (folder / "item.schema.json").write_text(json.dumps({"type": "object", "required": ["node_id"]}))
     external = {"kind": "external"}
@@ -94,9 +100,12 @@ def make_fuzz_chain(folder: Path, chain_id: str) -> Path:
         {"field": "data.items", "operator": "length_equals", "value": 2},
     ]
     for i, condition in enumerate(conditions):
-        nodes.append({"node_id": f"t-{i}", "input_slot": {"slot_id": f"t{i}-in", "path": f"slots/t-{i}_input.json"},
-                      "output_slot": {"slot_id": f"t{i}", "path": f"slots/t-{i}_output.json"}, "executor": external})
-        routes.append({"route_id": f"r-{i}", "from_node": "src-0", "to_node": f"t-{i}", "condition": condition})
+        nodes.append(
+            {"node_id": f"t-{i}", "input_slot": {"slot_id": f"t{i}-in", "path": f"slots/t-{i}_input.json"},
+                      "output_slot": {"slot_id": f"t{i}", "path": f"slots/t-{i}_output.json"},
+                      "executor": external})
+        routes.append(
+            {"route_id": f"r-{i}", "from_node": "src-0", "to_node": f"t-{i}", "condition": condition})
     nodes.append({"node_id": "ctl", "input_slot": {"slot_id": "ctl-in", "path": "slots/ctl_input.json"},
                   "output_slot": {"slot_id": "ctl", "path": "slots/ctl_output.json"}, "executor": external})
     routes.append({"route_id": "r-ctl", "from_node": "src-1", "to_node": "ctl",
@@ -210,5 +219,6 @@ def test_the_sensor_keeps_routing_a_control_chain(watched: tuple[Path, Path, Slo
                 break
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        assert time.monotonic() < deadline, f"the control chain stopped being routed after {kind} {value!r:.200}"
+        assert time.monotonic() < deadline, (
+            f"the control chain stopped being routed after {kind} {value!r:.200}")
         time.sleep(0.005)

@@ -1,4 +1,5 @@
-"""A `slotrelay` server (`mcp serve`, `psmr view`) as a real subprocess: start it, wait until it listens, stop it.
+"""A `slotrelay` server (`mcp serve`, `psmr view`) as a real subprocess: start it, wait until it listens, stop
+it.
 
 The server's stderr goes to a log file, not a pipe: a long-lived server that logs a lot must
 never block on a pipe nobody reads.

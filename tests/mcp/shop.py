@@ -2,7 +2,8 @@
 
 It has what the tools report on: calls across modules, module state read and written, a
 conditional double definition (a conflict), a dynamic call (an unknown), an unused import (a
-anomaly), an undefined name (a confirmed defect), asserts and raises (contracts) and a test that reaches `login`.
+anomaly), an undefined name (a confirmed defect), asserts and raises (contracts) and a test that reaches
+`login`.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from slotrelay.pen.code_screen import enforce_screen, screen_code
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import SandboxOptions
-from slotrelay.pen.code_screen import enforce_screen, screen_code
 
 TMP = SandboxOptions()
 NO_FS = SandboxOptions(fs="none")
@@ -20,7 +20,8 @@ ALLOW = SandboxOptions.model_validate(
     [
         ("def main(inputs):\n    return sum(inputs['numbers'])\n", TMP, []),
         (
-            "import json, urllib.parse\ndef main(inputs):\n    return urllib.parse.quote(json.dumps(inputs))\n",
+            ("import json, urllib.parse\ndef main(inputs):\n    return "
+            "urllib.parse.quote(json.dumps(inputs))\n"),
             TMP,
             [],
         ),

@@ -202,7 +202,8 @@ def test_refusals_and_replies_without_code_are_e003(stub, model, body, match) ->
         ),
         # Python under a wrong language tag, beside a shell block that is really shell.
         (
-            "Run it with:\n```bash\npython3 main.py\n```\n```javascript\ndef main(inputs):\n    return 7\n```",
+            ("Run it with:\n```bash\npython3 main.py\n```\n"
+            "```javascript\ndef main(inputs):\n    return 7\n```"),
             "python",
             "def main(inputs):\n    return 7",
             True,
@@ -241,7 +242,8 @@ def test_extract_code_finds_nothing_in_prose() -> None:
             "def main(inputs):\n    return len(inputs)\n",
         ),
         (
-            "```python\ndef main(inputs):\n    return len(inputs)\n\nprint(main([1, 2]))\nresult = main([3])\n```",
+            ("```python\ndef main(inputs):\n    return len(inputs)\n\nprint(main([1, 2]))\nresult = "
+            "main([3])\n```"),
             "def main(inputs):\n    return len(inputs)\n",
         ),
         (
@@ -252,10 +254,12 @@ def test_extract_code_finds_nothing_in_prose() -> None:
         (
             (
                 "Here's how you could implement it:\n```python\nimport csv\ndef parse_csv(input):\n"
-                "    return list(csv.DictReader(input['csv'].splitlines()))\n\nprint(parse_csv({'csv': 'a'}))\n```"
+                "    return list(csv.DictReader(input['csv'].splitlines()))\n\nprint(parse_csv({'csv': "
+                "'a'}))\n```"
             ),
             (
-                "import csv\ndef parse_csv(input):\n    return list(csv.DictReader(input['csv'].splitlines()))\n\n\n"
+                "import csv\ndef parse_csv(input):\n    return "
+                "list(csv.DictReader(input['csv'].splitlines()))\n\n\n"
                 "# The sandbox calls main(inputs): parse_csv is the program's entry.\nmain = parse_csv\n"
             ),
         ),
@@ -409,7 +413,8 @@ def test_a_small_models_answer_runs_end_to_end(stub, model, root, sandbox_backen
     stub.script.append(
         Reply(
             body=completion(
-                "The task is to parse the CSV text.\nHere's how you could implement it:\n```python\nimport csv\n"
+                "The task is to parse the CSV text.\nHere's how you could implement it:\n```python\nimport "
+                "csv\n"
                 "def parse_csv(data):\n    return list(csv.DictReader(data['csv'].splitlines()))\n\n"
                 "print(parse_csv({'csv': 'a,b'}))\n```\nThis returns a list of dicts."
             )

@@ -65,7 +65,8 @@ def _start_until_paused(flow_call, parameter: str, value: str) -> tuple[threadin
 def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
     prefect_server, stub, root: Path, sandbox_backend: str
 ) -> None:
-    CodeModel(base_url=stub.base_url, model="stub-coder", api_key="sk-flow", timeout_s=5, max_tokens=700).save(
+    CodeModel(base_url=stub.base_url, model="stub-coder", api_key="sk-flow", timeout_s=5,
+              max_tokens=700).save(
         "pen-test-model", overwrite=True
     )
     outcome = pen_write(

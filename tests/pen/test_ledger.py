@@ -14,9 +14,9 @@ import pytest
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import IllegalTransition, IntentRejected, InvalidPenRequest
 from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
+from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.manifest import build_manifest, code_dependencies, validate_manifest
 from slotrelay.pen.models import parse_request
-from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.states import current_state, transition
 from slotrelay.pen.writer import PenRun
 

@@ -58,7 +58,8 @@ INTENTS = [
     Intent("sum", "return the sum of the numbers in inputs['numbers']", {"numbers": [3, 4, 5]}, 12),
     Intent(
         "csv",
-        "parse the CSV text in inputs['csv'] (its first line is the header) into a list of dicts, one per row",
+        ("parse the CSV text in inputs['csv'] (its first line is the header) "
+         "into a list of dicts, one per row"),
         {"csv": "name,age\nann,31\nbob,42"},
         [{"name": "ann", "age": "31"}, {"name": "bob", "age": "42"}],
     ),

@@ -44,10 +44,12 @@ ROOT_DIR = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def remote() -> Iterator[RemoteDaemon]:
-    """A TLS-only second daemon holding the python sandbox image (built there by `slotrelay sandbox build`)."""
+    """A TLS-only second daemon holding the python sandbox image (built there by `slotrelay sandbox
+    build`)."""
     require_service(os.geteuid() == 0 and shutil.which("dockerd") is not None,
                     "a second dockerd needs root and Debian's docker.io")
-    require_service(images_built(), "no local Docker daemon: the base image tarball is cached by its first build")
+    require_service(images_built(),
+                    "no local Docker daemon: the base image tarball is cached by its first build")
     with remote_dockerd() as daemon:
         # The documented command (measured: 6.5 s from the cached base tarball, as long as `docker save |
         # docker load` of the built image takes): it also proves `build` follows DOCKER_HOST.
@@ -89,12 +91,14 @@ def _request(**options) -> dict:
     }
 
 
-def test_pen_flow_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, stub, root: Path, remote) -> None:
+def test_pen_flow_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, stub, root: Path,
+                                                              remote) -> None:
     from blocks.code_model import CodeModel
     from blocks.sandbox_policy import SandboxPolicy
     from flows.pen import pen_write
 
-    CodeModel(base_url=stub.base_url, model="stub-coder", timeout_s=5).save("remote-test-model", overwrite=True)
+    CodeModel(base_url=stub.base_url, model="stub-coder", timeout_s=5).save("remote-test-model",
+                                                                            overwrite=True)
     SandboxPolicy(
         daemon_url=remote.url, tls_ca_cert=str(remote.ca), tls_client_cert=str(remote.cert),
         tls_client_key=str(remote.key), pool_size=1, default_limits={"timeout_ms": 20000},
@@ -102,7 +106,8 @@ def test_pen_flow_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, st
     since = time.time()
     outcome = pen_write(
         intent=INTENT, persona_id="p1", upstream_inputs={"numbers": [1, 2, 3]}, root=str(root),
-        options={"persist_hint": "erase"}, model_block="remote-test-model", sandbox_policy="remote-test-policy",
+        options={"persist_hint": "erase"}, model_block="remote-test-model",
+        sandbox_policy="remote-test-policy",
     )  # fmt: skip
     assert outcome["execution"]["result"] == {"total": 6}
     # The run's container, plus at most the one the pool (size 1) starts ahead to replace it.
@@ -124,11 +129,13 @@ def test_the_environment_names_the_daemon_for_the_sandbox_cli(remote, tmp_path: 
     assert result["result"] == 42 and result["backend"] == "docker"
     with closing(docker_client(remote.endpoint())) as there:
         started = there.events(since=since, until=time.time() + 1, decode=True,
-                               filters={"type": "container", "event": "start", "label": "org.slotrelay.sandbox"})
+                               filters={"type": "container", "event": "start",
+                                        "label": "org.slotrelay.sandbox"})
         assert sum(1 for _ in started) == 1
 
 
-def test_a_certificate_the_daemon_does_not_trust_is_mpp_e002_naming_it(stub, model, root: Path, remote) -> None:
+def test_a_certificate_the_daemon_does_not_trust_is_mpp_e002_naming_it(stub, model, root: Path,
+                                                                       remote) -> None:
     settings = SandboxSettings(endpoint=remote.endpoint(stranger=True))
     since = time.time()
     with pytest.raises(SandboxStartFailed) as failed:
@@ -188,9 +195,11 @@ def test_the_policy_image_tags_choose_the_image_on_its_daemon(remote) -> None:
 
     with closing(docker_client(remote.endpoint())) as there:
         there.images.get(image_tag("python")).tag("operator/python", "1")
-    ours = SandboxSettings(endpoint=remote.endpoint(), image_tags=(("python", "operator/python:1"),), pool_size=0)
+    ours = SandboxSettings(endpoint=remote.endpoint(), image_tags=(("python", "operator/python:1"),),
+                           pool_size=0)
     done = sandbox.run("result = 'from the operator image'", settings=ours)
     assert done.status == "success" and done.result == "from the operator image"
-    missing = SandboxSettings(endpoint=remote.endpoint(), image_tags=(("python", "operator/python:2"),), pool_size=0)
+    missing = SandboxSettings(endpoint=remote.endpoint(), image_tags=(("python", "operator/python:2"),),
+                              pool_size=0)
     with pytest.raises(SandboxUnavailable, match=f"image operator/python:2 is missing on {remote.url}"):
         sandbox.run("result = 1", settings=missing)

@@ -178,7 +178,8 @@ def test_the_cli_grants_source_write_only_with_its_flag(greet: tuple[Path, Path,
 def test_unresolved_and_spread_sites_are_listed_not_edited(tmp_path: Path) -> None:
     extra = (
         SOURCE
-        + "\n\ndef relay(obj, name):\n    return obj.hello(name)\n\n\ndef fan(names):\n    return hello(*names)\n"
+        + "\n\ndef relay(obj, name):\n    return obj.hello(name)\n\n\ndef fan(names):\n    return "
+          "hello(*names)\n"
     )
     root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": extra})
     store = tmp_path / "store"

@@ -52,7 +52,8 @@ FEATURES = {
     "variadic",
 }
 # The figures reached by the resolver of issue 14 (micro-averaged over all edges): 356/357 and 356/359;
-# before it, on the same corpus, 0.935 (300/321) and 0.836 (300/359). The misses are the dynamic calls (`globals()[name]()`,
+# before it, on the same corpus, 0.935 (300/321) and 0.836 (300/359). The misses are the dynamic calls
+# (`globals()[name]()`,
 # `eval("beta()")`, `getattr(obj, "on_" + event)()`), left as unknowns; the false edge is a closure's
 # read of a name its enclosing function rebinds before calling it (closures see every binding).
 PRECISION_FLOOR = 0.997

@@ -331,7 +331,8 @@ def test_a_guessed_external_method_agrees_with_jedi_through_a_reexport(tmp_path:
     root = write_tree(
         tmp_path / "tree",
         {
-            "m.py": "import json\n\n\ndef decode(text):\n    decoder = json.JSONDecoder()\n    return decoder.decode(text)\n"
+            "m.py": "import json\n\n\ndef decode(text):\n    decoder = json.JSONDecoder()\n    return "
+                    "decoder.decode(text)\n"
         },
     )
     ws = build(root, store=tmp_path / "store")["workspace_id"]

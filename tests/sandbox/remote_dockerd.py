@@ -52,11 +52,14 @@ class RemoteDaemon:
         if stranger:
             return DaemonEndpoint(self.url, ca_cert=str(self.ca), client_cert=str(self.stranger_cert),
                                   client_key=str(self.stranger_key))
-        return DaemonEndpoint(self.url, ca_cert=str(self.ca), client_cert=str(self.cert), client_key=str(self.key))
+        return DaemonEndpoint(self.url, ca_cert=str(self.ca), client_cert=str(self.cert),
+                              client_key=str(self.key))
 
     def env(self) -> dict[str, str]:
-        """The variables the docker CLI and SDK read to reach this daemon (DOCKER_CERT_PATH holds ca/cert/key.pem)."""
-        return {"DOCKER_HOST": self.url, "DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(self.folder / "client")}
+        """The variables the docker CLI and SDK read to reach this daemon (DOCKER_CERT_PATH holds
+        ca/cert/key.pem)."""
+        return {"DOCKER_HOST": self.url, "DOCKER_TLS_VERIFY": "1",
+                "DOCKER_CERT_PATH": str(self.folder / "client")}
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -89,11 +92,13 @@ def _certificate(subject: str, key, issuer: x509.Name | None, issuer_key, *, ca:
     )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
             critical=False,
         ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     elif not ca:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                                        critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
 
@@ -102,7 +107,8 @@ def make_certificates(folder: Path) -> None:
     ca_key = _key()
     ca = _certificate("slotrelay test CA", ca_key, None, ca_key, ca=True)
     server_key = _key()
-    _write(folder / "server" / "cert.pem", _certificate("127.0.0.1", server_key, ca.subject, ca_key, server=True),
+    _write(folder / "server" / "cert.pem",
+           _certificate("127.0.0.1", server_key, ca.subject, ca_key, server=True),
            server_key, folder / "server" / "key.pem")
     _write(folder / "server" / "ca.pem", ca)
     client_key = _key()
@@ -153,7 +159,8 @@ def remote_dockerd() -> Iterator[RemoteDaemon]:
                 break
             except SandboxUnavailable:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the test dockerd did not start: {log_path.read_text()[-2000:]}") from None
+                    raise RuntimeError(
+                        f"the test dockerd did not start: {log_path.read_text()[-2000:]}") from None
                 time.sleep(0.25)
         yield daemon
     finally:

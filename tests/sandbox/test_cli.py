@@ -46,7 +46,8 @@ def test_run_prints_one_json_object(backend: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert set(answer) == {
-        "status", "exit_code", "stdout", "stderr", "result", "duration_ms", "violations", "backend", "truncated",
+        "status", "exit_code", "stdout", "stderr", "result", "duration_ms", "violations", "backend",
+        "truncated",
     }  # fmt: skip
     assert (answer["status"], answer["result"], answer["stdout"], answer["backend"]) == (
         "success", 42, "adding\n", backend,

@@ -63,7 +63,8 @@ def test_the_pool_holds_started_containers_blocked_on_stdin_and_refills(docker_b
     for item in ready:
         assert api.inspect_container(item.id)["State"]["Running"] is True
         # Idle means asleep in read(0, ...) (syscall 0 on x86_64): it costs no CPU while it waits.
-        assert wait_for(lambda id=item.id: runner_syscall(api, id) == ("S", ["0", "0x0"]), "the runner to block")
+        assert wait_for(lambda id=item.id: runner_syscall(api, id) == ("S", ["0", "0x0"]),
+                        "the runner to block")
     warm_before = docker_backend.pool.stats.warm
     handed_before = len(docker_backend.pool.stats.handed_out)
     hostnames = [

@@ -21,8 +21,10 @@ def kinds(result: sandbox.ExecutionResult) -> list[str]:
 
 
 def test_inputs_in_and_result_out_in_every_language(backend: str) -> None:
-    python = "import json, sys\nseen = json.load(sys.stdin)\ndef main(inputs):\n    print('sum', sum(seen))\n    return {'n': len(inputs)}\n"
-    node = "module.exports.main = async (xs) => { console.log('sum', xs.reduce((a, b) => a + b)); return {n: xs.length}; };"
+    python = ("import json, sys\nseen = json.load(sys.stdin)\n"
+              "def main(inputs):\n    print('sum', sum(seen))\n    return {'n': len(inputs)}\n")
+    node = ("module.exports.main = async (xs) => "
+            "{ console.log('sum', xs.reduce((a, b) => a + b)); return {n: xs.length}; };")
     shell = 'read -r line; echo "got $line"; echo oops >&2; exit 3'
     inputs = [1, 2, 3]
     first = sandbox.run(python, inputs=inputs, backend=backend)

@@ -1,4 +1,5 @@
-"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster, a Prefect server on it, a small chain."""
+"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster, a Prefect server on it, a small
+chain."""
 
 from __future__ import annotations
 
@@ -25,14 +26,17 @@ def double(data):
 def postgres() -> Iterator[PostgresCluster]:
     """A PostgreSQL cluster of this module's own, on a free port of 127.0.0.1."""
     require_service(postgres_bin() is not None, "PostgreSQL is not installed (apt-get install postgresql)")
-    require_service(cluster_user() is not None, "running as root, but there is no `postgres` user to own a cluster")
+    require_service(cluster_user() is not None,
+                    "running as root, but there is no `postgres` user to own a cluster")
     with postgres_cluster() as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="module")
-def postgres_prefect_server(postgres: PostgresCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Prefect server on this module's PostgreSQL cluster (`deployments.server.start_server`); yields its API URL.
+def postgres_prefect_server(postgres: PostgresCluster,
+                            tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Prefect server on this module's PostgreSQL cluster (`deployments.server.start_server`); yields its
+    API URL.
 
     In-process Prefect calls see it through `temporary_settings`; subprocesses get `PREFECT_API_URL`.
     """

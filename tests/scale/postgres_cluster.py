@@ -64,7 +64,8 @@ class PostgresCluster:
         done = subprocess.run(
             [str(self.bin / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", ROLE, "-d", database,
              "-At", "-F", "\t", "-c", sql],
-            env={**os.environ, "PGPASSWORD": self.password}, capture_output=True, text=True, check=True, timeout=60,
+            env={**os.environ, "PGPASSWORD": self.password}, capture_output=True, text=True, check=True,
+            timeout=60,
         )  # fmt: skip
         return [line.split("\t") for line in done.stdout.splitlines()]
 
@@ -74,7 +75,8 @@ def _as(user: str, command: list[str], **kwargs) -> subprocess.CompletedProcess:
     as_other = entry.pw_uid != os.geteuid()
     return subprocess.run(
         command, user=entry.pw_uid if as_other else None, group=entry.pw_gid if as_other else None,
-        extra_groups=[] if as_other else None, capture_output=True, text=True, check=False, timeout=START_SECONDS,
+        extra_groups=[] if as_other else None, capture_output=True, text=True, check=False,
+        timeout=START_SECONDS,
         env={"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir, "LANG": "C.UTF-8"}, **kwargs,
     )  # fmt: skip
 

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REGISTER = "prefect block register -m blocks"  # the command of docs/beyond.md
 SLUGS = {
     "slotrelay-code-model": {"base_url", "model", "api_key"},
-    "slotrelay-sandbox-policy": {"daemon_url", "tls_ca_cert", "tls_client_cert", "tls_client_key", "image_tags",
+    "slotrelay-sandbox-policy": {"daemon_url", "tls_ca_cert", "tls_client_cert", "tls_client_key",
+                                 "image_tags",
                                  "default_limits", "egress_allow", "pool_size"},
     "slotrelay-chain-folders": {"slots_root", "alerts", "logs"},
 }
@@ -85,16 +86,19 @@ def test_the_policy_egress_allow_list_refuses_hosts_outside_it() -> None:
 
 
 @pytest.mark.prefect_server
-def test_the_chain_flow_puts_alerts_and_logs_where_its_folders_block_says(prefect_server, tmp_path: Path) -> None:
+def test_the_chain_flow_puts_alerts_and_logs_where_its_folders_block_says(prefect_server,
+                                                                          tmp_path: Path) -> None:
     from flows.chain import run_chain
 
     chain = small_chain(tmp_path / "chain")
     slots, logs, alerts = tmp_path / "slots", tmp_path / "logs-elsewhere", tmp_path / "alerts-elsewhere"
-    ChainFolders(slots_root=str(slots), alerts=str(alerts), logs=str(logs)).save("folders-test", overwrite=True)
+    ChainFolders(slots_root=str(slots), alerts=str(alerts), logs=str(logs)).save("folders-test",
+                                                                                 overwrite=True)
     summary = run_chain(str(chain), folders_block="folders-test")
     assert summary["state"] == "COMPLETED"
     assert json.loads((slots / "slots" / "double_output.json").read_text())["data"] == {"doubled": [2, 4, 6]}
     assert (logs / "runs" / f"{summary['flow_run_id']}.json").is_file()
     assert "double" in (logs / "engine.log").read_text()
     assert alerts.is_dir()
-    assert not (chain.parent / "logs").exists() and not (slots / "logs").exists() and not (slots / "alerts").exists()
+    assert not (chain.parent / "logs").exists() and not (slots / "logs").exists() and not (
+        slots / "alerts").exists()

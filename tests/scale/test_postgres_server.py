@@ -31,7 +31,8 @@ def command(template: str, chain: Path, **values: str) -> tuple[dict[str, str], 
 
 
 @pytest.mark.postgres
-def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(postgres, tmp_path: Path) -> None:
+def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(postgres,
+                                                                             tmp_path: Path) -> None:
     chain = small_chain(tmp_path / "chain")
     home = tmp_path / "home"
     port = free_port()
@@ -42,7 +43,8 @@ def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(pos
     with log.open("w") as handle:
         up = subprocess.Popen(
             [*up_command, "--port", str(port), "--home", str(home)],
-            cwd=ROOT, env={**env, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}, stdout=handle, stderr=subprocess.STDOUT,
+            cwd=ROOT, env={**env, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}, stdout=handle,
+            stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         wait_for_up(lambda: base in log.read_text(), 300, "the UI address to be printed", up, log)
@@ -59,7 +61,8 @@ def test_up_on_postgresql_runs_a_chain_into_the_database_and_stops_on_sigint(pos
         flow_run = postgres.query(f"select state_type from flow_run where id = '{summary['flow_run_id']}'")
         assert flow_run == [["COMPLETED"]]
         tasks = postgres.query(
-            f"select name, state_type from task_run where flow_run_id = '{summary['flow_run_id']}' order by start_time"
+            f"select name, state_type from task_run where flow_run_id = '{summary['flow_run_id']}' order by "
+            "start_time"
         )
         names = [row[0] for row in tasks]
         assert len(tasks) == 2 and all(row[1] == "COMPLETED" for row in tasks), tasks
@@ -90,7 +93,8 @@ def test_database_urls_name_their_driver_and_hide_the_password() -> None:
     assert server_database("postgresql+asyncpg://u:p@127.0.0.1/prefect") == "postgresql+asyncpg://u:p@127.0.0.1/prefect"
     assert server_database("sqlite:////srv/prefect.db") == "sqlite+aiosqlite:////srv/prefect.db"
     for bad, why in (("postgresql://u:secret@db.local", "needs a host and a database"),
-                     ("mysql://u:secret@db.local/prefect", r"PostgreSQL \(postgresql\+asyncpg://\) or SQLite"),
+                     ("mysql://u:secret@db.local/prefect",
+                      r"PostgreSQL \(postgresql\+asyncpg://\) or SQLite"),
                      ("not a url", "is not a database URL")):
         with pytest.raises(ValueError, match=why) as refused:
             server_database(bad)

@@ -50,8 +50,10 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgr
         # Two runs at a time per worker: neither can take the whole burst in one poll.
         workers = [start_worker(api, pool, name, tmp_path / f"{name}.log", limit=2)
                    for name in ("worker-a", "worker-b")]
-        wait_for(lambda: all("started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
-                 120, "both workers to start")
+        wait_for(
+            lambda: all(
+                "started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
+            120, "both workers to start")
 
         outputs = write_burst(tmp_path, chain_ids)
         assert len(outputs) == 200
@@ -81,7 +83,8 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgr
     assert tasks == {f"work-{i}": sum(i < n for n in BURST_SOURCES) for i in range(max(BURST_SOURCES))}, tasks
     started = []
     for chain_id, sources in zip(chain_ids, BURST_SOURCES, strict=True):
-        ledger = [json.loads(line) for line in (tmp_path / chain_id / LEDGER_FILE_NAME).read_text().splitlines()]
+        ledger = [
+            json.loads(line) for line in (tmp_path / chain_id / LEDGER_FILE_NAME).read_text().splitlines()]
         assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == sorted(
             f"route-{i}" for i in range(sources))
         started += [e["flow_run_id"] for e in ledger if e["kind"] == "started"]

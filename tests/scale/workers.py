@@ -1,7 +1,9 @@
-"""Process workers, `watch --pool` and what the API says about their runs: shared by tests/scale and the bench."""
+"""Process workers, `watch --pool` and what the API says about their runs: shared by tests/scale and the
+bench."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -87,10 +89,8 @@ def stop(process: subprocess.Popen, first: signal.Signals = signal.SIGINT, timeo
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         return process.wait(timeout=30)
 
 
@@ -102,10 +102,8 @@ def kill_tree(process: subprocess.Popen) -> list[int]:
     root = psutil.Process(process.pid)
     tree = [root, *root.children(recursive=True)]
     for proc in tree:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
     process.wait(timeout=30)
     psutil.wait_procs(tree, timeout=30)
     return [proc.pid for proc in tree]
@@ -146,7 +144,8 @@ def chain_runs(chain_ids: list[str]) -> list:
 
 
 def completed_tasks(flow_run_ids: list) -> Counter:
-    """How many times each task-run name completed in these flow runs (a node's task run is named after it)."""
+    """How many times each task-run name completed in these flow runs (a node's task run is named after
+    it)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import TaskRunSort

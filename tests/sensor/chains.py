@@ -51,7 +51,8 @@ def make_chain(
             "node_id": f"work-{i}",
             "input_slot": {"slot_id": f"work-{i}-in", "path": f"slots/work-{i}_input.json"},
             "output_slot": {"slot_id": f"work-{i}", "path": f"slots/work-{i}_output.json"},
-            "executor": {"kind": "python", "callable": WORK_CALLABLE} if downstream == "python" else {"kind": "external"},
+            "executor": {"kind": "python", "callable": WORK_CALLABLE} if downstream == "python" else {
+                "kind": "external"},
         }
         nodes.append(target)
         routes.append({
@@ -66,8 +67,10 @@ def make_chain(
     return path
 
 
-def agent_writes(folder: Path, node_id: str, data: dict, *, status: str = "completed", atomic: bool = True) -> Path:
-    """Write a node's output slot as an agent outside would: tmp + rename, no fsync (fast, like most agents)."""
+def agent_writes(folder: Path, node_id: str, data: dict, *, status: str = "completed",
+                 atomic: bool = True) -> Path:
+    """Write a node's output slot as an agent outside would: tmp + rename, no fsync (fast, like most
+    agents)."""
     path = folder / "slots" / f"{node_id}_output.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(output_slot_document(node_id, status=status, data=data, capabilities_used=["Write"]))
@@ -81,7 +84,8 @@ def agent_writes(folder: Path, node_id: str, data: dict, *, status: str = "compl
 
 
 class RunRecorder:
-    """The start-run action for core tests: records each run; like Prefect, a repeated key returns the same run.
+    """The start-run action for core tests: records each run; like Prefect, a repeated key returns the same
+    run.
 
     With `path`, runs are appended to a JSON-lines file, so a sensor in another process can be checked.
     """

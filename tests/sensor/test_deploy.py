@@ -1,4 +1,5 @@
-"""The `deploy` executor on local folder targets against a real HTTP server on 127.0.0.1 (SSH: tests/chain)."""
+"""The `deploy` executor on local folder targets against a real HTTP server on 127.0.0.1 (SSH:
+tests/chain)."""
 
 from __future__ import annotations
 
@@ -87,10 +88,12 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
         assert (target / "build/posts/a.html").read_bytes() == b"\x00binary\xffpost"
         assert not list(target.rglob("*.tmp"))
     assert len(out["deployed"]) == 4
-    assert {d["sha256"] for d in out["deployed"]} == {_sha(b"<h1>slotrelay</h1>\n"), _sha(b"\x00binary\xffpost")}
+    assert {d["sha256"] for d in out["deployed"]} == {_sha(b"<h1>slotrelay</h1>\n"),
+                                                      _sha(b"\x00binary\xffpost")}
     assert out["checked_urls"] == [f"{url}/build/index.html", f"{url}/build/posts/a.html"]
     assert [(d["target_name"], d["url_status"]) for d in out["deployed"]] == [("C", 200), ("C", 200),
-                                                                             ("mirror-b", None), ("mirror-b", None)]
+                                                                             ("mirror-b", None),
+                                                                             ("mirror-b", None)]
     assert out["targets"]["C"] == {"kind": "folder", "location": str(root / "site"), "base_url": url}
     # 紧追-L3 with the default points on both pages: served and Dev agree.
     assert [(p["page"], p["point"], p["served"], p["equal"]) for p in out["feature_points"][:3]] == [
@@ -113,7 +116,8 @@ def test_a_missing_source_is_named(site, served):
 
 def test_a_url_that_does_not_serve_the_file_fails_after_the_copy(site, served):
     _root, url, _handler = served
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [{"folder": "only-b", "base_url": url}]}
+    spec = {"kind": "deploy", "files": ["build/index.html"],
+            "targets": [{"folder": "only-b", "base_url": url}]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_unreachable"
@@ -125,7 +129,8 @@ def test_a_stale_served_copy_is_a_url_mismatch(site, served):
     root, url, _handler = served
     (root / "site" / "build").mkdir(parents=True)
     (root / "site" / "build" / "index.html").write_text("<h1>old</h1>\n")
-    spec = {"kind": "deploy", "files": ["build/index.html"], "targets": [{"folder": "mirror-b", "base_url": url}]}
+    spec = {"kind": "deploy", "files": ["build/index.html"],
+            "targets": [{"folder": "mirror-b", "base_url": url}]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_mismatch"

@@ -36,10 +36,12 @@ def relay_chain(folder: Path) -> Path:
     def node(node_id: str, kind: str, with_input: bool) -> dict:
         return {
             "node_id": node_id,
-            "input_slot": {"slot_id": f"{node_id}-in", "path": f"slots/{node_id}_input.json"} if with_input else None,
+            "input_slot": {"slot_id": f"{node_id}-in",
+                           "path": f"slots/{node_id}_input.json"} if with_input else None,
             "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
             "capabilities": ["Write"],
-            "executor": {"kind": "external"} if kind == "external" else {"kind": "python", "callable": WORK_CALLABLE},
+            "executor": {"kind": "external"} if kind == "external" else {"kind": "python",
+                                                                         "callable": WORK_CALLABLE},
         }
 
     def route(a: str, b: str) -> dict:
@@ -71,11 +73,13 @@ def deployment_runs(*deployments: str) -> list:
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
 
     with get_client(sync_client=True) as client:
-        return client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
+        return client.read_flow_runs(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
 
 
 def runs_finished(*deployments: str) -> bool:
-    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running ones)."""
+    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running
+    ones)."""
     runs = deployment_runs(*deployments)
     return bool(runs) and all(r.state is not None and r.state.is_final() for r in runs)
 
@@ -116,9 +120,11 @@ def site_example(tmp_path):
     """The `examples/relay` chain copied to a temporary folder, deploying to a folder served on 127.0.0.1."""
     folder = tmp_path / "site"
     shutil.copytree(ROOT / "examples" / "relay", folder,
-                    ignore=shutil.ignore_patterns("slots", "build", "public", "mirror-b", "logs", "alerts", ".slotrelay-*"))
+                    ignore=shutil.ignore_patterns("slots", "build", "public", "mirror-b", "logs", "alerts",
+                                                  ".slotrelay-*"))
     (folder / "public").mkdir()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder / "public")))
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_Quiet, directory=str(folder / "public")))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     chain_file = folder / "node_chain.json"
@@ -157,7 +163,8 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
         agent_writes(tmp_path / "relay", "ask", {"question": "ship it?"})
         agent_writes(tmp_path / "site", "draft", {"title": "Relay <1>", "body": "routed once"})
         wait_for(lambda: completed(slots / "work_output.json"), 90, "`work` to run in a flow run")
-        assert read_slot(slots / "work_output.json")["data"] == {"seen": {"question": "ship it?"}, "stamped": True}
+        assert read_slot(slots / "work_output.json")["data"] == {"seen": {"question": "ship it?"},
+                                                                 "stamped": True}
         # The run stops at the external `review`: it writes its input (just after `work`'s output), and
         # the output is the agent's to write.
         wait_for(lambda: read_slot(slots / "review_input.json") is not None, 60, "`review`'s input slot")
@@ -165,7 +172,8 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
         assert not (slots / "review_output.json").exists()
 
         agent_writes(tmp_path / "relay", "review", {"approved": True})
-        wait_for(lambda: completed(slots / "publish_output.json"), 90, "`publish` to run in a second flow run")
+        wait_for(lambda: completed(slots / "publish_output.json"), 90,
+                 "`publish` to run in a second flow run")
         deployed = tmp_path / "site" / "slots" / "deploy_output.json"
         wait_for(lambda: completed(deployed), 90, "the site chain's deploy node")
         wait_for(lambda: runs_finished("relay", "site-relay"), 90, "the flow runs to end")
@@ -188,7 +196,8 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
     assert [r.parameters["start_nodes"] for r in site_runs] == [["render"]]
     assert site_runs[0].state.type.value == "COMPLETED"
     ledger = [json.loads(line) for line in (tmp_path / "relay" / LEDGER_FILE_NAME).read_text().splitlines()]
-    assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == ["ask-to-work", "review-to-publish"]
+    assert sorted(e["route_id"] for e in ledger if e["kind"] == "routed") == ["ask-to-work",
+                                                                              "review-to-publish"]
     assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == {str(r.id) for r in runs}
 
 
@@ -205,7 +214,8 @@ def test_prefect_deploy_all_creates_every_deployment_of_prefect_yaml(prefect_ser
     with get_client(sync_client=True) as client:
         chain = client.read_deployment_by_name("chain/run-chain")
         names = {f"{d.entrypoint}" for d in client.read_deployments()}
-    assert {"flows/chain.py:run_chain", "flows/pen.py:pen_write", "flows/registry_review.py:registry_review"} <= names
+    assert {"flows/chain.py:run_chain", "flows/pen.py:pen_write",
+            "flows/registry_review.py:registry_review"} <= names
     assert chain.work_pool_name == "slotrelay"
     assert chain.parameters["stop_at_external"] is True
     assert chain.pull_steps == [
@@ -224,7 +234,8 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
             cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
             stdout=handle, stderr=subprocess.STDOUT,
         )
-    outputs = [tmp_path / cid / "slots" / f"work-{i}_output.json" for cid, n in sizes.items() for i in range(n)]
+    outputs = [tmp_path / cid / "slots" / f"work-{i}_output.json" for cid,
+               n in sizes.items() for i in range(n)]
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
         assert watch.poll() is None, log.read_text()
@@ -257,8 +268,10 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
         wait_for(every_task_run_recorded, 120, "the server to record the 100 task runs")
     assert {r.state.type.value for r in runs} == {"COMPLETED"}
     assert len(runs) < 100, "the burst's targets were not coalesced into fewer runs"
-    # Each routed target is started by exactly one run, and runs as a task in exactly one (work-i: once per chain).
-    started = Counter((r.parameters["chain_path"], node) for r in runs for node in r.parameters["start_nodes"])
+    # Each routed target is started by exactly one run, and runs as a task in exactly one (work-i: once per
+    # chain).
+    started = Counter(
+        (r.parameters["chain_path"], node) for r in runs for node in r.parameters["start_nodes"])
     assert len(started) == 100 and set(started.values()) == {1}
     assert set(ran) == expected and set(ran.values()) == {len(sizes)}
     for cid in sizes:
@@ -279,7 +292,8 @@ def nap(data):
 
 
 def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_server, tmp_path):
-    # Stopping leaves no run Running in the UI with nobody running it: it is cancelled, and a successor runs it.
+    # Stopping leaves no run Running in the UI with nobody running it: it is cancelled, and a successor runs
+    # it.
     folder = tmp_path / "nap"
     chain = make_chain(folder, "nap", 1)
     (folder / "nap_work.py").write_text(NAP_MODULE)

@@ -27,8 +27,10 @@ from .test_routing import _start_sensor_process, routed_keys, wait_for
 
 MALFORMED = {
     "status_is_a_list": b'{"node_id": "src-0", "status": ["completed"]}',
-    "capability_is_an_object": b'{"node_id": "src-0", "status": "completed", "capabilities_used": [{"a": 1}]}',
-    "nested_100k_levels": b'{"node_id": "src-0", "status": "completed", "data": ' + b'[' * 100_000 + b']' * 100_000
+    "capability_is_an_object": (b'{"node_id": "src-0", "status": "completed", '
+                                b'"capabilities_used": [{"a": 1}]}'),
+    "nested_100k_levels": b'{"node_id": "src-0", "status": "completed", "data": '
+    + b'[' * 100_000 + b']' * 100_000
     + b'}',
     "not_an_object": b"[1, 2, 3]",
     "not_json": b"status: completed\nnode_id: src-0\n",

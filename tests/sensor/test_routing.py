@@ -45,7 +45,8 @@ def ledger_lines(folder: Path) -> list[dict]:
 
 def routed_keys(folder: Path) -> Counter:
     return Counter(
-        (r["chain_id"], r["route_id"], r["source_hash"]) for r in ledger_lines(folder) if r["kind"] == "routed"
+        (r["chain_id"], r["route_id"], r["source_hash"]) for r in ledger_lines(
+            folder) if r["kind"] == "routed"
     )
 
 
@@ -105,16 +106,20 @@ def test_a_non_atomic_write_routes_once_when_complete(tmp_path, sensor_for):
     assert len(recorder.runs) == 1
 
 
-def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinished_ones_wait(tmp_path, sensor_for):
+def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinished_ones_wait(tmp_path,
+                                                                                              sensor_for):
     chain = make_chain(tmp_path, "identity", 3)
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
     slots = tmp_path / "slots"
     (slots / "src-0_output.json").write_text(json.dumps(
         {"node_id": "src-0", "status": "completed", "data": {}, "capabilities_used": ["scp"]}))
-    (slots / "src-1_output.json").write_text(json.dumps({"node_id": "someone-else", "status": "completed", "data": {}}))
-    (slots / "src-2_output.json").write_text(json.dumps({"node_id": "src-2", "status": "running", "data": {}}))
-    (slots / "src-2_output.json.tmp").write_text(json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
+    (slots / "src-1_output.json").write_text(
+        json.dumps({"node_id": "someone-else", "status": "completed", "data": {}}))
+    (slots / "src-2_output.json").write_text(
+        json.dumps({"node_id": "src-2", "status": "running", "data": {}}))
+    (slots / "src-2_output.json.tmp").write_text(
+        json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
     time.sleep(0.6)
     agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")
     wait_for(lambda: sum(routed_keys(tmp_path).values()) == 3, what="three hand-overs")
@@ -122,7 +127,8 @@ def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinis
     # Nothing routed downstream: each slot goes to a run of the chain at its own node, where the
     # engine's rules (identity check, error types, alerts) apply as in `slotrelay run`.
     assert not list(slots.glob("work-*_input.json"))
-    assert sorted(route for _, route, _ in routed_keys(tmp_path)) == ["engine:src-0", "engine:src-0", "engine:src-1"]
+    assert sorted(route for _, route, _ in routed_keys(tmp_path)) == ["engine:src-0", "engine:src-0",
+                                                                      "engine:src-1"]
     assert {node for _, node in recorder.started_nodes()} == {"src-0", "src-1"}
     log = (tmp_path / "logs" / "engine.log").read_text()
     assert "src-1 handed to the engine's rules (identity_mismatch: slot node_id is 'someone-else'" in log
@@ -174,7 +180,8 @@ def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, 
             if i < n:
                 tmp = staging / f"{cid}-src-{i}_output.json.tmp"
                 tmp.write_text(json.dumps(
-                    {"node_id": f"src-{i}", "status": "completed", "data": {"i": i}, "capabilities_used": ["Write"]}))
+                    {"node_id": f"src-{i}", "status": "completed", "data": {"i": i},
+                     "capabilities_used": ["Write"]}))
                 documents.append((tmp, tmp_path / cid / "slots" / f"src-{i}_output.json"))
     began = time.monotonic()
     for tmp, path in documents:
@@ -225,15 +232,15 @@ def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
     try:
         def all_started() -> bool:
             ledgers = [RoutingLedger(tmp_path / k / LEDGER_FILE_NAME) for k in ("k1", "k2")]
-            done = all(len(l.routed_entries()) == n for l in ledgers)
-            return done and all(not l.unstarted_runs(c) and not l.unbatched(c)
-                                for l, c in zip(ledgers, ("kill-a", "kill-b")))
+            done = all(len(ledger.routed_entries()) == n for ledger in ledgers)
+            return done and all(not ledger.unstarted_runs(c) and not ledger.unbatched(c)
+                                for ledger, c in zip(ledgers, ("kill-a", "kill-b"), strict=True))
         wait_for(all_started, 30, "every route fired and its run started")
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
     assert kills == 5
-    for folder, cid in (("k1", "kill-a"), ("k2", "kill-b")):
+    for folder in ("k1", "k2"):
         assert set(routed_keys(tmp_path / folder).values()) == {1}
         for i in range(n):
             assert read_slot(tmp_path / folder / "slots" / f"work-{i}_input.json")["data"] == {"i": i}

@@ -45,7 +45,8 @@ def after(data):
 def python_node(node_id: str, function: str, *, with_input: bool) -> dict:
     return {
         "node_id": node_id,
-        "input_slot": {"slot_id": f"{node_id}-in", "path": f"slots/{node_id}_input.json"} if with_input else None,
+        "input_slot": {"slot_id": f"{node_id}-in",
+                       "path": f"slots/{node_id}_input.json"} if with_input else None,
         "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
         "executor": {"kind": "python", "callable": f"ask_work:{function}"},
     }
@@ -94,7 +95,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
             deployment = client.read_deployment_by_name("chain/waits")
             waiting = [
                 client.create_flow_run_from_deployment(deployment.id, parameters={
-                    "chain_path": str(waits), "slots_root": str(tmp_path / f"run-{i}"), "stop_at_external": False})
+                    "chain_path": str(waits), "slots_root": str(tmp_path / f"run-{i}"),
+                    "stop_at_external": False})
                 for i in range(WAITING_RUNS)
             ]
 
@@ -134,5 +136,6 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     assert "ask: taken back from alert" in (tmp_path / "run-0" / "logs" / "engine.log").read_text()
     alert = read_alert(alert_file)
     assert alert.status == "decided" and alert.decision.decision == "continue" and alert.decision.via == "cli"
-    assert len(list((tmp_path / "run-0" / "alerts").glob("alert-*.json"))) == 1, "no second alert on the rerun"
+    assert len(
+        list((tmp_path / "run-0" / "alerts").glob("alert-*.json"))) == 1, "no second alert on the rerun"
     assert {r.state.name for r in deployment_runs("waits") if r.id != resumed} == {"Suspended"}

@@ -1,4 +1,5 @@
-"""`slotrelay up`: a real server with its UI, the watcher, a flow run in progress, and one SIGINT stops all."""
+"""`slotrelay up`: a real server with its UI, the watcher, a flow run in progress, and one SIGINT stops
+all."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def slow_chain(folder: Path) -> Path:
 
 
 def flow_run_processes(pid: int) -> list[psutil.Process]:
-    """The `prefect.engine` processes (flow runs) under `pid`; ones that end while being looked at are skipped."""
+    """The `prefect.engine` processes (flow runs) under `pid`; ones that end while being looked at are
+    skipped."""
     found = []
     for proc in psutil.Process(pid).children(recursive=True):
         try:
@@ -75,7 +77,8 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
         wait_for_up(lambda: base in log.read_text(), 240, "the UI address to be printed", up, log)
         # A loaded machine can take longer than one request's timeout to answer: ask until 200.
         wait_for_up(lambda: http_status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
-        wait_for_up(lambda: http_status(f"{base}/api/deployments/name/chain/slow") == 200, 180, "the served deployment", up, log)
+        wait_for_up(lambda: http_status(f"{base}/api/deployments/name/chain/slow") == 200, 180,
+                    "the served deployment", up, log)
 
         # A flow run in progress when the Ctrl-C comes: its process must not outlive `up`.
         agent_writes(tmp_path / "slow", "ask", {"go": True})

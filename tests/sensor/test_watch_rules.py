@@ -34,12 +34,14 @@ ERROR_TYPES = [
 ]
 
 
-def write_chain(folder: Path, chain_id: str, *, timeout: float | None = None, error_types: list | None = None) -> Path:
+def write_chain(folder: Path, chain_id: str, *, timeout: float | None = None,
+                error_types: list | None = None) -> Path:
     folder.mkdir(parents=True)
     (folder / "sensor_work.py").write_text(WORK_MODULE)
     always = {"field": "status", "operator": "equals", "value": "completed"}
     ext = {"node_id": "ext", "input_slot": {"slot_id": "ext-in", "path": "slots/ext_input.json"},
-           "output_slot": {"slot_id": "ext", "path": "slots/ext_output.json", "babel_path": "slots/ext_babel.jsonl"},
+           "output_slot": {"slot_id": "ext", "path": "slots/ext_output.json",
+                           "babel_path": "slots/ext_babel.jsonl"},
            "capabilities": ["Write"], "executor": {"kind": "external"}}
     if timeout is not None:
         ext["timeout_seconds"] = timeout
@@ -61,7 +63,8 @@ def write_chain(folder: Path, chain_id: str, *, timeout: float | None = None, er
 def ask(folder: Path) -> None:
     """ext's input slot, as seed's route writes it."""
     write_json_atomic(folder / "slots" / "ext_input.json",
-                      input_slot_document(from_node="seed", route_id="seed-to-ext", data={"question": folder.name}))
+                      input_slot_document(from_node="seed", route_id="seed-to-ext",
+                                          data={"question": folder.name}))
 
 
 def agent(folder: Path, *, status: str = "completed", node_id: str = "ext", data: dict | None = None,
@@ -93,7 +96,8 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.flow_runs import resume_flow_run
 
-    cases = {name: tmp_path / name for name in ("identity", "skip", "fail", "retry", "timeout", "babel", "unknown",
+    cases = {
+        name: tmp_path / name for name in ("identity", "skip", "fail", "retry", "timeout", "babel", "unknown",
                                                 "notjson", "nostatus", "half")}
     chains = [write_chain(cases[name], f"wr-{name}", timeout=3 if name == "timeout" else None,
                           error_types=[*ERROR_TYPES, {"error_type": "timeout", "handling": "fail"}]
@@ -135,23 +139,28 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         babel = (cases["babel"] / "slots" / "ext_babel.jsonl").read_text().splitlines()
         assert len(babel) == 1 and json.loads(babel[0])["payload"]["data"] == {"answer": "once"}
         # retry: the engine asks the agent again (input slot pending, attempt 2); the answer goes on.
-        wait_for(lambda: (read_slot(cases["retry"] / "slots" / "ext_input.json") or {}).get("attempt") == 2, 120,
+        wait_for(lambda: (read_slot(cases["retry"] / "slots" / "ext_input.json") or {}).get("attempt") == 2,
+                 120,
                  "the agent to be asked again")
         agent(cases["retry"], data={"answer": "second try"})
         wait_for(lambda: completed(cases["retry"] / "slots" / "work_output.json"), 120, "retry's work")
-        assert read_slot(cases["retry"] / "slots" / "work_output.json")["data"]["seen"] == {"answer": "second try"}
+        assert read_slot(cases["retry"] / "slots" / "work_output.json")["data"]["seen"] == {
+            "answer": "second try"}
         # identity mismatch: an alert and a suspended run; `slotrelay decide` continues with data.
-        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["identity"])), 120, "identity's alert")
+        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["identity"])), 120,
+                 "identity's alert")
         [mismatch] = alerts(cases["identity"])
         assert mismatch.error_type == "identity_mismatch" and "impostor" in mismatch.message
         [alert_file] = sorted((cases["identity"] / "alerts").glob("alert-*.json"))
         wait_for(lambda: _suspended(mismatch.flow_run_id), 120, "identity's run to be suspended")
-        decided = subprocess.run([sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue",
+        decided = subprocess.run(
+            [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue",
                                   "--data", '{"answer": "by hand"}'], cwd=ROOT, env=env, capture_output=True,
                                  text=True, timeout=120, check=False)
         assert decided.returncode == 0, decided.stderr
         wait_for(lambda: completed(cases["identity"] / "slots" / "work_output.json"), 180, "identity's work")
-        assert read_slot(cases["identity"] / "slots" / "work_output.json")["data"]["seen"] == {"answer": "by hand"}
+        assert read_slot(cases["identity"] / "slots" / "work_output.json")["data"]["seen"] == {
+            "answer": "by hand"}
         # an undeclared error type: an alert, decided through the API as the UI form does (retry).
         wait_for(lambda: any(a.status == "paused" for a in alerts(cases["unknown"])), 120, "unknown's alert")
         [unknown] = alerts(cases["unknown"])
@@ -160,15 +169,18 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         from uuid import UUID
 
         resume_flow_run(UUID(unknown.flow_run_id), run_input={"decision": "retry"})
-        wait_for(lambda: (read_slot(cases["unknown"] / "slots" / "ext_input.json") or {}).get("attempt", 1) > 1, 120,
-                 "the agent to be asked again after the decision")
+        wait_for(
+            lambda: (read_slot(cases["unknown"] / "slots" / "ext_input.json") or {}).get("attempt", 1) > 1,
+            120,
+            "the agent to be asked again after the decision")
         agent(cases["unknown"], data={"answer": "fixed"})
         wait_for(lambda: completed(cases["unknown"] / "slots" / "work_output.json"), 180, "unknown's work")
         # timeout: no answer within 3 s of the input slot's own timestamp: the declared `timeout` type.
         wait_for(lambda: alerts(cases["timeout"]), 120, "the timeout's alert")
         [timed_out] = alerts(cases["timeout"])
         assert (timed_out.error_type, timed_out.handling) == ("timeout", "fail")
-        # Each malformed slot: an alert naming the file and what was wrong; the sensor went on with the others.
+        # Each malformed slot: an alert naming the file and what was wrong; the sensor went on with the
+        # others.
         for name, problem in (("notjson", "is not JSON"), ("nostatus", "status: Field required"),
                               ("half", "is half written")):
             wait_for(lambda name=name: alerts(cases[name]), 120, f"the alert of the {name} slot")
@@ -176,8 +188,10 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
             assert refused.error_type == "slot_invalid", refused
             assert "ext_output.json" in refused.message and problem in refused.message, refused.message
         with get_client(sync_client=True) as client:
-            wait_for(lambda: all(r.state.is_final() for r in client.read_flow_runs() if r.name.startswith("wr-fail")),
-                     120, "the fail run to end")
+            wait_for(
+                lambda: all(
+                    r.state.is_final() for r in client.read_flow_runs() if r.name.startswith("wr-fail")),
+                120, "the fail run to end")
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=90)

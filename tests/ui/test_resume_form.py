@@ -105,7 +105,8 @@ def wait_asked_again(flow_run_id: str, refused_key: str, timeout: float = 120) -
 def browser_tools() -> None:
     """Chromium, Node and playwright-core, or a skip (a failure in CI) before any run starts."""
     require_service(
-        shutil.which(CHROMIUM) is not None and NODE.exists() and (HERE / "node_modules" / "playwright-core").is_dir(),
+        shutil.which(CHROMIUM) is not None and NODE.exists() and (
+            HERE / "node_modules" / "playwright-core").is_dir(),
         "the browser test needs /usr/bin/chromium (apt chromium), tests/mcp's Node and tests/ui/node_modules "
         "(run scripts/bootstrap.sh)",
     )
@@ -128,7 +129,8 @@ def chain_runs(prefect_server: str, tmp_path: Path) -> Iterator[dict[str, tuple[
 
 
 def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
-    browser_tools: None, prefect_server: str, chain_runs: dict[str, tuple[Path, subprocess.Popen]], tmp_path: Path
+    browser_tools: None, prefect_server: str, chain_runs: dict[str, tuple[Path, subprocess.Popen]],
+    tmp_path: Path
 ) -> None:
     alerts = {name: wait_paused(path.parent, run) for name, (path, run) in chain_runs.items()}
     for name in RETRIES:
@@ -145,7 +147,8 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
             assert did["fields"] == FIELDS and did["decision_shown"] == form["decision"], shown
             # What the form sent: the fields filled, `data` as the text typed, no `via`.
             sent = {field: value for field, value in did["run_input"].items() if value is not None}
-            assert (did["resume_status"], did["resume_answer"]["status"], sent) == (201, "ACCEPT", form), shown
+            assert (did["resume_status"], did["resume_answer"]["status"], sent) == (201, "ACCEPT",
+                                                                                    form), shown
             # Asked again, the form says why at its top.
             refusal = "Your last answer was refused, decide again. data: not JSON (Expecting ',' delimiter"
             assert (refusal in did["form_text"]) == (turn > 0), shown
@@ -159,7 +162,8 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
     summaries = {}
     for name, (_, run) in chain_runs.items():
         out, err = run.communicate(timeout=120)
-        page = f"the {name} page as the browser left it: {tmp_path / f'{name}-{len(RUNS[name][1]) - 1}-page.png'}"
+        shot = tmp_path / f"{name}-{len(RUNS[name][1]) - 1}-page.png"
+        page = f"the {name} page as the browser left it: {shot}"
         assert run.returncode == 0, f"{err[-3000:]}\n{page}"
         summaries[name] = json.loads(out)
         assert summaries[name]["state"] == "COMPLETED", f"{summaries[name]}\n{page}"
@@ -168,7 +172,8 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
         flaky = json.loads((slots / "flaky_output.json").read_text())
         assert (flaky["status"], flaky["data"]) == ("completed", {"by": "hand"}), name
         assert summaries[name]["nodes"]["after"]["state"] == "Completed", name
-        assert json.loads((slots / "after_output.json").read_text())["data"] == {"fine": True, "by": "hand"}, name
+        assert json.loads((slots / "after_output.json").read_text())["data"] == {"fine": True,
+                                                                                 "by": "hand"}, name
     for name in RETRIES:
         retried = summaries[name]["nodes"]["flaky"]
         assert (retried["state"], retried["attempts"]) == ("Completed", 2), name
