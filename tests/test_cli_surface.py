@@ -73,8 +73,10 @@ slotrelay.psmr.errors.UnresolvedRequiredInput UNRESOLVED_REQUIRED_INPUT 2
 slotrelay.psmr.errors.UnsupportedProjection UNSUPPORTED_PROJECTION 2
 slotrelay.psmr.errors.ValidationFailed VALIDATION_FAILED 1
 slotrelay.psmr.errors.WorkspaceNotFound WORKSPACE_NOT_FOUND 2
+slotrelay.sandbox.errors.SandboxDaemonRefused SANDBOX_UNAVAILABLE 3
 slotrelay.sandbox.errors.SandboxError SANDBOX_ERROR 1
 slotrelay.sandbox.errors.SandboxImageError SANDBOX_IMAGE 1
+slotrelay.sandbox.errors.SandboxNotFound SANDBOX_UNAVAILABLE 3
 slotrelay.sandbox.errors.SandboxRequestError SANDBOX_BAD_REQUEST 2
 slotrelay.sandbox.errors.SandboxUnavailable SANDBOX_UNAVAILABLE 3
 """
