@@ -262,9 +262,8 @@ def run_command(spec: CommandExecutor, data: dict[str, Any], context: ExecutionC
     Raises:
         NodeError: executor_missing, timeout, output_invalid, or the mapped error type.
     """
-    argv = [
-        a.replace("{python}", sys.executable).replace("{chain_dir}",
-                                                      str(context.chain.base_dir)) for a in spec.argv]
+    chain_dir = str(context.chain.base_dir)
+    argv = [a.replace("{python}", sys.executable).replace("{chain_dir}", chain_dir) for a in spec.argv]
     try:
         done = subprocess.run(
             argv,
@@ -369,8 +368,8 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
 
     The clock is the input slot's own timestamp (`context.since`), so a wait that began before a
     restart of the engine times out when it would have. A retry asks the agent again
-    (CONTRACTS.md#error-types): the
-    input slot is written again, `pending` with `attempt` n+1, and only an output newer than it counts.
+    (CONTRACTS.md#error-types): the input slot is written again, `pending` with `attempt` n+1, and only
+    an output newer than it counts.
 
     Raises:
         NodeError: `timeout`; `identity_mismatch` for a slot of another node (or with forbidden or

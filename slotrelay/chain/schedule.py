@@ -388,8 +388,7 @@ class ChainSchedule:
             "arbitrate": (
                 f"error type {result['error_type']!r} is not declared by the chain: a person decides"
                 if declared is None
-                else f"retries of {result['error_type']!r} ran out and its type says: pause for a "
-                               "person"),
+                else f"retries of {result['error_type']!r} ran out and its type says: pause for a person"),
         }[result["handling"]]
         in_path = input_slot_path(self.chain, node_id)
         return Escalation(node_id, result, reason, str(in_path) if in_path else None)
@@ -407,10 +406,9 @@ class ChainSchedule:
     def route(self, node_id: str, document: dict[str, Any], *, resumed: bool = False) -> list[RouteDecision]:
         """Evaluate a settled node's routes and write the input slot of each that fired.
 
-        A skipped node leads on (CONTRACTS.md#skip-never-blocks): see
-        `routing.evaluate_routes_from_skip`. A node settled from
-        its slots (`resumed`) writes only input slots that are missing: one written again would be newer
-        than its target's finished output, and the target would run again.
+        A skipped node leads on (CONTRACTS.md#skip-never-blocks): see `routing.evaluate_routes_from_skip`.
+        A node settled from its slots (`resumed`) writes only input slots that are missing: one written
+        again would be newer than its target's finished output, and the target would run again.
         """
         if document.get("status") == "skipped":
             try:
