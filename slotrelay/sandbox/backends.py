@@ -197,7 +197,7 @@ def _bwrap_report() -> BackendReport:
             ["bwrap", "--unshare-all", "--unshare-user", "--ro-bind", "/usr", "/usr",
              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--", "/usr/bin/true"],
             capture_output=True, text=True, env={}, check=False,
-            user=bwrap_backend.NOBODY if os.geteuid() == 0 else None,
+            user=bwrap_backend.HOST_UID if os.geteuid() == 0 else None,
         )  # fmt: skip
         if probe.returncode != 0:
             report.problems.append(f"bwrap cannot create namespaces here: {probe.stderr.strip()}")
@@ -209,7 +209,7 @@ def _bwrap_report() -> BackendReport:
             "memory is only an address-space limit (RLIMIT_AS), not a cgroup limit, and none for node "
             "(V8 reserves more address space than it uses; its heap is capped with --max-old-space-size)"
         ),
-        "processes are limited per uid (RLIMIT_NPROC), shared by every bwrap sandbox at once",
+        "processes are limited per host uid (RLIMIT_NPROC), shared by every bwrap sandbox at once",
         "no OOM report: a program over its memory limit sees allocation failures instead",
     ]
     return report

@@ -4,11 +4,11 @@ Each run is one `bwrap` process: new user, pid, network, ipc, uts and cgroup nam
 host's /usr read-only with the usual merged-/usr links, /proc, a minimal /dev, a sized tmpfs
 at /tmp (fs "tmp"), allow_paths bound read-only, then / and /dev remounted read-only. Inside,
 the program runs as uid 65534 with slotrelay's seccomp filter (see `seccomp`); when slotrelay
-runs as root, bwrap itself is started as uid 65534 so the sandbox maps to nobody on the host.
+runs as root, bwrap itself is started as `HOST_UID`, an unprivileged uid of its own on the host.
 
 bwrap is started with an empty environment: its init is pid 1 inside, and its
 /proc/1/environ would otherwise show the caller's variables. rlimits bound the rest: files
-(nofile, fsize), processes (nproc: per uid, shared by all bwrap sandboxes, unlike Docker's
+(nofile, fsize), processes (nproc: per host uid, shared by all bwrap sandboxes, unlike Docker's
 per-container pids limit), CPU seconds, and memory as an address-space limit (RLIMIT_AS),
 which is weaker than a cgroup limit and is not applied to node (V8 reserves far more address
 space than it uses). `doctor` says so.
@@ -37,6 +37,9 @@ from slotrelay.sandbox.policy import ReadOnlyMount, admit_paths
 from slotrelay.sandbox.protocol import CappedCapture, decode_output, encode_request, new_marker
 
 NOBODY = 65534
+# RLIMIT_NPROC counts every process of a host uid. Docker sandboxes run as 65534 on the host, so
+# bwrap sandboxes started as 65534 shared their pids limit with every container running at the time.
+HOST_UID = 65533
 PYTHON = "/usr/bin/python3"
 NODE = "/usr/bin/node"
 EGRESS_MOUNT = "/run/slotrelay-egress"
@@ -192,8 +195,8 @@ class BwrapBackend:
                 env={},
                 pass_fds=(filter_read, ready_write),
                 start_new_session=True,
-                user=NOBODY if as_root else None,
-                group=NOBODY if as_root else None,
+                user=HOST_UID if as_root else None,
+                group=HOST_UID if as_root else None,
                 extra_groups=[] if as_root else None,
                 cwd="/",
             )
