@@ -14,7 +14,9 @@ These pages are not files in `docs/`; `on_files` adds them to the build:
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import itertools
 import json
 import os
 import re
@@ -58,7 +60,7 @@ def contracts_page(source: str) -> str:
     text = (REPO / source).read_text()
     for target, page in CONTRACT_PAGES.items():
         written = re.escape(os.path.relpath(target, Path(source).parent))
-        text = re.sub(rf"\]\({written}(#[^)]*)?\)", lambda link, page=page: f"]({page}{link[1] or ''})", text)
+        text = re.sub(rf"\]\({written}(#[^)]*)?\)", rf"]({page}\1)", text)
     return text
 
 
@@ -135,24 +137,30 @@ def mcp_tools_page() -> str:
 
 
 def cell(text: str) -> str:
-    """Text fit for one Markdown table cell, its `CONTRACTS.md#rule` citations linked to the contracts page."""
+    """Text fit for one Markdown table cell, its `CONTRACTS.md#rule` citations linked to the rule."""
     text = " ".join(text.split()).replace("|", "\\|")
     return re.sub(r"CONTRACTS\.md#([a-z0-9-]+)", r"[CONTRACTS.md#\1](../contracts.md#\1)", text)
 
 
+def first_paragraph(docstring: str | None) -> str:
+    """A docstring's first paragraph, the class's one-line meaning however many lines it is wrapped on."""
+    return (docstring or "").strip().split("\n\n")[0]
+
+
 def exit_codes() -> list[tuple[int, str, str]]:
-    """`ExitCode`'s values and names with the docstring under each, read from its source (Python keeps none)."""
+    """`ExitCode`'s values and names, each with the docstring under it, read from the source."""
     from slotrelay.errors import ExitCode
 
     tree = ast.parse((REPO / "slotrelay" / "errors.py").read_text())
     body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "ExitCode")
     said = {
         assign.targets[0].id: doc.value.value
-        for assign, doc in zip(body, body[1:], strict=False)
+        for assign, doc in itertools.pairwise(body)
         if isinstance(assign, ast.Assign)
         and isinstance(assign.targets[0], ast.Name)
         and isinstance(doc, ast.Expr)
         and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
     }
     return [(int(member), member.name, said.get(member.name, "")) for member in ExitCode]
 
@@ -212,6 +220,8 @@ def codes_raised_by_name(classes: list[type[Any]]) -> list[str]:
                 code = keywords.get("code")
                 if name not in by_name or not isinstance(code, ast.Constant):
                     continue
+                if not isinstance(code.value, str):
+                    continue
                 given = keywords.get("exit_code")
                 if given is None:
                     exit_code = str(int(by_name[name].exit_code))
@@ -230,9 +240,12 @@ def codes_raised_by_name(classes: list[type[Any]]) -> list[str]:
 def errors_page() -> str:
     """Exit codes; error classes with code, exit code and meaning; codes raised by name; chain error types."""
     classes = error_classes()
-    exits = [f"| {value} | `{name}` | {cell(meaning or name.lower())} |" for value, name, meaning in exit_codes()]
+    exits = [
+        f"| {value} | `{name}` | {cell(meaning or name.lower())} |"
+        for value, name, meaning in exit_codes()
+    ]
     rows = [
-        f"| `{cls.code}` | {int(cls.exit_code)} | {cell((cls.__doc__ or '').strip().split(chr(10) * 2)[0])} | "
+        f"| `{cls.code}` | {int(cls.exit_code)} | {cell(first_paragraph(cls.__doc__))} | "
         f"`{cls.__module__}.{cls.__qualname__}` |"
         for cls in classes
     ]
@@ -244,13 +257,15 @@ def errors_page() -> str:
                 types.setdefault(value, f"| `{value}` | `{name}.{constant}` |")
     return (
         "# Error codes\n\n"
-        "Every error slotrelay raises on purpose derives from `SlotrelayError` and carries a stable `code` and "
-        "the `exit_code` the `slotrelay` command ends with: the chain's codes, the sandbox's, the pen's MPP "
-        "codes (MPP-E001..E006 and `PEN_*`) and the twelve PSMR codes. One handler in `slotrelay/cli.py` "
+        "Every error slotrelay raises on purpose derives from `SlotrelayError` and carries a stable `code` "
+        "and the `exit_code` the `slotrelay` command ends with: the chain's codes, the sandbox's, the pen's "
+        "MPP codes (MPP-E001..E006 and `PEN_*`) and the twelve PSMR codes. One handler in `slotrelay/cli.py` "
         "prints `CODE: message` on stderr (with `--json`, `{\"error\": {\"code\", \"message\"}}` on stdout) "
         "and exits with the error's exit code. Generated from the code at build time.\n\n"
         "## Exit codes\n\n| exit | name | meaning |\n|---|---|---|\n" + "\n".join(exits) + "\n\n"
-        "## Error classes\n\n| code | exit | meaning | class |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "## Error classes\n\n| code | exit | meaning | class |\n|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n"
         "## Codes raised by name\n\n"
         "Errors raised with a code of their own instead of their class's, with the message they carry:\n\n"
         "| code | exit | message | raised as |\n|---|---|---|---|\n"
@@ -258,7 +273,7 @@ def errors_page() -> str:
         + "\n\n"
         "## Error types the engine raises into a chain\n\n"
         "A node's failure is a `NodeError` whose code is an `error_type`; the chain decides its handling "
-        "(retry, skip, fail) by declaring it in `error_types` (see [error types](../contracts.md#error-types)). "
+        "(retry, skip, fail) by declaring it in `error_types` ([error types](../contracts.md#error-types)). "
         "Besides the chain's own types, the engine and the deploy executor raise these:\n\n"
         "| error type | constant |\n|---|---|\n"
         + "\n".join(types.values())
@@ -267,7 +282,7 @@ def errors_page() -> str:
 
 
 PAGES: dict[str, Callable[[], str]] = {
-    **{page: lambda source=source: contracts_page(source) for source, page in CONTRACT_PAGES.items()},
+    **{page: functools.partial(contracts_page, source) for source, page in CONTRACT_PAGES.items()},
     "reference/chain-schema.md": chain_schema_page,
     "reference/cli.md": cli_page,
     "reference/mcp-tools.md": mcp_tools_page,
