@@ -58,13 +58,18 @@ def linked_contracts(page: Path, target: str) -> Path | None:
     return path if path in SITE_PAGES.values() else None
 
 
-def test_no_code_points_at_documents_outside_the_repository() -> None:
-    found = [
+def lines_matching(pattern: re.Pattern[str], files: list[Path]) -> list[str]:
+    """`file:line: text` of every line of `files` that `pattern` finds something in."""
+    return [
         f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-        for path in code_files()
+        for path in files
         for number, line in enumerate(path.read_text().splitlines(), 1)
-        if OUTSIDE.search(line)
+        if pattern.search(line)
     ]
+
+
+def test_no_code_points_at_documents_outside_the_repository() -> None:
+    found = lines_matching(OUTSIDE, code_files())
     assert not found, "cite CONTRACTS.md#<rule> instead:\n" + "\n".join(found)
 
 
@@ -81,15 +86,8 @@ def test_every_cited_contract_is_a_heading_of_contracts_md() -> None:
 
 
 def test_no_page_points_at_documents_outside_the_repository() -> None:
-    found = [
-        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-        for path in doc_files()
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if OUTSIDE_IN_PROSE.search(line)
-    ]
-    assert not found, "link the rule in CONTRACTS.md (contracts.md#<rule> from docs/) instead:\n" + "\n".join(
-        found
-    )
+    found = lines_matching(OUTSIDE_IN_PROSE, doc_files())
+    assert not found, "link the rule (contracts.md#<rule> from docs/) instead:\n" + "\n".join(found)
 
 
 def test_every_link_into_the_contracts_names_one_of_their_headings() -> None:
