@@ -1,20 +1,26 @@
-"""MkDocs hook: the reference pages, generated from the code at every build (never copied by hand).
+"""MkDocs hook: the pages generated from the repository at every build (never copied by hand).
 
-`docs/reference/*.md` do not exist in the repository; `on_files` adds them to the build:
+These pages are not files in `docs/`; `on_files` adds them to the build:
 
+- `contracts.md` and `sandbox-contracts.md`: `CONTRACTS.md` and `slotrelay/sandbox/CONTRACTS.md`, the one
+  source of the rules the code cites, their links to each other pointed at the site's pages;
 - `reference/chain-schema.md`: `slotrelay/chain/schema.json`, the chain's JSON Schema;
 - `reference/cli.md`: `--help` of every command in typer's tree (`slotrelay.cli.app`);
 - `reference/mcp-tools.md`: the MCP server's tools/list, as pinned by `tests/mcp/tools_list.json`;
-- `reference/errors.md`: every error class with its code (chain, sandbox, pen's MPP codes, PSMR codes)
-  and the chain error types the engine itself raises.
+- `reference/errors.md`: the exit codes; every error class with its code, exit code and meaning (chain,
+  sandbox, pen's MPP codes, PSMR codes); the codes raised by name; the chain error types the engine raises.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
+import itertools
 import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +30,21 @@ from mkdocs.structure.files import File, Files
 REPO = Path(__file__).resolve().parents[1]
 # What the help is rendered for: a 100-column terminal without color (set only while typer renders).
 HELP_ENV = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}
+# The contracts shipped in the repository, each the source of one page of the site.
+CONTRACT_PAGES = {"CONTRACTS.md": "contracts.md", "slotrelay/sandbox/CONTRACTS.md": "sandbox-contracts.md"}
 ERROR_MODULES = (
     "slotrelay.errors",
     "slotrelay.slots",
+    "slotrelay.alerts",
     "slotrelay.chain.errors",
     "slotrelay.chain.preflight",
     "slotrelay.sandbox.errors",
     "slotrelay.pen.errors",
     "slotrelay.psmr.errors",
+    "deployments.server",
 )
+# Where errors are raised with a code of their own (`ChainError(..., code="GRAPHVIZ_FAILED")`).
+RAISING_FOLDERS = ("slotrelay", "deployments")
 # Modules whose upper-case string constants are error types the engine raises into a chain; a module
 # that defines a type comes before those that import it, so each type is listed where it is defined.
 ERROR_TYPE_MODULES = (
@@ -41,6 +53,15 @@ ERROR_TYPE_MODULES = (
     "slotrelay.chain.deploy_http",
     "slotrelay.chain.deploy",
 )
+
+
+def contracts_page(source: str) -> str:
+    """A contracts file as the repository has it, its links to the other contracts file made site links."""
+    text = (REPO / source).read_text()
+    for target, page in CONTRACT_PAGES.items():
+        written = re.escape(os.path.relpath(target, Path(source).parent))
+        text = re.sub(rf"\]\({written}(#[^)]*)?\)", rf"]({page}\1)", text)
+    return text
 
 
 def fenced(text: str, language: str = "") -> str:
@@ -116,20 +137,45 @@ def mcp_tools_page() -> str:
 
 
 def cell(text: str) -> str:
-    """Text fit for one Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text fit for one Markdown table cell, its `CONTRACTS.md#rule` citations linked to the rule."""
+    text = " ".join(text.split()).replace("|", "\\|")
+    return re.sub(r"CONTRACTS\.md#([a-z0-9-]+)", r"[CONTRACTS.md#\1](../contracts.md#\1)", text)
 
 
-def errors_page() -> str:
-    """Error classes with their codes, and the error types the engine raises into a chain."""
+def first_paragraph(docstring: str | None) -> str:
+    """A docstring's first paragraph, the class's one-line meaning however many lines it is wrapped on."""
+    return (docstring or "").strip().split("\n\n")[0]
+
+
+def exit_codes() -> list[tuple[int, str, str]]:
+    """`ExitCode`'s values and names, each with the docstring under it, read from the source."""
+    from slotrelay.errors import ExitCode
+
+    tree = ast.parse((REPO / "slotrelay" / "errors.py").read_text())
+    body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "ExitCode")
+    said = {
+        assign.targets[0].id: doc.value.value
+        for assign, doc in itertools.pairwise(body)
+        if isinstance(assign, ast.Assign)
+        and isinstance(assign.targets[0], ast.Name)
+        and isinstance(doc, ast.Expr)
+        and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
+    }
+    return [(int(member), member.name, said.get(member.name, "")) for member in ExitCode]
+
+
+def error_classes() -> list[type[Any]]:
+    """The `SlotrelayError` classes of `ERROR_MODULES`, parents first, siblings in the modules' order."""
     from slotrelay.errors import SlotrelayError
 
     for name in ERROR_MODULES:
         importlib.import_module(name)
-    classes: list[type[SlotrelayError]] = []
+    classes: list[type[Any]] = []
 
-    def walk(cls: type[SlotrelayError]) -> None:
-        classes.append(cls)
+    def walk(cls: type[Any]) -> None:
+        if cls.__module__ in ERROR_MODULES:
+            classes.append(cls)
         for sub in sorted(
             cls.__subclasses__(),
             key=lambda sub: (
@@ -142,11 +188,66 @@ def errors_page() -> str:
             walk(sub)
 
     walk(SlotrelayError)
+    return classes
+
+
+def message(node: ast.expr) -> str:
+    """A message as the code writes it, `…` where a value goes in."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return re.sub("…+", "…", "".join(message(part) for part in node.values))
+    return "…"
+
+
+def codes_raised_by_name(classes: list[type[Any]]) -> list[str]:
+    """Table rows of the errors raised with a `code="..."` of their own: code, exit code, message, where.
+
+    The exit code is the call's `exit_code=ExitCode.NAME`, else its class's; one computed at run time
+    shows as "varies".
+    """
+    from slotrelay.errors import ExitCode
+
+    by_name = {cls.__name__: cls for cls in classes}
+    rows: dict[tuple[str, str], str] = {}
+    for folder in RAISING_FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for call in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(call, ast.Call) or not call.args:
+                    continue
+                name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+                keywords = {keyword.arg: keyword.value for keyword in call.keywords}
+                code = keywords.get("code")
+                if name not in by_name or not isinstance(code, ast.Constant):
+                    continue
+                if not isinstance(code.value, str):
+                    continue
+                given = keywords.get("exit_code")
+                if given is None:
+                    exit_code = str(int(by_name[name].exit_code))
+                elif isinstance(given, ast.Attribute) and getattr(given.value, "id", "") == "ExitCode":
+                    exit_code = str(int(ExitCode[given.attr]))
+                else:
+                    exit_code = "varies"
+                where = f"`{name}` in `{path.relative_to(REPO)}`"
+                rows.setdefault(
+                    (code.value, where),
+                    f"| `{code.value}` | {exit_code} | {cell(message(call.args[0]))} | {where} |",
+                )
+    return [rows[key] for key in sorted(rows)]
+
+
+def errors_page() -> str:
+    """Exit codes; error classes with code, exit code and meaning; codes raised by name; chain error types."""
+    classes = error_classes()
+    exits = [
+        f"| {value} | `{name}` | {cell(meaning or name.lower())} |"
+        for value, name, meaning in exit_codes()
+    ]
     rows = [
-        f"| `{cls.code}` | `{cls.__module__}.{cls.__qualname__}` | "
-        f"{cell((cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else '')} |"
+        f"| `{cls.code}` | {int(cls.exit_code)} | {cell(first_paragraph(cls.__doc__))} | "
+        f"`{cls.__module__}.{cls.__qualname__}` |"
         for cls in classes
-        if cls.__module__ in ERROR_MODULES
     ]
     types: dict[str, str] = {}
     for name in ERROR_TYPE_MODULES:
@@ -156,21 +257,32 @@ def errors_page() -> str:
                 types.setdefault(value, f"| `{value}` | `{name}.{constant}` |")
     return (
         "# Error codes\n\n"
-        "Every error slotrelay raises on purpose derives from `SlotrelayError` and carries a stable `code`: "
-        "the chain's, the sandbox's, the pen's MPP codes (MPP-E001..E006 and `PEN_*`) and the twelve PSMR "
-        "codes. Generated from the error classes at build time. How the CLI turns them into exit codes is "
-        "on each part's page.\n\n"
-        "## Error classes\n\n| code | class | meaning |\n|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "Every error slotrelay raises on purpose derives from `SlotrelayError` and carries a stable `code` "
+        "and the `exit_code` the `slotrelay` command ends with: the chain's codes, the sandbox's, the pen's "
+        "MPP codes (MPP-E001..E006 and `PEN_*`) and the twelve PSMR codes. One handler in `slotrelay/cli.py` "
+        "prints `CODE: message` on stderr (with `--json`, `{\"error\": {\"code\", \"message\"}}` on stdout) "
+        "and exits with the error's exit code. Generated from the code at build time.\n\n"
+        "## Exit codes\n\n| exit | name | meaning |\n|---|---|---|\n" + "\n".join(exits) + "\n\n"
+        "## Error classes\n\n| code | exit | meaning | class |\n|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n"
+        "## Codes raised by name\n\n"
+        "Errors raised with a code of their own instead of their class's, with the message they carry:\n\n"
+        "| code | exit | message | raised as |\n|---|---|---|---|\n"
+        + "\n".join(codes_raised_by_name(classes))
+        + "\n\n"
         "## Error types the engine raises into a chain\n\n"
         "A node's failure is a `NodeError` whose code is an `error_type`; the chain decides its handling "
-        "(retry, skip, fail) by declaring it in `error_types`. Besides the chain's own types, the engine and "
-        "the deploy executor raise these:\n\n| error type | constant |\n|---|---|\n"
+        "(retry, skip, fail) by declaring it in `error_types` ([error types](../contracts.md#error-types)). "
+        "Besides the chain's own types, the engine and the deploy executor raise these:\n\n"
+        "| error type | constant |\n|---|---|\n"
         + "\n".join(types.values())
         + "\n"
     )
 
 
-PAGES = {
+PAGES: dict[str, Callable[[], str]] = {
+    **{page: functools.partial(contracts_page, source) for source, page in CONTRACT_PAGES.items()},
     "reference/chain-schema.md": chain_schema_page,
     "reference/cli.md": cli_page,
     "reference/mcp-tools.md": mcp_tools_page,
@@ -179,7 +291,7 @@ PAGES = {
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """MkDocs event: add the generated reference pages to the build."""
+    """MkDocs event: add the generated pages to the build."""
     for path, build in PAGES.items():
         files.append(File.generated(config, path, content=build()))
     return files
