@@ -1,10 +1,11 @@
 """The PSMR human view: a web page over a PSMR store, on 127.0.0.1 (`slotrelay psmr view`).
 
-Section 15 of the PSMR contract: the human view and the AI view are two projections of one semantic
-state. Every page is assembled from answers of `slotrelay.psmr.api.call`, the operators the MCP
-server calls, over the same store: no index of its own, nothing cached between requests. Proposed
-deltas are shown as recorded (delta.list, delta.describe, which write nothing); validating,
-previewing and applying them stay an agent's or the CLI's acts.
+The human view and the AI view are two projections of one semantic state
+(CONTRACTS.md#one-state-two-projections). Every page is assembled from answers of
+`slotrelay.psmr.api.call`, the operators the MCP server calls, over the same store: no index of its
+own, nothing cached between requests. Proposed deltas are shown as recorded (delta.list,
+delta.describe, which write nothing); validating, previewing and applying them stay an agent's or
+the CLI's acts.
 `reader` calls the operators for one page, `paging` turns continuation tokens into links, `links`
 makes every URL, `graph_svg` lays a slice out with graphviz, `source` shows the lines behind
 evidence, `pages` builds each page, `errors` says why one cannot be shown, `guard` keeps the server

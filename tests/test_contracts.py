@@ -17,10 +17,10 @@ from docs.gen_reference import CONTRACT_PAGES
 REPO = Path(__file__).resolve().parents[1]
 # The shipped code: everything but the tests, the benchmarks, the docs and the virtualenv.
 SKIPPED = {"tests", "bench", "docs", ".venv", "build", "site"}
-OUTSIDE = re.compile(r"seed [0-9]|sections? [0-9一二三四五六七八九十]|issue [0-9]+|DESIGN\.md|seeds/")
-# Prose starts sentences with a capital ("Seed 4.4 names ..."); code comments are held to lower case only
-# until the two that still say "Section" (psmr_view/__init__.py, slotrelay/psmr/operators.py) are fixed.
-OUTSIDE_IN_PROSE = re.compile(OUTSIDE.pattern, re.IGNORECASE)
+OUTSIDE = re.compile(
+    r"seed [0-9]|sections? [0-9一二三四五六七八九十]|issue [0-9]+|DESIGN\.md|seeds/", re.IGNORECASE
+)
+# In any case: prose starts sentences with a capital ("Seed 4.4 names ...").
 CITED = re.compile(r"CONTRACTS\.md#([a-z0-9-]+)((?:(?:, | and )#[a-z0-9-]+)*)")
 # A Markdown link: its target and, after `#`, its anchor.
 LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)")
@@ -86,7 +86,7 @@ def test_every_cited_contract_is_a_heading_of_contracts_md() -> None:
 
 
 def test_no_page_points_at_documents_outside_the_repository() -> None:
-    found = lines_matching(OUTSIDE_IN_PROSE, doc_files())
+    found = lines_matching(OUTSIDE, doc_files())
     assert not found, "link the rule (contracts.md#<rule> from docs/) instead:\n" + "\n".join(found)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 BUDGET_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "Section 八: past any limit the result is truncated and carries a continuation token.",
+    "description": "Past any limit the result is truncated and carries a continuation token.",
     "properties": {
         "max_nodes": {"type": "integer", "minimum": 1},
         "max_edges": {"type": "integer", "minimum": 1},
