@@ -32,9 +32,9 @@ from slotrelay.sandbox import seccomp
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
 from slotrelay.sandbox.errors import SandboxUnavailable
 from slotrelay.sandbox.images import RUNTIME_DIR
-from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
+from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits
 from slotrelay.sandbox.policy import ReadOnlyMount, admit_paths
-from slotrelay.sandbox.protocol import CappedCapture, decode_output, encode_request, new_marker
+from slotrelay.sandbox.protocol import CappedCapture, encode_request, execution_result, new_marker
 
 NOBODY = 65534
 # RLIMIT_NPROC counts every process of a host uid. Docker sandboxes run as 65534 on the host, so
@@ -233,26 +233,10 @@ class BwrapBackend:
         if not set_up:
             message = bytes(stderr.head).decode("utf-8", "replace").strip()
             raise SandboxUnavailable(f"bwrap could not set up the sandbox: {message or f'exit {exit_code}'}")
-        outcome = decode_output(stdout, stderr, marker)
-        violations = list(outcome.violations)
-        if timed_out:
-            violations.insert(
-                0, Violation(kind="timeout", detail=f"killed at the {limits.timeout_ms} ms deadline")
-            )
-        if proxy is not None:
-            violations += proxy.refusals()
-        status = "timeout" if timed_out else "success" if exit_code == 0 else "error"
-        return ExecutionResult(
-            status=status,
-            exit_code=exit_code if exit_code >= 0 else 128 - exit_code,
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-            result=outcome.result,
-            duration_ms=duration_ms,
-            violations=violations,
-            backend=self.name,
-            truncated=Truncated(stdout=outcome.stdout_truncated, stderr=outcome.stderr_truncated),
-        )
+        return execution_result(
+            stdout, stderr, marker, exit_code=exit_code, timed_out=timed_out, limits=limits,
+            duration_ms=duration_ms, backend=self.name, refusals=proxy.refusals() if proxy else None,
+        )  # fmt: skip
 
 
 def _read_available(fd: int) -> bytes:

@@ -39,10 +39,10 @@ from slotrelay.sandbox.daemon import DaemonEndpoint, close_attach, describe, doc
 from slotrelay.sandbox.docker_errors import docker_errors
 from slotrelay.sandbox.egress import SHIM_PORT, EgressProxy
 from slotrelay.sandbox.errors import SandboxDaemonRefused, SandboxNotFound, SandboxUnavailable
-from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
+from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits
 from slotrelay.sandbox.policy import ReadOnlyMount, admit_paths
 from slotrelay.sandbox.pool import ContainerPool
-from slotrelay.sandbox.protocol import CappedCapture, decode_output, encode_request, new_marker
+from slotrelay.sandbox.protocol import CappedCapture, encode_request, execution_result, new_marker
 
 log = logging.getLogger(__name__)
 
@@ -397,33 +397,8 @@ class DockerBackend:
         # Exit 0 is the program's own: it ended while the kill was on its way, so it was not killed.
         timed_out = timed_out and exit_code != 0
         state = api.inspect_container(container.id)["State"]
-        outcome = decode_output(stdout, stderr, marker)
-        violations = list(outcome.violations)
-        if timed_out:
-            violations.insert(
-                0, Violation(kind="timeout", detail=f"killed at the {limits.timeout_ms} ms deadline")
-            )
-        if state.get("OOMKilled"):
-            violations.insert(
-                0, Violation(kind="memory", detail=f"killed: out of memory ({limits.memory_mb} MB)")
-            )
-        if proxy is not None:
-            violations += proxy.refusals()
-        status = (
-            "timeout"
-            if timed_out
-            else "success"
-            if exit_code == 0 and not state.get("OOMKilled")
-            else "error"
-        )
-        return ExecutionResult(
-            status=status,
-            exit_code=exit_code,
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-            result=outcome.result,
-            duration_ms=duration_ms,
-            violations=violations,
-            backend=self.name,
-            truncated=Truncated(stdout=outcome.stdout_truncated, stderr=outcome.stderr_truncated),
-        )
+        return execution_result(
+            stdout, stderr, marker, exit_code=exit_code, timed_out=timed_out, limits=limits,
+            duration_ms=duration_ms, backend=self.name, out_of_memory=bool(state.get("OOMKilled")),
+            refusals=proxy.refusals() if proxy else None,
+        )  # fmt: skip

@@ -25,7 +25,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from slotrelay.sandbox.limits import Violation
+from slotrelay.sandbox.limits import ExecutionResult, SandboxLimits, Truncated, Violation
 
 RESULT_MAX_BYTES = 1 << 20
 # json.loads joins an escaped surrogate pair into one character, so any surrogate left is lone.
@@ -150,4 +150,50 @@ def decode_output(stdout: CappedCapture, stderr: CappedCapture, marker: str) -> 
         stdout_truncated=stdout_cut,
         stderr_truncated=stderr_cut,
         violations=violations,
+    )
+
+
+def execution_result(
+    stdout: CappedCapture,
+    stderr: CappedCapture,
+    marker: str,
+    *,
+    exit_code: int,
+    timed_out: bool,
+    limits: SandboxLimits,
+    duration_ms: int,
+    backend: str,
+    out_of_memory: bool = False,
+    refusals: list[Violation] | None = None,
+) -> ExecutionResult:
+    """One run's result from its captures and how it ended, the same way on every backend.
+
+    Parameters:
+        exit_code: the program's exit; a negative one (ended by signal N) is reported as 128 + N.
+        timed_out: it was killed at the deadline.
+        out_of_memory: it was killed over its memory limit (only the docker backend can tell).
+        refusals: the egress proxy's refused connections.
+    """
+    outcome = decode_output(stdout, stderr, marker)
+    violations = list(outcome.violations)
+    if timed_out:
+        violations.insert(
+            0, Violation(kind="timeout", detail=f"killed at the {limits.timeout_ms} ms deadline")
+        )
+    if out_of_memory:
+        violations.insert(
+            0, Violation(kind="memory", detail=f"killed: out of memory ({limits.memory_mb} MB)")
+        )
+    violations += refusals or []
+    status = "timeout" if timed_out else "success" if exit_code == 0 and not out_of_memory else "error"
+    return ExecutionResult(
+        status=status,
+        exit_code=exit_code if exit_code >= 0 else 128 - exit_code,
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+        result=outcome.result,
+        duration_ms=duration_ms,
+        violations=violations,
+        backend=backend,
+        truncated=Truncated(stdout=outcome.stdout_truncated, stderr=outcome.stderr_truncated),
     )
