@@ -23,7 +23,14 @@ from typing import Any
 
 import libcst as cst
 
-from slotrelay.psmr.callbinding import BindError, Unbindable, params_of, parse_parameters, remap_call
+from slotrelay.psmr.callbinding import (
+    BindError,
+    Unbindable,
+    Unmapped,
+    params_of,
+    parse_parameters,
+    remap_call,
+)
 from slotrelay.psmr.errors import ConflictRequiresReview, InvalidQuery, ObjectNotFound, TypeMismatch
 from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.rewrite import FilePlan, Position, char_column
@@ -152,6 +159,13 @@ class Planner:
         mapping = op.get("parameter_map", {})
         new_names, old_names = {p.name for p in new}, {p.name for p in old}
         for name, source in mapping.items():
+            if "drop" in source:
+                if name not in old_names or name in new_names:
+                    raise InvalidQuery(
+                        f"{where}.parameter_map.{name}.drop: only an old parameter the new signature "
+                        "no longer has can be dropped"
+                    )
+                continue
             if name not in new_names:
                 raise InvalidQuery(f"{where}.parameter_map: {name!r} is not a parameter of the new signature")
             if "from" in source and source["from"] not in old_names:
@@ -207,6 +221,11 @@ class Planner:
                 result = remap_call(call, old, new, mapping)
             except Unbindable as exc:
                 edit.update(status="needs_review", reason=str(exc))
+                self.problems.append(edit)
+                return call
+            except Unmapped as exc:
+                # Left as written: dropping the argument would change what the call does unseen.
+                edit.update(status="needs_review", reason=str(exc), unmapped=True)
                 self.problems.append(edit)
                 return call
             except BindError as exc:

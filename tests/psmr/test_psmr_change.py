@@ -257,3 +257,91 @@ def test_review_reports_new_state_writes_cycles_and_defects(tmp_path: Path) -> N
     cycles = [e["members"] for e in review["semantic_events"] if e["event"] == "new_cycle"]
     assert ["semantic:pkg.a.ping", "semantic:pkg.b.pong"] in cycles
     assert review["new_defects"] == [] and review["unexpected_changes"] == []
+
+
+HELPERS = '''"""A helper and its callers, shaped as sqlparse's `imt` and `grouping`."""
+
+
+def imt(token, i=None, t=None):
+    if i and isinstance(token, i):
+        return True
+    return bool(t) and token in t
+
+
+def valid(token):
+    return imt(token, i=int, t="ab")
+
+
+def keyed(token):
+    return imt(token, t="xy")
+
+
+def relay(token, i):
+    return imt(token, i)
+
+
+def options_of(options):
+    options = dict(options)
+    return options.get("reindent"), options.get("indent")
+'''
+KEYWORD_ONLY = {
+    "op": "change_signature",
+    "target": "kit.helpers.imt",
+    "parameters": "token, *, instance=None, types=None",
+}
+NEW_BODY = {
+    "op": "replace_body",
+    "target": "kit.helpers.imt",
+    "body": "if instance and isinstance(token, instance):\n    return True\n"
+    "return bool(types) and token in types\n",
+}
+
+
+@pytest.fixture
+def kit(tmp_path: Path) -> tuple[Path, Path, str]:
+    root = write_tree(tmp_path / "proj", {"kit/__init__.py": "", "kit/helpers.py": HELPERS})
+    store = tmp_path / "store"
+    return root, store, build_workspace(root, store=store)["workspace_id"]
+
+
+def test_call_sites_a_delta_leaves_unfit_are_refused_though_unlinked(kit: tuple[Path, Path, str]) -> None:
+    """Without a parameter map the calls are left as written (never stripped of `i=`/`t=`), and
+    validate checks them though the analysis of W~ no longer links them (they do not bind)."""
+    root, store, ws = kit
+    operations = [KEYWORD_ONLY, NEW_BODY]
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": operations}, store)
+    assert {(e["caller"], e["status"]) for e in delta["needs_review"]} == {
+        ("semantic:kit.helpers.valid", "needs_review"),
+        ("semantic:kit.helpers.keyed", "needs_review"),
+        ("semantic:kit.helpers.relay", "needs_review"),
+    }
+    answer = call("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store=store)
+    assert answer["error"]["code"] == "VALIDATION_FAILED"
+    check = {c["check"]: c for c in answer["data"]["checks"]}["type_compatibility"]
+    assert check["call_sites_checked"] == 3
+    reasons = {p["caller"].rsplit(".", 1)[-1]: p["reason"] for p in check["problems"]}
+    assert reasons["valid"].endswith("got an unexpected keyword argument 'i'")
+    assert reasons["keyed"].endswith("got an unexpected keyword argument 't'")
+    assert "takes 1 positional arguments but 2 given" in reasons["relay"]
+
+    mapped = {**KEYWORD_ONLY, "parameter_map": {"instance": {"from": "i"}, "types": {"from": "t"}}}
+    roundtrip = loop(root, store, ws, [mapped, NEW_BODY])
+    assert roundtrip["all_matched"], roundtrip
+    text = (root / "kit/helpers.py").read_text()
+    assert "imt(token, instance=int, types=\"ab\")" in text and "imt(token, instance=i)" in text
+
+
+def test_unknowns_inside_a_renamed_function_are_not_new(kit: tuple[Path, Path, str]) -> None:
+    """sqlparse's `validate_options` renamed: the `options.get` calls inside it stay as unknown as they
+    were, under the function's new name; neither validate nor review reports them as new."""
+    root, store, ws = kit
+    rename = [{"op": "rename_symbol", "target": "kit.helpers.options_of", "new_name": "checked"}]
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": rename}, store)
+    before = ok("query.unknowns", {"workspace_id": ws, "scope": "kit.helpers.options_of"}, store)
+    assert {u["detail"] for u in before["unknowns"]} == {"options.get"}
+    request = {"workspace_id": ws, "delta_id": delta["delta_id"]}
+    ok("delta.validate", request, store)
+    ok("projection.preview", request, store)
+    ok("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
+    ok("verification.rebuild", request, store)
+    assert ok("verification.review", request, store)["new_unknowns"] == []
