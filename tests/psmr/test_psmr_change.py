@@ -345,3 +345,38 @@ def test_unknowns_inside_a_renamed_function_are_not_new(kit: tuple[Path, Path, s
     ok("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
     ok("verification.rebuild", request, store)
     assert ok("verification.review", request, store)["new_unknowns"] == []
+
+
+@pytest.mark.docker
+def test_a_large_suite_s_observations_fit_the_sandbox_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """600 tests each reaching 150 functions: named once each, the observations stay far below the
+    sandbox's 1 MiB result (written out per test, as for sqlparse's 540 tests, they did not)."""
+    from slotrelay.sandbox import SandboxUnavailable, get_backend
+    from tests.conftest import require_service
+
+    try:
+        get_backend("docker", lang="python")
+    except SandboxUnavailable as missing:
+        require_service(False, f"the docker sandbox cannot run python here: {missing.message}")
+    functions = "".join(f"def function_{i}():\n    return {i}\n\n\n" for i in range(150))
+    calls = " + ".join(f"many.function_{i}()" for i in range(150))
+    suite = (
+        "import pytest\n\nfrom kit import many\n\n\n@pytest.mark.parametrize('n', range(600))\n"
+        f"def test_all(n):\n    assert {calls} == {sum(range(150))}\n"
+    )
+    files = {"kit/__init__.py": "", "kit/many.py": functions, "tests/__init__.py": ""}
+    root = write_tree(tmp_path / "proj", {**files, "tests/test_many.py": suite})
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+    site = Path(pytest.__file__).resolve().parent.parent
+    monkeypatch.setenv("SLOTRELAY_SANDBOX_ROOTS", f"{root}:{site}")
+    ran = ok(
+        "execution.run_tests",
+        {"workspace_id": ws, "tests": ["tests/test_many.py"], "budget": {"max_nodes": 1}},
+        store,
+        grants=Grants.of(process_execution=True),
+    )
+    assert ran["passed"] and ran["counts"]["passed"] == 600, ran
+    assert len(ran["results"][0]["reached"]) == 151  # the 150 functions and the test itself
