@@ -55,11 +55,16 @@ def loop(root: Path, store: Path, ws: str, operations: list[dict[str, Any]]) -> 
     return ok("verification.roundtrip", request, store)
 
 
-@pytest.fixture
-def greet(tmp_path: Path) -> tuple[Path, Path, str]:
-    root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": SOURCE})
+def workspace(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Path, str]:
+    """The files written under tmp_path/proj, built into tmp_path/store: (root, store, workspace id)."""
+    root = write_tree(tmp_path / "proj", files)
     store = tmp_path / "store"
     return root, store, build_workspace(root, store=store)["workspace_id"]
+
+
+@pytest.fixture
+def greet(tmp_path: Path) -> tuple[Path, Path, str]:
+    return workspace(tmp_path, {"greet/__init__.py": "", "greet/words.py": SOURCE})
 
 
 def test_add_symbols_then_move_a_call_site_to_one(greet: tuple[Path, Path, str]) -> None:
@@ -299,9 +304,7 @@ NEW_BODY = {
 
 @pytest.fixture
 def kit(tmp_path: Path) -> tuple[Path, Path, str]:
-    root = write_tree(tmp_path / "proj", {"kit/__init__.py": "", "kit/helpers.py": HELPERS})
-    store = tmp_path / "store"
-    return root, store, build_workspace(root, store=store)["workspace_id"]
+    return workspace(tmp_path, {"kit/__init__.py": "", "kit/helpers.py": HELPERS})
 
 
 def test_call_sites_a_delta_leaves_unfit_are_refused_though_unlinked(kit: tuple[Path, Path, str]) -> None:
@@ -367,9 +370,7 @@ def test_a_large_suite_s_observations_fit_the_sandbox_result(
         f"def test_all(n):\n    assert {calls} == {sum(range(150))}\n"
     )
     files = {"kit/__init__.py": "", "kit/many.py": functions, "tests/__init__.py": ""}
-    root = write_tree(tmp_path / "proj", {**files, "tests/test_many.py": suite})
-    store = tmp_path / "store"
-    ws = build_workspace(root, store=store)["workspace_id"]
+    root, store, ws = workspace(tmp_path, {**files, "tests/test_many.py": suite})
     site = Path(pytest.__file__).resolve().parent.parent
     monkeypatch.setenv("SLOTRELAY_SANDBOX_ROOTS", f"{root}:{site}")
     ran = ok(
