@@ -125,7 +125,9 @@ def _line_map(before: str, after: str) -> dict[int, int]:
     return out
 
 
-Site = tuple[dict[str, Any], list[Any], str]
+# A call site to check: where it is reported, the parameters it must bind to, the signature as text, and
+# whether the analysis resolved it to the changed symbol (or only its name matches).
+Site = tuple[dict[str, Any], list[Any], str, bool]
 
 
 def _calls_of(ws: Workspace, node: str) -> list[tuple[str, str]]:
@@ -145,7 +147,9 @@ def type_compatibility(
     annotations alone binds as before and is not checked), and none was left unfixed by the proposal.
 
     The sites are those of W~ and those of W carried to the projected text: the analysis links a call
-    only when it binds, so a call the delta left unfit for the new signature has no edge in W~."""
+    only when it binds, so a call the delta left unfit for the new signature has no edge in W~. The
+    unresolved calls of the same name (the delta's possibly affected sites) are bound too: one that
+    would not bind needs review, without failing the check (it may be a call of something else)."""
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
 
     def text_of(artifact: str) -> str:
@@ -154,6 +158,15 @@ def type_compatibility(
         return (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
 
     line_maps = {a: _line_map(f["original"], f["projected"]) for a, f in delta["files"].items()}
+
+    def projected(artifact: str, line: int, col: int) -> tuple[int, int] | None:
+        """A position of W (a byte column) in the projected text, None if the edit removed its line."""
+        if artifact not in delta["files"]:
+            return line, char_column(text_of(artifact), line, col)
+        if line not in line_maps[artifact]:
+            return None
+        return line_maps[artifact][line], char_column(delta["files"][artifact]["original"], line, col)
+
     sites: dict[str, dict[tuple[int, int], Site]] = {}
     review: list[dict[str, Any]] = []
     for item in delta["expected"]["symbols_changed"]:
@@ -172,34 +185,46 @@ def type_compatibility(
                 record = side.evidence[ev]
                 artifact, line, col = record["artifact"], record["span"]["line"], record["span"]["col"]
                 site = {"caller": deltas.renamed_to(renamed, caller), "callee": target, "file": artifact}
-                if side is new:
-                    column = char_column(text_of(artifact), line, col)
-                elif artifact in delta["files"]:
-                    column = char_column(delta["files"][artifact]["original"], line, col)
-                    if line not in line_maps[artifact]:
-                        review.append({**site, "line": line, "reason": "the edit removed the call's line"})
-                        continue
-                    line = line_maps[artifact][line]
-                else:
-                    column = char_column(text_of(artifact), line, col)
-                found = sites.setdefault(artifact, {})
-                found[(line, column)] = ({**site, "line": line}, params, signature)
+                where = (
+                    projected(artifact, line, col)
+                    if side is old
+                    else (line, char_column(text_of(artifact), line, col))
+                )
+                if where is None:
+                    review.append({**site, "line": line, "reason": "the edit removed the call's line"})
+                    continue
+                sites.setdefault(artifact, {})[where] = ({**site, "line": where[0]}, params, signature, True)
+        name = qname(was).rsplit(".", 1)[-1]
+        for unknown in delta["possibly_affected"]:
+            if unknown["detail"].removesuffix("()").rsplit(".", 1)[-1] != name:
+                continue
+            artifact, span = unknown["artifact"], unknown["span"]
+            where = projected(artifact, span["line"], span["col"])
+            if where is not None:
+                site = {"caller": deltas.renamed_to(renamed, unknown["scope"]), "callee": target,
+                        "file": artifact, "line": where[0], "unresolved": unknown["detail"]}  # fmt: skip
+                sites.setdefault(artifact, {}).setdefault(where, (site, params, signature, False))
     problems: list[dict[str, Any]] = []
-    checked = 0
+    checked = unfit = 0
     for artifact, found in sorted(sites.items()):
         calls = calls_at(text_of(artifact), set(found))
-        for position, (site, params, signature) in sorted(found.items()):
+        for position, (site, params, signature, resolved) in sorted(found.items()):
             call = calls.get(position)
             if call is None:
-                review.append({**site, "reason": "no call at this position of the projected text"})
+                if resolved:
+                    review.append({**site, "reason": "no call at this position of the projected text"})
                 continue
-            checked += 1
+            checked += resolved
             try:
                 bind(call, params)
             except Unbindable as exc:
                 review.append({**site, "reason": str(exc)})
             except BindError as exc:
-                problems.append({**site, "reason": f"{signature} {exc}"})
+                if resolved:
+                    problems.append({**site, "reason": f"{signature} {exc}"})
+                else:
+                    unfit += 1
+                    review.append({**site, "reason": f"unresolved; if it calls {signature}, it {exc}"})
     # A call delta.propose left as written because an argument had no new parameter to go to may
     # still bind (a positional one lands on whatever parameter now stands there): it is unfixed.
     failed = {(p["file"], p["line"]) for p in problems}
@@ -210,7 +235,14 @@ def type_compatibility(
                 {"caller": edit["caller"], "callee": edit["callee"], "file": edit["file"], "line": line,
                  "reason": f"left as written by delta.propose: {edit['reason']}"}
             )  # fmt: skip
-    return _check("type_compatibility", problems, call_sites_checked=checked, needs_review=review[:SHOWN])
+    return _check(
+        "type_compatibility",
+        problems,
+        call_sites_checked=checked,
+        possibly_affected_unfit=unfit,
+        needs_review=review[:SHOWN],
+        needs_review_count=len(review),
+    )
 
 
 def _unknown_keys(

@@ -381,3 +381,30 @@ def test_a_large_suite_s_observations_fit_the_sandbox_result(
     )
     assert ran["passed"] and ran["counts"]["passed"] == 600, ran
     assert len(ran["results"][0]["reached"]) == 151  # the 150 functions and the test itself
+
+
+def test_unresolved_calls_of_the_same_name_that_would_not_bind_need_review(tmp_path: Path) -> None:
+    """sqlparse's `tlist.token_next_by(m=...)`: 37 calls through untyped parameters, unresolved. They are
+    listed as possibly affected, and validate says which of them would not bind to the new signature
+    (without failing: they may call something else)."""
+    box = (
+        "class Box:\n    def put(self, i=None, t=None):\n        return i or t\n\n\n"
+        "def typed():\n    return Box().put(t=1)\n\n\n"
+        "def untyped(box):\n    return box.put(t=1), box.put()\n"
+    )
+    _, store, ws = workspace(tmp_path, {"kit/__init__.py": "", "kit/box.py": box})
+    change = {
+        "op": "change_signature",
+        "target": "kit.box.Box.put",
+        "parameters": "self, *, instance=None, types=None",
+        "parameter_map": {"instance": {"from": "i"}, "types": {"from": "t"}},
+    }
+    body = {"op": "replace_body", "target": "kit.box.Box.put", "body": "return instance or types\n"}
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": [change, body]}, store)
+    assert [u["detail"] for u in delta["possibly_affected"]] == ["box.put", "box.put"]
+    checks = ok("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)["checks"]
+    check = {c["check"]: c for c in checks}["type_compatibility"]
+    assert check["ok"] and check["call_sites_checked"] == 1 and check["possibly_affected_unfit"] == 1
+    [unfit] = check["needs_review"]
+    assert unfit["caller"] == "semantic:kit.box.untyped" and unfit["unresolved"] == "box.put"
+    assert unfit["reason"].endswith("got an unexpected keyword argument 't'")
