@@ -304,8 +304,8 @@ class Planner:
             self._rename_imports(i, module, old_name, new_name)
         self.note_unresolved(old_name)
         self.assumptions.append(
-            f"references to {old_name} the analysis does not resolve (strings, getattr, attribute access "
-            "outside call sites) are not renamed; see possibly_affected"
+            f"references to {old_name} the analysis does not resolve (strings, getattr, attributes of "
+            "objects other than an imported module) are not renamed; see possibly_affected"
         )
 
     def _rename_imports(self, i: int, module: str, old: str, new: str) -> None:
@@ -351,6 +351,51 @@ class Planner:
                             plan.rename_local_import(
                                 self.position(artifact, item.lineno, item.col_offset), old, new
                             )
+        self._rename_module_attributes(i, sources, old, new)
+
+    def _rename_module_attributes(self, i: int, sources: set[str], old: str, new: str) -> None:
+        """Rename `M.old` wherever a module-level import binds a module M that defines or re-exports
+        old (`from pkg import sql` -> `sql.Old`, `import pkg.sql as s` -> `s.Old`, `import pkg` ->
+        `pkg.sql.Old`): a class is referred to this way without being called (isinstance, a base)."""
+        for artifact, entry in sorted(self.ws.files.items()):
+            if old not in self._peek(artifact):
+                continue
+            try:
+                tree = ast.parse(self.text(artifact))
+            except SyntaxError:
+                continue
+            bound: set[tuple[str, tuple[str, ...]]] = set()
+            for item in tree.body:
+                if isinstance(item, ast.Import):
+                    # `import a.b` binds the dotted name `a.b` (as libcst's scopes record it).
+                    for alias in item.names:
+                        below = alias.name.count(".") + 1
+                        bound |= {
+                            (alias.asname or alias.name, tuple(source.split(".")[below:]))
+                            for source in sources
+                            if source == alias.name or source.startswith(alias.name + ".")
+                        }
+                elif isinstance(item, ast.ImportFrom):
+                    base = _absolute(item, entry["module"], artifact.endswith("__init__.py"))
+                    bound |= {
+                        (alias.asname or alias.name, ())
+                        for alias in item.names
+                        if f"{base}.{alias.name}" in sources
+                    }
+            # Only where such an attribute is written: the scope analysis of a whole file is not free.
+            written = {
+                _dotted(node.value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and node.attr == old
+            }
+            for binding, path in sorted(bound):
+                if ".".join((binding, *path)) not in written:
+                    continue
+                self.plan(artifact).rename_module_attribute(binding, path, old, new)
+                self.edits.append(
+                    {"operation": i, "kind": "module_attribute", "file": artifact,
+                     "reference": ".".join((binding, *path, old))}
+                )  # fmt: skip
 
     def _peek(self, artifact: str) -> str:
         if artifact in self.originals:
@@ -471,6 +516,16 @@ def _renamed_callee(old: str, new: str) -> Any:
         return call
 
     return apply
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of attributes on a name, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:

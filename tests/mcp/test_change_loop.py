@@ -193,14 +193,16 @@ def _own_tests(root: Path, *files: str) -> subprocess.CompletedProcess[str]:
 
 
 async def test_renames_across_modules(sqlparse_copy: tuple[Path, WorkspaceRegistry]) -> None:
-    """Two renames in one delta: `remove_quotes` (imported by name into sql.py, called as
-    `utils.remove_quotes` by the tests) and `validate_options` (called as `formatter.validate_options`
-    and as `sqlparse.formatter.validate_options`)."""
+    """Three renames in one delta: `remove_quotes` (imported by name into sql.py, called as
+    `utils.remove_quotes` by the tests), `validate_options` (called as `formatter.validate_options` and
+    as `sqlparse.formatter.validate_options`) and the class `Comparison` (never called: named as
+    `sql.Comparison` in the grouping engine's tuples of classes and the tests' isinstance checks)."""
     root, registry = sqlparse_copy
     async with Client(build_server(registry, grants=Grants.of(write_roots=[root]))) as client:
         operations = [
             {"op": "rename_symbol", "target": "sqlparse.utils.remove_quotes", "new_name": "unquote"},
             {"op": "rename_symbol", "target": "sqlparse.formatter.validate_options", "new_name": "checked"},
+            {"op": "rename_symbol", "target": "sqlparse.sql.Comparison", "new_name": "Compare"},
         ]
         proposed = await ok(
             client, "psmr_delta_propose", {"intent": "clearer names", "operations": operations}
@@ -209,9 +211,11 @@ async def test_renames_across_modules(sqlparse_copy: tuple[Path, WorkspaceRegist
         assert proposed["data"]["files"] == [
             "sqlparse/__init__.py",
             "sqlparse/cli.py",
+            "sqlparse/engine/grouping.py",
             "sqlparse/formatter.py",
             "sqlparse/sql.py",
             "sqlparse/utils.py",
+            "tests/test_grouping.py",
             "tests/test_utils.py",
         ]
         await ok(client, "psmr_delta_validate", {"delta_id": delta_id})
@@ -226,6 +230,9 @@ async def test_renames_across_modules(sqlparse_copy: tuple[Path, WorkspaceRegist
         assert renamed == {
             ("semantic:sqlparse.utils.remove_quotes", "semantic:sqlparse.utils.unquote"),
             ("semantic:sqlparse.formatter.validate_options", "semantic:sqlparse.formatter.checked"),
+            ("semantic:sqlparse.sql.Comparison", "semantic:sqlparse.sql.Compare"),
+            ("semantic:sqlparse.sql.Comparison.left", "semantic:sqlparse.sql.Compare.left"),
+            ("semantic:sqlparse.sql.Comparison.right", "semantic:sqlparse.sql.Compare.right"),
         }
         review = await ok(client, "psmr_verify_review", {"delta_id": delta_id})
         assert review["data"]["new_unknowns"] == [] and review["data"]["new_defects"] == []
@@ -247,7 +254,12 @@ async def test_renames_across_modules(sqlparse_copy: tuple[Path, WorkspaceRegist
     assert "utils.unquote(value)" in (root / "tests/test_utils.py").read_text()
     assert "sqlparse.formatter.checked(formatter_opts)" in (root / "sqlparse/cli.py").read_text()
     # The package's own tests of what was renamed pass on the renamed copy.
-    done = _own_tests(root, "tests/test_utils.py", "tests/test_cli.py", "tests/test_format.py")
+    grouping = (root / "sqlparse/engine/grouping.py").read_text()
+    assert "_group(tlist, sql.Compare, match," in grouping and "sql.Comparison" not in grouping
+    assert "T.Operator.Comparison" in (root / "tests/test_grouping.py").read_text()  # a token type, kept
+    done = _own_tests(
+        root, "tests/test_utils.py", "tests/test_cli.py", "tests/test_format.py", "tests/test_grouping.py"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -408,3 +408,24 @@ def test_unresolved_calls_of_the_same_name_that_would_not_bind_need_review(tmp_p
     [unfit] = check["needs_review"]
     assert unfit["caller"] == "semantic:kit.box.untyped" and unfit["unresolved"] == "box.put"
     assert unfit["reason"].endswith("got an unexpected keyword argument 't'")
+
+
+def test_a_rename_follows_attributes_of_imported_modules(tmp_path: Path) -> None:
+    """sqlparse's grouping refers to `sql.Comparison` as a value (a tuple of classes, isinstance), never
+    calling it: those references are renamed by scope, however the module was imported, and a local
+    of the module's name is left alone."""
+    users = (
+        "import kit.shapes\nimport kit.shapes as sh\nfrom kit import shapes\n\n"
+        "KINDS = (shapes.Square, sh.Square, kit.shapes.Square)\n\n\n"
+        "def is_square(x):\n    return isinstance(x, shapes.Square)\n\n\n"
+        "def other(shapes):\n    return shapes.Square  # a parameter, not the module\n"
+    )
+    files = {"kit/__init__.py": "", "kit/shapes.py": "class Square:\n    pass\n", "kit/users.py": users}
+    root, store, ws = workspace(tmp_path, files)
+    rename = [{"op": "rename_symbol", "target": "kit.shapes.Square", "new_name": "Box"}]
+    roundtrip = loop(root, store, ws, rename)
+    assert roundtrip["all_matched"], roundtrip
+    text = (root / "kit/users.py").read_text()
+    assert "KINDS = (shapes.Box, sh.Box, kit.shapes.Box)" in text
+    assert "return isinstance(x, shapes.Box)" in text
+    assert "return shapes.Square  # a parameter, not the module" in text
