@@ -476,7 +476,12 @@ class Planner:
                 f"{where}.evidence_id: {op['evidence_id']} is not a call site of workspace "
                 f"{self.ws.workspace_id} (the evidence_refs of a calls edge in query.subgraph are)"
             )
-        new_callee = self.node(op["new_callee"], f"{where}.new_callee", FUNCTION_KINDS | {"class"})
+        # A definition an earlier operation of this delta adds is a callee too (add a helper, move
+        # call sites to it, in one delta).
+        added = {qname(n): n for n in self.added}
+        new_callee = added.get(op["new_callee"]) or self.node(
+            op["new_callee"], f"{where}.new_callee", FUNCTION_KINDS | {"class"}
+        )
         expression = op.get("expression") or qname(new_callee).rsplit(".", 1)[-1]
         try:
             func = cst.parse_expression(expression)

@@ -361,7 +361,10 @@ OPERATION_SCHEMA: dict[str, Any] = {
             "pattern": "^ev_[0-9a-f]+$",
             "description": "move_call_site: the call site, an evidence id of a calls edge.",
         },
-        "new_callee": {**_TARGET, "description": "move_call_site: the symbol the site should call."},
+        "new_callee": {
+            **_TARGET,
+            "description": "move_call_site: the symbol the site should call, or one the delta adds.",
+        },
         "expression": {
             "type": "string",
             "minLength": 1,

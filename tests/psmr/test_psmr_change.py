@@ -55,6 +55,13 @@ def loop(root: Path, store: Path, ws: str, operations: list[dict[str, Any]]) -> 
     return ok("verification.roundtrip", request, store)
 
 
+def call_site(store: Path, ws: str, caller: str, callee: str) -> str:
+    """The evidence id of the (first) call of callee in caller, as an agent finds it with a query."""
+    request = {"workspace_id": ws, "anchor": {"kind": "symbol", "value": caller}, "relations": ["calls"]}
+    sliced = ok("query.subgraph", {**request, "depth": 1}, store)
+    return str(next(e for e in sliced["edges"] if e["target"] == f"semantic:{callee}")["evidence_refs"][0])
+
+
 def workspace(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Path, str]:
     """The files written under tmp_path/proj, built into tmp_path/store: (root, store, workspace id)."""
     root = write_tree(tmp_path / "proj", files)
@@ -88,13 +95,7 @@ def test_add_symbols_then_move_a_call_site_to_one(greet: tuple[Path, Path, str])
     assert '"""Say hello."""' in text
 
     # Point Greeter.greet at hi: the site is named by its evidence id from a query.
-    sliced = ok(
-        "query.subgraph",
-        {"workspace_id": ws, "anchor": {"kind": "symbol", "value": "greet.words.Greeter.greet"}, "depth": 1,
-         "relations": ["calls"]},
-        store,
-    )  # fmt: skip
-    site = next(e for e in sliced["edges"] if e["target"] == "semantic:greet.words.hello")["evidence_refs"][0]
+    site = call_site(store, ws, "greet.words.Greeter.greet", "greet.words.hello")
     moved = [{"op": "move_call_site", "evidence_id": site, "new_callee": "greet.words.hi"}]
     roundtrip = loop(root, store, ws, moved)
     assert roundtrip["all_matched"], (
@@ -429,3 +430,19 @@ def test_a_rename_follows_attributes_of_imported_modules(tmp_path: Path) -> None
     assert "KINDS = (shapes.Box, sh.Box, kit.shapes.Box)" in text
     assert "return isinstance(x, shapes.Box)" in text
     assert "return shapes.Square  # a parameter, not the module" in text
+
+
+def test_a_helper_added_and_a_call_site_moved_to_it_in_one_delta(greet: tuple[Path, Path, str]) -> None:
+    """As an agent would factor out a helper: add it and point a call site at it, in one delta."""
+    root, store, ws = greet
+    site = call_site(store, ws, "greet.words.polite", "greet.words.hello")
+    operations = [
+        {"op": "add_symbol", "module": "greet.words", "after": "greet.words.hello",
+         "source": "def hi(name):\n    return 'hi ' + name\n"},
+        {"op": "move_call_site", "evidence_id": site, "new_callee": "greet.words.hi"},
+    ]  # fmt: skip
+    roundtrip = loop(root, store, ws, operations)
+    assert roundtrip["all_matched"], roundtrip
+    kinds = {(m["kind"], m.get("caller"), m.get("callee")) for m in roundtrip["matched"]}
+    assert ("call_site_added", "semantic:greet.words.polite", "semantic:greet.words.hi") in kinds
+    assert '    return hi(name) + "!"\n' in (root / "greet/words.py").read_text()
