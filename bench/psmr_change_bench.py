@@ -11,6 +11,7 @@ parameter that every call site receives through the parameter map, so every site
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import tempfile
 import time
@@ -112,6 +113,8 @@ def main() -> None:
     loop = sum(v for k, v in timings.items() if k != "review")
     table.add_row("propose..roundtrip", f"{loop:.3f}", f"{loop / build_s:.2f}")
     console.print(table)
+    # On a shared machine the figures mean little without the load they were taken under.
+    console.print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

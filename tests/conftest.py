@@ -25,6 +25,9 @@ from pathlib import Path
 
 import pytest
 
+# Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
+# sandbox, on a copy; they are not this project's tests.
+collect_ignore = ["vendor"]
 IN_CI = os.environ.get("CI") == "true"
 # How long a test's threads may take to end once it returns (a server's shutdown, a worker's last task).
 THREAD_GRACE_S = 5.0

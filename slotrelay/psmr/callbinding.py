@@ -24,6 +24,10 @@ class Unbindable(ValueError):
     """The call spreads `*args`/`**kwargs`, so what binds where is only known at run time."""
 
 
+class Unmapped(ValueError):
+    """The call gives an argument that the new signature has no place for and the map does not drop."""
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter: `kind` is posonly, pos (positional or keyword), kwonly, var (*a) or varkw (**k);
@@ -123,43 +127,64 @@ def remap_call(
     When the call left that old parameter to its default and the new parameter has none, the old
     default is written out, so the call keeps its meaning.
     Arguments stay positional while the new parameter is positional and no earlier one was left out;
-    the rest are passed by keyword. A call whose arguments would not change is returned as it is.
+    the rest are passed by keyword, in the order the call wrote them (so they are evaluated in the
+    same order), new ones last. An argument keeps its own layout (line breaks, comments) and only
+    changes its keyword. A call whose arguments would not change is returned as it is.
 
     Raises:
         Unbindable: the call spreads `*args` or `**kwargs`.
         BindError: the call does not bind to the old parameters.
+        Unmapped: the call gives an argument to an old parameter that no new parameter takes and
+            the map does not drop (`{"drop": true}` under the old name).
     """
     bound = bind(call, old)
     old_by_name = {p.name: p for p in old}
     old_names = set(old_by_name)
-    args: list[cst.Arg] = []
+    order = {id(arg): index for index, arg in enumerate(call.args)}
+    positional: list[cst.Arg] = []
+    keyword: list[tuple[float, cst.Arg]] = []
+    taken: set[str] = set()
     gap = False
     for param in new:
         if param.kind in ("var", "varkw"):
             continue
         source = parameter_map.get(param.name) or ({"from": param.name} if param.name in old_names else None)
-        value: cst.BaseExpression | None = None
+        arg: cst.Arg | None = None
         was_positional = True
         if source and "value" in source:
-            value = cst.parse_expression(source["value"])
+            arg = cst.Arg(value=cst.parse_expression(source["value"]))
         elif source and source.get("from") in bound:
+            taken.add(source["from"])
             arg, was_positional = bound[source["from"]]
-            value = arg.value
         elif source and not param.has_default and old_by_name[source["from"]].default is not None:
-            value = cst.parse_expression(old_by_name[source["from"]].default or "")
-        if value is None:
+            arg = cst.Arg(value=cst.parse_expression(old_by_name[source["from"]].default or ""))
+        if arg is None:
             gap = True
             continue
         if param.kind == "posonly" or (param.kind == "pos" and not gap and was_positional):
-            args.append(cst.Arg(value=value))
+            positional.append(arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
         else:
             gap = True
-            args.append(cst.Arg(value=value, keyword=cst.Name(param.name), equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-            )))  # fmt: skip
+            keyword.append((order.get(id(arg), len(order) + len(keyword)), _by_keyword(arg, param.name)))
+    unmapped = sorted(set(bound) - taken - {n for n, s in parameter_map.items() if s.get("drop")})
+    if unmapped:
+        raise Unmapped(
+            f"the call gives {', '.join(unmapped)}, which no new parameter takes; name it in parameter_map "
+            'as the source of a new parameter ({"from": ...}), or drop it ({"drop": true} under its name)'
+        )
+    args = positional + [arg for _, arg in sorted(keyword, key=lambda item: item[0])]
     if _same(call.args, args):
         return call
-    return call.with_changes(args=_with_commas(args))
+    return call.with_changes(args=_with_commas(args, trailing=call.args[-1].comma if call.args else None))
+
+
+def _by_keyword(arg: cst.Arg, name: str) -> cst.Arg:
+    if arg.keyword is not None:
+        return arg.with_changes(keyword=cst.Name(name))
+    no_space = cst.SimpleWhitespace("")
+    return arg.with_changes(
+        keyword=cst.Name(name), equal=cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space)
+    )
 
 
 def _same(before: Sequence[cst.Arg], after: list[cst.Arg]) -> bool:
@@ -171,6 +196,18 @@ def _same(before: Sequence[cst.Arg], after: list[cst.Arg]) -> bool:
     return shape(before) == shape(after)
 
 
-def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    return [arg.with_changes(comma=comma) for arg in args[:-1]] + args[-1:]
+def _with_commas(args: list[cst.Arg], *, trailing: Any) -> list[cst.Arg]:
+    """Each argument followed by another keeps the comma it had (and so its line break), or gets `, `;
+    the last gets the call's trailing comma, if the call had one."""
+    out = []
+    for index, arg in enumerate(args):
+        if index == len(args) - 1:
+            comma = trailing if isinstance(trailing, cst.Comma) else cst.MaybeSentinel.DEFAULT
+        else:
+            comma = (
+                arg.comma
+                if isinstance(arg.comma, cst.Comma)
+                else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
+            )
+        out.append(arg.with_changes(comma=comma))
+    return out

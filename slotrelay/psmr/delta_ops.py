@@ -23,7 +23,14 @@ from typing import Any
 
 import libcst as cst
 
-from slotrelay.psmr.callbinding import BindError, Unbindable, params_of, parse_parameters, remap_call
+from slotrelay.psmr.callbinding import (
+    BindError,
+    Unbindable,
+    Unmapped,
+    params_of,
+    parse_parameters,
+    remap_call,
+)
 from slotrelay.psmr.errors import ConflictRequiresReview, InvalidQuery, ObjectNotFound, TypeMismatch
 from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.rewrite import FilePlan, Position, char_column
@@ -152,6 +159,13 @@ class Planner:
         mapping = op.get("parameter_map", {})
         new_names, old_names = {p.name for p in new}, {p.name for p in old}
         for name, source in mapping.items():
+            if "drop" in source:
+                if name not in old_names or name in new_names:
+                    raise InvalidQuery(
+                        f"{where}.parameter_map.{name}.drop: only an old parameter the new signature "
+                        "no longer has can be dropped"
+                    )
+                continue
             if name not in new_names:
                 raise InvalidQuery(f"{where}.parameter_map: {name!r} is not a parameter of the new signature")
             if "from" in source and source["from"] not in old_names:
@@ -207,6 +221,11 @@ class Planner:
                 result = remap_call(call, old, new, mapping)
             except Unbindable as exc:
                 edit.update(status="needs_review", reason=str(exc))
+                self.problems.append(edit)
+                return call
+            except Unmapped as exc:
+                # Left as written: dropping the argument would change what the call does unseen.
+                edit.update(status="needs_review", reason=str(exc), unmapped=True)
                 self.problems.append(edit)
                 return call
             except BindError as exc:
@@ -285,8 +304,8 @@ class Planner:
             self._rename_imports(i, module, old_name, new_name)
         self.note_unresolved(old_name)
         self.assumptions.append(
-            f"references to {old_name} the analysis does not resolve (strings, getattr, attribute access "
-            "outside call sites) are not renamed; see possibly_affected"
+            f"references to {old_name} the analysis does not resolve (strings, getattr, attributes of "
+            "objects other than an imported module) are not renamed; see possibly_affected"
         )
 
     def _rename_imports(self, i: int, module: str, old: str, new: str) -> None:
@@ -332,6 +351,51 @@ class Planner:
                             plan.rename_local_import(
                                 self.position(artifact, item.lineno, item.col_offset), old, new
                             )
+        self._rename_module_attributes(i, sources, old, new)
+
+    def _rename_module_attributes(self, i: int, sources: set[str], old: str, new: str) -> None:
+        """Rename `M.old` wherever a module-level import binds a module M that defines or re-exports
+        old (`from pkg import sql` -> `sql.Old`, `import pkg.sql as s` -> `s.Old`, `import pkg` ->
+        `pkg.sql.Old`): a class is referred to this way without being called (isinstance, a base)."""
+        for artifact, entry in sorted(self.ws.files.items()):
+            if old not in self._peek(artifact):
+                continue
+            try:
+                tree = ast.parse(self.text(artifact))
+            except SyntaxError:
+                continue
+            bound: set[tuple[str, tuple[str, ...]]] = set()
+            for item in tree.body:
+                if isinstance(item, ast.Import):
+                    # `import a.b` binds the dotted name `a.b` (as libcst's scopes record it).
+                    for alias in item.names:
+                        below = alias.name.count(".") + 1
+                        bound |= {
+                            (alias.asname or alias.name, tuple(source.split(".")[below:]))
+                            for source in sources
+                            if source == alias.name or source.startswith(alias.name + ".")
+                        }
+                elif isinstance(item, ast.ImportFrom):
+                    base = _absolute(item, entry["module"], artifact.endswith("__init__.py"))
+                    bound |= {
+                        (alias.asname or alias.name, ())
+                        for alias in item.names
+                        if f"{base}.{alias.name}" in sources
+                    }
+            # Only where such an attribute is written: the scope analysis of a whole file is not free.
+            written = {
+                _dotted(node.value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and node.attr == old
+            }
+            for binding, path in sorted(bound):
+                if ".".join((binding, *path)) not in written:
+                    continue
+                self.plan(artifact).rename_module_attribute(binding, path, old, new)
+                self.edits.append(
+                    {"operation": i, "kind": "module_attribute", "file": artifact,
+                     "reference": ".".join((binding, *path, old))}
+                )  # fmt: skip
 
     def _peek(self, artifact: str) -> str:
         if artifact in self.originals:
@@ -412,7 +476,12 @@ class Planner:
                 f"{where}.evidence_id: {op['evidence_id']} is not a call site of workspace "
                 f"{self.ws.workspace_id} (the evidence_refs of a calls edge in query.subgraph are)"
             )
-        new_callee = self.node(op["new_callee"], f"{where}.new_callee", FUNCTION_KINDS | {"class"})
+        # A definition an earlier operation of this delta adds is a callee too (add a helper, move
+        # call sites to it, in one delta).
+        added = {qname(n): n for n in self.added}
+        new_callee = added.get(op["new_callee"]) or self.node(
+            op["new_callee"], f"{where}.new_callee", FUNCTION_KINDS | {"class"}
+        )
         expression = op.get("expression") or qname(new_callee).rsplit(".", 1)[-1]
         try:
             func = cst.parse_expression(expression)
@@ -452,6 +521,16 @@ def _renamed_callee(old: str, new: str) -> Any:
         return call
 
     return apply
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of attributes on a name, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:

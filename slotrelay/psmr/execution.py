@@ -84,10 +84,15 @@ def main(inputs):
 
     args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", root, *inputs["node_ids"]]
     code = pytest.main(args, plugins=[Observe()])
+    # A function is named once and tests refer to it by index: a suite of hundreds of tests reaching
+    # the same functions would otherwise repeat the same names past the result's size limit.
+    functions = sorted(set().union(*observed.values()))
+    index = {f: i for i, f in enumerate(functions)}
     return {
         "exit_code": int(code),
         "outcomes": outcomes,
-        "observed": {k: sorted(v) for k, v in observed.items()},
+        "functions": functions,
+        "observed": {k: sorted(index[f] for f in v) for k, v in observed.items()},
     }
 """
 
@@ -156,23 +161,18 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
     if result.status == "timeout":
         raise ExecutionFailed(f"the tests did not finish within {limits.timeout_ms // 1000} s; select fewer")
     if not isinstance(result.result, dict):
+        broken = "; ".join(v.detail for v in result.violations)
         raise ExecutionFailed(
-            f"pytest did not run in the sandbox (status {result.status}, exit {result.exit_code}): "
-            f"{result.stderr[-1500:]}"
+            f"pytest did not run in the sandbox (status {result.status}, exit {result.exit_code}"
+            f"{', ' + broken if broken else ''}): {result.stderr[-1500:]}"
         )
+    functions = [tuple(f) for f in result.result["functions"]]
     records = []
     hashes: dict[str, str] = {}
     for node_id, outcome in sorted(result.result["outcomes"].items()):
-        reached = sorted(
-            {
-                s
-                for artifact, q in result.result["observed"].get(node_id, [])
-                if (s := _symbol(ws, artifact, q))
-            }
-        )
-        files = sorted(
-            {artifact for artifact, _ in result.result["observed"].get(node_id, []) if artifact in ws.files}
-        )
+        observed = [functions[i] for i in result.result["observed"].get(node_id, [])]
+        reached = sorted({s for artifact, q in observed if (s := _symbol(ws, artifact, q))})
+        files = sorted({artifact for artifact, _ in observed if artifact in ws.files})
         for artifact in files + [node_id.split("::", 1)[0]]:
             if artifact not in hashes:
                 hashes[artifact] = hashlib.sha256((root / artifact).read_bytes()).hexdigest()

@@ -335,12 +335,15 @@ OPERATION_SCHEMA: dict[str, Any] = {
             "type": "object",
             "description": 'change_signature: how call sites fill each new parameter: `{"from": old_name}` '
             'moves the argument given for an old parameter, `{"value": "expr"}` inserts an expression. '
-            "A new parameter not named here takes the argument of the old one of the same name, if any.",
+            "A new parameter not named here takes the argument of the old one of the same name, if any. "
+            'Under an old parameter the new signature drops, `{"drop": true}` lets call sites lose its '
+            "argument; otherwise a call giving it is left as written, for review.",
             "additionalProperties": {
                 "type": "object",
                 "properties": {
                     "from": {"type": "string", "minLength": 1, "description": "An old parameter's name."},
                     "value": {"type": "string", "minLength": 1, "description": "A Python expression."},
+                    "drop": {"const": True, "description": "Under a dropped old parameter's name."},
                 },
                 "minProperties": 1,
                 "maxProperties": 1,
@@ -358,7 +361,10 @@ OPERATION_SCHEMA: dict[str, Any] = {
             "pattern": "^ev_[0-9a-f]+$",
             "description": "move_call_site: the call site, an evidence id of a calls edge.",
         },
-        "new_callee": {**_TARGET, "description": "move_call_site: the symbol the site should call."},
+        "new_callee": {
+            **_TARGET,
+            "description": "move_call_site: the symbol the site should call, or one the delta adds.",
+        },
         "expression": {
             "type": "string",
             "minLength": 1,

@@ -21,6 +21,7 @@ from libcst.metadata import (
     CodeRange,
     GlobalScope,
     MetadataWrapper,
+    ParentNodeProvider,
     PositionProvider,
     ScopeProvider,
 )
@@ -51,6 +52,8 @@ class FilePlan:
     names: dict[Position, str] = field(default_factory=dict)
     globals: dict[str, str] = field(default_factory=dict)
     local_imports: dict[Position, tuple[str, str]] = field(default_factory=dict)
+    # (module-level name bound to a module, attribute path below it, old, new): `sql.Old` -> `sql.New`.
+    attributes: list[tuple[str, tuple[str, ...], str, str]] = field(default_factory=list)
     appended: list[tuple[Position | None, str]] = field(default_factory=list)
 
     def on_def(self, position: Position, edit: DefEdit) -> None:
@@ -74,6 +77,12 @@ class FilePlan:
         position), as libcst's scope analysis finds them."""
         self.local_imports[position] = (old, new)
 
+    def rename_module_attribute(self, binding: str, path: tuple[str, ...], old: str, new: str) -> None:
+        """Rename `binding.<path>.old` to `binding.<path>.new` wherever the module-level `binding` (an
+        imported module) is used, as libcst's scope analysis finds its uses (a local of the same name
+        is another binding, left alone)."""
+        self.attributes.append((binding, path, old, new))
+
     def add(self, source: str, *, after: Position | None = None) -> None:
         """Add statements after the top-level or class-level definition at `after`, else at the end."""
         self.appended.append((after, source))
@@ -81,7 +90,13 @@ class FilePlan:
     def empty(self) -> bool:
         """True when the plan changes nothing."""
         return not (
-            self.defs or self.calls or self.names or self.globals or self.local_imports or self.appended
+            self.defs
+            or self.calls
+            or self.names
+            or self.globals
+            or self.local_imports
+            or self.attributes
+            or self.appended
         )
 
 
@@ -168,6 +183,7 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
                 node = getattr(assignment, "node", None)
                 if node is not None and positions[node].start == CodePosition(*position):
                     bindings.append((assignment, old, new))
+    _mark_attributes(wrapper, module_scope, plan)
     for assignment, old, new in bindings:
         for access in assignment.references:
             where = positions[access.node].start
@@ -199,6 +215,29 @@ def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter)
                     rewriter.strings[(where.line, where.column)] = plan.globals[value.evaluated_value]
 
 
+def _mark_attributes(wrapper: MetadataWrapper, module_scope: GlobalScope, plan: FilePlan) -> None:
+    """Position the attribute to rename in every `binding.<path>.old` the plan's module bindings reach."""
+    if not plan.attributes:
+        return
+    positions = wrapper.resolve(PositionProvider)
+    parents = wrapper.resolve(ParentNodeProvider)
+    for binding, path, old, new in plan.attributes:
+        for assignment in module_scope[binding]:
+            for access in assignment.references:
+                node: cst.CSTNode = access.node
+                for part in (*path, old):
+                    parent = parents.get(node)
+                    if not isinstance(parent, cst.Attribute) or parent.value is not node:
+                        break
+                    if parent.attr.value != part:
+                        break
+                    node = parent
+                else:
+                    assert isinstance(node, cst.Attribute)  # the loop ran at least once, on an Attribute
+                    where = positions[node.attr].start
+                    plan.names.setdefault((where.line, where.column), new)
+
+
 class _RenameNames(cst.CSTTransformer):
     def __init__(self, old: str, new: str) -> None:
         super().__init__()
@@ -223,7 +262,7 @@ def _render_whole(text: str, plan: FilePlan) -> str:
         raise RewriteError(f"the file does not parse ({exc.message} at line {exc.raw_line})") from exc
     wrapper = MetadataWrapper(module)
     rewriter = _Rewriter(plan)
-    if plan.globals or plan.local_imports:
+    if plan.globals or plan.local_imports or plan.attributes:
         _mark_globals(wrapper, plan, rewriter)
     new = wrapper.visit(rewriter)
     wanted = (
@@ -316,9 +355,9 @@ def render(text: str, plan: FilePlan) -> str:
     """The file's text with the plan applied.
 
     Only the top-level statements holding an edit are parsed and rewritten (libcst over a whole large
-    module is what a delta would spend its time on); a plan renaming a module-level name needs the
-    module's scopes, so the whole file is rewritten then. Definitions to add at the end are appended
-    after two blank lines.
+    module is what a delta would spend its time on); a plan renaming a module-level name, or an
+    attribute of an imported module, needs the module's scopes, so the whole file is rewritten then.
+    Definitions to add at the end are appended after two blank lines.
 
     Parameters:
         text: the original source.
@@ -331,7 +370,7 @@ def render(text: str, plan: FilePlan) -> str:
         RewriteError: the text does not parse, or a planned position holds no node of that kind.
         libcst.ParserSyntaxError: source given to add does not parse.
     """
-    if plan.globals:
+    if plan.globals or plan.attributes:
         new = _render_whole(text, plan)
     else:
         lines = text.splitlines(keepends=True)

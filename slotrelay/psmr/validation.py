@@ -7,7 +7,8 @@ fresh facts of the projected ones, without writing anything. Six checks, each wi
 
 - projection_feasibility: every file still has the hash the delta was proposed on (otherwise the
   answer is CONFLICT_REQUIRES_REVIEW, since nothing else can be judged on a moved base);
-- type_compatibility: every call site of a changed signature binds to it in W~;
+- type_compatibility: every call site of a changed signature binds to it in W~, and none was left as
+  written because an argument had no new parameter to go to;
 - graph_invariants: no call left naming a removed or renamed symbol, no new unresolved import;
 - contracts: no dropped parameter still named by a docstring or assert, no suggested test gone;
 - impact_boundary: symbols changed in W~ - W lie within the scope, its impact radius or the intent;
@@ -18,6 +19,7 @@ A delta failing any check answers VALIDATION_FAILED with every check in the enve
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from collections import Counter
 from pathlib import Path
@@ -110,13 +112,63 @@ def _parameters(data: dict[str, Any]) -> list[Any]:
     return params_of(parse_parameters(data["signature"])[0], bound_first=bound_first)
 
 
+def _line_map(before: str, after: str) -> dict[int, int]:
+    """Original line -> projected line, for the lines an edit kept, replaced one for one, or began a
+    replacement at (a call rewritten over fewer or more lines starts where it started)."""
+    out: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            out.update({i1 + k + 1: j1 + k + 1 for k in range(i2 - i1)})
+        elif tag == "replace":
+            out[i1 + 1] = j1 + 1
+    return out
+
+
+# A call site to check: where it is reported, the parameters it must bind to, the signature as text, and
+# whether the analysis resolved it to the changed symbol (or only its name matches).
+Site = tuple[dict[str, Any], list[Any], str, bool]
+
+
+def _calls_of(ws: Workspace, node: str) -> list[tuple[str, str]]:
+    """(caller, evidence id) of every call site of a node."""
+    return [
+        (caller, ev)
+        for caller, _, key, edge in ws.graph.in_edges(node, keys=True, data=True)
+        if key == "calls"
+        for ev in edge["evidence"]
+    ]
+
+
 def type_compatibility(
     old: Workspace, new: Workspace, delta: dict[str, Any], texts: dict[str, str]
 ) -> dict[str, Any]:
     """Every call site of a symbol whose parameters changed binds to the new signature (a change of
-    annotations alone binds as before and is not checked)."""
+    annotations alone binds as before and is not checked), and none was left unfixed by the proposal.
+
+    The sites are those of W~ and those of W carried to the projected text: the analysis links a call
+    only when it binds, so a call the delta left unfit for the new signature has no edge in W~. The
+    unresolved calls of the same name (the delta's possibly affected sites) are bound too: one that
+    would not bind needs review, without failing the check (it may be a call of something else)."""
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
-    sites: dict[str, list[tuple[tuple[int, int], dict[str, Any], list[Any], str]]] = {}
+
+    def text_of(artifact: str) -> str:
+        if artifact in texts:
+            return texts[artifact]
+        return (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+
+    line_maps = {a: _line_map(f["original"], f["projected"]) for a, f in delta["files"].items()}
+
+    def projected(artifact: str, line: int, col: int) -> tuple[int, int] | None:
+        """A position of W (a byte column) in the projected text, None if the edit removed its line."""
+        if artifact not in delta["files"]:
+            return line, char_column(text_of(artifact), line, col)
+        if line not in line_maps[artifact]:
+            return None
+        return line_maps[artifact][line], char_column(delta["files"][artifact]["original"], line, col)
+
+    sites: dict[str, dict[tuple[int, int], Site]] = {}
+    review: list[dict[str, Any]] = []
     for item in delta["expected"]["symbols_changed"]:
         if "signature_changed" not in item["changes"]:
             continue
@@ -127,43 +179,80 @@ def type_compatibility(
         params = _parameters(data)
         if params == _parameters(old.graph.nodes[was]):
             continue
-        for caller, _, key, edge in new.graph.in_edges(target, keys=True, data=True):
-            if key != "calls":
-                continue
-            for ev in edge["evidence"]:
-                record = new.evidence[ev]
-                span = record["span"]
-                site = {"caller": caller, "callee": target, "file": record["artifact"], "line": span["line"]}
-                signature = f"{qname(target)}{data['signature']}"
-                sites.setdefault(record["artifact"], []).append(
-                    ((span["line"], span["col"]), site, params, signature)
+        signature = f"{qname(target)}{data['signature']}"
+        for side, node in ((old, was), (new, target)):
+            for caller, ev in _calls_of(side, node):
+                record = side.evidence[ev]
+                artifact, line, col = record["artifact"], record["span"]["line"], record["span"]["col"]
+                site = {"caller": deltas.renamed_to(renamed, caller), "callee": target, "file": artifact}
+                where = (
+                    projected(artifact, line, col)
+                    if side is old
+                    else (line, char_column(text_of(artifact), line, col))
                 )
-    problems: list[dict[str, Any]] = []
-    review: list[dict[str, Any]] = []
-    checked = 0
-    for artifact, found in sorted(sites.items()):
-        text = texts.get(artifact)
-        if text is None:
-            text = (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-        positions = {(line, char_column(text, line, col)) for (line, col), _, _, _ in found}
-        calls = calls_at(text, positions)
-        for (line, col), site, params, signature in found:
-            call = calls.get((line, char_column(text, line, col)))
-            if call is None:
+                if where is None:
+                    review.append({**site, "line": line, "reason": "the edit removed the call's line"})
+                    continue
+                sites.setdefault(artifact, {})[where] = ({**site, "line": where[0]}, params, signature, True)
+        name = qname(was).rsplit(".", 1)[-1]
+        for unknown in delta["possibly_affected"]:
+            if unknown["detail"].removesuffix("()").rsplit(".", 1)[-1] != name:
                 continue
-            checked += 1
+            artifact, span = unknown["artifact"], unknown["span"]
+            where = projected(artifact, span["line"], span["col"])
+            if where is not None:
+                site = {"caller": deltas.renamed_to(renamed, unknown["scope"]), "callee": target,
+                        "file": artifact, "line": where[0], "unresolved": unknown["detail"]}  # fmt: skip
+                sites.setdefault(artifact, {}).setdefault(where, (site, params, signature, False))
+    problems: list[dict[str, Any]] = []
+    checked = unfit = 0
+    for artifact, found in sorted(sites.items()):
+        calls = calls_at(text_of(artifact), set(found))
+        for position, (site, params, signature, resolved) in sorted(found.items()):
+            call = calls.get(position)
+            if call is None:
+                if resolved:
+                    review.append({**site, "reason": "no call at this position of the projected text"})
+                continue
+            checked += resolved
             try:
                 bind(call, params)
             except Unbindable as exc:
                 review.append({**site, "reason": str(exc)})
             except BindError as exc:
-                problems.append({**site, "reason": f"{signature} {exc}"})
-    return _check("type_compatibility", problems, call_sites_checked=checked, needs_review=review[:SHOWN])
+                if resolved:
+                    problems.append({**site, "reason": f"{signature} {exc}"})
+                else:
+                    unfit += 1
+                    review.append({**site, "reason": f"unresolved; if it calls {signature}, it {exc}"})
+    # A call delta.propose left as written because an argument had no new parameter to go to may
+    # still bind (a positional one lands on whatever parameter now stands there): it is unfixed.
+    failed = {(p["file"], p["line"]) for p in problems}
+    for edit in delta["needs_review"]:
+        line = line_maps.get(edit["file"], {}).get(edit["line"], edit["line"])
+        if edit.get("unmapped") and (edit["file"], line) not in failed:
+            problems.append(
+                {"caller": edit["caller"], "callee": edit["callee"], "file": edit["file"], "line": line,
+                 "reason": f"left as written by delta.propose: {edit['reason']}"}
+            )  # fmt: skip
+    return _check(
+        "type_compatibility",
+        problems,
+        call_sites_checked=checked,
+        possibly_affected_unfit=unfit,
+        needs_review=review[:SHOWN],
+        needs_review_count=len(review),
+    )
 
 
-def _unknown_keys(ws: Workspace, artifacts: set[str]) -> Counter[tuple[str, str, str]]:
+def _unknown_keys(
+    ws: Workspace, artifacts: set[str], renamed: dict[str, str] | None = None
+) -> Counter[tuple[str, str, str]]:
+    # With `renamed`, an unknown inside a renamed function is keyed under the function's new name.
     return Counter(
-        (u["scope"], u["reason"], u["detail"]) for u in ws.unknowns.values() if u["artifact"] in artifacts
+        (deltas.renamed_to(renamed or {}, u["scope"]), u["reason"], u["detail"])
+        for u in ws.unknowns.values()
+        if u["artifact"] in artifacts
     )
 
 
@@ -177,7 +266,8 @@ def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> d
         for n, d in old.graph.nodes(data=True)
         if deltas.renamed_to(renamed, n) not in new.graph and d.get("kind") not in ("external", "builtin")
     }
-    fresh = _unknown_keys(new, touched) - _unknown_keys(old, touched)
+
+    fresh = _unknown_keys(new, touched) - _unknown_keys(old, touched, renamed)
     problems = []
     moved_away = Counter(tuple(pair) for pair in delta["expected"]["call_sites_removed"])
     kept = set(renamed) | {

@@ -252,10 +252,19 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     unexpected = judge(delta, actual)["changed_but_not_intended"]
     touched = set(delta["files"])
 
-    def unknown_keys(records: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
-        return Counter((u["scope"], u["reason"], u["detail"]) for u in records if u["artifact"] in touched)
+    renamed = intended_renames(delta)
 
-    fresh = unknown_keys(list(ws.unknowns.values())) - unknown_keys(image["unknowns"])
+    def unknown_keys(records: list[dict[str, Any]], *, rename: bool) -> Counter[tuple[str, str, str]]:
+        # An unknown inside a renamed function is the same unknown under the function's new name.
+        return Counter(
+            (deltas.renamed_to(renamed, u["scope"]) if rename else u["scope"], u["reason"], u["detail"])
+            for u in records
+            if u["artifact"] in touched
+        )
+
+    fresh = unknown_keys(list(ws.unknowns.values()), rename=False) - unknown_keys(
+        image["unknowns"], rename=True
+    )
     new_unknowns = [
         u for u in sorted(ws.unknowns.values(), key=lambda u: u["id"])
         if (u["scope"], u["reason"], u["detail"]) in fresh

@@ -1,16 +1,19 @@
 """The modification half through MCP: propose -> validate -> preview -> apply -> run tests -> rebuild ->
-roundtrip -> review, on a real package with its own tests (`tests/mcp/textkit.py`).
+roundtrip -> review, on a copy of a real package with its own tests: sqlparse 0.6.1 (`vendored.py`).
 
 The whole loop runs through the SDK's client over stdio against `slotrelay mcp serve` subprocesses:
 one started without grants (apply is refused), one with `--allow-write ROOT --allow-exec` (apply
-writes, the package's tests run in the docker sandbox). The rename across modules, the conflict
+writes, sqlparse's own suite runs in the docker sandbox). The renames across modules, the conflict
 between preview and apply and the bad inputs use the real server over the in-memory transport.
+(`test_node_clients.py` drives propose and preview of the same change with the Inspector CLI.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,34 +27,25 @@ from slotrelay.sandbox import SandboxUnavailable, get_backend
 from tests.conftest import require_service
 from tests.mcp.processes import SLOTRELAY
 from tests.mcp.test_tools import ok, refused
-from tests.mcp.textkit import make_textkit, snapshot
+from tests.mcp.vendored import (
+    BODY,
+    IMT,
+    IMT_FILES,
+    IMT_SITES,
+    INTENT,
+    MAPPED,
+    OWN_SUITE,
+    SIGNATURE,
+    VENDORED,
+    copy_sqlparse,
+    snapshot,
+)
 
 pytestmark = pytest.mark.anyio
 
-NEW_BODY = '''"""Cut text into lines of at most columns characters, each starting with indent."""
-words = text.split()
-lines, current = [], ""
-for word in words:
-    if current and len(indent) + len(current) + 1 + len(word) > columns:
-        lines.append(indent + current)
-        current = word
-    else:
-        current = f"{current} {word}".strip()
-if current:
-    lines.append(indent + current)
-return lines
-'''
-SIGNATURE = {
-    "op": "change_signature",
-    "target": "textkit.wrap.wrap_line",
-    "parameters": "text, columns, *, indent=''",
-}
-BODY = {"op": "replace_body", "target": "textkit.wrap.wrap_line", "body": NEW_BODY}
-INTENT = "wrap_line takes the width as a required `columns` and an optional keyword-only indent"
-
 
 def _propose(operations: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"intent": INTENT, "scope_refs": ["textkit.wrap.wrap_line"], "operations": operations}
+    return {"intent": INTENT, "scope_refs": [IMT], "operations": operations}
 
 
 def _pytest_site() -> str:
@@ -74,47 +68,64 @@ def _stdio(root: Path, *flags: str) -> StdioServerParameters:
     )
 
 
+def _call_sites(proposed: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in proposed["data"]["edits"] if e["kind"] == "call_site"]
+
+
 @pytest.mark.docker
 async def test_a_signature_change_at_many_call_sites_through_the_whole_loop(tmp_path: Path) -> None:
     _docker()
-    root = make_textkit(tmp_path / "proj")
+    vendored = snapshot(VENDORED)
+    root = copy_sqlparse(tmp_path)
     original = snapshot(root)
     async with Client(_stdio(root)) as client:
-        # A delta that changes the signature but leaves the call sites to fend for themselves.
+        # A delta that changes the signature but leaves the call sites to fend for themselves: every
+        # call gives i, m or t, which no new parameter takes, so each is left as written.
         partial = await ok(client, "psmr_delta_propose", _propose([SIGNATURE, BODY]))
         assert partial["data"]["authority"] == "ai_proposal"
-        assert len([e for e in partial["data"]["edits"] if e["kind"] == "call_site"]) == 10
+        assert partial["data"]["files"] == ["sqlparse/utils.py"]
+        sites = _call_sites(partial)
+        assert len(sites) == IMT_SITES and {e["status"] for e in sites} == {"needs_review"}
+        assert {e["file"] for e in sites} == {"sqlparse/engine/grouping.py", "sqlparse/sql.py"}
         message = await refused(
             client, "psmr_delta_validate", {"delta_id": partial["data"]["delta_id"]}, "VALIDATION_FAILED"
         )
         assert "type_compatibility" in message
         result = await client.call_tool("psmr_delta_validate", {"delta_id": partial["data"]["delta_id"]})
         checks = {c["check"]: c for c in result.structured_content["data"]["checks"]}
-        assert checks["type_compatibility"]["problem_count"] >= 9
-        assert "missing required argument columns" in json.dumps(checks["type_compatibility"]["problems"])
-        assert checks["known_defects"]["ok"] and checks["graph_invariants"]["ok"]
+        compatibility = checks["type_compatibility"]
+        assert compatibility["call_sites_checked"] == IMT_SITES
+        assert compatibility["problem_count"] == IMT_SITES
+        reasons = json.dumps(compatibility["problems"])
+        assert "got an unexpected keyword argument 'i'" in reasons
+        assert "takes 1 positional arguments but 4 given" in reasons  # token_next_by's imt(tk, i, m, t)
+        assert checks["known_defects"]["ok"] and checks["contracts"]["ok"]
 
-        # The complete one: every call site fills `columns` from what it gave `width` (or its default).
-        mapped = {**SIGNATURE, "parameter_map": {"columns": {"from": "width"}}}
-        proposed = await ok(client, "psmr_delta_propose", _propose([mapped, BODY]))
+        # The complete one: every call site passes what it gave i, m, t to instance, match, types.
+        proposed = await ok(client, "psmr_delta_propose", _propose([MAPPED, BODY]))
         delta_id = proposed["data"]["delta_id"]
-        assert proposed["data"]["suggested_validation"] == [
-            "tests/test_textkit.py::test_report",
-            "tests/test_textkit.py::test_styles",
-            "tests/test_textkit.py::test_wrap_line",
-        ]
+        assert proposed["data"]["files"] == IMT_FILES
+        sites = _call_sites(proposed)
+        assert len(sites) == IMT_SITES and {e["status"] for e in sites} == {"rewritten"}
+        suggested = proposed["data"]["suggested_validation"]
+        assert suggested and all(t.startswith("tests/test_") for t in suggested)
         validated = await ok(client, "psmr_delta_validate", {"delta_id": delta_id})
-        assert all(c["ok"] for c in validated["data"]["checks"])
+        checks = {c["check"]: c for c in validated["data"]["checks"]}
+        assert all(c["ok"] for c in checks.values()), checks
+        assert checks["type_compatibility"]["call_sites_checked"] == IMT_SITES
 
         preview = await ok(client, "psmr_projection_preview", {"delta_id": delta_id})
         patch = "".join(item["diff"] for item in preview["data"]["patch"])
-        assert "-def wrap_line(text, width=20):\n" in patch
-        assert "+def wrap_line(text, columns, *, indent=''):\n" in patch
-        assert '+    return "\\n".join(wrap_line(text, 20))' in patch
-        assert "+    return wrap_line(text, columns=8)" in patch
-        assert '+HEADER = wrap_line("monthly report", columns=40)' in patch
-        tests_diff = "".join(item["diff"] for item in preview["data"]["test"])
-        assert '+    assert wrap_line("one two", columns=3) == ["one", "two"]' in tests_diff
+        assert "-def imt(token, i=None, m=None, t=None):\n" in patch
+        assert "+def imt(token, *, instance=None, match=None, types=None):\n" in patch
+        assert "+        return imt(token, instance=sqlcls, match=m_role, types=ttypes)\n" in patch
+        assert "lambda tk: imt(tk, instance=i, match=m, types=t), idx, end)\n" in patch
+        # Keywords keep the order the call wrote them in; a call over two lines keeps its line break.
+        assert "+        return bool(imt(token, types=ttypes, instance=sqlcls) or (token" in patch
+        assert (
+            "+            elif imt(token, instance=(Function, Identifier, TypedLiteral),\n"
+            "+                     types=T.Literal):\n"
+        ) in patch
         assert snapshot(root) == original
 
         denied = await refused(client, "psmr_projection_apply", {"delta_id": delta_id}, "CAPABILITY_DENIED")
@@ -123,124 +134,158 @@ async def test_a_signature_change_at_many_call_sites_through_the_whole_loop(tmp_
 
     async with Client(_stdio(root, "--allow-write", str(root), "--allow-exec")) as client:
         applied = await ok(client, "psmr_projection_apply", {"delta_id": delta_id})
-        written = {f["file"] for f in applied["data"]["files"]}
-        assert written == {
-            "textkit/wrap.py",
-            "textkit/report.py",
-            "textkit/style.py",
-            "tests/test_textkit.py",
-        }
-        assert "def wrap_line(text, columns, *, indent=''):" in (root / "textkit/wrap.py").read_text()
-        assert "# A framed title, ten characters wide." in (root / "textkit/wrap.py").read_text()
+        assert sorted(f["file"] for f in applied["data"]["files"]) == IMT_FILES
+        assert (
+            "def imt(token, *, instance=None, match=None, types=None):"
+            in (root / "sqlparse/utils.py").read_text()
+        )
         assert AuditLog(root, name="psmr-apply").verify().ok
 
-        ran = await ok(client, "psmr_run_tests", {"delta_id": delta_id})
-        assert ran["data"]["passed"] and ran["data"]["counts"]["passed"] == 3, ran["data"]
+        # sqlparse's own suite (not one written for this test), in the docker sandbox.
+        ran = await ok(client, "psmr_run_tests", {"delta_id": delta_id, "tests": OWN_SUITE, "timeout_s": 900})
+        assert ran["data"]["passed"], ran["data"]
+        assert ran["data"]["counts"] == {"passed": 535, "failed": 0, "skipped": 2}, ran["data"]
+        assert ran["data"]["backend"] == "docker"
         assert {r["authority"] for r in ran["data"]["results"]} == {"runtime:pytest"}
 
         rebuilt = await ok(client, "psmr_verify_rebuild", {"delta_id": delta_id})
         assert rebuilt["data"]["version"] != rebuilt["data"]["previous_version"]
+        assert rebuilt["data"]["analysed"] == len(IMT_FILES)
         roundtrip = await ok(client, "psmr_verify_roundtrip", {"delta_id": delta_id})
         assert roundtrip["data"]["all_matched"], roundtrip["data"]
         matched = {(m["kind"], m.get("id"), m.get("change")) for m in roundtrip["data"]["matched"]}
-        assert ("symbol_changed", "semantic:textkit.wrap.wrap_line", "signature_changed") in matched
-        assert ("symbol_changed", "semantic:textkit.style.shout", "body_changed") in matched
+        assert ("symbol_changed", f"semantic:{IMT}", "signature_changed") in matched
+        assert ("symbol_changed", "semantic:sqlparse.engine.grouping.group_order", "body_changed") in matched
 
         review = await ok(client, "psmr_verify_review", {"delta_id": delta_id})
         assert review["data"]["new_defects"] == [] and review["data"]["unexpected_changes"] == []
-        assert review["data"]["new_conflicts"] == []
-        # The new body appends `indent + current`; the resolver no longer loses the callers'
-        # `line.upper()` / `line.lower()` receivers over it, so nothing new is unknown.
-        assert review["data"]["new_unknowns"] == []
-        kinds = {e["kind"] for e in review["data"]["semantic_events"] if e["event"] == "api_breakage"}
-        assert "parameter_removed" in kinds  # `width` is gone from the public wrap_line: reported
+        assert review["data"]["new_conflicts"] == [] and review["data"]["new_unknowns"] == []
+        removed = {
+            e["old"].split(":")[0].rsplit(" ", 1)[-1]
+            for e in review["data"]["semantic_events"]
+            if e["event"] == "api_breakage" and e["kind"] == "parameter_removed"
+        }
+        assert removed == {"i", "m", "t"}  # the public imt lost them: reported, as it should be
 
-        # The tests' run is now runtime certainty of the impact of wrap_line, on the files as they are.
-        impact = await ok(client, "psmr_impact", {"target": "textkit.wrap.wrap_line"})
+        # The suite's run is now runtime certainty of imt's impact, on the files as they are.
+        impact = await ok(client, "psmr_impact", {"target": IMT})
         observed = {o["test"] for o in impact["data"]["runtime_certainty"]["observed"]}
-        assert "tests/test_textkit.py::test_wrap_line" in observed
+        assert "tests/test_grouping.py::test_grouping_identifiers" in observed
+    assert snapshot(VENDORED) == vendored
 
 
 @pytest.fixture
-def textkit(tmp_path: Path) -> tuple[Path, WorkspaceRegistry]:
-    root = make_textkit(tmp_path / "proj")
+def sqlparse_copy(tmp_path: Path) -> tuple[Path, WorkspaceRegistry]:
+    root = copy_sqlparse(tmp_path)
     registry = WorkspaceRegistry([root])
     registry.build(root, at_startup=True)
     return root, registry
 
 
-async def test_a_rename_across_modules(textkit: tuple[Path, WorkspaceRegistry]) -> None:
-    root, registry = textkit
-    grants = Grants.of(write_roots=[root])
-    async with Client(build_server(registry, grants=grants)) as client:
+def _own_tests(root: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    """Run some of sqlparse's own test files on the copy, in a fresh interpreter (no PYTHONPATH, so
+    `sqlparse` and `tests` are the copy's)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *files],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+async def test_renames_across_modules(sqlparse_copy: tuple[Path, WorkspaceRegistry]) -> None:
+    """Three renames in one delta: `remove_quotes` (imported by name into sql.py, called as
+    `utils.remove_quotes` by the tests), `validate_options` (called as `formatter.validate_options` and
+    as `sqlparse.formatter.validate_options`) and the class `Comparison` (never called: named as
+    `sql.Comparison` in the grouping engine's tuples of classes and the tests' isinstance checks)."""
+    root, registry = sqlparse_copy
+    async with Client(build_server(registry, grants=Grants.of(write_roots=[root]))) as client:
+        operations = [
+            {"op": "rename_symbol", "target": "sqlparse.utils.remove_quotes", "new_name": "unquote"},
+            {"op": "rename_symbol", "target": "sqlparse.formatter.validate_options", "new_name": "checked"},
+            {"op": "rename_symbol", "target": "sqlparse.sql.Comparison", "new_name": "Compare"},
+        ]
         proposed = await ok(
-            client,
-            "psmr_delta_propose",
-            {
-                "intent": "shout is called yell everywhere",
-                "operations": [{"op": "rename_symbol", "target": "textkit.style.shout", "new_name": "yell"}],
-            },
+            client, "psmr_delta_propose", {"intent": "clearer names", "operations": operations}
         )
         delta_id = proposed["data"]["delta_id"]
-        assert set(proposed["data"]["files"]) == {
-            "textkit/__init__.py",
-            "textkit/style.py",
-            "textkit/report.py",
-            "tests/test_textkit.py",
-        }
+        assert proposed["data"]["files"] == [
+            "sqlparse/__init__.py",
+            "sqlparse/cli.py",
+            "sqlparse/engine/grouping.py",
+            "sqlparse/formatter.py",
+            "sqlparse/sql.py",
+            "sqlparse/utils.py",
+            "tests/test_grouping.py",
+            "tests/test_utils.py",
+        ]
         await ok(client, "psmr_delta_validate", {"delta_id": delta_id})
         await ok(client, "psmr_projection_preview", {"delta_id": delta_id})
         await ok(client, "psmr_projection_apply", {"delta_id": delta_id})
         await ok(client, "psmr_verify_rebuild", {"delta_id": delta_id})
         roundtrip = await ok(client, "psmr_verify_roundtrip", {"delta_id": delta_id})
         assert roundtrip["data"]["all_matched"], roundtrip["data"]
-        assert {
-            "kind": "symbol_renamed",
-            "old": "semantic:textkit.style.shout",
-            "new": "semantic:textkit.style.yell",
-        } in (roundtrip["data"]["matched"])
-        search = await ok(client, "psmr_query_search", {"text": "shout", "kind": "symbol"})
-        assert search["data"]["matches"] == []
+        renamed = {
+            (m["old"], m["new"]) for m in roundtrip["data"]["matched"] if m["kind"] == "symbol_renamed"
+        }
+        assert renamed == {
+            ("semantic:sqlparse.utils.remove_quotes", "semantic:sqlparse.utils.unquote"),
+            ("semantic:sqlparse.formatter.validate_options", "semantic:sqlparse.formatter.checked"),
+            ("semantic:sqlparse.sql.Comparison", "semantic:sqlparse.sql.Compare"),
+            ("semantic:sqlparse.sql.Comparison.left", "semantic:sqlparse.sql.Compare.left"),
+            ("semantic:sqlparse.sql.Comparison.right", "semantic:sqlparse.sql.Compare.right"),
+        }
+        review = await ok(client, "psmr_verify_review", {"delta_id": delta_id})
+        assert review["data"]["new_unknowns"] == [] and review["data"]["new_defects"] == []
+        search = await ok(client, "psmr_query_search", {"text": "remove_quotes", "kind": "symbol"})
+        # Only the package's test of it still carries the old name (a test's name is not a reference).
+        assert [m["id"] for m in search["data"]["matches"]] == [
+            "semantic:tests.test_utils.test_remove_quotes"
+        ]
         callers = await ok(
             client,
             "psmr_query_subgraph",
-            {
-                "anchor": {"kind": "symbol", "value": "textkit.style.yell"},
-                "relations": ["called_by"],
-                "depth": 1,
-            },
+            {"anchor": {"kind": "symbol", "value": "sqlparse.utils.unquote"}, "relations": ["called_by"]},
         )
         assert {n["id"] for n in callers["data"]["nodes"]} >= {
-            "semantic:textkit.report.loud",
-            "semantic:tests.test_textkit.test_styles",
+            "semantic:sqlparse.sql.TokenList.get_parent_name",
+            "semantic:tests.test_utils.test_remove_quotes",
         }
-    assert '__all__ = ["yell", "wrap_line"]' in (root / "textkit/__init__.py").read_text()
-    assert "from textkit.style import yell" in (root / "textkit/report.py").read_text()
-    assert "shout" not in (root / "tests/test_textkit.py").read_text()
+    assert "from sqlparse.utils import imt, unquote" in (root / "sqlparse/sql.py").read_text()
+    assert "utils.unquote(value)" in (root / "tests/test_utils.py").read_text()
+    assert "sqlparse.formatter.checked(formatter_opts)" in (root / "sqlparse/cli.py").read_text()
+    # The package's own tests of what was renamed pass on the renamed copy.
+    grouping = (root / "sqlparse/engine/grouping.py").read_text()
+    assert "_group(tlist, sql.Compare, match," in grouping and "sql.Comparison" not in grouping
+    assert "T.Operator.Comparison" in (root / "tests/test_grouping.py").read_text()  # a token type, kept
+    done = _own_tests(
+        root, "tests/test_utils.py", "tests/test_cli.py", "tests/test_format.py", "tests/test_grouping.py"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 async def test_a_file_edited_between_preview_and_apply_is_a_conflict(
-    textkit: tuple[Path, WorkspaceRegistry],
+    sqlparse_copy: tuple[Path, WorkspaceRegistry],
 ) -> None:
-    root, registry = textkit
+    root, registry = sqlparse_copy
     async with Client(build_server(registry, grants=Grants.of(write_roots=[root]))) as client:
-        mapped = {**SIGNATURE, "parameter_map": {"columns": {"from": "width"}}}
-        delta_id = (await ok(client, "psmr_delta_propose", _propose([mapped, BODY])))["data"]["delta_id"]
+        delta_id = (await ok(client, "psmr_delta_propose", _propose([MAPPED, BODY])))["data"]["delta_id"]
         await ok(client, "psmr_delta_validate", {"delta_id": delta_id})
         await ok(client, "psmr_projection_preview", {"delta_id": delta_id})
-        edited = root / "textkit/style.py"
+        edited = root / "sqlparse/sql.py"
         edited.write_text(edited.read_text() + "\n\ndef hum(text):\n    return text\n")
         before = snapshot(root)
         message = await refused(
             client, "psmr_projection_apply", {"delta_id": delta_id}, "CONFLICT_REQUIRES_REVIEW"
         )
-        assert "textkit/style.py" in message and "nothing was written" in message
+        assert "sqlparse/sql.py" in message and "nothing was written" in message
         assert snapshot(root) == before
         assert not (root / ".slotrelay" / "psmr-apply.jsonl").exists()
 
 
-async def test_bad_input_gets_its_code_and_touches_no_file(textkit: tuple[Path, WorkspaceRegistry]) -> None:
-    root, registry = textkit
+async def test_bad_input_gets_its_code_and_touches_no_file(
+    sqlparse_copy: tuple[Path, WorkspaceRegistry],
+) -> None:
+    root, registry = sqlparse_copy
     original = snapshot(root)
     async with Client(build_server(registry, grants=Grants.of(write_roots=[root]))) as client:
         for tool in ("psmr_delta_validate", "psmr_projection_preview", "psmr_projection_apply"):
@@ -257,22 +302,30 @@ async def test_bad_input_gets_its_code_and_touches_no_file(textkit: tuple[Path, 
         missing = await refused(
             client,
             "psmr_delta_propose",
-            _propose([{**SIGNATURE, "target": "textkit.wrap.wrap_lines"}]),
+            _propose([{**MAPPED, "target": "sqlparse.utils.imtt"}]),
             "OBJECT_NOT_FOUND",
         )
-        assert "operations[0].target" in missing and "textkit.wrap.wrap_line" in missing
+        assert "operations[0].target" in missing and IMT in missing
         unparsable = await refused(
-            client,
-            "psmr_delta_propose",
-            _propose([{**BODY, "body": "return (text\n"}]),
-            "INVALID_QUERY",
+            client, "psmr_delta_propose", _propose([{**BODY, "body": "return (token\n"}]), "INVALID_QUERY"
         )
         assert "operations[0].body does not parse" in unparsable
-        wrong = await refused(
+        not_parameters = await refused(
             client,
             "psmr_delta_propose",
-            _propose([{"op": "rename_symbol", "target": "textkit.wrap.wrap_line"}]),
+            _propose([{**SIGNATURE, "parameters": "token, *, *"}]),
             "INVALID_QUERY",
+        )
+        assert "operations[0].parameters" in not_parameters
+        dropped = await refused(
+            client,
+            "psmr_delta_propose",
+            _propose([{**SIGNATURE, "parameter_map": {"token": {"drop": True}}}]),
+            "INVALID_QUERY",
+        )
+        assert "parameter_map.token.drop" in dropped
+        wrong = await refused(
+            client, "psmr_delta_propose", _propose([{"op": "rename_symbol", "target": IMT}]), "INVALID_QUERY"
         )
         assert "new_name" in wrong
         # Steps out of order, a projection not derived from a delta, tests without the capability.
@@ -292,9 +345,9 @@ async def test_bad_input_gets_its_code_and_touches_no_file(textkit: tuple[Path, 
         )
         # A delta proposed before the workspace moved on is refused at every later step.
         delta_id = (await ok(client, "psmr_delta_propose", _propose([BODY])))["data"]["delta_id"]
-        (root / "textkit/extra.py").write_text("def extra():\n    return 1\n")
+        (root / "sqlparse/extra.py").write_text("def extra():\n    return 1\n")
         registry.build(root)
         for tool in ("psmr_delta_validate", "psmr_projection_preview", "psmr_projection_apply"):
             await refused(client, tool, {"delta_id": delta_id}, "CONFLICT_REQUIRES_REVIEW")
-    (root / "textkit/extra.py").unlink()
+    (root / "sqlparse/extra.py").unlink()
     assert snapshot(root) == original

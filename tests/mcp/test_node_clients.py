@@ -1,7 +1,7 @@
 """Independent clients, not the Python SDK: the MCP Inspector CLI against both transports (reads, and
-the first two change tools), and the
-official conformance suite against the HTTP server (with `conformance-baseline.yml` naming the
-scenarios a tools-only product server is expected to fail, and why)."""
+the first two change tools on a copy of sqlparse), and the official conformance suite against the
+HTTP server (with `conformance-baseline.yml` naming the scenarios a tools-only product server is
+expected to fail, and why)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from tests.mcp.processes import SLOTRELAY
 from tests.mcp.test_surface import EXPECTED_TOOLS
-from tests.mcp.textkit import make_textkit, snapshot
+from tests.mcp.vendored import BODY, IMT_FILES, IMT_SITES, INTENT, MAPPED, copy_sqlparse, snapshot
 
 pytestmark = pytest.mark.node
 
@@ -125,32 +125,28 @@ def test_conformance_suite(node_tools: Path, shop: Path, http_server: str, tmp_p
 
 
 def test_inspector_proposes_and_previews_a_delta(node_tools: Path, tmp_path: Path) -> None:
-    """An independent client drives the first change tools: arrays and objects go as JSON arguments."""
-    root = make_textkit(tmp_path / "proj")
+    """An independent client drives the first change tools on a copy of sqlparse (arrays and objects
+    go as JSON arguments): imt's 16 call sites, rewritten in the preview, nothing written."""
+    root = copy_sqlparse(tmp_path)
+    original = snapshot(root)
     target = _stdio_target(root)
-    operations = [
-        {
-            "op": "change_signature",
-            "target": "textkit.wrap.wrap_line",
-            "parameters": "text, columns=20",
-            "parameter_map": {"columns": {"from": "width"}},
-        }
-    ]
     propose = [
         "--method",
         "tools/call",
         "--tool-name",
         "psmr_delta_propose",
         "--tool-arg",
-        "intent=rename the width parameter of wrap_line to columns",
-        f"operations={json.dumps(operations)}",
+        f"intent={INTENT}",
+        f"operations={json.dumps([MAPPED, BODY])}",
     ]
     proposed = _inspector(node_tools, target, propose, cwd=root)["structuredContent"]
     assert proposed["status"] == "ok" and proposed["data"]["authority"] == "ai_proposal"
+    assert proposed["data"]["files"] == IMT_FILES
+    assert len([e for e in proposed["data"]["edits"] if e["kind"] == "call_site"]) == IMT_SITES
     preview = ["--method", "tools/call", "--tool-name", "psmr_projection_preview", "--tool-arg"]
     preview.append(f"delta_id={proposed['data']['delta_id']}")
     answer = _inspector(node_tools, target, preview, cwd=root)["structuredContent"]
     patch = "".join(item["diff"] for item in answer["data"]["patch"])
-    assert "+def wrap_line(text, columns=20):" in patch
-    assert "+    return wrap_line(text, columns=8)" in patch
-    assert snapshot(root) == snapshot(make_textkit(tmp_path / "pristine"))
+    assert "+def imt(token, *, instance=None, match=None, types=None):" in patch
+    assert "+        if imt(prev_, instance=sql.Identifier, types=T.Number):" in patch
+    assert snapshot(root) == original

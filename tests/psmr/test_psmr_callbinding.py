@@ -6,10 +6,11 @@ from __future__ import annotations
 import inspect
 
 import libcst as cst
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slotrelay.psmr.callbinding import BindError, bind, params_of, parse_parameters, remap_call
+from slotrelay.psmr.callbinding import BindError, Unmapped, bind, params_of, parse_parameters, remap_call
 
 NAMES = ("a", "b", "c", "d")
 
@@ -83,4 +84,42 @@ def test_remap_moves_arguments_and_writes_out_defaults() -> None:
     assert remap("f(t)") == "f(t, 20)"
     assert remap("f(t, 8)") == "f(t, 8)"
     assert remap("f(t, width=8)") == "f(t, columns=8)"
-    assert remap("f(width=8, text=t)") == "f(text=t, columns=8)"  # keywords stay keywords
+    # Keywords stay keywords, in the order the call wrote them (they are evaluated in that order).
+    assert remap("f(width=8, text=t)") == "f(columns=8, text=t)"
+
+
+def _remap(old: str, new: str, mapping: dict[str, dict[str, object]], source: str) -> str:
+    call = cst.parse_expression(source)
+    assert isinstance(call, cst.Call)
+    before = params_of(parse_parameters(old)[0], bound_first=False)
+    after = params_of(parse_parameters(new)[0], bound_first=False)
+    return cst.Module([]).code_for_node(remap_call(call, before, after, mapping))
+
+
+def test_an_argument_with_nowhere_to_go_is_refused_unless_dropped() -> None:
+    """sqlparse's `imt(token, i=None, m=None, t=None)` made keyword-only under new names: without a
+    map, `i=` and `t=` would silently vanish from every call."""
+    old, new = "token, i=None, m=None, t=None", "token, *, instance=None, match=None, types=None"
+    with pytest.raises(Unmapped, match="gives i, t"):
+        _remap(old, new, {}, "imt(tk, i=A, t=B)")
+    assert _remap(old, new, {}, "imt(tk)") == "imt(tk)"
+    mapping: dict[str, dict[str, object]] = {"instance": {"from": "i"}, "types": {"from": "t"}}
+    with pytest.raises(Unmapped, match="gives m"):
+        _remap(old, new, mapping, "imt(tk, i, m, t)")
+    assert _remap(old, new, {**mapping, "m": {"drop": True}}, "imt(tk, i, m, t)") == (
+        "imt(tk, instance=i, types=t)"
+    )
+
+
+def test_a_remapped_call_keeps_its_layout_and_comments() -> None:
+    old, new = "token, i=None, m=None, t=None", "token, *, instance=None, match=None, types=None"
+    mapping: dict[str, dict[str, object]] = {"instance": {"from": "i"}, "types": {"from": "t"}}
+    split = "imt(token, i=(Function, Identifier),\n    t=T.Literal)"
+    assert (
+        _remap(old, new, mapping, split)
+        == "imt(token, instance=(Function, Identifier),\n    types=T.Literal)"
+    )
+    commented = "imt(\n    tk,\n    t=B,  # the types\n    i=A,\n)"
+    assert (
+        _remap(old, new, mapping, commented) == "imt(\n    tk,\n    types=B,  # the types\n    instance=A,\n)"
+    )
