@@ -171,6 +171,7 @@ class WarmPool:
                 logger.error("a warm process ended before it was ready (exit code %s); routed runs wait "
                              "for the runner's poll instead", process.exitcode)
             return
+        logger.info("warm process %d ready", process.pid)
         self._idle.append(warm)
 
     def _take_idle(self) -> _Warm | None:
@@ -198,6 +199,7 @@ class WarmPool:
         if not claimed:
             self._idle.append(warm)  # the runner's poll claimed it first
             return
+        logger.info("flow run %s runs in warm process %d", flow_run.id, warm.process.pid)
         starter = _WarmStarter(warm, self._context, deployment_name)
 
         async def resolve_flow(_: FlowRun) -> Any:
