@@ -57,7 +57,6 @@ CHAIN_FLOW_ENTRYPOINT = "flows.chain:run_chain"
 # What Prefect's `run_flow_in_subprocess` sets for its child: the runner, not the child, runs the
 # cancellation and crashed hooks.
 CHILD_ENV = {"PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false"}
-CONTROL_ENV_KEYS = frozenset({"PREFECT__CONTROL_PORT", "PREFECT__CONTROL_TOKEN"})
 CLOSE_SECONDS = 5.0
 
 
@@ -91,8 +90,16 @@ class WarmPool:
     async def __aenter__(self) -> Self:
         from prefect.runner._flow_run_executor import FlowRunExecutorContext
         from prefect.runner._state_proposer import StateProposer
+        from prefect.settings import get_current_settings
 
         self._flow = load_entrypoint(self._entrypoint)
+        # The environment Prefect's `run_flow_in_subprocess` gives its child, in the same order of
+        # precedence: the settings in force, this process's environment, then the child's flags. Taken
+        # once: `watch` changes neither its settings nor its environment while it serves.
+        merged: dict[str, str | None] = {
+            **get_current_settings().to_environment_variables(exclude_unset=True), **os.environ, **CHILD_ENV}
+        self._env = {k: v for k, v in merged.items() if v is not None}
+        self._remove_env = [k for k, v in merged.items() if v is None]
         self._context: FlowRunExecutorContext = await self._stack.enter_async_context(
             FlowRunExecutorContext())
         self._claims = StateProposer(client=self._context.client)
@@ -148,7 +155,8 @@ class WarmPool:
         if self._closing:
             return
         parent, child = self._spawn.Pipe()
-        process = self._spawn.Process(target=wait_and_run, args=(child, self._entrypoint),
+        process = self._spawn.Process(target=wait_and_run,
+                                      args=(child, self._entrypoint, self._env, self._remove_env),
                                       name="slotrelay-warm", daemon=False)
         process.start()
         child.close()
@@ -227,29 +235,15 @@ class _WarmStarter:
 
     async def start(self, flow_run: FlowRun,
                     task_status: anyio.abc.TaskStatus[ProcessHandle] = anyio.TASK_STATUS_IGNORED) -> None:
-        from prefect.context import serialize_context
         from prefect.runner._process_manager import ProcessHandle
-        from prefect.settings import get_current_settings
 
         channel = self._context.control_channel
         port, token = channel.register(flow_run.id)
         try:
-            # The environment Prefect's `run_flow_in_subprocess` gives its child, in the same order of
-            # precedence: the settings in force, this process's environment, then the run's own.
-            merged: dict[str, str | None] = {
-                **get_current_settings().to_environment_variables(exclude_unset=True),
-                **os.environ,
-                **CHILD_ENV,
-                "PREFECT__DEPLOYMENT_NAME": self._deployment_name,
-                "PREFECT__CONTROL_PORT": str(port),
-                "PREFECT__CONTROL_TOKEN": token,
-            }
             self._warm.connection.send(HandOff(
                 flow_run=flow_run,
-                startup_env={k: v for k, v in merged.items() if k in CONTROL_ENV_KEYS and v is not None},
-                env={k: v for k, v in merged.items() if k not in CONTROL_ENV_KEYS and v is not None},
-                remove_env=frozenset(k for k, v in merged.items() if v is None),
-                context=serialize_context(),
+                control_env={"PREFECT__CONTROL_PORT": str(port), "PREFECT__CONTROL_TOKEN": token},
+                run_env={"PREFECT__DEPLOYMENT_NAME": self._deployment_name},
             ))
             self._warm.connection.close()
         except BaseException:
