@@ -1,6 +1,8 @@
 """Warm processes on the session's real Prefect server: a routed run starts in one, exactly once, as a
 normal flow run; a warm process killed mid-run leaves its run Crashed and is replaced; a run cancelled
-as the UI cancels it ends Cancelled and its process with it."""
+as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in flight
+cancels it and leaves a successor, as for the runner's runs. The tests share one `watch` and run in
+order (the last one stops it)."""
 
 from __future__ import annotations
 
@@ -93,8 +95,9 @@ class Watch:
         lines = path.read_text().splitlines() if path.exists() else []
         return [a for a in map(json.loads, lines) if a["source"] == source]
 
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
+    def stop(self, how: signal.Signals = signal.SIGINT) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(how)
         assert self.process.wait(timeout=120) == 0, self.log.read_text()
 
 
@@ -188,3 +191,20 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     run, _ = run_of(flow_run_id)
     assert run.state.is_cancelled(), run.state
     wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)
+
+
+def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(watch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    flow_run_id = watch.hop(1, nap=600)
+    wait_for(lambda: len(watch.attempts(1)) == 2, 120, "the node to start", watch.log)
+    assert watch.attempts(1)[-1]["process"] == "slotrelay-warm"
+    watch.stop(signal.SIGTERM)
+    run, _ = run_of(flow_run_id)
+    assert run.state.is_cancelled(), run.state
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["warm"])))
+    [successor] = [r for r in runs if r.state.is_scheduled()]
+    assert successor.parameters == {**run.parameters, "resume": True}
