@@ -158,8 +158,15 @@ class WarmPool:
         process = self._spawn.Process(target=wait_and_run,
                                       args=(child, self._entrypoint, self._env, self._remove_env),
                                       name="slotrelay-warm", daemon=False)
-        process.start()
-        child.close()
+        try:
+            process.start()
+        except OSError:
+            # No process to be had (memory, process limit): the runs go to the runner; `watch` goes on.
+            logger.exception("could not start a warm process")
+            parent.close()
+            return
+        finally:
+            child.close()
         warm = _Warm(process, parent)
         self._warming.add(warm)
         try:
