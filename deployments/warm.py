@@ -4,7 +4,7 @@ Served by Prefect's runner alone, a routed run waits for the runner's next poll 
 then for a new interpreter to import Prefect (~1.3 s). `slotrelay watch` instead keeps `size`
 processes started ahead of need (deployments/warm_child.py), each with Prefect's flow engine and
 the chain flow already imported, blocked on a pipe. When the sensor has created a flow run, the
-run is handed to an idle one at once, and a replacement starts warming while it runs.
+run is handed to an idle one at once; a replacement starts warming once that run's process has ended.
 
 The flow run stays a normal Prefect flow run, executed by Prefect's own machinery for one run
 outside a runner (`FlowRunExecutorContext` and `FlowRunExecutor`, Prefect 3.9.1, the path its
