@@ -14,6 +14,7 @@ silently creates no run.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from uuid import UUID
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import FlowRun
 
 CHAIN_FLOW_NAME = "chain"
 
@@ -47,10 +49,14 @@ class DeploymentStarter:
 
     Parameters:
         targets: chain_id -> its deployment and chain file.
+        on_created: called with each flow run created and its deployment's name (`WarmPool.hand_off`,
+            which runs it at once in a warm process; without it the runner's poll finds it).
     """
 
-    def __init__(self, targets: dict[str, ChainTarget]) -> None:
+    def __init__(self, targets: dict[str, ChainTarget], *,
+                 on_created: Callable[[FlowRun, str], None] | None = None) -> None:
         self._targets = targets
+        self._on_created = on_created
         self._ids: dict[str, UUID] = {}
         self._client: SyncPrefectClient | None = None
         self._lock = threading.Lock()
@@ -84,6 +90,8 @@ class DeploymentStarter:
                 idempotency_key=idempotency_key,
                 tags=["slotrelay", "routed"],
             )
+        if self._on_created is not None:
+            self._on_created(run, target.deployment.partition("/")[2])
         return str(run.id)
 
     def close(self) -> None:

@@ -5,6 +5,9 @@ named after the chain (`chain/<chain_id>`, default parameters: that chain file, 
 nodes), plus the magic pen's flows when they are installed. Each flow run is started by Prefect's
 runner as a child process.
 
+A run the sensor creates is handed at once to a warm process (deployments/warm.py) when one is idle;
+the runner's poll is the path of every other run (UI, successors, bursts beyond the warm processes).
+
 Choices, from measurements on Prefect 3.9.1:
 - The runner polls for scheduled runs every second (`query_seconds=1`), not the default ten: a
   routed run then starts within about a second instead of up to ten.
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
     from prefect.runner import Runner
 
+    from deployments.warm import WarmPool
     from slotrelay.chain.models import Chain
 
 logger = logging.getLogger("slotrelay.serve")
@@ -117,7 +121,8 @@ def apply_all(deployments: list[RunnerDeployment]) -> None:
         logger.info("deployment %s ready", full_name(deployment))
 
 
-def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: float = POLL_SECONDS) -> None:
+def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: float = POLL_SECONDS,
+                        warm: WarmPool | None = None) -> None:
     """Serve the deployments in this process until SIGINT/SIGTERM, then stop without losing a run.
 
     Prefect's `serve` lets a Ctrl-C tear its event loop down, which kills the flow-run processes
@@ -131,8 +136,11 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
     Parameters:
         deployments: what to serve.
         poll_seconds: how often the runner asks the API for runs to start.
+        warm: warm processes to run in this event loop beside the runner; runs in them are stopped
+            and given successors the same way.
     """
     import asyncio
+    import contextlib
     import signal
 
     from prefect.runner import Runner
@@ -147,15 +155,18 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
 
         def stop() -> None:
             if not stopping:
-                stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments)))
+                stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments, warm)))
 
-        loop.add_signal_handler(signal.SIGINT, stop)
-        # `Runner.start` installs its own SIGTERM handler (a stop with no successors) before it first
-        # waits; this callback runs at that first wait and puts ours in its place.
-        loop.call_soon(loop.add_signal_handler, signal.SIGTERM, stop)
-        await runner.start()
-        if stopping:
-            await stopping[0]
+        async with contextlib.AsyncExitStack() as stack:
+            if warm is not None:
+                await stack.enter_async_context(warm)
+            loop.add_signal_handler(signal.SIGINT, stop)
+            # `Runner.start` installs its own SIGTERM handler (a stop with no successors) before it first
+            # waits; this callback runs at that first wait and puts ours in its place.
+            loop.call_soon(loop.add_signal_handler, signal.SIGTERM, stop)
+            await runner.start()
+            if stopping:
+                await stopping[0]
 
     asyncio.run(serve())
 
@@ -179,7 +190,8 @@ def _flow_run_processes() -> set[uuid.UUID]:
     return found
 
 
-async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeployment]) -> None:
+async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeployment],
+                               warm: WarmPool | None) -> None:
     """Stop the runner; give each run it cancelled on the way out a Scheduled successor.
 
     Runs that have already ended are first given a moment for their processes to exit: the
@@ -213,6 +225,8 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
         except Exception:
             # Waiting is a courtesy to runs that have ended; the runner must stop whatever happens.
             logger.exception("could not tell which flow runs have ended; stopping the runner now")
+        if warm is not None:
+            await warm.cancel_in_flight()
         await runner.astop()
         cancelled = await client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),

@@ -94,6 +94,9 @@ def watch(
         help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
              "instead "
              "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
+    warm: Annotated[int, typer.Option(
+        min=0, help="Processes kept warm (Prefect and the chain flow imported) that a routed run starts in "
+                    "at once; 0: every run waits for the runner's poll and a new process.")] = 2,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
@@ -114,6 +117,7 @@ def watch(
         pen_deployments,
         serve_until_stopped,
     )
+    from deployments.warm import WarmPool
     from slotrelay.routing_sensor import SlotSensor
 
     served = []
@@ -130,16 +134,18 @@ def watch(
         )
         for r in routers
     }
-    starter = DeploymentStarter(targets)
+    warm_pool = WarmPool(size=warm) if warm and not no_serve else None
+    starter = DeploymentStarter(targets, on_created=warm_pool.hand_off if warm_pool else None)
     sensor = SlotSensor(routers, starter, window_seconds=window)
     console.print(f"slotrelay watch: {len(routers)} chain(s) on {url}"
-                  + ("" if no_serve else f", serving {len(served)} deployment(s)"))
+                  + ("" if no_serve else f", serving {len(served)} deployment(s)")
+                  + (f", {warm} warm process(es)" if warm_pool else ""))
     try:
         if no_serve:
             sensor.run_until_stopped()
         else:
             sensor.start()
-            serve_until_stopped(served)
+            serve_until_stopped(served, warm=warm_pool)
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,0 +1,244 @@
+"""The hop: an agent writes an output slot -> the downstream node's flow run is Running.
+
+Two `slotrelay watch` processes on one real Prefect server started here (temporary PREFECT_HOME, free
+port), each watching its own chain of `--rounds` external sources routed to python nodes:
+- runner: `watch --warm 0`, the old path: the run waits for the runner's poll (every second) and a
+  new Python process;
+- warm: `watch --warm 2`, the run is handed to a warm process (deployments/warm.py).
+
+The variants are interleaved (runner, warm, runner, warm, ...), one hop at a time: each round writes a
+source's output slot, waits until its run has ended, then goes on. The write's time is taken here; the
+rest from the server's record of the run: its creation and the timestamps of its states (Scheduled,
+Pending, Submitting, Running). Each step is reported as its median (IQR) and p95 per variant; the
+warm path's total against the runner's as a ratio (bench/spread.py), with the goal (0.3 s p50,
+0.6 s p95) and the load average before and after.
+
+    nice .venv/bin/python bench/hop.py [--rounds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "sensor"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chains import agent_writes, make_chain
+from spread import described, goal_note, ratio, spread_note
+
+from slotrelay.ledger import LEDGER_FILE_NAME
+
+console = Console()
+GOAL_P50 = 0.3
+GOAL_P95 = 0.6
+# The steps of a hop, each from the previous one: (label, state or event that ends it).
+STEPS = (
+    ("write -> flow run created (sensor + API)", "created"),
+    ("created -> Pending (claim)", "Pending"),
+    ("Pending -> Submitting", "Submitting"),
+    ("Submitting -> Running (child: engine set-up)", "Running"),
+)
+NODE_STEP = ("flow Running -> node task Running (chain load, task submit)", "node")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+@dataclass
+class Variant:
+    """One `slotrelay watch` process and the hops measured through it."""
+
+    name: str
+    warm: int
+    folder: Path
+    process: subprocess.Popen[bytes] | None = None
+    marks: list[dict[str, float]] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+
+    def start(self, rounds: int, api_url: str) -> None:
+        self.chain = make_chain(self.folder, self.name, rounds)
+        self.log = self.folder / "watch.log"
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "slotrelay.cli", "watch", str(self.chain), "--warm", str(self.warm)],
+                cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "200"},
+                stdout=out, stderr=subprocess.STDOUT)
+
+    def ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"watch ({self.name}) ended:\n{self.log.read_text()}")
+        return "watching" in self.log.read_text()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(120)
+
+    def hop(self, client: Any, i: int) -> None:
+        """Write source i's output slot; record when its run was created and reached each state."""
+        ledger = self.folder / LEDGER_FILE_NAME
+        began = time.time()
+        agent_writes(self.folder, f"src-{i}", {"i": i})
+        deadline = time.monotonic() + 60
+        run_id = None
+        while run_id is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+            text = ledger.read_text() if ledger.exists() else ""
+            started = [json.loads(x) for x in text.splitlines() if '"started"' in x]
+            if len(started) > i:
+                run_id = started[i]["flow_run_id"]
+        if run_id is None:
+            self.missed.append(f"{self.name} {i}: no run requested within 60 s")
+            return
+        while time.monotonic() < deadline:
+            run = client.read_flow_run(run_id)
+            if run.state is not None and run.state.is_final():
+                break
+            time.sleep(0.05)
+        else:
+            self.missed.append(f"{self.name} {i}: run {run_id} did not end within 60 s")
+            return
+        marks = {"created": run.created.timestamp() - began}
+        for state in client.read_flow_run_states(run_id):
+            marks.setdefault(state.name, state.timestamp.timestamp() - began)
+        if "Running" not in marks:
+            self.missed.append(f"{self.name} {i}: run {run_id} ended {run.state.name} without running")
+            return
+        node = node_started(client, run.id)
+        if node is not None:
+            marks["node"] = node - began
+        self.marks.append(marks)
+
+
+def node_started(client: Any, flow_run_id: Any) -> float | None:
+    """When the run's node task entered Running (the server records task runs from their events, a
+    moment after the flow run ends), or None if it is not recorded within 10 s."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    of_run = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        started = [t.start_time for t in client.read_task_runs(flow_run_filter=of_run) if t.start_time]
+        if started:
+            return min(started).timestamp()
+        time.sleep(0.1)
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30, help="hops per variant")
+    parser.add_argument("--keep", type=Path, help="copy the watch logs here")
+    args = parser.parse_args()
+
+    from deployments.server import start_server
+
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="slotrelay-hop-") as tmp:
+        work = Path(tmp)
+        server = start_server(port=free_port(), home=work / "prefect-home")
+        os.environ["PREFECT_API_URL"] = server.api_url
+        variants = [Variant("runner", 0, work / "runner"), Variant("warm", 2, work / "warm")]
+        try:
+            for variant in variants:
+                variant.start(args.rounds, server.api_url)
+            with console.status("starting the watchers"):
+                while not all(v.ready() for v in variants):
+                    time.sleep(0.2)
+                time.sleep(10)  # the warm processes import Prefect (a few seconds on a loaded machine)
+            from prefect.client.orchestration import get_client
+
+            with get_client(sync_client=True) as client, console.status("hops") as status:
+                for i in range(args.rounds):
+                    for variant in variants:
+                        status.update(f"hop {i + 1}/{args.rounds} ({variant.name})")
+                        variant.hop(client, i)
+        finally:
+            for variant in variants:
+                variant.stop()
+            server.stop()
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for variant in variants:
+                    (args.keep / f"watch-{variant.name}.log").write_text(variant.log.read_text())
+    load_after = os.getloadavg()
+    report(variants, load_before, load_after)
+
+
+def report(variants: list[Variant], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
+    table = Table(title="the hop, per step (ms): median (IQR), p95")
+    table.add_column("step")
+    for variant in variants:
+        table.add_column(f"{variant.name} (n={len(variant.marks)})")
+    totals: dict[str, list[float]] = {}
+    previous = {v.name: [0.0] * len(v.marks) for v in variants}
+    for label, mark in STEPS:
+        cells = []
+        for variant in variants:
+            # A state a path does not go through counts as a step of no time.
+            starts = previous[variant.name]
+            ends = [m.get(mark, start) for m, start in zip(variant.marks, starts, strict=True)]
+            steps = [end - start for end, start in zip(ends, starts, strict=True)]
+            previous[variant.name] = ends
+            cells.append(f"{described(steps, 1000)}, p95 {pct(steps, 0.95) * 1000:.0f}" if steps else "-")
+        table.add_row(label, *cells)
+    for variant in variants:
+        totals[variant.name] = [m["Running"] for m in variant.marks]
+    table.add_row("[bold]write -> flow run Running[/bold]", *(
+        f"[bold]{described(totals[v.name], 1000)}, p95 {pct(totals[v.name], 0.95) * 1000:.0f}[/bold]"
+        if totals[v.name] else "-" for v in variants))
+    label, mark = NODE_STEP
+    nodes = {v.name: [m[mark] for m in v.marks if mark in m] for v in variants}
+    table.add_row(label, *(
+        f"{described([m[mark] - m['Running'] for m in v.marks if mark in m], 1000)}" if nodes[v.name] else "-"
+        for v in variants))
+    table.add_row("write -> node task Running", *(
+        f"{described(n, 1000)}, p95 {pct(n, 0.95) * 1000:.0f}" if (n := nodes[v.name]) else "-"
+        for v in variants))
+    console.print(table)
+    runner, warm = totals.get("runner", []), totals.get("warm", [])
+    if len(runner) >= 4 and len(warm) >= 4:
+        console.print(f"warm / runner, write -> Running: {ratio(warm, runner)}")
+        for note in (spread_note(warm, runner, "warm vs runner"), goal_note(warm, GOAL_P50, "warm p50")):
+            if note:
+                console.print(note)
+        p95 = pct(warm, 0.95)
+        console.print(f"warm p95 {p95 * 1000:.0f} ms {'meets' if p95 <= GOAL_P95 else 'misses'} the goal of "
+                      f"{GOAL_P95 * 1000:.0f} ms; runner p50 {statistics.median(runner) * 1000:.0f} ms")
+    for variant in variants:
+        for miss in variant.missed:
+            console.print(f"[yellow]not in the table: {miss}[/yellow]")
+    console.print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+                  f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; "
+                  f"measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

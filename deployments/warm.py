@@ -1,0 +1,260 @@
+"""Warm processes for served chain runs: the sensor hands a flow run it created straight to one.
+
+Served by Prefect's runner alone, a routed run waits for the runner's next poll (every second) and
+then for a new interpreter to import Prefect (~1.3 s). `slotrelay watch` instead keeps `size`
+processes started ahead of need (deployments/warm_child.py), each with Prefect's flow engine and
+the chain flow already imported, blocked on a pipe. When the sensor has created a flow run, the
+run is handed to an idle one at once; a replacement starts warming once that run's process has ended.
+
+The flow run stays a normal Prefect flow run, executed by Prefect's own machinery for one run
+outside a runner (`FlowRunExecutorContext` and `FlowRunExecutor`, Prefect 3.9.1, the path its
+workers and `prefect flow-run execute` use), with a warm process as the starter instead of a new
+one:
+- claim: the pool proposes Pending, as the runner's poll does before it starts a run. The server
+  refuses a second Pending (`PreventPendingTransitions`), so whichever of the pool and the runner's
+  poll claims first runs it, and the other leaves it: exactly one executes. A run the pool does
+  not claim (no idle warm process, or the poll was first) stays with the runner, on its old path.
+- then the executor proposes Submitting, hands the run to the process, tracks the process,
+  and marks the run Crashed when the process dies without a final state (its exit code in the
+  message), as the runner does;
+- cancellation from the UI: the context's cancelling observer sees the run go Cancelling, says
+  "cancel" on the control channel, then ends the process; the run ends Cancelled;
+- stopping `watch` cancels the runs in flight with the runner's shutdown message, so
+  `serve_until_stopped` gives each a successor exactly as it does for the runner's own runs.
+
+Each warm process runs one flow run and exits (deployments/warm_child.py says why). Prefect
+modules with a leading underscore are used here, as Prefect's own workers use them; they are the
+seam Prefect documents for a new way of starting a run (`ProcessStarter`, prefect/runner/AGENTS.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+import anyio.abc
+
+from deployments.warm_child import READY, HandOff, load_entrypoint, wait_and_run
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.runner._flow_run_executor import FlowRunExecutorContext
+    from prefect.runner._process_manager import ProcessHandle
+
+logger = logging.getLogger("slotrelay.warm")
+
+WARM_PROCESSES = 2
+CHAIN_FLOW_ENTRYPOINT = "flows.chain:run_chain"
+# What Prefect's `run_flow_in_subprocess` sets for its child: the runner, not the child, runs the
+# cancellation and crashed hooks.
+CHILD_ENV = {"PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false"}
+CLOSE_SECONDS = 5.0
+
+
+@dataclass(eq=False)  # kept in a set: each is itself
+class _Warm:
+    process: SpawnProcess
+    connection: Connection
+
+
+class WarmPool:
+    """`size` warm processes of one flow, and the Prefect machinery that runs flow runs in them.
+
+    Enter it in the event loop that should own the runs (the runner's, in `serve_until_stopped`);
+    `hand_off` may be called from any thread.
+
+    Parameters:
+        entrypoint: `module:flow` of the served flow (the chain flow).
+        size: how many processes are kept warm; each runs one flow run at a time.
+    """
+
+    def __init__(self, entrypoint: str = CHAIN_FLOW_ENTRYPOINT, *, size: int = WARM_PROCESSES) -> None:
+        self._entrypoint = entrypoint
+        self._size = size
+        self._idle: list[_Warm] = []
+        self._warming: set[_Warm] = set()
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stack = AsyncExitStack()
+        self._spawn = multiprocessing.get_context("spawn")
+
+    async def __aenter__(self) -> Self:
+        from prefect.runner._flow_run_executor import FlowRunExecutorContext
+        from prefect.runner._state_proposer import StateProposer
+        from prefect.settings import get_current_settings
+
+        self._flow = load_entrypoint(self._entrypoint)
+        # The environment Prefect's `run_flow_in_subprocess` gives its child, in the same order of
+        # precedence: the settings in force, this process's environment, then the child's flags. Taken
+        # once: `watch` changes neither its settings nor its environment while it serves.
+        merged: dict[str, str | None] = {
+            **get_current_settings().to_environment_variables(exclude_unset=True), **os.environ, **CHILD_ENV}
+        self._env = {k: v for k, v in merged.items() if v is not None}
+        self._remove_env = [k for k, v in merged.items() if v is None]
+        self._context: FlowRunExecutorContext = await self._stack.enter_async_context(
+            FlowRunExecutorContext())
+        self._claims = StateProposer(client=self._context.client)
+        self._tasks: anyio.abc.TaskGroup = await self._stack.enter_async_context(anyio.create_task_group())
+        for _ in range(self._size):
+            self._tasks.start_soon(self._warm_one)
+        self._loop = asyncio.get_running_loop()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        self._loop = None
+        self._closing = True
+        await self.cancel_in_flight()
+        # An idle process reads end-of-file and exits; one still importing is ended (it has run nothing,
+        # and its pool task, waiting for its word, then sees end-of-file).
+        for warm in self._idle:
+            warm.connection.close()
+        for warm in self._warming:
+            warm.process.terminate()
+        await self._stack.__aexit__(kind, error, trace)
+        for warm in self._idle:
+            await anyio.to_thread.run_sync(warm.process.join, CLOSE_SECONDS)
+            if warm.process.exitcode is None:
+                warm.process.kill()
+
+    async def cancel_in_flight(self) -> None:
+        """Cancel the runs running in warm processes, with the runner's shutdown message (a stop)."""
+        # The context's cancellation manager runs Prefect's own sequence (control channel, kill, hooks,
+        # Cancelled, event); the context offers no public way to it.
+        await self._context._cancellation_manager.cancel_all()
+
+    def hand_off(self, flow_run: FlowRun, deployment_name: str) -> None:
+        """Run `flow_run` (just created, Scheduled) in an idle warm process; from any thread.
+
+        Without an idle process, or once the pool is closing, the run is left to the runner's poll.
+
+        Parameters:
+            flow_run: the flow run the API returned on creation.
+            deployment_name: its deployment's name (the runner gives it to its child too).
+        """
+        loop = self._loop
+        if loop is None or flow_run.state is None or not flow_run.state.is_scheduled():
+            return
+        asyncio.run_coroutine_threadsafe(self._start(flow_run, deployment_name), loop)
+
+    async def _start(self, flow_run: FlowRun, deployment_name: str) -> None:
+        # In the loop, so that the run belongs to the pool's task group (anyio needs a running task).
+        self._tasks.start_soon(self._run, flow_run, deployment_name)
+
+    async def _warm_one(self) -> None:
+        """Start one warm process and wait until it has imported the flow."""
+        if self._closing:
+            return
+        parent, child = self._spawn.Pipe()
+        process = self._spawn.Process(target=wait_and_run,
+                                      args=(child, self._entrypoint, self._env, self._remove_env),
+                                      name="slotrelay-warm", daemon=False)
+        try:
+            process.start()
+        except OSError:
+            # No process to be had (memory, process limit): the runs go to the runner; `watch` goes on.
+            logger.exception("could not start a warm process")
+            parent.close()
+            return
+        finally:
+            child.close()
+        warm = _Warm(process, parent)
+        self._warming.add(warm)
+        try:
+            await anyio.wait_readable(parent)
+            said = parent.recv()
+        except (EOFError, OSError):
+            said = None
+        finally:
+            self._warming.discard(warm)
+        if said != READY or self._closing:
+            # Closing: an idle process reads end-of-file and exits.
+            parent.close()
+            await anyio.to_thread.run_sync(process.join, CLOSE_SECONDS)
+            if not self._closing:
+                # Not replaced: a process that cannot import the flow would fail again. Runs go to the
+                # runner.
+                logger.error("a warm process ended before it was ready (exit code %s); routed runs wait "
+                             "for the runner's poll instead", process.exitcode)
+            return
+        logger.info("warm process %d ready", process.pid)
+        self._idle.append(warm)
+
+    def _take_idle(self) -> _Warm | None:
+        """An idle process still alive (one found dead is replaced), or None."""
+        while self._idle and not self._closing:
+            warm = self._idle.pop()
+            if warm.process.is_alive():
+                return warm
+            logger.warning("a warm process died while idle (exit code %s); starting another",
+                           warm.process.exitcode)
+            warm.connection.close()
+            self._tasks.start_soon(self._warm_one)
+        return None
+
+    async def _run(self, flow_run: FlowRun, deployment_name: str) -> None:
+        """Claim the run (Pending), then run it in an idle warm process through Prefect's executor."""
+        warm = self._take_idle()
+        if warm is None:
+            return
+        try:
+            claimed = await self._claims.propose_pending(flow_run)
+        except BaseException:
+            self._idle.append(warm)
+            raise
+        if not claimed:
+            self._idle.append(warm)  # the runner's poll claimed it first
+            return
+        logger.info("flow run %s runs in warm process %d", flow_run.id, warm.process.pid)
+        starter = _WarmStarter(warm, self._context, deployment_name)
+
+        async def resolve_flow(_: FlowRun) -> Any:
+            return self._flow
+
+        executor = self._context.create_executor(flow_run, starter, resolve_flow=resolve_flow)
+        try:
+            await executor.submit()
+        except Exception:
+            logger.exception("flow run %s in a warm process", flow_run.id)
+        finally:
+            # The replacement warms once this run's process has ended, not while the run starts: its
+            # imports take a core for about a second and would slow the very start it is meant to
+            # speed up. Meanwhile the other warm processes take the next runs.
+            self._tasks.start_soon(self._warm_one)
+
+
+class _WarmStarter:
+    """A Prefect `ProcessStarter` that gives the flow run to a warm process instead of starting one."""
+
+    def __init__(self, warm: _Warm, context: FlowRunExecutorContext, deployment_name: str) -> None:
+        self._warm = warm
+        self._context = context
+        self._deployment_name = deployment_name
+
+    async def start(self, flow_run: FlowRun,
+                    task_status: anyio.abc.TaskStatus[ProcessHandle] = anyio.TASK_STATUS_IGNORED) -> None:
+        from prefect.runner._process_manager import ProcessHandle
+
+        channel = self._context.control_channel
+        port, token = channel.register(flow_run.id)
+        try:
+            self._warm.connection.send(HandOff(
+                flow_run=flow_run,
+                control_env={"PREFECT__CONTROL_PORT": str(port), "PREFECT__CONTROL_TOKEN": token},
+                run_env={"PREFECT__DEPLOYMENT_NAME": self._deployment_name},
+            ))
+            self._warm.connection.close()
+        except BaseException:
+            channel.unregister(flow_run.id)
+            raise
+        task_status.started(ProcessHandle(self._warm.process))
+        await anyio.to_thread.run_sync(self._warm.process.join)

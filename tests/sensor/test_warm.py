@@ -1,0 +1,210 @@
+"""Warm processes on the session's real Prefect server: a routed run starts in one, exactly once, as a
+normal flow run; a warm process killed mid-run leaves its run Crashed and is replaced; a run cancelled
+as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in flight
+cancels it and leaves a successor, as for the runner's runs. The tests share one `watch` and run in
+order (the last one stops it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from slotrelay.slots import read_slot
+
+from .chains import agent_writes, make_chain
+
+pytestmark = pytest.mark.prefect_server
+
+ROOT = Path(__file__).resolve().parents[2]
+# The node records where it ran (a warm process is named by its pool), then naps as long as it is told.
+NOTE_MODULE = '''
+import json, multiprocessing, os, pathlib, time
+
+def note(data):
+    with (pathlib.Path(__file__).parent / "attempts.jsonl").open("a") as attempts:
+        attempts.write(json.dumps({"source": data.get("source"), "pid": os.getpid(),
+                                   "process": multiprocessing.current_process().name}) + "\\n")
+    time.sleep(data.get("nap", 0))
+    return {"noted": True}
+'''
+SOURCES = 4
+
+
+def wait_for(condition, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
+        time.sleep(0.1)
+
+
+class Watch:
+    """`slotrelay watch --warm 1` on one chain whose nodes note where they ran."""
+
+    def __init__(self, folder: Path, api_url: str) -> None:
+        self.folder = folder
+        self.chain = make_chain(folder, "warm", SOURCES)
+        (folder / "warm_work.py").write_text(NOTE_MODULE)
+        document = json.loads(self.chain.read_text())
+        for node in document["nodes"]:
+            if node["executor"]["kind"] == "python":
+                node["executor"]["callable"] = "warm_work:note"
+        self.chain.write_text(json.dumps(document))
+        self.log = folder / "watch.log"
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "slotrelay.cli", "watch", str(self.chain), "--warm", "1"],
+                cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "250"},
+                stdout=out, stderr=subprocess.STDOUT)
+
+    def wait_until_warm(self) -> None:
+        """Until a warm process is idle: one more has said ready than have been handed a run."""
+
+        def idle() -> bool:
+            text = self.log.read_text()
+            return len(re.findall(r"warm process \d+ ready", text)) > text.count("runs in warm process")
+
+        wait_for(idle, 120, "an idle warm process", self.log)
+
+    def started(self) -> list[str]:
+        """The flow runs the sensor has started, in order (from its ledger)."""
+        ledger = self.folder / ".slotrelay-routing-ledger.jsonl"
+        lines = ledger.read_text().splitlines() if ledger.exists() else []
+        return [e["flow_run_id"] for e in map(json.loads, lines) if e["kind"] == "started"]
+
+    def hop(self, source: int, nap: float = 0) -> str:
+        """An agent writes src-i (with how long its node should nap); returns the flow run it started."""
+        self.wait_until_warm()
+        before = len(self.started())
+        agent_writes(self.folder, f"src-{source}", {"source": source, "nap": nap})
+        wait_for(lambda: len(self.started()) > before, 60, f"the run of work-{source} to be requested",
+                 self.log)
+        return self.started()[-1]
+
+    def attempts(self, source: int) -> list[dict]:
+        path = self.folder / "attempts.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [a for a in map(json.loads, lines) if a["source"] == source]
+
+    def stop(self, how: signal.Signals = signal.SIGINT) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(how)
+        assert self.process.wait(timeout=120) == 0, self.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def watch(prefect_server, tmp_path_factory):
+    watching = Watch(tmp_path_factory.mktemp("warm"), prefect_server)
+    try:
+        wait_for(lambda: "watching" in watching.log.read_text() or watching.process.poll() is not None, 90,
+                 "watch to start", watching.log)
+        assert watching.process.poll() is None, watching.log.read_text()
+        yield watching
+    finally:
+        watching.stop()
+
+
+def run_of(flow_run_id: str):
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id), client.read_flow_run_states(flow_run_id)
+
+
+def final(flow_run_id: str) -> bool:
+    run, _ = run_of(flow_run_id)
+    return run.state is not None and run.state.is_final()
+
+
+def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterName,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    flow_run_id = watch.hop(0)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
+    run, states = run_of(flow_run_id)
+    assert run.state.is_completed(), run.state
+    assert [s.name for s in states] == ["Scheduled", "Pending", "Submitting", "Running", "Completed"]
+    assert read_slot(watch.folder / "slots" / "work-0_output.json")["status"] == "completed"
+    [attempt] = watch.attempts(0)
+    assert attempt["process"] == "slotrelay-warm"
+    assert f"flow run {flow_run_id} runs in warm process {attempt['pid']}" in watch.log.read_text()
+    with get_client(sync_client=True) as client:
+        # One flow run for the write, the one the sensor created, and its logs are on the API.
+        of_chain = DeploymentFilter(name=DeploymentFilterName(any_=["warm"]))
+        runs = client.read_flow_runs(deployment_filter=of_chain)
+        assert [str(r.id) for r in runs] == [flow_run_id]
+        wait_for(lambda: any("ended COMPLETED" in entry.message for entry in client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))), 60, "the run's logs",
+                 watch.log)
+    # One run per process: the next hop runs in the replacement.
+    second = watch.hop(1)
+    wait_for(lambda: final(second), 120, "the second run to end", watch.log)
+    assert run_of(second)[0].state.is_completed()
+    [again] = watch.attempts(1)
+    assert again["process"] == "slotrelay-warm" and again["pid"] != attempt["pid"]
+
+
+def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(watch):
+    flow_run_id = watch.hop(2, nap=600)
+    wait_for(lambda: bool(watch.attempts(2)), 120, "the node to start", watch.log)
+    [attempt] = watch.attempts(2)
+    os.kill(attempt["pid"], signal.SIGKILL)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
+    run, _ = run_of(flow_run_id)
+    assert run.state.is_crashed(), run.state
+    assert "-9" in (run.state.message or ""), run.state.message
+    # The next write runs in a new warm process.
+    following = watch.hop(3)
+    wait_for(lambda: final(following), 120, "the next run to end", watch.log)
+    assert run_of(following)[0].state.is_completed()
+    [replacement] = watch.attempts(3)
+    assert replacement["process"] == "slotrelay-warm" and replacement["pid"] != attempt["pid"]
+
+
+def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.states import Cancelling
+
+    # A second write of src-0 with new content routes again: a new run of work-0.
+    flow_run_id = watch.hop(0, nap=600)
+    wait_for(lambda: len(watch.attempts(0)) == 2, 120, "the node to start", watch.log)
+    pid = watch.attempts(0)[-1]["pid"]
+    with get_client(sync_client=True) as client:
+        # What the UI's Cancel does.
+        client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
+    run, _ = run_of(flow_run_id)
+    assert run.state.is_cancelled(), run.state
+    wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)
+
+
+def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(watch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    flow_run_id = watch.hop(1, nap=600)
+    wait_for(lambda: len(watch.attempts(1)) == 2, 120, "the node to start", watch.log)
+    assert watch.attempts(1)[-1]["process"] == "slotrelay-warm"
+    watch.stop(signal.SIGTERM)
+    run, _ = run_of(flow_run_id)
+    assert run.state.is_cancelled(), run.state
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["warm"])))
+    [successor] = [r for r in runs if r.state.is_scheduled()]
+    assert successor.parameters == {**run.parameters, "resume": True}
