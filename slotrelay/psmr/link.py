@@ -142,7 +142,9 @@ class Linker:
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         # What this round of argument flow binds (see `settle`): read by the next round only.
         self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
-        self.memo: CanonicalMemo[frozenset[Value]] = CanonicalMemo(self._compute, self._on_cycle, cycle_head)
+        self.memo: CanonicalMemo[frozenset[Value]] = CanonicalMemo(
+            self._compute, self._on_cycle, CycleHeads()
+        )
         self._mro: dict[str, list[str]] = {}
         self._children: dict[str, list[str]] = defaultdict(list)
         # The classes the tree instantiates: see `settle`.
@@ -1277,14 +1279,27 @@ def _context_env(context: tuple[Any, ...]) -> dict[str, Any]:
     return {"func": context[0], "args": list(context[1]), "kwargs": dict(context[2]), "key": context}
 
 
-def cycle_head(keys: list[Any]) -> Any:
-    """The head of a cycle of memo keys: the least by repr, the same in every process. A key holding
-    a set is written with the set sorted (a set's repr follows the hash seed); keys without one,
-    nearly all, come first, so the slower text is rarely needed."""
-    plain = [(text, key) for key in keys if "{" not in (text := repr(key))]
-    if plain:
-        return min(plain, key=itemgetter(0))[1]
-    return min(keys, key=lambda key: repr(_sorted_sets(key)))
+class CycleHeads:
+    """The head of a cycle of memo keys: the least by repr, the same in every process.
+
+    A key holding a set is written with the set sorted (a set's repr follows the hash seed), which
+    is slow, so that text is kept; keys without a set, nearly all, come first.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[Any, str] = {}
+
+    def __call__(self, keys: list[Any]) -> Any:
+        plain = [(text, key) for key in keys if "{" not in (text := repr(key))]
+        if plain:
+            return min(plain, key=itemgetter(0))[1]
+        return min(keys, key=self._text)
+
+    def _text(self, key: Any) -> str:
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = repr(_sorted_sets(key))
+        return text
 
 
 def _sorted_sets(item: Any) -> Any:
