@@ -3,15 +3,8 @@
 A revision is analysed from its own tree, a detached git worktree kept in the store, so the user's
 checkout is never touched. An update re-parses only files whose content hash changed; resolution and
 assembly run over the whole tree from the cached facts, so an updated workspace equals a full rebuild.
-Resolution is whole-program on purpose: arguments flow from callers into callees in files that never
-import the caller, and the resolver's memoised evaluation cuts cycles in the order it meets them (on
-networkx, reversing the order of the call sites changes the targets of 279 of 53,894), so
-re-resolving only the changed files and their importers would not equal a full rebuild. Resolving to
-a fixed point instead does not remove the order: the cap of 16 values a reference may denote (past
-it, the value is dropped) gives the equations several end states; the variant with a unique end
-state (an over-large value becomes unknown everywhere it flows) loses 21% of networkx's resolved
-call sites. On networkx a one-file update spends its time loading the cached facts, resolving,
-assembling and saving, in that order of size.
+Resolution is whole-program (arguments flow from callers into callees in files that never import the
+caller), and its answers do not depend on the order of its questions (see `link`).
 """
 
 from __future__ import annotations
@@ -249,7 +242,7 @@ def build(
     removed = sorted(set(previous) - set(entries))
     total = len(entries) + len(unanalysed)
     unchanged = manifest.get("version") == version and manifest.get("stats")
-    if not analysed and not removed and unchanged and the_store.graph_intact(ws_id):
+    if not analysed and not removed and unchanged and the_store.graph_intact(ws_id, manifest):
         # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
             progress(total, total, "unchanged")

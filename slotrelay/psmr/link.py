@@ -16,9 +16,12 @@ Values a ref can denote:
 
 Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
 the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
-fixpoint. A decorator, and a function that returns (part of) its argument, is evaluated in each
-call's own context (`apply`): its parameters denote that call's arguments only. A call site whose callee
-denotes nothing is an unknown with a reason, never a guessed edge.
+fixpoint. Neither depends on the order of the questions: the memo cuts each cycle at its canonical
+head (`memo.CanonicalMemo`), and each round of argument flow reads the parameters of the rounds
+before it only (the next round asks again only the sites whose callee used a parameter that grew).
+A decorator, and a function that returns (part of) its argument, is evaluated in each call's own
+context (`apply`): its parameters denote that call's arguments only. A call site whose callee denotes
+nothing is an unknown with a reason, never a guessed edge.
 
 Certainty: an edge is labelled by how its callee was found (lexical, import, self_mro, constructor,
 implicit), but only if it is also found with argument flow switched off (a second, strict linker);
@@ -30,15 +33,17 @@ is dropped: that call would raise TypeError, so it is not where the value flows.
 from __future__ import annotations
 
 import builtins
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
+
+from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
 
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_ROUNDS = 6
-# Past this many nested evaluations a chain is cut (value unknown), which keeps deep flows finite.
-MAX_DEPTH = 120
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
@@ -134,12 +139,14 @@ class Linker:
             self.stars.update(f["stars"])
             self.exports[module] = f["exports"]
         self.sites = [(m, i, s) for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
-        self.module_memo: dict[tuple[str, str], frozenset[Value]] = {}
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
-        self.memo: dict[Any, frozenset[Value]] = {}
-        self.active: set[Any] = set()
+        # What this round of argument flow binds (see `settle`): read by the next round only.
+        self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
+        self.memo: CanonicalMemo[frozenset[Value]] = CanonicalMemo(
+            self._compute, self._on_cycle, CycleHeads()
+        )
         self._mro: dict[str, list[str]] = {}
-        self._children: dict[str, list[str]] | None = None
+        self._children: dict[str, list[str]] = defaultdict(list)
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
         self._mentions: dict[tuple[Any, str], bool] = {}
@@ -156,20 +163,30 @@ class Linker:
         """The values a frozen ref may denote (empty when unknown)."""
         if ref is None:
             return frozenset()
-        cached = self.memo.get(ref)
-        if cached is not None:
-            return cached
-        if ref in self.active or len(self.active) >= MAX_DEPTH:
-            return frozenset()
-        self.active.add(ref)
-        try:
-            result = frozenset(self._eval(ref))
-            if len(result) > MAX_VALUES:
-                result = frozenset({("many", len(result))})
-        finally:
-            self.active.discard(ref)
-        self.memo[ref] = result
-        return result
+        return self.memo.get(ref)
+
+    def _compute(self, key: Any) -> frozenset[Value]:
+        tag = key[0]
+        if tag[0] != "@":
+            result = frozenset(self._eval(key))
+            return frozenset({("many", len(result))}) if len(result) > MAX_VALUES else result
+        if tag == "@modattr":
+            return frozenset(self._module_attr(key[1], key[2]))
+        if tag == "@apply":
+            return self._apply(key)
+        if tag == "@in":
+            return frozenset(self._eval_in(key[1], _context_env(key[2]), key[3]))
+        # "@name_in"
+        return frozenset(self._name_in(key[1], _context_env(key[2]), key[3]))
+
+    def _on_cycle(self, key: Any) -> frozenset[Value]:
+        tag = key[0]
+        if tag == "@apply":
+            return frozenset(self.call_result(("def", key[1][0])))
+        if tag == "@name_in":
+            # A local bound in terms of itself (`x = x.parent`): its context-free values.
+            return self.eval(key[1])
+        return frozenset()
 
     def _eval(self, ref: Any) -> set[Value]:
         kind = ref[0]
@@ -232,6 +249,8 @@ class Linker:
             out = set()
             if not self.strict:
                 flowed: set[Value] = set()
+                self.memo.read(("@param", ref[1], ref[2]))
+                self.memo.read(("@param", ref[1], ref[3]))
                 for arg in ordered(
                     self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set())
                 ):
@@ -248,6 +267,7 @@ class Linker:
                 if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"
             }
         if kind == "varargs":
+            self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(sorted(self.params.get((ref[1], "*"), ()), key=repr))
             return {("coll", ("coll", extra, (None,) * len(extra)))}
         if kind == "self":
@@ -448,13 +468,7 @@ class Linker:
 
     def module_attr(self, module: str, name: str) -> set[Value]:
         """What `module.name` denotes: its binding, a submodule, or a star import's export."""
-        key = (module, name)
-        cached = self.module_memo.get(key)
-        if cached is None:
-            # Marked empty while computed, so cyclic star imports end.
-            self.module_memo[key] = frozenset()
-            cached = self.module_memo[key] = frozenset(self._module_attr(module, name))
-        return set(cached)
+        return set(self.memo.get(("@modattr", module, name)))
 
     def _module_attr(self, module: str, name: str) -> set[Value]:
         # `from . import sub` in a package's __init__ binds sub to the submodule, not to itself.
@@ -642,22 +656,17 @@ class Linker:
         if scope.get("generator"):
             return {("gen", func)}
         context = (func, tuple(args), tuple(sorted(kwargs.items())))
-        key = ("apply", context, depth)
-        cached = self.memo.get(key)
-        if cached is not None:
-            return set(cached)
-        if depth > MAX_CONTEXT_DEPTH or key in self.active:
+        if depth > MAX_CONTEXT_DEPTH:
             return self.call_result(("def", func))
-        self.active.add(key)
-        try:
-            env = {"func": func, "args": args, "kwargs": kwargs, "key": context}
-            out: set[Value] = set()
-            for r in scope.get("returns", []):
-                out |= self.eval_in(r, env, depth)
-        finally:
-            self.active.discard(key)
-        self.memo[key] = frozenset(out)
-        return out
+        return set(self.memo.get(("@apply", context, depth)))
+
+    def _apply(self, key: Any) -> frozenset[Value]:
+        context, depth = key[1], key[2]
+        env = _context_env(context)
+        out: set[Value] = set()
+        for r in self.scopes.get(context[0], {}).get("returns", []):
+            out |= self.eval_in(r, env, depth)
+        return frozenset(out)
 
     def eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
         """A ref's values inside one call context (see `apply`): names of the context function's
@@ -669,24 +678,12 @@ class Linker:
         if not self.mentions_param(ref, env["func"]):
             # Nothing in it depends on the call's arguments: its values are the same everywhere.
             return set(self.eval(ref))
-        key = ("in", ref, env["key"], depth)
-        cached = self.memo.get(key)
-        if cached is None:
-            cached = self.memo[key] = frozenset(self._eval_in(ref, env, depth))
-        return set(cached)
+        return set(self.memo.get(("@in", ref, env["key"], depth)))
 
     def _eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
         kind = ref[0]
         if kind == "name" and env and self.binding_scope(ref) == env["func"]:
-            key = ("name_in", ref, env["key"], depth)
-            if key in self.active:
-                # A local bound in terms of itself (`x = x.parent`): its context-free values.
-                return set(self.eval(ref))
-            self.active.add(key)
-            try:
-                return self._name_in(ref, env, depth)
-            finally:
-                self.active.discard(key)
+            return set(self.memo.get(("@name_in", ref, env["key"], depth)))
         if kind in ("attr", "sub", "iter") and env:
             element_key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
@@ -764,17 +761,38 @@ class Linker:
     def settle(self) -> None:
         """Flow arguments into parameters, round after round, until nothing new flows (or MAX_ROUNDS);
         the memo left is the final round's. Then the classes the tree instantiates (which evaluation
-        never reads, only `targets`)."""
+        never reads, only `targets`).
+
+        Each round reads the parameters the rounds before it bound and binds into `pending`, so a
+        call site sees the same parameters whichever site came first.
+        """
+        self._hierarchy()
+        # A round asks again only the sites whose callee used a parameter that grew (see `memo`).
+        asked: list[int] = list(range(len(self.sites)))
         for _ in range(MAX_ROUNDS if not self.strict else 0):
-            grew = False
-            for _m, _i, site in self.sites:
-                grew |= self.flow_arguments(site)
-            if not grew:
+            for number in asked:
+                self.memo.begin(("@site", number))
+                self.flow_arguments(self.sites[number][2])
+                self.memo.end()
+            if not self.pending:
                 break
-            self.memo.clear()
-            self.module_memo.clear()
+            for slot, args in self.pending.items():
+                self.params[slot] |= args
+            used = self.memo.invalidate(("@param", *slot) for slot in self.pending)
+            asked = sorted(item[1] for item in used if isinstance(item, tuple) and item[0] == "@site")
+            self.pending.clear()
+        self.memo.recording = False
         if not self.strict:
             self.constructed = self._constructed()
+
+    def _hierarchy(self) -> None:
+        """The MRO and the subclasses of every class, before any argument flows (class order fixed)."""
+        classes = sorted(q for q, info in self.defs.items() if info["kind"] == "class")
+        for cls in classes:
+            self.mro(cls)
+        for cls in classes:
+            for base in self.class_bases(cls):
+                self._children[base].append(cls)
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -966,12 +984,6 @@ class Linker:
 
     def subclasses(self, cls: str) -> list[str]:
         """Every class of the tree that has cls in its MRO, except cls."""
-        if self._children is None:
-            self._children = defaultdict(list)
-            for qualname, info in self.defs.items():
-                if info["kind"] == "class":
-                    for base in self.class_bases(qualname):
-                        self._children[base].append(qualname)
         seen: list[str] = []
         stack = list(self._children.get(cls, []))
         while stack:
@@ -1112,10 +1124,9 @@ class Linker:
                 out += [v[1] for v in self.eval(base) if v[0] in ("ext", "builtin") and v[1] != "object"]
         return sorted(set(out))
 
-    def flow_arguments(self, site: dict[str, Any]) -> bool:
-        """Bind a call site's arguments to the parameters of its callees; True if anything was new."""
+    def flow_arguments(self, site: dict[str, Any]) -> None:
+        """Bind a call site's arguments to the parameters of its callees (into `pending`)."""
         callee = site["callee"]
-        grew = False
         bound_offset = (
             1 if callee[0] == "attr" and any(v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
         )
@@ -1138,22 +1149,26 @@ class Linker:
             accepts = self.defs.get(func, {}).get("accepts")
             named = len(accepts["positional"]) if accepts and accepts["varargs"] else None
             for index, arg in enumerate(site["args"]):
-                grew |= self._bind(func, index + offset, arg)
+                self._bind(func, index + offset, arg)
                 if named is not None and index + offset >= named:
-                    grew |= self._bind(func, "*", arg)
+                    self._bind(func, "*", arg)
             for name, arg in site["kwargs"].items():
-                grew |= self._bind(func, name, arg)
-        return grew
+                self._bind(func, name, arg)
 
-    def _bind(self, func: str, key: Any, arg: Any) -> bool:
-        slot = self.params[(func, key)]
-        if arg in slot:
-            return False
-        slot.add(arg)
-        return True
+    def _bind(self, func: str, key: Any, arg: Any) -> None:
+        if arg not in self.params.get((func, key), ()):
+            self.pending[(func, key)].add(arg)
 
     def run(self) -> LinkResult:
         """Resolve every call site, implicit call, state access and class of the tree."""
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, MAX_DEPTH * FRAMES_PER_LEVEL))
+        try:
+            return self._run()
+        finally:
+            sys.setrecursionlimit(limit)
+
+    def _run(self) -> LinkResult:
         sites = self.sites
         self.settle()
         result = LinkResult()
@@ -1257,3 +1272,41 @@ def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTa
     """The targets, each one the strict linker does not find (it needs argument flow) made heuristic."""
     sure = {t.target for t in strict}
     return [t if t.target in sure else CallTarget(t.target, t.kind, "heuristic") for t in targets]
+
+
+def _context_env(context: tuple[Any, ...]) -> dict[str, Any]:
+    """The environment of a call context (see `Linker.apply`) from its key."""
+    return {"func": context[0], "args": list(context[1]), "kwargs": dict(context[2]), "key": context}
+
+
+class CycleHeads:
+    """The head of a cycle of memo keys: the least by repr, the same in every process.
+
+    A key holding a set is written with the set sorted (a set's repr follows the hash seed), which
+    is slow, so that text is kept; keys without a set, nearly all, come first.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[Any, str] = {}
+
+    def __call__(self, keys: list[Any]) -> Any:
+        plain = [(text, key) for key in keys if "{" not in (text := repr(key))]
+        if plain:
+            return min(plain, key=itemgetter(0))[1]
+        return min(keys, key=self._text)
+
+    def _text(self, key: Any) -> str:
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = repr(_sorted_sets(key))
+        return text
+
+
+def _sorted_sets(item: Any) -> Any:
+    if isinstance(item, tuple):
+        return tuple(_sorted_sets(part) for part in item)
+    if isinstance(item, frozenset | set):
+        return ("<set>", *sorted((_sorted_sets(part) for part in item), key=repr))
+    if isinstance(item, dict):
+        return ("<dict>", *sorted(((k, _sorted_sets(v)) for k, v in item.items()), key=repr))
+    return item

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import stat
 import subprocess
 import tempfile
 from collections import OrderedDict
@@ -241,13 +242,27 @@ class Store:
         _remember(key, workspace)
         return workspace
 
-    def graph_intact(self, workspace_id: str) -> bool:
-        """True if the workspace's graph record is sealed by this user and matches its manifest."""
-        try:
-            manifest = self.manifest(workspace_id)
-        except (WorkspaceNotFound, ValidationFailed):
-            return False
-        record = self._read(f"workspaces/{workspace_id}/graph.json")
+    def graph_intact(self, workspace_id: str, manifest: dict[str, Any] | None = None) -> bool:
+        """True if the workspace's graph record is sealed by this user and matches its manifest.
+
+        A record whose size, modification time and inode are still those noted in the manifest when
+        it was written is that record (git trusts an unchanged stat the same way), so it is not read
+        and hashed again; `load` checks its seal whenever it reads it.
+
+        Parameters:
+            workspace_id: the workspace.
+            manifest: its manifest, when the caller has just read it.
+        """
+        if manifest is None:
+            try:
+                manifest = self.manifest(workspace_id)
+            except (WorkspaceNotFound, ValidationFailed):
+                return False
+        name = f"workspaces/{workspace_id}/graph.json"
+        path = self._record(name)
+        if path is not None and manifest.get("graph_stat") == _stat_of(path):
+            return True
+        record = self._read(name)
         return record is not None and record[1] == manifest["graph_seal"]
 
     def save(self, workspace: Workspace, *, stats: dict[str, Any]) -> None:
@@ -269,6 +284,7 @@ class Store:
             "warnings": workspace.warnings,
         }
         graph_seal = self._write(f"{folder}/graph.json", orjson.dumps(document))
+        graph_stat = _stat_of(self.path / folder / "graph.json")
         manifest = {
             "schema": MANIFEST_SCHEMA,
             "workspace_id": workspace.workspace_id,
@@ -280,6 +296,7 @@ class Store:
             "updated": workspace.updated,
             "files": workspace.files,
             "graph_seal": graph_seal,
+            "graph_stat": graph_stat,
             "stats": stats,
         }
         self._write(f"{folder}/manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
@@ -324,6 +341,15 @@ class Store:
     def tree_dir(self, commit: str) -> Path:
         """Where a revision's worktree lives in this store."""
         return self.path / "trees" / commit
+
+
+def _stat_of(path: Path) -> list[int] | None:
+    """A record's size, modification time (ns) and inode, or None when it is not a regular file."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ino] if stat.S_ISREG(info.st_mode) else None
 
 
 def _json(payload: bytes) -> Any:

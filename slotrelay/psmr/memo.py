@@ -1,0 +1,160 @@
+"""A memo for a recursive evaluation whose results do not depend on the order of the questions.
+
+The resolver evaluates keys (refs, module attributes, calls in context) that call each other and
+may form cycles. A cycle has to be cut somewhere (the key met again gives a stand-in value), and
+which key is cut decides the values of the whole cycle. A plain memo cuts each cycle where the first
+question happened to enter it, so what a call site resolves to depends on which sites were asked
+before it, and an update that asks fewer questions could not equal a full rebuild.
+
+`CanonicalMemo` finds the strongly connected components of the keys as it evaluates them (Tarjan's
+algorithm, on the evaluation's own recursion) and keeps a component's values only when it was
+entered at its canonical head, the least member in a fixed order. Entered elsewhere, the component
+is evaluated again from its head. So every kept value is the one evaluating that key alone gives,
+whatever was asked before; a component costs at most a few evaluations instead of one.
+
+The memo also records who asked for what: which key (or question, see `begin`) used each key, and
+each input (`read`). When inputs change, `invalidate` drops exactly the values that used them, and
+says which questions to ask again; every value kept is still the one a fresh evaluation gives.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, TypeVar
+
+V = TypeVar("V")
+# Past this many keys computed one inside the other, a key gets its stand-in value, as on a cycle:
+# a guard against pathological chains (a generated module of 10,000 chained assignments), where the
+# value then depends on the order again. Real trees stay far below it (networkx: 222).
+MAX_DEPTH = 2000
+# The Python frames one level of evaluation may take (the resolver's recursion goes through a few
+# functions per key), for the recursion limit a deep evaluation needs.
+FRAMES_PER_LEVEL = 12
+
+
+class CanonicalMemo(Generic[V]):
+    """Values of keys, each computed once per canonical entry (see the module docstring).
+
+    Parameters:
+        compute: the value of a key; it asks `get` for the keys it needs.
+        on_cycle: the stand-in value of a key asked again while it is being computed.
+        head: the canonical head among a component's keys, the same in every process whatever
+            order they come in.
+    """
+
+    def __init__(
+        self,
+        compute: Callable[[Any], V],
+        on_cycle: Callable[[Any], V],
+        head: Callable[[list[Any]], Any],
+    ) -> None:
+        self.compute = compute
+        self.on_cycle = on_cycle
+        self.head = head
+        self.done: dict[Hashable, V] = {}
+        # Tarjan's state: keys being computed or finished in a component still open, their stack
+        # positions, the values of the finished ones, and the low link of each key being computed.
+        self._stack: list[Hashable] = []
+        self._index: dict[Hashable, int] = {}
+        self._partial: dict[Hashable, V] = {}
+        self._lows: list[int] = []
+        # What is being computed, innermost last (a question at the bottom), and who used each key.
+        self._frames: list[Hashable] = []
+        self._users: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
+        # Off once nothing will be invalidated any more: recording costs a set insertion per use.
+        self.recording = True
+
+    def begin(self, question: Hashable) -> None:
+        """Start a question: the keys it uses are recorded as used by it (see `invalidate`)."""
+        self._frames.append(question)
+
+    def end(self) -> None:
+        """End the question `begin` started."""
+        self._frames.pop()
+
+    def read(self, source: Hashable) -> None:
+        """Record that what is being computed read an input (a source that may change)."""
+        if self.recording and self._frames:
+            self._users[source].add(self._frames[-1])
+
+    def invalidate(self, sources: Iterable[Hashable]) -> set[Hashable]:
+        """Drop every value that used one of these inputs, directly or through other keys.
+
+        Returns:
+            The questions (see `begin`) that used one of them.
+        """
+        seen: set[Hashable] = set()
+        stack = list(sources)
+        while stack:
+            item = stack.pop()
+            if item in seen:
+                continue
+            seen.add(item)
+            self.done.pop(item, None)
+            stack += self._users.pop(item, ())
+        return seen
+
+    def get(self, key: Hashable) -> V:
+        """The value of key (computed, or kept from before)."""
+        if self.recording and self._frames:
+            self._users[key].add(self._frames[-1])
+        value = self.done.get(key)
+        if value is not None:
+            return value
+        index = self._index.get(key)
+        if index is not None:
+            # On the stack: part of the component being computed.
+            self._lows[-1] = min(self._lows[-1], index)
+            return self._partial[key] if key in self._partial else self.on_cycle(key)
+        if len(self._lows) >= MAX_DEPTH:
+            return self.on_cycle(key)
+        return self._solve(key)
+
+    def _solve(self, key: Hashable) -> V:
+        value, component = self._enter(key)
+        if component is None:
+            return value
+        if len(component) == 1:
+            self.done[key] = value
+            return value
+        head = self.head(list(component))
+        if head == key:
+            self.done.update(component)
+            return value
+        # Entered away from its head: evaluate it from there. When the head's evaluation meets a key
+        # being computed below, the component is still open and both stay on the stack.
+        self.get(head)
+        return self.get(key)
+
+    def _enter(self, key: Hashable) -> tuple[V, dict[Hashable, V] | None]:
+        """Compute key; with the values of its component when key is the component's root."""
+        position = len(self._stack)
+        self._stack.append(key)
+        self._index[key] = position
+        self._lows.append(position)
+        self._frames.append(key)
+        try:
+            value = self.compute(key)
+        except BaseException:
+            self._frames.pop()
+            for member in self._stack[position:]:
+                self._index.pop(member, None)
+                self._partial.pop(member, None)
+            del self._stack[position:]
+            self._lows.pop()
+            raise
+        self._frames.pop()
+        low = self._lows.pop()
+        if self._lows and low < self._lows[-1]:
+            self._lows[-1] = low
+        if low < position:
+            self._partial[key] = value
+            return value, None
+        members = self._stack[position:]
+        del self._stack[position:]
+        component = {member: self._partial.pop(member) for member in members[1:]}
+        component[key] = value
+        for member in members:
+            del self._index[member]
+        return value, component
