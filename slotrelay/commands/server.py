@@ -119,10 +119,10 @@ def watch(
         raise BadInput("--pool and --no-serve: choose one (--pool creates its deployments on the pool)")
     if no_serve and (folders_block or model_block or sandbox_policy):
         raise BadInput("--no-serve runs your deployment with its own parameters: name the blocks there")
-    # A named ChainFolders block is read from the API before the chains are loaded in its folders.
-    url = _api_url() if folders_block else ""
+    if folders_block:
+        _api_url()  # the ChainFolders block is read from the API before the chains load in its folders
     routers = _load_routers(list(chains or []), slots_root, folders_block)
-    url = url or _api_url()
+    url = _api_url()
     # The chain flow's parameters of the same names, as defaults of the deployments created here.
     named = {"folders_block": folders_block, "model_block": model_block, "sandbox_policy": sandbox_policy}
     blocks = {parameter: name for parameter, name in named.items() if name}
