@@ -15,7 +15,9 @@ worker and its flow-run process mid-chain) DEATHS times: seconds from the kill t
 the other worker. Its floor is Prefect's zombie detection: up to 30 s since the last heartbeat, then 90 s
 of silence (deployments/pool.py).
 
-    .venv/bin/python bench/workers_burst.py [--rounds N] [--deaths N]
+    .venv/bin/python bench/workers_burst.py [--rounds N] [--deaths N] [--slots N]
+
+--slots makes a smaller burst (the same waves, N slots spread over the 3 chains) for a loaded machine.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ LIMIT = 2
 SETUPS = (("SQLite", 1), ("SQLite", 2), ("PostgreSQL", 1), ("PostgreSQL", 2))
 
 
-def measure(api_url: str, folder: Path, workers: int) -> tuple[int, float]:
+def measure(api_url: str, folder: Path, workers: int, sources: tuple[int, ...]) -> tuple[int, float]:
     """One burst on `workers` workers: (flow runs, seconds from the first write to the last run's end)."""
     from tests.scale.workers import (
         burst_chains,
@@ -50,7 +52,7 @@ def measure(api_url: str, folder: Path, workers: int) -> tuple[int, float]:
     )
 
     pool = f"bench-{uuid.uuid4().hex[:6]}"
-    chains = burst_chains(folder, pool)
+    chains = burst_chains(folder, pool, sources)
     chain_ids = list(chains)
     watch = start_watch(api_url, pool, list(chains.values()), folder / "watch.log")
     started = []
@@ -60,7 +62,7 @@ def measure(api_url: str, folder: Path, workers: int) -> tuple[int, float]:
         wait_for(lambda: all("started!" in (folder / f"w{i}.log").read_text() for i in range(workers)), 120,
                  "the workers to start")
         began = time.monotonic()
-        targets = len(write_burst(folder, chain_ids))
+        targets = len(write_burst(folder, chain_ids, sources))
 
         def ended() -> bool:
             runs = chain_runs(chain_ids)
@@ -84,12 +86,14 @@ def main() -> None:
     from deployments.server import start_server
     from tests.conftest import free_port
     from tests.scale.postgres_cluster import postgres_cluster
-    from tests.scale.workers import kill_a_worker_mid_chain
+    from tests.scale.workers import burst_sources, kill_a_worker_mid_chain
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--deaths", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=200)
     args = parser.parse_args()
+    sources = burst_sources(args.slots)
     rounds = args.rounds
     console = Console()
     rates: dict[tuple[str, int], list[float]] = {setup: [] for setup in SETUPS}
@@ -106,7 +110,7 @@ def main() -> None:
                     api_url = servers[database].api_url
                     with temporary_settings(updates={PREFECT_API_URL: api_url}):
                         folder = Path(tmp) / f"r{round_}-{database}-{workers}"
-                        runs, seconds = measure(api_url, folder, workers)
+                        runs, seconds = measure(api_url, folder, workers, sources)
                     rates[database, workers].append(60 * runs / seconds)
                     bursts[database, workers].append(seconds)
                     console.print(f"round {round_ + 1}, {database}, {workers} worker(s): {runs} runs in "
@@ -121,7 +125,7 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop()
-    table = Table(title=f"200 agent slots across 3 chains, --limit {LIMIT} per worker, "
+    table = Table(title=f"{args.slots} agent slots across 3 chains, --limit {LIMIT} per worker, "
                         f"median of {rounds} rounds")
     for column in ("database", "workers", "chain runs/min", "burst (s)", "time vs SQLite, 1 worker"):
         table.add_column(column)

@@ -1,6 +1,6 @@
 """The code-model endpoint as a Prefect Block: where the pen's OpenAI-compatible model is.
 
-Save one (UI or Python) and pass its name to the `pen-write` flow as `model_block`:
+Save one (UI or Python) and pass its name to the `pen-write` or `chain` flow as `model_block`:
 
     CodeModel(base_url="http://127.0.0.1:11434/v1", model="qwen2.5-coder:1.5b",
     api_key=None).save("local-coder")

@@ -1,6 +1,6 @@
 """The sandbox policy as a Prefect Block: which Docker daemon runs pen code, and under what rules.
 
-Save one (UI or Python) and pass its name to the `pen-write` or `registry-review` flow as
+Save one (UI or Python) and pass its name to the `pen-write`, `registry-review` or `chain` flow as
 `sandbox_policy`:
 
     SandboxPolicy(daemon_url="tcp://build-host:2376", tls_ca_cert="/etc/slotrelay/ca.pem",

@@ -56,11 +56,12 @@ CRASH_MESSAGE = f"Marked crashed: no heartbeat for {ZOMBIE_AFTER.seconds} s (its
 RESCHEDULE_MESSAGE = "Rescheduled after a crash: a worker of the pool runs it again from its slots"
 
 
-def pool_chain_deployment(chain: Chain) -> RunnerDeployment:
+def pool_chain_deployment(chain: Chain, blocks: dict[str, str] | None = None) -> RunnerDeployment:
     """The deployment of one chain for a work pool: `chain/<chain_id>`, resuming from its slots.
 
     Parameters:
         chain: a loaded chain (bound to its file).
+        blocks: saved Blocks by the chain flow's parameter naming them (`chain_deployment`).
 
     Returns:
         A deployment (not yet applied) whose default parameters run that chain, stopping at external
@@ -68,7 +69,7 @@ def pool_chain_deployment(chain: Chain) -> RunnerDeployment:
     """
     from deployments.serve import chain_deployment
 
-    deployment = chain_deployment(chain, resume=True, job_variables={
+    deployment = chain_deployment(chain, resume=True, blocks=blocks, job_variables={
         "working_dir": str(PROJECT_ROOT),
         "env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS)},
     })

@@ -46,7 +46,8 @@ PEN_FLOWS = (
 
 
 def chain_deployment(
-    chain: Chain, *, resume: bool = False, job_variables: dict[str, Any] | None = None
+    chain: Chain, *, resume: bool = False, job_variables: dict[str, Any] | None = None,
+    blocks: dict[str, str] | None = None,
 ) -> RunnerDeployment:
     """The deployment of the chain flow for one chain: `chain/<chain_id>`.
 
@@ -54,6 +55,8 @@ def chain_deployment(
         chain: a loaded chain (bound to its file).
         resume: runs go on from the slots by default (a work pool's, which a worker may pick up again).
         job_variables: the work pool's job variables (None: served by this process's runner).
+        blocks: saved Blocks by the chain flow's parameter naming them (`folders_block`, `model_block`,
+            `sandbox_policy`): default parameters of every run, the sensor's included.
 
     Returns:
         A deployment whose default parameters run that chain, stopping at external nodes.
@@ -70,6 +73,7 @@ def chain_deployment(
             "slots_root": str(chain.work_dir) if chain.work_dir != chain.base_dir else None,
             "stop_at_external": True,
             **({"resume": True} if resume else {}),
+            **(blocks or {}),
         },
         description=chain.description or f"The chain {chain.chain_id} ({chain.source})",
         tags=["slotrelay", "chain", chain.chain_id],

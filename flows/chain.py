@@ -71,9 +71,11 @@ class ChainDriver:
     """Drives a `ChainSchedule` inside the flow run: submits node tasks, feeds their outcomes back,
     writes the alerts it asks for and waits for people's decisions."""
 
-    def __init__(self, schedule: ChainSchedule, *, flow_run_id: str | None) -> None:
+    def __init__(self, schedule: ChainSchedule, *, flow_run_id: str | None,
+                 executor_settings: dict[str, Any]) -> None:
         self.schedule = schedule
         self.flow_run_id = flow_run_id
+        self.executor_settings = executor_settings
         self.futures: dict[str, Any] = {}
         self.done: queue.Queue[str] = queue.Queue()
 
@@ -86,7 +88,8 @@ class ChainDriver:
             allow_failure(self.futures[s]) for s in self.schedule.sources[node_id] if s in self.futures]
         # quote(): Prefect would otherwise walk the whole chain model looking for futures on every
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
-        future = node_task(chain, chain.node(node_id)).submit(quote(chain), node_id, wait_for=wait_for)
+        future = node_task(chain, chain.node(node_id)).submit(
+            quote(chain), node_id, executor_settings=quote(self.executor_settings), wait_for=wait_for)
         self.futures[node_id] = future
         future.add_done_callback(lambda _, node_id=node_id: self.done.put(node_id))
 
@@ -124,6 +127,8 @@ def run_chain(
     stop_at_external: bool = False,
     folders_block: str | None = None,
     resume: bool = False,
+    model_block: str | None = None,
+    sandbox_policy: str | None = None,
 ) -> Any:
     """Run a chain file as one flow run.
 
@@ -140,19 +145,18 @@ def run_chain(
             identity check and is not older than its input slot is not run again, and its routes
             are evaluated from that slot. Always so for a run started again after a suspend (it
             finds the alerts it wrote).
+        model_block: the name of a saved `CodeModel` Block: the code model of the chain's `pen` nodes
+            (else SLOTRELAY_MODEL_* / the pen root's .env), as for `pen-write`.
+        sandbox_policy: the name of a saved `SandboxPolicy` Block: the daemon, images, default
+            limits, egress allow-list and pool size of the `pen` nodes' sandbox, as for `pen-write`.
 
     Returns:
         The run summary (`slotrelay run --json`); a failed run returns `Failed` carrying it.
     """
-    folders = {"slots_root": slots_root}
-    if folders_block:
-        from blocks.chain_folders import ChainFolders
-
-        saved = cast(ChainFolders, ChainFolders.load(folders_block))
-        folders = {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts,
-                   "logs_dir": saved.logs}
-    chain = load_chain(chain_path, **folders)
+    chain = load_chain(chain_path, **chain_folders(folders_block, slots_root))
     preflight(chain)
+    # Before anything runs: a block that is missing or unusable fails the run here.
+    executor_settings = _executor_settings(chain, model_block, sandbox_policy)
     context = FlowRunContext.get()
     flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
     notes = RunNotes(chain)
@@ -163,7 +167,7 @@ def run_chain(
         schedule.take_back(alerts_of_run(chain.alerts_dir, flow_run_id))
     schedule.start(list(start_nodes) if start_nodes else chain.start_nodes())
     try:
-        ChainDriver(schedule, flow_run_id=flow_run_id).drive()
+        ChainDriver(schedule, flow_run_id=flow_run_id, executor_settings=executor_settings).drive()
     except FlowPauseTimeout:
         schedule.fail_paused("no decision before the pause timed out")
     summary = schedule.summary(flow_run_id)
@@ -174,6 +178,35 @@ def run_chain(
     if summary["state"] == "FAILED":
         return Failed(message=schedule.terminated or "a node of the chain failed", data=summary)
     return summary
+
+
+def chain_folders(folders_block: str | None, slots_root: str | None) -> dict[str, str | None]:
+    """`load_chain`'s folders: `slots_root`, else the named `ChainFolders` Block's; the block's alerts and
+    logs."""
+    if not folders_block:
+        return {"slots_root": slots_root}
+    from blocks.chain_folders import ChainFolders
+
+    # from sync code load returns the block; its annotation also allows an async caller's coroutine
+    saved = cast(ChainFolders, ChainFolders.load(folders_block))
+    return {"slots_root": slots_root or saved.slots_root, "alerts_dir": saved.alerts, "logs_dir": saved.logs}
+
+
+def _executor_settings(chain: Chain, model_block: str | None, sandbox_policy: str | None) -> dict[str, Any]:
+    """The `pen` nodes' settings from the named Blocks, resolved as `pen-write` resolves them; {} without
+    them or without a pen node.
+
+    Raises:
+        InvalidPenRequest: the policy's daemon URL or TLS files are unusable (naming the field).
+    """
+    if not (model_block or sandbox_policy) or all(n.executor.kind != "pen" for n in chain.nodes):
+        return {}
+    # Only here: a chain run without pen nodes does not load the pen (`watch` names the same blocks
+    # for every chain it watches).
+    from flows.pen import code_model, sandbox_settings
+    from slotrelay.pen.node import PenNodeSettings
+
+    return {"pen": PenNodeSettings(model=code_model(model_block), sandbox=sandbox_settings(sandbox_policy))}
 
 
 def read_summary(chain: Chain, state: Any) -> dict[str, Any] | None:

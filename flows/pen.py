@@ -40,12 +40,17 @@ class PenDecisionInput(RunInput):
 
 def model_settings(model_block: str | None, root: str) -> ModelSettings:
     """The code model: from the named `CodeModel` Block, else from the environment or `<root>/.env`."""
-    if model_block:
-        from blocks.code_model import CodeModel
+    return code_model(model_block) or ModelSettings.from_env(env_file=Path(root) / ".env")
 
-        # from sync code load returns the block; its annotation also allows an async caller's coroutine
-        return cast(CodeModel, CodeModel.load(model_block)).settings()
-    return ModelSettings.from_env(env_file=Path(root) / ".env")
+
+def code_model(model_block: str | None) -> ModelSettings | None:
+    """The code model of the named `CodeModel` Block, else None (the environment's or `.env`'s)."""
+    if not model_block:
+        return None
+    from blocks.code_model import CodeModel
+
+    # from sync code load returns the block; its annotation also allows an async caller's coroutine
+    return cast(CodeModel, CodeModel.load(model_block)).settings()
 
 
 def sandbox_settings(policy_block: str | None) -> SandboxSettings | None:

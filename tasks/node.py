@@ -51,13 +51,15 @@ def retry_policy(chain: Chain, node: Node) -> tuple[int, float]:
 
 
 @task(name="node", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retry_requested)
-def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
+def run_node(chain: Chain, node_id: str, since: float | None = None,
+             executor_settings: dict[str, Any] | None = None) -> Any:
     """Run one node once (Prefect retries it as the chain's error types say).
 
     Parameters:
         chain: the chain, bound to its file.
         node_id: which node.
         since: an external node accepts only an output slot written after this (epoch seconds).
+        executor_settings: settings by executor kind (the chain flow's `pen` settings from its Blocks).
 
     Returns:
         The outcome dict, or a `Completed(name="Skipped")` / `Failed` state carrying it.
@@ -70,7 +72,8 @@ def run_node(chain: Chain, node_id: str, since: float | None = None) -> Any:
     slot = str(output_slot_path(chain, node_id))
     try:
         document = execute_node(chain, node_id, attempt=attempt, since=since,
-                                flow_run_id=str(context.task_run.flow_run_id), logger=notes.engine)
+                                flow_run_id=str(context.task_run.flow_run_id), logger=notes.engine,
+                                executor_settings=executor_settings)
     except NodeError as error:
         handling = _RETRIES.failed(key, chain, error, attempt=attempt, retries=context.task.retries)
         if handling == "retry":

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,8 @@ class ExecutionContext:
         since: epoch seconds; an external node only accepts an output slot written after this.
         flow_run_id: the Prefect flow run, when run by a flow (None in plain Python).
         logger: where to log (the engine log, and the run's log under Prefect).
+        executor_settings: what the run's caller configured for an executor kind, by kind (the chain
+            flow's `pen` settings from its Blocks); a kind without an entry uses its own defaults.
     """
 
     chain: Chain
@@ -86,6 +88,7 @@ class ExecutionContext:
     since: float = 0.0
     flow_run_id: str | None = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("slotrelay.engine"))
+    executor_settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from slotrelay.chain.checks import failed_checks, identity_problems
@@ -87,6 +88,7 @@ def execute_node(
     since: float | None = None,
     flow_run_id: str | None = None,
     logger: logging.Logger | None = None,
+    executor_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one attempt of a node and write its output slot.
 
@@ -98,6 +100,7 @@ def execute_node(
             input slot's write time when that is earlier).
         flow_run_id: for the executor's context.
         logger: for the executor's context.
+        executor_settings: for the executor's context (settings by executor kind).
 
     Returns:
         The output slot document (status completed, or skipped when an external agent wrote so).
@@ -122,6 +125,7 @@ def execute_node(
         since=since,
         flow_run_id=flow_run_id,
         **({"logger": logger} if logger else {}),
+        executor_settings=executor_settings or {},
     )
     try:
         output = run_executor(node, data, context)

@@ -55,10 +55,22 @@ def _log_to_console() -> None:
     root.propagate = False
 
 
-def _load_routers(chains: list[Path], slots_root: Path | None) -> list[ChainRouter]:
+def _load_routers(chains: list[Path], slots_root: Path | None,
+                  folders_block: str | None = None) -> list[ChainRouter]:
     from slotrelay.routing_sensor import ChainRouter
 
-    return [ChainRouter(path, slots_root=slots_root) for path in chains]
+    if not folders_block:
+        return [ChainRouter(path, slots_root=slots_root) for path in chains]
+    from flows.chain import chain_folders
+    from slotrelay.chain import load_chain
+
+    # The sensor watches the slots where the runs write them: the block's folders, as the chain flow
+    # resolves them.
+    try:
+        folders = chain_folders(folders_block, str(slots_root) if slots_root else None)
+    except ValueError as missing:
+        raise BadInput(f"--folders-block: {missing}") from None
+    return [ChainRouter(path, chain=load_chain(path, **folders)) for path in chains]
 
 
 def _api_url() -> str:
@@ -97,15 +109,28 @@ def watch(
     warm: Annotated[int, typer.Option(
         min=0, help="Processes kept warm (Prefect and the chain flow imported) that a routed run starts in "
                     "at once; 0: every run waits for the runner's poll and a new process.")] = 2,
+    folders_block: Annotated[str | None, typer.Option(
+        help="A saved ChainFolders Block: the chains' slots root, alerts and logs.")] = None,
+    model_block: Annotated[str | None, typer.Option(
+        help="A saved CodeModel Block: the code model of the chains' pen nodes.")] = None,
+    sandbox_policy: Annotated[str | None, typer.Option(
+        help="A saved SandboxPolicy Block: the daemon and rules of the chains' pen nodes' sandbox.")] = None,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
     if pool is not None and no_serve:
         raise BadInput("--pool and --no-serve: choose one (--pool creates its deployments on the pool)")
-    routers = _load_routers(list(chains or []), slots_root)
+    if no_serve and (folders_block or model_block or sandbox_policy):
+        raise BadInput("--no-serve runs your deployment with its own parameters: name the blocks there")
+    if folders_block:
+        _api_url()  # the ChainFolders block is read from the API before the chains load in its folders
+    routers = _load_routers(list(chains or []), slots_root, folders_block)
     url = _api_url()
+    # The chain flow's parameters of the same names, as defaults of the deployments created here.
+    named = {"folders_block": folders_block, "model_block": model_block, "sandbox_policy": sandbox_policy}
+    blocks = {parameter: name for parameter, name in named.items() if name}
     if pool is not None:
-        _watch_on_pool(routers, pool, slots_root is not None, window, url)
+        _watch_on_pool(routers, pool, slots_root is not None, window, url, blocks)
         return
 
     from deployments.sensor import ChainTarget, DeploymentStarter
@@ -122,7 +147,7 @@ def watch(
 
     served = []
     if not no_serve:
-        served = [generic_chain_deployment(), *(chain_deployment(r.chain) for r in routers),
+        served = [generic_chain_deployment(), *(chain_deployment(r.chain, blocks=blocks) for r in routers),
                   *pen_deployments()]
         apply_all(served)
     targets = {
@@ -155,7 +180,7 @@ def watch(
 
 
 def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, window: float,
-                   url: str) -> None:
+                   url: str, blocks: dict[str, str]) -> None:
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
     them."""
     from deployments.pool import apply_on_pool, pool_chain_deployment
@@ -163,7 +188,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     from deployments.serve import chain_flow_deployment_name
     from slotrelay.routing_sensor import SlotSensor
 
-    apply_on_pool([pool_chain_deployment(r.chain) for r in routers], pool)
+    apply_on_pool([pool_chain_deployment(r.chain, blocks) for r in routers], pool)
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,
                                 r.chain.work_dir if own_slots_root else None, resume=True)

@@ -6,11 +6,15 @@ plus `decision`. `options` takes the request's `sandbox` and `persist_hint`, and
 becomes `NodeError(error_type, message)` with the MPP code as the error type (so a chain declares
 `MPP-E004` with handling `retry`, for instance), or the type `error_map` names for it.
 The code model comes from the environment or `<root>/.env` (`SLOTRELAY_MODEL_*`), as for `slotrelay pen
-write`.
+write`, and the sandbox from the environment's daemon, then bwrap; unless the run's caller gives the
+`pen` kind a `PenNodeSettings` (the chain flow does, from its `model_block` and `sandbox_policy`
+Blocks): then its model, and its sandbox policy's daemon, images, default limits, egress allow-list
+and pool size, as for the `pen-write` flow.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,22 @@ from slotrelay.chain.errors import NodeError
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.writer import write
+from slotrelay.sandbox.settings import SandboxSettings
 
 NODE_OPTIONS = frozenset({"sandbox", "persist_hint", "task_category", "root", "backend", "error_map"})
+
+
+@dataclass(frozen=True)
+class PenNodeSettings:
+    """What a chain run's caller sets for its pen nodes (`ExecutionContext.executor_settings["pen"]`).
+
+    Attributes:
+        model: the code model (None: the environment or `<root>/.env`).
+        sandbox: the operator's sandbox policy (None: the environment's daemon, then bwrap).
+    """
+
+    model: ModelSettings | None = None
+    sandbox: SandboxSettings | None = None
 
 
 def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -28,7 +46,8 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
     Parameters:
         spec: the node's executor (`kind`, `intent`, `persona_id`, `options`).
         data: the input slot's data (the pen's upstream_inputs; `{}` for a start node).
-        context: the chain's `ExecutionContext` (its chain file locates the default root).
+        context: the chain's `ExecutionContext` (its chain file locates the default root; its
+            `executor_settings["pen"]`, a `PenNodeSettings`, the model and the sandbox policy).
 
     Returns:
         The output slot's data: the pen's output object and its decision.
@@ -43,6 +62,9 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
         raise NodeError("PEN_INVALID_REQUEST", f"pen node options: unknown keys {sorted(unknown)}")
     work_dir = _work_dir(context)
     root = work_dir / options["root"] if options.get("root") else work_dir
+    settings = getattr(context, "executor_settings", {}).get("pen") or PenNodeSettings()
+    if settings.sandbox is not None:
+        options["sandbox"] = settings.sandbox.with_defaults(options.get("sandbox"))
     request = {
         "intent": spec.intent,
         "context": {
@@ -53,8 +75,9 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
         "options": {key: options[key] for key in ("sandbox", "persist_hint") if key in options},
     }
     try:
-        model = ModelSettings.from_env(env_file=root / ".env")
-        outcome = write(request, root=root, model=model, backend=options.get("backend"))
+        model = settings.model or ModelSettings.from_env(env_file=root / ".env")
+        outcome = write(request, root=root, model=model, backend=options.get("backend"),
+                        settings=settings.sandbox)
     except PenError as error:
         raise NodeError(error_map.get(error.code, error.code), error.message) from error
     return outcome.to_json()

@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 HOSTNAME_CODE = "import socket\ndef main(inputs):\n    return socket.gethostname()\n"
 
 
-def _chain(folder: Path, backend: str) -> Path:
+def pen_chain(folder: Path, backend: str | None, *, prober: bool = True) -> Path:
+    """numbers (python) -> summer (pen), and with `prober` -> prober (pen, code the sandbox refuses)."""
     (folder / "numbers_node.py").write_text("def numbers(data):\n    return {'numbers': [4, 5, 6]}\n")
 
     def pen_node(node_id: str, intent: str) -> dict:
@@ -51,7 +52,7 @@ def _chain(folder: Path, backend: str) -> Path:
                 "executor": {"kind": "python", "callable": "numbers_node:numbers"},
             },
             pen_node("summer", "sum the numbers in the input list"),
-            pen_node("prober", "report the hostname of the machine"),
+            *([pen_node("prober", "report the hostname of the machine")] if prober else []),
         ],
         "routes": [
             {
@@ -60,9 +61,14 @@ def _chain(folder: Path, backend: str) -> Path:
                 "to_node": target,
                 "condition": {"field": "status", "operator": "equals", "value": "completed"},
             }
-            for target in ("summer", "prober")
+            for target in ("summer", "prober")[: 2 if prober else 1]
         ],
         "error_types": [
+            {
+                "error_type": "MPP-E002",
+                "description": "the sandbox could not start (its daemon refused or did not answer)",
+                "handling": "fail",
+            },
             {
                 "error_type": "MPP-E005",
                 "description": "the pen's code broke the sandbox rules",
@@ -81,7 +87,7 @@ def _chain(folder: Path, backend: str) -> Path:
     return path
 
 
-async def _task_runs_and_artifact(flow_run_id, key: str) -> tuple[list, str | None]:
+async def task_runs_and_artifact(flow_run_id, key: str) -> tuple[list, str | None]:
     async with get_client() as client:
         runs = await client.read_task_runs(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
@@ -98,7 +104,7 @@ def test_pen_nodes_in_a_chain(
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
     stub.code_by_keyword["hostname"] = HOSTNAME_CODE
-    chain_path = _chain(tmp_path, sandbox_backend)
+    chain_path = pen_chain(tmp_path, sandbox_backend)
     state = run_chain(str(chain_path), return_state=True)
     summary = state.result(raise_on_failure=False)
     nodes = summary["nodes"]
@@ -123,7 +129,7 @@ def test_pen_nodes_in_a_chain(
     # Each pen step is a task run under its node's task run; the one sandbox run (the prober's code
     # was refused before running) is named with its limits, and its artifact shows the image and exit.
     key = artifact_key("pen-execution", data["pen_id"])
-    runs, execution_md = asyncio.run(_task_runs_and_artifact(state.state_details.flow_run_id, key))
+    runs, execution_md = asyncio.run(task_runs_and_artifact(state.state_details.flow_run_id, key))
     by_id = {run.id: run for run in runs}
     summer = next(run for run in runs if run.name == "summer")
     summer_steps = [
@@ -166,3 +172,23 @@ def test_a_pen_node_reads_the_model_from_the_roots_env_file(
     data = run_pen_node(spec, {"numbers": [1, 2]}, context)
     assert data["execution"]["result"] == {"total": 3} and data["decision"]["state"] == "erased"
     assert stub.requests and stub.requests[0]["body"]["model"] == "stub-coder"
+
+
+def test_a_chains_pen_nodes_ask_the_model_its_model_block_names(
+    prefect_server, stub, tmp_path: Path, sandbox_backend: str, monkeypatch
+) -> None:
+    from blocks.code_model import CodeModel
+    from flows.chain import run_chain
+    from tests.conftest import free_port
+
+    # The environment names a model nobody serves: only the block's endpoint can answer.
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "env-coder")
+    CodeModel(base_url=stub.base_url, model="block-coder", timeout_s=5).save("chain-test-model",
+                                                                             overwrite=True)
+    chain_path = pen_chain(tmp_path, sandbox_backend, prober=False)
+    summary = run_chain(str(chain_path), model_block="chain-test-model")
+    assert summary["state"] == "COMPLETED", summary
+    data = json.loads((tmp_path / "slots/summer_output.json").read_text())["data"]
+    assert data["execution"]["result"] == {"total": 15}
+    assert stub.code_requests() and {r["body"]["model"] for r in stub.requests} == {"block-coder"}

@@ -9,6 +9,7 @@ nothing runs anywhere else.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -112,6 +113,56 @@ def test_pen_flow_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, st
     assert outcome["execution"]["result"] == {"total": 6}
     # The run's container, plus at most the one the pool (size 1) starts ahead to replace it.
     assert _starts(remote.endpoint(), since) in (1, 2)
+    assert _starts(None, since) == 0
+
+
+def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_server, stub, tmp_path: Path,
+                                                                      remote, monkeypatch) -> None:
+    from blocks.sandbox_policy import SandboxPolicy
+    from flows.chain import run_chain
+    from tests.pen.test_chain_node import pen_chain, task_runs_and_artifact
+
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    SandboxPolicy(
+        daemon_url=remote.url, tls_ca_cert=str(remote.ca), tls_client_cert=str(remote.cert),
+        tls_client_key=str(remote.key), pool_size=1, default_limits={"memory_mb": 300},
+    ).save("remote-chain-policy", overwrite=True)  # fmt: skip
+    chain_path = pen_chain(tmp_path, None, prober=False)
+    since = time.time()
+    state = run_chain(str(chain_path), sandbox_policy="remote-chain-policy", return_state=True)
+    summary = state.result(raise_on_failure=False)
+    assert summary["state"] == "COMPLETED", summary
+    data = json.loads((tmp_path / "slots/summer_output.json").read_text())["data"]
+    assert data["execution"]["result"] == {"total": 15}
+    # The run's container and those the pool starts ahead, all there; none on the local daemon.
+    assert _starts(remote.endpoint(), since) >= 1
+    assert _starts(None, since) == 0
+    # The policy's default limits fill what the node's options leave unset (memory), under the ones
+    # they set (the 10 s timeout).
+    runs, _ = asyncio.run(task_runs_and_artifact(state.state_details.flow_run_id, "none"))
+    assert [r.name for r in runs if r.name.startswith("pen-sandbox-run")] == [
+        f"pen-sandbox-run {data['pen_id']} (python, 10000 ms, 300 MB, network none, fs tmp)"]
+
+
+def test_a_chains_pen_node_on_a_daemon_refusing_its_certificate_fails_with_mpp_e002(
+    prefect_server, stub, tmp_path: Path, remote, monkeypatch
+) -> None:
+    from blocks.sandbox_policy import SandboxPolicy
+    from flows.chain import run_chain
+    from tests.pen.test_chain_node import pen_chain
+
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    SandboxPolicy(
+        daemon_url=remote.url, tls_ca_cert=str(remote.ca), tls_client_cert=str(remote.stranger_cert),
+        tls_client_key=str(remote.stranger_key),
+    ).save("stranger-chain-policy", overwrite=True)  # fmt: skip
+    since = time.time()
+    summary = run_chain(str(pen_chain(tmp_path, None, prober=False)), sandbox_policy="stranger-chain-policy",
+                        return_state=True).result(raise_on_failure=False)
+    summer = summary["nodes"]["summer"]
+    assert summer["state"] == "Failed" and summer["error_type"] == "MPP-E002", summary
     assert _starts(None, since) == 0
 
 

@@ -102,3 +102,55 @@ def test_the_chain_flow_puts_alerts_and_logs_where_its_folders_block_says(prefec
     assert alerts.is_dir()
     assert not (chain.parent / "logs").exists() and not (slots / "logs").exists() and not (
         slots / "alerts").exists()
+
+
+@pytest.mark.prefect_server
+def test_watch_names_its_blocks_on_the_deployments_and_watches_the_folders_block(prefect_server,
+                                                                                 tmp_path: Path) -> None:
+    from deployments.pool import pool_chain_deployment
+    from slotrelay.chain import load_chain
+    from tests.scale.workers import stop, wait_for
+    from tests.sensor.chains import agent_writes, make_chain
+
+    chain = make_chain(tmp_path / "chain", "watched-blocks", 1)
+    slots = tmp_path / "slots-elsewhere"
+    ChainFolders(slots_root=str(slots), logs=str(tmp_path / "logs-elsewhere")).save("watch-folders",
+                                                                                  overwrite=True)
+    SandboxPolicy(pool_size=0).save("watch-policy", overwrite=True)
+    blocks = ["--folders-block", "watch-folders", "--sandbox-policy", "watch-policy"]
+    log = tmp_path / "watch.log"
+    with log.open("w") as handle:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", *blocks, str(chain)],
+            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(ROOT),
+                           "COLUMNS": "200"},
+            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 120, "watch to start")
+        assert watch.poll() is None, log.read_text()
+        # The agent writes where the block puts the slots: the sensor watches there, the run writes there.
+        agent_writes(slots, "src-0", {"n": 1})
+        output = slots / "slots" / "work-0_output.json"
+        wait_for(output.exists, 180, "the routed run's output slot")
+    finally:
+        stop(watch)
+    assert json.loads(output.read_text())["data"]["seen"] == {"n": 1}
+    assert not (chain.parent / "slots" / "work-0_output.json").exists()
+    assert "work-0" in (tmp_path / "logs-elsewhere" / "engine.log").read_text()
+    runs = asyncio.run(_runs_of("chain/watched-blocks"))
+    assert runs and all(
+        r.parameters["folders_block"] == "watch-folders" and r.parameters["sandbox_policy"] == "watch-policy"
+        for r in runs)
+    # `watch --pool` names them on its pool deployments the same way.
+    on_pool = pool_chain_deployment(load_chain(chain), {"model_block": "some-model"})
+    assert on_pool.parameters["model_block"] == "some-model" and on_pool.parameters["resume"] is True
+
+
+async def _runs_of(deployment: str) -> list:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    async with get_client() as client:
+        found = await client.read_deployment_by_name(deployment)
+        return await client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[
+            found.id])))

@@ -32,25 +32,30 @@ WAVE = 10
 WAVE_SECONDS = 0.3
 
 
-def burst_chains(folder: Path, prefix: str) -> dict[str, Path]:
-    """chain_id -> chain file: a chain per BURST_SOURCES entry, with that many sources routed to targets."""
+def burst_sources(slots: int) -> tuple[int, ...]:
+    """`slots` agent output slots spread over 3 chains as BURST_SOURCES spreads 200 (the bench's --slots)."""
+    return tuple(slots // 3 + (i < slots % 3) for i in range(3))
+
+
+def burst_chains(folder: Path, prefix: str, sources: tuple[int, ...] = BURST_SOURCES) -> dict[str, Path]:
+    """chain_id -> chain file: a chain per `sources` entry, with that many sources routed to targets."""
     from tests.sensor.chains import make_chain
 
     return {f"{prefix}-{i}": make_chain(folder / f"{prefix}-{i}", f"{prefix}-{i}", n)
-            for i, n in enumerate(BURST_SOURCES)}
+            for i, n in enumerate(sources)}
 
 
-def write_burst(folder: Path, chain_ids: list[str]) -> list[Path]:
+def write_burst(folder: Path, chain_ids: list[str], sources: tuple[int, ...] = BURST_SOURCES) -> list[Path]:
     """Write the burst's agent output slots (chain folders under `folder`); the targets' output slots."""
     from tests.sensor.chains import agent_writes
 
-    for start in range(0, max(BURST_SOURCES), WAVE):
-        for chain_id, sources in zip(chain_ids, BURST_SOURCES, strict=True):
-            for i in range(start, min(start + WAVE, sources)):
+    for start in range(0, max(sources), WAVE):
+        for chain_id, count in zip(chain_ids, sources, strict=True):
+            for i in range(start, min(start + WAVE, count)):
                 agent_writes(folder / chain_id, f"src-{i}", {"n": i, "chain": chain_id})
         time.sleep(WAVE_SECONDS)
     return [folder / c / "slots" / f"work-{i}_output.json"
-            for c, n in zip(chain_ids, BURST_SOURCES, strict=True) for i in range(n)]
+            for c, n in zip(chain_ids, sources, strict=True) for i in range(n)]
 
 
 def environment(api_url: str) -> dict[str, str]:
