@@ -1,13 +1,17 @@
-"""Semantic diff across two commits of a temporary git repository, analysed from worktrees."""
+"""Semantic diff across two commits of a temporary git repository, analysed from worktrees, and
+`slotrelay psmr build --rev` on one of them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 from psmr_trees import write_tree
+from typer.testing import CliRunner
 
+from slotrelay.cli import app
 from slotrelay.psmr.api import build_workspace, call
 
 BEFORE = """def fetch(url, timeout=10):
@@ -88,6 +92,15 @@ def test_semantic_diff_between_two_commits(tmp_path: Path) -> None:
     assert ("parameter_removed", "pkg.api.fetch") in breakages
     assert data["revision_b"] == head and data["revision_a"] == git(root, "rev-parse", "HEAD~1")
     assert result["evidence_refs"]
+
+    # The CLI builds one revision on its own, as docs/psmr.md shows.
+    command = ["psmr", "build", str(root), "--rev", "HEAD~1", "--store", str(store), "--json"]
+    built = CliRunner().invoke(app, command)
+    assert built.exit_code == 0, built.output
+    summary = json.loads(built.stdout)
+    assert summary["commit"] == git(root, "rev-parse", "HEAD~1")
+    found = call("query.search", {"workspace_id": summary["workspace_id"], "text": "legacy"}, store=store)
+    assert "semantic:pkg.api.legacy" in [match["id"] for match in found["data"]["matches"]]
 
     # The user's checkout is untouched: same HEAD, same files, nothing staged or modified.
     assert git(root, "rev-parse", "HEAD") == head
