@@ -20,6 +20,7 @@ import pytest
 
 from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
+from tests.scale.workers import environment, start_worker, stop
 
 from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes, make_chain
 
@@ -201,7 +202,8 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
     assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == {str(r.id) for r in runs}
 
 
-def test_prefect_deploy_all_creates_every_deployment_of_prefect_yaml(prefect_server):
+def test_prefect_deploy_all_then_a_worker_runs_what_watch_no_serve_requests(prefect_server, tmp_path):
+    """docs/sensor.md's "Workers instead of `serve`", command by command."""
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "PWD": str(ROOT)}
     subprocess.run([sys.executable, "-m", "prefect", "work-pool", "create", "slotrelay", "--type", "process"],
                    check=False, cwd=ROOT, env=env, capture_output=True, timeout=120)
@@ -221,6 +223,34 @@ def test_prefect_deploy_all_creates_every_deployment_of_prefect_yaml(prefect_ser
     assert chain.pull_steps == [
         {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}
     ]
+
+    chain_file = make_chain(tmp_path / "noserve", "noserve", 1)
+    output = tmp_path / "noserve" / "slots" / "work-0_output.json"
+
+    def runs() -> list:
+        return [r for r in deployment_runs("run-chain")
+                if Path(r.parameters.get("chain_path", "")).resolve() == chain_file.resolve()]
+
+    worker = start_worker(prefect_server, "slotrelay", "docs-worker", tmp_path / "worker.log", limit=1)
+    log = tmp_path / "watch.log"
+    with log.open("w") as handle:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--no-serve", "--deployment", "chain/run-chain",
+             str(chain_file)],
+            cwd=ROOT, env=environment(prefect_server), stdout=handle, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 120, "watch to start")
+        assert watch.poll() is None, log.read_text()
+        agent_writes(tmp_path / "noserve", "src-0", {"n": 1})
+        wait_for(lambda: completed(output), 240, "the worker to run work-0")
+        wait_for(lambda: bool(runs()) and all(r.state.is_final() for r in runs()), 120, "the run to end")
+    finally:
+        stop(watch)
+        stop(worker)
+    assert read_slot(output)["data"]["stamped"] is True
+    assert [run.state.type.value for run in runs()] == ["COMPLETED"]
 
 
 def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run(prefect_server, tmp_path):
