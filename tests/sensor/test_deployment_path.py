@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
+from tests.conftest import free_port, http_status
 from tests.scale.workers import environment, start_worker, stop
 
 from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes, make_chain
@@ -118,32 +116,26 @@ def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
 
 @pytest.fixture
 def site_example(tmp_path):
-    """The `examples/relay` chain copied to a temporary folder, deploying to a folder served on 127.0.0.1."""
+    """The `examples/relay` chain copied to a temporary folder, deploying to its `public/` folder served on
+    127.0.0.1 by the example's own `serve_site.py` (docs/deploy.md), on a free port."""
     folder = tmp_path / "site"
     shutil.copytree(ROOT / "examples" / "relay", folder,
                     ignore=shutil.ignore_patterns("slots", "build", "public", "mirror-b", "logs", "alerts",
                                                   ".slotrelay-*"))
-    (folder / "public").mkdir()
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_Quiet, directory=str(folder / "public")))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    port = free_port()
+    site = subprocess.Popen([sys.executable, str(folder / "serve_site.py"), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     chain_file = folder / "node_chain.json"
     chain = json.loads(chain_file.read_text())
     deploy = next(n for n in chain["nodes"] if n["node_id"] == "deploy-site")
-    deploy["executor"]["targets"][0]["base_url"] = f"http://127.0.0.1:{server.server_address[1]}/"
+    deploy["executor"]["targets"][0]["base_url"] = f"http://127.0.0.1:{port}/"
     chain_file.write_text(json.dumps(chain, indent=1))
     try:
-        yield chain_file, f"http://127.0.0.1:{server.server_address[1]}/build/index.html"
+        wait_for(lambda: http_status(f"http://127.0.0.1:{port}/") == 200, 60, "serve_site.py to answer")
+        yield chain_file, f"http://127.0.0.1:{port}/build/index.html"
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        return
+        site.send_signal(signal.SIGINT)
+        site.wait(timeout=30)
 
 
 def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_server, tmp_path, site_example):
