@@ -46,6 +46,17 @@ LOCAL_API = "http://127.0.0.1:4200/api"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 STOP_GRACE_SECONDS = 10.0
 
+# The options `watch` and `up` share (`up` hands them to the `watch` it starts).
+WarmOption = Annotated[int, typer.Option(
+    min=0, help="Processes kept warm (Prefect and the chain flow imported) that a routed run starts in at "
+                "once; 0: every run waits for the runner's poll and a new process.")]
+FoldersBlockOption = Annotated[str | None, typer.Option(
+    help="A saved ChainFolders Block: the chains' slots root, alerts and logs.")]
+ModelBlockOption = Annotated[str | None, typer.Option(
+    help="A saved CodeModel Block: the code model of the chains' pen nodes.")]
+SandboxPolicyOption = Annotated[str | None, typer.Option(
+    help="A saved SandboxPolicy Block: the daemon and rules of the chains' pen nodes' sandbox.")]
+
 
 def _log_to_console() -> None:
     root = logging.getLogger("slotrelay")
@@ -106,15 +117,10 @@ def watch(
         help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
              "instead "
              "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
-    warm: Annotated[int, typer.Option(
-        min=0, help="Processes kept warm (Prefect and the chain flow imported) that a routed run starts in "
-                    "at once; 0: every run waits for the runner's poll and a new process.")] = 2,
-    folders_block: Annotated[str | None, typer.Option(
-        help="A saved ChainFolders Block: the chains' slots root, alerts and logs.")] = None,
-    model_block: Annotated[str | None, typer.Option(
-        help="A saved CodeModel Block: the code model of the chains' pen nodes.")] = None,
-    sandbox_policy: Annotated[str | None, typer.Option(
-        help="A saved SandboxPolicy Block: the daemon and rules of the chains' pen nodes' sandbox.")] = None,
+    warm: WarmOption = 2,
+    folders_block: FoldersBlockOption = None,
+    model_block: ModelBlockOption = None,
+    sandbox_policy: SandboxPolicyOption = None,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
@@ -267,6 +273,10 @@ def up(
         help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
              "--home).",
     )] = None,
+    warm: WarmOption = 2,
+    folders_block: FoldersBlockOption = None,
+    model_block: ModelBlockOption = None,
+    sandbox_policy: SandboxPolicyOption = None,
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
     if host not in LOOPBACK:
@@ -286,6 +296,9 @@ def up(
     if api_answers(f"http://{host}:{port}/api"):
         raise EnvironmentMissing(f"Something already answers on {host}:{port}; stop it or choose --port.",
                                  code="PORT_IN_USE")
+    named = {"--folders-block": folders_block, "--model-block": model_block,
+             "--sandbox-policy": sandbox_policy}
+    watch_blocks = [part for option, name in named.items() if name for part in (option, name)]
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     watcher: subprocess.Popen[bytes] | None = None
@@ -295,7 +308,8 @@ def up(
             server = start_server(host=host, port=port, home=home or DEFAULT_HOME, database=database)
         try:
             watcher = subprocess.Popen(
-                [sys.executable, "-m", "slotrelay.cli", "watch", *map(str, chain_files)],
+                [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", str(warm), *watch_blocks,
+                 *map(str, chain_files)],
                 env={**os.environ, "PREFECT_API_URL": server.api_url},
                 stdin=subprocess.DEVNULL,
                 # Its own group: the terminal's Ctrl-C reaches `up` only, which stops the child in order.

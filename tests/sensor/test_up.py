@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -69,7 +70,7 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
     with log.open("w") as handle:
         up = subprocess.Popen(
             [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(port), "--home", str(home),
-             str(chain)],
+             "--warm", "1", "--model-block", "team-model", "--sandbox-policy", "team-sandbox", str(chain)],
             cwd=ROOT, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT,
         )
     tree: list[psutil.Process] = []
@@ -79,6 +80,11 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
         wait_for_up(lambda: http_status(f"{base}/") == 200, 60, "the UI to answer 200 on /", up, log)
         wait_for_up(lambda: http_status(f"{base}/api/deployments/name/chain/slow") == 200, 180,
                     "the served deployment", up, log)
+        # `up` hands its watch options to the watcher: the blocks become the deployment's parameters.
+        with urllib.request.urlopen(f"{base}/api/deployments/name/chain/slow") as answer:
+            parameters = json.load(answer)["parameters"]
+        assert (parameters["model_block"], parameters["sandbox_policy"]) == ("team-model", "team-sandbox")
+        wait_for_up(lambda: "1 warm process(es)" in log.read_text(), 60, "the watcher's line", up, log)
 
         # A flow run in progress when the Ctrl-C comes: its process must not outlive `up`.
         agent_writes(tmp_path / "slow", "ask", {"go": True})
