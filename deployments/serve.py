@@ -199,8 +199,8 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
     """Stop the runner; give each run it cancelled on the way out a Scheduled successor.
 
     Runs that have already ended are first given a moment for their processes to exit: the
-    runner's stop cancels every run it still has a process for, and would mark a run that has
-    just completed Cancelled.
+    runner's stop (and the warm pool's) cancels every run it still has a process for, and would mark
+    a run that has just completed Cancelled.
     """
     import asyncio
 
@@ -222,7 +222,8 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
         deadline = time.monotonic() + FINISHING_GRACE_SECONDS
         try:
             while time.monotonic() < deadline:
-                states = [(await client.read_flow_run(i)).state for i in _flow_run_processes()]
+                running = _flow_run_processes() | (warm.running() if warm is not None else set())
+                states = [(await client.read_flow_run(i)).state for i in running]
                 if not any(state is not None and state.is_final() for state in states):
                     break
                 await asyncio.sleep(0.2)

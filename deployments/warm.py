@@ -33,6 +33,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -82,6 +83,7 @@ class WarmPool:
         self._size = size
         self._idle: list[_Warm] = []
         self._warming: set[_Warm] = set()
+        self._running: set[uuid.UUID] = set()
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stack = AsyncExitStack()
@@ -125,6 +127,10 @@ class WarmPool:
             await anyio.to_thread.run_sync(warm.process.join, CLOSE_SECONDS)
             if warm.process.exitcode is None:
                 warm.process.kill()
+
+    def running(self) -> set[uuid.UUID]:
+        """The flow runs handed to warm processes whose processes have not ended yet."""
+        return set(self._running)
 
     async def cancel_in_flight(self) -> None:
         """Cancel the runs running in warm processes, with the runner's shutdown message (a stop)."""
@@ -221,11 +227,13 @@ class WarmPool:
             return self._flow
 
         executor = self._context.create_executor(flow_run, starter, resolve_flow=resolve_flow)
+        self._running.add(flow_run.id)
         try:
             await executor.submit()
         except Exception:
             logger.exception("flow run %s in a warm process", flow_run.id)
         finally:
+            self._running.discard(flow_run.id)
             # The replacement warms once this run's process has ended, not while the run starts: its
             # imports take a core for about a second and would slow the very start it is meant to
             # speed up. Meanwhile the other warm processes take the next runs.
