@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("slotrelay.warm")
 
-WARM_PROCESSES = 2
 CHAIN_FLOW_ENTRYPOINT = "flows.chain:run_chain"
 # What Prefect's `run_flow_in_subprocess` sets for its child: the runner, not the child, runs the
 # cancellation and crashed hooks.
@@ -74,11 +73,11 @@ class WarmPool:
     `hand_off` may be called from any thread.
 
     Parameters:
-        entrypoint: `module:flow` of the served flow (the chain flow).
         size: how many processes are kept warm; each runs one flow run at a time.
+        entrypoint: `module:flow` of the served flow (the chain flow).
     """
 
-    def __init__(self, entrypoint: str = CHAIN_FLOW_ENTRYPOINT, *, size: int = WARM_PROCESSES) -> None:
+    def __init__(self, size: int, entrypoint: str = CHAIN_FLOW_ENTRYPOINT) -> None:
         self._entrypoint = entrypoint
         self._size = size
         self._idle: list[_Warm] = []

@@ -125,6 +125,30 @@ def http_status(url: str) -> int:
         return 0
 
 
+def recorded_task_runs(flow_run_ids: list, count: int, timeout: float = 120) -> list:
+    """The task runs of these flow runs once the server holds `count` of them, each in a final state.
+
+    The server records task runs from their events, after the flow run has ended and in batches: a
+    task run can be on record from its first (Pending) event, still carrying Prefect's default name
+    (`node-4e1`) before the event that renames it to its node_id is recorded. Reading names only
+    once every run is final reads the names a person sees in the UI.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[str(i) for i in flow_run_ids]))
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = client.read_task_runs(flow_run_filter=in_runs, limit=max(200, 2 * count))
+            if len(runs) >= count and all(r.state is not None and r.state.is_final() for r in runs):
+                return runs
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout} s waiting for {count} final task runs; the server "
+                            f"has {sorted((r.name, r.state_type) for r in runs)}")
+            time.sleep(0.25)
+
+
 def wait_for_up(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
     """Wait until `condition()` holds; fail, showing `log`, if `slotrelay up` exits or `timeout` passes."""
     deadline = time.monotonic() + timeout

@@ -47,6 +47,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 STOP_GRACE_SECONDS = 10.0
 
 # The options `watch` and `up` share (`up` hands them to the `watch` it starts).
+WARM_PROCESSES = 2
 WarmOption = Annotated[int, typer.Option(
     min=0, help="Processes kept warm (Prefect and the chain flow imported) that a routed run starts in at "
                 "once; 0: every run waits for the runner's poll and a new process.")]
@@ -117,7 +118,7 @@ def watch(
         help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
              "instead "
              "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
-    warm: WarmOption = 2,
+    warm: WarmOption = WARM_PROCESSES,
     folders_block: FoldersBlockOption = None,
     model_block: ModelBlockOption = None,
     sandbox_policy: SandboxPolicyOption = None,
@@ -273,7 +274,7 @@ def up(
         help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
              "--home).",
     )] = None,
-    warm: WarmOption = 2,
+    warm: WarmOption = WARM_PROCESSES,
     folders_block: FoldersBlockOption = None,
     model_block: ModelBlockOption = None,
     sandbox_policy: SandboxPolicyOption = None,

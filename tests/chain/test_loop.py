@@ -11,6 +11,7 @@ import pytest
 from slotrelay.alerts import read_alert
 from tests.chain.conftest import node, route
 from tests.chain.test_arbitration import SLOTRELAY, decide, wait_paused
+from tests.conftest import recorded_task_runs
 
 pytestmark = pytest.mark.prefect_server
 
@@ -27,9 +28,6 @@ def review(data):
 
 
 def test_a_loop_bounded_at_3_escalates_on_the_4th_firing(prefect_server: str, tmp_path) -> None:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
     folder = tmp_path / "loop"
     folder.mkdir()
     (folder / "steps.py").write_text(STEPS)
@@ -61,8 +59,6 @@ def test_a_loop_bounded_at_3_escalates_on_the_4th_firing(prefect_server: str, tm
     summary = json.loads(out)
     assert summary["state"] == "FAILED" and summary["nodes"]["review"]["state"] == "Failed"
     assert json.loads((folder / "slots" / "work_output.json").read_text())["data"]["round"] == 4
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[summary["flow_run_id"]])))
+    runs = recorded_task_runs([summary["flow_run_id"]], 9)
     names = sorted(r.name for r in runs)
     assert names.count("work") == 4 and names.count("review") == 4 and names.count("draft") == 1

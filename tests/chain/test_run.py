@@ -12,18 +12,15 @@ import pytest
 
 from slotrelay.alerts import read_alert
 from tests.chain.conftest import node, route
+from tests.conftest import recorded_task_runs
 
 pytestmark = pytest.mark.prefect_server
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 
-def task_runs(flow_run_id: str) -> dict[str, object]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-    return {run.name: run for run in runs}
+def task_runs(flow_run_id: str, count: int) -> dict[str, object]:
+    """The flow run's `count` task runs by name, once the server has recorded them final."""
+    return {run.name: run for run in recorded_task_runs([flow_run_id], count)}
 
 
 def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect_server: str,
@@ -61,8 +58,8 @@ def test_example_chain_runs_as_one_flow_run_with_every_task_run_recorded(prefect
     assert json.loads(babel[-1])["to"] == ["exec-dedup"]
     assert "exec-enrich attempt 1 failed (source_busy)" in (folder / "logs" / "engine.log").read_text()
 
-    runs = task_runs(summary["flow_run_id"])
     ran = {node_id for node_id, state in states.items() if state != "NotRun"}
+    runs = task_runs(summary["flow_run_id"], len(ran))
     assert set(runs) == ran
     assert runs["exec-notify-cdn"].state.name == "Skipped"
     assert runs["exec-notify-cdn"].state.type.value == "COMPLETED"
@@ -211,7 +208,7 @@ def test_a_join_of_two_sources_keeps_both_and_runs_once(prefect_server: str, wri
     }, {"steps.py": JOIN_STEPS})
     summary = run_chain(str(path))
     assert summary["state"] == "COMPLETED" and summary["nodes"]["join"]["attempts"] == 1
-    assert set(task_runs(summary["flow_run_id"])) == {"left", "right", "join"}
+    assert set(task_runs(summary["flow_run_id"], 3)) == {"left", "right", "join"}
     joined = json.loads((path.parent / "slots" / "join_input.json").read_text())
     assert {source: entry["data"] for source, entry in joined["sources"].items()} == {
         "left": {"left": 1, "shared": "left"}, "right": {"right": 2, "shared": "right"}}

@@ -17,7 +17,7 @@ import pytest
 
 from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
-from tests.conftest import free_port, http_status
+from tests.conftest import free_port, http_status, recorded_task_runs
 from tests.scale.workers import environment, start_worker, stop
 
 from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes, make_chain
@@ -272,22 +272,9 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
         code = watch.wait(timeout=60)
     assert code == 0, log.read_text()
 
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
     expected = {f"work-{i}" for n in sizes.values() for i in range(n)}
     runs = deployment_runs(*sizes)
-    with get_client(sync_client=True) as client:
-        in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[r.id for r in runs]))
-        ran: Counter = Counter()
-
-        def every_task_run_recorded() -> bool:
-            # The server records task runs from their events, shortly after the flow run ends.
-            ran.clear()
-            ran.update(t.name for t in client.read_task_runs(flow_run_filter=in_runs, limit=200))
-            return sum(ran.values()) >= 100
-
-        wait_for(every_task_run_recorded, 120, "the server to record the 100 task runs")
+    ran = Counter(t.name for t in recorded_task_runs([r.id for r in runs], 100))
     assert {r.state.type.value for r in runs} == {"COMPLETED"}
     assert len(runs) < 100, "the burst's targets were not coalesced into fewer runs"
     # Each routed target is started by exactly one run, and runs as a task in exactly one (work-i: once per
