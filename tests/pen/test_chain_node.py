@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from tasks.pen import artifact_key
+from tests.conftest import recorded_task_runs
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -87,13 +88,10 @@ def pen_chain(folder: Path, backend: str | None, *, prober: bool = True) -> Path
     return path
 
 
-async def task_runs_and_artifact(flow_run_id, key: str) -> tuple[list, str | None]:
+async def artifact_data(key: str) -> str | None:
     async with get_client() as client:
-        runs = await client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
-        )
         found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    return runs, found[0].data if found else None
+    return found[0].data if found else None
 
 
 def test_pen_nodes_in_a_chain(
@@ -129,7 +127,11 @@ def test_pen_nodes_in_a_chain(
     # Each pen step is a task run under its node's task run; the one sandbox run (the prober's code
     # was refused before running) is named with its limits, and its artifact shows the image and exit.
     key = artifact_key("pen-execution", data["pen_id"])
-    runs, execution_md = asyncio.run(task_runs_and_artifact(state.state_details.flow_run_id, key))
+    every_step = [f"pen-{step.name}" for step in pen_steps(None, backend=None, settings=None)]
+    # numbers, summer and prober; summer's steps; prober's up to the static screen that refused it.
+    count = 3 + len(every_step) + 3
+    runs = recorded_task_runs([state.state_details.flow_run_id], count)
+    execution_md = asyncio.run(artifact_data(key))
     by_id = {run.id: run for run in runs}
     summer = next(run for run in runs if run.name == "summer")
     summer_steps = [
@@ -137,7 +139,6 @@ def test_pen_nodes_in_a_chain(
         for run in runs
         if {parent.id for parent in run.task_inputs.get("__parents__", [])} == {summer.id}
     ]
-    every_step = [f"pen-{step.name}" for step in pen_steps(None, backend=None, settings=None)]
     assert sorted(summer_steps) == sorted(every_step), [run.name for run in runs]
     sandbox_runs = [run for run in runs if run.name.startswith("pen-sandbox-run")]
     assert [run.name for run in sandbox_runs] == [
