@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from slotrelay.routing_sensor import ChainRouter, SlotSensor
 
-ROUTER_EXAMPLES = 2000
+ROUTER_EXAMPLES = 1000
 SENSOR_EXAMPLES = 200
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
