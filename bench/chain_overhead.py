@@ -15,8 +15,9 @@ includes its background services, which run per second, not per request).
 Each run starts on a settled server: the server records task runs from their events after the flow
 run has returned, and a run started while it still wrote the previous one's (SQLite, one writer) had
 `POST /flow_runs/` refused with 503 and retried after 2, 4, 8 s (measured under load: 3 to 16 s
-before a run's first task, against about 1 s on a settled server), the largest part of the spread. So before a run the bench waits until the server has recorded
-every task run so far, and a run's server CPU is counted until its own task runs are recorded.
+before a run's first task, against about 1.3 s on a settled server), the largest part of the spread.
+So before a run the bench waits until the server has recorded every task run so far, and a run's
+server CPU is counted until its own task runs are recorded.
 
     .venv/bin/python bench/chain_overhead.py [--rounds 15] [--profile FILE]
 
