@@ -79,11 +79,17 @@ def write_chain(folder: Path) -> Path:
     return path
 
 
-def cpu_seconds(processes: list[psutil.Process]) -> float:
-    """User + system CPU time of these processes and all their children so far."""
+def cpu_seconds(processes: list[psutil.Process], *, leaving_out: psutil.Process | None = None) -> float:
+    """User + system CPU time of these processes and all their children so far, but for `leaving_out`
+    and its children (the server is a child of this process: counted in "CPU here" it was counted twice)."""
+    left_out = set()
+    if leaving_out is not None:
+        left_out = {leaving_out.pid, *(child.pid for child in leaving_out.children(recursive=True))}
     total = 0.0
     for process in processes:
         for each in (process, *process.children(recursive=True)):
+            if each.pid in left_out:
+                continue
             try:
                 times = each.cpu_times()
             except psutil.NoSuchProcess:
@@ -133,6 +139,7 @@ def main() -> None:
 
         chain_path = write_chain(home)
         here, served = [psutil.Process()], [psutil.Process(server.process.pid)]
+        server_process = served[0]
         cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
         server_cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
 
@@ -141,11 +148,11 @@ def main() -> None:
         def timed(name: str, run: Callable[[], Any], check: Callable[[Any], bool]) -> Callable[[], float]:
             def once() -> float:
                 wait_recorded(server.api_url, recorded[0])
-                cpu_before, server_before = cpu_seconds(here), cpu_seconds(served)
+                cpu_before, server_before = cpu_seconds(here, leaving_out=server_process), cpu_seconds(served)
                 started = time.perf_counter()
                 result = run()
                 elapsed = time.perf_counter() - started
-                cpu[name].append(cpu_seconds(here) - cpu_before)
+                cpu[name].append(cpu_seconds(here, leaving_out=server_process) - cpu_before)
                 recorded[0] += NODES
                 wait_recorded(server.api_url, recorded[0])
                 server_cpu[name].append(cpu_seconds(served) - server_before)
