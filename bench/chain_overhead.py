@@ -12,6 +12,13 @@ the CPU time each run costs in this process and in the server's processes: on a 
 other work the wall time swings with their load, this process's CPU time much less (the server's
 includes its background services, which run per second, not per request).
 
+Each run starts on a settled server: the server records task runs from their events after the flow
+run has returned, and a run started while it still wrote the previous one's (SQLite, one writer) had
+`POST /flow_runs/` refused with 503 and retried after 2, 4, 8 s (measured under load: 3 to 16 s
+before a run's first task, against about 1.3 s on a settled server), the largest part of the spread.
+So before a run the bench waits until the server has recorded every task run so far, and a run's
+server CPU is counted until its own task runs are recorded.
+
     .venv/bin/python bench/chain_overhead.py [--rounds 15] [--profile FILE]
 
 `--profile FILE` runs the chain once more under cProfile after the timed rounds and writes the stats
@@ -33,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 from rich.console import Console
 from rich.table import Table
@@ -71,17 +79,33 @@ def write_chain(folder: Path) -> Path:
     return path
 
 
-def cpu_seconds(processes: list[psutil.Process]) -> float:
-    """User + system CPU time of these processes and all their children so far."""
+def cpu_seconds(processes: list[psutil.Process], *, leaving_out: psutil.Process | None = None) -> float:
+    """User + system CPU time of these processes and all their children so far, but for `leaving_out`
+    and its children (the server is a child of this process: counted in "CPU here" it was counted twice)."""
+    left_out = set()
+    if leaving_out is not None:
+        left_out = {leaving_out.pid, *(child.pid for child in leaving_out.children(recursive=True))}
     total = 0.0
     for process in processes:
         for each in (process, *process.children(recursive=True)):
+            if each.pid in left_out:
+                continue
             try:
                 times = each.cpu_times()
             except psutil.NoSuchProcess:
                 continue
             total += times.user + times.system
     return total
+
+
+def wait_recorded(api_url: str, task_runs: int) -> None:
+    """Wait until the server has recorded `task_runs` Completed task runs (at most a minute)."""
+    query = {"task_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}}
+    deadline = time.monotonic() + 60
+    while httpx.post(f"{api_url}/task_runs/count", json=query).json() < task_runs:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the server has not recorded {task_runs} task runs in a minute")
+        time.sleep(0.05)
 
 
 def main() -> None:
@@ -115,16 +139,22 @@ def main() -> None:
 
         chain_path = write_chain(home)
         here, served = [psutil.Process()], [psutil.Process(server.process.pid)]
+        server_process = served[0]
         cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
         server_cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
 
+        recorded = [0]
+
         def timed(name: str, run: Callable[[], Any], check: Callable[[Any], bool]) -> Callable[[], float]:
             def once() -> float:
-                cpu_before, server_before = cpu_seconds(here), cpu_seconds(served)
+                wait_recorded(server.api_url, recorded[0])
+                cpu_before, server_before = cpu_seconds(here, leaving_out=server_process), cpu_seconds(served)
                 started = time.perf_counter()
                 result = run()
                 elapsed = time.perf_counter() - started
-                cpu[name].append(cpu_seconds(here) - cpu_before)
+                cpu[name].append(cpu_seconds(here, leaving_out=server_process) - cpu_before)
+                recorded[0] += NODES
+                wait_recorded(server.api_url, recorded[0])
                 server_cpu[name].append(cpu_seconds(served) - server_before)
                 assert check(result), result
                 return elapsed

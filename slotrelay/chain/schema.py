@@ -12,7 +12,9 @@ rewrites it, and a test checks that it is current.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,13 @@ MAX_NESTING = 64
 """Deepest nesting of objects and arrays accepted; a real chain needs under 10 (recursion stops near 1000)."""
 MAX_MESSAGE_CHARS = 300
 """Longest problem message; a message quoting a megabyte of the file is cut."""
+SCHEMA_VALID_KEPT = 64
+"""How many documents that passed the JSON Schema this process remembers (by digest)."""
+
+# Digests of documents that passed the JSON Schema, oldest first. The schema check is a pure function of
+# the document and costs ~2.5 ms a node (250 ms for a 100-node chain, the largest part of a run's start);
+# a process that runs the same chain again (a warm process, `watch`, a bench) checks it once.
+_schema_valid: OrderedDict[bytes, None] = OrderedDict()
 
 
 def generate_schema() -> dict[str, Any]:
@@ -98,6 +107,21 @@ def _too_deep(document: Any) -> str | None:
     return None
 
 
+def _schema_problems(document: Any) -> list[Problem]:
+    """The JSON Schema's problems with a document; none for a document this process saw pass."""
+    digest = hashlib.sha256(json.dumps(document).encode()).digest()
+    if digest in _schema_valid:
+        _schema_valid.move_to_end(digest)
+        return []
+    violations = sorted(_validator().iter_errors(document), key=lambda v: v.json_path)
+    problems = [_problem(p.path, p.message) for p in map(_schema_problem, violations)]
+    if not problems:
+        _schema_valid[digest] = None
+        if len(_schema_valid) > SCHEMA_VALID_KEPT:
+            _schema_valid.popitem(last=False)
+    return problems
+
+
 def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     """Validate a parsed chain document and build the `Chain`.
 
@@ -114,8 +138,7 @@ def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     deep = _too_deep(document)
     if deep is not None:
         raise ChainValidationError(source, [_problem(deep, f"nested more than {MAX_NESTING} levels deep")])
-    violations = sorted(_validator().iter_errors(document), key=lambda v: v.json_path)
-    problems = [_problem(p.path, p.message) for p in map(_schema_problem, violations)]
+    problems = _schema_problems(document)
     if problems:
         raise ChainValidationError(source, problems)
     try:
