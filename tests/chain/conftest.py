@@ -54,6 +54,6 @@ def write_chain(tmp_path: Path) -> Callable[..., Path]:
 def example_copy(tmp_path: Path) -> Path:
     """A private copy of examples/phase2 (its runs write slots and work files beside the chain)."""
     target = tmp_path / "phase2"
-    shutil.copytree(EXAMPLE, target,
-                    ignore=shutil.ignore_patterns("slots", "work", "alerts", "logs", "__pycache__"))
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns(
+        "slots", "work", "alerts", "logs", "__pycache__", ".slotrelay-*"))
     return target / "node_chain.json"
