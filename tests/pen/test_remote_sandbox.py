@@ -9,7 +9,6 @@ nothing runs anywhere else.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -120,7 +119,9 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
                                                                       remote, monkeypatch) -> None:
     from blocks.sandbox_policy import SandboxPolicy
     from flows.chain import run_chain
-    from tests.pen.test_chain_node import pen_chain, task_runs_and_artifact
+    from slotrelay.pen.writer import steps as pen_steps
+    from tests.conftest import recorded_task_runs
+    from tests.pen.test_chain_node import pen_chain
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
@@ -140,7 +141,9 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     assert _starts(None, since) == 0
     # The policy's default limits fill what the node's options leave unset (memory), under the ones
     # they set (the 10 s timeout).
-    runs, _ = asyncio.run(task_runs_and_artifact(state.state_details.flow_run_id, "none"))
+    # numbers and summer, and summer's steps.
+    count = 2 + len(pen_steps(None, backend=None, settings=None))
+    runs = recorded_task_runs([state.state_details.flow_run_id], count)
     assert [r.name for r in runs if r.name.startswith("pen-sandbox-run")] == [
         f"pen-sandbox-run {data['pen_id']} (python, 10000 ms, 300 MB, network none, fs tmp)"]
 
