@@ -9,7 +9,7 @@ and other file types (a FIFO, a symlink, a folder). Two properties:
 2. Under the real sensor (watchdog, ledger, coalescer), a stream of such writes never stops routing
    a second, well-behaved chain watched by the same process.
 
-Bounded time: the example counts are fixed below (1,000 + 200 cases, about 1-2 min on 2 shared cores); no
+Bounded time: the example counts are fixed below (1,000 + 200 cases, about 30 s on 2 cores); no
 deadline per example, since the machine's load must not make the suite flaky.
 """
 
