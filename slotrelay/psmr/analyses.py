@@ -15,8 +15,8 @@ from typing import Any
 from slotrelay.psmr import findings as findings_mod
 from slotrelay.psmr.effects import classify
 from slotrelay.psmr.errors import PolicyBlocked
-from slotrelay.psmr.execution import runtime_observations
 from slotrelay.psmr.graph import qname
+from slotrelay.psmr.observations import runtime_observations
 from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.queries import MAX_DEPTH, Answer
 from slotrelay.psmr.slicing import (

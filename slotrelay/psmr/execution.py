@@ -27,11 +27,10 @@ from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.errors import CapabilityDenied, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.graph import sid, stable_id
+from slotrelay.psmr.observations import AUTHORITY, RUNTIME_KIND
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 
-AUTHORITY = "runtime:pytest"
-RUNTIME_KIND = "runtime/pytest"
 DEFAULT_TIMEOUT_S = 120
 
 # Runs inside the sandbox as __main__; the runner calls main(inputs) and returns its value as JSON.
@@ -209,26 +208,3 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
         sections=[("results", records)],
         evidence_refs=[r["id"] for r in records],
     )
-
-
-def runtime_observations(ws: Workspace, store: Store, node: str) -> list[dict[str, Any]]:
-    """The recorded test runs that reached a symbol, while the files they ran on are unchanged.
-
-    Parameters:
-        ws: the workspace.
-        store: its store.
-        node: the symbol.
-
-    Returns:
-        One `{"test", "status", "evidence_ref", "authority", "at"}` per test, sorted by test.
-    """
-    stored = store.get_json(RUNTIME_KIND, ws.workspace_id) or {}
-    out = []
-    for test, record in sorted(stored.items()):
-        current = all(ws.files.get(a, {}).get("sha256") == h for a, h in record["files"].items())
-        if current and node in record["reached"]:
-            out.append(
-                {"test": test, "status": record["status"], "evidence_ref": record["id"],
-                 "authority": AUTHORITY, "at": record["at"]}
-            )  # fmt: skip
-    return out

@@ -6,23 +6,12 @@ the items actually on the page, so they always match what the caller received.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr import (
-    analyses,
-    delta,
-    delta_reads,
-    diff,
-    envelope,
-    execution,
-    findings,
-    projection,
-    queries,
-    validation,
-    verification,
-)
+from slotrelay.psmr import analyses, diff, envelope, findings, queries
 from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
@@ -128,6 +117,22 @@ def _granted(operation: str, run: Callable[[Workspace, dict[str, Any], Store, Gr
     return handler
 
 
+def _deferred(module: str, function: str) -> Callable[..., Answer]:
+    """`slotrelay.psmr.<module>.<function>`, imported on its first call.
+
+    The change side (deltas, projection, validation, verification, test runs) imports libcst and the
+    sandbox, about half a second that a server answering reads alone would pay at start for nothing.
+    """
+
+    def run(*args: Any) -> Answer:
+        operator: Callable[..., Answer] = getattr(
+            importlib.import_module(f"slotrelay.psmr.{module}"), function
+        )
+        return operator(*args)
+
+    return run
+
+
 def _operator_list(request: dict[str, Any], store: Store) -> Answer:
     if request.get("workspace_id"):
         store.load(request["workspace_id"])
@@ -171,14 +176,14 @@ HANDLERS: dict[str, Handler] = {
     "analysis.contracts": _on_workspace(
         "analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)
     ),
-    "delta.propose": _on_workspace("delta.propose", delta.propose),
-    "delta.list": _on_workspace("delta.list", delta_reads.list_deltas),
-    "delta.describe": _on_workspace("delta.describe", delta_reads.describe),
-    "delta.validate": _on_workspace("delta.validate", validation.validate),
-    "projection.preview": _on_workspace("projection.preview", projection.preview),
-    "projection.apply": _granted("projection.apply", projection.apply),
-    "execution.run_tests": _granted("execution.run_tests", execution.run_tests),
-    "verification.rebuild": _on_workspace("verification.rebuild", verification.rebuild),
-    "verification.roundtrip": _on_workspace("verification.roundtrip", verification.roundtrip),
-    "verification.review": _on_workspace("verification.review", verification.review),
+    "delta.propose": _on_workspace("delta.propose", _deferred("delta", "propose")),
+    "delta.list": _on_workspace("delta.list", _deferred("delta_reads", "list_deltas")),
+    "delta.describe": _on_workspace("delta.describe", _deferred("delta_reads", "describe")),
+    "delta.validate": _on_workspace("delta.validate", _deferred("validation", "validate")),
+    "projection.preview": _on_workspace("projection.preview", _deferred("projection", "preview")),
+    "projection.apply": _granted("projection.apply", _deferred("projection", "apply")),
+    "execution.run_tests": _granted("execution.run_tests", _deferred("execution", "run_tests")),
+    "verification.rebuild": _on_workspace("verification.rebuild", _deferred("verification", "rebuild")),
+    "verification.roundtrip": _on_workspace("verification.roundtrip", _deferred("verification", "roundtrip")),
+    "verification.review": _on_workspace("verification.review", _deferred("verification", "review")),
 }
