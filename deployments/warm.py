@@ -34,10 +34,12 @@ import logging
 import multiprocessing
 import os
 import uuid
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -75,10 +77,14 @@ class WarmPool:
     Parameters:
         size: how many processes are kept warm; each runs one flow run at a time.
         entrypoint: `module:flow` of the served flow (the chain flow).
+        chains: the chain files its runs may load; a warm process checks them before it is ready.
     """
 
-    def __init__(self, size: int, entrypoint: str = CHAIN_FLOW_ENTRYPOINT) -> None:
+    def __init__(
+        self, size: int, entrypoint: str = CHAIN_FLOW_ENTRYPOINT, chains: Sequence[str | Path] = ()
+    ) -> None:
         self._entrypoint = entrypoint
+        self._chains = [str(path) for path in chains]
         self._size = size
         self._idle: list[_Warm] = []
         self._warming: set[_Warm] = set()
@@ -160,9 +166,12 @@ class WarmPool:
         if self._closing:
             return
         parent, child = self._spawn.Pipe()
-        process = self._spawn.Process(target=wait_and_run,
-                                      args=(child, self._entrypoint, self._env, self._remove_env),
-                                      name="slotrelay-warm", daemon=False)
+        process = self._spawn.Process(
+            target=wait_and_run,
+            args=(child, self._entrypoint, self._env, self._remove_env, self._chains),
+            name="slotrelay-warm",
+            daemon=False,
+        )
         try:
             process.start()
         except OSError:

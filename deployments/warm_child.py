@@ -63,7 +63,9 @@ def load_entrypoint(entrypoint: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
-def wait_and_run(connection: Connection, entrypoint: str, env: dict[str, str], remove_env: list[str]) -> None:
+def wait_and_run(
+    connection: Connection, entrypoint: str, env: dict[str, str], remove_env: list[str], chains: list[str]
+) -> None:
     """Apply the run environment, import the flow engine and the flow, say ready, then run the one flow run
     handed over (if any).
 
@@ -72,6 +74,7 @@ def wait_and_run(connection: Connection, entrypoint: str, env: dict[str, str], r
         entrypoint: `module:flow` of the flow the pool serves.
         env: the environment of Prefect's flow-run child, applied before Prefect is imported.
         remove_env: variables to drop from the environment first.
+        chains: the chain files the pool's runs may load, checked ahead (`slotrelay.chain.schema.warm_up`).
     """
     for key in remove_env:
         os.environ.pop(key, None)
@@ -81,9 +84,14 @@ def wait_and_run(connection: Connection, entrypoint: str, env: dict[str, str], r
     from prefect.engine import handle_engine_signals
     from prefect.flow_engine import run_flow
 
+    from slotrelay.chain.schema import warm_up
+
     flow = load_entrypoint(entrypoint)
-    # Imported by a deployment run's suspension observer on first use, on the hot path otherwise.
+    warm_up(chains)
+    # Imported on first use, on the hot path otherwise: by a deployment run's suspension observer, and
+    # by the task runner's first submit.
     importlib.import_module("prefect._internal.observers")
+    importlib.import_module("prefect.task_engine")
     importlib.import_module("anyio._backends._asyncio")
     with SyncClientContext.get_or_create():
         connection.send(READY)

@@ -166,7 +166,7 @@ def watch(
         )
         for r in routers
     }
-    warm_pool = WarmPool(size=warm) if warm and not no_serve else None
+    warm_pool = WarmPool(size=warm, chains=[r.chain_path for r in routers]) if warm and not no_serve else None
     starter = DeploymentStarter(targets, on_created=warm_pool.hand_off if warm_pool else None)
     sensor = SlotSensor(routers, starter, window_seconds=window)
     console.print(f"slotrelay watch: {len(routers)} chain(s) on {url}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain import ChainValidationError, load_chain, validate_document
-from slotrelay.chain.schema import SCHEMA_PATH, generate_schema
+from slotrelay.chain.schema import SCHEMA_PATH, generate_schema, warm_up
 from tests.chain.conftest import EXAMPLE, node, route
 
 EXAMPLE_DOC = json.loads((EXAMPLE / "node_chain.json").read_text(encoding="utf-8"))
@@ -206,3 +206,18 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text('{"chain_id": "x", "nodes": [', encoding="utf-8")
     with pytest.raises(ChainValidationError, match=r"\$: not valid JSON: .* at line 1"):
         load_chain(bad)
+
+
+def test_a_chain_checked_ahead_is_checked_again_once_it_changes(tmp_path: Path) -> None:
+    # A warm process checks the chains it may run before its run (warm_up); the file may change
+    # between that and the run, and a missing or broken one must be left for the run to report.
+    path = tmp_path / "node_chain.json"
+    path.write_text(json.dumps(EXAMPLE_DOC), encoding="utf-8")
+    warm_up([path, tmp_path / "missing.json"])
+    assert load_chain(path).chain_id == EXAMPLE_DOC["chain_id"]
+    changed = copy.deepcopy(EXAMPLE_DOC)
+    changed["nodes"][0]["node_id"] = 7
+    path.write_text(json.dumps(changed), encoding="utf-8")
+    warm_up([path])
+    with pytest.raises(ChainValidationError, match=r"\$\.nodes\[0\]\.node_id: 7 is not of type 'string'"):
+        load_chain(path)
