@@ -1,6 +1,6 @@
 """Chain runs on a Prefect work pool: `slotrelay watch --pool` requests them, two process workers run them.
 
-On a Prefect server on PostgreSQL (the module's own cluster): a burst of 200 agent output slots.
+On a Prefect server on PostgreSQL (the session's cluster): a burst of 200 agent output slots.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tests.scale.workers import (
     burst_chains,
     chain_runs,
     completed_tasks,
+    pool_exists,
     start_watch,
     start_worker,
     stop,
@@ -44,12 +45,13 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgr
     watch = start_watch(api, pool, list(chains.values()), tmp_path / "watch.log")
     workers = []
     try:
-        wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 90,
-                 "watch to start")
-        assert watch.poll() is None, (tmp_path / "watch.log").read_text()
+        wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 90, "watch to create the pool")
         # Two runs at a time per worker: neither can take the whole burst in one poll.
         workers = [start_worker(api, pool, name, tmp_path / f"{name}.log", limit=2)
                    for name in ("worker-a", "worker-b")]
+        wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 90,
+                 "watch to start")
+        assert watch.poll() is None, (tmp_path / "watch.log").read_text()
         wait_for(
             lambda: all(
                 "started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),

@@ -85,6 +85,20 @@ def start_watch(api_url: str, pool: str, chains: list[Path], log: Path) -> subpr
         )
 
 
+def pool_exists(pool: str) -> bool:
+    """Whether the work pool is on the API. `watch --pool` creates it first, seconds before it watches:
+    workers started then start while `watch` applies its deployments."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(pool)
+        except ObjectNotFound:
+            return False
+    return True
+
+
 def stop(process: subprocess.Popen, first: signal.Signals = signal.SIGINT, timeout: float = 60) -> int:
     """Signal a process group (or the process), wait, kill if it does not end in time; its exit code."""
     try:
@@ -263,11 +277,12 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path) -> WorkerDeat
     watch = start_watch(api_url, pool, [chain], folder / "watch.log")
     workers: dict[str, subprocess.Popen] = {}
     try:
+        wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 90, "watch to create the pool")
+        workers["worker-a"] = start_worker(api_url, pool, "worker-a", logs / f"{chain_id}-a.log", limit=2)
         wait_for(lambda: "watching" in (folder / "watch.log").read_text() or watch.poll() is not None, 90,
                  "watch to start")
         if watch.poll() is not None:
             raise RuntimeError((folder / "watch.log").read_text())
-        workers["worker-a"] = start_worker(api_url, pool, "worker-a", logs / f"{chain_id}-a.log", limit=2)
         wait_for(lambda: "started!" in (logs / f"{chain_id}-a.log").read_text(), 120, "worker-a to start")
         agent_writes(folder, "src", {"n": 7})
         wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "worker-a to run slow")

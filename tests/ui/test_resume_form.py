@@ -13,12 +13,14 @@ files record the decision (its data an object), who made it and when.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -38,6 +40,8 @@ NODE = HERE.parent / "mcp" / "node_modules" / ".bin" / "node"
 CHROMIUM = "/usr/bin/chromium"
 # Every wait in the browser; far above what a loaded 2-core machine needs (a few seconds).
 BROWSER_TIMEOUT_MS = 120_000
+# Browsers open at once: one per core of CI's 2-core machine (rendering the UI keeps a core busy).
+BROWSERS = 2
 # Per run: the UI and the answers given in turn; `data` is the text typed into the JSON editor.
 RUNS = {
     # Continue with the data the person types as JSON; `after` runs on it.
@@ -101,6 +105,31 @@ def wait_asked_again(flow_run_id: str, refused_key: str, timeout: float = 120) -
     raise AssertionError(f"flow run {flow_run_id} did not ask again after its pause {refused_key}")
 
 
+def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path) -> None:
+    """Give the answers of RUNS[name] in turn through its UI, checking what each form sent and did."""
+    ui, answers = RUNS[name]
+    flow_run_id = read_alert(alert).flow_run_id
+    for turn, form in enumerate(answers):
+        refused = turn < len(answers) - 1
+        key = pause_key(flow_run_id)
+        did = resume_in_browser(ui_url, flow_run_id, ui=ui, form=form, refused=refused, name=f"{name}-{turn}",
+                                tmp_path=tmp_path)
+        shown = f"the {ui} UI did {did}; screenshot: {did['screenshot']}"
+        assert did["fields"] == FIELDS and did["decision_shown"] == form["decision"], shown
+        # What the form sent: the fields filled, `data` as the text typed, no `via`.
+        sent = {field: value for field, value in did["run_input"].items() if value is not None}
+        assert (did["resume_status"], did["resume_answer"]["status"], sent) == (201, "ACCEPT", form), shown
+        # Asked again, the form says why at its top.
+        refusal = "Your last answer was refused, decide again. data: not JSON (Expecting ',' delimiter"
+        assert (refusal in did["form_text"]) == (turn > 0), shown
+        if refused:
+            wait_asked_again(flow_run_id, key)
+            recorded = read_alert(alert)
+            assert (recorded.status, recorded.decision) == ("paused", None)
+        else:
+            assert did["state_after"] != "Paused" and did["final_state"] == "Completed", shown
+
+
 @pytest.fixture
 def browser_tools() -> None:
     """Chromium, Node and playwright-core, or a skip (a failure in CI) before any run starts."""
@@ -136,28 +165,15 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
     for name in RETRIES:
         (chain_runs[name][0].parent / "fixed").write_text("")
 
-    for name, (ui, answers) in RUNS.items():
-        flow_run_id = read_alert(alerts[name]).flow_run_id
-        for turn, form in enumerate(answers):
-            refused = turn < len(answers) - 1
-            key = pause_key(flow_run_id)
-            did = resume_in_browser(prefect_server.removesuffix("/api"), flow_run_id, ui=ui, form=form,
-                                    refused=refused, name=f"{name}-{turn}", tmp_path=tmp_path)
-            shown = f"the {ui} UI did {did}; screenshot: {did['screenshot']}"
-            assert did["fields"] == FIELDS and did["decision_shown"] == form["decision"], shown
-            # What the form sent: the fields filled, `data` as the text typed, no `via`.
-            sent = {field: value for field, value in did["run_input"].items() if value is not None}
-            assert (did["resume_status"], did["resume_answer"]["status"], sent) == (201, "ACCEPT",
-                                                                                    form), shown
-            # Asked again, the form says why at its top.
-            refusal = "Your last answer was refused, decide again. data: not JSON (Expecting ',' delimiter"
-            assert (refusal in did["form_text"]) == (turn > 0), shown
-            if refused:
-                wait_asked_again(flow_run_id, key)
-                recorded = read_alert(alerts[name])
-                assert (recorded.status, recorded.decision) == ("paused", None)
-            else:
-                assert did["state_after"] != "Paused" and did["final_state"] == "Completed", shown
+    ui_url = prefect_server.removesuffix("/api")
+    # The runs are independent: BROWSERS of them are decided at a time, each run's answers in turn. A
+    # session waits mostly on the page's polling of the run, so a second browser overlaps those waits.
+    # Each lane runs in a copy of this context, which holds the settings naming the session's server.
+    with ThreadPoolExecutor(max_workers=BROWSERS) as lanes:
+        decided = [lanes.submit(contextvars.copy_context().run, decide_in_ui, ui_url, name, alerts[name],
+                                tmp_path) for name in RUNS]
+    for lane in decided:
+        lane.result()
 
     summaries = {}
     for name, (_, run) in chain_runs.items():
