@@ -196,7 +196,7 @@ def warm_up(paths: Iterable[str | Path]) -> None:
     """
     for path in paths:
         try:
-            validate_document(_parse(Path(path)), source=str(path))
+            load_chain(path)
         except ChainValidationError:
             continue
 
