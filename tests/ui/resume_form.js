@@ -8,9 +8,9 @@
 //   refused (true: the run will refuse this answer and ask again, so do not wait for it to go on),
 //   profile (a fresh Chromium user-data-dir), screenshot (where to save a PNG of the page as the
 //   script leaves it), timeout_ms (for every wait).
-// Prints one JSON line: {ok, ui, page, decision_shown, fields, form_text, resume_status, run_input,
-// resume_answer, state_after?, final_state?, api_errors, screenshot, elapsed_ms}, or with ok: false,
-// an error and whatever it had done before it (exit code 1).
+// Prints one JSON line: {ok, ui, page, decision_shown, fields, form_text, resume_busy (503s before the
+// answer), resume_status, run_input, resume_answer, state_after?, final_state?, api_errors, screenshot,
+// elapsed_ms}, or with ok: false, an error and whatever it had done before it (exit code 1).
 //
 // Every wait is on an element or a response, never a sleep: the page is a single-page app that
 // renders after its API calls answer, which takes seconds on a loaded machine.
@@ -19,6 +19,8 @@
 const { openPage } = require('./browser');
 
 const FINAL = /^(Completed|Failed|Crashed|Cancelled)$/;
+// Submits of one answer that Prefect may turn away as busy (503) before the script gives up.
+const MAX_BUSY = 5;
 
 // Labels such as `Comment (Optional)` hold regex characters: match them literally, and whole.
 const exact = (text) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
@@ -98,10 +100,19 @@ async function resume(page, job, done) {
     if (job.form.comment !== undefined) await ui.fillText(form, 'Comment (Optional)', job.form.comment);
     if (job.form.decided_by !== undefined) await ui.fillText(form, 'Decided By (Optional)', job.form.decided_by);
     if (job.form.data !== undefined) await ui.fillJson(form, 'Data (Optional)', job.form.data);
-    const answered = page.waitForResponse(
-        (r) => r.request().method() === 'POST' && r.url().endsWith(`/flow_runs/${job.flow_run_id}/resume`));
-    await ui.submit(form);
-    const response = await answered;
+    // Prefect answers 503 when its SQLite database was busy and the request's transaction rolled back
+    // (several runs resumed at once do it on a loaded machine): the form stays open, and a person submits
+    // it again, as here. Any other status ends the loop.
+    done.resume_busy = 0;
+    let response;
+    for (;;) {
+        const answered = page.waitForResponse(
+            (r) => r.request().method() === 'POST' && r.url().endsWith(`/flow_runs/${job.flow_run_id}/resume`));
+        await ui.submit(form);
+        response = await answered;
+        if (response.status() !== 503 || done.resume_busy === MAX_BUSY) break;
+        done.resume_busy += 1;
+    }
     done.resume_status = response.status();
     done.run_input = response.request().postDataJSON().run_input;
     // The server's verdict: ACCEPT, or REJECT with its reason (a refused input keeps the run paused).
