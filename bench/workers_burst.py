@@ -12,8 +12,8 @@ Rounds alternate the order of the four set-ups so a change of machine load hits 
 
 Then, on the PostgreSQL server, the dead-worker scenario of tests/scale/test_dead_worker.py (kill -9 a
 worker and its flow-run process mid-chain) DEATHS times: seconds from the kill to the run completed on
-the other worker. Its floor is Prefect's zombie detection: up to 30 s since the last heartbeat, then 90 s
-of silence (deployments/pool.py).
+the other worker. Its floor is Prefect's zombie detection: up to 30 s since the last heartbeat, then the
+crash window of silence (deployments/pool.py: CRASH_AFTER, 90 s, the default of `watch --crash-after`).
 
     .venv/bin/python bench/workers_burst.py [--rounds N] [--deaths N] [--slots N]
 
@@ -83,6 +83,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from deployments.pool import CRASH_AFTER
     from deployments.server import start_server
     from tests.conftest import free_port
     from tests.scale.postgres_cluster import postgres_cluster
@@ -120,7 +121,8 @@ def main() -> None:
             for death in range(args.deaths):
                 with temporary_settings(updates={PREFECT_API_URL: api_url}):
                     folder = Path(tmp) / "deaths" / f"dying-{death}"
-                    deaths.append(kill_a_worker_mid_chain(api_url, f"bench-death-{death}", folder).seconds)
+                    deaths.append(kill_a_worker_mid_chain(
+                        api_url, f"bench-death-{death}", folder, CRASH_AFTER.total_seconds()).seconds)
                 console.print(f"worker death {death + 1}: run completed elsewhere {deaths[-1]:.1f} s later")
         finally:
             for server in servers.values():

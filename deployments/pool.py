@@ -17,8 +17,8 @@ docs), set up here from code:
 - the pool deployments' job variables make each flow-run process send a heartbeat event every
   `HEARTBEAT_SECONDS` (Prefect's smallest), and tag the runs `HEARTBEAT_TAG`;
 - the automation `CRASH_AUTOMATION` (a proactive trigger) marks a run of that tag Crashed when no
-  heartbeat and no final state came for `ZOMBIE_AFTER` after its last heartbeat: its worker (or
-  its machine) died with it;
+  heartbeat and no final state came for `crash_after` (`watch --crash-after`, `CRASH_AFTER` unless
+  given) after its last heartbeat: its worker (or its machine) died with it;
 - the automation `RESCHEDULE_AUTOMATION` puts a Crashed run of that tag back to Scheduled, at most
   `RESCHEDULES` times: any worker of the pool picks it up and it resumes from the slots.
 Both are scoped by the tag, so a run that beats at Prefect's default rate (every 180 s: runs served
@@ -46,14 +46,20 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # Prefect accepts no less than 30 s between heartbeats (MINIMUM_HEARTBEAT_INTERVAL in its flow engine).
 HEARTBEAT_SECONDS = 30
 # Three heartbeats missed: a busy machine may delay one, not three.
-ZOMBIE_AFTER = timedelta(seconds=3 * HEARTBEAT_SECONDS)
+CRASH_AFTER = timedelta(seconds=3 * HEARTBEAT_SECONDS)
+# Less than two heartbeats would crash a live run whose one heartbeat came late.
+MIN_CRASH_AFTER = timedelta(seconds=2 * HEARTBEAT_SECONDS)
 HEARTBEAT_TAG = "slotrelay-heartbeat"
 # A run crashing again and again (its code kills its process) stays Crashed after this many reschedules.
 RESCHEDULES = 2
 CRASH_AUTOMATION = "slotrelay: crash zombie chain runs"
 RESCHEDULE_AUTOMATION = "slotrelay: reschedule crashed chain runs"
-CRASH_MESSAGE = f"Marked crashed: no heartbeat for {ZOMBIE_AFTER.seconds} s (its worker died?)"
 RESCHEDULE_MESSAGE = "Rescheduled after a crash: a worker of the pool runs it again from its slots"
+
+
+def crash_message(crash_after: timedelta) -> str:
+    """The message of the Crashed state `CRASH_AUTOMATION` sets, naming the silence that set it."""
+    return f"Marked crashed: no heartbeat for {crash_after.total_seconds():g} s (its worker died?)"
 
 
 def pool_chain_deployment(chain: Chain, blocks: dict[str, str] | None = None) -> RunnerDeployment:
@@ -94,8 +100,11 @@ def ensure_pool(name: str) -> None:
             pass
 
 
-def crash_and_reschedule_automations() -> list[AutomationCore]:
+def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> list[AutomationCore]:
     """The two automations that find a dead worker's runs and give them to another worker.
+
+    Parameters:
+        crash_after: the silence after a heartbeat that marks a run Crashed (at least `MIN_CRASH_AFTER`).
 
     Returns:
         `CRASH_AUTOMATION`: the proactive trigger of Prefect's "Detect zombie flows" page, limited to
@@ -110,7 +119,7 @@ def crash_and_reschedule_automations() -> list[AutomationCore]:
     crash = AutomationCore(
         name=CRASH_AUTOMATION,
         description=f"A run tagged {HEARTBEAT_TAG} beats every {HEARTBEAT_SECONDS} s; silent for "
-                    f"{ZOMBIE_AFTER.seconds} s, its process is gone.",
+                    f"{crash_after.total_seconds():g} s, its process is gone.",
         trigger=EventTrigger(
             after={"prefect.flow-run.heartbeat"},
             expect={"prefect.flow-run.heartbeat", "prefect.flow-run.Completed", "prefect.flow-run.Failed",
@@ -120,9 +129,9 @@ def crash_and_reschedule_automations() -> list[AutomationCore]:
             for_each={"prefect.resource.id"},
             posture=Posture.Proactive,
             threshold=1,
-            within=ZOMBIE_AFTER,
+            within=crash_after,
         ),
-        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=CRASH_MESSAGE)],
+        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=crash_message(crash_after))],
     )
     reschedule = AutomationCore(
         name=RESCHEDULE_AUTOMATION,
@@ -145,12 +154,13 @@ def crash_and_reschedule_automations() -> list[AutomationCore]:
     return [crash, reschedule]
 
 
-def ensure_automations() -> None:
-    """Create the crash and reschedule automations, or bring existing ones of those names up to date."""
+def ensure_automations(crash_after: timedelta = CRASH_AFTER) -> None:
+    """Create the crash and reschedule automations, or bring existing ones of those names up to date (one
+    pair per server: the last `watch --pool` to start sets the crash window of every pool's runs)."""
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        for automation in crash_and_reschedule_automations():
+        for automation in crash_and_reschedule_automations(crash_after):
             existing = client.read_automations_by_name(automation.name)
             if existing:
                 client.update_automation(existing[0].id, automation)
@@ -159,10 +169,12 @@ def ensure_automations() -> None:
                 logger.info("automation %r created", automation.name)
 
 
-def apply_on_pool(deployments: list[RunnerDeployment], pool: str) -> None:
+def apply_on_pool(
+    deployments: list[RunnerDeployment], pool: str, crash_after: timedelta = CRASH_AFTER
+) -> None:
     """Create or update the deployments on the API, on the work pool `pool`, and the crash automations."""
     ensure_pool(pool)
-    ensure_automations()
+    ensure_automations(crash_after)
     for deployment in deployments:
         deployment.apply(work_pool_name=pool)
         logger.info("deployment %s/%s ready on work pool %s", deployment.flow_name, deployment.name, pool)

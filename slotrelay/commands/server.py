@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -118,6 +119,9 @@ def watch(
         help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
              "instead "
              "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
+    crash_after: Annotated[float | None, typer.Option(
+        help="With --pool: seconds without a heartbeat after which a run is marked Crashed and rescheduled "
+             "(its worker died). Heartbeats come every 30 s; at least 60, default 90.")] = None,
     warm: WarmOption = WARM_PROCESSES,
     folders_block: FoldersBlockOption = None,
     model_block: ModelBlockOption = None,
@@ -127,6 +131,9 @@ def watch(
     _log_to_console()
     if pool is not None and no_serve:
         raise BadInput("--pool and --no-serve: choose one (--pool creates its deployments on the pool)")
+    if crash_after is not None and pool is None:
+        raise BadInput("--crash-after is the crash window of runs on a work pool: give --pool too")
+    crashed_after = _crash_window(crash_after)
     if no_serve and (folders_block or model_block or sandbox_policy):
         raise BadInput("--no-serve runs your deployment with its own parameters: name the blocks there")
     if folders_block:
@@ -137,7 +144,7 @@ def watch(
     named = {"folders_block": folders_block, "model_block": model_block, "sandbox_policy": sandbox_policy}
     blocks = {parameter: name for parameter, name in named.items() if name}
     if pool is not None:
-        _watch_on_pool(routers, pool, slots_root is not None, window, url, blocks)
+        _watch_on_pool(routers, pool, slots_root is not None, window, url, blocks, crashed_after)
         return
 
     from deployments.sensor import ChainTarget, DeploymentStarter
@@ -186,16 +193,28 @@ def watch(
     console.print("slotrelay watch: stopped")
 
 
+def _crash_window(crash_after: float | None) -> timedelta:
+    """`--crash-after` as the crash automation's window (its default when not given)."""
+    from deployments.pool import CRASH_AFTER, MIN_CRASH_AFTER
+
+    if crash_after is None:
+        return CRASH_AFTER
+    if not crash_after >= MIN_CRASH_AFTER.total_seconds():
+        raise BadInput(f"--crash-after {crash_after:g}: at least {MIN_CRASH_AFTER.total_seconds():g} s (two "
+                       "heartbeats), or a live run whose heartbeat came late is crashed")
+    return timedelta(seconds=crash_after)
+
+
 def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, window: float,
-                   url: str, blocks: dict[str, str]) -> None:
+                   url: str, blocks: dict[str, str], crash_after: timedelta) -> None:
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
-    them."""
+    them; a run silent for `crash_after` is crashed and rescheduled."""
     from deployments.pool import apply_on_pool, pool_chain_deployment
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
     from slotrelay.routing_sensor import SlotSensor
 
-    apply_on_pool([pool_chain_deployment(r.chain, blocks) for r in routers], pool)
+    apply_on_pool([pool_chain_deployment(r.chain, blocks) for r in routers], pool, crash_after)
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,
                                 r.chain.work_dir if own_slots_root else None, resume=True)

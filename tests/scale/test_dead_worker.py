@@ -2,8 +2,9 @@
 
 The scenario is `tests.scale.workers.kill_a_worker_mid_chain` (bench/workers_burst.py times it).
 `slotrelay watch --pool` has set up Prefect's zombie detection (deployments/pool.py): the run stops
-sending heartbeats, an automation marks it Crashed, another puts it back to Scheduled, and the
-other worker runs it again from its slots: the node that completed before the kill is not run again.
+sending heartbeats, an automation marks it Crashed after `--crash-after` seconds of silence (the least
+it allows here, 30 s sooner than its default), another puts it back to Scheduled, and the other worker
+runs it again from its slots: the node that completed before the kill is not run again.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import uuid
 
 import pytest
 
-from deployments.pool import CRASH_MESSAGE, HEARTBEAT_TAG, RESCHEDULE_MESSAGE
+from deployments.pool import HEARTBEAT_TAG, MIN_CRASH_AFTER, RESCHEDULE_MESSAGE, crash_message
 from slotrelay.ledger import LEDGER_FILE_NAME
 from tests.scale.workers import (
     chain_runs,
@@ -34,7 +35,7 @@ def test_a_run_whose_worker_is_killed_is_crashed_rescheduled_and_finished_by_the
 
     pool = f"slotrelay-{uuid.uuid4().hex[:6]}"
     folder = tmp_path / f"dying-{uuid.uuid4().hex[:4]}"
-    death = kill_a_worker_mid_chain(prefect_server, pool, folder)
+    death = kill_a_worker_mid_chain(prefect_server, pool, folder, MIN_CRASH_AFTER.total_seconds())
     assert death.watch_exit == 0, (folder / "watch.log").read_text()
     chain_id = folder.name
 
@@ -43,7 +44,7 @@ def test_a_run_whose_worker_is_killed_is_crashed_rescheduled_and_finished_by_the
     with get_client(sync_client=True) as client:
         history = [(s.type.value, s.name, s.message) for s in client.read_flow_run_states(run.id)]
     # Prefect marked it crashed (no heartbeat), the automation rescheduled it, and it ran to the end.
-    crashed = history.index(("CRASHED", "Crashed", CRASH_MESSAGE))
+    crashed = history.index(("CRASHED", "Crashed", crash_message(MIN_CRASH_AFTER)))
     assert history[crashed + 1] == ("SCHEDULED", "Rescheduled", RESCHEDULE_MESSAGE), history
     # The same steps as its first start: a worker takes it (Pending, Submitting), it runs, it completes.
     after = [name for _, name, _ in history[crashed + 2:]]

@@ -102,3 +102,18 @@ def test_the_docs_show_the_commands_this_test_runs() -> None:
     shown = PAGE.read_text()
     for command in (README_WATCH.format(pool="slotrelay"), README_WORKER.format(pool="slotrelay", limit=2)):
         assert f"\n{command}" in shown, command
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--crash-after", "120"], "--crash-after is the crash window of runs on a work pool: give --pool too"),
+    (["--pool", "p", "--crash-after", "45"], "--crash-after 45: at least 60 s (two heartbeats)"),
+    (["--pool", "p", "--crash-after", "nan"], "--crash-after nan: at least 60 s"),
+])
+def test_watch_refuses_a_crash_window_it_cannot_keep(options, says, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from slotrelay.cli import app
+
+    done = CliRunner().invoke(app, ["watch", *options, str(tmp_path / "node_chain.json")])
+    assert done.exit_code == 2, done.output
+    assert says in done.output.replace("\n", " ")

@@ -74,12 +74,12 @@ def start_worker(api_url: str, pool: str, name: str, log: Path, limit: int) -> s
         )
 
 
-def start_watch(api_url: str, pool: str, chains: list[Path], log: Path) -> subprocess.Popen:
-    """`slotrelay watch --pool POOL CHAIN...`."""
+def start_watch(api_url: str, pool: str, chains: list[Path], log: Path, *options: str) -> subprocess.Popen:
+    """`slotrelay watch --pool POOL [OPTION...] CHAIN...`."""
     with log.open("w") as handle:
         return subprocess.Popen(
             [sys.executable, "-m", "slotrelay.cli",
-             *README_WATCH.format(pool=pool).split()[1:-1], *map(str, chains)],
+             *README_WATCH.format(pool=pool).split()[1:-1], *options, *map(str, chains)],
             cwd=ROOT, env=environment(api_url), stdout=handle, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
@@ -265,16 +265,17 @@ class WorkerDeath:
     watch_exit: int
 
 
-def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path) -> WorkerDeath:
-    """The dead-worker scenario: `watch --pool` on `dying_chain(folder)`, worker-a takes its run; once
-    `slow` runs, worker-b starts and worker-a is killed with its flow-run process (kill -9); then wait
-    for the run to complete. The chain's id is the folder's name; logs go beside it."""
+def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: float) -> WorkerDeath:
+    """The dead-worker scenario: `watch --pool --crash-after crash_after` on `dying_chain(folder)`,
+    worker-a takes its run; once `slow` runs, worker-b starts and worker-a is killed with its flow-run
+    process (kill -9); then wait for the run to complete. The chain's id is the folder's name; logs go
+    beside it."""
     from tests.sensor.chains import agent_writes
 
     chain_id = folder.name
     chain = dying_chain(folder, chain_id)
     logs = folder.parent
-    watch = start_watch(api_url, pool, [chain], folder / "watch.log")
+    watch = start_watch(api_url, pool, [chain], folder / "watch.log", "--crash-after", f"{crash_after:g}")
     workers: dict[str, subprocess.Popen] = {}
     try:
         wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 90, "watch to create the pool")
