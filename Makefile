@@ -7,8 +7,10 @@ setup:
 run: setup
 	.venv/bin/slotrelay run examples/phase2/node_chain.json
 
+# Two pytest-xdist workers: most of the suite's time is spent waiting on the servers, daemons and
+# browsers its tests start (each worker starts its own), so two workers on CI's two cores halve it.
 test: setup
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest -n 2
 
 bench: setup
 	for f in bench/*.py; do .venv/bin/python $$f || exit 1; done
