@@ -112,12 +112,45 @@ class CanonicalMemo(Generic[V]):
         return self._solve(key)
 
     def _solve(self, key: Hashable) -> V:
-        value, component = self._enter(key)
-        if component is None:
+        """Compute key (Tarjan's visit); keep its component's values when key is its canonical head."""
+        stack = self._stack
+        lows = self._lows
+        frames = self._frames
+        position = len(stack)
+        stack.append(key)
+        self._index[key] = position
+        lows.append(position)
+        frames.append(key)
+        try:
+            value = self.compute(key)
+        except BaseException:
+            frames.pop()
+            for member in stack[position:]:
+                self._index.pop(member, None)
+                self._partial.pop(member, None)
+            del stack[position:]
+            lows.pop()
+            raise
+        frames.pop()
+        low = lows.pop()
+        if lows and low < lows[-1]:
+            lows[-1] = low
+        if low < position:
+            # Not the root of its component: the root decides what is kept.
+            self._partial[key] = value
             return value
-        if len(component) == 1:
+        if len(stack) == position + 1:
+            # A component of one key: nothing was cut for it, its value is kept.
+            stack.pop()
+            del self._index[key]
             self.done[key] = value
             return value
+        members = stack[position:]
+        del stack[position:]
+        component = {member: self._partial.pop(member) for member in members[1:]}
+        component[key] = value
+        for member in members:
+            del self._index[member]
         head = self.head(list(component))
         if head == key:
             self.done.update(component)
@@ -126,35 +159,3 @@ class CanonicalMemo(Generic[V]):
         # being computed below, the component is still open and both stay on the stack.
         self.get(head)
         return self.get(key)
-
-    def _enter(self, key: Hashable) -> tuple[V, dict[Hashable, V] | None]:
-        """Compute key; with the values of its component when key is the component's root."""
-        position = len(self._stack)
-        self._stack.append(key)
-        self._index[key] = position
-        self._lows.append(position)
-        self._frames.append(key)
-        try:
-            value = self.compute(key)
-        except BaseException:
-            self._frames.pop()
-            for member in self._stack[position:]:
-                self._index.pop(member, None)
-                self._partial.pop(member, None)
-            del self._stack[position:]
-            self._lows.pop()
-            raise
-        self._frames.pop()
-        low = self._lows.pop()
-        if self._lows and low < self._lows[-1]:
-            self._lows[-1] = low
-        if low < position:
-            self._partial[key] = value
-            return value, None
-        members = self._stack[position:]
-        del self._stack[position:]
-        component = {member: self._partial.pop(member) for member in members[1:]}
-        component[key] = value
-        for member in members:
-            del self._index[member]
-        return value, component
