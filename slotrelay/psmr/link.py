@@ -1283,17 +1283,29 @@ class CycleHeads:
     """The head of a cycle of memo keys: the least by repr, the same in every process.
 
     A key holding a set is written with the set sorted (a set's repr follows the hash seed), which
-    is slow, so that text is kept; keys without a set, nearly all, come first.
+    is slow; keys without a set, nearly all, come first. Both texts are kept per key: the same keys
+    meet again in later components (a component entered away from its head, each round of argument
+    flow), and equal keys have equal texts (the resolver's keys hold no 1 where another holds True).
     """
 
     def __init__(self) -> None:
         self._texts: dict[Any, str] = {}
+        # repr(key), or None for a key holding a set.
+        self._plain: dict[Any, str | None] = {}
 
     def __call__(self, keys: list[Any]) -> Any:
-        plain = [(text, key) for key in keys if "{" not in (text := repr(key))]
+        plain = [(text, key) for key in keys if (text := self._plain_text(key)) is not None]
         if plain:
             return min(plain, key=itemgetter(0))[1]
         return min(keys, key=self._text)
+
+    def _plain_text(self, key: Any) -> str | None:
+        try:
+            return self._plain[key]
+        except KeyError:
+            text = repr(key)
+            found = self._plain[key] = None if "{" in text else text
+            return found
 
     def _text(self, key: Any) -> str:
         text = self._texts.get(key)
