@@ -150,6 +150,9 @@ class Linker:
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
         self._mentions: dict[tuple[Any, str], bool] = {}
+        self._binding_refs: dict[Any, tuple[Any, ...]] = {}
+        self._binding_kinds: dict[Any, frozenset[str]] = {}
+        self._state_targets: dict[tuple[Any, bool], str | None] = {}
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -268,7 +271,7 @@ class Linker:
             }
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
-            extra = () if self.strict else tuple(sorted(self.params.get((ref[1], "*"), ()), key=repr))
+            extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
             return {("coll", ("coll", extra, (None,) * len(extra)))}
         if kind == "self":
             return {("inst", ref[1])}
@@ -842,15 +845,15 @@ class Linker:
         resolution = self.resolution(callee)
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
-        for value in sorted(values, key=repr):
+        for value in ordered(values):
             offset = self.bound_offset(callee, value)
             for target in self.value_targets(value, resolution):
                 if self.fits(target, site, offset):
                     found.setdefault(target.target, target)
             if value[0] == "builtin":
                 # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else.
-                for arg in sorted(self.called_arguments(value[1], site), key=repr):
-                    for v in sorted(self.eval(arg), key=repr):
+                for arg in ordered(self.called_arguments(value[1], site)):
+                    for v in ordered(self.eval(arg)):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
         if callee[0] == "attr" and not self.strict:
@@ -934,7 +937,7 @@ class Linker:
             return []
         resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
         found: dict[str, CallTarget] = {}
-        for value in sorted(self.eval(ref), key=repr):
+        for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
                 method = self.property_of(value, item["name"])
                 targets = [CallTarget(method, "method", resolution)] if method else []
@@ -1063,7 +1066,14 @@ class Linker:
         return None
 
     def binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
-        """The refs a name is bound to in the nearest scope that binds it."""
+        """The refs a name is bound to in the nearest scope that binds it (cached: the bindings are
+        fixed)."""
+        refs = self._binding_refs.get(name_ref)
+        if refs is None:
+            refs = self._binding_refs[name_ref] = self._find_binding_refs(name_ref)
+        return refs
+
+    def _find_binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
         current: str | None = name_ref[1]
         while current is not None:
             refs = self.bindings.get(current, {}).get(name_ref[2])
@@ -1074,9 +1084,12 @@ class Linker:
             current = self.scopes.get(current, {}).get("parent")
         return ()
 
-    def binding_kinds(self, name_ref: Any) -> set[str]:
-        """The kinds of ref a name is bound to (`imp`, `param`, `def`, ...)."""
-        return {r[0] for r in self.binding_refs(name_ref)}
+    def binding_kinds(self, name_ref: Any) -> frozenset[str]:
+        """The kinds of ref a name is bound to (`imp`, `param`, `def`, ...), cached."""
+        kinds = self._binding_kinds.get(name_ref)
+        if kinds is None:
+            kinds = self._binding_kinds[name_ref] = frozenset(r[0] for r in self.binding_refs(name_ref))
+        return kinds
 
     def unknown_reason(self, callee: Any) -> str:
         """Why a callee denotes nothing: a reason code for the unknown."""
@@ -1203,7 +1216,16 @@ class Linker:
                     result.state.append((access["scope"], access["mode"], target, module, index))
 
     def state_target(self, access: dict[str, Any]) -> str | None:
-        """The state node a read or write touches: a module global or a class/instance attribute."""
+        """The state node a read or write touches: a module global or a class/instance attribute.
+
+        Cached per ref (and whether the name is declared global): asked once evaluation has settled.
+        """
+        key = (access["ref"], access["global"])
+        if key not in self._state_targets:
+            self._state_targets[key] = self._state_target(access)
+        return self._state_targets[key]
+
+    def _state_target(self, access: dict[str, Any]) -> str | None:
         ref = access["ref"]
         if ref[0] == "name":
             scope, name = ref[1], ref[2]
@@ -1220,7 +1242,7 @@ class Linker:
                 current = info.get("parent")
             return None
         base = self.eval(ref[1])
-        for kind, subject in sorted(base, key=repr):
+        for kind, subject in ordered(base):
             if kind in ("inst", "def") and self.defs.get(subject, {}).get("kind") == "class":
                 for klass in self.mro(subject):
                     if ref[2] in self.instance_attrs.get(klass, {}):
@@ -1265,6 +1287,9 @@ class Linker:
 def ordered(items: Any) -> list[Any]:
     """Values or refs in a fixed order, so that evaluation visits them (and cuts its cycles) the same
     way in every process, whatever the hash seed."""
+    if len(items) < 2:
+        # Nothing to order: spare the repr of the one item (most refs denote one value).
+        return list(items)
     return sorted(items, key=repr)
 
 
@@ -1297,7 +1322,7 @@ class CycleHeads:
         plain = [(text, key) for key in keys if (text := self._plain_text(key)) is not None]
         if plain:
             return min(plain, key=itemgetter(0))[1]
-        return min(keys, key=self._text)
+        return min(_least_tagged(keys), key=self._text)
 
     def _plain_text(self, key: Any) -> str | None:
         try:
@@ -1312,6 +1337,21 @@ class CycleHeads:
         if text is None:
             text = self._texts[key] = repr(_sorted_sets(key))
         return text
+
+
+def _least_tagged(keys: list[Any]) -> list[Any]:
+    """The keys whose tag (first item) is least, in their order: the least text is among them.
+
+    A key's text starts with its tag's, `('tag', ...`, so keys of different tags compare as their
+    tags do, followed by the closing quote; all the keys when one is not a tuple with a plain tag.
+    """
+    tagged: dict[str, list[Any]] = {}
+    for key in keys:
+        tag = key[0] if type(key) is tuple and key else None
+        if type(tag) is not str or repr(tag) != f"'{tag}'":
+            return keys
+        tagged.setdefault(tag + "'", []).append(key)
+    return tagged[min(tagged)]
 
 
 def _sorted_sets(item: Any) -> Any:
