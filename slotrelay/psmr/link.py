@@ -153,6 +153,8 @@ class Linker:
         self._binding_refs: dict[Any, tuple[Any, ...]] = {}
         self._binding_kinds: dict[Any, frozenset[str]] = {}
         self._state_targets: dict[tuple[Any, bool], str | None] = {}
+        # The values settled without reading a parameter (see `settle`), for the strict linker.
+        self.param_free: dict[Any, frozenset[Value]] = {}
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -784,6 +786,9 @@ class Linker:
             used = self.memo.invalidate(("@param", *slot) for slot in self.pending)
             asked = sorted(item[1] for item in used if isinstance(item, tuple) and item[0] == "@site")
             self.pending.clear()
+        if not self.strict and not self.memo.deep:
+            # What no parameter flowed into, the strict linker evaluates alike (see `_run`).
+            self.param_free = self.memo.unread()
         self.memo.recording = False
         if not self.strict:
             self.constructed = self._constructed()
@@ -1186,6 +1191,11 @@ class Linker:
         self.settle()
         result = LinkResult()
         strict = Linker(self.facts, strict=True)
+        # A value that read no parameter is what the strict linker computes too: evaluation differs
+        # between the two only where it reads one. Not after a key was cut for depth (MAX_DEPTH),
+        # whose value may depend on the order of the questions, and then on which were asked.
+        strict.memo.keep(self.param_free)
+        self.param_free = {}
         strict.settle()
         for module, index, site in sites:
             targets = self.targets(site)

@@ -64,6 +64,11 @@ class CanonicalMemo(Generic[V]):
         self._users: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
         # Off once nothing will be invalidated any more: recording costs a set insertion per use.
         self.recording = True
+        # The inputs read while recording (see `unread`).
+        self._sources: set[Hashable] = set()
+        # Whether a key got its stand-in value for depth (see MAX_DEPTH): values may then depend on
+        # the order of the questions.
+        self.deep = False
 
     def begin(self, question: Hashable) -> None:
         """Start a question: the keys it uses are recorded as used by it (see `invalidate`)."""
@@ -77,6 +82,26 @@ class CanonicalMemo(Generic[V]):
         """Record that what is being computed read an input (a source that may change)."""
         if self.recording and self._frames:
             self._users[source].add(self._frames[-1])
+            self._sources.add(source)
+
+    def unread(self) -> dict[Hashable, V]:
+        """The values kept that read no input, directly or through other keys: the same whatever the
+        inputs are, as another memo of the same computation with other inputs computes them.
+
+        Only while recording, since it was switched on (a value computed unrecorded may have read one).
+        """
+        used: set[Hashable] = set()
+        stack = list(self._sources)
+        while stack:
+            item = stack.pop()
+            if item not in used:
+                used.add(item)
+                stack += self._users.get(item, ())
+        return {key: value for key, value in self.done.items() if key not in used}
+
+    def keep(self, values: dict[Hashable, V]) -> None:
+        """Take values as computed (`unread` values of another memo of the same computation)."""
+        self.done.update(values)
 
     def invalidate(self, sources: Iterable[Hashable]) -> set[Hashable]:
         """Drop every value that used one of these inputs, directly or through other keys.
@@ -108,6 +133,7 @@ class CanonicalMemo(Generic[V]):
             self._lows[-1] = min(self._lows[-1], index)
             return self._partial[key] if key in self._partial else self.on_cycle(key)
         if len(self._lows) >= MAX_DEPTH:
+            self.deep = True
             return self.on_cycle(key)
         return self._solve(key)
 
