@@ -150,6 +150,11 @@ class Linker:
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
         self._mentions: dict[tuple[Any, str], bool] = {}
+        self._binding_refs: dict[Any, tuple[Any, ...]] = {}
+        self._binding_kinds: dict[Any, frozenset[str]] = {}
+        self._state_targets: dict[tuple[Any, bool], str | None] = {}
+        # The values settled without reading a parameter (see `settle`), for the strict linker.
+        self.param_free: dict[Any, frozenset[Value]] = {}
         self.property_names = {
             name
             for names in self.bindings.values()
@@ -268,7 +273,7 @@ class Linker:
             }
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
-            extra = () if self.strict else tuple(sorted(self.params.get((ref[1], "*"), ()), key=repr))
+            extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
             return {("coll", ("coll", extra, (None,) * len(extra)))}
         if kind == "self":
             return {("inst", ref[1])}
@@ -781,6 +786,9 @@ class Linker:
             used = self.memo.invalidate(("@param", *slot) for slot in self.pending)
             asked = sorted(item[1] for item in used if isinstance(item, tuple) and item[0] == "@site")
             self.pending.clear()
+        if not self.strict and not self.memo.deep:
+            # What no parameter flowed into, the strict linker evaluates alike (see `_run`).
+            self.param_free = self.memo.unread()
         self.memo.recording = False
         if not self.strict:
             self.constructed = self._constructed()
@@ -842,15 +850,15 @@ class Linker:
         resolution = self.resolution(callee)
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
-        for value in sorted(values, key=repr):
+        for value in ordered(values):
             offset = self.bound_offset(callee, value)
             for target in self.value_targets(value, resolution):
                 if self.fits(target, site, offset):
                     found.setdefault(target.target, target)
             if value[0] == "builtin":
                 # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else.
-                for arg in sorted(self.called_arguments(value[1], site), key=repr):
-                    for v in sorted(self.eval(arg), key=repr):
+                for arg in ordered(self.called_arguments(value[1], site)):
+                    for v in ordered(self.eval(arg)):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
         if callee[0] == "attr" and not self.strict:
@@ -934,7 +942,7 @@ class Linker:
             return []
         resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
         found: dict[str, CallTarget] = {}
-        for value in sorted(self.eval(ref), key=repr):
+        for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
                 method = self.property_of(value, item["name"])
                 targets = [CallTarget(method, "method", resolution)] if method else []
@@ -1063,7 +1071,14 @@ class Linker:
         return None
 
     def binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
-        """The refs a name is bound to in the nearest scope that binds it."""
+        """The refs a name is bound to in the nearest scope that binds it (cached: the bindings are
+        fixed)."""
+        refs = self._binding_refs.get(name_ref)
+        if refs is None:
+            refs = self._binding_refs[name_ref] = self._find_binding_refs(name_ref)
+        return refs
+
+    def _find_binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
         current: str | None = name_ref[1]
         while current is not None:
             refs = self.bindings.get(current, {}).get(name_ref[2])
@@ -1074,9 +1089,12 @@ class Linker:
             current = self.scopes.get(current, {}).get("parent")
         return ()
 
-    def binding_kinds(self, name_ref: Any) -> set[str]:
-        """The kinds of ref a name is bound to (`imp`, `param`, `def`, ...)."""
-        return {r[0] for r in self.binding_refs(name_ref)}
+    def binding_kinds(self, name_ref: Any) -> frozenset[str]:
+        """The kinds of ref a name is bound to (`imp`, `param`, `def`, ...), cached."""
+        kinds = self._binding_kinds.get(name_ref)
+        if kinds is None:
+            kinds = self._binding_kinds[name_ref] = frozenset(r[0] for r in self.binding_refs(name_ref))
+        return kinds
 
     def unknown_reason(self, callee: Any) -> str:
         """Why a callee denotes nothing: a reason code for the unknown."""
@@ -1173,6 +1191,11 @@ class Linker:
         self.settle()
         result = LinkResult()
         strict = Linker(self.facts, strict=True)
+        # A value that read no parameter is what the strict linker computes too: evaluation differs
+        # between the two only where it reads one. Not after a key was cut for depth (MAX_DEPTH),
+        # whose value may depend on the order of the questions, and then on which were asked.
+        strict.memo.keep(self.param_free)
+        self.param_free = {}
         strict.settle()
         for module, index, site in sites:
             targets = self.targets(site)
@@ -1203,7 +1226,16 @@ class Linker:
                     result.state.append((access["scope"], access["mode"], target, module, index))
 
     def state_target(self, access: dict[str, Any]) -> str | None:
-        """The state node a read or write touches: a module global or a class/instance attribute."""
+        """The state node a read or write touches: a module global or a class/instance attribute.
+
+        Cached per ref (and whether the name is declared global): asked once evaluation has settled.
+        """
+        key = (access["ref"], access["global"])
+        if key not in self._state_targets:
+            self._state_targets[key] = self._state_target(access)
+        return self._state_targets[key]
+
+    def _state_target(self, access: dict[str, Any]) -> str | None:
         ref = access["ref"]
         if ref[0] == "name":
             scope, name = ref[1], ref[2]
@@ -1220,7 +1252,7 @@ class Linker:
                 current = info.get("parent")
             return None
         base = self.eval(ref[1])
-        for kind, subject in sorted(base, key=repr):
+        for kind, subject in ordered(base):
             if kind in ("inst", "def") and self.defs.get(subject, {}).get("kind") == "class":
                 for klass in self.mro(subject):
                     if ref[2] in self.instance_attrs.get(klass, {}):
@@ -1265,6 +1297,9 @@ class Linker:
 def ordered(items: Any) -> list[Any]:
     """Values or refs in a fixed order, so that evaluation visits them (and cuts its cycles) the same
     way in every process, whatever the hash seed."""
+    if len(items) < 2:
+        # Nothing to order: spare the repr of the one item (most refs denote one value).
+        return list(items)
     return sorted(items, key=repr)
 
 
@@ -1283,30 +1318,69 @@ class CycleHeads:
     """The head of a cycle of memo keys: the least by repr, the same in every process.
 
     A key holding a set is written with the set sorted (a set's repr follows the hash seed), which
-    is slow, so that text is kept; keys without a set, nearly all, come first.
+    is slow; keys without a set, nearly all, come first. Both texts are kept per key: the same keys
+    meet again in later components (a component entered away from its head, each round of argument
+    flow), and equal keys have equal texts (the resolver's keys hold no 1 where another holds True).
     """
 
     def __init__(self) -> None:
         self._texts: dict[Any, str] = {}
+        # repr(key), or None for a key holding a set.
+        self._plain: dict[Any, str | None] = {}
+        # A frozenset sorted (see `_sorted_sets`): the same argument values recur in many keys.
+        self._sets: dict[frozenset[Any], tuple[Any, ...]] = {}
 
     def __call__(self, keys: list[Any]) -> Any:
-        plain = [(text, key) for key in keys if "{" not in (text := repr(key))]
-        if plain:
-            return min(plain, key=itemgetter(0))[1]
-        return min(keys, key=self._text)
+        groups = _by_tag(keys)
+        for group in groups:
+            plain = [(text, key) for key in group if (text := self._plain_text(key)) is not None]
+            if plain:
+                return min(plain, key=itemgetter(0))[1]
+        return min(groups[0], key=self._text)
+
+    def _plain_text(self, key: Any) -> str | None:
+        try:
+            return self._plain[key]
+        except KeyError:
+            text = repr(key)
+            found = self._plain[key] = None if "{" in text else text
+            return found
 
     def _text(self, key: Any) -> str:
         text = self._texts.get(key)
         if text is None:
-            text = self._texts[key] = repr(_sorted_sets(key))
+            text = self._texts[key] = repr(_sorted_sets(key, self._sets))
         return text
 
 
-def _sorted_sets(item: Any) -> Any:
+def _by_tag(keys: list[Any]) -> list[list[Any]]:
+    """The keys grouped by their tag (first item), least tag first, each group in the keys' order.
+
+    A key's text starts with its tag's, `('tag', ...`, so keys of different tags compare as their
+    tags do, followed by the closing quote: the least text is in the first group that has a key of
+    that kind of text. One group of all the keys when one is not a tuple with a plain tag.
+    """
+    tagged: dict[str, list[Any]] = {}
+    for key in keys:
+        tag = key[0] if type(key) is tuple and key else None
+        if type(tag) is not str or repr(tag) != f"'{tag}'":
+            return [keys]
+        tagged.setdefault(tag + "'", []).append(key)
+    return [tagged[tag] for tag in sorted(tagged)]
+
+
+def _sorted_sets(item: Any, sets: dict[frozenset[Any], tuple[Any, ...]]) -> Any:
+    """The item with each set (and dict) in it written as a tuple of its sorted parts; the frozensets
+    done are kept in `sets`."""
     if isinstance(item, tuple):
-        return tuple(_sorted_sets(part) for part in item)
-    if isinstance(item, frozenset | set):
-        return ("<set>", *sorted((_sorted_sets(part) for part in item), key=repr))
+        return tuple(_sorted_sets(part, sets) for part in item)
+    if isinstance(item, frozenset):
+        done = sets.get(item)
+        if done is None:
+            done = sets[item] = ("<set>", *sorted((_sorted_sets(part, sets) for part in item), key=repr))
+        return done
+    if isinstance(item, set):
+        return ("<set>", *sorted((_sorted_sets(part, sets) for part in item), key=repr))
     if isinstance(item, dict):
-        return ("<dict>", *sorted(((k, _sorted_sets(v)) for k, v in item.items()), key=repr))
+        return ("<dict>", *sorted(((k, _sorted_sets(v, sets)) for k, v in item.items()), key=repr))
     return item

@@ -64,6 +64,11 @@ class CanonicalMemo(Generic[V]):
         self._users: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
         # Off once nothing will be invalidated any more: recording costs a set insertion per use.
         self.recording = True
+        # The inputs read while recording (see `unread`).
+        self._sources: set[Hashable] = set()
+        # Whether a key got its stand-in value for depth (see MAX_DEPTH): values may then depend on
+        # the order of the questions.
+        self.deep = False
 
     def begin(self, question: Hashable) -> None:
         """Start a question: the keys it uses are recorded as used by it (see `invalidate`)."""
@@ -77,6 +82,26 @@ class CanonicalMemo(Generic[V]):
         """Record that what is being computed read an input (a source that may change)."""
         if self.recording and self._frames:
             self._users[source].add(self._frames[-1])
+            self._sources.add(source)
+
+    def unread(self) -> dict[Hashable, V]:
+        """The values kept that read no input, directly or through other keys: the same whatever the
+        inputs are, as another memo of the same computation with other inputs computes them.
+
+        Only while recording, since it was switched on (a value computed unrecorded may have read one).
+        """
+        used: set[Hashable] = set()
+        stack = list(self._sources)
+        while stack:
+            item = stack.pop()
+            if item not in used:
+                used.add(item)
+                stack += self._users.get(item, ())
+        return {key: value for key, value in self.done.items() if key not in used}
+
+    def keep(self, values: dict[Hashable, V]) -> None:
+        """Take values as computed (`unread` values of another memo of the same computation)."""
+        self.done.update(values)
 
     def invalidate(self, sources: Iterable[Hashable]) -> set[Hashable]:
         """Drop every value that used one of these inputs, directly or through other keys.
@@ -108,16 +133,50 @@ class CanonicalMemo(Generic[V]):
             self._lows[-1] = min(self._lows[-1], index)
             return self._partial[key] if key in self._partial else self.on_cycle(key)
         if len(self._lows) >= MAX_DEPTH:
+            self.deep = True
             return self.on_cycle(key)
         return self._solve(key)
 
     def _solve(self, key: Hashable) -> V:
-        value, component = self._enter(key)
-        if component is None:
+        """Compute key (Tarjan's visit); keep its component's values when key is its canonical head."""
+        stack = self._stack
+        lows = self._lows
+        frames = self._frames
+        position = len(stack)
+        stack.append(key)
+        self._index[key] = position
+        lows.append(position)
+        frames.append(key)
+        try:
+            value = self.compute(key)
+        except BaseException:
+            frames.pop()
+            for member in stack[position:]:
+                self._index.pop(member, None)
+                self._partial.pop(member, None)
+            del stack[position:]
+            lows.pop()
+            raise
+        frames.pop()
+        low = lows.pop()
+        if lows and low < lows[-1]:
+            lows[-1] = low
+        if low < position:
+            # Not the root of its component: the root decides what is kept.
+            self._partial[key] = value
             return value
-        if len(component) == 1:
+        if len(stack) == position + 1:
+            # A component of one key: nothing was cut for it, its value is kept.
+            stack.pop()
+            del self._index[key]
             self.done[key] = value
             return value
+        members = stack[position:]
+        del stack[position:]
+        component = {member: self._partial.pop(member) for member in members[1:]}
+        component[key] = value
+        for member in members:
+            del self._index[member]
         head = self.head(list(component))
         if head == key:
             self.done.update(component)
@@ -126,35 +185,3 @@ class CanonicalMemo(Generic[V]):
         # being computed below, the component is still open and both stay on the stack.
         self.get(head)
         return self.get(key)
-
-    def _enter(self, key: Hashable) -> tuple[V, dict[Hashable, V] | None]:
-        """Compute key; with the values of its component when key is the component's root."""
-        position = len(self._stack)
-        self._stack.append(key)
-        self._index[key] = position
-        self._lows.append(position)
-        self._frames.append(key)
-        try:
-            value = self.compute(key)
-        except BaseException:
-            self._frames.pop()
-            for member in self._stack[position:]:
-                self._index.pop(member, None)
-                self._partial.pop(member, None)
-            del self._stack[position:]
-            self._lows.pop()
-            raise
-        self._frames.pop()
-        low = self._lows.pop()
-        if self._lows and low < self._lows[-1]:
-            self._lows[-1] = low
-        if low < position:
-            self._partial[key] = value
-            return value, None
-        members = self._stack[position:]
-        del self._stack[position:]
-        component = {member: self._partial.pop(member) for member in members[1:]}
-        component[key] = value
-        for member in members:
-            del self._index[member]
-        return value, component

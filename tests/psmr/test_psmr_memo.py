@@ -46,3 +46,23 @@ def test_invalidate_drops_what_used_an_input_and_names_the_questions_that_used_i
     assert "first" in asked and "second" not in asked
     assert "uses_y" in memo.done and "uses_x" not in memo.done
     assert memo.get("uses_x") == 15
+
+
+def test_unread_keeps_only_the_values_that_read_no_input_directly_or_through_a_key() -> None:
+    def compute(key: str) -> int:
+        if key == "input":
+            memo.read(("input",))
+            return 1
+        if key == "uses_input":
+            return memo.get("input") + 1
+        if key == "constant":
+            return 7
+        return memo.get("constant") + 1
+
+    memo: CanonicalMemo[int] = CanonicalMemo(compute, lambda key: 0, min)
+    for key in ("uses_input", "uses_constant"):
+        memo.get(key)
+    assert memo.unread() == {"constant": 7, "uses_constant": 8}
+    other: CanonicalMemo[int] = CanonicalMemo(compute, lambda key: 0, min)
+    other.keep(memo.unread())
+    assert other.done == {"constant": 7, "uses_constant": 8}
