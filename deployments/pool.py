@@ -49,6 +49,8 @@ HEARTBEAT_SECONDS = 30
 CRASH_AFTER = timedelta(seconds=3 * HEARTBEAT_SECONDS)
 # Less than two heartbeats would crash a live run whose one heartbeat came late.
 MIN_CRASH_AFTER = timedelta(seconds=2 * HEARTBEAT_SECONDS)
+# A run silent for longer has no worker worth waiting for (and the window must stay a finite number).
+MAX_CRASH_AFTER = timedelta(days=1)
 HEARTBEAT_TAG = "slotrelay-heartbeat"
 # A run crashing again and again (its code kills its process) stays Crashed after this many reschedules.
 RESCHEDULES = 2

@@ -195,13 +195,16 @@ def watch(
 
 def _crash_window(crash_after: float | None) -> timedelta:
     """`--crash-after` as the crash automation's window (its default when not given)."""
-    from deployments.pool import CRASH_AFTER, MIN_CRASH_AFTER
+    from deployments.pool import CRASH_AFTER, MAX_CRASH_AFTER, MIN_CRASH_AFTER
 
     if crash_after is None:
         return CRASH_AFTER
     if not crash_after >= MIN_CRASH_AFTER.total_seconds():
         raise BadInput(f"--crash-after {crash_after:g}: at least {MIN_CRASH_AFTER.total_seconds():g} s (two "
                        "heartbeats), or a live run whose heartbeat came late is crashed")
+    if not crash_after <= MAX_CRASH_AFTER.total_seconds():
+        raise BadInput(
+            f"--crash-after {crash_after:g}: at most {MAX_CRASH_AFTER.total_seconds():g} s (a day)")
     return timedelta(seconds=crash_after)
 
 

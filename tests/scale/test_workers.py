@@ -108,6 +108,7 @@ def test_the_docs_show_the_commands_this_test_runs() -> None:
     (["--crash-after", "120"], "--crash-after is the crash window of runs on a work pool: give --pool too"),
     (["--pool", "p", "--crash-after", "45"], "--crash-after 45: at least 60 s (two heartbeats)"),
     (["--pool", "p", "--crash-after", "nan"], "--crash-after nan: at least 60 s"),
+    (["--pool", "p", "--crash-after", "inf"], "--crash-after inf: at most 86400 s (a day)"),
 ])
 def test_watch_refuses_a_crash_window_it_cannot_keep(options, says, tmp_path) -> None:
     from typer.testing import CliRunner
