@@ -9,8 +9,10 @@ run: setup
 
 # Two pytest-xdist workers: most of the suite's time is spent waiting on the servers, daemons and
 # browsers its tests start (each worker starts its own), so two workers on CI's two cores halve it.
+# A file's tests run on one worker, in order: several share a module fixture (a watch process, a
+# built workspace) whose state the later tests build on.
 test: setup
-	.venv/bin/python -m pytest -n 2
+	.venv/bin/python -m pytest -n 2 --dist loadfile
 
 bench: setup
 	for f in bench/*.py; do .venv/bin/python $$f || exit 1; done
