@@ -128,6 +128,22 @@ def kill_tree(process: subprocess.Popen) -> list[int]:
     return [proc.pid for proc in tree]
 
 
+def flow_run_processes(worker: subprocess.Popen) -> list:
+    """The processes a worker has started that are still running (its flow runs' processes)."""
+    import psutil
+
+    try:
+        children = psutil.Process(worker.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    running = []
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if child.status() != psutil.STATUS_ZOMBIE:
+                running.append(child)
+    return running
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll `condition` until it holds; raise TimeoutError naming `what` past `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -296,6 +312,10 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: 
         wait_for(lambda: any(r.state is not None and r.state.is_completed() for r in chain_runs([chain_id])),
                  600, "the run to complete on worker-b")
         seconds = time.monotonic() - died
+        # The run is Completed before its process has sent its task runs' last events; stopping the worker
+        # now would stop that process too, and the server would never record them.
+        wait_for(lambda: not flow_run_processes(workers["worker-b"]), 120,
+                 "worker-b's flow-run process to end")
     finally:
         for worker in workers.values():
             stop(worker)
