@@ -149,6 +149,23 @@ def recorded_task_runs(flow_run_ids: list, count: int, timeout: float = 120) -> 
             time.sleep(0.25)
 
 
+def latest_artifact(key: str) -> str | None:
+    """The data of the newest artifact of this key on the server, or None.
+
+    A pen's artifact key comes from its pen id (`pen-execution-mpp-p1-20261203-001`), which restarts at
+    001 in each test's own pen root: a test that shares the server with an earlier one of the same
+    persona finds that one's artifact under the same key, so the newest is the test's own.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                                      sort=ArtifactSort.CREATED_DESC, limit=1)
+    return found[0].data if found else None
+
+
 def wait_for_up(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
     """Wait until `condition()` holds; fail, showing `log`, if `slotrelay up` exits or `timeout` passes."""
     deadline = time.monotonic() + timeout

@@ -4,18 +4,15 @@ steps are task runs nested under the node's task run, the sandbox run shown with
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from tasks.pen import artifact_key
-from tests.conftest import recorded_task_runs
+from tests.conftest import latest_artifact, recorded_task_runs
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -88,12 +85,6 @@ def pen_chain(folder: Path, backend: str | None, *, prober: bool = True) -> Path
     return path
 
 
-async def artifact_data(key: str) -> str | None:
-    async with get_client() as client:
-        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    return found[0].data if found else None
-
-
 def test_pen_nodes_in_a_chain(
     prefect_server, stub, tmp_path: Path, sandbox_backend: str, monkeypatch
 ) -> None:
@@ -131,7 +122,7 @@ def test_pen_nodes_in_a_chain(
     # numbers, summer and prober; summer's steps; prober's up to the static screen that refused it.
     count = 3 + len(every_step) + 3
     runs = recorded_task_runs([state.state_details.flow_run_id], count)
-    execution_md = asyncio.run(artifact_data(key))
+    execution_md = latest_artifact(key)
     by_id = {run.id: run for run in runs}
     summer = next(run for run in runs if run.name == "summer")
     summer_steps = [

@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import (
-    ArtifactFilter,
-    ArtifactFilterKey,
-    FlowRunFilter,
-    FlowRunFilterState,
-    FlowRunFilterStateType,
-)
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.flow_runs import resume_flow_run
 
@@ -29,14 +23,9 @@ from slotrelay import pen
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import PermissionViolation
 from tasks.pen import artifact_key
+from tests.conftest import latest_artifact
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
-
-
-async def _artifact(key: str) -> str | None:
-    async with get_client() as client:
-        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    return found[0].data if found else None
 
 
 async def _paused_runs() -> list:
@@ -80,8 +69,8 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
     assert outcome["execution"]["result"] == {"total": 6} and outcome["decision"]["state"] == "kept"
     assert stub.requests[0]["auth"] == "Bearer sk-flow" and stub.requests[0]["body"]["max_tokens"] == 700
     pen_id = outcome["pen_id"]
-    code_md = asyncio.run(_artifact(artifact_key("pen-code", pen_id)))
-    exec_md = asyncio.run(_artifact(artifact_key("pen-execution", pen_id)))
+    code_md = latest_artifact(artifact_key("pen-code", pen_id))
+    exec_md = latest_artifact(artifact_key("pen-execution", pen_id))
     assert code_md and "sum(inputs['numbers'])" in code_md
     assert exec_md and "| status | success |" in exec_md and '{"total": 6}' in exec_md
     assert "| exit code | 0 |" in exec_md
@@ -122,7 +111,7 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
         pen_id=shared["pen_id"], root=str(root), verdict="accept", backend=sandbox_backend
     )
     assert review["state"] == "accepted" and review["review"]["passed"]
-    assert asyncio.run(_artifact(artifact_key("pen-review", shared["pen_id"])))
+    assert latest_artifact(artifact_key("pen-review", shared["pen_id"]))
     assert AuditLog(root).verify().ok
 
 
@@ -144,7 +133,7 @@ def test_pen_write_flow_fails_with_the_pen_error(
         state.result()
     calls = [r for r in AuditLog(root).records() if r["event"] == "call"]
     assert [call["status"] for call in calls] == ["MPP-E005"]
-    error_md = asyncio.run(_artifact(artifact_key("pen-error", calls[0]["pen_id"])))
+    error_md = latest_artifact(artifact_key("pen-error", calls[0]["pen_id"]))
     assert error_md and "MPP-E005" in error_md and "subprocess" in error_md
 
 
@@ -172,7 +161,7 @@ def test_registry_review_flow_pauses_for_the_reviewer(
 
     worker, paused = _start_until_paused(run_flow, "pen_id", pen_id)
     # While it waits, the checks are done and shown, and nothing has moved yet.
-    report_md = asyncio.run(_artifact(artifact_key("pen-review", pen_id)))
+    report_md = latest_artifact(artifact_key("pen-review", pen_id))
     assert report_md and "all checks passed" in report_md and "| 0 | success |" in report_md
     inbox = root / "factory/module-registry/inbox" / pen_id
     assert json.loads((inbox / "review.json").read_text())["passed"] is True
