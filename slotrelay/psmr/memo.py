@@ -90,13 +90,7 @@ class CanonicalMemo(Generic[V]):
 
         Only while recording, since it was switched on (a value computed unrecorded may have read one).
         """
-        used: set[Hashable] = set()
-        stack = list(self._sources)
-        while stack:
-            item = stack.pop()
-            if item not in used:
-                used.add(item)
-                stack += self._users.get(item, ())
+        used = self._used_by(self._sources)
         return {key: value for key, value in self.done.items() if key not in used}
 
     def keep(self, values: dict[Hashable, V]) -> None:
@@ -109,15 +103,21 @@ class CanonicalMemo(Generic[V]):
         Returns:
             The questions (see `begin`) that used one of them.
         """
+        seen = self._used_by(sources)
+        for item in seen:
+            self.done.pop(item, None)
+            self._users.pop(item, None)
+        return seen
+
+    def _used_by(self, sources: Iterable[Hashable]) -> set[Hashable]:
+        """The sources and everything that used one of them, directly or through other keys."""
         seen: set[Hashable] = set()
         stack = list(sources)
         while stack:
             item = stack.pop()
-            if item in seen:
-                continue
-            seen.add(item)
-            self.done.pop(item, None)
-            stack += self._users.pop(item, ())
+            if item not in seen:
+                seen.add(item)
+                stack += self._users.get(item, ())
         return seen
 
     def get(self, key: Hashable) -> V:
