@@ -3,10 +3,16 @@
     nice .venv/bin/python bench/psmr_update_bench.py [package] [--rounds N]
 
 The installed package (networkx by default) is copied to a temporary folder and built from an empty
-store (the full build). Then, N times: an unchanged rebuild, and a one-file update (a changed body in
-the package's largest module). Each figure is wall time in this process, with the ratio to the full
-build beside it, and each update's time split over the build's phases (facts read from the store,
-resolution, import graph, assembly, save). Run it on a quiet machine and report the load average.
+store (the full build). Then, N times each: an unchanged rebuild, and one-file updates of two kinds,
+both a function appended to the package's largest module: one that nothing calls and that calls
+nothing of the package (`leaf`), and one that passes its parameter to a function of the package
+(`flow`: arguments flow into the whole program). Each kind runs twice: as a one-shot command updates
+(nothing kept in the process: every call site resolved again) and as the MCP server does (the last
+resolution kept, `keep_resolved`: replayed where the edit reaches, `relink`, or resolved in full when
+it reaches too far). Each figure is wall time in this process, with the ratio to the full build
+beside it, the call sites resolved again, and the update's time split over the build's phases (facts
+read from the store, resolution, import graph, assembly, save). Run it on a quiet machine and report
+the load average.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from rich.table import Table
 from slotrelay.psmr import build as build_module
 from slotrelay.psmr import store as store_module
 from slotrelay.psmr.api import build_workspace
+from slotrelay.psmr.build import keep_resolved
 
 PHASES: dict[str, tuple[Any, str]] = {
     "facts": (store_module.Store, "get_facts"),
@@ -76,6 +83,13 @@ def timed_build(root: Path, store: Path) -> tuple[dict[str, Any], float, dict[st
     return summary, wall, dict(spent)
 
 
+def edit(target: Path, kind: str, number: int, package: str) -> None:
+    """Append a function of a kind (see the module docstring) to the target module."""
+    call = "return 0" if kind == "leaf" else f"return {package}.has_path(G, 0, {number})"
+    head = f"import {package}\n" if kind == "flow" else ""
+    target.write_text(target.read_text() + f"\n\n{head}def _bench_{kind}_{number}(G):\n    {call}\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("package", nargs="?", default="networkx")
@@ -83,44 +97,52 @@ def main() -> None:
     args = parser.parse_args()
     source = Path(importlib.import_module(args.package).__file__ or "").parent
     work = Path(tempfile.mkdtemp(prefix="psmr-update-bench-"))
+    rows: list[tuple[str, float, dict[str, float], int | str]] = []
     try:
         root = work / args.package
         shutil.copytree(source, root, ignore=shutil.ignore_patterns("__pycache__"))
         target = max(root.rglob("*.py"), key=lambda f: f.stat().st_size if f.name != "__init__.py" else 0)
         full, full_wall, full_phases = timed_build(root, work / "store")
+        rows.append(("full build", full_wall, full_phases, full["resolved_sites"]))
         # The full build again with every file's facts already stored: the resolution-and-after part.
         shutil.copytree(work / "store" / "facts", work / "relink" / "facts")
-        _, relink_wall, relink_phases = timed_build(root, work / "relink")
-        noops, updates, phases = [], [], []
-        for number in range(args.rounds):
-            _, wall, _ = timed_build(root, work / "store")
-            noops.append(wall)
-            target.write_text(target.read_text() + f"\n\ndef _bench_{number}():\n    return {number}\n")
-            summary, wall, spent = timed_build(root, work / "store")
-            assert summary["analysed"] == 1, summary
-            updates.append(wall)
-            phases.append(spent)
+        relinked, wall, phases = timed_build(root, work / "relink")
+        rows.append(("full build, facts stored", wall, phases, relinked["resolved_sites"]))
+        noops = [timed_build(root, work / "store")[1] for _ in range(args.rounds)]
+        rows.append(("unchanged rebuild (median)", statistics.median(noops), {}, 0))
+        number = 0
+        for kept in (0, 1):
+            keep_resolved(kept)
+            mode = "resolution kept" if kept else "nothing kept"
+            if kept:
+                # The first update of a process resolves in full (and records what a replay needs).
+                edit(target, "leaf", number, args.package)
+                number += 1
+                summary, wall, phases = timed_build(root, work / "store")
+                rows.append((f"first update, {mode}", wall, phases, summary["resolved_sites"]))
+            for kind in ("leaf", "flow"):
+                for _ in range(args.rounds):
+                    edit(target, kind, number, args.package)
+                    number += 1
+                    summary, wall, phases = timed_build(root, work / "store")
+                    assert summary["analysed"] == 1, summary
+                    rows.append((f"{kind} update, {mode}", wall, phases, summary["resolved_sites"]))
+        keep_resolved(0)
         load = os.getloadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"{args.package}: {full['files']} files, load average {load[0]:.2f} {load[1]:.2f}")
-    for column in ("run", "wall s", "x full build", "cpu s", *PHASES):
+    for column in ("run", "wall s", "x full build", "sites resolved", "cpu s", *PHASES):
         table.add_column(column, justify="right" if column != "run" else "left")
-
-    def row(name: str, wall: float, spent: dict[str, float]) -> None:
+    for name, wall, spent, sites in rows:
         table.add_row(
             name,
             f"{wall:.3f}",
             f"{wall / full_wall:.3f}",
+            str(sites),
             *(f"{spent.get(p, 0.0):.3f}" for p in ("cpu", *PHASES)),
         )
-
-    row("full build", full_wall, full_phases)
-    row("full build, facts stored", relink_wall, relink_phases)
-    row("unchanged rebuild (median)", statistics.median(noops), {})
-    for number, (wall, spent) in enumerate(zip(updates, phases, strict=True), start=1):
-        row(f"one-file update {number}", wall, spent)
-    Console(width=150).print(table)
+    Console(width=170).print(table)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,10 @@ def serve(
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
     registry = WorkspaceRegistry(workspace, store=store)
+    # The server updates its workspaces after each apply: keep their resolution for those updates.
+    from slotrelay.psmr.build import keep_resolved
+
+    keep_resolved(len(workspace))
     for folder in workspace:
         _build_at_start(registry, folder)
 

@@ -28,6 +28,8 @@ V = TypeVar("V")
 # a guard against pathological chains (a generated module of 10,000 chained assignments), where the
 # value then depends on the order again. Real trees stay far below it (networkx: 222).
 MAX_DEPTH = 2000
+# How many tables of records taken over from other memos `affected` walks before they are merged.
+MAX_INHERITED = 8
 # The Python frames one level of evaluation may take (the resolver's recursion goes through a few
 # functions per key), for the recursion limit a deep evaluation needs.
 FRAMES_PER_LEVEL = 12
@@ -60,11 +62,16 @@ class CanonicalMemo(Generic[V]):
         self._partial: dict[Hashable, V] = {}
         self._lows: list[int] = []
         # What is being computed, innermost last (a question at the bottom), and who used each key.
-        self._frames: list[Hashable] = []
-        self._users: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
-        # Off once nothing will be invalidated any more: recording costs a set insertion per use.
-        self.recording = True
-        # The inputs read while recording (see `unread`).
+        self.frames: list[Hashable] = []
+        self.users: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
+        # Who used what before a value was dropped (see `invalidate`): an evaluation of an earlier
+        # round of the same computation read what it recorded then (see `affected`).
+        self._past: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
+        # Whether `invalidate` keeps who used a dropped value (for `affected`).
+        self.keep_past = False
+        # The records of memos this one took over (see `inherit`), newest first.
+        self._inherited: list[dict[Hashable, set[Hashable]]] = []
+        # The inputs read (see `unread`).
         self._sources: set[Hashable] = set()
         # Whether a key got its stand-in value for depth (see MAX_DEPTH): values may then depend on
         # the order of the questions.
@@ -72,24 +79,28 @@ class CanonicalMemo(Generic[V]):
 
     def begin(self, question: Hashable) -> None:
         """Start a question: the keys it uses are recorded as used by it (see `invalidate`)."""
-        self._frames.append(question)
+        self.frames.append(question)
 
     def end(self) -> None:
         """End the question `begin` started."""
-        self._frames.pop()
+        self.frames.pop()
 
     def read(self, source: Hashable) -> None:
         """Record that what is being computed read an input (a source that may change)."""
-        if self.recording and self._frames:
-            self._users[source].add(self._frames[-1])
+        if self.frames:
+            self.users[source].add(self.frames[-1])
             self._sources.add(source)
+
+    def use(self, item: Hashable) -> None:
+        """Record that what is being computed used something the memo does not compute: a fact,
+        fixed while the computation runs (not an input for `invalidate` or `unread`) but found by
+        `affected` when it changes between two, or a cache entry computed as a question (`begin`)."""
+        if self.frames:
+            self.users[item].add(self.frames[-1])
 
     def unread(self) -> dict[Hashable, V]:
         """The values kept that read no input, directly or through other keys: the same whatever the
-        inputs are, as another memo of the same computation with other inputs computes them.
-
-        Only while recording, since it was switched on (a value computed unrecorded may have read one).
-        """
+        inputs are, as another memo of the same computation with other inputs computes them."""
         used = self._used_by(self._sources)
         return {key: value for key, value in self.done.items() if key not in used}
 
@@ -106,24 +117,48 @@ class CanonicalMemo(Generic[V]):
         seen = self._used_by(sources)
         for item in seen:
             self.done.pop(item, None)
-            self._users.pop(item, None)
+            users = self.users.pop(item, None)
+            if users and self.keep_past:
+                self._past[item] |= users
         return seen
 
-    def _used_by(self, sources: Iterable[Hashable]) -> set[Hashable]:
+    def affected(self, sources: Iterable[Hashable]) -> set[Hashable]:
+        """The sources and everything that used one of them at any time, directly or through other
+        keys (values dropped since included)."""
+        return self._used_by(sources, self.users, self._past, *self._inherited)
+
+    def inherit(self, other: CanonicalMemo[V]) -> None:
+        """Take another memo's records of who used what (all of them, as past ones): the records of
+        a computation this one repeats in part (see `slotrelay.psmr.relink`).
+
+        The other memo's tables are shared, not copied; past a few generations they are merged into
+        one, so that `affected` keeps to a few tables.
+        """
+        self._inherited = [other.users, other._past, *other._inherited]
+        if len(self._inherited) > MAX_INHERITED:
+            merged: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
+            for table in self._inherited:
+                for item, users in table.items():
+                    merged[item] |= users
+            self._inherited = [merged]
+
+    def _used_by(self, sources: Iterable[Hashable], *tables: dict[Hashable, set[Hashable]]) -> set[Hashable]:
         """The sources and everything that used one of them, directly or through other keys."""
+        tables = tables or (self.users,)
         seen: set[Hashable] = set()
         stack = list(sources)
         while stack:
             item = stack.pop()
             if item not in seen:
                 seen.add(item)
-                stack += self._users.get(item, ())
+                for table in tables:
+                    stack += table.get(item, ())
         return seen
 
     def get(self, key: Hashable) -> V:
         """The value of key (computed, or kept from before)."""
-        if self.recording and self._frames:
-            self._users[key].add(self._frames[-1])
+        if self.frames:
+            self.users[key].add(self.frames[-1])
         value = self.done.get(key)
         if value is not None:
             return value
@@ -141,7 +176,7 @@ class CanonicalMemo(Generic[V]):
         """Compute key (Tarjan's visit); keep its component's values when key is its canonical head."""
         stack = self._stack
         lows = self._lows
-        frames = self._frames
+        frames = self.frames
         position = len(stack)
         stack.append(key)
         self._index[key] = position

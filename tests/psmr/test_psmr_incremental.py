@@ -1,21 +1,26 @@
 """A one-file update on a networkx-sized tree equals a full rebuild, for each kind of edit an agent makes.
 
-The installed networkx (about 580 files) is copied to a temporary folder and edited in turn: a changed
-body, a new function, a changed import, a removed function that other files import. After each edit
-the updated workspace must have exactly the edges and unknowns of a workspace built from scratch.
-The full rebuild starts from an empty store except for the per-file facts (copied, so the test does
-not pay for parsing 580 files again): everything the update may reuse beyond facts is rebuilt.
+The installed networkx (about 580 files) is copied to a temporary folder and edited in turn: a new
+function no other code reaches, a changed body, a new function, a changed import, a removed function
+that other files import. After each edit the updated workspace must have exactly the edges and
+unknowns of a workspace built from scratch. The full rebuild starts from an empty store except for the
+per-file facts (copied, so the test does not pay for parsing 580 files again): everything the update
+may reuse beyond facts is rebuilt. The process keeps its resolutions, as the MCP server does, so an
+update replays the last one where the edit reaches (`relink`), or resolves in full when that is most
+of the tree.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import networkx
 import pytest
 
 from slotrelay.psmr.api import build_workspace
+from slotrelay.psmr.build import keep_resolved
 from slotrelay.psmr.store import Store, Workspace
 
 MISC = "utils/misc.py"
@@ -27,6 +32,11 @@ def _edit(root: Path, rel: str, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{rel} no longer holds {old!r}: pick another edit for this networkx version"
     path.write_text(text.replace(old, new, 1))
+
+
+def _leaf_def(root: Path) -> None:
+    path = root / CYCLES
+    path.write_text(path.read_text() + "\n\ndef _leaf():\n    return sorted([3, 1, 2])\n")
 
 
 def _body_change(root: Path) -> None:
@@ -66,16 +76,21 @@ def _edges_and_unknowns(ws: Workspace) -> tuple[list, dict]:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     work = tmp_path_factory.mktemp("incremental")
     root = work / "networkx"
     shutil.copytree(Path(networkx.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    # The update's store and the full rebuild's: the update's resolution is kept across the other.
+    keep_resolved(2)
     build_workspace(root, store=work / "inc")
-    return root, work
+    yield root, work
+    keep_resolved(0)
 
 
 @pytest.mark.parametrize(
-    "edit", [_body_change, _new_def, _changed_import, _removed_def], ids=lambda e: e.__name__.strip("_")
+    "edit",
+    [_leaf_def, _body_change, _new_def, _changed_import, _removed_def],
+    ids=lambda e: e.__name__.strip("_"),
 )
 def test_a_one_file_update_equals_a_full_rebuild(tree: tuple[Path, Path], edit) -> None:
     # The edits accumulate in test order: each update starts from the previous one's workspace.
@@ -83,6 +98,9 @@ def test_a_one_file_update_equals_a_full_rebuild(tree: tuple[Path, Path], edit) 
     edit(root)
     update = build_workspace(root, store=work / "inc")
     assert update["analysed"] == 1
+    if edit is _leaf_def:
+        # Nothing else reaches the new function: the replay resolves no other call site again.
+        assert update["resolved_sites"] <= 2, update
     full_store = work / f"full-{edit.__name__}"
     shutil.copytree(work / "inc" / "facts", full_store / "facts")
     full = build_workspace(root, store=full_store)

@@ -158,7 +158,7 @@ if sys.argv[2:] == ["every-site"]:
     # that used a parameter that grew and asks only the sites that used one (from the memo's
     # records of who used what).
     from slotrelay.psmr.memo import CanonicalMemo
-    every = {("@site", number) for number in range(len(linker.sites))}
+    every = {("@site", module, index) for module, index, _ in linker.sites}
 
     def forget_all(memo, sources):
         memo.done.clear()
