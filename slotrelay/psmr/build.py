@@ -62,7 +62,8 @@ def keep_resolved(count: int) -> None:
 
     A long-lived process that updates workspaces (the MCP server) keeps them: an update then resolves
     only what the edit reaches. A one-shot command keeps none, and its resolution skips the records a
-    replay needs, which cost about a fifth of its time. A kept networkx costs about 0.6 GB.
+    replay needs, which add about a third to its time. A kept resolution of networkx (580 files)
+    holds about 0.75 GB.
     """
     _keep["count"] = count
     while len(_RESOLVED) > count:

@@ -175,7 +175,7 @@ class Linker:
     ) -> None:
         self.strict = strict
         # Whether to keep the records an edit is replayed from (`relink`): what each evaluation
-        # consulted, what each round bound. They cost a fifth of the time or more.
+        # consulted, what each round bound. They add about a third to the time.
         self.record = record
         self.facts = {m: f for m, f in facts.items() if not f.get("syntax_error")}
         self.modules = set(facts)
@@ -222,6 +222,9 @@ class Linker:
         # each round (the first: none), for replaying the rounds after an edit (`relink`).
         self.rounds: list[dict[tuple[str, int], frozenset[tuple[tuple[str, Any], Any]]]] = []
         self.round_params: list[dict[tuple[str, Any], frozenset[Any]]] = [{}]
+        # The values of the keys that read a parameter, as each round left them (its last: after
+        # `settle`), for telling whether a parameter that took other arguments has other values.
+        self.round_readers: list[dict[Any, frozenset[Value]]] = []
         # The classes each call site constructs (see `_constructed`).
         self.constructed_by: dict[tuple[str, int], frozenset[str]] = {}
         # The linker that labels this one's edges certain (see `_run`); itself, for a strict one.
@@ -889,6 +892,7 @@ class Linker:
                 self.memo.end()
             if self.record:
                 self.rounds.append(bound)
+                self.round_readers.append(self.memo.readers())
             if not self.pending:
                 break
             for slot, args in self.pending.items():

@@ -91,6 +91,13 @@ class CanonicalMemo(Generic[V]):
             self.users[source].add(self.frames[-1])
             self._sources.add(source)
 
+    def readers(self) -> dict[Hashable, V]:
+        """The values kept of the keys that read an input directly (not through another key)."""
+        done = self.done
+        return {
+            key: done[key] for source in self._sources for key in self.users.get(source, ()) if key in done
+        }
+
     def use(self, item: Hashable) -> None:
         """Record that what is being computed used something the memo does not compute: a fact,
         fixed while the computation runs (not an input for `invalidate` or `unread`) but found by
@@ -126,6 +133,13 @@ class CanonicalMemo(Generic[V]):
         """The sources and everything that used one of them at any time, directly or through other
         keys (values dropped since included)."""
         return self._used_by(sources, self.users, self._past, *self._inherited)
+
+    def users_of(self, item: Hashable) -> set[Hashable]:
+        """Who used an item directly, at any time (as `affected` counts them)."""
+        out: set[Hashable] = set()
+        for table in (self.users, self._past, *self._inherited):
+            out |= table.get(item, set())
+        return out
 
     def inherit(self, other: CanonicalMemo[V]) -> None:
         """Take another memo's records of who used what (all of them, as past ones): the records of

@@ -88,7 +88,7 @@ class _Replay:
         strict.settle()
         live.strict_linker = strict
         sources = set(self.facts_changed)
-        sources |= {("@param", *slot) for slot in _differing(params, self.old.round_params[-1])}
+        sources |= self._param_sources(_differing(params, self.old.round_params[-1]), self.old.memo.done)
         constructs = self._final_questions(sources, "@constructs")
         live.constructed_by = {
             key: self.old.constructed_by[key]
@@ -113,10 +113,10 @@ class _Replay:
         latest: dict[tuple[str, int], frozenset[tuple[Slot, Any]]] = {}
         for number in range(MAX_ROUNDS):
             before = old.round_params[min(number, len(old.round_params) - 1)]
-            sources = self.facts_changed | {("@param", *slot) for slot in _differing(params, before)}
-            again = {
-                item[1:] for item in old.memo.affected(sources) if type(item) is tuple and item[0] == "@site"
-            }
+            values = old.round_readers[min(number, len(old.round_readers) - 1)]
+            sources = self.facts_changed | self._param_sources(_differing(params, before), values)
+            reached = old.memo.affected(sources)
+            again = {item[1:] for item in reached if type(item) is tuple and item[0] == "@site"}
             self._check_reach(again)
             asked_before = old.rounds[number] if number < len(old.rounds) else {}
             latest.update(asked_before)
@@ -134,6 +134,8 @@ class _Replay:
                     if arg not in params.get(slot, ()):
                         live.pending[slot].add(arg)
             live.rounds.append(bound)
+            kept = {key: value for key, value in values.items() if key not in reached}
+            live.round_readers.append(kept | live.memo.readers())
             if not live.pending:
                 break
             for slot, args in live.pending.items():
@@ -142,6 +144,21 @@ class _Replay:
             live.memo.invalidate(("@param", *slot) for slot in live.pending)
             live.pending.clear()
         return params
+
+    def _param_sources(self, slots: set[Slot], before: dict[Any, Any]) -> set[Any]:
+        """What changed with parameters that took other arguments: each key that reads one of them
+        and has another value now than it had then (`before`); a parameter that took another
+        argument of the same values changes nothing."""
+        out: set[Any] = set()
+        for slot in slots:
+            source = ("@param", *slot)
+            for reader in self.old.memo.users_of(source):
+                value = before.get(reader)
+                if value is None:
+                    out.add(source)
+                elif self.live.memo.get(reader) != value:
+                    out.add(reader)
+        return out
 
     def _check_reach(self, sites: set[Any]) -> None:
         if len(sites) > MAX_AGAIN_SHARE * len(self.live.sites):
