@@ -222,9 +222,10 @@ class Linker:
         # each round (the first: none), for replaying the rounds after an edit (`relink`).
         self.rounds: list[dict[tuple[str, int], frozenset[tuple[tuple[str, Any], Any]]]] = []
         self.round_params: list[dict[tuple[str, Any], frozenset[Any]]] = [{}]
-        # The values of the keys that read a parameter, as each round left them (its last: after
-        # `settle`), for telling whether a parameter that took other arguments has other values.
+        # The values of the keys that read a parameter, as each round left them and as the last
+        # phase did, for telling whether a parameter that took other arguments has other values.
         self.round_readers: list[dict[Any, frozenset[Value]]] = []
+        self.final_readers: dict[Any, frozenset[Value]] = {}
         # The classes each call site constructs (see `_constructed`).
         self.constructed_by: dict[tuple[str, int], frozenset[str]] = {}
         # The linker that labels this one's edges certain (see `_run`); itself, for a strict one.
@@ -1340,6 +1341,8 @@ class Linker:
         for module in sorted(self.facts):
             result.state += self.module_state(module)
         self.finish(result)
+        if self.record:
+            self.final_readers = self.memo.readers()
         self.result = result
         self.resolved_sites = len(self.sites)
         return result

@@ -88,7 +88,7 @@ class _Replay:
         strict.settle()
         live.strict_linker = strict
         sources = set(self.facts_changed)
-        sources |= self._param_sources(_differing(params, self.old.round_params[-1]), self.old.memo.done)
+        sources |= self._param_sources(_differing(params, self.old.round_params[-1]), self.old.final_readers)
         constructs = self._final_questions(sources, "@constructs")
         live.constructed_by = {
             key: self.old.constructed_by[key]
@@ -102,6 +102,9 @@ class _Replay:
         live.constructed = set().union(*live.constructed_by.values())
         sources |= {("constructed", cls) for cls in live.constructed ^ self.old.constructed}
         live.result = self._resolve(sources)
+        reached = self.old.memo.affected(sources)
+        kept = {key: value for key, value in self.old.final_readers.items() if key not in reached}
+        live.final_readers = kept | live.memo.readers()
         live.memo.inherit(self.old.memo)
         strict.memo.inherit(self.old.strict_linker.memo)
         return live
