@@ -14,7 +14,8 @@ panic of its Rust core or the child's death becomes a warning here, never the bu
 grimp's answer depends only on which files the tree has and on their import statements, so it is
 kept in the store under a key made of exactly that (each file's import facts, with their lines, and
 whether it parsed): an update that leaves every import where it was (a changed body, a new or
-removed function) reuses it instead of paying a child process and a second parse of every file.
+removed function) reuses it instead of paying a copy of the tree, a child process and a second parse
+of every file.
 """
 
 from __future__ import annotations
@@ -58,16 +59,11 @@ def import_edges(
     by_grimp: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="psmr-grimp-") as tmp:
         copy = Path(tmp) / root.name
-        for rel, data in sources.items():
-            path = copy / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
         base = Path(tmp) / import_base(root).relative_to(root.parent)
-        packages = sorted(
-            {m.split(".")[0] for m in facts if (base / m.split(".")[0] / "__init__.py").exists()}
-        )
+        files = {copy / rel for rel in sources}
+        packages = sorted({m.split(".")[0] for m in facts if base / m.split(".")[0] / "__init__.py" in files})
         if packages:
-            answer = _remembered_grimp(root, base, packages, facts, sources, store)
+            answer = _remembered_grimp(root, copy, base, packages, facts, sources, store)
             if "error" in answer:
                 warnings.append(
                     f"grimp could not build the import graph ({answer['error']}); "
@@ -113,6 +109,7 @@ def _internal_target(item: dict[str, Any], facts: dict[str, Any]) -> str:
 
 def _remembered_grimp(
     root: Path,
+    copy: Path,
     base: Path,
     packages: list[str],
     facts: dict[str, dict[str, Any]],
@@ -120,7 +117,8 @@ def _remembered_grimp(
     store: Store,
 ) -> dict[str, Any]:
     """grimp's answer for this layout and these import statements: the stored one, else a fresh one
-    (kept only when grimp succeeded, so a timeout is tried again next build)."""
+    from the copy of the sources written under `copy` (kept only when grimp succeeded, so a timeout
+    is tried again next build)."""
     key = hashlib.sha256(
         orjson.dumps(
             {
@@ -137,6 +135,10 @@ def _remembered_grimp(
     answer = store.get_json("cache/grimp", key)
     if isinstance(answer, dict) and "packages" in answer and "edges" in answer:
         return answer
+    for rel, data in sources.items():
+        path = copy / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
     answer = _run_grimp(base, packages, sorted(facts))
     if "error" not in answer:
         store.put_json("cache/grimp", key, answer)

@@ -114,6 +114,9 @@ class _Replay:
         old, live = self.old, self.live
         params = live.params
         latest: dict[tuple[str, int], frozenset[tuple[Slot, Any]]] = {}
+        # The sites whose latest bindings may be missing from the parameters: those asked in this
+        # round before, and those evaluated again in an earlier round (their bindings then differ).
+        unsettled: set[tuple[str, int]] = set()
         for number in range(MAX_ROUNDS):
             before = old.round_params[min(number, len(old.round_params) - 1)]
             values = old.round_readers[min(number, len(old.round_readers) - 1)]
@@ -123,19 +126,20 @@ class _Replay:
             self._check_reach(again)
             asked_before = old.rounds[number] if number < len(old.rounds) else {}
             latest.update(asked_before)
+            unsettled |= asked_before.keys()
             bound: dict[tuple[str, int], frozenset[tuple[Slot, Any]]] = {}
             for key in sorted((again | self.own) & live.site_at.keys()):
                 live.memo.begin(("@site", *key))
                 bound[key] = live.flow_arguments(live.site_at[key])
                 live.memo.end()
-            for key, pairs in latest.items():
-                if key in self.own or key in again:
-                    continue
+            for key in unsettled - self.own - again:
+                pairs = latest[key]
                 if key in asked_before:
                     bound[key] = pairs
                 for slot, arg in pairs:
                     if arg not in params.get(slot, ()):
                         live.pending[slot].add(arg)
+            unsettled &= again
             live.rounds.append(bound)
             kept = {key: value for key, value in values.items() if key not in reached}
             live.round_readers.append(kept | live.memo.readers())
