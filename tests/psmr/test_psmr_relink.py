@@ -104,6 +104,21 @@ def test_a_replayed_resolution_equals_a_full_one_edit_after_edit(
         linker = replayed
 
 
+def test_an_edit_that_reaches_far_is_resolved_in_full(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new method of Console that calls its print: what flows into Console.print's parameters
+    # reaches far past the share of call sites a replay is worth (MAX_AGAIN_SHARE).
+    facts = _facts(tree)
+    linker = Linker(facts, record=True)
+    linker.run()
+    rel, old, new = EDITS["new_method"]
+    path = tree / rel
+    module = module_name(tree, path)[0]
+    edited = {**facts, module: extract(path.read_text().replace(old, new, 1), module, is_package=False)}
+    assert relink(linker, edited, {module}) is None
+    monkeypatch.setattr(relink_module, "MAX_AGAIN_SHARE", 1.0)
+    assert relink(linker, edited, {module}) is not None
+
+
 def test_an_edit_that_adds_a_module_is_resolved_in_full(tree: Path) -> None:
     facts = _facts(tree)
     linker = Linker(facts, record=True)
