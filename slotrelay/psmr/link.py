@@ -167,7 +167,9 @@ class Linker:
     """Resolve the facts of every module of one tree (module name -> facts).
 
     A strict linker lets no argument flow into parameters (only defaults): what it resolves is what
-    the code says without a guess about the caller.
+    the code says without a guess about the caller. A recording linker keeps what each evaluation
+    consulted and what each round bound, so that an edit can be resolved by replaying it
+    (`slotrelay.psmr.relink`).
     """
 
     def __init__(
