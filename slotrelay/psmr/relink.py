@@ -93,7 +93,7 @@ class _Replay:
         live.strict_linker = strict
         sources = set(self.facts_changed)
         sources |= self._param_sources(_differing(params, self.old.round_params[-1]), self.old.final_readers)
-        constructs = self._final_questions(sources, "@constructs")
+        constructs = _questions(self._reached(sources)[1], "@constructs")
         live.constructed_by = {
             key: self.old.constructed_by[key]
             for key in live.site_at
@@ -105,9 +105,9 @@ class _Replay:
                     live.constructed_by[key] = live.constructs(live.site_at[key])
         live.constructed = set().union(*live.constructed_by.values())
         sources |= {("constructed", cls) for cls in live.constructed ^ self.old.constructed}
-        live.result = self._resolve(sources)
-        reached = self.old.memo.affected(sources)
-        kept = {key: value for key, value in self.old.final_readers.items() if key not in reached}
+        flow, reached = self._reached(sources)
+        live.result = self._resolve(reached)
+        kept = {key: value for key, value in self.old.final_readers.items() if key not in flow}
         live.final_readers = kept | live.memo.readers()
         live.memo.inherit(self.old.memo)
         strict.memo.inherit(self.old.strict_linker.memo)
@@ -126,7 +126,7 @@ class _Replay:
             values = old.round_readers[min(number, len(old.round_readers) - 1)]
             sources = self.facts_changed | self._param_sources(_differing(params, before), values)
             reached = old.memo.affected(sources)
-            again = {item[1:] for item in reached if type(item) is tuple and item[0] == "@site"}
+            again = _questions(reached, "@site")
             self._check_reach(again)
             asked_before = old.rounds[number] if number < len(old.rounds) else {}
             latest.update(asked_before)
@@ -175,21 +175,18 @@ class _Replay:
         if len(sites) > MAX_AGAIN_SHARE * len(self.live.sites):
             raise TooFar
 
-    def _final_questions(self, sources: set[Any], tag: str) -> set[Any]:
-        """The questions of one kind (`@final`, `@implicit`, ...) of the old linkers that used a source."""
-        found = set()
-        for memo in (self.old.memo, self.old.strict_linker.memo):
-            for item in memo.affected(sources):
-                if type(item) is tuple and item[0] == tag:
-                    found.add(item[1] if len(item) == 2 else item[1:])
-        return found
+    def _reached(self, sources: set[Any]) -> tuple[set[Any], set[Any]]:
+        """What used a source in the old linker's records, and in its or its strict linker's."""
+        flow = self.old.memo.affected(sources)
+        return flow, flow | self.old.strict_linker.memo.affected(sources)
 
-    def _resolve(self, sources: set[Any]) -> LinkResult:
-        """The last phase: what used a changed source, and what the edited modules hold, resolved again."""
+    def _resolve(self, reached: set[Any]) -> LinkResult:
+        """The last phase: what used a changed source (`reached`, see `_reached`), and what the edited
+        modules hold, resolved again."""
         old, live, changed = self.old.result, self.live, self.changed
         assert old is not None
         result = LinkResult()
-        again = self._final_questions(sources, "@final") | self.own
+        again = _questions(reached, "@final") | self.own
         self._check_reach(again)
         live.resolved_sites = 0
         for module, index, _ in live.sites:
@@ -201,7 +198,7 @@ class _Replay:
                 result.targets[key] = old.targets[key]
             else:
                 result.unresolved[key] = old.unresolved[key]
-        again = self._final_questions(sources, "@implicit") | _edited(self.old, live, changed, "implicit")
+        again = _questions(reached, "@implicit") | _edited(self.old, live, changed, "implicit")
         for module, f in sorted(live.facts.items()):
             for index in range(len(f.get("implicit", ()))):
                 key = (module, index)
@@ -209,7 +206,7 @@ class _Replay:
                     live.resolve_implicit(module, index, result)
                 elif key in old.implicit:
                     result.implicit[key] = old.implicit[key]
-        classes = self._final_questions(sources, "@class") | {
+        classes = _questions(reached, "@class") | {
             q for q, info in live.defs.items() if info["kind"] == "class" and info["module"] in changed
         }
         for qualname in sorted(q for q, info in live.defs.items() if info["kind"] == "class"):
@@ -219,7 +216,7 @@ class _Replay:
                 result.mro[qualname] = old.mro[qualname]
                 result.bases[qualname] = old.bases[qualname]
                 result.external_bases[qualname] = old.external_bases[qualname]
-        modules = self._final_questions(sources, "@state") | changed
+        modules = _questions(reached, "@state") | changed
         by_module: dict[str, list[tuple[str, str, str, str, int]]] = defaultdict(list)
         for access in old.state:
             by_module[access[3]].append(access)
@@ -227,6 +224,14 @@ class _Replay:
             result.state += live.module_state(module) if module in modules else by_module[module]
         live.finish(result)
         return result
+
+
+def _questions(reached: set[Any], tag: str) -> set[Any]:
+    """The questions of one kind (`@final`, `@implicit`, ...) among what an edit reached, by what they
+    ask about (a site or implicit call as (module, index), a class, a module)."""
+    return {
+        item[1] if len(item) == 2 else item[1:] for item in reached if type(item) is tuple and item[0] == tag
+    }
 
 
 def _edited(old: Linker, live: Linker, changed: set[str], kind: str) -> set[tuple[str, int]]:
