@@ -101,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     source = Path(importlib.import_module(args.package).__file__ or "").parent
     work = Path(tempfile.mkdtemp(prefix="psmr-update-bench-"))
-    rows: list[tuple[str, float, dict[str, float], int | str]] = []
+    rows: list[tuple[str, float, dict[str, float], int]] = []
     try:
         root = work / args.package
         shutil.copytree(source, root, ignore=shutil.ignore_patterns("__pycache__"))
