@@ -45,7 +45,8 @@ TIMED: tuple[tuple[str, Any, str], ...] = (
     ("resolve", build_module.Linker, "run"),
     ("resolve", build_module, "relink"),
     ("imports", build_module, "import_edges"),
-    ("assemble", build_module.GraphAssembler, "build"),
+    ("assemble", build_module.GraphAssembler, "assemble"),
+    ("assemble", build_module, "merge"),
     ("save", store_module.Store, "save"),
 )
 PHASES = tuple(dict.fromkeys(phase for phase, _, _ in TIMED))

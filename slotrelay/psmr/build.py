@@ -27,12 +27,13 @@ import orjson
 
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.extract import FACTS_VERSION, extract
-from slotrelay.psmr.graph import GraphAssembler
+from slotrelay.psmr.graph import Assembled, GraphAssembler
 from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
+from slotrelay.psmr.parts import merge
 from slotrelay.psmr.relink import relink
 from slotrelay.psmr.sealed import read_regular
-from slotrelay.psmr.store import Store, Workspace, without_cyclic_gc
+from slotrelay.psmr.store import Store, without_cyclic_gc
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -44,12 +45,14 @@ MAX_FILE_BYTES_ENV = "PSMR_MAX_FILE_BYTES"
 @dataclass
 class Resolved:
     """A workspace's last resolution in this process: the facts it read (by module, with their
-    content keys) and the linker, whose records an update replays (`relink`)."""
+    content keys), the linker, whose records an update replays (`relink`), and the graph's parts,
+    which it assembles again only where their module's facts or resolution changed."""
 
     version: str
     keys: dict[str, str]
     facts: dict[str, dict[str, Any]]
     linker: Linker
+    assembled: Assembled
 
 
 # The last resolution of the workspaces this process built most recently, by (store, workspace id).
@@ -325,9 +328,6 @@ def build(
         linker.run()
     link = linker.result
     assert link is not None
-    if _keep["count"] > 0:
-        _RESOLVED[(str(the_store.path), ws_id)] = Resolved(version, keys, facts, linker)
-        keep_resolved(_keep["count"])
     # grimp reads a copy of what this build read, decoded as the fast pass decoded it (so a stray
     # byte does not fail the package); files that did not parse are empty in it.
     sources = {
@@ -336,24 +336,13 @@ def build(
     } | dict.fromkeys(unanalysed, b"")
     edges, import_warnings = import_edges(source, facts, sources, store=the_store)
     warnings += import_warnings
-    assembly = GraphAssembler(facts, paths, commit).build(link, edges)
+    assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
+    assembly = merge(assembled.parts.values())
+    if _keep["count"] > 0:
+        _RESOLVED[(str(the_store.path), ws_id)] = Resolved(version, keys, facts, linker, assembled)
+        keep_resolved(_keep["count"])
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
-    workspace = Workspace(
-        workspace_id=ws_id,
-        root=str(root),
-        source_root=str(source),
-        rev=rev,
-        commit=commit,
-        version=version,
-        files=entries,
-        graph=assembly.graph,
-        evidence=assembly.evidence,
-        unknowns=assembly.unknowns,
-        conflicts=assembly.conflicts,
-        warnings=warnings,
-        updated=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
     summary: dict[str, Any] = {
         "workspace_id": ws_id,
         "root": str(root),
@@ -367,12 +356,29 @@ def build(
         "removed": len(removed),
         "dependents": len(dependents),
         "resolved_sites": linker.resolved_sites,
-        "nodes": assembly.graph.number_of_nodes(),
-        "edges": assembly.graph.number_of_edges(),
+        "assembled_modules": len(assembled.parts) - len(assembled.reused),
+        "nodes": len(assembly.nodes),
+        "edges": len(assembly.edges),
         "unknowns": len(assembly.unknowns),
         "conflicts": len(assembly.conflicts),
         "warnings": warnings,
     }
     summary["duration_s"] = round(time.perf_counter() - started, 3)
-    the_store.save(workspace, stats=summary)
+    stored = manifest.get("parts", {})
+    the_store.save(
+        {
+            "workspace_id": ws_id,
+            "root": str(root),
+            "source_root": str(source),
+            "rev": rev,
+            "commit": commit,
+            "version": version,
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+            "files": entries,
+            "warnings": warnings,
+            "stats": summary,
+        },
+        assembled.parts,
+        stored={module: stored[module] for module in assembled.reused if module in stored},
+    )
     return summary

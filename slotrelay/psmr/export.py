@@ -53,6 +53,6 @@ def callgraph_of(facts: dict[str, Any]) -> dict[str, list[str]]:
         commit=None,
         version="",
         files={},
-        graph=assembly.graph,
+        graph=assembly.graph(),
     )
     return callgraph(ws)

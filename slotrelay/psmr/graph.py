@@ -11,12 +11,11 @@ what they say, so the same tree always yields the same ids.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
-
-from slotrelay.psmr.link import RESOLVED_STATUS, LinkResult
+from slotrelay.psmr.link import RESOLVED_STATUS, CallTarget, LinkResult
+from slotrelay.psmr.parts import OUTSIDE_KINDS, Assembly, ModulePart, merge
 
 PREFIX = "semantic:"
 
@@ -36,25 +35,91 @@ def stable_id(prefix: str, *parts: Any) -> str:
     return f"{prefix}_{hashlib.sha1(repr(parts).encode()).hexdigest()[:12]}"
 
 
-@dataclass
-class Assembly:
-    """The graph with its evidence, unknown and conflict records."""
+@dataclass(frozen=True)
+class ModuleLink:
+    """A module's share of the resolution: all its part of the graph depends on besides its facts."""
 
-    graph: nx.MultiDiGraph[Any] = field(default_factory=nx.MultiDiGraph)  # as Workspace.graph
-    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
-    unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
-    conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Per call site, its targets, or the reason it is an unknown.
+    calls: tuple[list[CallTarget] | str, ...]
+    implicit: tuple[list[CallTarget], ...]
+    state: tuple[tuple[str, str, str, str, int], ...]
+    # Per class: its bases in the tree, bases outside it, and its MRO.
+    classes: tuple[tuple[str, list[str], list[str], list[str]], ...]
+    decorates: tuple[tuple[str, str, str, int], ...]
+    reexports: tuple[tuple[str, str, str], ...]
+    imports: tuple[tuple[str, str, int, str], ...]
+
+
+@dataclass
+class Assembled:
+    """Each module's part of the graph and what it was assembled from: the next update assembles
+    again only the modules whose facts, path or share of the resolution changed."""
+
+    revision: str | None
+    facts: dict[str, dict[str, Any]]
+    paths: dict[str, str]
+    links: dict[str, ModuleLink]
+    parts: dict[str, ModulePart]
+    # The modules whose parts were taken from the previous assembly.
+    reused: set[str]
 
 
 class GraphAssembler:
-    """Builds an `Assembly` from per-file facts, their paths, the link result and the revision."""
+    """Builds each module's `ModulePart` from per-file facts, their paths, the link result and the
+    revision (see `slotrelay.psmr.parts`)."""
 
     def __init__(self, facts: dict[str, dict[str, Any]], paths: dict[str, str], revision: str | None) -> None:
         self.facts = facts
         self.paths = paths
         self.revision = revision
-        self.out = Assembly()
+        self.out = ModulePart()
         self._prefixes: set[str] | None = None
+
+    def build(self, link: LinkResult, import_edges: list[tuple[str, str, int, str]]) -> Assembly:
+        """The whole graph, assembled from nothing."""
+        return merge(self.assemble(link, import_edges).parts.values())
+
+    def assemble(
+        self,
+        link: LinkResult,
+        import_edges: list[tuple[str, str, int, str]],
+        previous: Assembled | None = None,
+    ) -> Assembled:
+        """Each module's part: `previous`'s where the module's facts (the same object), path and share
+        of the resolution are unchanged (and so is the set of modules, which tells inside from
+        outside), assembled again elsewhere."""
+        links = _module_links(self.facts, link, import_edges)
+        if previous is not None and (
+            previous.revision != self.revision or previous.facts.keys() != self.facts.keys()
+        ):
+            previous = None
+        parts: dict[str, ModulePart] = {}
+        reused = set()
+        for module, facts in sorted(self.facts.items()):
+            if (
+                previous is not None
+                and previous.facts[module] is facts
+                and previous.paths.get(module) == self.paths.get(module)
+                and previous.links[module] == links[module]
+            ):
+                parts[module] = previous.parts[module]
+                reused.add(module)
+            else:
+                parts[module] = self._part(module, facts, links[module])
+        return Assembled(self.revision, dict(self.facts), dict(self.paths), links, parts, reused)
+
+    def _part(self, module: str, facts: dict[str, Any], link: ModuleLink) -> ModulePart:
+        """One module's definitions, state, calls, classes, decorators, imports and unknowns."""
+        self.out = ModulePart()
+        self._module(module, facts)
+        if not facts.get("syntax_error"):
+            self._calls(module, facts, link)
+        self._state(module, link)
+        self._classes(module, link)
+        self._decorators(module, link)
+        self._imports(link)
+        self._reexports(link)
+        return self.out
 
     def evidence(
         self,
@@ -67,10 +132,16 @@ class GraphAssembler:
         status: str | None = None,
     ) -> str:
         """Record one piece of evidence and return its id."""
+        record = self._evidence(module, span, resolution, about, authority, status)
+        self.out.evidence[record["id"]] = record
+        return str(record["id"])
+
+    def _evidence(
+        self, module: str, span: list[int], resolution: str, about: str, authority: str, status: str | None
+    ) -> dict[str, Any]:
         artifact = self.paths.get(module, module)
-        ev = stable_id("ev", about, artifact, span, resolution)
-        self.out.evidence[ev] = {
-            "id": ev,
+        return {
+            "id": stable_id("ev", about, artifact, span, resolution),
             "about": about,
             "artifact": artifact,
             "revision": self.revision,
@@ -79,22 +150,27 @@ class GraphAssembler:
             "authority": authority,
             "status": status or RESOLVED_STATUS.get(resolution, "confirmed"),
         }
-        return ev
 
     def node(self, qualname: str, kind: str, **attrs: Any) -> str:
+        """A node the module defines."""
         node = sid(qualname)
-        if node not in self.out.graph:
-            self.out.graph.add_node(node, kind=kind, qualname=qualname, **attrs)
+        if node not in self.out.nodes:
+            self.out.nodes[node] = {"kind": kind, "qualname": qualname, **attrs}
         return node
 
-    def edge(self, source: str, target: str, relation: str, ev: str, **attrs: Any) -> None:
-        graph = self.out.graph
-        if graph.has_edge(source, target, key=relation):
-            data = graph.edges[source, target, relation]
-            if ev not in data["evidence"]:
-                data["evidence"].append(ev)
-            return
-        graph.add_edge(source, target, key=relation, relation=relation, evidence=[ev], **attrs)
+    def ref(self, qualname: str, kind: str) -> str:
+        """A node outside the tree (external, builtin), unless the module defines it."""
+        node = sid(qualname)
+        if node not in self.out.nodes and node not in self.out.refs:
+            self.out.refs[node] = {"kind": kind, "qualname": qualname}
+        return node
+
+    def edge(self, source: str, target: str, relation: str, ev: str) -> None:
+        data = self.out.edges.get((source, target, relation))
+        if data is None:
+            self.out.edges[source, target, relation] = {"relation": relation, "evidence": [ev]}
+        elif ev not in data["evidence"]:
+            data["evidence"].append(ev)
 
     def unknown(self, module: str, scope: str, reason: str, span: list[int], detail: str) -> str:
         artifact = self.paths.get(module, module)
@@ -120,21 +196,6 @@ class GraphAssembler:
             "status": "open",
         }
         return cid
-
-    def build(self, link: LinkResult, import_edges: list[tuple[str, str, int, str]]) -> Assembly:
-        """Add modules, definitions, state, calls, imports, inheritance, decoration, tests and unknowns."""
-        for module, facts in sorted(self.facts.items()):
-            self._module(module, facts)
-        for module, facts in sorted(self.facts.items()):
-            if not facts.get("syntax_error"):
-                self._calls(module, facts, link)
-        self._state(link)
-        self._classes(link)
-        self._decorators(link)
-        self._imports(import_edges)
-        self._tests()
-        self._reexports(link)
-        return self.out
 
     def _module(self, module: str, facts: dict[str, Any]) -> None:
         artifact = self.paths.get(module, module)
@@ -223,30 +284,23 @@ class GraphAssembler:
                     f"{cls}.{name}", "state", subkind="instance_attribute", artifact=artifact, module=module
                 )
 
-    def _calls(self, module: str, facts: dict[str, Any], link: LinkResult) -> None:
-        for index, site in enumerate(facts["calls"]):
+    def _calls(self, module: str, facts: dict[str, Any], link: ModuleLink) -> None:
+        for site, targets in zip(facts["calls"], link.calls, strict=True):
             caller = sid(site["scope"])
-            targets = link.targets.get((module, index))
-            if not targets:
-                reason = link.unresolved.get((module, index), "untyped_value")
-                self.unknown(module, site["scope"], reason, site["span"], _describe(site["callee"]))
+            if isinstance(targets, str):
+                self.unknown(module, site["scope"], targets, site["span"], _describe(site["callee"]))
                 continue
             for t in targets:
-                if t.kind == "external":
-                    node = self.node(t.target, "external")
-                elif t.kind == "builtin":
-                    node = self.node(t.target, "builtin")
-                else:
-                    node = sid(t.target)
+                node = self.ref(t.target, t.kind) if t.kind in OUTSIDE_KINDS else sid(t.target)
                 ev = self.evidence(
                     module, site["span"], t.resolution, about=f"{site['scope']} calls {t.target}"
                 )
                 self.edge(caller, node, "calls", ev)
         # Calls without call syntax (for, with, raise, property access): an edge where resolved, never an
         # unknown (most loops and attribute reads run no code of the tree).
-        for index, item in enumerate(facts.get("implicit", ())):
-            for t in link.implicit.get((module, index), []):
-                node = self.node(t.target, "builtin") if t.kind == "builtin" else sid(t.target)
+        for item, targets in zip(facts.get("implicit", ()), link.implicit, strict=True):
+            for t in targets:
+                node = self.ref(t.target, "builtin") if t.kind == "builtin" else sid(t.target)
                 ev = self.evidence(
                     module,
                     item["span"],
@@ -255,36 +309,37 @@ class GraphAssembler:
                 )
                 self.edge(sid(item["scope"]), node, "calls", ev)
 
-    def _state(self, link: LinkResult) -> None:
-        for scope, mode, target, module, index in link.state:
-            if sid(target) not in self.out.graph:
-                continue
+    def _state(self, module: str, link: ModuleLink) -> None:
+        # An edge only to a node of the graph: settled when the parts are merged.
+        for scope, mode, target, _, index in link.state:
             access = self.facts[module]["state"][index]
-            ev = self.evidence(module, access["span"], "lexical", about=f"{scope} {mode}s {target}")
-            self.edge(sid(scope), sid(target), "writes_state" if mode == "write" else "reads_state", ev)
+            about = f"{scope} {mode}s {target}"
+            record = self._evidence(module, access["span"], "lexical", about, "static:ast", None)
+            relation = "writes_state" if mode == "write" else "reads_state"
+            self.out.state.append((sid(scope), sid(target), relation, record))
 
-    def _classes(self, link: LinkResult) -> None:
-        for cls, bases in sorted(link.bases.items()):
-            module = self.out.graph.nodes[sid(cls)].get("module", "")
-            span = self.out.graph.nodes[sid(cls)]["span"]
+    def _classes(self, module: str, link: ModuleLink) -> None:
+        for cls, bases, external_bases, mro in link.classes:
+            data = self.out.nodes[sid(cls)]
+            span = data["span"]
             for base in bases:
                 ev = self.evidence(module, span, "lexical", about=f"{cls} inherits {base}")
                 self.edge(sid(cls), sid(base), "inherits", ev)
-            for base in link.external_bases.get(cls, []):
-                node = self.node(base, "builtin" if "." not in base else "external")
+            for base in external_bases:
+                node = self.ref(base, "builtin" if "." not in base else "external")
                 ev = self.evidence(module, span, "import", about=f"{cls} inherits {base}")
                 self.edge(sid(cls), node, "inherits", ev)
-            self.out.graph.nodes[sid(cls)]["mro"] = link.mro.get(cls, [cls])
+            data["mro"] = mro
 
-    def _decorators(self, link: LinkResult) -> None:
-        for decorator, decorated, module, index in link.decorates:
+    def _decorators(self, module: str, link: ModuleLink) -> None:
+        for decorator, decorated, _, index in link.decorates:
             site = self.facts[module]["calls"][index]
             ev = self.evidence(module, site["span"], "lexical", about=f"{decorator} decorates {decorated}")
             self.edge(sid(decorator), sid(decorated), "decorates", ev)
 
-    def _imports(self, import_edges: list[tuple[str, str, int, str]]) -> None:
-        for importer, imported, line, authority in import_edges:
-            node = sid(imported) if sid(imported) in self.out.graph else self.node(imported, "external")
+    def _imports(self, link: ModuleLink) -> None:
+        # Edges to an imported module of the tree, or to an external node made for it when the parts merge.
+        for importer, imported, line, authority in link.imports:
             ev = self.evidence(
                 importer,
                 [line, 0, line, 0],
@@ -292,18 +347,9 @@ class GraphAssembler:
                 about=f"{importer} imports {imported}",
                 authority=authority,
             )
-            self.edge(sid(importer), node, "imports", ev)
+            self.out.imports.append((sid(importer), sid(imported), imported, ev))
 
-    def _tests(self) -> None:
-        graph = self.out.graph
-        for node, data in list(graph.nodes(data=True)):
-            if data.get("kind") != "test":
-                continue
-            for _, target, key, edge in list(graph.out_edges(node, keys=True, data=True)):
-                if key == "calls" and graph.nodes[target].get("kind") not in ("external", "builtin"):
-                    self.edge(node, target, "tests", edge["evidence"][0])
-
-    def _reexports(self, link: LinkResult) -> None:
+    def _reexports(self, link: ModuleLink) -> None:
         for module, name, kind in link.reexports:
             self.conflict(
                 kind,
@@ -311,6 +357,50 @@ class GraphAssembler:
                 f"{module} both defines and imports {name}; the later binding shadows the other",
                 [],
             )
+
+
+def _module_links(
+    facts: dict[str, dict[str, Any]], link: LinkResult, import_edges: list[tuple[str, str, int, str]]
+) -> dict[str, ModuleLink]:
+    """Each module's share of the resolution and of the import edges."""
+    grouped: dict[str, dict[str, list[Any]]] = {
+        m: {"state": [], "decorates": [], "reexports": [], "imports": []} for m in facts
+    }
+    for access in link.state:
+        grouped[access[3]]["state"].append(access)
+    for decoration in link.decorates:
+        grouped[decoration[2]]["decorates"].append(decoration)
+    for reexport in link.reexports:
+        grouped[reexport[0]]["reexports"].append(reexport)
+    for edge in import_edges:
+        grouped[edge[0]]["imports"].append(edge)
+    out = {}
+    for module, f in facts.items():
+        targets, unresolved, implicit = link.targets, link.unresolved, link.implicit
+        calls = () if f.get("syntax_error") else f["calls"]
+        classes = (
+            [d["qualname"] for d in f.get("defs", ()) if d["kind"] == "class"]
+            if not f.get("syntax_error")
+            else []
+        )
+        shares = grouped[module]
+        out[module] = ModuleLink(
+            calls=tuple(
+                targets.get((module, i)) or unresolved.get((module, i), "untyped_value")
+                for i in range(len(calls))
+            ),
+            implicit=tuple(implicit.get((module, i), []) for i in range(len(f.get("implicit", ())))),
+            state=tuple(shares["state"]),
+            classes=tuple(
+                (c, link.bases[c], link.external_bases.get(c, []), link.mro.get(c, [c]))
+                for c in sorted(set(classes))
+                if c in link.bases
+            ),
+            decorates=tuple(shares["decorates"]),
+            reexports=tuple(shares["reexports"]),
+            imports=tuple(shares["imports"]),
+        )
+    return out
 
 
 def _one_definition(defs: list[dict[str, Any]]) -> bool:

@@ -1,7 +1,11 @@
 """The persistent workspace store: a folder (`.psmr/` by default) that outlives any session.
 
-    <store>/workspaces/<ws_id>/manifest.json   root, revision, files with content hashes, version
-    <store>/workspaces/<ws_id>/graph.json      the assembled graph, evidence, unknowns, conflicts
+    <store>/workspaces/<ws_id>/manifest.json   root, revision, files with content hashes, version, and
+                                               the record of each module's part of the graph
+    <store>/workspaces/<ws_id>/parts/<digest>.json
+                                               one module's part of the graph (nodes, edges, evidence,
+                                               unknowns, conflicts: `slotrelay.psmr.parts`), named by
+                                               its content
     <store>/facts/<key>.msgpack                one file's fast-pass facts, keyed by content hash
     <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings,
                                                the passes' recorded disagreements)
@@ -13,18 +17,24 @@ this user's key (`slotrelay.psmr.sealed`) and checked on load: its seal, then it
 version. A record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
 from the file, a graph or manifest makes the build start over. Reads never follow a symlink inside
 the store or open anything but a regular file, and writes go through a fresh temporary file that is
-flushed and renamed, so a crash never leaves a half-written manifest or graph. The graph record's
+flushed and renamed, so a crash never leaves a half-written manifest or graph. Each graph part's
 seal is written into the manifest, so a manifest and a graph from different builds do not pair.
+A build writes only the parts it has not stored before, then the manifest, then removes the parts no
+manifest names any more; concurrent builds of one workspace leave the last manifest written, and if
+its parts were removed by the other build, loading it asks for a rebuild.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import os
+import re
 import stat
 import subprocess
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,9 +48,10 @@ import orjson
 from slotrelay.psmr import sealed
 from slotrelay.psmr.errors import ValidationFailed, WorkspaceNotFound
 from slotrelay.psmr.extract import FACTS_VERSION
+from slotrelay.psmr.parts import Assembly, ModulePart, merge
 
-MANIFEST_SCHEMA = "psmr-workspace-0.2"
-GRAPH_SCHEMA = "psmr-graph-0.1"
+MANIFEST_SCHEMA = "psmr-workspace-0.3"
+PART_NAME = re.compile(r"[0-9a-f]{32}\.json")
 # Loaded workspaces kept per process (a server answers many calls); the least recently used go first.
 _LOADED: OrderedDict[tuple[str, str], Workspace] = OrderedDict()
 KEEP_LOADED = 8
@@ -147,6 +158,11 @@ class Store:
                 return None
         return path
 
+    def _parts_folder(self, workspace_id: str) -> Path | None:
+        """The folder of a workspace's graph parts, or None when it or a folder on the way is a symlink."""
+        probe = self._record(f"workspaces/{workspace_id}/parts/-")
+        return probe.parent if probe is not None else None
+
     def _read(self, name: str) -> tuple[bytes, str] | None:
         path = self._record(name)
         return sealed.unseal(name, path) if path is not None else None
@@ -227,26 +243,31 @@ class Store:
         if cached is not None and cached.version == manifest["version"]:
             _LOADED.move_to_end(key)
             return cached
-        name = f"workspaces/{workspace_id}/graph.json"
-        record = self._read(name)
-        if record is None or record[1] != manifest["graph_seal"]:
-            raise ValidationFailed(
-                f"{self.path / name} is missing, damaged or does not match its manifest; rebuild with "
-                "`slotrelay psmr build`"
-            )
-        workspace = _workspace(_json(record[0]), manifest)
-        if workspace is None:
-            raise ValidationFailed(
-                f"{self.path / name} is not a {GRAPH_SCHEMA} graph; rebuild with `slotrelay psmr build`"
-            )
+        parts = []
+        for module in sorted(manifest["parts"]):
+            name, seal, _ = manifest["parts"][module]
+            record = self._read(f"workspaces/{workspace_id}/parts/{name}")
+            if record is None or record[1] != seal:
+                raise ValidationFailed(
+                    f"{self.path}/workspaces/{workspace_id}/parts/{name} (the graph of {module}) is missing, "
+                    "damaged or does not match its manifest; rebuild with `slotrelay psmr build`"
+                )
+            part = ModulePart.from_json(_json(record[0]))
+            if part is None:
+                raise ValidationFailed(
+                    f"{self.path}/workspaces/{workspace_id}/parts/{name} is not a part of a PSMR graph; "
+                    "rebuild with `slotrelay psmr build`"
+                )
+            parts.append(part)
+        workspace = _workspace(merge(parts), manifest)
         _remember(key, workspace)
         return workspace
 
     def graph_intact(self, workspace_id: str, manifest: dict[str, Any] | None = None) -> bool:
-        """True if the workspace's graph record is sealed by this user and matches its manifest.
+        """True if the workspace's graph records are sealed by this user and match its manifest.
 
         A record whose size, modification time and inode are still those noted in the manifest when
-        it was written is that record (git trusts an unchanged stat the same way), so it is not read
+        the manifest was written is that record (git trusts an unchanged stat the same way), so it is not read
         and hashed again; `load` checks its seal whenever it reads it.
 
         Parameters:
@@ -258,49 +279,76 @@ class Store:
                 manifest = self.manifest(workspace_id)
             except (WorkspaceNotFound, ValidationFailed):
                 return False
-        name = f"workspaces/{workspace_id}/graph.json"
-        path = self._record(name)
-        if path is not None and manifest.get("graph_stat") == _stat_of(path):
-            return True
-        record = self._read(name)
-        return record is not None and record[1] == manifest["graph_seal"]
+        folder = self._parts_folder(workspace_id)
+        for name, seal, known in manifest["parts"].values():
+            if folder is not None and known == _stat_of(folder / name):
+                continue
+            read = self._read(f"workspaces/{workspace_id}/parts/{name}")
+            if read is None or read[1] != seal:
+                return False
+        return True
 
-    def save(self, workspace: Workspace, *, stats: dict[str, Any]) -> None:
-        """Write a workspace's graph, then its manifest (the manifest last, so it never points at nothing).
+    def save(
+        self,
+        manifest: dict[str, Any],
+        parts: dict[str, ModulePart],
+        *,
+        stored: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a workspace's graph parts, then its manifest (last, so it never points at nothing), then
+        remove the parts it no longer names.
 
-        The next `load` reads it back from the record, so every reader sees the graph as stored.
+        Parameters:
+            manifest: the workspace's manifest fields (workspace_id, root, source_root, rev, commit,
+                version, updated, files, warnings, stats); the schema and the parts' records are added.
+            parts: each module's part of the graph. A part already stored (the same content) is not
+                written again.
+            stored: the records (from the last manifest) of the parts the caller knows are unchanged
+                since: kept as they are while their files are.
         """
-        folder = f"workspaces/{workspace.workspace_id}"
-        graph = workspace.graph
-        document = {
-            "schema": GRAPH_SCHEMA,
-            "workspace_id": workspace.workspace_id,
-            "version": workspace.version,
-            "nodes": [[node, data] for node, data in graph.nodes(data=True)],
-            "edges": [[u, v, k, data] for u, v, k, data in graph.edges(keys=True, data=True)],
-            "evidence": workspace.evidence,
-            "unknowns": workspace.unknowns,
-            "conflicts": workspace.conflicts,
-            "warnings": workspace.warnings,
-        }
-        graph_seal = self._write(f"{folder}/graph.json", orjson.dumps(document))
-        graph_stat = _stat_of(self.path / folder / "graph.json")
-        manifest = {
-            "schema": MANIFEST_SCHEMA,
-            "workspace_id": workspace.workspace_id,
-            "root": workspace.root,
-            "source_root": workspace.source_root,
-            "rev": workspace.rev,
-            "commit": workspace.commit,
-            "version": workspace.version,
-            "updated": workspace.updated,
-            "files": workspace.files,
-            "graph_seal": graph_seal,
-            "graph_stat": graph_stat,
-            "stats": stats,
-        }
-        self._write(f"{folder}/manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-        _LOADED.pop((str(self.path), workspace.workspace_id), None)
+        started = time.time_ns()
+        folder = f"workspaces/{manifest['workspace_id']}"
+        records: dict[str, list[Any]] = {}
+        parts_folder = self._parts_folder(manifest["workspace_id"])
+        for module, part in parts.items():
+            known = (stored or {}).get(module)
+            if (
+                known is not None
+                and parts_folder is not None
+                and _stat_of(parts_folder / known[0]) == known[2]
+            ):
+                records[module] = known
+                continue
+            payload = orjson.dumps(part.to_json())
+            name = hashlib.sha256(payload).hexdigest()[:32] + ".json"
+            record = f"{folder}/parts/{name}"
+            found = (
+                self._read(record) if parts_folder is not None and (parts_folder / name).exists() else None
+            )
+            seal = found[1] if found is not None and found[0] == payload else self._write(record, payload)
+            records[module] = [name, seal, _stat_of(self.path / record)]
+        document = {"schema": MANIFEST_SCHEMA, **manifest, "parts": records}
+        self._write(f"{folder}/manifest.json", orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        _LOADED.pop((str(self.path), manifest["workspace_id"]), None)
+        self._remove_unnamed(manifest["workspace_id"], {name for name, _, _ in records.values()}, started)
+
+    def _remove_unnamed(self, workspace_id: str, named: set[str], before: int) -> None:
+        """Remove the workspace's parts its manifest does not name, and files of former store formats
+        (a whole-graph `graph.json`), last changed before `before` (ns): a part another build of the
+        workspace wrote meanwhile stays."""
+        parts_folder = self._parts_folder(workspace_id)
+        if parts_folder is None:
+            return
+        for folder, keep in ((parts_folder, named), (parts_folder.parent, {"manifest.json", "parts"})):
+            for path in folder.iterdir():
+                info = _stat_of(path)
+                if (
+                    path.name not in keep
+                    and not path.name.startswith(".")
+                    and info is not None
+                    and info[1] < before
+                ):
+                    path.unlink(missing_ok=True)
 
     def get_json(self, kind: str, key: str) -> Any:
         """A cached JSON document (jedi inference, pyflakes findings), or None."""
@@ -366,7 +414,17 @@ def _is_manifest(manifest: Any, workspace_id: str) -> TypeGuard[dict[str, Any]]:
         and manifest.get("workspace_id") == workspace_id
         and all(isinstance(manifest.get(name), str) for name in ("root", "source_root", "version", "updated"))
         and all(isinstance(manifest.get(name), str | None) for name in ("rev", "commit"))
-        and isinstance(manifest.get("graph_seal"), str)
+        and isinstance(manifest.get("parts"), dict)
+        and all(
+            type(record) is list
+            and len(record) == 3
+            and type(record[0]) is str
+            and PART_NAME.fullmatch(record[0]) is not None
+            and type(record[1]) is str
+            for record in manifest["parts"].values()
+        )
+        and isinstance(manifest.get("warnings"), list)
+        and all(isinstance(w, str) for w in manifest["warnings"])
         and isinstance(manifest.get("files"), dict)
         and all(
             isinstance(entry, dict)
@@ -398,41 +456,8 @@ def _is_facts(facts: Any) -> bool:
     )
 
 
-def _workspace(document: Any, manifest: dict[str, Any]) -> Workspace | None:
-    """The workspace a graph record holds, or None when its shape or types are wrong."""
-    if not (
-        isinstance(document, dict)
-        and document.get("schema") == GRAPH_SCHEMA
-        and document.get("workspace_id") == manifest["workspace_id"]
-        and document.get("version") == manifest["version"]
-        and isinstance(document.get("nodes"), list)
-        and isinstance(document.get("edges"), list)
-        and all(isinstance(document.get(name), dict) for name in ("evidence", "unknowns", "conflicts"))
-        and isinstance(document.get("warnings"), list)
-        and all(isinstance(w, str) for w in document["warnings"])
-    ):
-        return None
-    nodes = document["nodes"]
-    if not all(
-        type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is dict
-        for item in nodes
-    ):
-        return None
-    names = {item[0] for item in nodes}
-    edges = document["edges"]
-    if not all(
-        type(item) is list
-        and len(item) == 4
-        and item[0] in names
-        and item[1] in names
-        and type(item[2]) is str
-        and type(item[3]) is dict
-        for item in edges
-    ):
-        return None
-    graph: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
-    graph.add_nodes_from(nodes)
-    graph.add_edges_from(edges)
+def _workspace(assembly: Assembly, manifest: dict[str, Any]) -> Workspace:
+    """The workspace a manifest and its merged graph parts make."""
     return Workspace(
         workspace_id=manifest["workspace_id"],
         root=manifest["root"],
@@ -441,10 +466,10 @@ def _workspace(document: Any, manifest: dict[str, Any]) -> Workspace | None:
         commit=manifest["commit"],
         version=manifest["version"],
         files=manifest["files"],
-        graph=graph,
-        evidence=document["evidence"],
-        unknowns=document["unknowns"],
-        conflicts=document["conflicts"],
-        warnings=document["warnings"],
+        graph=assembly.graph(),
+        evidence=assembly.evidence,
+        unknowns=assembly.unknowns,
+        conflicts=assembly.conflicts,
+        warnings=manifest["warnings"],
         updated=manifest["updated"],
     )

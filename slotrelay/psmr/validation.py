@@ -90,7 +90,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
         commit=ws.commit,
         version="projected",
         files=files,
-        graph=assembly.graph,
+        graph=assembly.graph(),
         evidence=assembly.evidence,
         unknowns=assembly.unknowns,
         conflicts=assembly.conflicts,

@@ -38,6 +38,7 @@ from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
 from slotrelay.psmr import api
+from slotrelay.psmr.store import Store
 from tests.conftest import (
     free_port,
     interrupt_up,
@@ -757,18 +758,21 @@ def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path
 def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
     shop: Path, tmp_path: Path
 ) -> None:
-    """The state a reader meets inside a rebuild (new graph renamed in, manifest not yet) is a 409 page;
-    once the manifest lands, the page shows the new version. A Host other than the bound address is
-    refused with 421 (DNS rebinding), a cross-site sub-resource request with 403."""
+    """The state a reader meets inside a rebuild (new graph parts written, manifest not yet) shows the
+    old version whole; a manifest whose graph part is gone is a 409 page; once manifest and parts are
+    in place, the page shows the new version. A Host other than the bound address is refused with 421 (DNS
+    rebinding), a cross-site sub-resource request with 403."""
     root = tmp_path / "tree"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
     store, next_store = tmp_path / "store", tmp_path / "next-store"
-    workspace_id = api.build_workspace(root, store=store)["workspace_id"]
+    built = api.build_workspace(root, store=store)
+    workspace_id = built["workspace_id"]
     (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
     rebuilt = api.build_workspace(root, store=next_store)
     assert rebuilt["workspace_id"] == workspace_id
     folder, next_folder = (s / "workspaces" / workspace_id for s in (store, next_store))
-    shutil.copyfile(next_folder / "graph.json", folder / "graph.json")
+    for part in (next_folder / "parts").iterdir():
+        shutil.copyfile(part, folder / "parts" / part.name)
 
     server = start_view(["--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
     try:
@@ -777,6 +781,10 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
         with httpx.Client(base_url=base, timeout=60) as http:
             caught = http.get(f"ws/{workspace_id}/")
             shutil.copyfile(next_folder / "manifest.json", folder / "manifest.json")
+            name = min(name for name, _, _ in Store.open(next_store).manifest(workspace_id)["parts"].values())
+            (folder / "parts" / name).unlink()
+            damaged = http.get(f"ws/{workspace_id}/")
+            shutil.copyfile(next_folder / "parts" / name, folder / "parts" / name)
             settled = http.get(f"ws/{workspace_id}/")
             foreign = http.get(f"ws/{workspace_id}/", headers={"Host": f"evil.example:{port}"})
             embedded = http.get(
@@ -788,8 +796,9 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
     finally:
         output = stop_server(server)
     assert "Traceback" not in output, output
-    assert caught.status_code == 409 and 'data-code="VALIDATION_FAILED"' in caught.text, caught.text
+    assert caught.status_code == 200 and built["version"] in caught.text, caught.text
     assert settled.status_code == 200 and rebuilt["version"] in settled.text
+    assert damaged.status_code == 409 and 'data-code="VALIDATION_FAILED"' in damaged.text, damaged.text
     assert foreign.status_code == 421 and "MISDIRECTED_REQUEST" in foreign.text
     assert embedded.status_code == 403 and followed.status_code == 200
 

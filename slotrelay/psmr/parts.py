@@ -1,0 +1,185 @@
+"""One module's part of the workspace graph, and the graph the parts make together.
+
+The assembler (`slotrelay.psmr.graph`) turns each module's facts and its share of the resolution into
+a `ModulePart`: the nodes the module defines, the edges it makes, and its evidence, unknowns and
+conflicts. What a part would need of the others (is a state access's target a node, is a test's
+callee code of the tree, is an imported name a node or outside the tree) is settled when the parts
+are merged (`merge`). So an update assembles again only the modules whose facts or resolution
+changed, the store keeps each part as a record of its own and writes only the parts that changed,
+and the same parts merge into the same graph whichever build made them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+EdgeKey = tuple[str, str, str]
+# Kinds of nodes that are not code of the tree: a test's call to one is not what it tests.
+OUTSIDE_KINDS = frozenset({"external", "builtin"})
+
+
+@dataclass
+class ModulePart:
+    """What one module adds to the workspace graph."""
+
+    # The nodes the module defines (itself, its definitions, its state), in the order it defines them.
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Nodes outside the tree its calls and bases name (external, builtin): one per name in the graph.
+    refs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (source, target, relation) -> {"relation", "evidence": [evidence ids]}
+    edges: dict[EdgeKey, dict[str, Any]] = field(default_factory=dict)
+    # State accesses (scope, target, relation, evidence record): an edge when the target is a node.
+    state: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    # Imports (importer, imported, its qualname, evidence id): an imported name that is no node is made
+    # an external one.
+    imports: list[tuple[str, str, str, str]] = field(default_factory=list)
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The part as a JSON document (`from_json` reads it back)."""
+        return {
+            "nodes": list(self.nodes.items()),
+            "refs": list(self.refs.items()),
+            "edges": [[*key, data] for key, data in self.edges.items()],
+            "state": self.state,
+            "imports": self.imports,
+            "evidence": self.evidence,
+            "unknowns": self.unknowns,
+            "conflicts": self.conflicts,
+        }
+
+    @classmethod
+    def from_json(cls, document: Any) -> ModulePart | None:
+        """The part a JSON document holds, or None when its shape or types are wrong."""
+        if not (
+            isinstance(document, dict)
+            and all(
+                isinstance(document.get(name), list)
+                for name in ("nodes", "refs", "edges", "state", "imports")
+            )
+            and all(isinstance(document.get(name), dict) for name in ("evidence", "unknowns", "conflicts"))
+            and all(_is_node(item) for name in ("nodes", "refs") for item in document[name])
+            and all(
+                _is_row(item, 4, 3) and isinstance(item[3].get("evidence"), list)
+                for item in document["edges"]
+            )
+            and all(_is_row(item, 4, 3) and type(item[3].get("id")) is str for item in document["state"])
+            and all(_is_row(item, 4, 4) for item in document["imports"])
+        ):
+            return None
+        return cls(
+            nodes=dict(document["nodes"]),
+            refs=dict(document["refs"]),
+            edges={(u, v, k): data for u, v, k, data in document["edges"]},
+            state=[tuple(item) for item in document["state"]],
+            imports=[tuple(item) for item in document["imports"]],
+            evidence=document["evidence"],
+            unknowns=document["unknowns"],
+            conflicts=document["conflicts"],
+        )
+
+
+def _is_node(item: Any) -> bool:
+    return type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is dict
+
+
+def _is_row(item: Any, length: int, strings: int) -> bool:
+    """A list of `length` items whose first `strings` are strings and the rest, if any, a dict."""
+    return (
+        type(item) is list
+        and len(item) == length
+        and all(type(x) is str for x in item[:strings])
+        and all(type(x) is dict for x in item[strings:])
+    )
+
+
+@dataclass
+class Assembly:
+    """The workspace graph's nodes and edges, with its evidence, unknown and conflict records."""
+
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    edges: dict[EdgeKey, dict[str, Any]] = field(default_factory=dict)
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def graph(self) -> nx.MultiDiGraph[Any]:
+        """The nodes and edges as a networkx MultiDiGraph (edges keyed by relation)."""
+        graph: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
+        graph.add_nodes_from(self.nodes.items())
+        edges: list[Any] = [(u, v, k, data) for (u, v, k), data in self.edges.items()]
+        graph.add_edges_from(edges)
+        return graph
+
+
+def merge(parts: Iterable[ModulePart]) -> Assembly:
+    """The graph the parts make, in their order: the first part to define a node gives its data."""
+    parts = list(parts)
+    out = Assembly()
+    nodes, edges = out.nodes, out.edges
+    for part in parts:
+        _add_nodes(nodes, part.nodes)
+    for part in parts:
+        for node, data in part.refs.items():
+            nodes.setdefault(node, data)
+    for part in parts:
+        shared = edges.keys() & part.edges.keys()
+        if not shared:
+            edges.update(part.edges)
+        else:
+            for key, data in part.edges.items():
+                _add_edge(edges, key, data["evidence"])
+        out.evidence.update(part.evidence)
+        out.unknowns.update(part.unknowns)
+        out.conflicts.update(part.conflicts)
+    for part in parts:
+        for scope, target, relation, record in part.state:
+            if target in nodes:
+                out.evidence[record["id"]] = record
+                _add_edge(edges, (scope, target, relation), [record["id"]])
+    for part in parts:
+        for importer, imported, qualname, ev in part.imports:
+            if imported not in nodes:
+                nodes[imported] = {"kind": "external", "qualname": qualname}
+            _add_edge(edges, (importer, imported, "imports"), [ev])
+    # A test tests the code of the tree it calls (its first piece of evidence says where).
+    tested = [
+        key
+        for key in edges
+        if key[2] == "calls"
+        and nodes.get(key[0], {}).get("kind") == "test"
+        and nodes.get(key[1], {}).get("kind") not in OUTSIDE_KINDS
+    ]
+    for test, target, _ in tested:
+        _add_edge(edges, (test, target, "tests"), edges[test, target, "calls"]["evidence"][:1])
+    # An edge to a name no part defines (networkx would add it bare) keeps a node of its own.
+    for source, target, _ in edges:
+        for end in (source, target):
+            if end not in nodes:
+                nodes[end] = {}
+    return out
+
+
+def _add_nodes(nodes: dict[str, dict[str, Any]], more: dict[str, dict[str, Any]]) -> None:
+    if nodes.keys() & more.keys():
+        for node, data in more.items():
+            nodes.setdefault(node, data)
+    else:
+        nodes.update(more)
+
+
+def _add_edge(edges: dict[EdgeKey, dict[str, Any]], key: EdgeKey, evidence: list[str]) -> None:
+    """Add an edge, or its evidence to the edge already there (without changing a part's own lists)."""
+    data = edges.get(key)
+    if data is None:
+        edges[key] = {"relation": key[2], "evidence": list(evidence)}
+        return
+    new = [ev for ev in evidence if ev not in data["evidence"]]
+    if new:
+        edges[key] = {**data, "evidence": data["evidence"] + new}
