@@ -117,9 +117,10 @@ def build_workspace(
 
     Returns:
         `{"workspace_id", "root", "store", "rev", "commit", "version", "files", "analysed",
-        "reused", "removed", "dependents", "resolved_sites", "nodes", "edges", "unknowns",
-        "conflicts", "duration_s"}`; `resolved_sites` counts the call sites resolved, all of them
-        unless the process kept the last resolution (see `slotrelay.psmr.build.keep_resolved`).
+        "reused", "removed", "dependents", "resolved_sites", "assembled_modules", "nodes", "edges",
+        "unknowns", "conflicts", "duration_s"}`; `resolved_sites` counts the call sites resolved and
+        `assembled_modules` the modules whose part of the graph was assembled, all of them unless the
+        process kept the last resolution (see `slotrelay.psmr.build.keep_resolved`).
 
     Raises:
         PsmrError: INVALID_QUERY for a missing root, EXECUTION_FAILED when git fails.

@@ -6,7 +6,9 @@ whole-program (arguments flow from callers into callees in files that never impo
 its answers do not depend on the order of its questions (see `link`). A process that keeps its last
 resolution of a workspace (`keep_resolved`: the MCP server does) resolves an update by replaying it
 where the edit reaches (`relink`); otherwise, or when the edit reaches too far, it resolves the whole
-tree again from the cached facts. Either way an updated workspace equals a full rebuild.
+tree again from the cached facts. Such a process also keeps each module's part of the graph and assembles
+again only the parts whose module's facts or share of the resolution changed; the store writes only
+parts it has not stored before. Either way an updated workspace equals a full rebuild.
 """
 
 from __future__ import annotations

@@ -111,9 +111,13 @@ class CanonicalMemo(Generic[V]):
         used = self._used_by(self._sources)
         return {key: value for key, value in self.done.items() if key not in used}
 
-    def keep(self, values: dict[Hashable, V]) -> None:
-        """Take values as computed (`unread` values of another memo of the same computation)."""
+    def keep(self, values: dict[Hashable, V], *, but: Iterable[Hashable] = ()) -> None:
+        """Take values as computed (`unread` values of another memo of the same computation), except
+        those of the keys `but` names."""
         self.done.update(values)
+        for key in but:
+            if key in values:
+                del self.done[key]
 
     def invalidate(self, sources: Iterable[Hashable]) -> set[Hashable]:
         """Drop every value that used one of these inputs, directly or through other keys.

@@ -78,8 +78,7 @@ class _Replay:
         # evaluated afresh in every round. Their other sites are like any module's.
         self.own = _edited(old, self.live, changed, "calls")
         # What read no parameter and none of the changed facts is what it was (see `CanonicalMemo.keep`).
-        touched = old.memo.affected(self.facts_changed)
-        self.live.memo.keep({k: v for k, v in old.param_free.items() if k not in touched})
+        self.live.memo.keep(old.param_free, but=old.memo.affected(self.facts_changed))
 
     def run(self) -> Linker | None:
         live = self.live
@@ -254,10 +253,9 @@ def _content(item: dict[str, Any]) -> dict[str, Any]:
 
 def _differing(params: dict[Slot, Any], before: dict[Slot, Any]) -> set[Slot]:
     """The parameters whose arguments differ between two states of argument flow."""
+    none: frozenset[Any] = frozenset()
     return {
-        slot
-        for slot in params.keys() | before.keys()
-        if set(params.get(slot, ())) != set(before.get(slot, ()))
+        slot for slot in params.keys() | before.keys() if params.get(slot, none) != before.get(slot, none)
     }
 
 

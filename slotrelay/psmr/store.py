@@ -333,22 +333,24 @@ class Store:
         self._remove_unnamed(manifest["workspace_id"], {name for name, _, _ in records.values()}, started)
 
     def _remove_unnamed(self, workspace_id: str, named: set[str], before: int) -> None:
-        """Remove the workspace's parts its manifest does not name, and files of former store formats
-        (a whole-graph `graph.json`), last changed before `before` (ns): a part another build of the
-        workspace wrote meanwhile stays."""
+        """Remove the workspace's parts its manifest does not name that were last changed before
+        `before` (ns: a part another build of the workspace wrote meanwhile stays), and the whole-graph
+        record of the store format before parts (`graph.json`)."""
         parts_folder = self._parts_folder(workspace_id)
         if parts_folder is None:
             return
-        for folder, keep in ((parts_folder, named), (parts_folder.parent, {"manifest.json", "parts"})):
-            for path in folder.iterdir():
-                info = _stat_of(path)
-                if (
-                    path.name not in keep
-                    and not path.name.startswith(".")
-                    and info is not None
-                    and info[1] < before
-                ):
-                    path.unlink(missing_ok=True)
+        for path in parts_folder.iterdir() if parts_folder.is_dir() else ():
+            info = _stat_of(path)
+            if (
+                path.name not in named
+                and not path.name.startswith(".")
+                and info is not None
+                and info[1] < before
+            ):
+                path.unlink(missing_ok=True)
+        former = parts_folder.parent / "graph.json"
+        if _stat_of(former) is not None:
+            former.unlink(missing_ok=True)
 
     def get_json(self, kind: str, key: str) -> Any:
         """A cached JSON document (jedi inference, pyflakes findings), or None."""

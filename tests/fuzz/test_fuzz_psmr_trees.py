@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from slotrelay.psmr.build import build
@@ -140,6 +140,8 @@ def make_tree(root: Path, outside: Path, drawn: list) -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 @given(drawn=entries)
+# A tree with nothing to analyse: the workspace has no graph parts.
+@example(drawn=[([], "mod", False, ("fifo", None))])
 def test_build_never_raises_and_never_reads_outside_the_root(drawn: list) -> None:
     global _opened
     with tempfile.TemporaryDirectory(prefix="psmr-fuzz-") as tmp:
