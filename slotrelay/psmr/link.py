@@ -163,6 +163,37 @@ class ConsultedNames(Consulted):
         return dict.__contains__(self, name)
 
 
+class _Tables:
+    """The facts of every module of a tree as tables by name, for a linker (and its strict twin) to read."""
+
+    def __init__(self, facts: dict[str, dict[str, Any]]) -> None:
+        self.scopes: dict[str, dict[str, Any]] = {}
+        self.bindings: dict[str, dict[str, list[Any]]] = {}
+        self.defs: dict[str, dict[str, Any]] = {}
+        self.instance_attrs: dict[str, dict[str, tuple[Any, ...]]] = defaultdict(dict)
+        self.stars: dict[str, list[str]] = {}
+        self.exports: dict[str, list[str] | None] = {}
+        # The fast pass hands over frozen refs (tuples), so they are used as they are.
+        for module, f in facts.items():
+            self.scopes.update(f["scopes"])
+            self.bindings.update(f["bindings"])
+            for d in f["defs"]:
+                self.defs[d["qualname"]] = {**d, "module": module, "bases": d.get("bases", ())}
+            for cls, attrs in f["instance_attrs"].items():
+                for name, refs in attrs.items():
+                    self.instance_attrs[cls][name] = self.instance_attrs[cls].get(name, ()) + refs
+            self.stars.update(f["stars"])
+            self.exports[module] = f["exports"]
+        self.sites = [(m, i, s) for m, f in sorted(facts.items()) for i, s in enumerate(f["calls"])]
+        self.site_at = {(m, i): s for m, i, s in self.sites}
+        self.property_names = {
+            name
+            for names in self.bindings.values()
+            for name, refs in names.items()
+            if any(r[0] == "prop" for r in refs)
+        }
+
+
 class Linker:
     """Resolve the facts of every module of one tree (module name -> facts).
 
@@ -173,33 +204,30 @@ class Linker:
     """
 
     def __init__(
-        self, facts: dict[str, dict[str, Any]], *, strict: bool = False, record: bool = False
+        self,
+        facts: dict[str, dict[str, Any]],
+        *,
+        strict: bool = False,
+        record: bool = False,
+        like: Linker | None = None,
     ) -> None:
+        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)."""
         self.strict = strict
         # Whether to keep the records an edit is replayed from (`relink`): what each evaluation
         # consulted, what each round bound. They add about a third to the time.
         self.record = record
         self.facts = {m: f for m, f in facts.items() if not f.get("syntax_error")}
         self.modules = set(facts)
-        self.scopes: dict[str, dict[str, Any]] = {}
-        self.bindings: dict[str, dict[str, list[Any]]] = {}
-        self.defs: dict[str, dict[str, Any]] = {}
-        self.instance_attrs: dict[str, dict[str, tuple[Any, ...]]] = defaultdict(dict)
-        self.stars: dict[str, list[str]] = {}
-        self.exports: dict[str, list[str] | None] = {}
-        # The fast pass hands over frozen refs (tuples), so they are used as they are.
-        for module, f in self.facts.items():
-            self.scopes.update(f["scopes"])
-            self.bindings.update(f["bindings"])
-            for d in f["defs"]:
-                self.defs[d["qualname"]] = {**d, "module": module, "bases": d.get("bases", ())}
-            for cls, attrs in f["instance_attrs"].items():
-                for name, refs in attrs.items():
-                    self.instance_attrs[cls][name] = self.instance_attrs[cls].get(name, ()) + refs
-            self.stars.update(f["stars"])
-            self.exports[module] = f["exports"]
-        self.sites = [(m, i, s) for m, f in sorted(self.facts.items()) for i, s in enumerate(f["calls"])]
-        self.site_at = {(m, i): s for m, i, s in self.sites}
+        self.tables: _Tables = like.tables if like is not None else _Tables(self.facts)
+        self.scopes = self.tables.scopes
+        self.bindings = self.tables.bindings
+        self.defs = self.tables.defs
+        self.instance_attrs = self.tables.instance_attrs
+        self.stars = self.tables.stars
+        self.exports = self.tables.exports
+        self.sites = self.tables.sites
+        self.site_at = self.tables.site_at
+        self.property_names = self.tables.property_names
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         # What this round of argument flow binds (see `settle`): read by the next round only.
         self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
@@ -245,12 +273,6 @@ class Linker:
         self._state_targets: dict[Any, str | None] = {}
         # The values settled without reading a parameter (see `settle`), for the strict linker.
         self.param_free: dict[Any, frozenset[Value]] = {}
-        self.property_names = {
-            name
-            for names in self.bindings.values()
-            for name, refs in names.items()
-            if any(r[0] == "prop" for r in refs)
-        }
 
     # evaluation
 
@@ -1325,7 +1347,7 @@ class Linker:
 
     def _run(self) -> LinkResult:
         self.settle()
-        strict = Linker(self.facts, strict=True, record=self.record)
+        strict = Linker(self.facts, strict=True, record=self.record, like=self)
         # A value that read no parameter is what the strict linker computes too: evaluation differs
         # between the two only where it reads one. Not after a key was cut for depth (MAX_DEPTH),
         # whose value may depend on the order of the questions, and then on which were asked.

@@ -108,8 +108,10 @@ class CanonicalMemo(Generic[V]):
     def unread(self) -> dict[Hashable, V]:
         """The values kept that read no input, directly or through other keys: the same whatever the
         inputs are, as another memo of the same computation with other inputs computes them."""
-        used = self._used_by(self._sources)
-        return {key: value for key, value in self.done.items() if key not in used}
+        unread = dict(self.done)
+        for key in self._used_by(self._sources):
+            unread.pop(key, None)
+        return unread
 
     def keep(self, values: dict[Hashable, V], *, but: Iterable[Hashable] = ()) -> None:
         """Take values as computed (`unread` values of another memo of the same computation), except

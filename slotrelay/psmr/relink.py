@@ -86,7 +86,7 @@ class _Replay:
         if live.memo.deep:
             return None
         live.param_free = live.memo.unread()
-        strict = Linker(live.facts, strict=True, record=True)
+        strict = Linker(live.facts, strict=True, record=True, like=live)
         strict.memo.keep(live.param_free)
         strict.settle()
         live.strict_linker = strict
@@ -187,16 +187,19 @@ class _Replay:
         result = LinkResult()
         again = _questions(reached, "@final") | self.own
         self._check_reach(again)
-        live.resolved_sites = 0
-        for module, index, _ in live.sites:
-            key = (module, index)
-            if key in again:
-                live.resolve_site(module, index, result)
-                live.resolved_sites += 1
-            elif key in old.targets:
-                result.targets[key] = old.targets[key]
-            else:
-                result.unresolved[key] = old.unresolved[key]
+        # The old answers, less those of the sites resolved again and of the sites an edit removed.
+        result.targets, result.unresolved = dict(old.targets), dict(old.unresolved)
+        for module in changed:
+            for index in range(len(self.old.facts.get(module, {}).get("calls", ()))):
+                if (module, index) not in live.site_at:
+                    result.targets.pop((module, index), None)
+                    result.unresolved.pop((module, index), None)
+        asked = sorted(again & live.site_at.keys())
+        for module, index in asked:
+            result.targets.pop((module, index), None)
+            result.unresolved.pop((module, index), None)
+            live.resolve_site(module, index, result)
+        live.resolved_sites = len(asked)
         again = _questions(reached, "@implicit") | _edited(self.old, live, changed, "implicit")
         for module, f in sorted(live.facts.items()):
             for index in range(len(f.get("implicit", ()))):
