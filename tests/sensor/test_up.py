@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -46,13 +47,15 @@ def slow_chain(folder: Path) -> Path:
     return path
 
 
-def flow_run_processes(pid: int) -> list[psutil.Process]:
-    """The `prefect.engine` processes (flow runs) under `pid`; ones that end while being looked at are
-    skipped."""
+def flow_run_processes(pid: int, log: Path) -> list[psutil.Process]:
+    """The processes under `pid` running a flow run: `prefect.engine` ones, and a warm process the
+    log says took one (`--warm`: whichever is ready first runs it); ones that end while being looked
+    at are skipped."""
+    warm = {int(found) for found in re.findall(r"runs in warm process (\d+)", log.read_text())}
     found = []
     for proc in psutil.Process(pid).children(recursive=True):
         try:
-            if "prefect.engine" in " ".join(proc.cmdline()):
+            if proc.pid in warm or "prefect.engine" in " ".join(proc.cmdline()):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -89,7 +92,7 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
         # A flow run in progress when the Ctrl-C comes: its process must not outlive `up`.
         agent_writes(tmp_path / "slow", "ask", {"go": True})
 
-        wait_for_up(lambda: flow_run_processes(up.pid), 180, "a flow-run process", up, log)
+        wait_for_up(lambda: flow_run_processes(up.pid, log), 180, "a flow-run process", up, log)
         tree = psutil.Process(up.pid).children(recursive=True)
         assert len(tree) >= 3  # the server, the watcher, the flow run (and their helpers)
     finally:
