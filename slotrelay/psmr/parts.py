@@ -11,6 +11,7 @@ and the same parts merge into the same graph whichever build made them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,19 @@ class ModulePart:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
     conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def loose(self) -> tuple[list[EdgeKey], list[str]]:
+        """What the merge settles of this part (once the part is complete): its calls from its tests,
+        and the names its edges start or end at that it holds no node of, in order."""
+        tests = [
+            key
+            for key in self.edges
+            if key[2] == "calls" and self.nodes.get(key[0], {}).get("kind") == "test"
+        ]
+        ends = [end for source, target, _ in self.edges for end in (source, target)]
+        ends += [scope for scope, *_ in self.state] + [importer for importer, *_ in self.imports]
+        return tests, [end for end in dict.fromkeys(ends) if end not in self.nodes and end not in self.refs]
 
     def to_json(self) -> dict[str, Any]:
         """The part as a JSON document (`from_json` reads it back)."""
@@ -149,18 +163,13 @@ def merge(parts: Iterable[ModulePart]) -> Assembly:
                 nodes[imported] = {"kind": "external", "qualname": qualname}
             _add_edge(edges, (importer, imported, "imports"), [ev])
     # A test tests the code of the tree it calls (its first piece of evidence says where).
-    tested = [
-        key
-        for key in edges
-        if key[2] == "calls"
-        and nodes.get(key[0], {}).get("kind") == "test"
-        and nodes.get(key[1], {}).get("kind") not in OUTSIDE_KINDS
-    ]
-    for test, target, _ in tested:
-        _add_edge(edges, (test, target, "tests"), edges[test, target, "calls"]["evidence"][:1])
+    for part in parts:
+        for test, target, _ in part.loose[0]:
+            if nodes[test].get("kind") == "test" and nodes.get(target, {}).get("kind") not in OUTSIDE_KINDS:
+                _add_edge(edges, (test, target, "tests"), edges[test, target, "calls"]["evidence"][:1])
     # An edge to a name no part defines (networkx would add it bare) keeps a node of its own.
-    for source, target, _ in edges:
-        for end in (source, target):
+    for part in parts:
+        for end in part.loose[1]:
             if end not in nodes:
                 nodes[end] = {}
     return out
