@@ -10,9 +10,9 @@ nothing of the package (`leaf`), and one that passes its parameter to a function
 (nothing kept in the process: every call site resolved again) and as the MCP server does (the last
 resolution kept, `keep_resolved`: replayed where the edit reaches, `relink`, or resolved in full when
 it reaches too far). Each figure is wall time in this process, with the ratio to the full build
-beside it, the call sites resolved again, and the update's time split over the build's phases (facts
-read from the store, resolution, import graph, assembly, save). Run it on a quiet machine and report
-the load average.
+beside it, the call sites resolved again and the modules whose part of the graph was assembled again,
+and the update's time split over the build's phases (facts read from the store, resolution, import
+graph, assembly, save). Run it on a quiet machine and report the load average.
 """
 
 from __future__ import annotations
@@ -102,19 +102,27 @@ def main() -> None:
     args = parser.parse_args()
     source = Path(importlib.import_module(args.package).__file__ or "").parent
     work = Path(tempfile.mkdtemp(prefix="psmr-update-bench-"))
-    rows: list[tuple[str, float, dict[str, float], int]] = []
+    rows: list[tuple[str, float, dict[str, float], int, int]] = []
     try:
         root = work / args.package
         shutil.copytree(source, root, ignore=shutil.ignore_patterns("__pycache__"))
         target = max(root.rglob("*.py"), key=lambda f: f.stat().st_size if f.name != "__init__.py" else 0)
         full, full_wall, full_phases = timed_build(root, work / "store")
-        rows.append(("full build", full_wall, full_phases, full["resolved_sites"]))
+        rows.append(("full build", full_wall, full_phases, full["resolved_sites"], full["assembled_modules"]))
         # The full build again with every file's facts already stored: the resolution-and-after part.
         shutil.copytree(work / "store" / "facts", work / "relink" / "facts")
         relinked, wall, phases = timed_build(root, work / "relink")
-        rows.append(("full build, facts stored", wall, phases, relinked["resolved_sites"]))
+        rows.append(
+            (
+                "full build, facts stored",
+                wall,
+                phases,
+                relinked["resolved_sites"],
+                relinked["assembled_modules"],
+            )
+        )
         noops = [timed_build(root, work / "store")[1] for _ in range(args.rounds)]
-        rows.append(("unchanged rebuild (median)", statistics.median(noops), {}, 0))
+        rows.append(("unchanged rebuild (median)", statistics.median(noops), {}, 0, 0))
         number = 0
         for kept in (0, 1):
             keep_resolved(kept)
@@ -124,27 +132,44 @@ def main() -> None:
                 edit(target, "leaf", number, args.package)
                 number += 1
                 summary, wall, phases = timed_build(root, work / "store")
-                rows.append((f"first update, {mode}", wall, phases, summary["resolved_sites"]))
+                rows.append(
+                    (
+                        f"first update, {mode}",
+                        wall,
+                        phases,
+                        summary["resolved_sites"],
+                        summary["assembled_modules"],
+                    )
+                )
             for kind in ("leaf", "flow"):
                 for _ in range(args.rounds):
                     edit(target, kind, number, args.package)
                     number += 1
                     summary, wall, phases = timed_build(root, work / "store")
                     assert summary["analysed"] == 1, summary
-                    rows.append((f"{kind} update, {mode}", wall, phases, summary["resolved_sites"]))
+                    rows.append(
+                        (
+                            f"{kind} update, {mode}",
+                            wall,
+                            phases,
+                            summary["resolved_sites"],
+                            summary["assembled_modules"],
+                        )
+                    )
         keep_resolved(0)
         load = os.getloadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"{args.package}: {full['files']} files, load average {load[0]:.2f} {load[1]:.2f}")
-    for column in ("run", "wall s", "x full build", "sites resolved", "cpu s", *PHASES):
+    for column in ("run", "wall s", "x full build", "sites resolved", "modules assembled", "cpu s", *PHASES):
         table.add_column(column, justify="right" if column != "run" else "left")
-    for name, wall, spent, sites in rows:
+    for name, wall, spent, sites, assembled in rows:
         table.add_row(
             name,
             f"{wall:.3f}",
             f"{wall / full_wall:.3f}",
             str(sites),
+            str(assembled),
             *(f"{spent.get(p, 0.0):.3f}" for p in ("cpu", *PHASES)),
         )
     Console(width=170).print(table)
