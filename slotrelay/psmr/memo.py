@@ -115,11 +115,10 @@ class CanonicalMemo(Generic[V]):
 
     def keep(self, values: dict[Hashable, V], *, but: Iterable[Hashable] = ()) -> None:
         """Take values as computed (`unread` values of another memo of the same computation), except
-        those of the keys `but` names."""
+        those of the keys `but` names, which are left without a value."""
         self.done.update(values)
         for key in but:
-            if key in values:
-                del self.done[key]
+            self.done.pop(key, None)
 
     def invalidate(self, sources: Iterable[Hashable]) -> set[Hashable]:
         """Drop every value that used one of these inputs, directly or through other keys.
