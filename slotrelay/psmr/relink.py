@@ -187,27 +187,23 @@ class _Replay:
         result = LinkResult()
         again = _questions(reached, "@final") | self.own
         self._check_reach(again)
-        # The old answers, less those of the sites resolved again and of the sites an edit removed.
+        # The old answers, less those asked again; `again` holds the edited modules' items that are
+        # new, differ or are gone (`_edited`), and only the items still there are resolved.
         result.targets, result.unresolved = dict(old.targets), dict(old.unresolved)
-        for module in changed:
-            for index in range(len(self.old.facts.get(module, {}).get("calls", ()))):
-                if (module, index) not in live.site_at:
-                    result.targets.pop((module, index), None)
-                    result.unresolved.pop((module, index), None)
-        asked = sorted(again & live.site_at.keys())
-        for module, index in asked:
-            result.targets.pop((module, index), None)
-            result.unresolved.pop((module, index), None)
-            live.resolve_site(module, index, result)
-        live.resolved_sites = len(asked)
-        again = _questions(reached, "@implicit") | _edited(self.old, live, changed, "implicit")
-        for module, f in sorted(live.facts.items()):
-            for index in range(len(f.get("implicit", ()))):
-                key = (module, index)
-                if key in again:
-                    live.resolve_implicit(module, index, result)
-                elif key in old.implicit:
-                    result.implicit[key] = old.implicit[key]
+        live.resolved_sites = 0
+        for key in sorted(again):
+            result.targets.pop(key, None)
+            result.unresolved.pop(key, None)
+            if key in live.site_at:
+                module, index = key
+                live.resolve_site(module, index, result)
+                live.resolved_sites += 1
+        result.implicit = dict(old.implicit)
+        for key in sorted(_questions(reached, "@implicit") | _edited(self.old, live, changed, "implicit")):
+            result.implicit.pop(key, None)
+            module, index = key
+            if index < len(live.facts.get(module, {}).get("implicit", ())):
+                live.resolve_implicit(module, index, result)
         classes = _questions(reached, "@class") | {
             q for q, info in live.defs.items() if info["kind"] == "class" and info["module"] in changed
         }
