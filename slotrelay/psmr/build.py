@@ -46,13 +46,13 @@ MAX_FILE_BYTES_ENV = "PSMR_MAX_FILE_BYTES"
 
 @dataclass
 class Resolved:
-    """A workspace's last resolution in this process: the facts it read (by module, with their
-    content keys), the linker, whose records an update replays (`relink`), and the graph's parts,
-    which it assembles again only where their module's facts or resolution changed."""
+    """A workspace's last resolution in this process: the content keys of the facts it read (by
+    module), the linker, whose records an update replays (`relink`), and the graph's parts (with the
+    facts they were assembled from), which it assembles again only where their module's facts or
+    resolution changed."""
 
     version: str
     keys: dict[str, str]
-    facts: dict[str, dict[str, Any]]
     linker: Linker
     assembled: Assembled
 
@@ -303,7 +303,7 @@ def build(
     for done, (rel, entry) in enumerate(entries.items(), start=1):
         cached = None
         if kept is not None and kept.keys.get(entry["module"]) == entry["key"]:
-            cached = kept.facts[entry["module"]]
+            cached = kept.assembled.facts[entry["module"]]
         if cached is None:
             cached = the_store.get_facts(entry["key"])
         if cached is None:
@@ -341,7 +341,7 @@ def build(
     assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
     assembly = merge(assembled.parts.values())
     if _keep["count"] > 0:
-        _RESOLVED[(str(the_store.path), ws_id)] = Resolved(version, keys, facts, linker, assembled)
+        _RESOLVED[(str(the_store.path), ws_id)] = Resolved(version, keys, linker, assembled)
         keep_resolved(_keep["count"])
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)

@@ -132,13 +132,21 @@ class GraphAssembler:
         status: str | None = None,
     ) -> str:
         """Record one piece of evidence and return its id."""
-        record = self._evidence(module, span, resolution, about, authority, status)
+        record = self._evidence(module, span, resolution, about=about, authority=authority, status=status)
         self.out.evidence[record["id"]] = record
         return str(record["id"])
 
     def _evidence(
-        self, module: str, span: list[int], resolution: str, about: str, authority: str, status: str | None
+        self,
+        module: str,
+        span: list[int],
+        resolution: str,
+        *,
+        about: str,
+        authority: str = "static:ast",
+        status: str | None = None,
     ) -> dict[str, Any]:
+        """One piece of evidence, not yet recorded (see `evidence`)."""
         artifact = self.paths.get(module, module)
         return {
             "id": stable_id("ev", about, artifact, span, resolution),
@@ -314,7 +322,7 @@ class GraphAssembler:
         for scope, mode, target, _, index in link.state:
             access = self.facts[module]["state"][index]
             about = f"{scope} {mode}s {target}"
-            record = self._evidence(module, access["span"], "lexical", about, "static:ast", None)
+            record = self._evidence(module, access["span"], "lexical", about=about)
             relation = "writes_state" if mode == "write" else "reads_state"
             self.out.state.append((sid(scope), sid(target), relation, record))
 
