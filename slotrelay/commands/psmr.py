@@ -9,8 +9,10 @@ operator or object, a refused query).
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -37,8 +39,21 @@ def build(
     ] = None,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the build summary as JSON")] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="keep running: update the workspace after each change to PATH's files, replaying only "
+            "what the change reaches (Ctrl-C stops); with --json, one summary per line",
+        ),
+    ] = False,
 ) -> None:
     """Build or incrementally update the workspace of PATH; prints its workspace_id."""
+    if watch:
+        if rev is not None:
+            raise BadInput("--watch watches the files of PATH; a --rev never changes, leave one of them out")
+        _watch(path, store, as_json)
+        return
     from slotrelay.psmr.api import build_workspace
 
     with Progress(
@@ -60,11 +75,58 @@ def build(
         out.print_json(json.dumps(summary))
         return
     out.print(summary["workspace_id"])
-    err.print(
+    err.print(_counts(summary))
+
+
+def _counts(summary: dict[str, Any]) -> str:
+    return (
         f"{summary['files']} files ({summary['analysed']} analysed, {summary['reused']} reused), "
         f"{summary['nodes']} nodes, {summary['edges']} edges, {summary['unknowns']} unknowns, "
         f"{summary['conflicts']} conflicts in {summary['duration_s']} s; store {summary['store']}"
     )
+
+
+def _watch(path: Path, store: Path | None, as_json: bool) -> None:
+    """`build --watch`: build, then update after each change until Ctrl-C or SIGTERM."""
+    from slotrelay.psmr.errors import PsmrError
+    from slotrelay.psmr.watch import TreeWatcher
+
+    if not path.is_dir():
+        raise BadInput(f"PATH {path} is not a folder; give the root of the Python code to watch")
+    builds = 0
+
+    def built(summary: dict[str, Any]) -> None:
+        nonlocal builds
+        builds += 1
+        if as_json:
+            # One line per build (JSON Lines), flushed: a script reads each as it comes.
+            print(json.dumps(summary), flush=True)
+            return
+        if builds == 1:
+            out.print(summary["workspace_id"])
+            err.print(f"watching {path} (Ctrl-C stops): {_counts(summary)}", highlight=False)
+            return
+        err.print(
+            f"{time.strftime('%H:%M:%S')} updated ({summary['removed']} removed; call sites resolved: "
+            f"{summary['resolved_sites']}, modules assembled: {summary['assembled_modules']}): "
+            f"{_counts(summary)}",
+            highlight=False,
+        )
+
+    def failed(error: Exception) -> None:
+        if not isinstance(error, PsmrError):
+            err.print_exception()
+        err.print(
+            f"{time.strftime('%H:%M:%S')} the update failed ({error}); waiting for the next change",
+            highlight=False,
+        )
+
+    # SIGTERM (a service manager, `kill`) stops the watch as Ctrl-C does.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        TreeWatcher(path, store=store, on_build=built, on_failure=failed).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("call")

@@ -233,12 +233,15 @@ def build(
     store: str | Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     max_file_bytes: int | None = None,
+    warm: bool = False,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
-    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). A file that cannot
-    be analysed never stops the build: it is skipped with a warning (not source, see `NotSource`)
-    or becomes a module with an unknown (see `Unanalysable`).
+    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `warm` resolves an
+    unchanged workspace too when this process keeps resolutions but has none of it, so that its next
+    update is replayed (a watcher starting on a stored workspace: `slotrelay.psmr.watch`). A file
+    that cannot be analysed never stops the build: it is skipped with a warning (not source, see
+    `NotSource`) or becomes a module with an unknown (see `Unanalysable`).
     """
     started = time.perf_counter()
     limit = file_size_limit(max_file_bytes)
@@ -281,7 +284,9 @@ def build(
     removed = sorted(set(previous) - set(entries))
     total = len(entries) + len(unanalysed)
     unchanged = manifest.get("version") == version and manifest.get("stats")
-    if not analysed and not removed and unchanged and the_store.graph_intact(ws_id, manifest):
+    kept_key = (str(the_store.path), ws_id)
+    cold = warm and _keep["count"] > 0 and kept_key not in _RESOLVED
+    if not analysed and not removed and unchanged and not cold and the_store.graph_intact(ws_id, manifest):
         # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
             progress(total, total, "unchanged")
@@ -295,7 +300,7 @@ def build(
             "resolved_sites": 0,
             "duration_s": round(time.perf_counter() - started, 3),
         }
-    kept = _RESOLVED.pop((str(the_store.path), ws_id), None)
+    kept = _RESOLVED.pop(kept_key, None)
     if kept is not None and kept.version != manifest.get("version"):
         kept = None
     facts: dict[str, dict[str, Any]] = {}
@@ -341,7 +346,7 @@ def build(
     assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
     assembly = merge(assembled.parts.values())
     if _keep["count"] > 0:
-        _RESOLVED[(str(the_store.path), ws_id)] = Resolved(version, keys, linker, assembled)
+        _RESOLVED[kept_key] = Resolved(version, keys, linker, assembled)
         keep_resolved(_keep["count"])
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
