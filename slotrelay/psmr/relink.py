@@ -26,7 +26,7 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from slotrelay.psmr.link import MAX_ROUNDS, Linker, LinkResult
+from slotrelay.psmr.link import MAX_ROUNDS, Linker, LinkResult, ordered
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH
 
 Slot = tuple[str, Any]
@@ -91,7 +91,7 @@ class _Replay:
         strict.settle()
         live.strict_linker = strict
         sources = set(self.facts_changed)
-        sources |= self._param_sources(_differing(params, self.old.round_params[-1]), self.old.final_readers)
+        sources |= self._param_sources(params, self.old.round_params[-1], self.old.final_readers)
         constructs = _questions(self._reached(sources)[1], "@constructs")
         live.constructed_by = {
             key: self.old.constructed_by[key]
@@ -123,7 +123,7 @@ class _Replay:
         for number in range(MAX_ROUNDS):
             before = old.round_params[min(number, len(old.round_params) - 1)]
             values = old.round_readers[min(number, len(old.round_readers) - 1)]
-            sources = self.facts_changed | self._param_sources(_differing(params, before), values)
+            sources = self.facts_changed | self._param_sources(params, before, values)
             reached = old.memo.affected(sources)
             again = _questions(reached, "@site")
             self._check_reach(again)
@@ -155,15 +155,28 @@ class _Replay:
             live.pending.clear()
         return params
 
-    def _param_sources(self, slots: set[Slot], before: dict[Any, Any]) -> set[Any]:
-        """What changed with parameters that took other arguments: each key that reads one of them
-        and has another value now than it had then (`before`); a parameter that took another
-        argument of the same values changes nothing."""
+    def _param_sources(
+        self, params: dict[Slot, set[Any]], before: dict[Slot, frozenset[Any]], values: dict[Any, Any]
+    ) -> set[Any]:
+        """What changed with the parameters whose arguments differ from the old ones (`before`): each
+        key that reads one of them and has another value now than it had then (`values`).
+
+        A parameter that took another argument of the same values changes nothing, and so does one
+        that only gained arguments without values (a new function passing on its own parameter,
+        which nothing calls yet): its readers are not evaluated again, which on a parameter in one
+        of the tree's large cycles of argument flow would evaluate the whole cycle again.
+        """
         out: set[Any] = set()
-        for slot in slots:
+        none: frozenset[Any] = frozenset()
+        for slot in _differing(params, before):
+            now, then = params.get(slot, none), before.get(slot, none)
+            # The rest ("*" collects the arguments themselves, not their values) changes nothing only
+            # when no reader's value does.
+            if slot[1] != "*" and then <= now and not any(self.live.eval(arg) for arg in ordered(now - then)):
+                continue
             source = ("@param", *slot)
             for reader in self.old.memo.users_of(source):
-                value = before.get(reader)
+                value = values.get(reader)
                 if value is None:
                     out.add(source)
                 elif self.live.memo.get(reader) != value:

@@ -125,3 +125,56 @@ def test_an_edit_that_adds_a_module_is_resolved_in_full(tree: Path) -> None:
     linker.run()
     added = {**facts, "rich._added": extract("def f():\n    return 1\n", "rich._added", is_package=False)}
     assert relink(linker, added, {"rich._added"}) is None
+
+
+SHAPES = {
+    "app.shapes": """
+class Circle:
+    def area(self):
+        return 3
+
+
+class Square:
+    def area(self):
+        return 4
+""",
+    "app.report": "def describe(shape):\n    return shape.area()\n",
+    "app.main": """from app.report import describe
+from app.shapes import Circle
+
+
+def run():
+    return describe(Circle())
+""",
+}
+RELAY = "from app.shapes import Square\n\n\ndef relay(thing):\n    return describe(thing)\n"
+
+
+@pytest.mark.parametrize(
+    ("added", "reaches_square"),
+    [
+        # A new caller that passes on its own parameter, which nothing calls yet: no value flows.
+        ("def relay(thing):\n    return describe(thing)\n", False),
+        # One that passes a Square: `shape.area()` in describe now reaches Square.area too.
+        ("from app.shapes import Square\n\n\ndef run_square():\n    return describe(Square())\n", True),
+        # One that passes on a parameter its own caller gives a Square.
+        (f"{RELAY}\n\ndef start():\n    return relay(Square())\n", True),
+    ],
+)
+def test_arguments_a_new_caller_passes_reach_the_callee_only_when_they_have_values(
+    added: str, reaches_square: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relink_module, "MAX_AGAIN_SHARE", 1.0)
+    facts = {module: extract(text, module, is_package=False) for module, text in SHAPES.items()}
+    linker = Linker(facts, record=True)
+    linker.run()
+    edited = {**facts, "app.main": extract(f"{SHAPES['app.main']}\n\n{added}", "app.main", is_package=False)}
+    replayed = relink(linker, edited, {"app.main"})
+    assert replayed is not None and replayed.result is not None
+    full = Linker(edited).run()
+    assert _differences(replayed.result, full) == []
+    area = next(
+        key for key, site in enumerate(edited["app.report"]["calls"]) if "area" in repr(site["callee"])
+    )
+    targets = {call.target for call in full.targets[("app.report", area)]}
+    assert ("app.shapes.Square.area" in targets) is reaches_square, targets
