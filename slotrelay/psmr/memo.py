@@ -150,16 +150,23 @@ class CanonicalMemo(Generic[V]):
         """Take another memo's records of who used what (all of them, as past ones): the records of
         a computation this one repeats in part (see `slotrelay.psmr.relink`).
 
-        The other memo's tables are shared, not copied; past a few generations they are merged into
-        one, so that `affected` keeps to a few tables.
+        The other memo's tables are shared, not copied. Past a few generations the small ones (each
+        replay's own records) are merged into one, so that `affected` keeps to a few tables; the
+        large ones (a full computation's) are left as they are, since copying them would cost a
+        replay more than the replay itself.
         """
-        self._inherited = [other.users, other._past, *other._inherited]
-        if len(self._inherited) > MAX_INHERITED:
+        tables = [other.users, other._past, *other._inherited]
+        if len(tables) > MAX_INHERITED:
+            largest = max(map(len, tables))
+            small = [table for table in tables if len(table) * 10 < largest]
+            if len(small) < 2:
+                small = tables
             merged: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
-            for table in self._inherited:
+            for table in small:
                 for item, users in table.items():
                     merged[item] |= users
-            self._inherited = [merged]
+            tables = [merged, *(table for table in tables if all(table is not s for s in small))]
+        self._inherited = tables
 
     def _used_by(self, sources: Iterable[Hashable], *tables: dict[Hashable, set[Hashable]]) -> set[Hashable]:
         """The sources and everything that used one of them, directly or through other keys."""
