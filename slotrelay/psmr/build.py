@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -326,22 +327,26 @@ def build(
             progress(done, total, rel)
     keys = {entry["module"]: entry["key"] for entry in entries.values()}
     keys |= {f["module"]: f"unanalysed:{f['syntax_error']['message']}" for f in unanalysed.values()}
-    linker = None
-    if kept is not None:
-        edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
-        linker = relink(kept.linker, facts, edited)
-    if linker is None:
-        linker = Linker(facts, record=_keep["count"] > 0)
-        linker.run()
-    link = linker.result
-    assert link is not None
     # grimp reads a copy of what this build read, decoded as the fast pass decoded it (so a stray
     # byte does not fail the package); files that did not parse are empty in it.
     sources = {
-        rel: b"" if facts[entry["module"]].get("syntax_error") else _as_text(texts[rel][0]).encode()
+        rel: "" if facts[entry["module"]].get("syntax_error") else _as_text(texts[rel][0])
         for rel, entry in entries.items()
-    } | dict.fromkeys(unanalysed, b"")
-    edges, import_warnings = import_edges(source, facts, sources, store=the_store)
+    } | dict.fromkeys(unanalysed, "")
+    # The import graph (a copy of the tree and a grimp process when an import changed) is made while
+    # the main thread resolves: it needs only the facts, and resolution never waits for it.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="psmr-imports") as pool:
+        imports = pool.submit(import_edges, source, facts, sources, store=the_store)
+        linker = None
+        if kept is not None:
+            edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
+            linker = relink(kept.linker, facts, edited)
+        if linker is None:
+            linker = Linker(facts, record=_keep["count"] > 0)
+            linker.run()
+        edges, import_warnings = imports.result()
+    link = linker.result
+    assert link is not None
     warnings += import_warnings
     assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
     assembly = merge(assembled.parts.values())

@@ -1,7 +1,9 @@
 """The child process that runs grimp for `slotrelay.psmr.importgraph` (stdlib and grimp only).
 
-Run as `python -I grimp_worker.py`; reads `{"base", "packages", "modules"}` as JSON on stdin and
-writes `{"packages": [...], "edges": [[importer, imported, line], ...]}` or `{"error": "..."}`.
+Run as `python -I grimp_worker.py`; reads `{"root", "base", "packages", "modules", "files"}` as JSON on
+stdin, writes the files (relative path -> text) under a temporary folder named `root`, and writes
+`{"packages": [...], "edges": [[importer, imported, line], ...]}` or `{"error": "..."}`; `base` is the
+folder, relative to the temporary one, the packages are imported from.
 
 grimp runs apart from the build because it finds packages with `importlib.util.find_spec`, which
 answers from `sys.modules` first (a package the build's process has imported, such as an installed
@@ -16,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +58,13 @@ def main() -> None:
     """Answer one request from stdin on stdout; what grimp raises becomes `error`."""
     request = json.load(sys.stdin)
     try:
-        answer = import_graph(request)
+        with tempfile.TemporaryDirectory(prefix="psmr-grimp-") as folder:
+            copy = Path(folder) / request["root"]
+            for rel, text in request["files"].items():
+                path = copy / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            answer = import_graph({**request, "base": str(Path(folder) / request["base"])})
     except BaseException as exc:  # noqa: BLE001 - this process exists to contain grimp's failures
         answer = {"error": f"{type(exc).__name__}: {exc}"}
     json.dump(answer, sys.stdout)

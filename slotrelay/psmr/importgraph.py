@@ -5,11 +5,14 @@ tree (a same-named installed package) is not asked, and its edges come from the 
 facts instead, like those of every package grimp could not build.
 
 grimp reads files itself, so it never sees the analysed tree: it reads a temporary copy of exactly
-the bytes the build read and vetted (regular files inside the root, within the size limit), where a
+the text the build read and vetted (regular files inside the root, within the size limit), where a
 file the fast pass could not parse is empty. A FIFO, a link out of the root or a file changed since
 cannot reach it, and one bad file does not cost the package its grimp graph. It runs in a child
 process (`slotrelay.psmr.grimp_worker`, which says why), with a timeout: whatever grimp raises, a
-panic of its Rust core or the child's death becomes a warning here, never the build's end.
+panic of its Rust core or the child's death becomes a warning here, never the build's end. The child
+writes the copy itself from one request file: the build makes the import graph on a thread while it
+resolves (`slotrelay.psmr.build`), and a thread writing hundreds of files would wait for the
+interpreter lock at every one.
 
 grimp's answer depends only on which files the tree has and on their import statements, so it is
 kept in the store under a key made of exactly that (each file's import facts, with their lines, and
@@ -25,7 +28,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,14 +43,14 @@ ImportEdge = tuple[str, str, int, str]
 
 
 def import_edges(
-    root: Path, facts: dict[str, dict[str, Any]], sources: dict[str, bytes], *, store: Store
+    root: Path, facts: dict[str, dict[str, Any]], sources: dict[str, str], *, store: Store
 ) -> tuple[list[ImportEdge], list[str]]:
     """Module import edges (importer, imported, line, authority) and the warnings met.
 
     Parameters:
         root: the analysed root.
         facts: module name -> facts of the tree.
-        sources: every source file of the tree, relative path -> the bytes grimp may read (empty
+        sources: every source file of the tree, relative path -> the text grimp may read (empty
             for a file that was not parsed).
         store: where grimp's answers are kept (see the module docstring).
 
@@ -57,23 +60,23 @@ def import_edges(
     edges: set[ImportEdge] = set()
     warnings: list[str] = []
     by_grimp: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="psmr-grimp-") as tmp:
-        copy = Path(tmp) / root.name
-        base = Path(tmp) / import_base(root).relative_to(root.parent)
-        files = {copy / rel for rel in sources}
-        packages = sorted({m.split(".")[0] for m in facts if base / m.split(".")[0] / "__init__.py" in files})
-        if packages:
-            answer = _remembered_grimp(root, copy, base, packages, facts, sources, store)
-            if "error" in answer:
-                warnings.append(
-                    f"grimp could not build the import graph ({answer['error']}); "
-                    "import edges come from the fast pass"
-                )
-            else:
-                by_grimp = set(answer["packages"])
-                edges |= {
-                    (importer, imported, line, "static:grimp") for importer, imported, line in answer["edges"]
-                }
+    # Where the copy puts the tree and the folder its top-level modules are imported from, relative
+    # to the copy's folder.
+    base = PurePosixPath(import_base(root).relative_to(root.parent).as_posix())
+    files = {PurePosixPath(root.name, rel) for rel in sources}
+    packages = sorted({m.split(".")[0] for m in facts if base / m.split(".")[0] / "__init__.py" in files})
+    if packages:
+        answer = _remembered_grimp(root, base, packages, facts, sources, store)
+        if "error" in answer:
+            warnings.append(
+                f"grimp could not build the import graph ({answer['error']}); "
+                "import edges come from the fast pass"
+            )
+        else:
+            by_grimp = set(answer["packages"])
+            edges |= {
+                (importer, imported, line, "static:grimp") for importer, imported, line in answer["edges"]
+            }
     for module, f in facts.items():
         if module.split(".")[0] in by_grimp or f.get("syntax_error"):
             continue
@@ -109,21 +112,19 @@ def _internal_target(item: dict[str, Any], facts: dict[str, Any]) -> str:
 
 def _remembered_grimp(
     root: Path,
-    copy: Path,
-    base: Path,
+    base: PurePosixPath,
     packages: list[str],
     facts: dict[str, dict[str, Any]],
-    sources: dict[str, bytes],
+    sources: dict[str, str],
     store: Store,
 ) -> dict[str, Any]:
     """grimp's answer for this layout and these import statements: the stored one, else a fresh one
-    from the copy of the sources written under `copy` (kept only when grimp succeeded, so a timeout
-    is tried again next build)."""
+    (kept only when grimp succeeded, so a timeout is tried again next build)."""
     key = hashlib.sha256(
         orjson.dumps(
             {
                 "root": root.name,
-                "base": import_base(root).relative_to(root.parent).as_posix(),
+                "base": base.as_posix(),
                 "packages": packages,
                 "files": sorted(sources),
                 "imports": {
@@ -135,32 +136,36 @@ def _remembered_grimp(
     answer = store.get_json("cache/grimp", key)
     if isinstance(answer, dict) and "packages" in answer and "edges" in answer:
         return answer
-    for rel, data in sources.items():
-        path = copy / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    answer = _run_grimp(base, packages, sorted(facts))
+    request = {
+        "root": root.name,
+        "base": base.as_posix(),
+        "packages": packages,
+        "modules": sorted(facts),
+        "files": sources,
+    }
+    answer = _run_grimp(request)
     if "error" not in answer:
         store.put_json("cache/grimp", key, answer)
     return answer
 
 
-def _run_grimp(base: Path, packages: list[str], modules: list[str]) -> dict[str, Any]:
+def _run_grimp(request: dict[str, Any]) -> dict[str, Any]:
     """The worker's answer, or `{"error": ...}` when the child fails, dies or hangs."""
-    request = json.dumps({"base": str(base), "packages": packages, "modules": modules})
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", str(WORKER)],
-            input=request,
-            capture_output=True,
-            text=True,
-            timeout=GRIMP_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"it did not finish within {GRIMP_TIMEOUT_S} s"}
-    except OSError as exc:
-        return {"error": f"it could not be started: {exc}"}
+    with tempfile.TemporaryFile() as stdin:
+        stdin.write(orjson.dumps(request))
+        stdin.seek(0)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", str(WORKER)],
+                stdin=stdin,
+                capture_output=True,
+                timeout=GRIMP_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"it did not finish within {GRIMP_TIMEOUT_S} s"}
+        except OSError as exc:
+            return {"error": f"it could not be started: {exc}"}
     try:
         answer = json.loads(done.stdout)
     except ValueError:

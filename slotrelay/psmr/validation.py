@@ -60,7 +60,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
     limit = file_size_limit(None)
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
-    sources: dict[str, bytes] = {}
+    sources: dict[str, str] = {}
     for artifact, entry in ws.files.items():
         text = texts.get(artifact)
         if text is None:
@@ -74,7 +74,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
             cached = extract(text, entry["module"], is_package=artifact.endswith("__init__.py"))
         facts[entry["module"]] = cached
         paths[entry["module"]] = artifact
-        sources[artifact] = b"" if cached.get("syntax_error") else text.encode()
+        sources[artifact] = "" if cached.get("syntax_error") else text
     link = Linker(facts).run()
     edges, _ = import_edges(root, facts, sources, store=store)
     assembly = GraphAssembler(facts, paths, ws.commit).build(link, edges)
@@ -297,8 +297,9 @@ def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> d
         last = detail.removesuffix("()").rsplit(".", 1)[-1]
         if last in gone_names:
             problem = f"a call still names {last}, which the delta removes or renames"
-            problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
-                             "problem": problem})
+            problems.append(
+                {"scope": scope, "reason": reason, "detail": detail, "count": count, "problem": problem}
+            )
         elif reason in IMPORT_REASONS:
             problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
                              "problem": "a new unresolved name or import"})  # fmt: skip
