@@ -64,7 +64,9 @@ def main() -> None:
         assert watcher.stdout is not None
         try:
             first = json.loads(watcher.stdout.readline())
-            rows.append(("watcher start (resolves once)", [time.perf_counter() - started], [first["resolved_sites"]]))
+            rows.append(
+                ("watcher start (resolves once)", [time.perf_counter() - started], [first["resolved_sites"]])
+            )
             for kind in ("leaf", "flow"):
                 walls, sites = [], []
                 for _ in range(args.rounds):
@@ -82,7 +84,9 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     baseline = {kind: statistics.median(rows[i][1]) for i, kind in enumerate(("leaf", "flow"))}
-    table = Table(title=f"{args.package}: edit to updated workspace, load average {load[0]:.2f} {load[1]:.2f}")
+    table = Table(
+        title=f"{args.package}: edit to updated workspace, load average {load[0]:.2f} {load[1]:.2f}"
+    )
     for column in ("run", "wall s (each)", "median s", "x one-shot", "sites resolved"):
         table.add_column(column, justify="right" if column != "run" else "left")
     for name, walls, sites in rows:
