@@ -4,11 +4,12 @@ A revision is analysed from its own tree, a detached git worktree kept in the st
 checkout is never touched. An update re-parses only files whose content hash changed. Resolution is
 whole-program (arguments flow from callers into callees in files that never import the caller), and
 its answers do not depend on the order of its questions (see `link`). A process that keeps its last
-resolution of a workspace (`keep_resolved`: the MCP server does) resolves an update by replaying it
-where the edit reaches (`relink`); otherwise, or when the edit reaches too far, it resolves the whole
-tree again from the cached facts. Such a process also keeps each module's part of the graph and assembles
-again only the parts whose module's facts or share of the resolution changed; the store writes only
-parts it has not stored before. Either way an updated workspace equals a full rebuild.
+resolution of a workspace (`keep_resolved`: the MCP server and a watcher do) resolves an update by
+replaying it where the edit reaches (`relink`); otherwise, or when the edit reaches too far, it
+resolves the whole tree again from the cached facts. Such a process also keeps each module's part of
+the graph and assembles again only the parts whose module's facts or share of the resolution changed;
+the store writes only parts it has not stored before. Either way an updated workspace equals a full
+rebuild.
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ _keep = {"count": 0}
 def keep_resolved(count: int) -> None:
     """Keep the resolution of the `count` workspaces built last, for their next update.
 
-    A long-lived process that updates workspaces (the MCP server) keeps them: an update then resolves
-    only what the edit reaches. A one-shot command keeps none, and its resolution skips the records a
-    replay needs, which add about a third to its time. A kept resolution of networkx (580 files)
-    holds about 0.75 GB.
+    A long-lived process that updates workspaces (the MCP server, a watcher: `slotrelay.psmr.watch`)
+    keeps them: an update then resolves only what the edit reaches. A one-shot command keeps none,
+    and its resolution skips the records a replay needs, which add about a third to its time. A kept
+    resolution of networkx (580 files) holds about 0.75 GB.
     """
     _keep["count"] = count
     while len(_RESOLVED) > count:
