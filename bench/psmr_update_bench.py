@@ -95,12 +95,17 @@ def edit(target: Path, kind: str, number: int, package: str) -> None:
     target.write_text(target.read_text() + f"\n\n{head}def _bench_{kind}_{number}(G):\n    {call}\n")
 
 
-def main() -> None:
+def arguments() -> tuple[argparse.Namespace, Path]:
+    """The command line (`[package] [--rounds N]`) and the folder of the package it names."""
     parser = argparse.ArgumentParser()
     parser.add_argument("package", nargs="?", default="networkx")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    source = Path(importlib.import_module(args.package).__file__ or "").parent
+    return args, Path(importlib.import_module(args.package).__file__ or "").parent
+
+
+def main() -> None:
+    args, source = arguments()
     work = Path(tempfile.mkdtemp(prefix="psmr-update-bench-"))
     rows: list[tuple[str, float, dict[str, float], int, int]] = []
     try:

@@ -14,8 +14,6 @@ the load average.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import json
 import os
 import shutil
@@ -26,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from psmr_update_bench import edit
+from psmr_update_bench import arguments, edit
 from rich.console import Console
 from rich.table import Table
 
@@ -34,11 +32,7 @@ CLI = [sys.executable, "-m", "slotrelay.cli", "psmr", "build"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("package", nargs="?", default="networkx")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    source = Path(importlib.import_module(args.package).__file__ or "").parent
+    args, source = arguments()
     work = Path(tempfile.mkdtemp(prefix="psmr-watch-bench-"))
     env = {**os.environ, "PSMR_STORE": str(work / "store")}
     rows: list[tuple[str, list[float], list[int]]] = []

@@ -16,3 +16,28 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root
+
+
+# A call whose target depends on what flows into a parameter: `describe` calls `area` on its argument,
+# and `run` passes it a Circle (a change passing a Square makes `shape.area()` reach Square.area too).
+SHAPES = {
+    "app/__init__.py": "",
+    "app/shapes.py": """
+class Circle:
+    def area(self):
+        return 3
+
+
+class Square:
+    def area(self):
+        return 4
+""",
+    "app/report.py": "def describe(shape):\n    return shape.area()\n",
+    "app/main.py": """from app.report import describe
+from app.shapes import Circle
+
+
+def run():
+    return describe(Circle())
+""",
+}

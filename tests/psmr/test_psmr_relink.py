@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import rich
+from psmr_trees import SHAPES
 
 from slotrelay.psmr import relink as relink_module
 from slotrelay.psmr.build import discover, module_name
@@ -127,26 +128,8 @@ def test_an_edit_that_adds_a_module_is_resolved_in_full(tree: Path) -> None:
     assert relink(linker, added, {"rich._added"}) is None
 
 
-SHAPES = {
-    "app.shapes": """
-class Circle:
-    def area(self):
-        return 3
-
-
-class Square:
-    def area(self):
-        return 4
-""",
-    "app.report": "def describe(shape):\n    return shape.area()\n",
-    "app.main": """from app.report import describe
-from app.shapes import Circle
-
-
-def run():
-    return describe(Circle())
-""",
-}
+# The shapes tree by module (its package's `__init__` is empty).
+SHAPES_BY_MODULE = {rel[: -len(".py")].replace("/", "."): text for rel, text in SHAPES.items() if text}
 RELAY = "from app.shapes import Square\n\n\ndef relay(thing):\n    return describe(thing)\n"
 
 
@@ -165,10 +148,13 @@ def test_arguments_a_new_caller_passes_reach_the_callee_only_when_they_have_valu
     added: str, reaches_square: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(relink_module, "MAX_AGAIN_SHARE", 1.0)
-    facts = {module: extract(text, module, is_package=False) for module, text in SHAPES.items()}
+    facts = {module: extract(text, module, is_package=False) for module, text in SHAPES_BY_MODULE.items()}
     linker = Linker(facts, record=True)
     linker.run()
-    edited = {**facts, "app.main": extract(f"{SHAPES['app.main']}\n\n{added}", "app.main", is_package=False)}
+    edited = {
+        **facts,
+        "app.main": extract(f"{SHAPES_BY_MODULE['app.main']}\n\n{added}", "app.main", is_package=False),
+    }
     replayed = relink(linker, edited, {"app.main"})
     assert replayed is not None and replayed.result is not None
     full = Linker(edited).run()

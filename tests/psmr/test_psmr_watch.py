@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import write_tree
+from psmr_trees import SHAPES, write_tree
 
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.store import Store, Workspace
@@ -31,27 +31,7 @@ from slotrelay.psmr.watch import TreeWatcher
 WAIT_S = 120
 
 UTIL = "def h{i}(x):\n    return len(str(x))\n\n\ndef k{i}():\n    return h{i}(1) + h{i}(2)\n"
-TREE = {
-    "app/__init__.py": "",
-    "app/shapes.py": """
-class Circle:
-    def area(self):
-        return 3
-
-
-class Square:
-    def area(self):
-        return 4
-""",
-    "app/report.py": "def describe(shape):\n    return shape.area()\n",
-    "app/main.py": """from app.report import describe
-from app.shapes import Circle
-
-
-def run():
-    return describe(Circle())
-""",
-} | {
+TREE = SHAPES | {
     # Enough unrelated modules that an edit reaches a small share of the call sites (see
     # `slotrelay.psmr.relink.MAX_AGAIN_SHARE`): it is replayed, not resolved again in full.
     f"app/util{i}.py": UTIL.format(i=i)
