@@ -239,9 +239,10 @@ def build(
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
-    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `warm` resolves an
-    unchanged workspace too when this process keeps resolutions but has none of it, so that its next
-    update is replayed (a watcher starting on a stored workspace: `slotrelay.psmr.watch`). A file
+    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `warm` resolves a
+    workspace the store holds unchanged too, when this process keeps resolutions but has none of
+    this version of it, so that its next update is replayed (a watcher starting on a stored
+    workspace, or after another process saved the change it saw: `slotrelay.psmr.watch`). A file
     that cannot be analysed never stops the build: it is skipped with a warning (not source, see
     `NotSource`) or becomes a module with an unknown (see `Unanalysable`).
     """
@@ -287,7 +288,8 @@ def build(
     total = len(entries) + len(unanalysed)
     unchanged = manifest.get("version") == version and manifest.get("stats")
     kept_key = (str(the_store.path), ws_id)
-    cold = warm and _keep["count"] > 0 and kept_key not in _RESOLVED
+    held = _RESOLVED.get(kept_key)
+    cold = warm and _keep["count"] > 0 and (held is None or held.version != version)
     if not analysed and not removed and unchanged and not cold and the_store.graph_intact(ws_id, manifest):
         # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
@@ -302,9 +304,11 @@ def build(
             "resolved_sites": 0,
             "duration_s": round(time.perf_counter() - started, 3),
         }
+    # A kept resolution may be of another version than the stored one (another process saved the
+    # workspace since): it is replayed all the same (what changed is found by content key), but its
+    # parts are not the manifest's, so the save then checks every part against the store.
     kept = _RESOLVED.pop(kept_key, None)
-    if kept is not None and kept.version != manifest.get("version"):
-        kept = None
+    in_step = kept is not None and kept.version == manifest.get("version")
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
     for done, (rel, entry) in enumerate(entries.items(), start=1):
@@ -392,6 +396,6 @@ def build(
             "stats": summary,
         },
         assembled.parts,
-        stored={module: stored[module] for module in assembled.reused if module in stored},
+        stored={module: stored[module] for module in assembled.reused if module in stored} if in_step else {},
     )
     return summary

@@ -111,10 +111,10 @@ class TreeWatcher:
         observer.schedule(_SourceEvents(self), str(self.root), recursive=True)
         observer.start()
         try:
-            self._build(warm=True)
+            self._build(start=True)
             while True:
                 self._wait_for_quiet()
-                self._build(warm=False)
+                self._build(start=False)
         except KeyboardInterrupt:
             return
         finally:
@@ -130,13 +130,15 @@ class TreeWatcher:
                 self._changed.wait(left)
             self._last_event = None
 
-    def _build(self, *, warm: bool) -> None:
+    def _build(self, *, start: bool) -> None:
         try:
-            summary = build(self.root, store=self._store_option, warm=warm)
+            # Warm: the watcher's resolution follows the tree even when the store already holds the
+            # change (another process saved it), so that the next update is replayed.
+            summary = build(self.root, store=self._store_option, warm=True)
         except Exception as exc:  # noqa: BLE001 - one failed update must not end the watch
             self._on_failure(exc)
             return
-        if warm:
+        if start:
             # The start's resolution lives on: one full collection now moves it to the collector's
             # oldest generation, instead of two passes over it (3 s each on networkx) after the first
             # updates, delaying their answers.

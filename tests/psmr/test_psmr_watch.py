@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from typing import Any
 import pytest
 from psmr_trees import SHAPES, write_tree
 
+from slotrelay.psmr import build as build_module
 from slotrelay.psmr.api import build_workspace
+from slotrelay.psmr.build import build, keep_resolved
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.watch import TreeWatcher
 
@@ -170,3 +173,42 @@ def test_a_watcher_ignores_what_a_build_does_not_read(tmp_path: Path) -> None:
     assert watcher.is_source(root / "pkg", folder=True)
     assert not watcher.is_source(root / ".venv", folder=True)
     assert not watcher.is_source(root / "pkg" / "__pycache__", folder=True)
+
+
+def test_a_kept_resolution_is_replayed_after_another_process_saved_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A watcher and an MCP server on one workspace: each keeps its own resolution, and each saves the
+    # store the other then finds ahead of what it keeps. The other process is stood in for by a
+    # build with a table of kept resolutions of its own.
+    root = write_tree(tmp_path / "tree", TREE)
+    store = tmp_path / "store"
+    keep_resolved(1)
+    try:
+        everything = build(root, store=store)["resolved_sites"]
+        (root / "app/util1.py").write_text("def h1(x):\n    return len(str(x)) + len(x)\n")
+        with monkeypatch.context() as other_process:
+            other_process.setattr(build_module, "_RESOLVED", OrderedDict())
+            assert build(root, store=store)["analysed"] == 1
+        # The store holds the edit; a warm build brings this process's resolution up to it, replayed.
+        caught_up = build(root, store=store, warm=True)
+        assert caught_up["analysed"] == 0 and 0 < caught_up["resolved_sites"] < everything, caught_up
+        assert build(root, store=store, warm=True)["resolved_sites"] == 0
+        # Ahead again, and this time this process's next update takes it and another edit at once.
+        (root / "app/util2.py").write_text("def h2(x):\n    return x\n")
+        with monkeypatch.context() as other_process:
+            other_process.setattr(build_module, "_RESOLVED", OrderedDict())
+            build(root, store=store)
+        with (root / "app/main.py").open("a") as main:
+            main.write(
+                "\n\ndef run_square():\n    from app.shapes import Square\n\n    return describe(Square())\n"
+            )
+        update = build(root, store=store)
+        assert update["analysed"] == 1 and 0 < update["resolved_sites"] < everything, update
+    finally:
+        keep_resolved(0)
+    full = build_workspace(root, store=tmp_path / "full")
+    assert _workspace(store, update["workspace_id"]) == _workspace(tmp_path / "full", full["workspace_id"])
+    assert sorted(
+        p.name for p in (store / "workspaces" / full["workspace_id"] / "parts").iterdir()
+    ) == sorted(p.name for p in (tmp_path / "full" / "workspaces" / full["workspace_id"] / "parts").iterdir())
