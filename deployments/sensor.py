@@ -14,7 +14,6 @@ silently creates no run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +21,8 @@ from uuid import UUID
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun
+
+    from deployments.warm import WarmPool
 
 CHAIN_FLOW_NAME = "chain"
 
@@ -49,14 +49,15 @@ class DeploymentStarter:
 
     Parameters:
         targets: chain_id -> its deployment and chain file.
-        on_created: called with each flow run created and its deployment's name (`WarmPool.hand_off`,
-            which runs it at once in a warm process; without it the runner's poll finds it).
+        warm: warm processes (`slotrelay watch --warm`): one idle is reserved for each run before it is
+            created, and the run handed to it once created, so that the runner's poll, which would
+            otherwise find the new run first, leaves it alone; without one idle (or without `warm`)
+            the runner's poll finds the run.
     """
 
-    def __init__(self, targets: dict[str, ChainTarget], *,
-                 on_created: Callable[[FlowRun, str], None] | None = None) -> None:
+    def __init__(self, targets: dict[str, ChainTarget], *, warm: WarmPool | None = None) -> None:
         self._targets = targets
-        self._on_created = on_created
+        self._warm = warm
         self._ids: dict[str, UUID] = {}
         self._client: SyncPrefectClient | None = None
         self._lock = threading.Lock()
@@ -82,16 +83,23 @@ class DeploymentStarter:
         }
         if target.resume:
             parameters["resume"] = True
-        with self._lock:
-            client, deployment_id = self._client_and_id(target.deployment)
-            run = client.create_flow_run_from_deployment(
-                deployment_id,
-                parameters=parameters,
-                idempotency_key=idempotency_key,
-                tags=["slotrelay", "routed"],
-            )
-        if self._on_created is not None:
-            self._on_created(run, target.deployment.partition("/")[2])
+        # Reserved before the run exists: from its creation the runner's poll could find it.
+        warm = self._warm if self._warm is not None and self._warm.reserve(idempotency_key) else None
+        try:
+            with self._lock:
+                client, deployment_id = self._client_and_id(target.deployment)
+                run = client.create_flow_run_from_deployment(
+                    deployment_id,
+                    parameters=parameters,
+                    idempotency_key=idempotency_key,
+                    tags=["slotrelay", "routed"],
+                )
+        except BaseException:
+            if warm is not None:
+                warm.release(idempotency_key)
+            raise
+        if warm is not None:
+            warm.hand_off(run, target.deployment.partition("/")[2], idempotency_key)
         return str(run.id)
 
     def close(self) -> None:

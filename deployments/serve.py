@@ -7,6 +7,9 @@ runner as a child process.
 
 A run the sensor creates is handed at once to a warm process (deployments/warm.py) when one is idle;
 the runner's poll is the path of every other run (UI, successors, bursts beyond the warm processes).
+The poll leaves alone a run the pool has reserved a warm process for, until the pool has claimed it or
+given it up (`_runner`): otherwise a poll between the run's creation and the pool's claim would start it
+in a new process instead.
 
 Choices, from measurements on Prefect 3.9.1:
 - The runner polls for scheduled runs every second (`query_seconds=1`), not the default ten: a
@@ -24,11 +27,12 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from deployments.sensor import CHAIN_FLOW_NAME
 
 if TYPE_CHECKING:
+    from prefect.client.schemas.objects import FlowRun
     from prefect.deployments.runner import RunnerDeployment
     from prefect.runner import Runner
 
@@ -147,9 +151,7 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
     import contextlib
     import signal
 
-    from prefect.runner import Runner
-
-    runner = Runner(pause_on_shutdown=False, query_seconds=poll_seconds)
+    runner = _runner(poll_seconds, warm)
     for deployment in deployments:
         runner.add_deployment(deployment)
 
@@ -173,6 +175,38 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
                 await stopping[0]
 
     asyncio.run(serve())
+
+
+def _runner(poll_seconds: float, warm: WarmPool | None) -> Runner:
+    """Prefect's runner, whose poll, beside warm processes, leaves the runs reserved for them alone.
+
+    The sensor's run exists on the API from its creation, and the poll (every `poll_seconds`) finds it
+    from then; the pool's claim comes after the creation's reply, the hand-off to the event loop and the
+    claim's own request. Under load that gap spanned a poll, and the runner started the run in a new
+    process. Leaving reserved runs out of what the poll discovers keeps them the pool's to claim; once
+    claimed they are Pending (no longer found), and one it gives up is Scheduled for the next poll.
+    """
+    from prefect.runner import Runner
+
+    if warm is None:
+        return Runner(pause_on_shutdown=False, query_seconds=poll_seconds)
+    pool = warm
+
+    class LeavingReservedRuns(Runner):
+        async def __aenter__(self) -> Self:
+            await super().__aenter__()
+            # The poller is built here, and polls once `start` has entered; Prefect offers no filter of the
+            # runs it discovers (its query takes the deployments and a time), so its discovery is wrapped.
+            poller = self._scheduled_run_poller
+            discover = poller._get_scheduled_flow_runs
+
+            async def unreserved() -> list[FlowRun]:
+                return [run for run in await discover() if not pool.is_reserved(run)]
+
+            poller._get_scheduled_flow_runs = unreserved  # type: ignore[method-assign]
+            return self
+
+    return LeavingReservedRuns(pause_on_shutdown=False, query_seconds=poll_seconds)
 
 
 SHUTDOWN_MESSAGE = "Runner is shutting down."  # the state message of runs `Runner.astop` cancels

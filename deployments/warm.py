@@ -3,17 +3,23 @@
 Served by Prefect's runner alone, a routed run waits for the runner's next poll (every second) and
 then for a new interpreter to import Prefect (~1.3 s). `slotrelay watch` instead keeps `size`
 processes started ahead of need (deployments/warm_child.py), each with Prefect's flow engine and
-the chain flow already imported, blocked on a pipe. When the sensor has created a flow run, the
-run is handed to an idle one at once; a replacement starts warming once that run's process has ended.
+the chain flow already imported, blocked on a pipe. Before the sensor creates a flow run it sets an
+idle one aside for it (`reserve`, keyed by the run's idempotency key); once created, the run is handed
+to it at once; a replacement starts warming once that run's process has ended.
 
 The flow run stays a normal Prefect flow run, executed by Prefect's own machinery for one run
 outside a runner (`FlowRunExecutorContext` and `FlowRunExecutor`, Prefect 3.9.1, the path its
 workers and `prefect flow-run execute` use), with a warm process as the starter instead of a new
 one:
 - claim: the pool proposes Pending, as the runner's poll does before it starts a run. The server
-  refuses a second Pending (`PreventPendingTransitions`), so whichever of the pool and the runner's
-  poll claims first runs it, and the other leaves it: exactly one executes. A run the pool does
-  not claim (no idle warm process, or the poll was first) stays with the runner, on its old path.
+  refuses a second Pending (`PreventPendingTransitions`), so exactly one of the pool and the runner's
+  poll runs it. The runner's poll leaves a reserved run alone (`is_reserved`, applied by
+  deployments/serve.py) until the pool has claimed it or given it up: the run exists on the API from
+  its creation, a poll every second finds it, and the pool's claim comes only after the creation's
+  reply, the hand-off to this event loop and its own request, which on a loaded machine took longer
+  than the gap to the next poll (the runner then ran the run in a new process). A run the pool does
+  not claim (no idle warm process when it was created, one that died idle, the pool closing) is given
+  up and stays with the runner, on its old path; so are runs nobody reserved (UI, successors).
 - then the executor proposes Submitting, hands the run to the process, tracks the process,
   and marks the run Crashed when the process dies without a final state (its exit code in the
   message), as the runner does;
@@ -33,6 +39,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import threading
 import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -72,7 +79,7 @@ class WarmPool:
     """`size` warm processes of one flow, and the Prefect machinery that runs flow runs in them.
 
     Enter it in the event loop that should own the runs (the runner's, in `serve_until_stopped`);
-    `hand_off` may be called from any thread.
+    `reserve`, `release`, `hand_off` and `is_reserved` may be called from any thread.
 
     Parameters:
         size: how many processes are kept warm; each runs one flow run at a time.
@@ -86,7 +93,12 @@ class WarmPool:
         self._entrypoint = entrypoint
         self._chains = [str(path) for path in chains]
         self._size = size
+        # `_idle` and `_reserved` are shared with the sensor's thread (`reserve`), under `_lock`.
+        self._lock = threading.Lock()
         self._idle: list[_Warm] = []
+        # Idempotency key of a flow run being created or handed off -> the process set aside for it (None
+        # once `_run` has taken it, until the claim is decided). The runner's poll leaves these runs alone.
+        self._reserved: dict[str, _Warm | None] = {}
         self._warming: set[_Warm] = set()
         self._running: set[uuid.UUID] = set()
         self._closing = False
@@ -119,7 +131,11 @@ class WarmPool:
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> None:
         self._loop = None
-        self._closing = True
+        with self._lock:
+            self._closing = True
+            # A process set aside for a run not handed to `_run` yet is idle: it is closed with them.
+            self._idle.extend(warm for warm in self._reserved.values() if warm is not None)
+            self._reserved.clear()
         await self.cancel_in_flight()
         # An idle process reads end-of-file and exits; one still importing is ended (it has run nothing,
         # and its pool task, waiting for its word, then sees end-of-file).
@@ -143,23 +159,59 @@ class WarmPool:
         # Cancelled, event); the context offers no public way to it.
         await self._context._cancellation_manager.cancel_all()
 
-    def hand_off(self, flow_run: FlowRun, deployment_name: str) -> None:
-        """Run `flow_run` (just created, Scheduled) in an idle warm process; from any thread.
+    def reserve(self, idempotency_key: str) -> bool:
+        """Set an idle warm process aside for the flow run about to be created with `idempotency_key`.
 
-        Without an idle process, or once the pool is closing, the run is left to the runner's poll.
+        From then until the pool has claimed the run or given it up, the runner's poll leaves that run
+        alone (`is_reserved`). Follow with `hand_off` once the run is created, or `release` if it was not.
+
+        Returns:
+            Whether a process was set aside (False: none idle, or the pool is closing; the run will be
+            the runner's).
+        """
+        with self._lock:
+            if self._loop is None or self._closing or not self._idle or idempotency_key in self._reserved:
+                return False
+            self._reserved[idempotency_key] = self._idle.pop()
+            return True
+
+    def release(self, idempotency_key: str) -> None:
+        """Give up a reservation whose run was not created: its process is idle again."""
+        with self._lock:
+            warm = self._reserved.pop(idempotency_key, None)
+            if warm is not None:
+                self._idle.append(warm)
+
+    def is_reserved(self, flow_run: FlowRun) -> bool:
+        """Whether `flow_run` is the pool's to claim: the runner's poll must not start it (yet)."""
+        with self._lock:
+            return flow_run.idempotency_key is not None and flow_run.idempotency_key in self._reserved
+
+    def hand_off(self, flow_run: FlowRun, deployment_name: str, key: str) -> None:
+        """Run `flow_run` (just created, Scheduled) in the warm process reserved for it; from any thread.
+
+        A run not Scheduled (an earlier run the API returned for the same key), or handed off once the pool
+        is closing, is left to the runner's poll, and its reservation given up.
 
         Parameters:
             flow_run: the flow run the API returned on creation.
             deployment_name: its deployment's name (the runner gives it to its child too).
+            key: the idempotency key it was created with and reserved under (`reserve`).
         """
         loop = self._loop
         if loop is None or flow_run.state is None or not flow_run.state.is_scheduled():
+            self.release(key)
             return
-        asyncio.run_coroutine_threadsafe(self._start(flow_run, deployment_name), loop)
+        start = self._start(flow_run, deployment_name, key)
+        try:
+            asyncio.run_coroutine_threadsafe(start, loop)
+        except RuntimeError:  # the loop has closed
+            start.close()
+            self.release(key)
 
-    async def _start(self, flow_run: FlowRun, deployment_name: str) -> None:
+    async def _start(self, flow_run: FlowRun, deployment_name: str, key: str) -> None:
         # In the loop, so that the run belongs to the pool's task group (anyio needs a running task).
-        self._tasks.start_soon(self._run, flow_run, deployment_name)
+        self._tasks.start_soon(self._run, flow_run, deployment_name, key)
 
     async def _warm_one(self) -> None:
         """Start one warm process and wait until it has imported the flow."""
@@ -200,34 +252,48 @@ class WarmPool:
                 logger.error("a warm process ended before it was ready (exit code %s); routed runs wait "
                              "for the runner's poll instead", process.exitcode)
             return
-        logger.info("warm process %d ready", process.pid)
-        self._idle.append(warm)
-
-    def _take_idle(self) -> _Warm | None:
-        """An idle process still alive (one found dead is replaced), or None."""
-        while self._idle and not self._closing:
-            warm = self._idle.pop()
-            if warm.process.is_alive():
-                return warm
-            logger.warning("a warm process died while idle (exit code %s); starting another",
-                           warm.process.exitcode)
-            warm.connection.close()
-            self._tasks.start_soon(self._warm_one)
-        return None
-
-    async def _run(self, flow_run: FlowRun, deployment_name: str) -> None:
-        """Claim the run (Pending), then run it in an idle warm process through Prefect's executor."""
-        warm = self._take_idle()
-        if warm is None:
-            return
-        try:
-            claimed = await self._claims.propose_pending(flow_run)
-        except BaseException:
+        with self._lock:
             self._idle.append(warm)
-            raise
-        if not claimed:
-            self._idle.append(warm)  # the runner's poll claimed it first
-            return
+        logger.info("warm process %d ready", process.pid)  # said once it can be reserved
+
+    def _take_reserved(self, key: str) -> _Warm | None:
+        """The process reserved for `key`, alive (a dead one is replaced and another idle one taken), or
+        None; the reservation then stays, empty, until the claim is decided."""
+        with self._lock:
+            warm = self._reserved.get(key)
+            if warm is None or self._closing:
+                return None
+            self._reserved[key] = None
+            while not warm.process.is_alive():
+                logger.warning(
+                    "a warm process died while idle (exit code %s); starting another", warm.process.exitcode
+                )
+                warm.connection.close()
+                self._tasks.start_soon(self._warm_one)
+                if not self._idle:
+                    return None
+                warm = self._idle.pop()
+            return warm
+
+    async def _run(self, flow_run: FlowRun, deployment_name: str, key: str) -> None:
+        """Claim the run (Pending), then run it in its reserved warm process through Prefect's executor."""
+        try:
+            warm = self._take_reserved(key)
+            if warm is None:
+                return
+            try:
+                claimed = await self._claims.propose_pending(flow_run)
+            except BaseException:
+                self._idle_again(warm)
+                raise
+            if not claimed:
+                # Claimed elsewhere first (a runner of another `watch` serving the same deployment).
+                self._idle_again(warm)
+                return
+        finally:
+            # Claimed (Pending: the poll no longer finds it) or given up (Scheduled: the next poll runs it).
+            with self._lock:
+                self._reserved.pop(key, None)
         logger.info("flow run %s runs in warm process %d", flow_run.id, warm.process.pid)
         starter = _WarmStarter(warm, self._context, deployment_name)
 
@@ -246,6 +312,13 @@ class WarmPool:
             # imports take a core for about a second and would slow the very start it is meant to
             # speed up. Meanwhile the other warm processes take the next runs.
             self._tasks.start_soon(self._warm_one)
+
+    def _idle_again(self, warm: _Warm) -> None:
+        """A process that ran nothing is idle again (closed at once if the pool has begun closing)."""
+        with self._lock:
+            self._idle.append(warm)
+            if self._closing:
+                warm.connection.close()  # it reads end-of-file and exits; `__aexit__` joins it
 
 
 class _WarmStarter:

@@ -174,7 +174,7 @@ def watch(
         for r in routers
     }
     warm_pool = WarmPool(size=warm, chains=[r.chain_path for r in routers]) if warm and not no_serve else None
-    starter = DeploymentStarter(targets, on_created=warm_pool.hand_off if warm_pool else None)
+    starter = DeploymentStarter(targets, warm=warm_pool)
     sensor = SlotSensor(routers, starter, window_seconds=window)
     console.print(f"slotrelay watch: {len(routers)} chain(s) on {url}"
                   + ("" if no_serve else f", serving {len(served)} deployment(s)")
