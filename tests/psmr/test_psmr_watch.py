@@ -93,6 +93,14 @@ def watcher(tmp_path: Path) -> Iterator[tuple[Watcher, Path, Path]]:
     watch.close()
 
 
+def _pass_a_square(root: Path) -> None:
+    """Argument flow: `describe` now also receives a Square, so `shape.area()` reaches Square.area."""
+    with (root / "app/main.py").open("a") as main:
+        main.write(
+            "\n\ndef run_square():\n    from app.shapes import Square\n\n    return describe(Square())\n"
+        )
+
+
 def _workspace(store: Path, workspace_id: str) -> tuple[list, list, Any, Any]:
     ws: Workspace = Store.open(store).load(workspace_id)
     return (
@@ -112,11 +120,7 @@ def test_a_watcher_replays_each_change_and_its_store_equals_a_full_rebuild(
     assert start["analysed"] == 0 and start["resolved_sites"] > 0, start
     everything = start["resolved_sites"]
 
-    # Argument flow: `describe` now also receives a Square, so `shape.area()` reaches Square.area.
-    with (root / "app/main.py").open("a") as main:
-        main.write(
-            "\n\ndef run_square():\n    from app.shapes import Square\n\n    return describe(Square())\n"
-        )
+    _pass_a_square(root)
     update = watch.next_summary()
     assert update["analysed"] == 1, update
     assert 0 < update["resolved_sites"] < everything, update
@@ -199,10 +203,7 @@ def test_a_kept_resolution_is_replayed_after_another_process_saved_the_workspace
         with monkeypatch.context() as other_process:
             other_process.setattr(build_module, "_RESOLVED", OrderedDict())
             build(root, store=store)
-        with (root / "app/main.py").open("a") as main:
-            main.write(
-                "\n\ndef run_square():\n    from app.shapes import Square\n\n    return describe(Square())\n"
-            )
+        _pass_a_square(root)
         update = build(root, store=store)
         assert update["analysed"] == 1 and 0 < update["resolved_sites"] < everything, update
     finally:
