@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 
 import docker
@@ -34,6 +37,17 @@ def encode(code: str) -> tuple[bytes, str]:
     return encode_request(lang="python", code=code, inputs=None, marker=marker), marker
 
 
+def _pool_workers() -> str:
+    """The stack of each sandbox pool's worker thread: a pool that never fills is either idle (waiting
+    for a task) or stuck in a call, and this says which (it happened in 2 of about 6 fresh-clone runs)."""
+    frames = sys._current_frames()
+    return "\n".join(
+        f"{thread.name}:\n" + "".join(traceback.format_stack(frames[thread.ident]))
+        for thread in threading.enumerate()
+        if thread.name == "sandbox-pool" and thread.ident in frames
+    ) or "no pool worker thread"
+
+
 def wait_for(check, what: str, seconds: float = 90):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -41,7 +55,7 @@ def wait_for(check, what: str, seconds: float = 90):
         if value:
             return value
         time.sleep(0.1)
-    pytest.fail(f"waited {seconds} s for {what}")
+    pytest.fail(f"waited {seconds} s for {what}; where the pools' workers were:\n{_pool_workers()}")
 
 
 def runner_syscall(api, container_id: str) -> tuple[str, str]:
