@@ -94,6 +94,6 @@ def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_serv
     assert [name for name, _ in runs(folder)] == ["first", "second", "second", "third"]
     assert json.loads((folder / "slots" / "third_output.json").read_text())["data"] == {"n": 3}
     log = (folder / "logs" / "engine.log").read_text()
-    assert "first: its output slot says completed (not older than its input): not run again" in log
+    assert "first: its output slot says completed, made from its current input: not run again" in log
     second_again = runs(folder)[2][1]
     print(f"\nresume: {second_again - began:.2f} s from `run --resume` to the first node with work left")
