@@ -49,6 +49,27 @@ def output_slot_path(chain: Chain, node_id: str) -> Path:
     return chain.resolve(chain.node(node_id).output_slot.path)
 
 
+def input_digest(chain: Chain, node_id: str) -> str | None:
+    """The hash of the node's input slot's bytes now (None: a start node, or no input slot to read)."""
+    in_path = input_slot_path(chain, node_id)
+    try:
+        found = read_slot_bytes(in_path) if in_path is not None else None
+    except SlotInvalid:
+        return None
+    return content_hash(found[0]) if found is not None else None
+
+
+def answer_key(output_digest: str, input_digest: str | None) -> str:
+    """What identifies one answer of an agent: its output's bytes, and the input they answer.
+
+    The same answer to a new input (a reviewer sending work back twice in the same words) is a new
+    answer: it is routed, and dual-written, again. A start node's answers are their bytes alone.
+    """
+    if input_digest is None:
+        return output_digest
+    return content_hash(f"{output_digest}|{input_digest}".encode())
+
+
 def answers_input(chain: Chain, node_id: str, found: OutputSlotRead) -> bool:
     """Whether an output slot was produced from the node's current input slot.
 

@@ -33,7 +33,13 @@ from slotrelay.chain.errors import (
 from slotrelay.chain.executors import ExecutionContext, run_executor
 from slotrelay.chain.models import Chain, Node
 from slotrelay.chain.outcomes import Handling
-from slotrelay.chain.provenance import answers_input, input_slot_path, output_slot_path
+from slotrelay.chain.provenance import (
+    answer_key,
+    answers_input,
+    input_digest,
+    input_slot_path,
+    output_slot_path,
+)
 from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.slots import (
     SlotInvalid,
@@ -102,13 +108,13 @@ def publish_output(chain: Chain, node_id: str, document: dict[str, Any]) -> str:
     return digest
 
 
-def dual_write(chain: Chain, node_id: str, document: dict[str, Any], *, agent_digest: str | None = None,
+def dual_write(chain: Chain, node_id: str, document: dict[str, Any], *, agent_answer: str | None = None,
                ledger: RoutingLedger | None = None) -> None:
     """Append an output slot to its node's babel log (the seed's dual-write), whatever its status.
 
-    The engine's own outputs are appended as they are written, once each. An agent's output
-    (`agent_digest`: the hash of its slot's bytes) may be seen by the sensor and by a run both: it is
-    appended once per content, recorded as a `babel` line in the routing ledger beside the slots.
+    The engine's own outputs are appended as they are written, once each. An agent's output may be
+    seen by the sensor and by a run both: it is appended once per answer (`agent_answer`,
+    `provenance.answer_key`), recorded as a `babel` line in the routing ledger beside the slots.
 
     Parameters:
         ledger: the sensor's ledger (default: the chain's, read afresh).
@@ -116,9 +122,9 @@ def dual_write(chain: Chain, node_id: str, document: dict[str, Any], *, agent_di
     node = chain.node(node_id)
     if not node.output_slot.babel_path:
         return
-    if agent_digest is not None:
+    if agent_answer is not None:
         ledger = ledger or RoutingLedger(chain.work_dir / LEDGER_FILE_NAME)
-        if ledger.has_babel(chain.chain_id, node_id, agent_digest):
+        if ledger.has_babel(chain.chain_id, node_id, agent_answer):
             return
     append_babel(
         chain.resolve(node.output_slot.babel_path),
@@ -127,8 +133,8 @@ def dual_write(chain: Chain, node_id: str, document: dict[str, Any], *, agent_di
         kind=f"slot.{document.get('status')}",
         payload=document,
     )
-    if ledger is not None and agent_digest is not None:
-        ledger.record_babel(chain.chain_id, node_id, agent_digest)
+    if ledger is not None and agent_answer is not None:
+        ledger.record_babel(chain.chain_id, node_id, agent_answer)
 
 
 def execute_node(
@@ -209,7 +215,7 @@ def execute_node(
     if failures:
         raise NodeError(CHECK_FAILED, "post_execution: " + "; ".join(failures))
     if output.document is not None:
-        dual_write(chain, node_id, document, agent_digest=digest)
+        dual_write(chain, node_id, document, agent_answer=answer_key(digest, received.digest))
     return document, digest
 
 
@@ -273,7 +279,8 @@ def _dual_write_agent_slot(chain: Chain, node: Node) -> None:
         return
     if found is not None and found.document.get("status") in ("completed", "failed", "skipped") \
             and answers_input(chain, node.node_id, found):
-        dual_write(chain, node.node_id, found.document, agent_digest=content_hash(found.raw))
+        answer = answer_key(content_hash(found.raw), input_digest(chain, node.node_id))
+        dual_write(chain, node.node_id, found.document, agent_answer=answer)
 
 
 def retry_interval(chain: Chain, node: Node, error: NodeError) -> float:

@@ -52,7 +52,13 @@ from typing import Any
 from slotrelay.chain.errors import SLOT_UNWRITABLE, TIMEOUT
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain
-from slotrelay.chain.provenance import answers_input, input_slot_path, output_slot_path
+from slotrelay.chain.provenance import (
+    answer_key,
+    answers_input,
+    input_digest,
+    input_slot_path,
+    output_slot_path,
+)
 from slotrelay.chain.routing import (
     JOIN_RELEASE,
     LoopBoundExceeded,
@@ -265,43 +271,48 @@ class ChainRouter:
             if document.get("status") not in FINISHED or not answers_input(self.chain, node_id, found):
                 # Not finished, or an answer to an earlier input: the agent has not answered this one yet.
                 return []
-            dual_write(self.chain, node_id, document, agent_digest=digest, ledger=self.ledger)
+            answer = answer_key(digest, input_digest(self.chain, node_id))
+            dual_write(self.chain, node_id, document, agent_answer=answer, ledger=self.ledger)
             problems = post_check_problems(self.chain, node_id, document)
             if document.get("status") == "failed" or problems:
                 why = "; ".join(problems) or f"the agent reported failure: {document.get('error')}"
                 self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id,
                            why)
-                return self._hand_over(node_id, digest, why)
-            return self._route(node_id, document, digest) + self._release()
+                return self._hand_over(node_id, answer, why)
+            return self._route(node_id, document, digest, answer) + self._release()
 
-    def _route(self, node_id: str, document: dict[str, Any], digest: str) -> list[RoutedEntry]:
-        """Carry out what the routing step says a finished agent's output leads to (module docstring)."""
+    def _route(self, node_id: str, document: dict[str, Any], digest: str, answer: str) -> list[RoutedEntry]:
+        """Carry out what the routing step says a finished agent's output leads to (module docstring).
+
+        The ledger keys each firing by the answer (`provenance.answer_key`): the output's bytes and the
+        input they answer.
+        """
         routed = route_finished(self.chain, node_id, document, digest, state=self.state)
         new = [d for d in routed.decisions
-               if d.fired and not self.ledger.has_routed(self.chain_id, d.route_id, digest)]
+               if d.fired and not self.ledger.has_routed(self.chain_id, d.route_id, answer)]
         if not new and not any(isinstance(s, LoopBoundExceeded) for s in routed.steps):
             return []
         for step in routed.steps:
             if isinstance(step, LoopBoundExceeded | RefuseInput):
                 why = (step.message if isinstance(step, LoopBoundExceeded)
                        else f"{step.to_node}: {step.error.error_type}: {step.error.message}")
-                return self._hand_over(node_id, digest, why)
+                return self._hand_over(node_id, answer, why)
         started = {s.node_id for s in routed.steps if isinstance(s, StartNode)}
         fired: list[RoutedEntry] = []
         handed: list[RoutedEntry] = []
         for step in routed.steps:
             if not isinstance(step, WriteInput) or self.ledger.has_routed(self.chain_id, step.route_id,
-                                                                          digest):
+                                                                          answer):
                 continue
             try:
                 write_input(step)
             except OSError as denied:
                 self._note(logging.ERROR, "chain %s: input slot %s of %s cannot be written (%s): %s",
                            self.chain_id, step.path, step.to_node, SLOT_UNWRITABLE, denied)
-                handed = self._hand_over(node_id, digest, f"{SLOT_UNWRITABLE}: {step.path}: {denied}")
+                handed = self._hand_over(node_id, answer, f"{SLOT_UNWRITABLE}: {step.path}: {denied}")
                 break
             fired.append(new_routed_entry(
-                chain_id=self.chain_id, route_id=step.route_id, source_hash=digest, from_node=node_id,
+                chain_id=self.chain_id, route_id=step.route_id, source_hash=answer, from_node=node_id,
                 to_node=step.to_node, input_slot=str(step.path), starts=step.to_node in started,
             ))
         self.ledger.record_routed(fired)
@@ -318,7 +329,8 @@ class ChainRouter:
                 found = self._read_output(step.from_node) if step.from_node in self._external else None
                 if found is not None:
                     why = f"{step.to_node}: {step.error.error_type}: {step.error.message}"
-                    entries += self._hand_over(step.from_node, content_hash(found.raw), why)
+                    answer = answer_key(content_hash(found.raw), input_digest(self.chain, step.from_node))
+                    entries += self._hand_over(step.from_node, answer, why)
                 else:
                     self._note(logging.ERROR, "chain %s: %s not started: %s", self.chain_id, step.to_node,
                                step.error.message)
@@ -359,10 +371,12 @@ class ChainRouter:
                     found = self._read_output(entry.from_node)
                 except SlotInvalid:
                     continue
-                if found is None or content_hash(found.raw) != entry.source_hash:
+                if found is None:
                     continue
-                routed = route_finished(self.chain, entry.from_node, found.document, entry.source_hash,
-                                        state=self.state)
+                digest = content_hash(found.raw)
+                if answer_key(digest, input_digest(self.chain, entry.from_node)) != entry.source_hash:
+                    continue
+                routed = route_finished(self.chain, entry.from_node, found.document, digest, state=self.state)
                 for step in routed.steps:
                     if isinstance(step, WriteInput) and step.route_id == entry.route_id:
                         write_input(step)

@@ -69,6 +69,11 @@ def review(data):
     return {"verdict": "rework", "draft": data.get("n")}
 
 
+def source(data):
+    count("source")
+    return {"n": int((HERE / "value.txt").read_text())}
+
+
 def flaky(data):
     count("flaky")
     marker = HERE / "flaky.ok"
@@ -300,6 +305,35 @@ def test_resume_runs_only_what_the_slots_do_not_say_is_done(write_chain) -> None
                       {**read_slot(chain.resolve("slots/b_input.json")), "data": {"n": 7}})
     _, ran, _ = run_plain(chain, resume=True)
     assert ran == ["b", "f"]
+
+
+def test_a_crash_between_an_output_and_its_routes_is_routed_again_on_resume(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("source")), node("b", executor=py("ok")),
+                                node("c", executor=py("ok"))], [route("a", "b"), route("b", "c")])
+    (chain.base_dir / "value.txt").write_text("1")
+    run_plain(chain)
+    assert read_slot(chain.resolve("slots/c_output.json"))["data"] == {"n": 3}
+    # A second run: a writes its output for new content, and the process dies before a's routes are
+    # written. Every slot after a still holds the first run's work, each consistent with the one before.
+    (chain.base_dir / "value.txt").write_text("10")
+    execute_node(chain, "a")
+    _, ran, _ = run_plain(chain, resume=True)
+    assert ran == ["b", "c"], "b's input was not made from a's output now there: b and c have work"
+    assert read_slot(chain.resolve("slots/c_output.json"))["data"] == {"n": 12}
+
+
+def test_an_input_slot_with_new_content_is_new_work_whatever_its_write_time(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok"))],
+                  [route("a", "b")])
+    run_plain(chain)
+    # New content for b, with a write time older than b's output (a copy that kept its times, a clock set
+    # back): b's output was not made from it.
+    path = chain.resolve("slots/b_input.json")
+    write_json_atomic(path, {**read_slot(path), "data": {"n": 41}})
+    earlier = os.stat(chain.resolve("slots/b_output.json")).st_mtime - 60
+    os.utime(path, (earlier, earlier))
+    _, ran, _ = run_plain(chain, resume=True)
+    assert ran == ["b"] and read_slot(chain.resolve("slots/b_output.json"))["data"] == {"n": 42}
 
 
 def test_a_run_started_again_after_a_suspend_asks_instead_of_running_the_node_again(write_chain) -> None:
