@@ -1,4 +1,4 @@
-"""Provenance: an output counts as done only for the input it was produced from (DESIGN.md).
+"""Provenance: an output is done only for the input it was made from (CONTRACTS.md#provenance).
 
 What the slots record, and who writes it:
 - an output slot the engine writes holds `produced_from`: the `content_hash` of the input slot's bytes

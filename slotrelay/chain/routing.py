@@ -17,17 +17,16 @@ no rule of their own. What must outlive one process lives in the slots: a join's
 input slot (`sources`, `status: waiting` until it is complete), a rework loop's firings in the `loops`
 of the input slots inside it, and what each slot was made from (slotrelay.chain.provenance).
 
-The rules, each stated here once:
+The rules are CONTRACTS.md#one-routing-step, #skip-never-blocks and #provenance; here is how they are
+kept:
 - A route's condition is evaluated on the node's output slot, in priority order; a slot failing the
-  identity check fires nothing. A skipped node leads on (CONTRACTS.md#skip-never-blocks): a route with
-  no condition, or one on `status` alone, fires; a condition on any other field is evaluated on the
-  data the node received, which is what its targets get.
-- A join (a node that routes from two or more nodes lead into, rework loops aside) runs once, after
-  every source that can fire has settled, with every fired source's data: a source can fire while it,
-  or a node upstream of it, may still write an output (`RoutingState.pending`). Sources recorded for an
-  input the join has since answered were consumed and are not carried over.
-- A rework loop's route (`max_iterations`) counts its firings in the input slots inside the loop; data
-  entering the loop from outside starts the count again. The firing past the bound does not loop.
+  identity check fires nothing. A skipped node's routes on `status` alone (or with no condition) fire,
+  others are evaluated on the data it received, which is what its targets get.
+- A join's sources are the nodes its routes come from, rework loops aside; a source can fire while
+  `RoutingState.pending` says it, or a node upstream of it, may still write an output. Sources recorded
+  for an input the join has since answered were consumed and are not carried over.
+- A rework loop's count travels in `loops` along the input slots inside the loop and is dropped where
+  the data leaves it.
 """
 
 from __future__ import annotations
