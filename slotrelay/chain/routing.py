@@ -306,10 +306,10 @@ def join_waiting_for(chain: Chain, target: str, fired: Collection[str], state: R
     def can_fire(node_id: str) -> bool:
         if node_id not in memo:
             memo[node_id] = False  # the graph without loop routes is acyclic; this only guards the walk
-            memo[node_id] = state.pending(node_id) or any(can_fire(s) for s in _sources(chain, node_id))
+            memo[node_id] = state.pending(node_id) or any(can_fire(s) for s in upstream(chain, node_id))
         return memo[node_id]
 
-    return [source for source in _sources(chain, target) if source not in fired and can_fire(source)]
+    return [source for source in upstream(chain, target) if source not in fired and can_fire(source)]
 
 
 def loop_body(chain: Chain, route: Route) -> set[str]:
@@ -326,7 +326,7 @@ def loop_body(chain: Chain, route: Route) -> set[str]:
                 stack.append(nxt)
     back, stack = {route.from_node}, [route.from_node]
     while stack:
-        for source in _sources(chain, stack.pop()):
+        for source in upstream(chain, stack.pop()):
             if source not in back:
                 back.add(source)
                 stack.append(source)
@@ -378,7 +378,7 @@ def _join_document(chain: Chain, target: str, sources: dict[str, dict[str, Any]]
     """A join's input slot: every fired source (`sources`), and `data`, their data merged in the order of
     the chain's routes (a key two sources both have takes the later route's value); `waiting` (and
     `waiting_for`) while a source can still fire, else `pending`."""
-    order = _sources(chain, target)
+    order = upstream(chain, target)
     merged: dict[str, Any] = {}
     for source in order:
         if source in sources and isinstance(sources[source].get("data"), dict):
@@ -411,7 +411,7 @@ def _sources_of(document: dict[str, Any], chain: Chain, target: str,
     sources = document.get("sources")
     if not isinstance(sources, dict) or _consumed(chain, target):
         return {}
-    order = _sources(chain, target)
+    order = upstream(chain, target)
     kept = {k: v for k, v in sources.items() if k in order and isinstance(v, dict)}
     if fresh_since is not None:
         kept = {k: v for k, v in kept.items() if _stamp(v.get("updated_at")) >= fresh_since}
@@ -455,7 +455,7 @@ def _route(chain: Chain, route_id: str) -> Route:
     return next(r for r in chain.routes if r.route_id == route_id)
 
 
-def _sources(chain: Chain, node_id: str) -> list[str]:
+def upstream(chain: Chain, node_id: str) -> list[str]:
     """A node's upstream nodes in the order of the chain's routes; a rework loop's route is not one."""
     return list(dict.fromkeys(r.from_node for r in chain.routes
                               if r.to_node == node_id and r.max_iterations is None))

@@ -61,6 +61,7 @@ from slotrelay.chain.routing import (
     loop_body,
     release_held_joins,
     route_finished,
+    upstream,
     write_input,
 )
 from slotrelay.chain.runner import decide_handling, ended_document, publish_output, read_input
@@ -229,12 +230,8 @@ class ChainSchedule:
 
     @staticmethod
     def _sources_of(chain: Chain) -> dict[str, list[str]]:
-        """Each node's upstream nodes; a rework loop's route is not a dependency."""
-        sources: dict[str, list[str]] = {n.node_id: [] for n in chain.nodes}
-        for route in chain.routes:
-            if route.max_iterations is None:
-                sources[route.to_node].append(route.from_node)
-        return sources
+        """Each node's upstream nodes (the UI's graph of a run); a rework loop's route is not one."""
+        return {n.node_id: upstream(chain, n.node_id) for n in chain.nodes}
 
     # The routing step's view of this run.
 
