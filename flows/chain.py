@@ -111,7 +111,7 @@ class ChainDriver:
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
         parameters = get_call_parameters(task.fn, (quote(chain), node_id),
                                          {"executor_settings": quote(self.executor_settings),
-                                          "retries": quote(self.retries)})
+                                          "retry_book": quote(self.retries)})
         future = context.task_runner.submit(task, parameters, dependencies={"chain": sources})
         self.futures[node_id] = future
         future.add_done_callback(lambda _, node_id=node_id: self.done.put(node_id))

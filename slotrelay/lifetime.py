@@ -27,9 +27,9 @@ class LifetimeUnavailable(OSError):
 def die_with_parent(*, parent_command: str) -> None:
     """Be killed (SIGKILL) when the parent process dies; die now if it is already gone.
 
-    Parameters:
-        parent_command: a word the parent's command line holds (`worker`): a parent that died before
-            this call has handed this process to another (init, a subreaper), which does not hold it.
+    The parent that started this process ran the same Python interpreter (Prefect starts a run with its
+    own `sys.executable`) or says `parent_command` on its command line (`worker`); one that died before
+    this call has handed this process to another (init, a subreaper), which does neither.
 
     Raises:
         LifetimeUnavailable: not on Linux, or the kernel refused the request.
@@ -41,8 +41,9 @@ def die_with_parent(*, parent_command: str) -> None:
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise LifetimeUnavailable(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) was refused")
     try:
-        command = " ".join(psutil.Process(parent).cmdline())
+        spawner = psutil.Process(parent)
+        ours = spawner.exe() == psutil.Process().exe() or parent_command in " ".join(spawner.cmdline())
     except psutil.Error:
-        command = ""
-    if os.getppid() != parent or parent_command not in command:
+        ours = False
+    if os.getppid() != parent or not ours:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -73,7 +73,7 @@ def retry_count(chain: Chain, node: Node) -> int:
 
 @task(name="node", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retry_requested)
 def run_node(chain: Chain, node_id: str, since: float | None = None,
-             executor_settings: dict[str, Any] | None = None, retries: RetryBook | None = None) -> Any:
+             executor_settings: dict[str, Any] | None = None, retry_book: RetryBook | None = None) -> Any:
     """Run one node once (Prefect retries it as the chain's error types say).
 
     Parameters:
@@ -81,14 +81,14 @@ def run_node(chain: Chain, node_id: str, since: float | None = None,
         node_id: which node.
         since: an external node accepts only an output slot written after this (epoch seconds).
         executor_settings: settings by executor kind (the chain flow's `pen` settings from its Blocks).
-        retries: the flow run's per-type failure counts (a book of the task's own when not given).
+        retry_book: the flow run's per-type failure counts (a book of the task's own when not given).
 
     Returns:
         The `NodeOutcome`, or a `Completed(name="Skipped")` / `Failed` state carrying it.
     """
     context = TaskRunContext.get()
     assert context is not None  # a task's body runs inside its task run
-    book = retries if retries is not None else RetryBook()
+    book = retry_book if retry_book is not None else RetryBook()
     attempt = context.task_run.run_count
     key = str(context.task_run.id)
     notes = RunNotes(chain)

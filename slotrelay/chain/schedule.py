@@ -49,7 +49,13 @@ from slotrelay.chain.errors import SLOT_UNWRITABLE, UNKNOWN, NodeError
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain, Route
 from slotrelay.chain.outcomes import FINAL, Handling, NodeOutcome, NodeState
-from slotrelay.chain.provenance import done_from_slots, input_slot_path, output_slot_path, slot_pending
+from slotrelay.chain.provenance import (
+    done_from_slots,
+    input_digest,
+    input_slot_path,
+    output_slot_path,
+    slot_pending,
+)
 from slotrelay.chain.routing import (
     HoldJoin,
     LoopBoundExceeded,
@@ -64,7 +70,7 @@ from slotrelay.chain.routing import (
     upstream,
     write_input,
 )
-from slotrelay.chain.runner import decide_handling, ended_document, publish_output, read_input
+from slotrelay.chain.runner import decide_handling, ended_document, publish_output
 from slotrelay.slots import SlotInvalid, ask_again, content_hash, output_slot_document, slot_bytes
 
 LOOP_BOUND_EXCEEDED = "loop_bound_exceeded"
@@ -562,7 +568,7 @@ class ChainSchedule:
             return
         if decision.data is not None:
             document = output_slot_document(node_id, status="completed", data=decision.data, attempt=attempt,
-                                            produced_from=_input_digest(self.chain, node_id))
+                                            produced_from=input_digest(self.chain, node_id))
             self.status[node_id] = NodeState.COMPLETED
         else:
             document = ended_document(self.chain, node_id, status="skipped", error=None, attempt=attempt)
@@ -634,13 +640,6 @@ class ChainSchedule:
             "routes": {r.route_id: self.routes[r.route_id] for r in self.chain.routes},
             "alerts": self.alerts,
         }
-
-
-def _input_digest(chain: Chain, node_id: str) -> str | None:
-    try:
-        return read_input(chain, node_id).digest
-    except NodeError:
-        return None
 
 
 class RetryBook:
