@@ -388,3 +388,20 @@ def test_validate_refuses_a_cycle_without_a_bound(write_chain) -> None:
         build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok")),
                             node("c", executor=py("ok"))],
                             [route("a", "b"), route("b", "c"), route("c", "b")])
+
+
+def test_an_input_slot_that_cannot_be_written_fails_its_target_with_slot_unwritable(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("ok")),
+                                node("b", executor=py("ok"), input_slot={"slot_id": "b-in",
+                                                                          "path": "blocked/b_input.json"})],
+                  [route("a", "b")])
+    # A file where b's input slot folder should be: the route's write fails (L2), after L1/L2 were checked.
+    (chain.base_dir / "blocked").write_text("not a folder")
+    schedule, ran, asked = run_plain(chain, decisions={"b": ["terminate"]})
+    assert ran == ["a"] and asked == ["b"]
+    assert states(schedule)["b"] == "Failed" and schedule.summary(None)["nodes"]["b"]["error_type"] == \
+        "slot_unwritable"
+    from slotrelay.alerts import read_alert
+
+    [alert] = schedule.alerts
+    assert (read_alert(alert).error_type, read_alert(alert).handling) == ("slot_unwritable", "arbitrate")
