@@ -1,14 +1,16 @@
 """The chain compiled to one Prefect flow run: nodes as tasks, routes as conditional dependencies.
 
-The engine's decisions live in the core scheduler (`slotrelay.chain.schedule.ChainSchedule`); this
-flow only drives it: it submits the node tasks the schedule says to run (their sources' task runs
-as their inputs, for the UI's graph), feeds each finished task's outcome back, writes the alerts the
-schedule asks for, and waits for people's decisions (flows/arbitration.py).
+The engine's decisions live in the core scheduler (`slotrelay.chain.schedule.ChainSchedule`) and
+its routing step (`slotrelay.chain.routing`, the same the `watch` sensor asks); this flow only drives
+it: it submits the node tasks the schedule says to run (their sources' task runs as their inputs, for
+the UI's graph), makes the slot writes it asks for, feeds each finished task's outcome back, writes the
+alerts it asks for, and waits for people's decisions (flows/arbitration.py).
 
 How a run proceeds: the start nodes (or `start_nodes`) are submitted; whenever a node's task ends,
-its routes are evaluated from its output slot (priority order) and every route that holds writes
-its target's input slot; a target is submitted once every source has settled. A route that does not
-hold leaves its target unrun, and the summary says why.
+the routing step evaluates its routes from its output slot (priority order), the flow writes the input
+slot of every target they lead to, and a target is submitted once the step says it may run (a join
+once every source that can fire has settled). A route that does not hold leaves its target unrun, and
+the summary says why.
 
 Failures (L4/L5): `skip` goes on; `fail` writes an alert and stops that branch; an error of no
 declared type (or an escalation whose type says `pause`) writes an alert and, once the branches that
@@ -185,7 +187,7 @@ def run_chain(
         folders_block: the name of a saved `ChainFolders` Block: its slots root (unless `slots_root`
             is given), alerts and logs folders.
         resume: go on from what the slots say: a node whose output slot is completed, passes its
-            identity check and is not older than its input slot is not run again, and its routes
+            identity check and was made from its current input slot is not run again, and its routes
             are evaluated from that slot. Always so for a run started again after a suspend (it
             finds the alerts it wrote).
         model_block: the name of a saved `CodeModel` Block: the code model of the chain's `pen` nodes

@@ -141,8 +141,8 @@ def run(
     slots_root: Annotated[Path | None,
                           typer.Option(help="folder relative slot paths resolve against")] = None,
     resume: Annotated[bool, typer.Option(
-        "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
-                         "their input) are not run again")] = False,
+        "--resume", help="go on from the slots: nodes whose output slot is completed and made from their "
+                         "current input are not run again")] = False,
 ) -> None:
     """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none
     answers)."""
