@@ -3,6 +3,7 @@ feature points, and what a deploy imports."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -119,6 +120,32 @@ def test_a_deploy_module_loads_asyncssh_requests_and_bs4_only_when_a_deploy_need
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize(("target", "env", "loaded"), [
+    ({"name": "C", "ssh": "SITE_C", "folder": "site"}, {"SITE_C_HOST": "deploy.example"}, True),
+    ({"name": "C", "ssh": "SITE_C", "folder": "site"}, {}, False),
+    ({"name": "C", "folder": "site"}, {"SITE_C_HOST": "deploy.example"}, False),
+])
+def test_a_run_that_deploys_to_a_remote_starts_loading_the_ssh_client_at_its_preflight(
+        write_chain, target, env, loaded):
+    # The run's preflight (before the flow starts) begins the import in the background: it overlaps with
+    # the run's start instead of sitting in the deploy task. A chain that deploys to no remote loads nothing.
+    chain = write_chain({"chain_id": "c", "version": "0.1", "error_types": [], "routes": [], "nodes": [
+        {"node_id": "deploy", "input_slot": None, "output_slot": {"slot_id": "d", "path": "slots/d.json"},
+         "executor": {"kind": "deploy", "files": ["page.html"], "targets": [target]}}]})
+    probe = ("import sys, threading\n"
+             "from slotrelay.chain import load_chain\n"
+             "from slotrelay.chain.preflight import preflight\n"
+             "preflight(load_chain(sys.argv[1]))\n"
+             "preloads = [t for t in threading.enumerate() if t.name == 'slotrelay-deploy-preload']\n"
+             "for thread in preloads:\n"
+             "    thread.join()\n"
+             "print(len(preloads), 'asyncssh' in sys.modules)")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SITE_C_")} | env
+    done = subprocess.run([sys.executable, "-c", probe, str(chain)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=True, env=environment)
+    assert done.stdout.split() == (["1", "True"] if loaded else ["0", "False"]), done.stdout + done.stderr
 
 
 def test_a_new_sitemap_lists_each_page_once_with_lastmod():
