@@ -72,10 +72,14 @@ class FolderReleases:
             raise NodeError(TARGET_UNWRITABLE,
                             f"{current} is not a link a deploy made (a folder or file is there): move it "
                             "away, and serve current/ after the next deploy")
-        release = release_of_link(os.readlink(current))
+        try:
+            target = os.readlink(current)
+        except OSError as failure:
+            raise folder_error(current, failure, doing="read") from failure
+        release = release_of_link(target)
         if release is None or not (self.folder / RELEASES / release).is_dir():
-            raise NodeError(TARGET_UNWRITABLE, f"{current} points at {os.readlink(current)!r}, not at a "
-                                               f"release in {self.folder / RELEASES}")
+            raise NodeError(TARGET_UNWRITABLE, f"{current} points at {target!r}, not at a release in "
+                                               f"{self.folder / RELEASES}")
         return release
 
     def _ensure_folder(self, path: Path) -> None:
@@ -136,8 +140,17 @@ class FolderReleases:
 
     def _carry(self, previous: Path, root: Path, uploads: list[Upload], staged: Staged) -> None:
         """Hard-link every file of the previous release the batch does not change into the new one."""
-        digests = {u.relative: u.sha256 for u in uploads}
-        for folder, folders, files in os.walk(previous):
+        try:
+            self._link_previous(previous, root, {u.relative: u.sha256 for u in uploads}, staged)
+        except OSError as failure:
+            # A folder of the previous release that cannot be listed must not leave its files out silently.
+            raise folder_error(failure.filename or previous, failure, doing="carry over") from failure
+
+    def _link_previous(self, previous: Path, root: Path, digests: dict[str, str], staged: Staged) -> None:
+        def unreadable(failure: OSError) -> None:
+            raise failure
+
+        for folder, folders, files in os.walk(previous, onerror=unreadable):
             here = Path(folder)
             relative_folder = here.relative_to(previous)
             for name in folders:
@@ -158,10 +171,7 @@ class FolderReleases:
                     staged.linked.add(relative)
                 else:
                     staged.carried += 1
-                try:
-                    os.link(source, root / relative, follow_symlinks=False)
-                except OSError as failure:
-                    raise folder_error(root / relative, failure, doing="hard-link") from failure
+                os.link(source, root / relative, follow_symlinks=False)
 
     def _make(self, folder: Path) -> None:
         try:
@@ -225,8 +235,11 @@ class FolderReleases:
         """Remove the oldest releases beyond `keep`."""
         assert self._release is not None  # pruned after a successful switch
         releases = self.folder / RELEASES
-        names = [entry.name for entry in os.scandir(releases)
-                 if RELEASE_ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)]
+        try:
+            names = [entry.name for entry in os.scandir(releases)
+                     if RELEASE_ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)]
+        except OSError as failure:
+            raise folder_error(releases, failure, doing="list") from failure
         pruned = to_prune(names, keep=keep, live=self._release)
         for name in pruned:
             try:
