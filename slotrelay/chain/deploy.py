@@ -191,7 +191,8 @@ def _plan(spec: DeployExecutor, targets: list[ReleaseTarget], pages: list[Upload
 def _summary(rows: list[dict[str, Any]]) -> str:
     parts = []
     for row in rows:
-        text = f"{row['check']} {row['status']} on {row['target']}"
+        status = "not run" if row["status"] == "pending" else row["status"]
+        text = f"{row['check']} {status} on {row['target']}"
         if row["status"] == "skipped":
             text += f" ({row['reason']})"
         elif row["stage"] and row["check"] != "hash" and row["check"] != "sitemap":
@@ -209,6 +210,7 @@ class _Deploy:
     uploads: list[Upload]
     rows: list[dict[str, Any]]
     pages: list[Upload]
+    folder: ChainFolder
     context: ExecutionContext
     release: str
     staged: dict[str, Staged] = field(default_factory=dict)
@@ -255,7 +257,8 @@ class _Deploy:
             try:
                 self.staged[target.name] = target.stage(self.uploads, self.release)
             except NodeError as failure:
-                self.mark(_CHECK_OF_ERROR.get(failure.error_type, "hash"), target, "failed")
+                if failure.error_type in (HASH_MISMATCH, PROOF_FAILED):
+                    self.mark("hash", target, "failed")
                 raise
             self.mark("hash", target, "passed")
             self.mark("sitemap", target, "passed")
@@ -270,7 +273,7 @@ class _Deploy:
                 self.check(target, AFTER_SWITCH)
         if sitemap is not None:
             assert sitemap.content is not None  # the staged sitemap is in memory
-            ChainFolder(Path(self.context.chain.base_dir)).write(sitemap.relative, sitemap.content)
+            self.folder.write(sitemap.relative, sitemap.content)
 
     def undo(self) -> str:
         """Switch every switched target back and remove every staged release; says what was done."""
@@ -360,7 +363,7 @@ def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionCon
     if sitemap_upload is not None:
         # Last in the batch: a preview or live check reads it after the pages it lists.
         uploads.append(sitemap_upload)
-    deploy = _Deploy(spec, targets, uploads, rows, pages, context, new_release_id(datetime.now(UTC)))
+    deploy = _Deploy(spec, targets, uploads, rows, pages, folder, context, new_release_id(datetime.now(UTC)))
     try:
         try:
             deploy.run(sitemap_upload)
