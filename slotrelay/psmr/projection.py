@@ -224,8 +224,9 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
         )
         if moved:
             raise ConflictRequiresReview(
-                f"projection.apply: {', '.join(moved)} changed since projection.preview; nothing was "
-                "written. Review the change, rebuild the workspace and propose again",
+                f"projection.apply: {', '.join(moved)} changed since projection.preview, or cannot be read "
+                "as a regular file inside the root; nothing was written. Review the change, rebuild the "
+                "workspace and propose again",
                 details={"delta_id": delta["delta_id"], "changed_files": moved},
             )
         delta["validation"] = validated_texts(ws, store, delta)

@@ -403,8 +403,9 @@ def feasibility(ws: Workspace, delta: dict[str, Any], operation: str) -> dict[st
     )
     if moved:
         raise ConflictRequiresReview(
-            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed; review "
-            "the change, rebuild the workspace and propose again",
+            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed, or "
+            "cannot be read as a regular file inside the root; review the change, rebuild the workspace "
+            "and propose again",
             details={"delta_id": delta["delta_id"], "changed_files": moved},
         )
     return _check("projection_feasibility", [], files=len(delta["files"]))
