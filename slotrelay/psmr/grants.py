@@ -53,7 +53,14 @@ class Grants:
                 "the diff of projection.preview yourself"
             )
         for file in files:
-            real = Path(os.path.realpath(file))
+            try:
+                real = Path(os.path.realpath(file))
+            except OSError as exc:
+                # A folder on the way swapped for a link (or back) while it was being resolved.
+                raise CapabilityDenied(
+                    f"{operation} would write {file}, whose path changed while it was checked "
+                    f"({exc.strerror}); nothing was written"
+                ) from exc
             if not any(real == root or root in real.parents for root in self.write_roots):
                 allowed = ", ".join(str(r) for r in self.write_roots)
                 raise CapabilityDenied(
