@@ -333,6 +333,13 @@ def api_breakages(
     return sorted(out, key=lambda b: (b["object"], b["kind"])), warnings
 
 
+def _relative(text: str, roots: list[Path]) -> str:
+    """`text` with the private copies' paths written relative to the tree's root."""
+    for root in roots:
+        text = text.replace(f"{root}/", "")
+    return text
+
+
 def _breakages(griffe: Any, tops: list[str], roots: list[Path], warnings: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for top in tops:
@@ -355,7 +362,7 @@ def _breakages(griffe: Any, tops: list[str], roots: list[Path], warnings: list[s
                         "object": breakage.obj.path,
                         "old": str(breakage.old_value),
                         "new": str(breakage.new_value),
-                        "explanation": _ANSI.sub("", breakage.explain()).strip(),
+                        "explanation": _relative(_ANSI.sub("", breakage.explain()).strip(), roots),
                     }
                 )
         except Exception as exc:  # noqa: BLE001 - griffe's own failure is reported, the rest of ΔG stands
