@@ -24,6 +24,7 @@ from typing import Any
 
 from slotrelay import sandbox
 from slotrelay.psmr import delta as deltas
+from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
 from slotrelay.psmr.errors import CapabilityDenied, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.graph import sid, stable_id
@@ -123,6 +124,15 @@ def _node_ids(
     return list(node_ids), delta
 
 
+def _hash(root: Path, artifact: str) -> str | None:
+    """The sha256 of a file of the tree, read as the build reads it; None when it cannot be read (a
+    file outside the root, a FIFO): such a record never matches the file's current hash."""
+    try:
+        return hashlib.sha256(read_artifact(root, artifact)).hexdigest()
+    except (NotSource, Unanalysable):
+        return None
+
+
 def _symbol(ws: Workspace, artifact: str, qualname: str) -> str | None:
     entry = ws.files.get(artifact)
     if entry is None:
@@ -167,14 +177,14 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
         )
     functions = [tuple(f) for f in result.result["functions"]]
     records = []
-    hashes: dict[str, str] = {}
+    hashes: dict[str, str | None] = {}
     for node_id, outcome in sorted(result.result["outcomes"].items()):
         observed = [functions[i] for i in result.result["observed"].get(node_id, [])]
         reached = sorted({s for artifact, q in observed if (s := _symbol(ws, artifact, q))})
         files = sorted({artifact for artifact, _ in observed if artifact in ws.files})
         for artifact in files + [node_id.split("::", 1)[0]]:
             if artifact not in hashes:
-                hashes[artifact] = hashlib.sha256((root / artifact).read_bytes()).hexdigest()
+                hashes[artifact] = _hash(root, artifact)
         records.append(
             {
                 "id": stable_id("ev", AUTHORITY, node_id, sorted(hashes.items())),
@@ -202,7 +212,7 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
     }
     if delta is not None:
         delta["runs"].append({"at": deltas.now(), "tests": node_ids, **summary})
-        deltas.save(store, delta)
+        deltas.save(store, ws, delta)
     return Answer(
         data={**summary, "delta_id": delta["delta_id"] if delta else None, "tests": node_ids},
         sections=[("results", records)],

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr import delta as deltas
-from slotrelay.psmr.build import NotSource, Unanalysable, file_size_limit, read_source
+from slotrelay.psmr.build import NotSource, Unanalysable, artifact_text, file_size_limit, read_source
 from slotrelay.psmr.callbinding import BindError, Unbindable, bind, params_of, parse_parameters
 from slotrelay.psmr.diff import compare, side_of
 from slotrelay.psmr.errors import ConflictRequiresReview, ValidationFailed
@@ -155,7 +155,7 @@ def type_compatibility(
     def text_of(artifact: str) -> str:
         if artifact in texts:
             return texts[artifact]
-        return (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+        return artifact_text(new.source_root, artifact) or ""
 
     line_maps = {a: _line_map(f["original"], f["projected"]) for a, f in delta["files"].items()}
 
@@ -346,7 +346,7 @@ def impact_boundary(
     def read(artifact: str) -> str | None:
         if artifact in texts:
             return texts[artifact]
-        return (Path(new.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+        return artifact_text(new.source_root, artifact)
 
     renames = {r["old"]: r["new"] for r in expected["symbols_renamed"]}
     actual = compare(side_of(old), side_of(new, source=read), renames=renames)
@@ -403,18 +403,21 @@ def feasibility(ws: Workspace, delta: dict[str, Any], operation: str) -> dict[st
     )
     if moved:
         raise ConflictRequiresReview(
-            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed; review "
-            "the change, rebuild the workspace and propose again",
+            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed, or "
+            "cannot be read as a regular file inside the root; review the change, rebuild the workspace "
+            "and propose again",
             details={"delta_id": delta["delta_id"], "changed_files": moved},
         )
     return _check("projection_feasibility", [], files=len(delta["files"]))
 
 
-def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    """delta.validate: run the six checks; VALIDATION_FAILED with all of them if any fails."""
-    delta = deltas.load(store, ws, request["delta_id"])
-    deltas.require_current(ws, delta, "delta.validate")
-    checks = [feasibility(ws, delta, "delta.validate")]
+def run_checks(ws: Workspace, store: Store, delta: dict[str, Any], operation: str) -> dict[str, Any]:
+    """The six checks of a delta on the files as they are now, as `validation` records them.
+
+    Raises:
+        ConflictRequiresReview: a file changed since the proposal (projection feasibility).
+    """
+    checks = [feasibility(ws, delta, operation)]
     texts = {a: f["projected"] for a, f in delta["files"].items()}
     new = project(ws, store, texts)
     checks += [
@@ -425,9 +428,17 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         known_defects(ws, store, delta),
     ]
     failed = [c["check"] for c in checks if not c["ok"]]
+    return {"at": deltas.now(), "ok": not failed, "failed": failed, "checks": checks}
+
+
+def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.validate: run the six checks; VALIDATION_FAILED with all of them if any fails."""
+    delta = deltas.load(store, ws, request["delta_id"])
+    deltas.require_current(ws, delta, "delta.validate")
+    delta["validation"] = run_checks(ws, store, delta, "delta.validate")
+    checks, failed = delta["validation"]["checks"], delta["validation"]["failed"]
     delta["status"] = "validation_failed" if failed else "validated"
-    delta["validation"] = {"at": deltas.now(), "ok": not failed, "failed": failed, "checks": checks}
-    deltas.save(store, delta)
+    deltas.save(store, ws, delta)
     if failed:
         raise ValidationFailed(
             f"delta {delta['delta_id']} fails {', '.join(failed)}; the problems are in data.checks: change "
