@@ -56,7 +56,8 @@ def serve(
         ),
     ] = None,
     allow_write: Annotated[
-        list[Path] | None,
+        # Text, not Path: Path('') is '.', and an empty --allow-write must be refused, not read as '.'.
+        list[str] | None,
         typer.Option(
             "--allow-write",
             metavar="ROOT",
@@ -87,6 +88,10 @@ def serve(
 
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
+    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
+    for root in allow_write or []:
+        if not Path(root).is_dir():
+            raise BadInput(f"--allow-write {root}: not a folder")
     registry = WorkspaceRegistry(workspace, store=store)
     # The server updates its workspaces after each apply: keep their resolution for those updates.
     from slotrelay.psmr.build import keep_resolved
@@ -95,10 +100,6 @@ def serve(
     for folder in workspace:
         _build_at_start(registry, folder)
 
-    for root in allow_write or []:
-        if not root.is_dir():
-            raise BadInput(f"--allow-write {root}: not a folder")
-    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
     server = build_server(registry, grants=grants)
     served = ", ".join(w.workspace_id for w in registry.served())
     if grants.names():
