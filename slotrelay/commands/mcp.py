@@ -22,6 +22,10 @@ from slotrelay.psmr.grants import Grants
 if TYPE_CHECKING:
     from psmr_mcp import WorkspaceRegistry
 
+# Live HTTP sessions at once: a loopback server has a few MCP hosts, not thousands; an open session
+# holds about 37 kB (docs/mcp.md), and the SDK's own default of 10,000 let 3,000 pile up in 7 s.
+DEFAULT_MAX_SESSIONS = 100
+
 app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
 
 # Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages.
@@ -48,6 +52,16 @@ def serve(
             help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback only) instead of stdio.",
         ),
     ] = None,
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            "--max-sessions",
+            min=1,
+            metavar="N",
+            help="With --http: at most N live sessions; a client opening one more gets 503 until one "
+            "ends or expires.",
+        ),
+    ] = DEFAULT_MAX_SESSIONS,
     store: Annotated[
         Path | None,
         typer.Option(
@@ -118,7 +132,16 @@ def serve(
                 # One unwrapped line: scripts and tests read the URL from it.
                 console.print(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)", soft_wrap=True)
 
-            anyio.run(lambda: serve_http(server, host, port, on_ready=ready, idle_timeout_s=idle_timeout_s))
+            anyio.run(
+                lambda: serve_http(
+                    server,
+                    host,
+                    port,
+                    on_ready=ready,
+                    idle_timeout_s=idle_timeout_s,
+                    max_sessions=max_sessions,
+                )
+            )
     except OSError as exc:
         raise BadInput(f"--http {http}: cannot listen ({exc.strerror or exc}); pick another port") from exc
     except KeyboardInterrupt:
