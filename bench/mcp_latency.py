@@ -7,8 +7,11 @@ MCP SDK's minimal server (`bench/mcp_minimal_server.py`) in the same run, the tw
 (A, B, A, B, ...), each reported as its median with the interquartile range.
 
 The workspace is a copy of an installed package (rich), so the numbers come from real code.
+`--base-tree PATH` adds a third server to the same interleaved rounds: `slotrelay mcp serve` of another
+checkout (e.g. `git archive main | tar -x -C PATH`), run with this venv and PYTHONPATH=PATH, so a change
+and its base are compared under the same load. `--calls 0` measures the cold start only.
 
-    .venv/bin/python bench/mcp_latency.py [--calls 50] [--cold 15]
+    .venv/bin/python bench/mcp_latency.py [--calls 50] [--cold 15] [--base-tree PATH]
 """
 
 from __future__ import annotations
@@ -63,15 +66,17 @@ def _serve_args(root: Path) -> list[str]:
     return ["mcp", "serve", "--workspace", str(root)]
 
 
-def _stdio(root: Path) -> Client:
-    """A client that spawns `slotrelay mcp serve` on stdio, its start-up lines sent to /dev/null."""
-    params = StdioServerParameters(command=SLOTRELAY, args=_serve_args(root), cwd=root, env=SERVER_ENV)
+def _stdio(root: Path, tree: Path | None = None) -> Client:
+    """A client that spawns `slotrelay mcp serve` on stdio, its start-up lines sent to /dev/null; with
+    `tree`, that checkout's code (first on PYTHONPATH) instead of this one's."""
+    env = SERVER_ENV if tree is None else {**SERVER_ENV, "PYTHONPATH": str(tree)}
+    params = StdioServerParameters(command=SLOTRELAY, args=_serve_args(root), cwd=root, env=env)
     return Client(stdio_client(params, errlog=QUIET))
 
 
-async def _cold_start(root: Path) -> float:
+async def _cold_start(root: Path, tree: Path | None = None) -> float:
     """Seconds from spawning `slotrelay mcp serve` to the first tool answer over stdio."""
-    return await _first_answer(_stdio(root), "psmr_query_search", {"text": "Console"})
+    return await _first_answer(_stdio(root, tree), "psmr_query_search", {"text": "Console"})
 
 
 async def _minimal_cold_start() -> float:
@@ -151,10 +156,14 @@ def _row(table: Table, name: str, times: list[float], baseline: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=50, help="timed calls per transport (default 50)")
+    parser.add_argument("--calls", type=int, default=50,
+                        help="timed calls per transport (default 50; 0: the cold start only)")
     parser.add_argument("--cold", type=int, default=15, help="cold starts of each server (default 15)")
+    parser.add_argument("--base-tree", type=Path, default=None,
+                        help="another checkout whose `slotrelay mcp serve` joins the cold-start rounds")
     arguments = parser.parse_args()
     calls = arguments.calls
+    base_tree = arguments.base_tree.resolve() if arguments.base_tree else None
     with tempfile.TemporaryDirectory(prefix="psmr-mcp-bench-") as scratch:
         root = _copy_package(Path(scratch))
         started = time.perf_counter()
@@ -165,41 +174,46 @@ def main() -> None:
             f"{PACKAGE}: {summary['files']} files, {summary['nodes']} nodes, built in {build_s:.2f}s"
         )
 
-        anyio.run(_cold_start, root)  # untimed: bytecode caches written, files in the page cache
-        anyio.run(_minimal_cold_start)
-        cold = interleaved(
-            {
-                "slotrelay mcp serve (built workspace)": lambda: anyio.run(_cold_start, root),
-                "the SDK's minimal server (reference)": lambda: anyio.run(_minimal_cold_start),
-            },
-            arguments.cold,
-        )
+        servers: dict[str, Callable[[], float]] = {
+            "slotrelay mcp serve (built workspace)": lambda: anyio.run(_cold_start, root),
+            "the SDK's minimal server (reference)": lambda: anyio.run(_minimal_cold_start),
+        }
+        if base_tree is not None:
+            servers[f"slotrelay mcp serve of {base_tree}"] = lambda: anyio.run(_cold_start, root, base_tree)
+        for start in servers.values():
+            start()  # untimed: bytecode caches written, files in the page cache
+        load = os.getloadavg()
+        cold = interleaved(servers, arguments.cold)
+        load = tuple((a + b) / 2 for a, b in zip(load, os.getloadavg(), strict=True))
         first = anyio.run(_cold_start, _copy_package(Path(scratch) / "fresh"))
-        direct = _direct(root, store, calls)
-        baseline = statistics.median(direct)
+        if calls > 0:
+            direct = _direct(root, store, calls)
+            baseline = statistics.median(direct)
 
-        registry = WorkspaceRegistry([root])
-        registry.build(root, at_startup=True)
-        memory = anyio.run(_over, lambda: Client(build_server(registry)), calls)
-        stdio = anyio.run(_over, lambda: _stdio(root), calls)
-        process, url = _start_http(root, Path(scratch) / "http.log")
-        try:
-            http = anyio.run(_over, lambda: Client(url), calls)
-        finally:
-            os.killpg(process.pid, signal.SIGINT)
-            process.wait(timeout=20)
+            registry = WorkspaceRegistry([root])
+            registry.build(root, at_startup=True)
+            memory = anyio.run(_over, lambda: Client(build_server(registry)), calls)
+            stdio = anyio.run(_over, lambda: _stdio(root), calls)
+            process, url = _start_http(root, Path(scratch) / "http.log")
+            try:
+                http = anyio.run(_over, lambda: Client(url), calls)
+            finally:
+                os.killpg(process.pid, signal.SIGINT)
+                process.wait(timeout=20)
 
-    table = Table(title=f"psmr_query_subgraph {ANCHOR} depth 2, {calls} calls each")
-    for column in ("path", "p50 ms", "p90 ms", "p50 vs api.call"):
-        table.add_column(column, justify="right" if column != "path" else "left")
-    _row(table, "api.call (baseline, in process)", direct, baseline)
-    _row(table, "MCP in-memory client", memory, baseline)
-    _row(table, "MCP stdio (slotrelay mcp serve)", stdio, baseline)
-    _row(table, "MCP streamable HTTP (127.0.0.1)", http, baseline)
-    console.print(table)
-    served, minimal = cold.values()
+    if calls > 0:
+        table = Table(title=f"psmr_query_subgraph {ANCHOR} depth 2, {calls} calls each")
+        for column in ("path", "p50 ms", "p90 ms", "p50 vs api.call"):
+            table.add_column(column, justify="right" if column != "path" else "left")
+        _row(table, "api.call (baseline, in process)", direct, baseline)
+        _row(table, "MCP in-memory client", memory, baseline)
+        _row(table, "MCP stdio (slotrelay mcp serve)", stdio, baseline)
+        _row(table, "MCP streamable HTTP (127.0.0.1)", http, baseline)
+        console.print(table)
+    served, minimal = (cold[name] for name in list(servers)[:2])
     cold_table = Table(
-        title=f"cold start over stdio: spawn to first answer, {arguments.cold} interleaved rounds")
+        title=f"cold start over stdio: spawn to first answer, {arguments.cold} interleaved rounds, "
+              f"load average {load[0]:.1f} (1 min, mean of start and end)")
     cold_table.add_column("server")
     cold_table.add_column("median ms (IQR)", justify="right")
     cold_table.add_column("vs the SDK's minimal server", justify="right")

@@ -28,8 +28,9 @@ DEFAULT_MAX_SESSIONS = 100
 
 app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
 
-# Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages.
-console = Console(stderr=True)
+# Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages. No emoji codes:
+# a folder named like one (":fire:") is printed as it is (and the emoji table is not loaded at start).
+console = Console(stderr=True, emoji=False)
 
 
 @app.command("serve")
