@@ -134,9 +134,10 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
         form = await _form(request)
 
         def build() -> str:
-            with lock:
-                reader = WorkspaceReader(store, request.path_params["workspace_id"])
-                return pages.compare_revisions(reader, form)
+            # Not under a lock the pages wait on: building two revisions takes seconds, and the core
+            # serialises the builds of one workspace itself (slotrelay/psmr/build.py).
+            reader = WorkspaceReader(store, request.path_params["workspace_id"])
+            return pages.compare_revisions(reader, form)
 
         return RedirectResponse(await run_in_threadpool(build), status_code=303)
 

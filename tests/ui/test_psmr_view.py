@@ -861,29 +861,31 @@ def _worktrees(root: Path) -> list[str]:
 
 
 @pytest.fixture
-def own_view(shop: Path, tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    """A view of a copy of the sample repository (its git history included), on its own port: yields the
-    copy and the view's URL; its log must end without a traceback."""
-    root = tmp_path / "shop"
+def own_view(shop: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
+    """A view of a copy of the sample repository (its git history included) with a store of its own, on
+    its own port: yields the copy, the store and the view's URL; its log must end without a traceback."""
+    root, store = tmp_path / "shop", tmp_path / "store"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr"))
     # Not the worktrees other tests built for the original: this copy starts with its checkout only.
     shutil.rmtree(root / ".git" / "worktrees", ignore_errors=True)
-    server = start_view([str(root), "--port", str(free_port())], tmp_path / "err.log")
+    server = start_view([str(root), "--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
     try:
-        yield root, wait_for_url(server, START_TIMEOUT_S)
+        yield root, store, wait_for_url(server, START_TIMEOUT_S)
     finally:
         output = stop_server(server)
     assert "Traceback" not in output, output
 
 
 
-def test_regression_no_request_from_another_site_makes_the_view_build(own_view: tuple[Path, str]) -> None:
+def test_regression_no_request_from_another_site_makes_the_view_build(
+    own_view: tuple[Path, Path, str],
+) -> None:
     """A GET of the diff page with two revisions (a link, or a page another site opened) ran `git worktree
     add` and two builds in the user's repository. Now a GET only fills the form in, and the POST that
     builds is refused unless it comes from the view's own page (Origin, else Referer)."""
-    root, url = own_view
+    root, store, url = own_view
     port = url.split(":")[2].split("/")[0]
-    store_before = sorted(p.name for p in (root / ".psmr" / "workspaces").iterdir())
+    store_before = sorted(p.name for p in (store / "workspaces").iterdir())
     crossing = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
     with httpx.Client(base_url=url, timeout=120) as http:
         opened = http.get("diff", params=REVISIONS, headers=crossing)
@@ -897,8 +899,8 @@ def test_regression_no_request_from_another_site_makes_the_view_build(own_view: 
                 "no origin or referer": {},
             }.items()
         }
-        assert _worktrees(root) == [str(root)] and not (root / ".psmr" / "trees").exists()
-        assert sorted(p.name for p in (root / ".psmr" / "workspaces").iterdir()) == store_before
+        assert _worktrees(root) == [str(root)] and not (store / "trees").exists()
+        assert sorted(p.name for p in (store / "workspaces").iterdir()) == store_before
         own = http.post("diff", data=REVISIONS, headers={"Origin": f"http://127.0.0.1:{port}"})
         shown = http.get(f"http://127.0.0.1:{port}{own.headers['location']}")
         by_referer = http.post("diff", data=REVISIONS, headers={"Referer": f"{url}diff"})
@@ -915,14 +917,14 @@ def test_regression_no_request_from_another_site_makes_the_view_build(own_view: 
 
 @pytest.mark.browser
 def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
-    own_view: tuple[Path, str], browser_tools: None, tmp_path: Path
+    own_view: tuple[Path, Path, str], browser_tools: None, tmp_path: Path
 ) -> None:
     """What issue 29 did with a browser: a page on another origin links to the diff page with two
     revisions and posts them to it. Following the link shows the form, nothing built; the post is 403."""
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
 
-    root, url = own_view
+    root, store, url = own_view
     site = tmp_path / "site"
     site.mkdir()
     diff = f"{url}diff"
@@ -958,7 +960,7 @@ def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
     followed = seen["followed"]
     assert (followed["status"], followed["forms"], followed["diff"]) == (200, 1, 0), followed
     assert (seen["posted"]["status"], seen["posted"]["code"]) == (403, "CROSS_SITE_REFUSED")
-    assert _worktrees(root) == [str(root)] and not (root / ".psmr" / "trees").exists()
+    assert _worktrees(root) == [str(root)] and not (store / "trees").exists()
 
 
 @pytest.mark.parametrize(
