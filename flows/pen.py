@@ -19,11 +19,12 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
 from slotrelay.pen import writer
-from slotrelay.pen.errors import InvalidPenRequest, PenError
+from slotrelay.pen.errors import InvalidPenRequest, PenError, SandboxStartFailed
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.terms import PenAction
 from slotrelay.pen.writer import PenOutcome, PenRun
-from slotrelay.sandbox.errors import SandboxRequestError
+from slotrelay.sandbox.backends import check_policy_images
+from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.settings import SandboxSettings
 from tasks import pen as pen_tasks
 from tasks.pen import artifact_key
@@ -56,17 +57,27 @@ def code_model(model_block: str | None) -> ModelSettings | None:
 def sandbox_settings(policy_block: str | None) -> SandboxSettings | None:
     """The sandbox policy from the named `SandboxPolicy` Block, else None (the environment's defaults).
 
+    The images the policy pins are looked up on its daemon here, as the flow starts: a missing one
+    stops the run before a pen is claimed or the model is asked, rather than after.
+
     Raises:
-        InvalidPenRequest: the block's daemon URL or TLS files are unusable (naming the field).
+        InvalidPenRequest: the block's daemon URL, TLS files or image languages are unusable (naming
+            the field).
+        SandboxStartFailed: (MPP-E002) the daemon does not answer, or lacks an image the policy pins
+            (naming it).
     """
     if not policy_block:
         return None
     from blocks.sandbox_policy import SandboxPolicy
 
     try:
-        return cast(SandboxPolicy, SandboxPolicy.load(policy_block)).settings()
+        settings = cast(SandboxPolicy, SandboxPolicy.load(policy_block)).settings()
+        check_policy_images(settings)
     except SandboxRequestError as error:
         raise InvalidPenRequest(f"sandbox policy {policy_block!r}: {error.message}") from error
+    except SandboxUnavailable as error:
+        raise SandboxStartFailed(f"sandbox policy {policy_block!r}: {error.message}") from error
+    return settings
 
 
 @flow(name="pen-write", log_prints=False)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 import mcp_types as types
 from jsonschema import Draft202012Validator
@@ -182,6 +181,9 @@ class ToolSurface:
         return answer
 
     def _build(self, request: dict[str, Any], ctx: ServerRequestContext[Any] | None) -> dict[str, Any]:
+        # Here, not at the top: only a build reports progress, and a server's first answer seldom is one.
+        import anyio.from_thread
+
         def progress(done: int, total: int, file: str) -> None:
             if ctx is not None:
                 anyio.from_thread.run(ctx.session.report_progress, done, total, f"analysed {file}")

@@ -7,25 +7,35 @@ Errors become exits here, once: a command raises a `SlotrelayError` (the core's 
 0 success, 1 the work ran and failed, 2 bad input, 3 the environment is missing something.
 A command whose work ran and failed after printing its result (a failed flow run or program, a
 broken audit log) exits with `ExitCode.FAILED` itself: there is no error to report twice.
+
+Each part's commands are imported when one of them runs (or when help lists them all), not at
+start: `slotrelay mcp serve`, which an MCP host spawns for every session, loads neither the chain
+engine's, the pen's nor the servers' command modules and what they import.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from slotrelay.commands import JSON_ERRORS
-from slotrelay.commands import chain as chain_commands
-from slotrelay.commands import mcp as mcp_commands
-from slotrelay.commands import pen as pen_commands
-from slotrelay.commands import psmr as psmr_commands
-from slotrelay.commands import sandbox as sandbox_commands
-from slotrelay.commands import server as server_commands
 from slotrelay.errors import SlotrelayError
+
+# `slotrelay NAME ...`: the module whose Typer app is that group of commands.
+COMMAND_GROUPS = {
+    "mcp": "slotrelay.commands.mcp",
+    "pen": "slotrelay.commands.pen",
+    "psmr": "slotrelay.commands.psmr",
+    "sandbox": "slotrelay.commands.sandbox",
+}
+# The modules whose commands sit at the top level (`slotrelay validate`, `slotrelay up`), in help's order.
+TOP_LEVEL_COMMANDS = ("slotrelay.commands.chain", "slotrelay.commands.server")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -42,9 +52,34 @@ def show_error(error: SlotrelayError, *, as_json: bool) -> None:
 
 
 class SlotrelayGroup(TyperGroup):
-    """The root command group: turns any `SlotrelayError` a command raises into its message and exit code."""
+    """The root command group: loads each part's commands when they are asked for (click's lazy
+    subcommands), and turns any `SlotrelayError` a command raises into its message and exit code."""
 
     # `ctx` is a context of typer's own copy of click, which typer does not export (typer._click): Any.
+    def list_commands(self, ctx: Any) -> list[str]:
+        for name in COMMAND_GROUPS:
+            self._load_group(name)
+        self._load_top_level()
+        return [*COMMAND_GROUPS, *(name for name in self.commands if name not in COMMAND_GROUPS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in COMMAND_GROUPS:
+            self._load_group(cmd_name)
+        elif cmd_name not in self.commands:
+            self._load_top_level()
+        return super().get_command(ctx, cmd_name)
+
+    def _load_group(self, name: str) -> None:
+        if name not in self.commands:
+            group = typer.main.get_group(importlib.import_module(COMMAND_GROUPS[name]).app)
+            group.name = name
+            self.add_command(group, name)
+
+    def _load_top_level(self) -> None:
+        for module in TOP_LEVEL_COMMANDS:
+            for name, command in typer.main.get_group(importlib.import_module(module).app).commands.items():
+                self.commands.setdefault(name, command)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -60,12 +95,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-app.add_typer(mcp_commands.app, name="mcp")
-app.add_typer(pen_commands.app, name="pen")
-app.add_typer(psmr_commands.app, name="psmr")
-app.add_typer(sandbox_commands.app, name="sandbox")
-app.add_typer(chain_commands.app)
-app.add_typer(server_commands.app)
 
 
 @app.callback()

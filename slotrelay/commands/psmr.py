@@ -140,7 +140,8 @@ def call_operation(
     request: Annotated[str, typer.Argument(help="the request as a JSON object")] = "{}",
     store: StoreOption = None,
     allow_write: Annotated[
-        list[Path] | None,
+        # Text, not Path: Path('') is '.', and an empty --allow-write must be refused, not read as '.'.
+        list[str] | None,
         typer.Option(
             "--allow-write",
             metavar="ROOT",

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slotrelay.psmr.errors import CapabilityDenied
+from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
 
 SOURCE_WRITE = "source-write"
 PROCESS_EXECUTION = "process-execution"
@@ -33,8 +33,20 @@ class Grants:
 
     @classmethod
     def of(cls, *, write_roots: Iterable[str | Path] = (), process_execution: bool = False) -> Grants:
-        """Grants with the write roots resolved (symlinks followed)."""
-        return cls(tuple(Path(os.path.realpath(r)) for r in write_roots), process_execution)
+        """Grants with the write roots resolved (symlinks followed).
+
+        Raises:
+            InvalidQuery: a root given as text is empty or blank (`--allow-write ''`): resolved, it
+                would grant the current folder, which nobody named.
+        """
+        roots = list(write_roots)
+        for root in roots:
+            if isinstance(root, str) and not root.strip():
+                raise InvalidQuery(
+                    f"--allow-write {root!r}: an empty path names no folder; give the folder the runtime "
+                    "may write under (--allow-write . for the current one)"
+                )
+        return cls(tuple(Path(os.path.realpath(r)) for r in roots), process_execution)
 
     def names(self) -> list[str]:
         """The capability names granted."""
