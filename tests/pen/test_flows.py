@@ -25,6 +25,8 @@ from slotrelay.pen.errors import PermissionViolation
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact
 
+from .contract import assert_output_shape, decision_of
+
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
 
@@ -66,7 +68,8 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
         model_block="pen-test-model",
         backend=sandbox_backend,
     )
-    assert outcome["execution"]["result"] == {"total": 6} and outcome["decision"]["state"] == "kept"
+    assert outcome["execution"]["result"] == {"total": 6} and decision_of(outcome)["state"] == "kept"
+    assert_output_shape(outcome)
     assert stub.requests[0]["auth"] == "Bearer sk-flow" and stub.requests[0]["body"]["max_tokens"] == 700
     pen_id = outcome["pen_id"]
     code_md = latest_artifact(artifact_key("pen-code", pen_id))
@@ -97,10 +100,10 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
     worker, paused = _start_until_paused(run_flow, "persona_id", "p2")
     staged = list((fsio.tree_state(root) / "pen-staging").iterdir())
     assert len(staged) == 1 and (staged[0] / "code.py").is_file()
-    resume_flow_run(paused.id, run_input={"action": "share", "decided_by": "alice"})
+    resume_flow_run(paused.id, run_input={"decision": "share", "decided_by": "alice"})
     worker.join(timeout=60)
     shared = results["outcome"]
-    assert shared["decision"] == {
+    assert decision_of(shared) == {
         "final_action": "share",
         "state": "shared",
         "decided_by": "person:alice",
