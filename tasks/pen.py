@@ -12,7 +12,7 @@ arbitration form is (flows/arbitration.py): what to decide first, in its descrip
 suggestion, the result, stdout, stderr and the code), a plain list of choices, who decided and why.
 The UI renders it in both Prefect UIs; the API takes the same input (`resume_flow_run(id,
 run_input={"decision": "keep"})`). The run waits in place (a chain's node waits inside its task run,
-and Prefect cannot suspend a task run), one pen decision at a time per process, for the chain's
+and Prefect cannot suspend a task run), one pen decision at a time per flow run, for the chain's
 `pause_timeout_seconds` or the flow's `decision_timeout_s`; with no answer by then the pen stays
 completed for `slotrelay pen decide` and the call fails with PEN_DECISION_TIMEOUT.
 
@@ -48,8 +48,14 @@ if TYPE_CHECKING:
 DECISION_POLL_SECONDS = 1
 # A pen-write run's wait when its caller sets none (a chain's node waits its pause_timeout_seconds).
 DECISION_TIMEOUT_S = 3600
-# One pen pause at a time in a process: two pen nodes of one run never propose two pauses at once.
-_ONE_PAUSE = threading.Lock()
+# One pen pause at a time per flow run: two pen nodes of one run never propose two pauses at once.
+_pause_locks: dict[str, threading.Lock] = {}
+_pause_locks_guard = threading.Lock()
+
+
+def _pause_lock(flow_run_id: str) -> threading.Lock:
+    with _pause_locks_guard:
+        return _pause_locks.setdefault(flow_run_id, threading.Lock())
 
 
 def artifact_key(kind: str, pen_id: str) -> str:
@@ -223,7 +229,7 @@ def ask_in_the_run(run: PenRun, pending: PenOutcome) -> PersonAnswer | None:
     create_markdown_artifact(description, key=artifact_key("pen-decision", run.pen_id),
                              description="the persona asks a person")
     timeout = run.decision_timeout_s or DECISION_TIMEOUT_S
-    with _ONE_PAUSE:
+    with _pause_lock(str(context.flow_run.id)):
         try:
             answer = pause_flow_run(
                 wait_for_input=PenDecisionInput.with_initial_data(description=description),
