@@ -21,7 +21,7 @@ from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.manifest import validate_manifest
 from tests.conftest import require_service
 
-from .contract import assert_output_shape, decision_of
+from .contract import AUDIT_KEYS, EXECUTION_KEYS, EXTENSION, OUTPUT_KEYS, assert_output_shape, decision_of
 from .stub_model import SUM_CODE, Reply, completion
 
 pytestmark = pytest.mark.docker
@@ -65,9 +65,19 @@ def _policy(root: Path, persona: str, policy: dict) -> None:
     (folder / "pen-policy.json").write_text(json.dumps(policy))
 
 
+def test_the_output_model_holds_the_seeds_keys_and_no_other() -> None:
+    # The answers add one key to these, `x-slotrelay` (assert_output_shape checks every answer).
+    from slotrelay.pen.models import EXTENSION_KEY, AuditRef, Execution, PenOutput
+
+    assert set(PenOutput.model_fields) == OUTPUT_KEYS
+    assert set(Execution.model_fields) == EXECUTION_KEYS and set(AuditRef.model_fields) == AUDIT_KEYS
+    assert EXTENSION_KEY == EXTENSION
+
+
 def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, sandbox_backend) -> None:
     code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [1, 2, 3]}')
     assert code == 0, body
+    # The seed's keys and x-slotrelay; a `decision` key beside them broke the contract (seen failing on main).
     assert_output_shape(body)
     assert body["pen_id"].startswith("MPP-p1-") and body["pen_id"].endswith("-001")
     assert body["code"].strip() == SUM_CODE.strip() and body["lang"] == "python"
