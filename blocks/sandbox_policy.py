@@ -86,4 +86,5 @@ class SandboxPolicy(Block):
             default_limits=dict(self.default_limits),
             egress_allow=tuple(self.egress_allow) if self.egress_allow is not None else None,
             pool_size=self.pool_size,
+            source=f"SandboxPolicy block {self._block_document_name or '(not saved)'}",
         )

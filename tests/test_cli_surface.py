@@ -49,6 +49,7 @@ slotrelay.errors.BadInput BAD_INPUT 2
 slotrelay.errors.EnvironmentMissing ENVIRONMENT_MISSING 3
 slotrelay.errors.SlotrelayError SLOTRELAY_ERROR 1
 slotrelay.pen.errors.CodeGenerationFailed MPP-E003 1
+slotrelay.pen.errors.DecisionTimedOut PEN_DECISION_TIMEOUT 1
 slotrelay.pen.errors.ExecutionTimedOut MPP-E004 1
 slotrelay.pen.errors.IllegalTransition PEN_ILLEGAL_TRANSITION 2
 slotrelay.pen.errors.IntentRejected MPP-E001 2

@@ -5,6 +5,11 @@
                                     -> shared    (registry inbox) -> reviewed -> accepted
                                                                                -> rejected
                                                                                -> observation
+    draft, executing -> erased      a run that failed before its output (the pen erases it itself)
+
+The seed names no state for a pen that failed; `erased` is the terminal state whose meaning is what is
+left of it (nothing but the audit records). Only `writer.fail` takes those two edges: a person's
+decision needs a completed pen (`writer.apply_decision` refuses the others).
 
 A pen's state is the target of the last `transition` record about it in the audit log, so an
 erased pen still has one and every change is recorded. So that a long log is not read on every
@@ -40,8 +45,8 @@ State = Literal[
 
 TRANSITIONS: dict[str | None, frozenset[str]] = {
     None: frozenset({"draft"}),
-    "draft": frozenset({"executing"}),
-    "executing": frozenset({"completed"}),
+    "draft": frozenset({"executing", "erased"}),
+    "executing": frozenset({"completed", "erased"}),
     "completed": frozenset({"erased", "kept", "shared"}),
     "shared": frozenset({"reviewed"}),
     "reviewed": frozenset({"accepted", "rejected", "observation"}),

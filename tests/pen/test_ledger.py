@@ -110,7 +110,7 @@ def test_state_machine_enforced_and_recorded(tmp_path: Path) -> None:
     with pytest.raises(IllegalTransition, match="is accepted: it cannot become rejected"):
         transition(log, "MPP-p1-20261130-001", "rejected")
     transition(log, "MPP-p1-20261130-002", "draft")
-    with pytest.raises(IllegalTransition, match="allowed next: executing"):
+    with pytest.raises(IllegalTransition, match="allowed next: erased, executing"):
         transition(log, "MPP-p1-20261130-002", "kept")
     records = [r for r in log.records() if r["event"] == "transition"]
     assert [r["to"] for r in records] == [
