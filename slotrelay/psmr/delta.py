@@ -29,6 +29,8 @@ from typing import Any
 
 import libcst as cst
 
+from slotrelay.psmr import snippets
+from slotrelay.psmr.constraints import parse as parse_constraint
 from slotrelay.psmr.delta_ops import Planner
 from slotrelay.psmr.errors import ConflictRequiresReview, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.graph import qname, sid
@@ -194,6 +196,9 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             scope.append(find_node(ws, ref))
         except ObjectNotFound as exc:
             raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+    for index, constraint in enumerate(request.get("constraints", [])):
+        parse_constraint(ws, constraint, f"constraints[{index}]")
+    snippets.check(request["operations"])
     planner = Planner(ws)
     for index, op in enumerate(request["operations"]):
         getattr(planner, op["op"])(index, op)

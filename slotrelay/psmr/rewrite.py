@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import (
@@ -29,6 +30,8 @@ from libcst.metadata import (
 Position = tuple[int, int]
 DefEdit = Callable[[cst.FunctionDef | cst.ClassDef], cst.FunctionDef | cst.ClassDef]
 CallEdit = Callable[[cst.Call], cst.Call]
+# Expressions that bind tighter than any operator: written in place of a reference as they are.
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
 
 class RewriteError(ValueError):
@@ -55,6 +58,8 @@ class FilePlan:
     # (module-level name bound to a module, attribute path below it, old, new): `sql.Old` -> `sql.New`.
     attributes: list[tuple[str, tuple[str, ...], str, str]] = field(default_factory=list)
     appended: list[tuple[Position | None, str]] = field(default_factory=list)
+    # A name or attribute starting at a position, by the identifier it ends with -> what replaces it.
+    references: dict[Position, tuple[str, cst.BaseExpression]] = field(default_factory=dict)
 
     def on_def(self, position: Position, edit: DefEdit) -> None:
         """Change the definition starting at position (its `def`/`class` keyword)."""
@@ -67,6 +72,13 @@ class FilePlan:
     def rename(self, position: Position, new: str) -> None:
         """Rename the identifier starting at position."""
         self.names[position] = new
+
+    def replace_reference(self, position: Position, name: str, expression: cst.BaseExpression) -> None:
+        """Replace the name, or the attribute ending with `name`, that starts at position (the
+        innermost one, if attributes of that name nest there), parenthesised unless an atom."""
+        if not isinstance(expression, _ATOMS) and not expression.lpar:
+            expression = expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        self.references[position] = (name, expression)
 
     def rename_global(self, old: str, new: str) -> None:
         """Rename a module-level name everywhere the module uses it (scope analysis) and in `__all__`."""
@@ -97,6 +109,7 @@ class FilePlan:
             or self.local_imports
             or self.attributes
             or self.appended
+            or self.references
         )
 
 
@@ -115,12 +128,24 @@ class _Rewriter(cst.CSTTransformer):
         where: CodeRange = self.get_metadata(PositionProvider, node)
         return where.start.line, where.start.column
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+    def _reference(self, position: Position, name: str) -> cst.BaseExpression | None:
+        wanted = self.plan.references.get(position)
+        if wanted is None or wanted[0] != name or ("reference", position) in self.done:
+            return None
+        self.done.add(("reference", position))
+        return wanted[1]
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         position = self._start(original)
         if position in self.plan.names:
             self.done.add(("name", position))
-            return updated.with_changes(value=self.plan.names[position])
-        return updated
+            updated = updated.with_changes(value=self.plan.names[position])
+        replacement = self._reference(position, original.value)
+        return updated if replacement is None else replacement
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        replacement = self._reference(self._start(original), original.attr.value)
+        return updated if replacement is None else replacement
 
     def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
         # Only strings _mark_globals found name a global: `__all__` entries and string annotations.
@@ -161,8 +186,84 @@ class _Rewriter(cst.CSTTransformer):
         return self._leave_def(original, updated)
 
 
+class _BareBlankLines(cst.CSTTransformer):
+    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
+        if updated.comment is not None:
+            return updated
+        return updated.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
+
+
+def placed(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Statements parsed on their own, made ready to sit in an indented block: a blank line between
+    them stays blank (written at the block's indentation, it would end in spaces)."""
+    out = []
+    for statement in statements:
+        visited = statement.visit(_BareBlankLines())
+        assert isinstance(visited, cst.BaseStatement)  # the transformer only touches blank lines
+        out.append(visited)
+    return out
+
+
 def _statements(source: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(source).body)
+    return placed(list(cst.parse_module(source).body))
+
+
+def _elements(params: cst.Parameters) -> list[tuple[str, int, cst.CSTNode]]:
+    """The parts of a parameter list in source order, each as (field, index in it, node)."""
+    out: list[tuple[str, int, cst.CSTNode]] = [
+        ("posonly_params", i, p) for i, p in enumerate(params.posonly_params)
+    ]
+    if isinstance(params.posonly_ind, cst.ParamSlash):
+        out.append(("posonly_ind", -1, params.posonly_ind))
+    out += [("params", i, p) for i, p in enumerate(params.params)]
+    if isinstance(params.star_arg, cst.Param | cst.ParamStar):
+        out.append(("star_arg", -1, params.star_arg))
+    out += [("kwonly_params", i, p) for i, p in enumerate(params.kwonly_params)]
+    if params.star_kwarg is not None:
+        out.append(("star_kwarg", -1, params.star_kwarg))
+    return out
+
+
+def laid_out_like(
+    old: cst.Parameters, before: cst.BaseParenthesizableWhitespace, new: cst.Parameters
+) -> cst.Parameters:
+    """New parameters written in the layout of the old ones: a list written one parameter a line
+    stays so (the old separators, each kept parameter's trailing comment, the trailing comma and the
+    line of the closing parenthesis); a list on one line is left as given."""
+    code = cst.Module(body=[]).code_for_node
+    olds, news = _elements(old), _elements(new)
+    if not olds or not news or "\n" not in code(before) + code(old):
+        return new
+    first = olds[0][2]
+    separator = getattr(getattr(first, "comma", None), "whitespace_after", None)
+    if len(olds) == 1 or not isinstance(separator, cst.ParenthesizedWhitespace):
+        separator = before
+    if isinstance(separator, cst.ParenthesizedWhitespace):
+        separator = separator.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    kept_commas = {
+        node.name.value: node.comma
+        for _, _, node in olds[:-1]
+        if isinstance(node, cst.Param) and isinstance(node.comma, cst.Comma)
+    }
+    last = olds[-1][2]
+    changes: dict[str, Any] = {}
+    for position, (name, index, node) in enumerate(news):
+        if position < len(news) - 1:
+            kept = kept_commas.get(node.name.value) if isinstance(node, cst.Param) else None
+            comma = kept or cst.Comma(whitespace_after=separator)
+            edits: dict[str, Any] = {"comma": comma}
+            after_param = cst.SimpleWhitespace("")
+        else:
+            edits = {"comma": getattr(last, "comma", cst.MaybeSentinel.DEFAULT)}
+            after_param = getattr(last, "whitespace_after_param", cst.SimpleWhitespace(""))
+        if isinstance(node, cst.Param):
+            edits["whitespace_after_param"] = after_param
+        updated = node.with_changes(**edits)
+        if index < 0:
+            changes[name] = updated
+        else:
+            changes.setdefault(name, list(getattr(new, name)))[index] = updated
+    return new.with_changes(**{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
 
 
 def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter) -> None:
@@ -270,6 +371,7 @@ def _render_whole(text: str, plan: FilePlan) -> str:
         | {("call", p) for p in plan.calls}
         | {("name", p) for p in plan.names}
         | {("after", p) for p, _ in plan.appended if p is not None}
+        | {("reference", p) for p in plan.references}
     )
     missing = sorted(wanted - rewriter.done, key=lambda item: item[1])
     if missing:
@@ -336,6 +438,7 @@ def _shifted(plan: FilePlan, first: int, last: int, *, offset: int = 0) -> FileP
         names={shift(p): n for p, n in plan.names.items() if inside(p)},
         local_imports={shift(p): r for p, r in plan.local_imports.items() if inside(p)},
         appended=[(shift(p), src) for p, src in plan.appended if p is not None and inside(p)],
+        references={shift(p): r for p, r in plan.references.items() if inside(p)},
     )
 
 
@@ -374,7 +477,7 @@ def render(text: str, plan: FilePlan) -> str:
         new = _render_whole(text, plan)
     else:
         lines = text.splitlines(keepends=True)
-        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names, *plan.local_imports]}
+        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names, *plan.local_imports, *plan.references]}
         wanted |= {p[0] for p, _ in plan.appended if p is not None}
         ranges = statement_ranges(text, wanted)
         outside = sorted(line for line in wanted if not any(a <= line <= b for a, b, _ in ranges))

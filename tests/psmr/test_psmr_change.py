@@ -387,7 +387,7 @@ def test_a_large_suite_s_observations_fit_the_sandbox_result(
 def test_unresolved_calls_of_the_same_name_that_would_not_bind_need_review(tmp_path: Path) -> None:
     """sqlparse's `tlist.token_next_by(m=...)`: 37 calls through untyped parameters, unresolved. They are
     listed as possibly affected, and validate says which of them would not bind to the new signature
-    (without failing: they may call something else)."""
+    (without failing: they may call something else); the delta needs review, never all-ok."""
     box = (
         "class Box:\n    def put(self, i=None, t=None):\n        return i or t\n\n\n"
         "def typed():\n    return Box().put(t=1)\n\n\n"
@@ -403,12 +403,18 @@ def test_unresolved_calls_of_the_same_name_that_would_not_bind_need_review(tmp_p
     body = {"op": "replace_body", "target": "kit.box.Box.put", "body": "return instance or types\n"}
     delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": [change, body]}, store)
     assert [u["detail"] for u in delta["possibly_affected"]] == ["box.put", "box.put"]
-    checks = ok("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)["checks"]
-    check = {c["check"]: c for c in checks}["type_compatibility"]
+    validated = ok("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)
+    check = {c["check"]: c for c in validated["checks"]}["type_compatibility"]
     assert check["ok"] and check["call_sites_checked"] == 1 and check["possibly_affected_unfit"] == 1
-    [unfit] = check["needs_review"]
-    assert unfit["caller"] == "semantic:kit.box.untyped" and unfit["unresolved"] == "box.put"
+    assert validated["status"] == "needs_review" and validated["needs_review_count"] == 2
+    unfit, fits = check["needs_review"]
+    assert {fits["caller"], unfit["caller"]} == {"semantic:kit.box.untyped"}
+    assert (unfit["unresolved"], unfit["line"], unfit["column"], unfit["text"]) == (
+        "box.put", 11, 11, "return box.put(t=1), box.put()"
+    )
+    assert (fits["line"], fits["column"]) == (11, 25)
     assert unfit["reason"].endswith("got an unexpected keyword argument 't'")
+    assert fits["reason"].endswith("it binds")
 
 
 def test_a_rename_follows_attributes_of_imported_modules(tmp_path: Path) -> None:
