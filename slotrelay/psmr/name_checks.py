@@ -36,13 +36,15 @@ BUILTIN_ATTRIBUTES = frozenset().union(*(dir(kind) for kind in (*_BUILTIN_TYPES,
 
 
 def _gone_names(old: Workspace, new: Workspace, renamed: dict[str, str]) -> dict[str, list[str]]:
-    """The last names of the definitions W has and W~ no longer has (renamed away or removed)."""
+    """The last names the delta takes away: of each definition W has and W~ no longer has, and the
+    old name of each renamed one."""
     gone: dict[str, list[str]] = {}
     for node, data in old.graph.nodes(data=True):
-        if data.get("kind") not in DEFINITION_KINDS or deltas.renamed_to(renamed, node) in new.graph:
+        if data.get("kind") not in DEFINITION_KINDS:
             continue
         name = qname(node).rsplit(".", 1)[-1]
-        if name.isidentifier():
+        now = deltas.renamed_to(renamed, node)
+        if name.isidentifier() and (now not in new.graph or qname(now).rsplit(".", 1)[-1] != name):
             gone.setdefault(name, []).append(node)
     return gone
 
