@@ -39,7 +39,15 @@ from slotrelay.psmr.callbinding import (
 )
 from slotrelay.psmr.errors import ConflictRequiresReview, InvalidQuery, ObjectNotFound, TypeMismatch
 from slotrelay.psmr.graph import qname, sid
-from slotrelay.psmr.rewrite import FilePlan, Position, char_column, laid_out_like, placed
+from slotrelay.psmr.rewrite import (
+    FilePlan,
+    Position,
+    arguments_laid_out_like,
+    char_column,
+    laid_out_like,
+    placed,
+    spaced_like,
+)
 from slotrelay.psmr.slicing import file_node, find_node
 from slotrelay.psmr.store import Workspace
 
@@ -480,7 +488,9 @@ class Planner:
             _, position = self._def_position(parent)
 
             def append(d: Any) -> Any:
-                return d.with_changes(body=d.body.with_changes(body=[*d.body.body, *statements]))
+                members = list(d.body.body)
+                added = spaced_like(statements, members[-1], indented=True) if members else statements
+                return d.with_changes(body=d.body.with_changes(body=[*members, *added]))
 
             plan.on_def(position, append)
         elif op.get("after"):
@@ -544,7 +554,6 @@ class Planner:
              "callee": new_callee, "evidence_ref": op["evidence_id"], "status": "moved"}
         )  # fmt: skip
 
-
     def edit_reference(self, i: int, op: dict[str, Any]) -> None:
         """Edit one reference found by its position (resolved or not): rename its identifier, write an
         expression in its place, and/or give its call new arguments."""
@@ -579,7 +588,7 @@ class Planner:
                 raise InvalidQuery(f"{where}.arguments: {name} is not called at {artifact}:{line}:{column}")
             call = _parsed(f"_({op['arguments']})", f"{where}.arguments")
             assert isinstance(call, cst.Call)  # `_(...)` parses as a call or not at all
-            plan.on_call(start, lambda c: c.with_changes(args=call.args))
+            plan.on_call(start, lambda c: c.with_changes(args=arguments_laid_out_like(c, list(call.args))))
         scope = sid(reference.scope)
         if scope in self.graph:
             self.targets.append(scope)

@@ -172,7 +172,8 @@ class _Rewriter(cst.CSTTransformer):
             updated = edit(updated)
         if position in self.added_after:
             self.done.add(("after", position))
-            return cst.FlattenSentinel([updated, *_statements(self.added_after[position])])
+            added = spaced_like(_statements(self.added_after[position]), updated, indented=position[1] > 0)
+            return cst.FlattenSentinel([updated, *added])
         return updated
 
     def leave_FunctionDef(
@@ -204,6 +205,23 @@ def placed(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return out
 
 
+def spaced_like(
+    statements: list[cst.BaseStatement], neighbour: cst.BaseStatement, *, indented: bool
+) -> list[cst.BaseStatement]:
+    """Statements to add beside a definition, the first preceded by as many blank lines as that
+    definition is (two at module level and one in a class where it has none), so an added function
+    is set apart as its neighbours are."""
+    if not statements:
+        return statements
+    blank = [line for line in getattr(neighbour, "leading_lines", ()) if line.comment is None]
+    if not blank:
+        blank = [cst.EmptyLine(indent=False)] * (1 if indented else 2)
+    spacing = [line.with_changes(indent=False, whitespace=cst.SimpleWhitespace("")) for line in blank]
+    first = statements[0]
+    own = [line for line in getattr(first, "leading_lines", ()) if line.comment is not None]
+    return [first.with_changes(leading_lines=[*spacing, *own]), *statements[1:]]
+
+
 def _statements(source: str) -> list[cst.BaseStatement]:
     return placed(list(cst.parse_module(source).body))
 
@@ -224,46 +242,85 @@ def _elements(params: cst.Parameters) -> list[tuple[str, int, cst.CSTNode]]:
     return out
 
 
+def _bare(whitespace: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """A separator's whitespace without the comment or blank lines it carried."""
+    if isinstance(whitespace, cst.ParenthesizedWhitespace):
+        return whitespace.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return whitespace
+
+
+def _key(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Param):
+        return node.name.value
+    if isinstance(node, cst.Arg) and node.keyword is not None:
+        return node.keyword.value
+    return None
+
+
+def _relaid(
+    olds: list[cst.CSTNode], news: list[cst.CSTNode], before: cst.BaseParenthesizableWhitespace
+) -> list[cst.CSTNode]:
+    """New list elements (parameters or arguments) with the separators of the old ones: a kept
+    element (same name) keeps the separator written after it, comment included, another takes the
+    separator found at its position (or the last one), and the last element keeps the old trailing
+    comma and the whitespace before the closing parenthesis."""
+    commas = [getattr(node, "comma", None) for node in olds[:-1]]
+    separators = [_bare(c.whitespace_after) for c in commas if isinstance(c, cst.Comma)] or [_bare(before)]
+    kept = {
+        key: comma
+        for node, comma in zip(olds[:-1], commas, strict=True)
+        if (key := _key(node)) is not None and isinstance(comma, cst.Comma)
+    }
+    last = olds[-1]
+    out = []
+    for position, node in enumerate(news):
+        closing = position == len(news) - 1
+        if closing:
+            comma = getattr(last, "comma", cst.MaybeSentinel.DEFAULT)
+        else:
+            own = kept.get(_key(node) or "")
+            comma = own or cst.Comma(whitespace_after=separators[min(position, len(separators) - 1)])
+        edits: dict[str, Any] = {"comma": comma}
+        for trailing in ("whitespace_after_param", "whitespace_after_arg"):
+            if hasattr(node, trailing):
+                edits[trailing] = (
+                    getattr(last, trailing, cst.SimpleWhitespace("")) if closing else cst.SimpleWhitespace("")
+                )
+        out.append(node.with_changes(**edits))
+    return out
+
+
 def laid_out_like(
     old: cst.Parameters, before: cst.BaseParenthesizableWhitespace, new: cst.Parameters
 ) -> cst.Parameters:
-    """New parameters written in the layout of the old ones: a list written one parameter a line
-    stays so (the old separators, each kept parameter's trailing comment, the trailing comma and the
-    line of the closing parenthesis); a list on one line is left as given."""
+    """New parameters written in the layout of the old ones when those span several lines (see
+    `_relaid`); a list on one line is left as given."""
     code = cst.Module(body=[]).code_for_node
     olds, news = _elements(old), _elements(new)
     if not olds or not news or "\n" not in code(before) + code(old):
         return new
-    first = olds[0][2]
-    separator = getattr(getattr(first, "comma", None), "whitespace_after", None)
-    if len(olds) == 1 or not isinstance(separator, cst.ParenthesizedWhitespace):
-        separator = before
-    if isinstance(separator, cst.ParenthesizedWhitespace):
-        separator = separator.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
-    kept_commas = {
-        node.name.value: node.comma
-        for _, _, node in olds[:-1]
-        if isinstance(node, cst.Param) and isinstance(node.comma, cst.Comma)
-    }
-    last = olds[-1][2]
+    placed_nodes = _relaid([n for _, _, n in olds], [n for _, _, n in news], before)
     changes: dict[str, Any] = {}
-    for position, (name, index, node) in enumerate(news):
-        if position < len(news) - 1:
-            kept = kept_commas.get(node.name.value) if isinstance(node, cst.Param) else None
-            comma = kept or cst.Comma(whitespace_after=separator)
-            edits: dict[str, Any] = {"comma": comma}
-            after_param = cst.SimpleWhitespace("")
-        else:
-            edits = {"comma": getattr(last, "comma", cst.MaybeSentinel.DEFAULT)}
-            after_param = getattr(last, "whitespace_after_param", cst.SimpleWhitespace(""))
-        if isinstance(node, cst.Param):
-            edits["whitespace_after_param"] = after_param
-        updated = node.with_changes(**edits)
+    for (name, index, _), node in zip(news, placed_nodes, strict=True):
         if index < 0:
-            changes[name] = updated
+            changes[name] = node
         else:
-            changes.setdefault(name, list(getattr(new, name)))[index] = updated
+            changes.setdefault(name, list(getattr(new, name)))[index] = node
     return new.with_changes(**{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+
+
+def arguments_laid_out_like(old: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
+    """New arguments for a call, written in the layout of its old ones when those span several
+    lines (see `_relaid`); otherwise as given."""
+    code = cst.Module(body=[]).code_for_node
+    if (
+        not old.args
+        or not args
+        or "\n" not in code(old.whitespace_before_args) + "".join(map(code, old.args))
+    ):
+        return args
+    relaid = _relaid(list(old.args), list(args), old.whitespace_before_args)
+    return [a for a in relaid if isinstance(a, cst.Arg)]
 
 
 def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter) -> None:
@@ -497,10 +554,11 @@ def render(text: str, plan: FilePlan) -> str:
     return new
 
 
-def calls_at(text: str, positions: set[Position]) -> dict[Position, cst.Call]:
-    """The call nodes starting at the given positions, parsing only the statements that hold them."""
+def calls_at(text: str, positions: set[Position]) -> dict[Position, list[cst.Call]]:
+    """The call nodes starting at the given positions, innermost first (`f(x).g()` starts where
+    `f(x)` does), parsing only the statements that hold them."""
     lines = text.splitlines(keepends=True)
-    found: dict[Position, cst.Call] = {}
+    found: dict[Position, list[tuple[tuple[int, int], cst.Call]]] = {}
     for first, last, indented in statement_ranges(text, {p[0] for p in positions}):
         header = _HEADER if indented else ""
         wrapper = MetadataWrapper(cst.parse_module(header + "".join(lines[first - 1 : last])))
@@ -508,5 +566,5 @@ def calls_at(text: str, positions: set[Position]) -> dict[Position, cst.Call]:
         for node, where in wrapper.resolve(PositionProvider).items():
             key = (where.start.line + shift, where.start.column)
             if isinstance(node, cst.Call) and key in positions:
-                found[key] = node
-    return found
+                found.setdefault(key, []).append(((where.end.line, where.end.column), node))
+    return {key: [call for _, call in sorted(calls, key=lambda c: c[0])] for key, calls in found.items()}

@@ -36,6 +36,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import libcst as cst
+
 from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.build import NotSource, Unanalysable, file_size_limit, read_source
 from slotrelay.psmr.callbinding import BindError, Unbindable, bind, params_of, parse_parameters
@@ -212,6 +214,8 @@ def type_compatibility(
         return line_maps[artifact][line], char_column(delta["files"][artifact]["original"], line, col)
 
     sites: dict[str, dict[tuple[int, int], Site]] = {}
+    # The names a call of each changed symbol is written with, before and after the delta.
+    names: dict[str, set[str]] = {}
     review: list[dict[str, Any]] = []
     for item in delta["expected"]["symbols_changed"]:
         if "signature_changed" not in item["changes"]:
@@ -224,6 +228,7 @@ def type_compatibility(
         if params == _parameters(old.graph.nodes[was]):
             continue
         signature = f"{qname(target)}{data['signature']}"
+        names[target] = {qname(target).rsplit(".", 1)[-1], qname(was).rsplit(".", 1)[-1]}
         for side, node in ((old, was), (new, target)):
             for caller, ev in _calls_of(side, node):
                 record = side.evidence[ev]
@@ -258,7 +263,7 @@ def type_compatibility(
     for artifact, found in sorted(sites.items()):
         calls = calls_at(text_of(artifact), set(found))
         for position, (site, params, signature, resolved) in sorted(found.items()):
-            call = calls.get(position)
+            call = _call_of(calls.get(position, []), names[site["callee"]])
             if call is None:
                 if resolved:
                     review.append({**site, "reason": "no call at this position of the projected text"})
@@ -294,6 +299,18 @@ def type_compatibility(
         call_sites_checked=checked,
         possibly_affected_unfit=unfit,
     )
+
+
+def _call_of(calls: list[Any], names: set[str]) -> Any:
+    """Of the calls starting at one position (innermost first), the one whose callee is written with
+    one of the names (`sqlparse.parse(s)[0].tokens[0].get_parameters()` starts where the call of
+    `parse` does), else the innermost."""
+    for call in calls:
+        func = call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if last in names:
+            return call
+    return calls[0] if calls else None
 
 
 def _unknown_keys(
