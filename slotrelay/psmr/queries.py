@@ -319,16 +319,19 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     return answer
 
 
-def evidence(ws: Workspace, request: dict[str, Any]) -> Answer:
-    """query.evidence: the records behind evidence ids."""
+def evidence(ws: Workspace, request: dict[str, Any], *, runtime: dict[str, dict[str, Any]]) -> Answer:
+    """query.evidence: the records behind evidence ids, the analysis' and the runtime's (`runtime`:
+    the test runs recorded by execution.run_tests that resolve at this version, by id)."""
     ids = list(dict.fromkeys(request["evidence_ids"]))
-    missing = [i for i in ids if i not in ws.evidence]
+    records = {i: ws.evidence.get(i) or runtime.get(i) for i in ids}
+    missing = [i for i, record in records.items() if record is None]
     if missing:
         raise ObjectNotFound(
             f"no evidence {', '.join(missing[:5])} in workspace {ws.workspace_id}; evidence ids "
-            "come from the evidence_refs of a result of this workspace version"
+            "come from the evidence_refs of a result of this workspace version (a test run's, from "
+            "execution.run_tests, while the files it ran on are unchanged)"
         )
-    return Answer(sections=[("evidence", [ws.evidence[i] for i in ids])])
+    return Answer(sections=[("evidence", list(records.values()))])
 
 
 def unknowns(ws: Workspace, request: dict[str, Any]) -> Answer:
