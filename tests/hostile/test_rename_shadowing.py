@@ -20,8 +20,10 @@ FILES = {
         "def twice(xs):\n    return a(b(c(xs)))\n"
     ),
     "pkg/shapes.py": (
-        "class Shape:\n    def area(self):\n        return 0\n\n    def name(self):\n        return 'shape'\n\n\n"
-        "class Square(Shape):\n    def side(self):\n        return 1\n\n    def area(self):\n        return self.side() ** 2\n"
+        "class Shape:\n    def area(self):\n        return 0\n\n"
+        "    def name(self):\n        return 'shape'\n\n\n"
+        "class Square(Shape):\n    def side(self):\n        return 1\n\n"
+        "    def area(self):\n        return self.side() ** 2\n"
     ),
 }
 

@@ -18,7 +18,7 @@ from tests.conftest import require_service
 from tests.psmr.psmr_trees import write_tree
 
 FAKES = ("/etc/hostname::x", "/dev/zero::x")
-CONFTEST = '''
+CONFTEST = """
 import inspect
 import json
 import sys
@@ -41,7 +41,7 @@ def pytest_runtest_setup(item):
             print(json.dumps(event), file=report, flush=True)
         observed = [["/etc/hostname", "x"], ["/dev/zero", "y"], ["../../../../../dev/zero", "z"]]
         print(json.dumps({"kind": "observed", "test": FAKES[1], "functions": observed}), file=report)
-'''
+"""
 FILES = {
     "kit/__init__.py": "",
     "kit/calc.py": "def add(a, b):\n    return a + b\n",

@@ -1,7 +1,8 @@
 """Every delta operation keeps the file's layout: each is applied to a real file (a copy of the vendored
 sqlparse 0.6.1) through propose, validate, preview and apply, and the files written are compared
-byte for byte with the expected ones, `tests/psmr/layout/<case>/<file>.expected` (issue 31: a `change_signature`
-collapsed a four-line signature onto one line, a `replace_body` left trailing whitespace).
+byte for byte with the expected ones, `tests/psmr/layout/<case>/<file>.expected` (issue 31: a
+`change_signature` collapsed a four-line signature onto one line, a `replace_body` left trailing
+whitespace).
 
 The expected files were written by hand from the originals: each differs from its original only where
 the operation says. `PSMR_LAYOUT_WRITE=1` writes what the operations give instead, for review.

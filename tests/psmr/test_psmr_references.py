@@ -76,7 +76,10 @@ def checks_of(validated: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def lookup(root: Path) -> str:
-    program = "from pkg.registry import Registry; from pkg.resolver import Resolver; print(Resolver(Registry()).lookup('a'))"
+    program = (
+        "from pkg.registry import Registry; from pkg.resolver import Resolver; "
+        "print(Resolver(Registry()).lookup('a'))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", program], cwd=root, capture_output=True, text=True, check=False
     )
