@@ -144,7 +144,7 @@ class ToolSurface:
         spec = catalog.TOOLS_BY_NAME[name]
         if name == "psmr_workspace_describe":
             return self._describe(request)
-        if spec.operation == "operator.list":
+        if spec.operation in ("operator.list", "operator.describe"):
             return api.call(spec.operation, request)
         if spec.operation == "analysis.semantic_diff" and (
             request.get("workspace_a") or request.get("workspace_b")

@@ -239,7 +239,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             {
                 "workspace_id": _WS,
                 "scope": _TARGET,
-                "reason": {"type": "string"},
+                "reason": {"type": "string", "maxLength": NAME_LIMIT},
+                "include_external_imports": {
+                    "type": "boolean",
+                    "description": "Also list the imports of the standard library and installed packages "
+                    "(unknowns of reason external_module), left out by default and counted apart.",
+                },
             },
             ["workspace_id"],
         ),
@@ -310,6 +315,11 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                 "workspace_id": _WS,
                 "motif": {"type": "string", "enum": list(MOTIF_KINDS)},
                 "scope": _TARGET,
+                "include_tests": {
+                    "type": "boolean",
+                    "description": "Also list the motifs of test code, apart (`test_motifs`); by default "
+                    "only those of production code are listed and `in_tests` counts the others.",
+                },
             },
             ["workspace_id"],
         ),
@@ -436,10 +446,16 @@ OPERATION_SCHEMA: dict[str, Any] = {
             "maxLength": TARGET_LIMIT,
             "description": "edit_reference: the file, relative to the workspace root.",
         },
-        "line": {"type": "integer", "minimum": 1, "description": "edit_reference: the line, from 1."},
+        "line": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 10_000_000,
+            "description": "edit_reference: the line, from 1.",
+        },
         "column": {
             "type": "integer",
             "minimum": 0,
+            "maximum": 10_000_000,
             "description": "edit_reference: where the reference starts on its line, from 0, in bytes (the "
             "`col` of a span of query.unknowns, query.evidence or delta.validate's sites).",
         },
