@@ -380,7 +380,7 @@ class Planner:
                 for item in ast.walk(tree):
                     if not isinstance(item, ast.ImportFrom):
                         continue
-                    if _absolute(item, entry["module"], is_package) not in sources:
+                    if references.absolute_module(item, entry["module"], is_package) not in sources:
                         continue
                     for alias in item.names:
                         if alias.name != old:
@@ -427,7 +427,7 @@ class Planner:
                             if source == alias.name or source.startswith(alias.name + ".")
                         }
                 elif isinstance(item, ast.ImportFrom):
-                    base = _absolute(item, entry["module"], artifact.endswith("__init__.py"))
+                    base = references.absolute_module(item, entry["module"], artifact.endswith("__init__.py"))
                     bound |= {
                         (alias.asname or alias.name, ())
                         for alias in item.names
@@ -636,11 +636,3 @@ def _dotted(node: ast.expr) -> str | None:
         base = _dotted(node.value)
         return f"{base}.{node.attr}" if base else None
     return None
-
-
-def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    package = module.split(".") if is_package else module.split(".")[:-1]
-    base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-    return ".".join(base + ([node.module] if node.module else []))

@@ -2,9 +2,11 @@
 
 - names_left: after a rename or a removal, every reference anywhere in the tree that still names the
   old name (`references.scan`): a call, an attribute, an import or a bare name in code, and apart,
-  as a hint, a string or docstring. A reference to a name nothing in W~ defines and no builtin type
-  carries can only mean what the delta took away: a problem. One to a name something else still
-  defines may mean that: a site to review, unless W~ resolves the call to that other definition.
+  as a hint, a string or docstring. A bare name nothing binds and an import from the tree fail at
+  run time: problems. An attribute of something (called or not) the analysis cannot resolve is a
+  site to review, marked `likely_broken` when nothing in W~ and no builtin type carries the name,
+  unless W~ resolves the call to another definition of that name (edit it, or accept it once
+  checked: an attribute of an object outside the tree may carry the name too).
 - shadowed_names: a rename to a name its scope already binds (`b` renamed to `len`): in the module
   and the modules importing it by name, or builtins, for a top-level definition; along the class
   hierarchy (bases and subclasses in the tree) for a method; in the enclosing function for a nested
@@ -82,16 +84,25 @@ def _resolved_calls(ws: Workspace, artifacts: set[str]) -> dict[tuple[str, int, 
     return out
 
 
+def _tree_module(ws: Workspace, module: str | None) -> bool:
+    """Whether a module is one of the tree, or a package above one of its modules."""
+    return bool(module) and any(
+        m == module or m.startswith(f"{module}.") for m in (entry["module"] for entry in ws.files.values())
+    )
+
+
 def names_left(
     old: Workspace, new: Workspace, delta: dict[str, Any], sources: dict[str, str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The references W~ still makes, anywhere in the tree, to a name the delta removes or renames.
 
     Returns:
-        (problems, review, strings): a code reference to a name that no definition of W~ and no
-        builtin type carries (it can only mean the removed symbol) is a problem; one to a name that
-        something else still defines is for review, unless W~ resolves it to that other definition;
-        a string or docstring naming it is listed apart, as a hint.
+        (problems, review, strings). A bare name, or a call of one, that the file does not bind, and
+        an import of the name from a module of the tree, fail at run time: problems. An attribute of
+        something, called or not (`self._registry.get_or_retrieve(...)`), is for review, the analysis
+        cannot tell what it is: `likely_broken` when no definition of W~ and no builtin type carries
+        the name; left out when W~ resolves the call to another definition of that name. A string or
+        docstring naming it is listed apart, as a hint.
     """
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
     gone = _gone_names(old, new, renamed)
@@ -110,7 +121,7 @@ def names_left(
     strings: list[dict[str, Any]] = []
     for reference in found:
         was = ", ".join(qname(n) for n in sorted(gone[reference.name]))
-        item = {
+        item: dict[str, Any] = {
             "file": reference.artifact,
             "line": reference.line,
             "column": reference.col,
@@ -122,21 +133,33 @@ def names_left(
         if reference.artifact in kept_lines:
             line = kept_lines[reference.artifact].get(reference.line)
             item.update({"line": line} if line is not None else {"in_projected_text": True})
+        callees = resolved.get((reference.artifact, reference.line, reference.col), set())
         if reference.kind == "string":
             strings.append({**item, "problem": f"a string names {reference.name} ({was} is gone)"})
+        elif any(qname(c).rsplit(".", 1)[-1] == reference.name for c in callees):
             continue
-        callees = resolved.get((reference.artifact, reference.line, reference.col), set())
-        if any(qname(c).rsplit(".", 1)[-1] == reference.name for c in callees):
-            continue
-        if reference.name in defined or reference.name in BUILTIN_ATTRIBUTES:
-            review.append(
-                {**item, "reason": f"names {reference.name}, which the delta takes from {was}; something "
-                 "else of that name still exists, so it may mean that"}
-            )  # fmt: skip
-        else:
+        elif reference.kind == "import":
+            if _tree_module(new, reference.source):
+                problems.append(
+                    {**item, "problem": f"imports {reference.name} from {reference.source}, which no longer "
+                     f"defines it ({was} is removed or renamed): an ImportError"}
+                )  # fmt: skip
+        elif not reference.on_receiver:
             problems.append(
                 {**item, "problem": f"still names {reference.name}, which the delta removes or renames "
-                 f"({was}); nothing else defines it: edit it (edit_reference) in this delta"}
+                 f"({was}), and nothing binds it here: a NameError; edit it (edit_reference)"}
+            )  # fmt: skip
+        else:
+            likely = reference.name not in defined and reference.name not in BUILTIN_ATTRIBUTES
+            elsewhere = (
+                "nothing else defines it, so it most likely meant that: edit it (edit_reference, or "
+                "rename_symbol with include_unresolved)"
+                if likely
+                else "something else of that name still exists, so it may mean that"
+            )
+            review.append(
+                {**item, "likely_broken": likely, "reason": f"an attribute named {reference.name}, which the "
+                 f"delta takes from {was}; the analysis cannot tell what it is: {elsewhere}"}
             )  # fmt: skip
     return problems, review, strings
 

@@ -38,6 +38,10 @@ class Reference:
     name_col: int
     scope: str
     text: str
+    # An attribute of something (`x.name`, `x.name()`), rather than a bare name; for an import, the
+    # absolute module it imports from.
+    on_receiver: bool = False
+    source: str | None = None
 
     def item(self) -> dict[str, Any]:
         """The reference as a JSON item, with a `site` key other lists can match on."""
@@ -67,7 +71,7 @@ class _Scanner(ast.NodeVisitor):
         self.bound: set[str] = set()
         self.words = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names))) + r")\b")
 
-    def _add(self, name: str, kind: str, node: ast.AST, at: tuple[int, int], text: str | None = None) -> None:
+    def _add(self, name: str, kind: str, node: ast.AST, at: tuple[int, int], **extra: Any) -> None:
         line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
         self.found.append(
             Reference(
@@ -79,7 +83,8 @@ class _Scanner(ast.NodeVisitor):
                 name_line=at[0],
                 name_col=at[1],
                 scope=".".join(self.scope),
-                text=text if text is not None else _line_text(self.lines, line),
+                text=_line_text(self.lines, line),
+                **extra,
             )
         )
 
@@ -105,7 +110,7 @@ class _Scanner(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in self.names:
             self.callees.add(id(func))
-            self._add(func.attr, "call", node, _identifier_end(func, func.attr))
+            self._add(func.attr, "call", node, _identifier_end(func, func.attr), on_receiver=True)
         elif isinstance(func, ast.Name) and func.id in self.names:
             self.callees.add(id(func))
             self._add(func.id, "call", node, (func.lineno, func.col_offset))
@@ -113,7 +118,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in self.names and id(node) not in self.callees and isinstance(node.ctx, ast.Load):
-            self._add(node.attr, "attribute", node, _identifier_end(node, node.attr))
+            self._add(node.attr, "attribute", node, _identifier_end(node, node.attr), on_receiver=True)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -138,7 +143,8 @@ class _Scanner(ast.NodeVisitor):
         for alias in node.names:
             self.bound.add(alias.asname or alias.name)
             if alias.name in self.names:
-                self._add(alias.name, "import", node, (alias.lineno, alias.col_offset))
+                source = absolute_module(node, self.scope[0], self.artifact.endswith("__init__.py"))
+                self._add(alias.name, "import", node, (alias.lineno, alias.col_offset), source=source)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
@@ -157,7 +163,7 @@ def scan(text: str, artifact: str, module: str, names: set[str] | frozenset[str]
 
     Returns:
         The references; none for a text that does not parse (the build lists it as a syntax error).
-        A bare name (not called) that the text binds somewhere is taken to mean that binding and
+        A bare name (called or not) that the text binds somewhere is taken to mean that binding and
         left out.
     """
     wanted = frozenset(n for n in names if n.isidentifier())
@@ -169,7 +175,8 @@ def scan(text: str, artifact: str, module: str, names: set[str] | frozenset[str]
         return []
     scanner = _Scanner(artifact, module, wanted, text.splitlines())
     scanner.visit(tree)
-    found = [r for r in scanner.found if r.kind != "name" or r.name not in scanner.bound]
+    bare = ("name", "call")
+    found = [r for r in scanner.found if r.on_receiver or r.kind not in bare or r.name not in scanner.bound]
     return sorted(found, key=lambda r: (r.line, r.col, r.name_line, r.name_col, r.kind))
 
 
@@ -179,6 +186,15 @@ def at(text: str, artifact: str, module: str, name: str, line: int, col: int) ->
         if reference.kind in CODE_KINDS and (reference.line, reference.col) == (line, col):
             return reference
     return None
+
+
+def absolute_module(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The module a `from ... import` reads from, relative imports resolved against `module`."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _bind_target(target: ast.expr, into: set[str]) -> None:

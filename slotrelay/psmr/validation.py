@@ -11,11 +11,10 @@ fresh facts of the projected ones, without writing anything. Seven checks, each 
   written because an argument had no new parameter to go to; the unresolved calls of the same name
   are listed for review;
 - graph_invariants: every call site of a renamed or re-signed symbol still reaches it; nothing in the
-  tree still names a removed or renamed symbol (a resolved edge, an unresolved call or attribute, an
-  import or a bare name; strings and docstrings only as warnings): a reference to a name no
-  definition of W~ and no builtin type carries fails, one to a name something else still defines is
-  listed for review; a rename does not take a name its scope already binds (builtins included);
-  no new unresolved import;
+  tree still names a removed or renamed symbol (`name_checks`: a bare name nothing binds or an import
+  from the tree fails, an unresolved call or attribute of that name is listed for review, strings and
+  docstrings only as warnings); a rename does not take a name its scope already binds (builtins
+  included); no new unresolved import;
 - contracts: no dropped parameter still named by a docstring or assert, no suggested test gone;
 - impact_boundary: symbols changed in W~ - W lie within the scope, its impact radius or the intent;
 - known_defects: no new confirmed finding (pyflakes) in a touched file;

@@ -86,25 +86,34 @@ def lookup(root: Path) -> str:
     return done.stdout.strip() or done.stderr.strip().splitlines()[-1]
 
 
-def test_a_rename_leaving_an_unresolved_caller_fails_until_that_call_is_edited(tmp_path: Path) -> None:
+def test_a_rename_leaving_an_unresolved_caller_is_not_validated_until_that_call_is_edited(
+    tmp_path: Path,
+) -> None:
     root, store, ws = workspace(tmp_path)
     delta = propose(store, ws, [RENAME])
     [flagged] = delta["possibly_affected"]
     assert (flagged["artifact"], flagged["span"]["line"], flagged["span"]["col"]) == tuple(SITE.values())
     request = {"workspace_id": ws, "delta_id": delta["delta_id"]}
-    refused = answer("delta.validate", request, store)
-    assert refused["error"]["code"] == "VALIDATION_FAILED"
-    assert refused["data"]["failed"] == ["graph_invariants"]
-    [problem] = checks_of(refused)["graph_invariants"]["problems"]
-    assert {k: problem[k] for k in ("file", "line", "column", "text", "reference")} == {
-        **SITE, "text": "return self._registry.get_or_retrieve(key)", "reference": "call",
-    }  # fmt: skip
-    assert problem["scope"] == "semantic:pkg.resolver.Resolver.lookup"
-    # The docstring naming it is a hint, not a failure.
-    [string] = checks_of(refused)["graph_invariants"]["string_references"]
+    listed = answer("delta.validate", request, store)["data"]
+    assert listed["status"] == "needs_review" and listed["needs_review_count"] == 1
+    invariants = {c["check"]: c for c in listed["checks"]}["graph_invariants"]
+    [site] = invariants["needs_review"]
+    assert {k: site[k] for k in ("file", "line", "column", "text", "reference", "likely_broken")} == {
+        **SITE,
+        "text": "return self._registry.get_or_retrieve(key)",
+        "reference": "call",
+        "likely_broken": True,
+    }
+    assert site["scope"] == "semantic:pkg.resolver.Resolver.lookup"
+    assert "nothing else defines it" in site["reason"]
+    assert listed["needs_review"] == [site]
+    # The docstring naming it is a hint, not a site to review.
+    [string] = invariants["string_references"]
     assert (string["file"], string["line"]) == ("pkg/registry.py", 9)
+    answer("projection.preview", request, store)
     applied = answer("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
-    assert applied["error"]["code"] == "VALIDATION_FAILED"
+    assert applied["error"]["code"] == "VALIDATION_FAILED" and "needs_review" in applied["error"]["message"]
+    assert "get_or_retrieve" in (root / "pkg/registry.py").read_text()
 
     edit = {"op": "edit_reference", **SITE, "name": "get_or_retrieve", "new_name": "fetch"}
     delta = propose(store, ws, [RENAME, edit])
@@ -117,6 +126,31 @@ def test_a_rename_leaving_an_unresolved_caller_fails_until_that_call_is_edited(t
     assert answer("projection.apply", request, store, grants=Grants.of(write_roots=[root]))["status"] == "ok"
     assert "        return self._registry.fetch(key)\n" in (root / "pkg/resolver.py").read_text()
     assert lookup(root) == "A"
+
+
+def test_an_import_left_naming_a_renamed_function_fails(tmp_path: Path) -> None:
+    """Re-exported by a star import, imported by name elsewhere: the rename does not reach that import,
+    and validate fails on it (it would be an ImportError)."""
+    files = {
+        "pkg/__init__.py": "from .helpers import *\n",
+        "pkg/helpers.py": "def legacy():\n    return 1\n",
+        "pkg/app.py": "from pkg import legacy\n\n\ndef run():\n    return legacy()\n",
+    }
+    root = write_tree(tmp_path / "proj", files)
+    store = tmp_path / "store"
+    ws = build_workspace(root, store=store)["workspace_id"]
+    delta = propose(
+        store, ws, [{"op": "rename_symbol", "target": "pkg.helpers.legacy", "new_name": "modern"}]
+    )
+    refused = answer("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)
+    assert "graph_invariants" in refused["data"]["failed"]
+    imports = [
+        p for p in checks_of(refused)["graph_invariants"]["problems"] if p.get("reference") == "import"
+    ]
+    assert [(p["file"], p["line"], p["column"], p["text"]) for p in imports] == [
+        ("pkg/app.py", 1, 0, "from pkg import legacy")
+    ]
+    assert "ImportError" in imports[0]["problem"]
 
 
 def test_the_rename_itself_may_take_the_unresolved_calls_each_listed(tmp_path: Path) -> None:
@@ -132,7 +166,7 @@ def test_the_rename_itself_may_take_the_unresolved_calls_each_listed(tmp_path: P
     assert lookup(root) == "A"
 
 
-def test_attribute_reads_and_bare_imports_are_references_too(tmp_path: Path) -> None:
+def test_attribute_reads_are_references_too(tmp_path: Path) -> None:
     users = (
         "from pkg.registry import Registry\n\n\n"
         "def handler(registry):\n    method = registry.get_or_retrieve\n    return method\n\n\n"
@@ -140,11 +174,13 @@ def test_attribute_reads_and_bare_imports_are_references_too(tmp_path: Path) -> 
     )
     _, store, ws = workspace(tmp_path, pkg__users=users)
     delta = propose(store, ws, [RENAME])
-    refused = answer("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)
-    invariants = checks_of(refused)["graph_invariants"]
-    assert {(p["file"], p["line"], p["reference"]) for p in invariants["problems"]} == {
-        ("pkg/resolver.py", 6, "call"),
-        ("pkg/users.py", 5, "attribute"),
+    listed = answer("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)
+    invariants = checks_of(listed)["graph_invariants"]
+    assert {
+        (p["file"], p["line"], p["reference"], p["likely_broken"]) for p in invariants["needs_review"]
+    } == {
+        ("pkg/resolver.py", 6, "call", True),
+        ("pkg/users.py", 5, "attribute", True),
     }
     assert {(s["file"], s["line"]) for s in invariants["string_references"]} == {
         ("pkg/registry.py", 9),
@@ -169,7 +205,7 @@ def test_a_name_something_else_defines_needs_review_and_can_be_accepted(tmp_path
     assert all(c["ok"] for c in validated["data"]["checks"])
     [site] = validated["data"]["needs_review"]
     assert (site["file"], site["line"], site["column"]) == tuple(SITE.values())
-    assert "something else of that name still exists" in site["reason"]
+    assert not site["likely_broken"] and "something else of that name still exists" in site["reason"]
     answer("projection.preview", request, store)
     refused = answer("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
     assert refused["error"]["code"] == "VALIDATION_FAILED" and "needs_review" in refused["error"]["message"]
