@@ -6,7 +6,8 @@ untyped parameter (`tlist.token_not_matching(...)`): the resolver leaves it unre
 `self._registry.get_or_retrieve(...)` in the issue. Renamed alone, every parse of SQL with a comment
 would fail with AttributeError; validate does not validate it (needs_review, that call listed, apply
 refused) until the delta edits it (`edit_reference`). Then it applies, the package's own tests pass in
-the sandbox, and review reports them. A validated delta that breaks the package's tests fails its review, the failed ids listed.
+the sandbox, and review reports them. A validated delta that breaks the package's tests fails its
+review, the failed ids listed.
 """
 
 from __future__ import annotations
