@@ -91,6 +91,19 @@ def _tree_module(ws: Workspace, module: str | None) -> bool:
     )
 
 
+def _may_hold(old: Workspace, nodes: list[str], receiver: str) -> bool:
+    """Whether an attribute taken from `receiver` (a module path from an import, with attributes after
+    it, or VALUE) may be one of the gone definitions: always for a method (any object may be an
+    instance); for a top-level function or class, only when the receiver is its module, which is how
+    a module's definition is reached as an attribute."""
+    for node in nodes:
+        data = old.graph.nodes[node]
+        module = data.get("module") or ""
+        if data["qualname"].rsplit(".", 1)[0] != module or receiver == module:
+            return True
+    return False
+
+
 def names_left(
     old: Workspace, new: Workspace, delta: dict[str, Any], sources: dict[str, str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -144,6 +157,8 @@ def names_left(
                     {**item, "problem": f"imports {reference.name} from {reference.source}, which no longer "
                      f"defines it ({was} is removed or renamed): an ImportError"}
                 )  # fmt: skip
+        elif reference.receiver is not None and not _may_hold(old, gone[reference.name], reference.receiver):
+            continue
         elif not reference.on_receiver:
             problems.append(
                 {**item, "problem": f"still names {reference.name}, which the delta removes or renames "

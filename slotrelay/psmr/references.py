@@ -42,6 +42,10 @@ class Reference:
     # absolute module it imports from.
     on_receiver: bool = False
     source: str | None = None
+    # What the attribute is taken from, when its receiver is a chain of names from a module-level
+    # binding: the imported module's path with the rest of the chain (`T.Operator` with `from sqlparse
+    # import tokens as T`: `sqlparse.tokens.Operator`), or VALUE for a module-level binding of a value.
+    receiver: str | None = None
 
     def item(self) -> dict[str, Any]:
         """The reference as a JSON item, with a `site` key other lists can match on."""
@@ -59,11 +63,46 @@ def _identifier_end(node: ast.Attribute, name: str) -> tuple[int, int]:
     return end_line, end_col - len(name.encode("utf-8"))
 
 
+VALUE = "<value>"
+
+
+def _chain(node: ast.expr) -> list[str] | None:
+    """`a.b.c` as ["a", "b", "c"] for a chain of attributes on a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else None
+
+
+def _module_bindings(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
+    """The names a module binds at its own level: an import to what it imports (a dotted path), any
+    other binding to VALUE."""
+    out = {name: VALUE for name in bound_names(tree.body)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Import) and getattr(node, "col_offset", 1) == 0:
+            for alias in node.names:
+                if alias.asname:
+                    out[alias.asname] = alias.name
+                else:
+                    out[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.col_offset == 0:
+            base = absolute_module(node, module, is_package)
+            for alias in node.names:
+                out[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return out
+
+
 class _Scanner(ast.NodeVisitor):
-    def __init__(self, artifact: str, module: str, names: frozenset[str], lines: list[str]) -> None:
+    def __init__(
+        self, artifact: str, module: str, names: frozenset[str], lines: list[str], bindings: dict[str, str]
+    ) -> None:
         self.artifact = artifact
         self.names = names
         self.lines = lines
+        self.bindings = bindings
         self.scope = [module]
         self.found: list[Reference] = []
         self.callees: set[int] = set()
@@ -106,11 +145,19 @@ class _Scanner(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _nested
 
+    def _receiver(self, node: ast.Attribute) -> str | None:
+        chain = _chain(node.value)
+        if chain is None or chain[0] not in self.bindings:
+            return None
+        root = self.bindings[chain[0]]
+        return VALUE if root == VALUE else ".".join([root, *chain[1:]])
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in self.names:
             self.callees.add(id(func))
-            self._add(func.attr, "call", node, _identifier_end(func, func.attr), on_receiver=True)
+            at = _identifier_end(func, func.attr)
+            self._add(func.attr, "call", node, at, on_receiver=True, receiver=self._receiver(func))
         elif isinstance(func, ast.Name) and func.id in self.names:
             self.callees.add(id(func))
             self._add(func.id, "call", node, (func.lineno, func.col_offset))
@@ -118,7 +165,8 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in self.names and id(node) not in self.callees and isinstance(node.ctx, ast.Load):
-            self._add(node.attr, "attribute", node, _identifier_end(node, node.attr), on_receiver=True)
+            at = _identifier_end(node, node.attr)
+            self._add(node.attr, "attribute", node, at, on_receiver=True, receiver=self._receiver(node))
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -173,7 +221,8 @@ def scan(text: str, artifact: str, module: str, names: set[str] | frozenset[str]
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    scanner = _Scanner(artifact, module, wanted, text.splitlines())
+    bindings = _module_bindings(tree, module, artifact.endswith("__init__.py"))
+    scanner = _Scanner(artifact, module, wanted, text.splitlines(), bindings)
     scanner.visit(tree)
     bare = ("name", "call")
     found = [r for r in scanner.found if r.on_receiver or r.kind not in bare or r.name not in scanner.bound]
