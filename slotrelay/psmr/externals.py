@@ -7,16 +7,16 @@ are not gaps in what the analysis knows of the tree, so the headline figures (wo
 delta.validate does not take a new one for a broken import. An import of anything else (a typo, a
 package not installed) stays an unknown like any other.
 
-Installed packages are those of the environment PSMR runs in, by the top-level names their
-distributions' metadata declares (`importlib.metadata.packages_distributions`): nothing is imported.
+Installed packages are those the environment PSMR runs in can import, found by name on its path
+(`importlib.util.find_spec` of the top-level name, which imports nothing), once per name.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import re
 import sys
-from importlib import metadata
 from typing import Any
 
 # How graph.py words an unknown of reason `external_module`.
@@ -24,8 +24,11 @@ _OUTSIDE = re.compile(r"^(?P<module>[\w.]+) is outside the analysed tree")
 
 
 @functools.cache
-def _installed() -> frozenset[str]:
-    return frozenset(metadata.packages_distributions())
+def _installed(top: str) -> bool:
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def origin(module: str) -> str | None:
@@ -34,7 +37,7 @@ def origin(module: str) -> str | None:
     top = module.split(".", 1)[0]
     if top in sys.stdlib_module_names or top in sys.builtin_module_names:
         return "stdlib"
-    if top in _installed():
+    if top.isidentifier() and _installed(top):
         return "installed"
     return None
 
