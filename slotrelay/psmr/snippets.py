@@ -124,9 +124,11 @@ def isolated_parse(snippets: list[tuple[str, str, str]]) -> None:
     if not snippets:
         return
     payload = json.dumps([[kind, text] for _, kind, text in snippets])
+    # -P: the current folder (an analysed tree, often) is not put on the child's path, so a `libcst.py`
+    # there is not what it imports.
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-c", _PROGRAM],
+            [sys.executable, "-P", "-c", _PROGRAM],
             input=payload,
             capture_output=True,
             text=True,

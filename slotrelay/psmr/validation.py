@@ -60,7 +60,7 @@ SHOWN = 25
 IMPORT_REASONS = frozenset({"external_module", "unresolved_name", "dynamic_import"})
 # Where a check's whole list of sites to review travels until validate pools them.
 REVIEW = "_review"
-# The sites to review a delta record keeps (the answer pages them all).
+# The sites to review a delta record keeps and delta.validate lists (`needs_review_count` counts all).
 REVIEW_KEPT = 500
 
 
@@ -508,12 +508,18 @@ def flagged_by_propose(delta: dict[str, Any], listed: list[dict[str, Any]]) -> l
     return out
 
 
-def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    """delta.validate: run the seven checks; VALIDATION_FAILED with all of them if any fails, else
-    `needs_review` while sites are left to review (unless the request accepts them), else validated."""
-    delta = deltas.load(store, ws, request["delta_id"])
-    deltas.require_current(ws, delta, "delta.validate")
-    checks = [feasibility(ws, delta, "delta.validate")]
+def run_checks(ws: Workspace, store: Store, delta: dict[str, Any], operation: str) -> dict[str, Any]:
+    """The seven checks of a delta on the files as they are now, and the sites they leave to review.
+
+    Returns:
+        `{"at", "ok", "failed", "checks", "needs_review", "needs_review_count", "strings"}`: `ok` when
+        no check fails; the sites to review (every one, `needs_review_count` of them, the first
+        REVIEW_KEPT kept); how many strings name what the delta takes away.
+
+    Raises:
+        ConflictRequiresReview: a file changed since the proposal (projection feasibility).
+    """
+    checks = [feasibility(ws, delta, operation)]
     texts = {a: f["projected"] for a, f in delta["files"].items()}
     new, sources = project(ws, store, texts)
     renames = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
@@ -532,8 +538,26 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     ]
     review = [item for c in checks for item in c.pop(REVIEW)]
     review += flagged_by_propose(delta, review + [p for c in checks for p in c["problems"]])
-    strings = sum(c.get("string_reference_count", 0) for c in checks)
     failed = [c["check"] for c in checks if not c["ok"]]
+    return {
+        "at": deltas.now(),
+        "ok": not failed,
+        "failed": failed,
+        "checks": checks,
+        "needs_review": review[:REVIEW_KEPT],
+        "needs_review_count": len(review),
+        "strings": sum(c.get("string_reference_count", 0) for c in checks),
+    }
+
+
+def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.validate: run the seven checks; VALIDATION_FAILED with all of them if any fails, else
+    `needs_review` while sites are left to review (unless the request accepts them), else validated."""
+    delta = deltas.load(store, ws, request["delta_id"])
+    deltas.require_current(ws, delta, "delta.validate")
+    result = run_checks(ws, store, delta, "delta.validate")
+    checks, failed, review = result["checks"], result["failed"], result["needs_review"]
+    strings = result.pop("strings")
     accepted = bool(review) and bool(request.get("accept_review")) and not failed
     if failed:
         status = "validation_failed"
@@ -542,15 +566,8 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     else:
         status = "validated"
     delta["status"] = status
-    delta["validation"] = {
-        "at": deltas.now(),
-        "ok": status == "validated",
-        "failed": failed,
-        "checks": checks,
-        "needs_review": review[:REVIEW_KEPT],
-        "needs_review_count": len(review),
-        "accepted_review": accepted,
-    }
+    # The recorded `ok` is what projection.apply requires: validated, or its sites accepted.
+    delta["validation"] = {**result, "ok": status == "validated", "accepted_review": accepted}
     deltas.save(store, delta)
     warnings = []
     if strings:
@@ -569,7 +586,7 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
                 "failed": failed,
                 "checks": checks,
                 "needs_review": review[:SHOWN],
-                "needs_review_count": len(review),
+                "needs_review_count": result["needs_review_count"],
             },
         )
     if status == "needs_review":
@@ -584,7 +601,7 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             "delta_id": delta["delta_id"],
             "status": status,
             "failed": [],
-            "needs_review_count": len(review),
+            "needs_review_count": result["needs_review_count"],
             "accepted_review": accepted,
             "next": after,
         },
