@@ -34,6 +34,7 @@ from rich.table import Table
 from spread import described, goal_note, interleaved, ratio, spread_note
 
 from psmr_mcp import WorkspaceRegistry, build_server
+from slotrelay import fsio
 from slotrelay.psmr import api
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
@@ -156,6 +157,9 @@ def main() -> None:
     arguments = parser.parse_args()
     calls = arguments.calls
     with tempfile.TemporaryDirectory(prefix="psmr-mcp-bench-") as scratch:
+        # The bench's store and keys live in its scratch folder, never in the user's state folder.
+        state = str(Path(scratch) / "state")
+        os.environ[fsio.STATE_HOME_ENV] = SERVER_ENV[fsio.STATE_HOME_ENV] = state
         root = _copy_package(Path(scratch))
         started = time.perf_counter()
         summary = api.build_workspace(root)

@@ -49,9 +49,7 @@ RAISING_FOLDERS = ("slotrelay", "deployments")
 # that defines a type comes before those that import it, so each type is listed where it is defined.
 ERROR_TYPE_MODULES = (
     "slotrelay.chain.errors",
-    "slotrelay.chain.deploy_ssh",
-    "slotrelay.chain.deploy_http",
-    "slotrelay.chain.deploy",
+    "slotrelay.chain.deploy_errors",
 )
 
 

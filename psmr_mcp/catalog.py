@@ -101,8 +101,8 @@ class ToolSpec:
         title: a short human-readable title.
         description: the model-facing description.
         overrides: per-parameter schema members merged over the operation's request schema.
-        read_only: False for tools that change their environment (the build, propose, rebuild,
-            apply, run tests).
+        read_only: False for tools that write anything, a record in the store included (the build,
+            propose, validate, preview, apply, run tests, rebuild, roundtrip, review).
         destructive: True for the tools that write source files or run code (apply, run tests).
         idempotent: False where calling twice does more than once (a fresh delta, a second run).
     """
@@ -437,15 +437,18 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "edit_reference); fix the operations and propose again. A delta that passes but lists sites to "
         "review answers status needs_review and cannot be applied until they are edited, or accepted "
         "with accept_review: true. A file changed since the proposal gives CONFLICT_REQUIRES_REVIEW. "
+        "Records the result in the delta (in the workspace store, never in the source tree). "
         f"Next: psmr_projection_preview. {CONTINUE_HINT}",
         overrides={"delta_id": DELTA_ID},
+        read_only=False,
     ),
     ToolSpec(
         "psmr_projection_preview",
         "projection.preview",
         "Preview a delta as a unified diff",
         "Returns the delta as a unified diff per file (`patch` for source files, `test` for test "
-        "modules) or the whole projected `source`, and writes nothing. Show it to the user before "
+        "modules) or the whole projected `source`. Writes no source file; records the file hashes it saw "
+        "in the delta (in the workspace store). Show it to the user before "
         f"applying. Next: psmr_projection_apply. {CONTINUE_HINT}",
         overrides={
             "delta_id": DELTA_ID,
@@ -455,6 +458,7 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
                 "maxItems": 3,
             },
         },
+        read_only=False,
     ),
     ToolSpec(
         "psmr_projection_apply",
@@ -462,10 +466,11 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "Apply a validated, previewed delta to the source files",
         "Writes the delta's files: only a delta that passed psmr_delta_validate and was previewed, only "
         "while every file still has the hash the preview saw (else CONFLICT_REQUIRES_REVIEW, nothing "
-        "written), each file atomically, all restored if one fails, recorded in a hash-chained audit "
-        "log. Needs the source-write capability: the server must be started with --allow-write ROOT "
-        "covering the files, else CAPABILITY_DENIED. Next: psmr_run_tests, psmr_verify_rebuild. "
-        + CONTINUE_HINT,
+        "written), and only after validating it again itself on the files as they are now (else "
+        "VALIDATION_FAILED, nothing written); each file atomically, all restored if one fails, recorded "
+        "in a hash-chained audit log. Needs the source-write capability: the server must be started "
+        "with --allow-write ROOT covering the files, else CAPABILITY_DENIED. Next: psmr_run_tests, "
+        "psmr_verify_rebuild. " + CONTINUE_HINT,
         overrides={"delta_id": DELTA_ID},
         read_only=False,
         destructive=True,
@@ -509,8 +514,9 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "intended_but_missing, changed_but_not_intended. It checks the graph against the projection only: "
         "`all_matched` says the code now says what the delta meant, not that the change is correct (it "
         "runs nothing; psmr_run_tests and psmr_verify_review say that). Needs the delta applied and the "
-        f"workspace rebuilt. {CONTINUE_HINT}",
+        f"workspace rebuilt. Records the verdict in the delta. {CONTINUE_HINT}",
         overrides={"delta_id": DELTA_ID},
+        read_only=False,
     ),
     ToolSpec(
         "psmr_verify_review",
@@ -520,8 +526,10 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "cycles, new state writes), unexpected changes, new unknowns and new conflicts of an applied, "
         "rebuilt delta, and the latest psmr_run_tests recorded for it: `passed` is false, and "
         "`failed_tests` lists the ids, when a test failed on the applied files or a confirmed defect is "
-        f"new; a warning says when no run on the applied files is recorded. {CONTINUE_HINT}",
+        "new; a warning says when no run on the applied files is recorded. Records the counts and the "
+        f"verdict in the delta. {CONTINUE_HINT}",
         overrides={"delta_id": DELTA_ID},
+        read_only=False,
     ),
 )
 
@@ -530,8 +538,8 @@ BUILD_SPEC = ToolSpec(
     None,
     "Build or update a workspace",
     "Analyses a Python source folder (or one git revision of it) into a workspace and returns its "
-    "`workspace_id`. The only tool that writes, and only to the workspace store (`.psmr/` in the "
-    "folder, or the server's --store), never to source files. An existing "
+    "`workspace_id`. Writes only to the workspace store (in slotrelay's state folder, or the server's "
+    "--store), never to the analysed folder. An existing "
     "workspace is updated incrementally by file hash, so calling it again after an edit is cheap. "
     "`path` must lie inside a root the server was started with (`--workspace`); anything else is "
     "refused with CAPABILITY_DENIED. The new workspace joins psmr_workspace_describe's list.",

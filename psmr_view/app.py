@@ -8,16 +8,16 @@
     /ws/{id}/diff             semantic diff     /ws/{id}/source    a file's lines
     /ws/{id}/deltas           proposed deltas   /ws/{id}/delta?id= one delta (read-only: nothing applies)
 
-Pages are built one at a time (a lock): the core's store keeps loaded workspaces in a process-wide
-cache that is not meant to be filled from several threads at once, and one person reads one page
-at a time anyway. Every refusal, the view's or an operator's, is an HTML page with a 4xx status;
-a fault of the view itself is logged with its traceback and shown as a 500 page with an incident id.
+Pages are built side by side, each in its own worker thread, and no lock is held while a page reads
+the store or the tree: a page whose read is slow or refused answers alone, and the next page does not
+wait for it (the core guards its own caches' tables). Every refusal, the view's or an operator's, is
+an HTML page with a 4xx status; a fault of the view itself is logged with its traceback and shown as
+a 500 page with an incident id.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -74,7 +74,6 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
         The ASGI application.
     """
     store = Path(store).expanduser().resolve()
-    lock = threading.Lock()
 
     def render(request: Request, built: pages.Page, reader: WorkspaceReader | None = None) -> Response:
         template, context = built
@@ -84,14 +83,13 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
 
     def on_workspace(build: Callable[[pages.PageRequest], pages.Page]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
-            with lock:
-                reader = WorkspaceReader(store, request.path_params["workspace_id"])
-                page = PageRef.parse(request.query_params)
-                req = pages.PageRequest(reader, request.query_params, page, request.url.path)
-                page.check_version(reader.version, first_page_url(request.url.path, request.query_params))
-                built = build(req)
-                reader.check_unchanged()
-                return render(request, built, reader)
+            reader = WorkspaceReader(store, request.path_params["workspace_id"])
+            page = PageRef.parse(request.query_params)
+            req = pages.PageRequest(reader, request.query_params, page, request.url.path)
+            page.check_version(reader.version, first_page_url(request.url.path, request.query_params))
+            built = build(req)
+            reader.check_unchanged()
+            return render(request, built, reader)
 
         return endpoint
 
@@ -101,8 +99,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
         return list_all(request)
 
     def list_all(request: Request) -> Response:
-        with lock:
-            return render(request, pages.workspaces(store))
+        return render(request, pages.workspaces(store))
 
     async def view_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ViewError)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dotenv import load_dotenv
 
+from slotrelay.chain.deploy_preload import preload
 from slotrelay.chain.executors import EXECUTORS
 from slotrelay.chain.models import Chain
 from slotrelay.errors import EnvironmentMissing
@@ -113,3 +114,4 @@ def preflight(chain: Chain) -> None:
     problems = (dependency_problems(chain) + sandbox_problems(chain)) or path_problems(chain)
     if problems:
         raise EnvironmentMissing("\n".join(f"cannot start: {problem}" for problem in problems))
+    preload(chain)

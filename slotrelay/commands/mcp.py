@@ -52,7 +52,8 @@ def serve(
         Path | None,
         typer.Option(
             "--store",
-            help="One store folder for every workspace (default: PSMR_STORE, else .psmr/ under each folder).",
+            help="The store folder for every workspace (default: PSMR_STORE, else psmr/ in slotrelay's state "
+            "folder).",
         ),
     ] = None,
     allow_write: Annotated[

@@ -27,7 +27,12 @@ err = Console(stderr=True, soft_wrap=True)
 
 StoreOption = Annotated[
     Path | None,
-    typer.Option("--store", help="store folder (default: PSMR_STORE, else .psmr/)", envvar="PSMR_STORE"),
+    typer.Option(
+        "--store",
+        help="store folder (default: PSMR_STORE, else psmr/ in slotrelay's state folder, "
+        "$SLOTRELAY_STATE_HOME or ~/.local/state/slotrelay)",
+        envvar="PSMR_STORE",
+    ),
 ]
 
 

@@ -169,7 +169,9 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
             run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
             transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
         except OSError as error:
-            raise PenRunFailed(f"the pen cannot write under its root {root}: {error.strerror}") from error
+            raise PenRunFailed(
+                f"the pen cannot write its state for the root {root} (in {run.log.folder}): {error.strerror}"
+            ) from error
     return run
 
 
@@ -351,12 +353,14 @@ def stage(run: PenRun) -> Path:
     folder = store.staging_dir(run.root, run.pen_id)
     with _timed(run, "persistence"):
         output = run.output(syslog_id="pending")
-        store.write_text(folder / f"code.{FILE_SUFFIX[output.lang]}", output.code)
-        store.write_json(folder / "request.json", run.request.model_dump(mode="json"))
+        store.write_text(run.root, folder / f"code.{FILE_SUFFIX[output.lang]}", output.code)
+        store.write_json(run.root, folder / "request.json", run.request.model_dump(mode="json"))
         store.write_json(
-            folder / "execution.json", {**output.execution.model_dump(mode="json"), "sandbox": run.sandbox}
+            run.root,
+            folder / "execution.json",
+            {**output.execution.model_dump(mode="json"), "sandbox": run.sandbox},
         )
-        store.write_json(folder / "output.json", output.model_dump(mode="json"))
+        store.write_json(run.root, folder / "output.json", output.model_dump(mode="json"))
     return folder
 
 
@@ -435,17 +439,17 @@ def apply_decision(root: str | Path, pen_id: str, action: PenAction, *, decided_
         state = require_state(log, pen_id)
         if state != "completed":
             transition(log, pen_id, FINAL_ACTION_STATE[action])  # raises IllegalTransition with the states
-        output = PenOutput.model_validate(store.read_json(folder / "output.json"))
+        output = PenOutput.model_validate(store.read_json(root, folder / "output.json"))
         location: Path | None
         if action == PenAction.erase:
             store.erase_dir(folder)
             location = None
         elif action == PenAction.keep:
-            location = store.move_dir(folder, store.private_dir(root, persona_id, pen_id))
+            location = store.move_dir(root, folder, store.private_dir(root, persona_id, pen_id))
         else:
-            request = PenRequest.model_validate(store.read_json(folder / "request.json"))
-            store.write_json(folder / "manifest.json", build_manifest(request, output))
-            location = store.move_dir(folder, store.registry_dir(root, "inbox", pen_id))
+            request = PenRequest.model_validate(store.read_json(root, folder / "request.json"))
+            store.write_json(root, folder / "manifest.json", build_manifest(request, output))
+            location = store.move_dir(root, folder, store.registry_dir(root, "inbox", pen_id))
         target = FINAL_ACTION_STATE[action]
         transition(
             log,
@@ -547,7 +551,7 @@ def finish(run: PenRun) -> PenOutcome:
         output = run.output(ref.syslog_id)
         folder = store.staging_dir(run.root, run.pen_id)
         with _timed(run, "persistence"):
-            store.write_json(folder / "output.json", output.model_dump(mode="json"))
+            store.write_json(run.root, folder / "output.json", output.model_dump(mode="json"))
         return PenOutcome(
             output=output,
             state="completed",
@@ -575,6 +579,8 @@ def finish(run: PenRun) -> PenOutcome:
     outcome.output = run.output(ref.syslog_id)
     if outcome.location is not None:
         with _timed(run, "persistence"):
-            store.write_json(Path(outcome.location) / "output.json", outcome.output.model_dump(mode="json"))
+            store.write_json(
+                run.root, Path(outcome.location) / "output.json", outcome.output.model_dump(mode="json")
+            )
     outcome.timings = run.timings
     return outcome

@@ -1,6 +1,6 @@
 """The PSMR API: one entry, `call`, answering every operator in the result envelope.
 
-    call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}}, store=".psmr")
+    call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}})
 
 `call` validates the request against the operator's JSON Schema (`OPERATIONS`), runs it, pages the
 result to the request's budget, and always returns an envelope: a PSMR error becomes
@@ -69,8 +69,8 @@ def call(
         operation: an operator name from `OPERATIONS` (e.g. `query.subgraph`).
         request: the request object (see the operator's `input_schema`); may carry `budget` and
             `continuation_token`.
-        store: the store folder; default `PSMR_STORE`, else `.psmr/` under the current folder's
-            git root (or the current folder).
+        store: the store folder (default: `slotrelay.psmr.store.default_store`, the one store in
+            slotrelay's state folder).
         grants: the capabilities beyond reading (`source-write` roots, `process-execution`); none by
             default, so projection.apply and execution.run_tests answer CAPABILITY_DENIED.
 
@@ -113,7 +113,7 @@ def build_workspace(
         path: the root to analyse (a package folder, a project folder, or a git checkout).
         rev: a git revision to analyse from its tree (through a worktree in the store) instead of
             the files on disk.
-        store: the store folder (default: `PSMR_STORE`, else `<root>/.psmr`).
+        store: the store folder (default: `slotrelay.psmr.store.default_store`).
         progress: called as `progress(done, total, file)` while files are analysed.
 
     Returns:

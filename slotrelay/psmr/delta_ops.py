@@ -23,12 +23,12 @@ import ast
 import hashlib
 import keyword
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import libcst as cst
 
 from slotrelay.psmr import references
+from slotrelay.psmr.build import NotSource, Unanalysable, artifact_text, read_artifact
 from slotrelay.psmr.callbinding import (
     BindError,
     Unbindable,
@@ -93,7 +93,13 @@ class Planner:
             ConflictRequiresReview: the file's hash is not the one the workspace holds.
         """
         if artifact not in self.originals:
-            data = (Path(self.ws.source_root) / artifact).read_bytes()
+            try:
+                data = read_artifact(self.ws.source_root, artifact)
+            except (NotSource, Unanalysable) as exc:
+                raise ConflictRequiresReview(
+                    f"{artifact} cannot be read now ({exc}); rebuild workspace {self.ws.workspace_id} "
+                    "(verification.rebuild or psmr_workspace_build) and propose again"
+                ) from exc
             if hashlib.sha256(data).hexdigest() != self.ws.files[artifact]["sha256"]:
                 raise ConflictRequiresReview(
                     f"{artifact} changed since workspace {self.ws.workspace_id} was built; rebuild it "
@@ -451,10 +457,7 @@ class Planner:
     def _peek(self, artifact: str) -> str:
         if artifact in self.originals:
             return self.originals[artifact]
-        try:
-            return (Path(self.ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
+        return artifact_text(self.ws.source_root, artifact) or ""
 
     def add_symbol(self, i: int, op: dict[str, Any]) -> None:
         """New definitions in a module, after a symbol of it, inside a class, or at its end."""

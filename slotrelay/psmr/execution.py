@@ -33,7 +33,7 @@ import jsonschema
 
 from slotrelay import sandbox
 from slotrelay.psmr import delta as deltas
-from slotrelay.psmr.build import NotSource, Unanalysable, file_size_limit, read_source
+from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
 from slotrelay.psmr.errors import CapabilityDenied, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.graph import sid, stable_id
@@ -266,13 +266,12 @@ def file_hashes(ws: Workspace, artifacts: set[str]) -> dict[str, str | None]:
     """The sha256 of files of the workspace as they are on disk, read as the build reads (a regular
     file inside the root, within the size limit); None for one that cannot be read so."""
     root = Path(ws.source_root).resolve()
-    limit = file_size_limit(None)
     out: dict[str, str | None] = {}
     for artifact in sorted(artifacts):
         if artifact not in ws.files:
             continue
         try:
-            out[artifact] = hashlib.sha256(read_source(root, root / artifact, limit=limit)).hexdigest()
+            out[artifact] = hashlib.sha256(read_artifact(root, artifact)).hexdigest()
         except (NotSource, Unanalysable):
             out[artifact] = None
     return out
@@ -381,7 +380,7 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
         )
     if delta is not None:
         delta["runs"].append({"at": now, "tests": node_ids, **summary, "files": _delta_files(ws, delta)})
-        deltas.save(store, delta)
+        deltas.save(store, ws, delta)
     return Answer(
         data={**summary, "delta_id": delta["delta_id"] if delta else None, "tests": node_ids},
         sections=[("results", records)],

@@ -18,11 +18,11 @@ import ast
 import subprocess
 import warnings
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from pyflakes import checker
 
+from slotrelay.psmr.build import artifact_text
 from slotrelay.psmr.graph import sid, stable_id
 from slotrelay.psmr.guards import file_context
 from slotrelay.psmr.slicing import CODE_KINDS
@@ -154,7 +154,7 @@ def checker_findings(ws: Workspace, store: Store) -> dict[str, list[dict[str, An
     for artifact, entry in sorted(ws.files.items()):
         messages = store.get_json(CACHE, entry["key"])
         if messages is None:
-            source = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
+            source = artifact_text(ws.source_root, artifact) or ""
             messages = _check_file(source, artifact)
             store.put_json(CACHE, entry["key"], messages)
         for m in messages:

@@ -53,13 +53,36 @@ class Grants:
                 "the diff of projection.preview yourself"
             )
         for file in files:
-            real = Path(os.path.realpath(file))
+            try:
+                real = Path(os.path.realpath(file))
+            except OSError as exc:
+                # A folder on the way swapped for a link (or back) while it was being resolved.
+                raise CapabilityDenied(
+                    f"{operation} would write {file}, whose path changed while it was checked "
+                    f"({exc.strerror}); nothing was written"
+                ) from exc
             if not any(real == root or root in real.parents for root in self.write_roots):
                 allowed = ", ".join(str(r) for r in self.write_roots)
                 raise CapabilityDenied(
                     f"{operation} would write {file}, outside the roots this runtime may write under "
                     f"({allowed}); restart it with --allow-write for that folder"
                 )
+
+    def write_root(self, operation: str, folder: Path) -> Path:
+        """The granted root holding `folder` by its path as written: a write walks from that root down
+        without following a link (`slotrelay.fsio`), so `folder` must be it or below it as named.
+
+        Raises:
+            CapabilityDenied: no granted root holds the path as written.
+        """
+        for root in self.write_roots:
+            if folder.is_relative_to(root):
+                return root
+        allowed = ", ".join(str(r) for r in self.write_roots) or "none"
+        raise CapabilityDenied(
+            f"{operation} would write under {folder}, which is not below a root this runtime may write "
+            f"under as written ({allowed}); restart it with --allow-write naming the folder's real path"
+        )
 
     def require_execution(self, operation: str) -> None:
         """Refuse unless process execution was granted.

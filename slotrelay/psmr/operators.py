@@ -481,7 +481,7 @@ OPERATION_SCHEMA: dict[str, Any] = {
 }
 _CHANGE = {
     "input_types": ["graph:cisg", "delta"],
-    "cache": "the delta is stored in the workspace's folder of the store",
+    "cache": "the delta is a sealed record of the workspace's folder of the store",
 }
 
 OPERATIONS.update(
@@ -595,7 +595,7 @@ OPERATIONS.update(
         ),
         "projection.preview": _op(
             "The delta as a unified diff per file (`patch` for sources, `test` for test modules) or the "
-            "projected `source`; writes nothing.",
+            "projected `source`; writes no source file.",
             _request(
                 {
                     "workspace_id": _WS,
@@ -616,13 +616,16 @@ OPERATIONS.update(
             **_CHANGE,
         ),
         "projection.apply": _op(
-            "Write a validated, previewed delta: atomically per file, only while every file has the hash "
-            "the preview saw, all files restored if one fails, recorded in a hash-chained audit log.",
+            "Write a validated, previewed delta: validated again on the files as they are now (a recorded "
+            "validation is not trusted), atomically per file through checked folders of the granted root, "
+            "only while every file has the hash the preview saw, all files restored if one fails, "
+            "recorded in a hash-chained audit log.",
             _DELTA_REQUEST,
             {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
             output="the files written with their hashes and the audit record",
             side_effects=(
-                "writes source files under the granted roots; appends to .slotrelay/psmr-apply.jsonl"),
+                "writes source files under the granted roots; appends to the tree's psmr-apply.jsonl in "
+                "slotrelay's state folder"),
             determinism="effectful",
             required_capabilities=["source-write"],
             **_CHANGE,
@@ -674,11 +677,12 @@ OPERATIONS.update(
         ),
         "verification.review": _op(
             "What the applied delta did: new and resolved defects, semantic events (API breakages, new "
-            "cycles, new state writes), unexpected changes, new unknowns, new conflicts.",
+            "cycles, new state writes), unexpected changes, new unknowns, new conflicts, and the latest "
+            "execution.run_tests recorded on the applied files.",
             _DELTA_REQUEST,
             {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
             output="review report",
-            side_effects="records the counts in the delta",
+            side_effects="records the counts and the verdict (reviewed or review_failed) in the delta",
             required_capabilities=["workspace:read"],
             **_CHANGE,
         ),

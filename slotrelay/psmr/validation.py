@@ -475,8 +475,9 @@ def feasibility(ws: Workspace, delta: dict[str, Any], operation: str) -> dict[st
     )
     if moved:
         raise ConflictRequiresReview(
-            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed; review "
-            "the change, rebuild the workspace and propose again",
+            f"{operation}: {', '.join(moved)} changed since delta {delta['delta_id']} was proposed, or "
+            "cannot be read as a regular file inside the root; review the change, rebuild the workspace "
+            "and propose again",
             details={"delta_id": delta["delta_id"], "changed_files": moved},
         )
     return _check("projection_feasibility", [], files=len(delta["files"]))
@@ -568,7 +569,7 @@ def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     delta["status"] = status
     # The recorded `ok` is what projection.apply requires: validated, or its sites accepted.
     delta["validation"] = {**result, "ok": status == "validated", "accepted_review": accepted}
-    deltas.save(store, delta)
+    deltas.save(store, ws, delta)
     warnings = []
     if strings:
         warnings.append(

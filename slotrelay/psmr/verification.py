@@ -19,9 +19,6 @@ listed), as does a new confirmed defect. A review with no run on the applied fil
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,8 +26,8 @@ from typing import Any
 import networkx as nx
 
 from slotrelay.psmr import delta as deltas
-from slotrelay.psmr.build import build
-from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of
+from slotrelay.psmr.build import artifact_text, build
+from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of, texts_of
 from slotrelay.psmr.errors import InvalidQuery
 from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.queries import Answer
@@ -51,7 +48,7 @@ def rebuild(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     summary = build(ws.root, rev=ws.rev, store=store.path)
     if delta is not None:
         delta["rebuilt"] = {"at": deltas.now(), "version": summary["version"]}
-        deltas.save(store, delta)
+        deltas.save(store, ws, delta)
     return Answer(
         data={
             **summary,
@@ -72,8 +69,13 @@ def _applied(
             f"{operation}: workspace {ws.workspace_id} is still at the version the delta was proposed on; "
             "call verification.rebuild first"
         )
-    path = deltas.delta_folder(store, ws.workspace_id) / f"{delta['delta_id']}.before.json"
-    return delta, json.loads(path.read_text(encoding="utf-8"))
+    image = deltas.load_image(store, ws, delta["delta_id"])
+    if not isinstance(image, dict) or not isinstance(image.get("side"), dict):
+        raise InvalidQuery(
+            f"{operation}: the workspace as it stood before delta {delta['delta_id']} was applied is not in "
+            "the store (or not sealed by this user's slotrelay); propose and apply the change again"
+        )
+    return delta, image
 
 
 def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) -> Side:
@@ -81,10 +83,7 @@ def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) ->
         if artifact in delta["files"]:
             original: str | None = delta["files"][artifact]["original"]
             return original
-        try:
-            return (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return artifact_text(ws.source_root, artifact)
 
     return side_from_json(image["side"], read)
 
@@ -199,7 +198,7 @@ def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         "all_matched": all_matched,
     }
     delta["status"] = "verified" if all_matched else "roundtrip_mismatch"
-    deltas.save(store, delta)
+    deltas.save(store, ws, delta)
     return Answer(
         data={
             "delta_id": delta["delta_id"],
@@ -239,15 +238,6 @@ def _cycles(pairs: list[tuple[str, str]]) -> set[frozenset[str]]:
     return {frozenset(c) for c in nx.strongly_connected_components(graph) if len(c) > 1}
 
 
-def _old_tree(ws: Workspace, delta: dict[str, Any], folder: Path) -> Path:
-    """A copy of the source tree with the delta's files as they were before the apply."""
-    tree = folder / "before"
-    shutil.copytree(ws.source_root, tree, ignore=shutil.ignore_patterns(".*", "__pycache__"))
-    for artifact, entry in delta["files"].items():
-        (tree / artifact).write_text(entry["original"], encoding="utf-8")
-    return tree
-
-
 def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """verification.review: defects, semantic events, unexpected changes, unknowns and conflicts."""
     delta, image = _applied(ws, request, store, "verification.review")
@@ -257,17 +247,16 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     new_defects: Counter[tuple[str, str, str]] = Counter()
     for artifact, entry in delta["files"].items():
         old_defects += confirmed_defects(entry["original"], artifact)
-        text = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-        new_defects += confirmed_defects(text, artifact)
+        new_defects += confirmed_defects(artifact_text(ws.source_root, artifact) or "", artifact)
 
     def defect_items(found: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
         return [{"file": f, "rule": r, "message": m, "count": c} for (f, r, m), c in sorted(found.items())]
 
-    with tempfile.TemporaryDirectory(prefix="psmr-review-") as folder:
-        files = {a: {"module": e["module"]} for a, e in ws.files.items()}
-        breakages, warnings = api_breakages(
-            (files, _old_tree(ws, delta, Path(folder))), (ws.files, Path(ws.source_root))
-        )
+    after = texts_of(ws)
+    before_texts = {**after, **{a: entry["original"] for a, entry in delta["files"].items()}}
+    breakages, warnings = api_breakages(
+        (ws.files, before_texts), (ws.files, after), name=Path(ws.source_root).name
+    )
     events: list[dict[str, Any]] = [{"event": "api_breakage", **b} for b in breakages]
     for relation, pairs_of in (
         (
@@ -328,7 +317,7 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     passed = bool(run is None or (run["passed"] and not failed_tests)) and not counts["new_defects"]
     delta["review"] = {"at": deltas.now(), "version": ws.version, "counts": counts, "passed": passed}
     delta["status"] = "reviewed" if passed else "review_failed"
-    deltas.save(store, delta)
+    deltas.save(store, ws, delta)
     return Answer(
         data={
             "delta_id": delta["delta_id"],

@@ -300,12 +300,9 @@ async def test_several_workspaces_need_an_id_and_describe_lists_them(
             described = await ok(client, "psmr_workspace_describe", {"workspace_id": workspace_id})
             assert described["data"]["workspace_id"] == workspace_id
         await ok(client, "psmr_query_conflicts", {"workspace_id": ids[1]})
-        pair = {"workspace_a": ids[0], "workspace_b": ids[1]}
-        if shared_store:
-            diff = await ok(client, "psmr_semantic_diff", pair)
-            assert diff["data"]["counts"]["symbols_added"] == 0
-        else:
-            assert "--store" in await refused(client, "psmr_semantic_diff", pair, "INVALID_QUERY")
+        # Every workspace lives in the one store (the default or --store): any two can be compared.
+        diff = await ok(client, "psmr_semantic_diff", {"workspace_a": ids[0], "workspace_b": ids[1]})
+        assert diff["data"]["counts"]["symbols_added"] == 0
 
 
 async def test_build_writes_only_inside_the_roots_and_reports_progress(tmp_path: Path) -> None:
@@ -340,7 +337,7 @@ async def test_a_damaged_store_is_validation_failed_until_rebuilt(tmp_path: Path
     workspace_id = registry.build(root, at_startup=True)["workspace_id"]
     async with Client(build_server(registry)) as client:
         await ok(client, "psmr_query_conflicts", {})
-        (root / ".psmr" / "workspaces" / workspace_id / "manifest.json").write_text("{")
+        (registry.store_for(workspace_id) / "workspaces" / workspace_id / "manifest.json").write_text("{")
         assert "rebuild" in await refused(client, "psmr_query_conflicts", {}, "VALIDATION_FAILED")
         rebuilt = await ok(client, "psmr_workspace_build", {"path": str(root)})
         assert rebuilt["data"]["workspace_id"] == workspace_id

@@ -5,6 +5,7 @@ protection; and the command's refusals of bad options."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from slotrelay import fsio
+from slotrelay.psmr.store import Store
 from tests.conftest import free_port
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
@@ -42,7 +45,7 @@ async def _search_login(client: Client) -> dict:
 
 async def test_stdio_round_trip_through_the_cli(shop: Path) -> None:
     params = StdioServerParameters(
-        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop
+        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop, env=dict(os.environ)
     )
     async with Client(params) as client:
         answer = await _search_login(client)
@@ -64,7 +67,8 @@ async def test_stdio_serving_several_workspaces_in_one_store(tmp_path: Path) -> 
         "--store",
         str(tmp_path / "st"),
     ]
-    async with Client(StdioServerParameters(command=SLOTRELAY, args=args, cwd=tmp_path)) as client:
+    params = StdioServerParameters(command=SLOTRELAY, args=args, cwd=tmp_path, env=dict(os.environ))
+    async with Client(params) as client:
         listed = (await client.call_tool("psmr_workspace_describe", {})).structured_content
         served = listed["data"]["served_workspaces"]
         assert [w["root"] for w in served] == [str(first), str(second)]
@@ -76,6 +80,7 @@ async def test_stdio_serving_several_workspaces_in_one_store(tmp_path: Path) -> 
         diff = await client.call_tool("psmr_semantic_diff", pair)
     assert not diff.is_error, diff.content[0].text
     assert (tmp_path / "st").is_dir() and not (first / ".psmr").exists()
+    assert all(Path(w["root"]) not in (first, second) for w in Store.open().list())
 
 
 async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> None:
@@ -84,7 +89,10 @@ async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> Non
     snippet = page.split("```json", 1)[1].split("```", 1)[0]
     snippet = snippet.replace("/path/to/slotrelay", str(REPO)).replace("/path/to/your/project", str(shop))
     server = json.loads(snippet)["mcpServers"]["psmr"]
-    async with Client(StdioServerParameters(command=server["command"], args=server["args"])) as client:
+    # The MCP SDK hands a stdio server a minimal environment; the session's state folder is added.
+    env = {fsio.STATE_HOME_ENV: os.environ[fsio.STATE_HOME_ENV], "PATH": os.environ["PATH"]}
+    params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
+    async with Client(params) as client:
         answer = await _search_login(client)
     assert answer["status"] == "ok"
 

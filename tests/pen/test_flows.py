@@ -19,7 +19,7 @@ from prefect.flow_runs import resume_flow_run
 from blocks.code_model import CodeModel
 from flows.pen import pen_write
 from flows.registry_review import registry_review
-from slotrelay import pen
+from slotrelay import fsio, pen
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import PermissionViolation
 from tasks.pen import artifact_key
@@ -95,7 +95,7 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
         )
 
     worker, paused = _start_until_paused(run_flow, "persona_id", "p2")
-    staged = list((root / ".slotrelay/pen-staging").iterdir())
+    staged = list((fsio.tree_state(root) / "pen-staging").iterdir())
     assert len(staged) == 1 and (staged[0] / "code.py").is_file()
     resume_flow_run(paused.id, run_input={"action": "share", "decided_by": "alice"})
     worker.join(timeout=60)

@@ -219,7 +219,7 @@ def test_state_index_follows_the_log_and_disagreement_is_reported(tmp_path: Path
     log = AuditLog(tmp_path)
     for state in ("draft", "executing", "completed"):
         transition(log, "MPP-p1-20261130-001", state)
-    index = tmp_path / ".slotrelay/pen-states/MPP-p1-20261130-001.json"
+    index = log.folder / "pen-states/MPP-p1-20261130-001.json"
     assert json.loads(index.read_text())["state"] == "completed"
     assert verify_audit(tmp_path).ok
     # Someone edits the index to skip a step: the log still decides in verify.

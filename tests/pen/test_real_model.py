@@ -243,7 +243,7 @@ def test_a_real_model_answer_keeps_the_contract(
         # The code named a forbidden resource and still ran: the sandbox must have kept it out.
         if intent.name == "forbidden-file":
             assert "root:" not in json.dumps(output.execution.result) + output.execution.stdout
-    audit_text = (root / ".slotrelay" / "pen-audit.jsonl").read_text()
+    audit_text = AuditLog(root).path.read_text()
     assert intent.text not in audit_text, "the audit log holds hashes, never the intent"
     assert AuditLog(root).verify().ok
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from slotrelay import fsio
 from slotrelay.cli import app
+from slotrelay.pen import store
 from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.manifest import validate_manifest
 from tests.conftest import require_service
@@ -84,7 +86,7 @@ def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, san
     assert (
         json.loads((folder / "output.json").read_text())["audit"]["syslog_id"] == body["audit"]["syslog_id"]
     )
-    assert not (root / ".slotrelay/pen-staging" / body["pen_id"]).exists()
+    assert not (store.staging_dir(root, body["pen_id"])).exists()
     log = AuditLog(root)
     call = [r for r in log.records() if r["event"] == "call"]
     assert (
@@ -97,7 +99,7 @@ def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, san
     code, report = pen("audit", "verify", backend=False)
     assert code == 0 and report["ok"] and report["records"] == 5
     # Rewriting history (say, the final action) is caught.
-    log_path = root / ".slotrelay/pen-audit.jsonl"
+    log_path = AuditLog(root).path
     log_path.write_text(log_path.read_text().replace('"final_action": "keep"', '"final_action": "erase"'))
     code, report = pen("audit", "verify", backend=False)
     assert code == 1 and not report["ok"] and "changed" in report["problems"][0]["problem"]
@@ -118,11 +120,11 @@ def test_erase_leaves_only_the_audit_record(pen, root, stub) -> None:
         "decided_by": "persist_hint",
         "location": None,
     }
-    files = _files(root)
-    assert not any(name.startswith((".github", "factory", ".slotrelay/pen-staging")) for name in files), files
+    files = _files(root) | {f"state/{name}": text for name, text in _files(fsio.tree_state(root)).items()}
+    assert not any(name.startswith((".github", "factory", "state/pen-staging")) for name in files), files
     everything = "\n".join(files.values())
     assert "ERASE-ME" not in everything and INTENT not in everything and "numbers" not in everything
-    assert sha256_text(INTENT) in files[".slotrelay/pen-audit.jsonl"]
+    assert sha256_text(INTENT) in files["state/pen-audit.jsonl"]
 
 
 def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
@@ -235,7 +237,7 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     code, body = pen("write", "--persona", "p2", INTENT, "--input", '{"numbers": [7]}')
     assert code == 0 and body["decision"]["final_action"] is None and body["decision"]["state"] == "completed"
     pen_id = body["pen_id"]
-    assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
+    assert (store.staging_dir(root, pen_id) / "code.py").is_file()
     # A folder already where the pen would go is never overwritten; the pen keeps waiting.
     blocker = root / ".github/persona-brain/p2/pen-private" / pen_id
     blocker.mkdir(parents=True)
@@ -243,7 +245,7 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     assert code == 1 and clash["error"]["message"] == (
         f"{blocker} exists already: a pen's folder is never overwritten"
     )
-    assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
+    assert (store.staging_dir(root, pen_id) / "code.py").is_file()
     code, decided = pen("decide", pen_id, "share", backend=False)
     assert code == 0 and decided["decision"]["state"] == "shared", decided
     assert decided["audit"]["syslog_id"] == body["audit"]["syslog_id"]
@@ -284,7 +286,7 @@ def test_e001_nothing_reaches_the_model(pen, root, stub) -> None:
     assert stub.requests == []
     calls = [r for r in AuditLog(root).records() if r["event"] == "call"]
     assert [c["status"] for c in calls] == ["MPP-E001", "MPP-E001"]
-    assert "AKIAIOSFODNN7EXAMPLE" not in (root / ".slotrelay/pen-audit.jsonl").read_text()
+    assert "AKIAIOSFODNN7EXAMPLE" not in AuditLog(root).path.read_text()
 
 
 def test_e003_refusal_and_server_errors(pen, root, stub) -> None:
@@ -294,9 +296,8 @@ def test_e003_refusal_and_server_errors(pen, root, stub) -> None:
     stub.script.extend([Reply(status=500, body={"error": "llama runner process has terminated"})] * 3)
     code, body = pen("write", "--persona", "p1", INTENT)
     assert code == 1 and body["error"]["code"] == "MPP-E003" and "llama runner" in body["error"]["message"]
-    assert not (root / ".slotrelay/pen-staging").exists() or not any(
-        (root / ".slotrelay/pen-staging").iterdir()
-    )
+    staging = fsio.tree_state(root) / "pen-staging"
+    assert not staging.exists() or not any(staging.iterdir())
 
 
 def test_e004_timeout_kills_the_program(pen, root, stub) -> None:
@@ -441,7 +442,7 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
         and "options.sandbox.fs.allow_paths: 'data/in.csv' is not an absolute path"
         in (body["error"]["message"])
     )
-    assert stub.requests == [] and not (root / ".slotrelay").exists()
+    assert stub.requests == [] and not fsio.tree_state(root).exists()
     code = runner.invoke(app, ["pen", "write", "--persona", "p1", INTENT, "--backend", "podman"]).exit_code
     assert code == 2 and stub.requests == []
     missing = runner.invoke(app, ["pen", "audit", "verify", "--root", str(root / "typo")])
@@ -458,7 +459,7 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
 
 
 def _no_tmp_files(root: Path) -> list[str]:
-    return [str(path.relative_to(root)) for path in root.rglob("*.tmp")]
+    return [str(path) for folder in (root, fsio.tree_state(root)) for path in folder.rglob("*.tmp")]
 
 
 def test_regression_a_lone_surrogate_in_the_result_is_replaced_and_the_pen_finishes(pen, root, stub) -> None:
@@ -504,7 +505,7 @@ def test_regression_a_run_that_fails_after_completing_is_erased_not_left_complet
     states = [r["to"] for r in AuditLog(root).records_of(following) if r["event"] == "transition"]
     assert states == ["draft", "executing", "completed", "erased"]
     assert (blocker / "mine.txt").read_text() == "not the pen's"
-    assert not (root / ".slotrelay/pen-staging" / following).exists() and _no_tmp_files(root) == []
+    assert not (store.staging_dir(root, following)).exists() and _no_tmp_files(root) == []
     code, again = pen("decide", following, "keep", backend=False)
     assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION", again
     assert pen("audit", "verify", backend=False)[0] == 0
@@ -516,7 +517,7 @@ def test_regression_a_request_with_a_lone_surrogate_is_refused_by_field(pen, roo
     assert body["error"]["details"]["fields"] == [
         "context.upstream_inputs: holds text that is not valid Unicode (a lone surrogate)"
     ]
-    assert stub.requests == [] and not (root / ".slotrelay").exists()
+    assert stub.requests == [] and not fsio.tree_state(root).exists()
 
 
 @pytest.mark.parametrize(
@@ -550,26 +551,22 @@ def test_regression_a_read_only_root_is_a_clear_error(tmp_path: Path, stub) -> N
     # Run under bwrap so the folder is a read-only mount: root bypasses file modes, not EROFS.
     if shutil.which("bwrap") is None:
         require_service(False, "bwrap is not installed")
-    read_only, inner_read_only = tmp_path / "ro", tmp_path / "rw"
-    read_only.mkdir()
-    (inner_read_only / ".slotrelay").mkdir(parents=True)
-    env = {**os.environ, "SLOTRELAY_MODEL_BASE_URL": stub.base_url, "SLOTRELAY_MODEL_NAME": "stub-coder"}
+    # A read-only root is refused at once; a writable root whose state folder is read-only (the pen
+    # keeps its ids and audit log there) fails before the model is asked.
+    read_only, writable, state = tmp_path / "ro", tmp_path / "rw", tmp_path / "state"
+    for folder in (read_only, writable, state):
+        folder.mkdir()
+    env = {
+        **os.environ,
+        "SLOTRELAY_MODEL_BASE_URL": stub.base_url,
+        "SLOTRELAY_MODEL_NAME": "stub-coder",
+        fsio.STATE_HOME_ENV: str(state),
+    }
     slotrelay = str(Path(sys.executable).with_name("slotrelay"))
-    mounts = [
-        "--ro-bind",
-        str(read_only),
-        str(read_only),
-        "--ro-bind",
-        str(inner_read_only / ".slotrelay"),
-        str(inner_read_only / ".slotrelay"),
-    ]
+    mounts = ["--ro-bind", str(read_only), str(read_only), "--ro-bind", str(state), str(state)]
     for root, code, message in (
         (read_only, 2, f"PEN_INVALID_REQUEST: --root: {read_only} is not writable"),
-        (
-            inner_read_only,
-            1,
-            (f"PEN_RUN_FAILED: the pen cannot write under its root {inner_read_only}: Read-only file system"),
-        ),
+        (writable, 1, f"PEN_RUN_FAILED: the pen cannot write its state for the root {writable}"),
     ):
         done = subprocess.run(
             [

@@ -152,7 +152,7 @@ def test_a_failed_write_restores_every_file_of_the_apply(tmp_path: Path) -> None
     blocked.mkdir()
     (blocked / "inside").write_text("x")
     with pytest.raises(OSError):
-        write_all({first: ("a = 1\n", "a = 2\n"), blocked: ("", "b = 2\n")})
+        write_all(tmp_path, {"a.py": ("a = 1\n", "a = 2\n"), "b.py": ("", "b = 2\n")})
     assert first.read_text() == "a = 1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
 

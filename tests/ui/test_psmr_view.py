@@ -88,7 +88,8 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`slotrelay psmr view SHOP` (which builds the workspace into SHOP/.psmr first); yields its URL."""
+    """`slotrelay psmr view SHOP` (which builds the workspace into the session's store first); yields its
+    URL."""
     server = start_view(
         [str(shop), "--port", str(free_port())], tmp_path_factory.mktemp("view-log") / "err.log"
     )
@@ -104,7 +105,7 @@ def workspace_id(view: str) -> str:
     return view.rstrip("/").rsplit("/", 1)[1]
 
 
-def _ok(operation: str, request: dict, store: Path) -> dict:
+def _ok(operation: str, request: dict, store: Path | None = None) -> dict:
     answer = api.call(operation, request, store=store)
     assert answer["status"] == "ok", answer.get("error")
     return answer["data"]
@@ -113,7 +114,7 @@ def _ok(operation: str, request: dict, store: Path) -> dict:
 @pytest.fixture(scope="module")
 def proposed(shop: Path, workspace_id: str) -> dict[str, str]:
     """The three deltas, proposed (and validated, previewed) through the API as an agent would."""
-    store = shop / ".psmr"
+    store = Store.open().path
 
     def propose(intent: str, operation: dict) -> str:
         request = {"workspace_id": workspace_id, "intent": intent, "operations": [operation]}
@@ -178,7 +179,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
     )
     assert seen["refused"] == []
 
-    described = api.call("workspace.describe", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
+    described = api.call("workspace.describe", {"workspace_id": workspace_id})["data"]
     overview = seen["overview"]
     assert overview["url"].endswith(f"/ws/{workspace_id}/")  # `/` opens the workspace the view was started on
     assert (overview["nodes"], overview["edges"], overview["unknowns"]) == (
@@ -228,7 +229,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
     assert impact["likely_tests"] == [TEST_LOGIN]
     assert {"shop/auth.py", "shop/cart.py", "tests/test_auth.py"} <= set(impact["review_files"])
 
-    unknowns = api.call("query.unknowns", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
+    unknowns = api.call("query.unknowns", {"workspace_id": workspace_id})["data"]
     shown = seen["unknowns"]
     assert shown["total"] == unknowns["total"] == len(shown["rows"])
     assert sorted((r["reason"], r["scope"]) for r in shown["rows"]) == sorted(
@@ -259,7 +260,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
         )
     ]
     recorded = _ok(
-        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}, shop / ".psmr"
+        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}
     )
     assert [(e["kind"], e["evidence"]) for e in delta["edits"]] == [
         (e["kind"], e.get("evidence_ref")) for e in recorded["edits"]
@@ -358,11 +359,11 @@ def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> No
             **request,
             "budget": {"max_nodes": 5000, "max_edges": 5000, "max_text_bytes": 2_000_000},
         },
-        store=root / ".psmr",
+        store=Store.open().path,
     )["data"]
     assert len(whole["nodes"]) == 2001 and not whole["truncated"]
 
-    client = TestClient(create_app(root / ".psmr", hosts=["testserver"]))
+    client = TestClient(create_app(Store.open().path, hosts=["testserver"]))
     url: str | None = f"/ws/{workspace_id}/symbol?id=wide.hub"
     nodes, edges, pages = [], [], 0
     while url:
@@ -387,7 +388,7 @@ def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> No
 
 @pytest.fixture(scope="module")
 def client(shop: Path, workspace_id: str) -> TestClient:
-    return TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
+    return TestClient(create_app(Store.open().path, hosts=["testserver"]))
 
 
 def test_the_other_pages_show_what_their_operators_answer(
@@ -444,7 +445,7 @@ def test_the_delta_pages_show_what_was_recorded_and_change_nothing(
 ) -> None:
     """The list and each delta page read the records (validation as delta.validate stored it, never
     re-run); opening them writes neither a record nor a source file, and no page offers to apply."""
-    folder = shop / ".psmr" / "workspaces" / workspace_id / "deltas"
+    folder = Store.open().path / "workspaces" / workspace_id / "deltas"
     watched = sorted(folder.glob("*.json")) + sorted((shop / "shop").glob("*.py"))
     before = {p: p.read_bytes() for p in watched}
     base = f"/ws/{workspace_id}"
@@ -535,7 +536,7 @@ def test_a_delta_is_paged_by_continuation_tokens(
     concatenation is delta.describe's whole answer; the recorded summary heads page 1 only."""
     monkeypatch.setitem(BUDGETS, "delta", {"max_nodes": 2})
     whole = _ok(
-        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}, shop / ".psmr"
+        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}
     )
     url: str | None = f"/ws/{workspace_id}/delta?id={proposed['signature']}"
     kinds, files, pages = [], [], 0
@@ -560,7 +561,7 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
     root = tmp_path / "tree"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
     workspace_id = api.build_workspace(root)["workspace_id"]
-    store = root / ".psmr"
+    store = Store.open().path
     request = {
         "workspace_id": workspace_id,
         "intent": "a source for every login",
@@ -595,7 +596,7 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
     (folder / f".{delta_id}.json.1.tmp").write_text("{")
     listed = client.get(f"{base}/deltas")
     assert listed.status_code == 200 and list(_delta_rows(listed.text)) == [delta_id]
-    assert re.search(r'class="warning">[^<]*dl_00000000000a.json is not a readable', listed.text)
+    assert re.search(r'class="warning">[^<]*dl_00000000000a is left out', listed.text)
     damaged = client.get(f"{base}/delta", params={"id": "dl_00000000000a"})
     assert damaged.status_code == 404 and 'data-code="OBJECT_NOT_FOUND"' in damaged.text
 
@@ -736,7 +737,7 @@ def test_an_unknown_workspace_or_a_missing_store_is_a_404_page(shop: Path, tmp_p
     for path in ("/", "/workspaces", "/ws/ws_0123456789ab/"):
         answer = missing.get(path)
         assert answer.status_code == 404 and "there is no PSMR store at" in answer.text, path
-    present = TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
+    present = TestClient(create_app(Store.open().path, hosts=["testserver"]))
     for path in ("/ws/ws_0123456789ab/symbol?id=x", "/ws/..%2e/", "/ws/not-an-id/search?q=x"):
         answer = present.get(path)
         assert answer.status_code == 404 and 'data-code="WORKSPACE_NOT_FOUND"' in answer.text, path
@@ -747,7 +748,7 @@ def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path
     root = tmp_path / "tree"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
     workspace_id = api.build_workspace(root)["workspace_id"]
-    reader = WorkspaceReader(root / ".psmr", workspace_id)
+    reader = WorkspaceReader(Store.open().path, workspace_id)
     reader.call("workspace.describe", {}, budget={"max_nodes": 1})
     (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
     api.build_workspace(root)
