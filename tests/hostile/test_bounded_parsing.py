@@ -94,7 +94,7 @@ def test_a_parser_crash_is_an_error_reply(
 @pytest.mark.anyio
 async def test_the_server_answers_deep_and_huge_bodies_and_lives(kit: tuple[Path, Path, str]) -> None:
     root, _, _ = kit
-    # The server builds its own workspace of the root (into <root>/.psmr).
+    # The server builds its own workspace of the root (into the session's state folder).
     params = StdioServerParameters(
         command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(root)], cwd=root, env=dict(os.environ)
     )
