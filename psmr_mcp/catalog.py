@@ -467,7 +467,8 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "Writes the delta's files: only a delta that passed psmr_delta_validate and was previewed, only "
         "while every file still has the hash the preview saw (else CONFLICT_REQUIRES_REVIEW, nothing "
         "written), and only after validating it again itself on the files as they are now (else "
-        "VALIDATION_FAILED, nothing written); each file atomically, all restored if one fails, recorded "
+        "VALIDATION_FAILED, nothing written; so is a site to review psmr_delta_validate did not "
+        "accept); each file atomically, all restored if one fails, recorded "
         "in a hash-chained audit log. Needs the source-write capability: the server must be started "
         "with --allow-write ROOT covering the files, else CAPABILITY_DENIED. Next: psmr_run_tests, "
         "psmr_verify_rebuild. " + CONTINUE_HINT,

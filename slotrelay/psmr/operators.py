@@ -617,7 +617,8 @@ OPERATIONS.update(
         ),
         "projection.apply": _op(
             "Write a validated, previewed delta: validated again on the files as they are now (a recorded "
-            "validation is not trusted), atomically per file through checked folders of the granted root, "
+            "validation is not trusted; a site to review it did not accept is refused), atomically per "
+            "file through checked folders of the granted root, "
             "only while every file has the hash the preview saw, all files restored if one fails, "
             "recorded in a hash-chained audit log.",
             _DELTA_REQUEST,

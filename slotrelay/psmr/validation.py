@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
+import orjson
 
 from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.build import NotSource, Unanalysable, file_size_limit, read_source
@@ -549,6 +550,23 @@ def run_checks(ws: Workspace, store: Store, delta: dict[str, Any], operation: st
         "needs_review_count": len(review),
         "strings": sum(c.get("string_reference_count", 0) for c in checks),
     }
+
+
+def unaccepted(recorded: dict[str, Any] | None, result: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The sites to review that checks run again (`result`, from `run_checks`) list and the recorded
+    validation did not accept: every one, unless it accepted its sites; else those it did not list.
+
+    Returns:
+        The sites not accepted (those among the kept ones) and how many there are at least (more than
+        were accepted means new ones, listed or not).
+    """
+    if not result["needs_review_count"]:
+        return [], 0
+    if not recorded or not recorded.get("accepted_review"):
+        return list(result["needs_review"]), result["needs_review_count"]
+    accepted = {orjson.dumps(site, option=orjson.OPT_SORT_KEYS) for site in recorded["needs_review"]}
+    new = [s for s in result["needs_review"] if orjson.dumps(s, option=orjson.OPT_SORT_KEYS) not in accepted]
+    return new, max(len(new), result["needs_review_count"] - recorded["needs_review_count"])
 
 
 def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:

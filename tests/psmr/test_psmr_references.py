@@ -215,6 +215,46 @@ def test_a_name_something_else_defines_needs_review_and_can_be_accepted(tmp_path
     assert answer("projection.apply", request, store, grants=Grants.of(write_roots=[root]))["status"] == "ok"
 
 
+@pytest.mark.parametrize("accepted_before", [False, True])
+def test_apply_refuses_a_site_to_review_that_validate_did_not_see(
+    tmp_path: Path, accepted_before: bool
+) -> None:
+    """apply runs the checks again on the files as they are now: a call naming the old name written in
+    another file after validate (accepted sites or none) leaves a site nobody accepted, so nothing is
+    written until validate runs again."""
+    cache = "class Cache:\n    def get_or_retrieve(self, key):\n        return key\n"
+    extra = {"pkg__cache": cache} if accepted_before else {}
+    root, store, ws = workspace(tmp_path, pkg__other="def use(x):\n    return x\n", **extra)
+    # With a Cache carrying the name, Resolver.lookup's call is a site to review, accepted; without,
+    # it is edited and nothing is left to review.
+    edit = {"op": "edit_reference", **SITE, "name": "get_or_retrieve", "new_name": "fetch"}
+    delta = propose(store, ws, [RENAME] if accepted_before else [RENAME, edit])
+    request = {"workspace_id": ws, "delta_id": delta["delta_id"]}
+    validated = answer("delta.validate", {**request, "accept_review": accepted_before}, store)["data"]
+    assert validated["status"] == "validated" and validated["needs_review_count"] == int(accepted_before)
+    answer("projection.preview", request, store)
+    (root / "pkg/other.py").write_text("def use(x):\n    return x.get_or_retrieve(1)\n")
+
+    refused = answer("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
+    assert refused["error"]["code"] == "VALIDATION_FAILED", refused
+    assert "delta.validate did not accept" in refused["error"]["message"]
+    [site] = refused["data"]["needs_review"]
+    assert (site["file"], site["line"], site["text"]) == ("pkg/other.py", 2, "return x.get_or_retrieve(1)")
+    assert "get_or_retrieve" in (root / "pkg/registry.py").read_text()
+
+    # Validated again, the new site is listed; accepted, the apply writes.
+    again = answer("delta.validate", request, store)["data"]
+    assert again["status"] == "needs_review" and again["needs_review_count"] == 1 + int(accepted_before)
+    answer("delta.validate", {**request, "accept_review": True}, store)
+    applied = answer("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
+    assert applied["status"] == "ok", applied
+    described = answer("delta.describe", request, store)["data"]
+    assert described["status"] == "applied"
+    assert described["validation"]["accepted_review"]
+    assert described["validation"]["needs_review_count"] == 1 + int(accepted_before)
+    assert "strings" not in described["validation"]
+
+
 @pytest.mark.parametrize(
     ("constraint", "broken"),
     [
