@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 
-from slotrelay.psmr import envelope
+from slotrelay.psmr import envelope, request_limits
 from slotrelay.psmr.errors import (
     InvalidQuery,
     OperatorUnavailable,
@@ -38,6 +38,7 @@ def _validate(operation: str, request: Any) -> None:
     if not isinstance(request, dict):
         raise TypeMismatch(f"the request of {operation} must be a JSON object, got {type(request).__name__}")
     schema = OPERATIONS[operation]["input_schema"]
+    request_limits.check(operation, schema, request)
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(request))
     if error is None:
         return

@@ -261,6 +261,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
             "contracts",
             "impact_boundary",
             "known_defects",
+            "constraints",
         )
     ]
     recorded = _ok(
