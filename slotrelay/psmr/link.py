@@ -36,11 +36,13 @@ import builtins
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
+from slotrelay.psmr.buildbudget import BudgetExceeded, BuildBudget
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
 
 Value = tuple[str, Any]
@@ -210,9 +212,14 @@ class Linker:
         strict: bool = False,
         record: bool = False,
         like: Linker | None = None,
+        budget: BuildBudget | None = None,
     ) -> None:
-        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)."""
+        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)
+        and whose budget it spends; `budget`: what resolving may cost (none: no limit)."""
         self.strict = strict
+        if budget is None:
+            budget = like.budget if like is not None else BuildBudget(cpu_s=None, memory_bytes=None)
+        self.budget: BuildBudget = budget
         # Whether to keep the records an edit is replayed from (`relink`): what each evaluation
         # consulted, what each round bound. They add about a third to the time.
         self.record = record
@@ -283,6 +290,7 @@ class Linker:
         return self.memo.get(ref)
 
     def _compute(self, key: Any) -> frozenset[Value]:
+        self.budget.step()
         tag = key[0]
         if tag[0] != "@":
             result = frozenset(self._eval(key))
@@ -886,7 +894,7 @@ class Linker:
         # Computed once evaluation has settled, never in the middle of one, so that no result depends
         # on which ref was evaluated first.
         for module, index, site in self.sites:
-            with self._question(("@constructs", module, index)):
+            with self._question(("@constructs", module, index)), suppress(BudgetExceeded):
                 self.constructed_by[(module, index)] = self.constructs(site)
         return set().union(*self.constructed_by.values())
 
@@ -911,10 +919,17 @@ class Linker:
         asked = [(module, index) for module, index, _ in self.sites]
         for _ in range(MAX_ROUNDS if not self.strict else 0):
             bound = {}
-            for key in asked:
-                self.memo.begin(("@site", *key))
-                bound[key] = self.flow_arguments(self.site_at[key])
-                self.memo.end()
+            try:
+                for key in asked:
+                    self.memo.begin(("@site", *key))
+                    try:
+                        bound[key] = self.flow_arguments(self.site_at[key])
+                    finally:
+                        self.memo.end()
+            except BudgetExceeded:
+                # Argument flow stops with the rounds done: the sites resolve under their parameters.
+                self.pending.clear()
+                break
             if self.record:
                 self.rounds.append(bound)
                 self.round_readers.append(self.memo.readers())
@@ -937,10 +952,12 @@ class Linker:
         """The MRO and the subclasses of every class, before any argument flows (class order fixed)."""
         classes = sorted(q for q, info in self.defs.items() if info["kind"] == "class")
         for cls in classes:
-            self.mro(cls)
+            with suppress(BudgetExceeded):
+                self.mro(cls)
         for cls in classes:
-            for base in self.class_bases(cls):
-                self._children[base].append(cls)
+            with suppress(BudgetExceeded):
+                for base in self.class_bases(cls):
+                    self._children[base].append(cls)
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -1376,16 +1393,20 @@ class Linker:
         asked as the question `("@final", module, index)` of both linkers' memos."""
         site = self.site_at[(module, index)]
         with self._question(("@final", module, index)):
-            targets = self.targets(site)
-            if targets:
-                result.targets[(module, index)] = _certain(targets, self.strict_linker.targets(site))
-            else:
-                result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+            try:
+                targets = self.targets(site)
+                if targets:
+                    result.targets[(module, index)] = _certain(targets, self.strict_linker.targets(site))
+                else:
+                    result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+            except BudgetExceeded:
+                result.targets.pop((module, index), None)
+                result.unresolved[(module, index)] = BUDGET_REASON
 
     def resolve_implicit(self, module: str, index: int, result: LinkResult) -> None:
         """One implicit call (question `("@implicit", module, index)`)."""
         item = self.facts[module]["implicit"][index]
-        with self._question(("@implicit", module, index)):
+        with self._question(("@implicit", module, index)), suppress(BudgetExceeded):
             targets = self.implicit_targets(item)
             if targets:
                 result.implicit[(module, index)] = _certain(
@@ -1395,18 +1416,21 @@ class Linker:
     def resolve_class(self, qualname: str, result: LinkResult) -> None:
         """A class's MRO, bases in the tree and external bases (question `("@class", qualname)`)."""
         with self._question(("@class", qualname)):
-            result.mro[qualname] = self.mro(qualname)
-            result.bases[qualname] = self.class_bases(qualname)
-            result.external_bases[qualname] = self.external_bases(qualname)
+            result.mro[qualname], result.bases[qualname] = [qualname], []
+            with suppress(BudgetExceeded):
+                result.mro[qualname] = self.mro(qualname)
+                result.bases[qualname] = self.class_bases(qualname)
+                result.external_bases[qualname] = self.external_bases(qualname)
 
     def module_state(self, module: str) -> list[tuple[str, str, str, str, int]]:
         """The state one module's reads and writes touch (question `("@state", module)`)."""
         out = []
         with self._question(("@state", module)):
             for index, access in enumerate(self.facts[module]["state"]):
-                target = self.state_target(access)
-                if target:
-                    out.append((access["scope"], access["mode"], target, module, index))
+                with suppress(BudgetExceeded):
+                    target = self.state_target(access)
+                    if target:
+                        out.append((access["scope"], access["mode"], target, module, index))
         return out
 
     def finish(self, result: LinkResult) -> None:
