@@ -1,8 +1,9 @@
 """How much resolving a tree may cost: CPU seconds, memory, resolver steps.
 
 A build's resolution (`slotrelay.psmr.link.Linker`) takes one step per value it computes. A
-`BuildBudget` counts them and, every `CHECK_EVERY` steps, the process's CPU time since the build
-started and its resident memory. Once a limit is passed every further step raises `BudgetExceeded`:
+`BuildBudget` counts them and, every `CHECK_EVERY` steps and before each cycle of values is settled
+(where a step's own cost can hide), looks at the process's CPU time since the build started and its
+resident memory. Once a limit is passed every further step raises `BudgetExceeded`:
 what was computed stays, what was not is not guessed. The linker stops flowing arguments, and every
 call site whose resolution still needed a step becomes the unknown `budget_exceeded`; the build
 writes its workspace as usual, with a warning naming the limit. The defaults are far above what
@@ -70,10 +71,16 @@ class BuildBudget:
         if self.steps is not None and self.used > self.steps:
             self._exceed("steps")
         if self.used % CHECK_EVERY == 0:
-            if self.cpu_s is not None and time.process_time() - self._cpu_start > self.cpu_s:
-                self._exceed("cpu_s")
-            if self.memory_bytes is not None and resident_bytes() > self.memory_bytes:
-                self._exceed("memory_bytes")
+            self.look()
+
+    def look(self) -> None:
+        """Raise BudgetExceeded if the CPU time or the memory is past its limit (or one was before)."""
+        if self.exceeded is not None:
+            raise BudgetExceeded(self.exceeded)
+        if self.cpu_s is not None and time.process_time() - self._cpu_start > self.cpu_s:
+            self._exceed("cpu_s")
+        if self.memory_bytes is not None and resident_bytes() > self.memory_bytes:
+            self._exceed("memory_bytes")
 
     def _exceed(self, limit: str) -> None:
         self.exceeded = limit

@@ -239,7 +239,7 @@ class Linker:
         # What this round of argument flow binds (see `settle`): read by the next round only.
         self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         self.memo: CanonicalMemo[frozenset[Value]] = CanonicalMemo(
-            self._compute, self._on_cycle, CycleHeads()
+            self._compute, self._on_cycle, CycleHeads(self.budget.look)
         )
         self.memo.keep_past = record
         if record:
@@ -1546,7 +1546,10 @@ class CycleHeads:
     flow), and equal keys have equal texts (the resolver's keys hold no 1 where another holds True).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, look: Callable[[], None] = lambda: None) -> None:
+        # Called before each key is written out: the build's budget (`BuildBudget.look`), since a
+        # key's text is as large as the values it holds.
+        self._look = look
         self._texts: dict[Any, str] = {}
         # repr(key), or None for a key holding a set.
         self._plain: dict[Any, str | None] = {}
@@ -1565,6 +1568,7 @@ class CycleHeads:
         try:
             return self._plain[key]
         except KeyError:
+            self._look()
             text = repr(key)
             found = self._plain[key] = None if "{" in text else text
             return found
@@ -1572,6 +1576,7 @@ class CycleHeads:
     def _text(self, key: Any) -> str:
         text = self._texts.get(key)
         if text is None:
+            self._look()
             text = self._texts[key] = repr(_sorted_sets(key, self._sets))
         return text
 
