@@ -53,6 +53,12 @@ MAX_ROUNDS = 6
 MAX_VALUES = 16
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
+# How many containers frozen in a call context (`Linker._eval_in`) a value may hold one inside the
+# other. A recursive function that returns a container of its arguments and merges into their
+# elements (marshmallow's `merge_errors`: `return [errors1, errors2]`, `merge_errors(errors1[key],
+# val)`) nests one more at each call level `apply` follows, each level holding every combination of
+# the level below: a key of marshmallow's, written out, took 300 MB, and its build did not end.
+MAX_FROZEN_NESTING = 2
 # Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "map": ((0,), ()),
@@ -834,7 +840,7 @@ class Linker:
             return out
         if kind == "coll" and env:
             # The elements as they are in this context, frozen into the container.
-            refs = tuple(("vals", frozenset(self.eval_in(r, env, depth))) for r in ref[1])
+            refs = tuple(("vals", _frozen(self.eval_in(r, env, depth))) for r in ref[1])
             return {("coll", ("coll", refs, ref[2]))}
         if kind == "union":
             return {v for part in ref[1] for v in self.eval_in(part, env, depth)}
@@ -1524,6 +1530,25 @@ def ordered(items: Any) -> list[Any]:
         # Nothing to order: spare the repr of the one item (most refs denote one value).
         return list(items)
     return sorted(items, key=repr)
+
+
+def _frozen(values: set[Value]) -> frozenset[Value]:
+    """The element values a container frozen in a call context holds: more than MAX_VALUES, or
+    containers nested past MAX_FROZEN_NESTING, are too imprecise to draw edges from and become the
+    sentinel ("many", n), as a ref's values do."""
+    kept = {value for value in values if _nesting(value) < MAX_FROZEN_NESTING}
+    if len(kept) > MAX_VALUES:
+        return frozenset({("many", len(values))})
+    if len(kept) < len(values):
+        kept.add(("many", len(values) - len(kept)))
+    return frozenset(kept)
+
+
+def _nesting(value: Value) -> int:
+    """How many containers frozen in a call context a value is, one inside the other."""
+    if value[0] != "coll" or value[1][0] != "coll":
+        return 0
+    return 1 + max((_nesting(v) for ref in value[1][1] if ref[0] == "vals" for v in ref[1]), default=0)
 
 
 def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTarget]:
