@@ -37,8 +37,9 @@ Figures:
   callers that PSMR draws (what `analysis.impact` needs);
 - static, never observed: PSMR's edges in the same scope that the tests never made, all of them and
   those whose two ends both ran (the edge was possible and the tests exercised both ends, but never that
-  pair). A sample of the latter is written for a person to judge (`--audit N`, default 50) to
-  `psmr-runtime-audit.md` in the output folder, each with its call site's line;
+  pair). A sample of the latter is written for a person to judge (`--audit N`, default 50, shared
+  evenly by the packages) to `psmr-runtime-audit.md` in the output folder, each with its call sites'
+  lines, resolution and status;
 - the same figures for jedi (`Script.goto` at the end of each call's callee expression, `infer` where
   goto finds nothing, a class taken as its `__init__` as above);
 - PSMR's misses by category, from the call's line and the callee (see `miss_category`).
@@ -73,7 +74,7 @@ from rich.table import Table
 
 CACHE = Path.home() / ".cache" / "slotrelay" / "bench"
 TRACER = Path(__file__).with_name("psmr_runtime_trace.py")
-TEST_DEPS = ["pytest==9.2.0", "hypothesis==6.170.15", "pretend==1.0.9", "simplejson==4.3.0"]
+TEST_DEPS = ["pytest==9.2.0", "hypothesis==6.170.15", "pretend==1.0.9", "simplejson==4.3.0", "tomli-w==1.2.0"]
 TEST_TIMEOUT_S = 1800
 
 
@@ -167,14 +168,14 @@ def unpack(sdist: Path, into: Path) -> Path:
 
 
 def bench_venv() -> Path:
-    """The venv the test suites run in, with TEST_DEPS (made once, kept while they are unchanged)."""
+    """The venv the test suites run in, with TEST_DEPS (made once; installed into again when they change)."""
     venv = CACHE / "runtime-venv"
     python = venv / "bin" / "python"
     marker = venv / "deps.txt"
     wanted = "\n".join(TEST_DEPS)
-    if not python.exists() or not marker.exists() or marker.read_text() != wanted:
-        shutil.rmtree(venv, ignore_errors=True)
+    if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    if not marker.exists() or marker.read_text() != wanted:
         subprocess.run([str(python), "-m", "pip", "install", "-q", *TEST_DEPS], check=True)
         marker.write_text(wanted)
     return python
@@ -213,7 +214,11 @@ def trace(python: Path, tree: Path, package: Package, out: Path) -> dict[str, An
         timeout=TEST_TIMEOUT_S,
         stdout=subprocess.DEVNULL,
     )
-    return json.loads(out.read_text())
+    seen = json.loads(out.read_text())
+    if seen["pytest_status"] not in (0, 1):
+        # 0: all passed, 1: some failed; anything else means the suite did not run (a collection error).
+        raise SystemExit(f"{package.name}'s tests did not run (pytest exit {seen['pytest_status']})")
+    return seen
 
 
 # naming code
@@ -663,7 +668,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("packages", nargs="*", help="names from PACKAGES (default: all)")
     parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--audit", type=int, default=50, help="never-observed edges sampled per package")
+    parser.add_argument("--audit", type=int, default=50, help="never-observed edges to sample, in all")
     parser.add_argument("--no-jedi", action="store_true", help="skip the reference tool")
     args = parser.parse_args()
     chosen = [p for p in PACKAGES if not args.packages or p.name in args.packages]
@@ -673,7 +678,8 @@ def main() -> None:
     with Progress(console=console, transient=True) as progress:
         for package in chosen:
             with tempfile.TemporaryDirectory(prefix=f"psmr-runtime-{package.name}-") as work:
-                rows.append(measure(package, python, Path(work), args.audit, not args.no_jedi, progress))
+                share = -(-args.audit // len(chosen))
+                rows.append(measure(package, python, Path(work), share, not args.no_jedi, progress))
     table = Table(title=f"PSMR's call edges against the edges the tests made ({datetime.now(UTC):%Y-%m-%d})")
     for column in (
         "package",
