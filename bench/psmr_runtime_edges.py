@@ -7,8 +7,8 @@ For each package (pinned below, all typed and pure Python, with a pytest suite o
 1. its sdist is fetched with pip (`pip download --no-binary :all:`) into ~/.cache/slotrelay/bench/sdists,
    checked against the sha256 pinned here, and unpacked into a temporary folder (nothing of it is
    committed);
-2. its test dependencies (pinned in TEST_DEPS) go into one bench venv, kept in
-   ~/.cache/slotrelay/bench/runtime-venv while TEST_DEPS is unchanged;
+2. its test dependencies (pinned in TEST_DEPS) go into a bench venv, kept in
+   ~/.cache/slotrelay/bench/runtime-venv-<digest of TEST_DEPS>;
 3. its test suite runs in that venv, from the unpacked tree (PYTHONPATH), under the profile hook of
    `bench/psmr_runtime_trace.py`, which records every caller -> callee pair whose callee is the
    package's code and whose caller is the package's or its tests' ("observed edges");
@@ -168,14 +168,14 @@ def unpack(sdist: Path, into: Path) -> Path:
 
 
 def bench_venv() -> Path:
-    """The venv the test suites run in, with TEST_DEPS (made once; installed into again when they change)."""
-    venv = CACHE / "runtime-venv"
+    """The venv the test suites run in, with TEST_DEPS: one per set of pins, named by their digest, so
+    that benches of other pins (another checkout) never change it under a running one."""
+    wanted = "\n".join(TEST_DEPS)
+    venv = CACHE / f"runtime-venv-{hashlib.sha256(wanted.encode()).hexdigest()[:12]}"
     python = venv / "bin" / "python"
     marker = venv / "deps.txt"
-    wanted = "\n".join(TEST_DEPS)
-    if not python.exists():
+    if not marker.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    if not marker.exists() or marker.read_text() != wanted:
         subprocess.run([str(python), "-m", "pip", "install", "-q", *TEST_DEPS], check=True)
         marker.write_text(wanted)
     return python
