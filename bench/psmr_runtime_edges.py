@@ -28,7 +28,8 @@ constructor call to the class: it counts as a call of the `__init__` the class's
 tree (not of `__new__`, which PSMR does not draw). Observed edges to a class body or a module (class
 statements and imports running) are definitions, not calls, and are left out. An observed frame PSMR
 has no node for (a function defined twice under `if`, code generated with `exec`) is counted as
-unmapped and left out.
+unmapped and left out. Which frame is a generator's caller, and a call made through the standard
+library's own code (contextlib, `functools.cached_property`) is whose: see `psmr_runtime_trace.py`.
 
 Figures:
 
