@@ -36,11 +36,13 @@ import builtins
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
+from slotrelay.psmr.buildbudget import BudgetExceeded, BuildBudget
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
 
 Value = tuple[str, Any]
@@ -51,6 +53,12 @@ MAX_ROUNDS = 6
 MAX_VALUES = 16
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
+# How many containers frozen in a call context (`Linker._eval_in`) a value may hold one inside the
+# other. A recursive function that returns a container of its arguments and merges into their
+# elements (marshmallow's `merge_errors`: `return [errors1, errors2]`, `merge_errors(errors1[key],
+# val)`) nests one more at each call level `apply` follows, each level holding every combination of
+# the level below: a key of marshmallow's, written out, took 300 MB, and its build did not end.
+MAX_FROZEN_NESTING = 2
 # Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "map": ((0,), ()),
@@ -210,9 +218,14 @@ class Linker:
         strict: bool = False,
         record: bool = False,
         like: Linker | None = None,
+        budget: BuildBudget | None = None,
     ) -> None:
-        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)."""
+        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)
+        and whose budget it spends; `budget`: what resolving may cost (none: no limit)."""
         self.strict = strict
+        if budget is None:
+            budget = like.budget if like is not None else BuildBudget(cpu_s=None, memory_bytes=None)
+        self.budget: BuildBudget = budget
         # Whether to keep the records an edit is replayed from (`relink`): what each evaluation
         # consulted, what each round bound. They add about a third to the time.
         self.record = record
@@ -232,7 +245,7 @@ class Linker:
         # What this round of argument flow binds (see `settle`): read by the next round only.
         self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         self.memo: CanonicalMemo[frozenset[Value]] = CanonicalMemo(
-            self._compute, self._on_cycle, CycleHeads()
+            self._compute, self._on_cycle, CycleHeads(self.budget.look)
         )
         self.memo.keep_past = record
         if record:
@@ -283,6 +296,7 @@ class Linker:
         return self.memo.get(ref)
 
     def _compute(self, key: Any) -> frozenset[Value]:
+        self.budget.step()
         tag = key[0]
         if tag[0] != "@":
             result = frozenset(self._eval(key))
@@ -826,7 +840,7 @@ class Linker:
             return out
         if kind == "coll" and env:
             # The elements as they are in this context, frozen into the container.
-            refs = tuple(("vals", frozenset(self.eval_in(r, env, depth))) for r in ref[1])
+            refs = tuple(("vals", _frozen(self.eval_in(r, env, depth))) for r in ref[1])
             return {("coll", ("coll", refs, ref[2]))}
         if kind == "union":
             return {v for part in ref[1] for v in self.eval_in(part, env, depth)}
@@ -886,7 +900,7 @@ class Linker:
         # Computed once evaluation has settled, never in the middle of one, so that no result depends
         # on which ref was evaluated first.
         for module, index, site in self.sites:
-            with self._question(("@constructs", module, index)):
+            with self._question(("@constructs", module, index)), suppress(BudgetExceeded):
                 self.constructed_by[(module, index)] = self.constructs(site)
         return set().union(*self.constructed_by.values())
 
@@ -911,10 +925,17 @@ class Linker:
         asked = [(module, index) for module, index, _ in self.sites]
         for _ in range(MAX_ROUNDS if not self.strict else 0):
             bound = {}
-            for key in asked:
-                self.memo.begin(("@site", *key))
-                bound[key] = self.flow_arguments(self.site_at[key])
-                self.memo.end()
+            try:
+                for key in asked:
+                    self.memo.begin(("@site", *key))
+                    try:
+                        bound[key] = self.flow_arguments(self.site_at[key])
+                    finally:
+                        self.memo.end()
+            except BudgetExceeded:
+                # Argument flow stops with the rounds done: the sites resolve under their parameters.
+                self.pending.clear()
+                break
             if self.record:
                 self.rounds.append(bound)
                 self.round_readers.append(self.memo.readers())
@@ -937,10 +958,12 @@ class Linker:
         """The MRO and the subclasses of every class, before any argument flows (class order fixed)."""
         classes = sorted(q for q, info in self.defs.items() if info["kind"] == "class")
         for cls in classes:
-            self.mro(cls)
+            with suppress(BudgetExceeded):
+                self.mro(cls)
         for cls in classes:
-            for base in self.class_bases(cls):
-                self._children[base].append(cls)
+            with suppress(BudgetExceeded):
+                for base in self.class_bases(cls):
+                    self._children[base].append(cls)
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -1376,16 +1399,20 @@ class Linker:
         asked as the question `("@final", module, index)` of both linkers' memos."""
         site = self.site_at[(module, index)]
         with self._question(("@final", module, index)):
-            targets = self.targets(site)
-            if targets:
-                result.targets[(module, index)] = _certain(targets, self.strict_linker.targets(site))
-            else:
-                result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+            try:
+                targets = self.targets(site)
+                if targets:
+                    result.targets[(module, index)] = _certain(targets, self.strict_linker.targets(site))
+                else:
+                    result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+            except BudgetExceeded:
+                result.targets.pop((module, index), None)
+                result.unresolved[(module, index)] = BUDGET_REASON
 
     def resolve_implicit(self, module: str, index: int, result: LinkResult) -> None:
         """One implicit call (question `("@implicit", module, index)`)."""
         item = self.facts[module]["implicit"][index]
-        with self._question(("@implicit", module, index)):
+        with self._question(("@implicit", module, index)), suppress(BudgetExceeded):
             targets = self.implicit_targets(item)
             if targets:
                 result.implicit[(module, index)] = _certain(
@@ -1395,18 +1422,21 @@ class Linker:
     def resolve_class(self, qualname: str, result: LinkResult) -> None:
         """A class's MRO, bases in the tree and external bases (question `("@class", qualname)`)."""
         with self._question(("@class", qualname)):
-            result.mro[qualname] = self.mro(qualname)
-            result.bases[qualname] = self.class_bases(qualname)
-            result.external_bases[qualname] = self.external_bases(qualname)
+            result.mro[qualname], result.bases[qualname] = [qualname], []
+            with suppress(BudgetExceeded):
+                result.mro[qualname] = self.mro(qualname)
+                result.bases[qualname] = self.class_bases(qualname)
+                result.external_bases[qualname] = self.external_bases(qualname)
 
     def module_state(self, module: str) -> list[tuple[str, str, str, str, int]]:
         """The state one module's reads and writes touch (question `("@state", module)`)."""
         out = []
         with self._question(("@state", module)):
             for index, access in enumerate(self.facts[module]["state"]):
-                target = self.state_target(access)
-                if target:
-                    out.append((access["scope"], access["mode"], target, module, index))
+                with suppress(BudgetExceeded):
+                    target = self.state_target(access)
+                    if target:
+                        out.append((access["scope"], access["mode"], target, module, index))
         return out
 
     def finish(self, result: LinkResult) -> None:
@@ -1502,6 +1532,25 @@ def ordered(items: Any) -> list[Any]:
     return sorted(items, key=repr)
 
 
+def _frozen(values: set[Value]) -> frozenset[Value]:
+    """The element values a container frozen in a call context holds: more than MAX_VALUES, or
+    containers nested past MAX_FROZEN_NESTING, are too imprecise to draw edges from and become the
+    sentinel ("many", n), as a ref's values do."""
+    kept = {value for value in values if _nesting(value) < MAX_FROZEN_NESTING}
+    if len(kept) > MAX_VALUES:
+        return frozenset({("many", len(values))})
+    if len(kept) < len(values):
+        kept.add(("many", len(values) - len(kept)))
+    return frozenset(kept)
+
+
+def _nesting(value: Value) -> int:
+    """How many containers frozen in a call context a value is, one inside the other."""
+    if value[0] != "coll" or value[1][0] != "coll":
+        return 0
+    return 1 + max((_nesting(v) for ref in value[1][1] if ref[0] == "vals" for v in ref[1]), default=0)
+
+
 def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTarget]:
     """The targets, each one the strict linker does not find (it needs argument flow) made heuristic."""
     sure = {t.target for t in strict}
@@ -1522,7 +1571,10 @@ class CycleHeads:
     flow), and equal keys have equal texts (the resolver's keys hold no 1 where another holds True).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, look: Callable[[], None] = lambda: None) -> None:
+        # Called before each key is written out: the build's budget (`BuildBudget.look`), since a
+        # key's text is as large as the values it holds.
+        self._look = look
         self._texts: dict[Any, str] = {}
         # repr(key), or None for a key holding a set.
         self._plain: dict[Any, str | None] = {}
@@ -1541,6 +1593,7 @@ class CycleHeads:
         try:
             return self._plain[key]
         except KeyError:
+            self._look()
             text = repr(key)
             found = self._plain[key] = None if "{" in text else text
             return found
@@ -1548,6 +1601,7 @@ class CycleHeads:
     def _text(self, key: Any) -> str:
         text = self._texts.get(key)
         if text is None:
+            self._look()
             text = self._texts[key] = repr(_sorted_sets(key, self._sets))
         return text
 
