@@ -42,6 +42,7 @@ from operator import itemgetter
 from typing import Any
 
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
+from slotrelay.psmr.typerefs import BUILTIN_DUNDERS
 
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -75,6 +76,10 @@ PROTOCOLS = {
     "with": ("__enter__", "__exit__"),
     "awith": ("__aenter__", "__aexit__"),
 }
+# Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
+ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "sub", "iter", "narrow"})
+# What a parameter's binding adds besides the arguments: what its annotation or pytest states.
+STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
 MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
 RESOLVED_STATUS = {
@@ -83,6 +88,9 @@ RESOLVED_STATUS = {
     "self_mro": "confirmed",
     "constructor": "confirmed",
     "implicit": "confirmed",
+    "annotation": "confirmed",
+    "attribute": "confirmed",
+    "fixture": "confirmed",
     "heuristic": "heuristic",
     "inference": "inferred",
 }
@@ -192,6 +200,14 @@ class _Tables:
             for name, refs in names.items()
             if any(r[0] == "prop" for r in refs)
         }
+        # The dunders some class of the tree defines, and whether one declares a metaclass: an
+        # operator or a constructor looks further only then.
+        self.dunder_names = {
+            q.rsplit(".", 1)[1]
+            for q, d in self.defs.items()
+            if d["kind"] == "method" and q.endswith("__") and q.rsplit(".", 1)[1].startswith("__")
+        }
+        self.metaclasses = any("metaclass" in d for d in self.defs.values())
 
 
 class Linker:
@@ -228,6 +244,8 @@ class Linker:
         self.sites = self.tables.sites
         self.site_at = self.tables.site_at
         self.property_names = self.tables.property_names
+        self.dunder_names = self.tables.dunder_names
+        self.metaclasses = self.tables.metaclasses
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         # What this round of argument flow binds (see `settle`): read by the next round only.
         self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
@@ -271,6 +289,7 @@ class Linker:
         self._binding_refs: dict[Any, tuple[Any, ...]] = {}
         self._binding_kinds: dict[Any, frozenset[str]] = {}
         self._state_targets: dict[Any, str | None] = {}
+        self._abstract: dict[Any, bool] = {}
         # The values settled without reading a parameter (see `settle`), for the strict linker.
         self.param_free: dict[Any, frozenset[Value]] = {}
 
@@ -324,6 +343,8 @@ class Linker:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
+                elif value[0] == "def" and self.scopes.get(value[1], {}).get("overloads"):
+                    out |= self.overload_result(value[1], ref[2], ref[3])
                 elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
                     out |= self.result_on(value[1], self.eval(ref[1][1]))
                 elif value[0] == "def" and self.returns_argument(value[1]):
@@ -343,6 +364,14 @@ class Linker:
             return {("coll", ref)}
         if kind == "narrow":
             return self.narrow(self.eval(ref[1]), ref[2])
+        if kind == "typed":
+            return set(self.eval(ref[1]))
+        if kind == "op":
+            return self.operator_result(ref[1])
+        if kind == "narrowcls":
+            return self.narrow_classes(self.eval(ref[1]), ref[2])
+        if kind == "fixture":
+            return self.fixture_value(ref[1], ref[2])
         if kind == "prop":
             return {("prop", ref[1])}
         if kind == "vals":
@@ -443,6 +472,142 @@ class Linker:
                 else:
                     return None
         return tree, foreign
+
+    def declared(self, annotated: Any, found: set[Value] | frozenset[Value] = frozenset()) -> set[Value]:
+        """The values a return annotation declares, less the classes `found` already covers with a
+        subclass (a body returning `Sub()` under `-> Base` returns a Sub)."""
+        if annotated is None:
+            return set()
+        stated = self.eval(annotated)
+        known = {v[1] for v in found if v[0] == "inst"}
+        return {
+            v
+            for v in stated
+            if not (v[0] == "inst" and any(v[1] in self.mro(k) for k in known))
+        }
+
+    def defines_dunder(self, names: Any) -> bool:
+        """Whether some class of the tree defines one of these dunders (recorded as used)."""
+        if self.record:
+            for name in names:
+                self.memo.use(("dunder", name))
+        return any(name in self.dunder_names for name in names)
+
+    def operator_result(self, operands: Any) -> set[Value]:
+        """What an operator returns: what the dunder of the first operand whose class has one returns."""
+        for receiver, names in operands:
+            if not self.defines_dunder(names):
+                continue
+            out: set[Value] = set()
+            for method in self.operator_methods(self.eval(receiver), names):
+                out |= self.call_result(("def", method))
+            if out:
+                return out
+        return set()
+
+    def operator_methods(self, values: frozenset[Value], names: Any) -> list[str]:
+        """For the instances among values, the first of the dunders named their class defines."""
+        out = []
+        for value in ordered(values):
+            if value[0] != "inst":
+                continue
+            for name in names:
+                method = self.find_method(value[1], name)
+                if method:
+                    out.append(method)
+                    break
+        return out
+
+    def is_class(self, value: Value) -> bool:
+        """Whether a value is a class of the tree."""
+        return value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class"
+
+    def narrow_classes(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
+        """The classes that pass `issubclass(value, classes)`; the tree's classes named when none of
+        the values is known to."""
+        classes = self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        tree, foreign = classes
+        out = {
+            v
+            for v in values
+            if (self.is_class(v) and tree & set(self.mro(v[1]))) or (foreign and v[0] != "def")
+        }
+        return out or {("def", c) for c in tree}
+
+    def fixture_value(self, module: str, name: str) -> set[Value]:
+        """What the pytest fixture `name` gives a test (or fixture) of module: the nearest fixture of
+        that name (the module's own, then each conftest.py from the module's package up), called
+        (for a generator fixture, what it yields)."""
+        parts = module.split(".")
+        conftests = [".".join([*parts[:cut], "conftest"]) for cut in range(len(parts) - 1, -1, -1)]
+        for place in [module, *conftests]:
+            if place not in self.modules:
+                continue
+            fixtures = [v for v in self.module_attr(place, name) if v[0] == "def" and self.is_fixture(v[1])]
+            if fixtures:
+                out: set[Value] = set()
+                for fixture in ordered(fixtures):
+                    for result in self.call_result(fixture):
+                        out |= self.elements(result) if result[0] == "gen" else {result}
+                return out
+        return set()
+
+    def is_fixture(self, func: str) -> bool:
+        """Whether a function is decorated as a pytest fixture."""
+        return any("fixture" in d for d in self.defs.get(func, {}).get("decorators", ()))
+
+    def overload_result(self, func: str, args: Any, kwargs: Any) -> set[Value]:
+        """What a call of an `@overload`ed function returns: the return types of the overloads the
+        arguments can select (by their annotations), or of all of them and the implementation's
+        when the arguments cannot tell them apart."""
+        overloads = self.scopes[func]["overloads"]
+        # Each overload: [its parameters, what it returns] (see `extract`).
+        kept = [o for o in overloads if self.overload_fits(o[0], args, kwargs) is not False]
+        if not kept or len(kept) == len(overloads):
+            return self.call_result(("def", func))
+        out: set[Value] = set()
+        for _, returns in kept:
+            if returns is not None:
+                out |= self.eval(returns)
+        return out
+
+    def overload_fits(self, params: Any, args: Any, kwargs: Any) -> bool | None:
+        """Whether an overload's annotations admit the arguments (None: no argument tells)."""
+        verdict: bool | None = None
+        by_name = {p[1]: p for p in params}
+        given = [(params[i] if i < len(params) else None, a) for i, a in enumerate(args)]
+        given += [(by_name.get(k), a) for k, a in kwargs]
+        for param, arg in given:
+            if param is None or param[2] is None:
+                continue
+            kinds = self.argument_kinds(arg)
+            if kinds is None:
+                continue
+            admitted = self.checkable_classes(param[2])
+            if admitted is None:
+                continue
+            tree, _ = admitted
+            named = {v[1] for r in param[2] for v in self.eval(r) if v[0] == "builtin"}
+            ok = any(
+                (kind == "inst" and tree & set(self.mro(subject))) or (kind == "builtin" and subject in named)
+                for kind, subject in kinds
+            )
+            if not ok:
+                return False
+            verdict = True
+        return verdict
+
+    def argument_kinds(self, arg: Any) -> set[tuple[str, str]] | None:
+        """What an argument is, as far as overloads tell them apart: instances of the tree's classes
+        ("inst", class) and builtin constants ("builtin", "int"/"str"); None when not known."""
+        if arg[0] == "const":
+            return {("builtin", type(arg[1]).__name__)}
+        values = self.eval(arg)
+        if not values or any(v[0] != "inst" for v in values):
+            return None
+        return {("inst", v[1]) for v in values}
 
     def builtin_result(self, name: str, args: Any) -> set[Value]:
         """What calling a builtin returns, where it is one of the tree's values: `next(it)`, `list(xs)`..."""
@@ -722,7 +887,7 @@ class Linker:
             out: set[Value] = set()
             for r in scope.get("returns", []):
                 out |= self.eval(r)
-            return out
+            return out | self.declared(scope.get("annotated"), out)
         if kind == "inst":
             out = set()
             for method in self.class_attr(subject, "__call__", instance=True):
@@ -863,7 +1028,7 @@ class Linker:
                     out |= env["kwargs"][name]
                 elif default is not None:
                     out |= self.eval(default)
-            elif r[0] != "annot":
+            elif r[0] not in STATED_KINDS:
                 out |= self.eval_in(r, env, depth)
         return out
 
@@ -990,6 +1155,8 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
+        if resolution == "attribute" and len(self.receiver_classes(callee[1])) > 1:
+            resolution = "heuristic"
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
         for value in ordered(values):
@@ -998,20 +1165,45 @@ class Linker:
                 if self.fits(target, site, offset):
                     found.setdefault(target.target, target)
             if value[0] == "builtin":
-                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else.
+                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else,
+                # and the dunder of its argument it stands for (`len(x)`: x.__len__).
                 for arg in ordered(self.called_arguments(value[1], site)):
                     for v in ordered(self.eval(arg)):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
-        if callee[0] == "attr" and not self.strict:
-            dispatched = (
-                self.sibling_supers(callee[1][1], callee[2])
-                if callee[1][0] == "super"
-                else self.overrides(callee[1], callee[2], found)
-            )
-            for method in dispatched:
+                names = BUILTIN_DUNDERS.get(value[1])
+                if names and site["args"] and self.defines_dunder(names):
+                    subject = site["args"][0]
+                    how = "heuristic" if self.resolution(("attr", subject, "")) == "heuristic" else "implicit"
+                    for method in self.operator_methods(self.eval(subject), names):
+                        found.setdefault(method, CallTarget(method, "method", how))
+        if not self.strict:
+            for method in self.dispatched(callee, found):
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
+
+    def dispatched(self, callee: Any, found: dict[str, CallTarget]) -> list[str]:
+        """The methods a call may reach through dispatch, beyond what its receiver denotes: a
+        sibling's for `super().m()`, the overrides in subclasses for `self.m()`, a receiver its
+        annotation declares, or a method that is abstract (a Protocol's, an ABC's, a stub); for
+        `c()` where `issubclass(c, C)` holds, the constructors of C's subclasses."""
+        if callee[0] == "narrowcls":
+            out = []
+            for value in ordered(self.eval(callee)):
+                if value[0] == "def":
+                    for sub in self.subclasses(value[1]):
+                        made = self.value_targets(("def", sub), "heuristic")
+                        out += [t.target for t in made if t.kind == "method"]
+            return sorted(set(out) - found.keys())
+        if callee[0] != "attr":
+            return []
+        if callee[1][0] == "super":
+            return self.sibling_supers(callee[1][1], callee[2])
+        return self.overrides(callee[1], callee[2], found)
+
+    def receiver_classes(self, receiver: Any) -> set[Any]:
+        """The classes (or modules) a receiver's values belong to, for telling one from several."""
+        return {v[1] for v in self.eval(receiver) if v[0] in ("inst", "def", "super", "mod", "extinst")}
 
     @staticmethod
     def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
@@ -1060,7 +1252,10 @@ class Linker:
         Only subclasses the tree instantiates count; a hierarchy the tree never instantiates (a
         library's, instantiated by its users) dispatches to every override.
         """
-        if receiver[0] != "name" or self.binding_kinds(receiver) != {"self"}:
+        declared = receiver[0] == "name" and (
+            self.binding_kinds(receiver) == {"self"} or "typed" in self.binding_kinds(receiver)
+        )
+        if not declared and not any(self.is_abstract(t.target) for t in found.values()):
             return []
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
         out = set()
@@ -1074,6 +1269,23 @@ class Linker:
                 if method and method not in found:
                     out.add(method)
         return sorted(out)
+
+    def is_abstract(self, method: str) -> bool:
+        """Whether a method only declares what subclasses implement: `@abstractmethod`, a stub body
+        (`...`, `pass`, `raise NotImplementedError`), or a method of a Protocol (cached)."""
+        abstract: bool = self._cached(
+            self._abstract, ("@abstract", method), lambda: self._is_abstract(method)
+        )
+        return abstract
+
+    def _is_abstract(self, method: str) -> bool:
+        info = self.defs.get(method, {})
+        if info.get("kind") != "method":
+            return False
+        if info.get("stub") or any(d.endswith("abstractmethod") for d in info.get("decorators", [])):
+            return True
+        owner = info.get("parent", "")
+        return any(b.endswith(".Protocol") for b in self.external_bases(owner))
 
     def is_constructed(self, cls: str) -> bool:
         """Whether the tree instantiates a class somewhere (known once argument flow has settled)."""
@@ -1090,12 +1302,20 @@ class Linker:
                 self.memo.use(("property", item["name"]))
             if item["name"] not in self.property_names:
                 return []
+        if kind == "op" and not self.defines_dunder(item["name"]):
+            return []
         resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
                 method = self.property_of(value, item["name"])
                 targets = [CallTarget(method, "method", resolution)] if method else []
+            elif kind == "op":
+                methods = self.operator_methods(frozenset({value}), item["name"])
+                targets = [CallTarget(m, "method", resolution) for m in methods]
+            elif kind == "classdef":
+                methods = self.class_statement_methods(value[1])
+                targets = [CallTarget(m, "method", "implicit") for m in methods]
             elif kind == "raise":
                 if value[0] == "builtin" and value[1] in BUILTIN_EXCEPTIONS:
                     targets = self.value_targets(value, resolution)
@@ -1108,6 +1328,32 @@ class Linker:
             for target in targets:
                 found.setdefault(target.target, target)
         return sorted(found.values(), key=lambda t: t.target)
+
+    def metaclass(self, cls: str) -> str | None:
+        """The tree's class that is cls's metaclass (declared on cls or a base), if any."""
+        if self.record:
+            self.memo.use(("metaclasses",))
+        if not self.metaclasses:
+            return None
+        for klass in self.mro(cls):
+            ref = self.defs.get(klass, {}).get("metaclass")
+            if ref is not None:
+                found = [v[1] for v in ordered(self.eval(ref)) if self.is_class(v)]
+                return found[0] if found else None
+        return None
+
+    def class_statement_methods(self, cls: str) -> list[str]:
+        """What a class statement runs of the tree: its metaclass's `__new__` and `__init__`, and the
+        `__init_subclass__` next after the class in its MRO."""
+        out = []
+        meta = self.metaclass(cls)
+        if meta is not None:
+            out += [m for m in (self.find_method(meta, "__new__"), self.find_method(meta, "__init__")) if m]
+        for klass in self.mro(cls)[1:]:
+            if f"{klass}.__init_subclass__" in self.defs:
+                out.append(f"{klass}.__init_subclass__")
+                break
+        return out
 
     def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
         """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
@@ -1160,10 +1406,15 @@ class Linker:
             if info is None:
                 return []
             if info["kind"] == "class":
-                init = self.find_method(subject, "__init__")
                 out = [CallTarget(subject, "class", "constructor")]
-                if init:
-                    out.append(CallTarget(init, "method", "constructor"))
+                # A metaclass's __call__ runs the construction, __new__ makes the instance, __init__
+                # sets it up.
+                meta = self.metaclass(subject)
+                called = self.find_method(meta, "__call__") if meta else None
+                made = self.find_method(subject, "__new__")
+                for method in (called, made, self.find_method(subject, "__init__")):
+                    if method:
+                        out.append(CallTarget(method, "method", "constructor"))
                 return out
             return [CallTarget(subject, info["kind"], resolution)]
         if kind == "inst":
@@ -1191,6 +1442,10 @@ class Linker:
             first = self.binding_kinds(callee)
             if first & {"imp", "from"}:
                 return "import"
+            if "typed" in first:
+                return "annotation"
+            if "fixture" in first:
+                return "fixture"
             if "param" in first:
                 return "heuristic"
             if "call" in first:
@@ -1206,11 +1461,19 @@ class Linker:
                     return "self_mro"
                 if first & {"imp", "from"}:
                     return "import"
+                if "typed" in first:
+                    return "annotation"
+                if "fixture" in first:
+                    return "fixture"
                 if "call" in first:
                     return "constructor"
                 if first & {"def", "deco"}:
                     return "lexical"
-            return "heuristic"
+                return "attribute" if first and first <= ATTRIBUTE_KINDS else "heuristic"
+            # An attribute of an attribute, of a call's or an operator's result, of an element: what
+            # the code binds there (certain when the strict linker finds it too, and the receiver is
+            # of one class).
+            return "attribute" if base[0] in ATTRIBUTE_KINDS else "heuristic"
         return "heuristic"
 
     def binding_scope(self, name_ref: Any) -> str | None:
@@ -1259,7 +1522,7 @@ class Linker:
             kinds = self.binding_kinds(callee)
             if not kinds:
                 return "unresolved_name"
-            if "param" in kinds and kinds <= {"param", "unk", "annot"}:
+            if "param" in kinds and kinds <= {"param", "unk", *STATED_KINDS}:
                 return "parameter_call"
             if kinds == {"varargs"}:
                 return "variadic_parameter"
