@@ -667,6 +667,9 @@ class FileExtractor(ast.NodeVisitor):
         forward, reflected = BINARY_DUNDERS[type(node.op)]
         in_place = forward.replace("__", "__i", 1)
         self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node)
+        if isinstance(node.target, ast.Subscript):
+            # `x[k] += v` reads x[k] and writes it back.
+            self._operator([(node.target.value, ("__getitem__",)), (node.target.value, ("__setitem__",))], node)
         self._access(node.target, "read", node)
         self._access(node.target, "write", node)
         if isinstance(node.target, ast.Attribute):

@@ -562,16 +562,20 @@ class Linker:
         """What a call of an `@overload`ed function returns: the return types of the overloads the
         arguments can select (by their annotations), or of all of them and the implementation's
         when the arguments cannot tell them apart."""
-        overloads = self.scopes[func]["overloads"]
-        # Each overload: [its parameters, what it returns] (see `extract`).
-        kept = [o for o in overloads if self.overload_fits(o[0], args, kwargs) is not False]
-        if not kept or len(kept) == len(overloads):
-            return self.call_result(("def", func))
+        # Each overload: [its parameters, what it returns] (see `extract`). The first whose
+        # annotations admit the arguments is the one called; one the arguments cannot tell may be.
+        kept = []
+        for params, returns in self.scopes[func]["overloads"]:
+            fit = self.overload_fits(params, args, kwargs)
+            if fit is not False:
+                kept.append(returns)
+            if fit:
+                break
         out: set[Value] = set()
-        for _, returns in kept:
+        for returns in kept:
             if returns is not None:
                 out |= self.eval(returns)
-        return out
+        return out or self.call_result(("def", func))
 
     def overload_fits(self, params: Any, args: Any, kwargs: Any) -> bool | None:
         """Whether an overload's annotations admit the arguments (None: no argument tells)."""
@@ -585,13 +589,18 @@ class Linker:
             kinds = self.argument_kinds(arg)
             if kinds is None:
                 continue
+            named = {v for r in param[2] for v in self.eval(r)}
+            if ("builtin", "object") in named:
+                verdict = True
+                continue
             admitted = self.checkable_classes(param[2])
             if admitted is None:
                 continue
             tree, _ = admitted
-            named = {v[1] for r in param[2] for v in self.eval(r) if v[0] == "builtin"}
+            outside = {v[1].rsplit(".", 1)[-1] for v in named if v[0] in ("builtin", "ext")}
             ok = any(
-                (kind == "inst" and tree & set(self.mro(subject))) or (kind == "builtin" and subject in named)
+                (kind == "inst" and tree & set(self.mro(subject)))
+                or (kind != "inst" and subject.rsplit(".", 1)[-1] in outside)
                 for kind, subject in kinds
             )
             if not ok:
@@ -604,10 +613,15 @@ class Linker:
         ("inst", class) and builtin constants ("builtin", "int"/"str"); None when not known."""
         if arg[0] == "const":
             return {("builtin", type(arg[1]).__name__)}
+        if arg[0] == "call":
+            # `date(2018, 7, 22)`: an instance of what an external name called makes.
+            made = self.eval(arg[1])
+            if made and all(v[0] == "ext" for v in made):
+                return {("extinst", v[1]) for v in made}
         values = self.eval(arg)
-        if not values or any(v[0] != "inst" for v in values):
+        if not values or any(v[0] not in ("inst", "extinst") for v in values):
             return None
-        return {("inst", v[1]) for v in values}
+        return set(values)
 
     def builtin_result(self, name: str, args: Any) -> set[Value]:
         """What calling a builtin returns, where it is one of the tree's values: `next(it)`, `list(xs)`..."""
@@ -1155,8 +1169,10 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
-        if resolution == "attribute" and len(self.receiver_classes(callee[1])) > 1:
-            resolution = "heuristic"
+        if resolution in ("attribute", "constructor") and callee[0] == "attr":
+            # A receiver the code binds to instances of several classes: which one runs is a guess.
+            if len(self.receiver_classes(callee[1])) > 1:
+                resolution = "heuristic"
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
         for value in ordered(values):
