@@ -19,6 +19,7 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
     ["typed", ref]               what an annotation declares (ref: `slotrelay.psmr.typerefs`)
+    ["cast", typed, ref]         `typing.cast(T, x)`: what T declares, or x where T names none of the tree's
     ["op", [[ref, [names]], ..]] the result of an operator: the first of the named dunders each
                                  operand's class defines, called
     ["narrowcls", ref, [refs]]   ref where `issubclass(ref, classes)` holds (inside the `if` body)
@@ -211,9 +212,12 @@ class FileExtractor(ast.NodeVisitor):
             case ast.Attribute(value=value, attr=attr):
                 base = self.ref(value)
                 return ["attr", base, attr] if base is not None else None
-            case ast.Call(func=func, args=[note, *_]) if _is_cast(func):
+            case ast.Call(func=func, args=[note, value]) if _is_cast(func):
                 typed = annotation_ref(note, self.ref, self.scope.class_q)
-                return ["typed", typed] if typed is not None else None
+                ref = self.ref(value)
+                if typed is None or ref is None:
+                    return ["typed", typed] if typed is not None else ref
+                return ["cast", typed, ref]
             case ast.Call():
                 return self._call_ref(node)
             case ast.BinOp(left=left, op=op, right=right):
@@ -408,10 +412,21 @@ class FileExtractor(ast.NodeVisitor):
         return refs if classes is not None and len(refs) == len(classes) else None
 
     def _overload_params(self, args: ast.arguments, *, skip_first: bool) -> list[Ref]:
-        # [index (-1 keyword-only), name, the classes the annotation admits or None] per parameter.
-        positional = (args.posonlyargs + args.args)[1 if skip_first else 0 :]
-        out: list[Ref] = [[i, a.arg, self._admitted(a.annotation)] for i, a in enumerate(positional)]
-        return out + [[-1, a.arg, self._admitted(a.annotation)] for a in args.kwonlyargs]
+        # Per parameter: index (-1 keyword-only, -2 `*args`, -3 `**kwargs`), name, the classes its
+        # annotation admits (or None), and whether a call must give it.
+        positional = args.posonlyargs + args.args
+        required = len(positional) - len(args.defaults)
+        out: list[Ref] = [
+            [i, a.arg, self._admitted(a.annotation), i < required] for i, a in enumerate(positional)
+        ][1 if skip_first else 0 :]
+        if skip_first:
+            out = [[i - 1, *rest] for i, *rest in out]
+        out += [
+            [-1, a.arg, self._admitted(a.annotation), d is None]
+            for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+        ]
+        out += [[-2, args.vararg.arg, None, False]] if args.vararg else []
+        return out + ([[-3, args.kwarg.arg, None, False]] if args.kwarg else [])
 
     def _bind_params(
         self, args: ast.arguments, qualname: str, *, method_of: str | None, decorators: list[str]
@@ -669,7 +684,8 @@ class FileExtractor(ast.NodeVisitor):
         self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node)
         if isinstance(node.target, ast.Subscript):
             # `x[k] += v` reads x[k] and writes it back.
-            self._operator([(node.target.value, ("__getitem__",)), (node.target.value, ("__setitem__",))], node)
+            container = node.target.value
+            self._operator([(container, ("__getitem__",)), (container, ("__setitem__",))], node)
         self._access(node.target, "read", node)
         self._access(node.target, "write", node)
         if isinstance(node.target, ast.Attribute):

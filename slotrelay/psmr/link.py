@@ -50,6 +50,8 @@ MAX_ROUNDS = 6
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
+# Past this many values a function's body returns, its return annotation answers instead.
+MAX_PRECISE_RETURNS = 4
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
 # Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
@@ -77,7 +79,7 @@ PROTOCOLS = {
     "awith": ("__aenter__", "__aexit__"),
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
-ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "sub", "iter", "narrow"})
+ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "cast", "sub", "iter", "narrow"})
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
@@ -366,6 +368,9 @@ class Linker:
             return self.narrow(self.eval(ref[1]), ref[2])
         if kind == "typed":
             return set(self.eval(ref[1]))
+        if kind == "cast":
+            stated = {v for v in self.eval(ref[1]) if v[0] in ("inst", "def")}
+            return stated or set(self.eval(ref[2]))
         if kind == "op":
             return self.operator_result(ref[1])
         if kind == "narrowcls":
@@ -573,15 +578,24 @@ class Linker:
                 break
         out: set[Value] = set()
         for returns in kept:
-            if returns is not None:
-                out |= self.eval(returns)
+            out |= self.eval(returns) if returns is not None else self.call_result(("def", func))
         return out or self.call_result(("def", func))
 
     def overload_fits(self, params: Any, args: Any, kwargs: Any) -> bool | None:
-        """Whether an overload's annotations admit the arguments (None: no argument tells)."""
+        """Whether an overload's annotations admit the arguments (None: no argument tells); False
+        too when it cannot take them (too many, too few, an unknown keyword)."""
         verdict: bool | None = None
-        by_name = {p[1]: p for p in params}
-        given = [(params[i] if i < len(params) else None, a) for i, a in enumerate(args)]
+        positional = [p for p in params if p[0] >= 0]
+        by_name = {p[1]: p for p in params if p[0] != -2}
+        variadic = {p[0] for p in params if p[0] < -1}
+        if len(args) > len(positional) and -2 not in variadic:
+            return False
+        if any(k not in by_name and -3 not in variadic for k, _ in kwargs):
+            return False
+        given_names = {p[1] for p in positional[: len(args)]} | {k for k, _ in kwargs}
+        if any(p[3] and p[1] not in given_names for p in params):
+            return False
+        given = [(positional[i] if i < len(positional) else None, a) for i, a in enumerate(args)]
         given += [(by_name.get(k), a) for k, a in kwargs]
         for param, arg in given:
             if param is None or param[2] is None:
@@ -901,7 +915,17 @@ class Linker:
             out: set[Value] = set()
             for r in scope.get("returns", []):
                 out |= self.eval(r)
-            return out | self.declared(scope.get("annotated"), out)
+            annotated = scope.get("annotated")
+            if annotated is not None and (len(out) > MAX_PRECISE_RETURNS or any(v[0] == "many" for v in out)):
+                # Past a few subclasses of the declared type, the body's answer is a guess of its own:
+                # the declared type says it.
+                stated = self.eval(annotated)
+                bases = {v[1] for v in stated if v[0] == "inst"}
+                if bases and all(
+                    v[0] == "many" or (v[0] == "inst" and bases & set(self.mro(v[1]))) for v in out
+                ):
+                    return set(stated)
+            return out | self.declared(annotated, out)
         if kind == "inst":
             out = set()
             for method in self.class_attr(subject, "__call__", instance=True):
@@ -1169,10 +1193,10 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
-        if resolution in ("attribute", "constructor") and callee[0] == "attr":
-            # A receiver the code binds to instances of several classes: which one runs is a guess.
-            if len(self.receiver_classes(callee[1])) > 1:
-                resolution = "heuristic"
+        # A receiver the code binds to instances of several classes: which one runs is a guess.
+        several = callee[0] == "attr" and len(self.receiver_classes(callee[1])) > 1
+        if resolution in ("attribute", "constructor") and several:
+            resolution = "heuristic"
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
         for value in ordered(values):
@@ -1263,7 +1287,9 @@ class Linker:
         return accepts["varkw"] or all(k in accepts["keywords"] for k in site["kwargs"])
 
     def overrides(self, receiver: Any, name: str, found: dict[str, CallTarget]) -> list[str]:
-        """For `self.m()`, the methods that replace (or supply) m in subclasses of self's class.
+        """For `self.m()`, a receiver its annotation declares, or an abstract m: the methods that
+        replace (or supply) m in subclasses of the receiver's class; for any other receiver, those
+        that supply an m its class lacks (a value declared as a base, used as a subclass).
 
         Only subclasses the tree instantiates count; a hierarchy the tree never instantiates (a
         library's, instantiated by its users) dispatches to every override.
@@ -1271,20 +1297,27 @@ class Linker:
         declared = receiver[0] == "name" and (
             self.binding_kinds(receiver) == {"self"} or "typed" in self.binding_kinds(receiver)
         )
-        if not declared and not any(self.is_abstract(t.target) for t in found.values()):
-            return []
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
+        if not declared and not any(self.is_abstract(t.target) for t in found.values()):
+            classes = {c for c in classes if not self.class_attr(c, name, instance=True)}
         out = set()
-        for cls in classes:
-            subs = self.subclasses(cls)
-            live = [s for s in subs if self.is_constructed(s)]
-            if not live and not self.is_constructed(cls):
-                live = subs
-            for sub in live:
-                method = self.find_method(sub, name)
-                if method and method not in found:
-                    out.add(method)
-        return sorted(out)
+        for cls in sorted(classes):
+            out |= set(self.subclass_methods(cls, (name,)))
+        return sorted(out - found.keys())
+
+    def subclass_methods(self, cls: str, names: Any) -> list[str]:
+        """The first of the named methods each subclass of cls has (of those the tree instantiates,
+        or of all when it instantiates none)."""
+        subs = self.subclasses(cls)
+        live = [s for s in subs if self.is_constructed(s)]
+        if not live and not self.is_constructed(cls):
+            live = subs
+        out = []
+        for sub in live:
+            method = next(filter(None, (self.find_method(sub, n) for n in names)), None)
+            if method:
+                out.append(method)
+        return out
 
     def is_abstract(self, method: str) -> bool:
         """Whether a method only declares what subclasses implement: `@abstractmethod`, a stub body
@@ -1329,6 +1362,10 @@ class Linker:
             elif kind == "op":
                 methods = self.operator_methods(frozenset({value}), item["name"])
                 targets = [CallTarget(m, "method", resolution) for m in methods]
+                if not methods and value[0] == "inst" and not self.strict:
+                    # A value declared as a base its subclasses give the dunder to: derived.
+                    dispatched = self.subclass_methods(value[1], item["name"])
+                    targets = [CallTarget(m, "method", "heuristic") for m in dispatched]
             elif kind == "classdef":
                 methods = self.class_statement_methods(value[1])
                 targets = [CallTarget(m, "method", "implicit") for m in methods]
