@@ -143,6 +143,8 @@ class FileExtractor(ast.NodeVisitor):
         self.escaped: set[str] = set()
         # Attributes in call position: their read is the call's, not a property access.
         self.callee_attrs: set[int] = set()
+        # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
+        self.raises: dict[tuple[str, str], Ref | None] = {}
         self.scope = self._open(module, "module", None, None)
 
     # scopes and bindings
@@ -209,6 +211,9 @@ class FileExtractor(ast.NodeVisitor):
                     if scope == q and narrowed == name:
                         return [kind, plain, classes]
                 return plain
+            case ast.Attribute(value=ast.Name(id=name), attr="value") if (q, name) in self.raises:
+                raised = self.raises[(q, name)]
+                return ["annot", raised] if raised is not None else None
             case ast.Attribute(value=value, attr=attr):
                 base = self.ref(value)
                 return ["attr", base, attr] if base is not None else None
@@ -883,6 +888,10 @@ class FileExtractor(ast.NodeVisitor):
                     "span": span(item.context_expr),
                 }
             )
+            raised = _raises(item.context_expr)
+            if raised is not None and isinstance(item.optional_vars, ast.Name):
+                # `with pytest.raises(E) as info`: `info.value` is the E raised.
+                self.raises[(self.scope.qualname, item.optional_vars.id)] = self.ref(raised)
             if item.optional_vars is not None:
                 # `as` binds what __enter__ returns, not the context manager itself.
                 enter = "__aenter__" if is_async else "__enter__"
@@ -1041,6 +1050,14 @@ def _may_be_instance(node: ast.expr) -> bool:
         case ast.Await() | ast.NamedExpr() | ast.IfExp():
             return True
     return False
+
+
+def _raises(expr: ast.expr) -> ast.expr | None:
+    """For `pytest.raises(E, ...)` (or `raises(E)`): E, when it names one class."""
+    match expr:
+        case ast.Call(func=ast.Name(id="raises") | ast.Attribute(attr="raises"), args=[exc, *_]):
+            return exc if isinstance(exc, ast.Name | ast.Attribute) else None
+    return None
 
 
 def _is_stub(body: list[ast.stmt]) -> bool:

@@ -79,7 +79,7 @@ PROTOCOLS = {
     "awith": ("__aenter__", "__aexit__"),
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
-ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "cast", "sub", "iter", "narrow"})
+ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow"})
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
@@ -1287,23 +1287,30 @@ class Linker:
         return accepts["varkw"] or all(k in accepts["keywords"] for k in site["kwargs"])
 
     def overrides(self, receiver: Any, name: str, found: dict[str, CallTarget]) -> list[str]:
-        """For `self.m()`, a receiver its annotation declares, or an abstract m: the methods that
-        replace (or supply) m in subclasses of the receiver's class; for any other receiver, those
-        that supply an m its class lacks (a value declared as a base, used as a subclass).
+        """The methods that replace (or supply) m in subclasses of the receiver's class, for
+        `self.m()` and any receiver whose class the code does not fix (a parameter, an annotation,
+        an attribute, a call's result, an element); for an instance the code constructs
+        (`x = Cls(); x.m()`), only those that supply an m its class lacks, or that implement an
+        abstract one.
 
         Only subclasses the tree instantiates count; a hierarchy the tree never instantiates (a
         library's, instantiated by its users) dispatches to every override.
         """
-        declared = receiver[0] == "name" and (
-            self.binding_kinds(receiver) == {"self"} or "typed" in self.binding_kinds(receiver)
-        )
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
-        if not declared and not any(self.is_abstract(t.target) for t in found.values()):
+        if self.constructed_here(receiver) and not any(self.is_abstract(t.target) for t in found.values()):
             classes = {c for c in classes if not self.class_attr(c, name, instance=True)}
         out = set()
         for cls in sorted(classes):
             out |= set(self.subclass_methods(cls, (name,)))
         return sorted(out - found.keys())
+
+    def constructed_here(self, receiver: Any) -> bool:
+        """Whether a receiver is a name bound only to constructor calls of the tree's classes."""
+        if receiver[0] != "name" or self.binding_kinds(receiver) != {"call"}:
+            return False
+        return all(
+            any(self.is_class(v) for v in self.eval(r[1])) for r in self.binding_refs(receiver)
+        )
 
     def subclass_methods(self, cls: str, names: Any) -> list[str]:
         """The first of the named methods each subclass of cls has (of those the tree instantiates,

@@ -594,3 +594,34 @@ def run(xs, event):
     )
     for target in ("double", "keep", "rank", "add", "on_start", "on_stop"):
         assert ("m.run", f"m.{target}") in edges, target
+
+
+def test_what_pytest_raises_caught_is_the_exception_named(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/errors.py": """class ParseError(Exception):
+    @property
+    def line(self):
+        return 1
+
+    def describe(self):
+        return ""
+""",
+            "tests/__init__.py": "",
+            "tests/test_errors.py": """import pytest
+
+from pkg.errors import ParseError
+
+
+def test_line():
+    with pytest.raises(ParseError) as info:
+        raise ParseError()
+    assert info.value.line == 1
+    assert info.value.describe() == ""
+""",
+        },
+    )
+    assert edges[("tests.test_errors.test_line", "pkg.errors.ParseError.line")] == {"confirmed"}
+    assert edges[("tests.test_errors.test_line", "pkg.errors.ParseError.describe")] == {"confirmed"}
