@@ -1631,6 +1631,8 @@ class Linker:
             1 if callee[0] == "attr" and any(v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
         )
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
+        if any(v[0] == "many" for v in values):
+            values = self.passed_functions(callee)
         for value in values:
             if value[0] != "def":
                 continue
@@ -1658,6 +1660,21 @@ class Linker:
             if arg not in self.params.get(slot, ()):
                 self.pending[slot].add(arg)
         return frozenset(bound)
+
+    def passed_functions(self, callee: Any) -> frozenset[Value]:
+        """A callee too imprecise to resolve (`("many", n)`) that is a parameter: the functions passed
+        to it, each of which the call reaches (a decorator's wrapper calling the function decorated,
+        for each function it decorates)."""
+        if callee[0] != "name" or self.binding_kinds(callee) != {"param"} or self.strict:
+            return frozenset()
+        out: set[Value] = set()
+        for ref in self.binding_refs(callee):
+            self.memo.read(("@param", ref[1], ref[2]))
+            self.memo.read(("@param", ref[1], ref[3]))
+            passed = self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set())
+            for arg in ordered(passed):
+                out |= {v for v in self.eval(arg) if v[0] == "def"}
+        return frozenset(out)
 
     def run(self) -> LinkResult:
         """Resolve every call site, implicit call, state access and class of the tree."""

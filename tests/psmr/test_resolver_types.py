@@ -625,3 +625,34 @@ def test_line():
     )
     assert edges[("tests.test_errors.test_line", "pkg.errors.ParseError.line")] == {"confirmed"}
     assert edges[("tests.test_errors.test_line", "pkg.errors.ParseError.describe")] == {"confirmed"}
+
+
+def test_a_decorator_wrapper_passes_its_argument_to_each_function_it_decorates(tmp_path: Path) -> None:
+    # click's pass_context: more functions decorated than a value set holds, each still gets the context.
+    decorated = "".join(
+        f"\n\n@pass_context\ndef command_{i}(ctx):\n    return ctx.invoke({i})\n" for i in range(20)
+    )
+    edges = _edges(
+        tmp_path,
+        """import functools
+
+
+class Context:
+    def invoke(self, value):
+        return value
+
+
+def current() -> Context:
+    return Context()
+
+
+def pass_context(f):
+    def new_func(*args, **kwargs):
+        return f(current(), *args, **kwargs)
+
+    return functools.update_wrapper(new_func, f)
+"""
+        + decorated,
+    )
+    for i in (0, 19):
+        assert ("m.command_%d" % i, "m.Context.invoke") in edges
