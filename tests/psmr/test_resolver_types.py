@@ -655,4 +655,4 @@ def pass_context(f):
         + decorated,
     )
     for i in (0, 19):
-        assert ("m.command_%d" % i, "m.Context.invoke") in edges
+        assert (f"m.command_{i}", "m.Context.invoke") in edges
