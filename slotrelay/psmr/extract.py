@@ -416,18 +416,21 @@ class FileExtractor(ast.NodeVisitor):
         refs = [r for r in (self._outer_ref(c) for c in classes or []) if r is not None]
         return refs if classes is not None and len(refs) == len(classes) else None
 
+    def _overload_classes(self, arg: ast.arg) -> list[Ref] | str | None:
+        return "any" if arg.annotation is None else self._admitted(arg.annotation)
+
     def _overload_params(self, args: ast.arguments, *, skip_first: bool) -> list[Ref]:
         # Per parameter: index (-1 keyword-only, -2 `*args`, -3 `**kwargs`), name, the classes its
-        # annotation admits (or None), and whether a call must give it.
+        # annotation admits (None: not told, "any": no annotation), and whether a call must give it.
         positional = args.posonlyargs + args.args
         required = len(positional) - len(args.defaults)
         out: list[Ref] = [
-            [i, a.arg, self._admitted(a.annotation), i < required] for i, a in enumerate(positional)
+            [i, a.arg, self._overload_classes(a), i < required] for i, a in enumerate(positional)
         ][1 if skip_first else 0 :]
         if skip_first:
             out = [[i - 1, *rest] for i, *rest in out]
         out += [
-            [-1, a.arg, self._admitted(a.annotation), d is None]
+            [-1, a.arg, self._overload_classes(a), d is None]
             for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
         ]
         out += [[-2, args.vararg.arg, None, False]] if args.vararg else []

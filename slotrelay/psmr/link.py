@@ -478,6 +478,25 @@ class Linker:
                     return None
         return tree, foreign
 
+    def with_declared(self, func: str, out: set[Value]) -> set[Value]:
+        """What a call of func returns: what its body returns (`out`) and what its return annotation
+        declares; past a few subclasses of the declared type in what the body returns, the body's
+        answer is a guess of its own, and the declared type answers."""
+        annotated = self.scopes.get(func, {}).get("annotated")
+        if annotated is None:
+            return out
+        if len(out) > MAX_PRECISE_RETURNS or any(v[0] == "many" for v in out):
+            stated = self.eval(annotated)
+            bases = {v[1] for v in stated if v[0] == "inst"}
+            if bases and all(v[0] == "many" or (v[0] == "inst" and bases & set(self.mro(v[1]))) for v in out):
+                return set(stated)
+        declared = self.declared(annotated, out)
+        # A base the body returns (`-> Array` over `return value(raw)`, declared `-> Item`): the
+        # annotation's subclass is the more precise.
+        narrower = {v[1] for v in declared if v[0] == "inst"}
+        out = {v for v in out if not (v[0] == "inst" and any(v[1] in self.mro(n)[1:] for n in narrower))}
+        return out | declared
+
     def declared(self, annotated: Any, found: set[Value] | frozenset[Value] = frozenset()) -> set[Value]:
         """The values a return annotation declares, less the classes `found` already covers with a
         subclass (a body returning `Sub()` under `-> Base` returns a Sub)."""
@@ -597,18 +616,21 @@ class Linker:
             return False
         given = [(positional[i] if i < len(positional) else None, a) for i, a in enumerate(args)]
         given += [(by_name.get(k), a) for k, a in kwargs]
+        told = True
         for param, arg in given:
-            if param is None or param[2] is None:
+            if param is None or param[2] == "any":
                 continue
             kinds = self.argument_kinds(arg)
             if kinds is None:
                 continue
-            named = {v for r in param[2] for v in self.eval(r)}
+            named = {v for r in param[2] or () for v in self.eval(r)}
             if ("builtin", "object") in named:
                 verdict = True
                 continue
-            admitted = self.checkable_classes(param[2])
+            admitted = None if param[2] is None else self.checkable_classes(param[2])
             if admitted is None:
+                # A known argument against an annotation this cannot judge (`Sequence[Any]`).
+                told = False
                 continue
             tree, _ = admitted
             outside = {v[1].rsplit(".", 1)[-1] for v in named if v[0] in ("builtin", "ext")}
@@ -620,7 +642,7 @@ class Linker:
             if not ok:
                 return False
             verdict = True
-        return verdict
+        return verdict if told else None
 
     def argument_kinds(self, arg: Any) -> set[tuple[str, str]] | None:
         """What an argument is, as far as overloads tell them apart: instances of the tree's classes
@@ -915,17 +937,7 @@ class Linker:
             out: set[Value] = set()
             for r in scope.get("returns", []):
                 out |= self.eval(r)
-            annotated = scope.get("annotated")
-            if annotated is not None and (len(out) > MAX_PRECISE_RETURNS or any(v[0] == "many" for v in out)):
-                # Past a few subclasses of the declared type, the body's answer is a guess of its own:
-                # the declared type says it.
-                stated = self.eval(annotated)
-                bases = {v[1] for v in stated if v[0] == "inst"}
-                if bases and all(
-                    v[0] == "many" or (v[0] == "inst" and bases & set(self.mro(v[1]))) for v in out
-                ):
-                    return set(stated)
-            return out | self.declared(annotated, out)
+            return self.with_declared(subject, out)
         if kind == "inst":
             out = set()
             for method in self.class_attr(subject, "__call__", instance=True):
@@ -1003,7 +1015,7 @@ class Linker:
         out: set[Value] = set()
         for r in self.scopes.get(context[0], {}).get("returns", []):
             out |= self.eval_in(r, env, depth)
-        return frozenset(out)
+        return frozenset(self.with_declared(context[0], out))
 
     def eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
         """A ref's values inside one call context (see `apply`): names of the context function's
@@ -1214,7 +1226,7 @@ class Linker:
                 names = BUILTIN_DUNDERS.get(value[1])
                 if names and site["args"] and self.defines_dunder(names):
                     subject = site["args"][0]
-                    how = "heuristic" if self.resolution(("attr", subject, "")) == "heuristic" else "implicit"
+                    how = self.implicit_resolution(subject)
                     for method in self.operator_methods(self.eval(subject), names):
                         found.setdefault(method, CallTarget(method, "method", how))
         if not self.strict:
@@ -1240,6 +1252,13 @@ class Linker:
         if callee[1][0] == "super":
             return self.sibling_supers(callee[1][1], callee[2])
         return self.overrides(callee[1], callee[2], found)
+
+    def implicit_resolution(self, receiver: Any) -> str:
+        """How a call without call syntax on a receiver is resolved: `implicit`, or `heuristic` where
+        the receiver is a guess (a parameter) or denotes instances of several classes."""
+        if self.resolution(("attr", receiver, "")) == "heuristic" or len(self.receiver_classes(receiver)) > 1:
+            return "heuristic"
+        return "implicit"
 
     def receiver_classes(self, receiver: Any) -> set[Any]:
         """The classes (or modules) a receiver's values belong to, for telling one from several."""
@@ -1360,7 +1379,7 @@ class Linker:
                 return []
         if kind == "op" and not self.defines_dunder(item["name"]):
             return []
-        resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
+        resolution = self.implicit_resolution(ref) if kind != "classdef" else "implicit"
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
