@@ -734,6 +734,19 @@ class FileExtractor(ast.NodeVisitor):
                     self.bind(name, ["coll", [value], [_constant_key(index)]], adds=True)
                 self._access(container, "write", node)
                 self.visit(index)
+            case ast.Subscript(
+                value=ast.Attribute(value=ast.Name(id=owner), attr=attr) as obj, slice=index
+            ) if self._self_class(owner):
+                # `self.handlers[k] = f`: the instances' attribute holds f at k.
+                self._operator([(obj, ("__setitem__",))], target)
+                if value is not None:
+                    class_q = self._self_class(owner)
+                    assert class_q is not None  # the case's guard
+                    self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
+                        ["coll", [value], [_constant_key(index)]]
+                    )
+                self.visit(obj)
+                self.visit(index)
             case ast.Subscript(value=obj, slice=index):
                 self._operator([(obj, ("__setitem__",))], target)
                 self.visit(obj)
@@ -1011,17 +1024,26 @@ class FileExtractor(ast.NodeVisitor):
     def _note_container_method(self, node: ast.Call) -> None:
         # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would.
         func = node.func
-        if (
+        if not (
             isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
             and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
         ):
-            values: list[Any] = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
-            values = [v for v in values if v is not None]
-            if func.attr == "extend" or func.attr == "update":
-                values = [["iter", v] for v in values] + values
-            if values:
-                self.bind(func.value.id, ["coll", values, [None] * len(values)], adds=True)
+            return
+        values: list[Any] = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
+        values = [v for v in values if v is not None]
+        if func.attr == "extend" or func.attr == "update":
+            values = [["iter", v] for v in values] + values
+        if not values:
+            return
+        held = ["coll", values, [None] * len(values)]
+        match func.value:
+            case ast.Name(id=name):
+                self.bind(name, held, adds=True)
+            case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
+                # `self.callbacks.append(f)`: the instances' attribute holds f.
+                class_q = self._self_class(owner)
+                assert class_q is not None  # the case's guard
+                self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(held)
 
 
 def _constant_key(node: ast.expr | None) -> str | int | None:

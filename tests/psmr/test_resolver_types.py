@@ -656,3 +656,40 @@ def pass_context(f):
     )
     for i in (0, 19):
         assert (f"m.command_{i}", "m.Context.invoke") in edges
+
+
+def test_callbacks_stored_in_an_instance_attribute_are_called_later(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """def on_start():
+    return 1
+
+
+def on_stop():
+    return 2
+
+
+class Bus:
+    def __init__(self):
+        self.callbacks = []
+        self.handlers = {}
+
+    def subscribe(self, callback):
+        self.callbacks.append(callback)
+
+    def route(self, name, handler):
+        self.handlers[name] = handler
+
+    def fire(self, name):
+        for callback in self.callbacks:
+            callback()
+        return self.handlers[name]()
+
+
+bus = Bus()
+bus.subscribe(on_start)
+bus.route("stop", on_stop)
+""",
+    )
+    assert ("m.Bus.fire", "m.on_start") in edges
+    assert ("m.Bus.fire", "m.on_stop") in edges
