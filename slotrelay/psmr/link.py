@@ -668,6 +668,12 @@ class Linker:
         if name in ELEMENT_BUILTINS:
             subject = args[1] if name == "filter" and len(args) > 1 else args[0]
             return {("coll", ("coll", (("iter", subject),), (None,)))}
+        if name in ("enumerate", "zip"):
+            # Tuples: (index, element) for enumerate, one element of each argument for zip.
+            index = ("unk", "opaque_value")
+            parts = [index, ("iter", args[0])] if name == "enumerate" else [("iter", a) for a in args]
+            pair = ("coll", tuple(parts), tuple(range(len(parts))))
+            return {("coll", ("coll", (pair,), (None,)))}
         if name in ("min", "max") and len(args) == 1:
             return {v for value in self.eval(args[0]) for v in self.elements(value)}
         if name in ("staticmethod", "classmethod"):
@@ -1331,15 +1337,17 @@ class Linker:
             any(self.is_class(v) for v in self.eval(r[1])) for r in self.binding_refs(receiver)
         )
 
+    def live_subclasses(self, cls: str) -> list[str]:
+        """The subclasses of cls the tree instantiates, or all of them when it instantiates none."""
+        subs = self.subclasses(cls)
+        live = [s for s in subs if self.is_constructed(s)]
+        return live if live or self.is_constructed(cls) else subs
+
     def subclass_methods(self, cls: str, names: Any) -> list[str]:
         """The first of the named methods each subclass of cls has (of those the tree instantiates,
         or of all when it instantiates none)."""
-        subs = self.subclasses(cls)
-        live = [s for s in subs if self.is_constructed(s)]
-        if not live and not self.is_constructed(cls):
-            live = subs
         out = []
-        for sub in live:
+        for sub in self.live_subclasses(cls):
             method = next(filter(None, (self.find_method(sub, n) for n in names)), None)
             if method:
                 out.append(method)
@@ -1385,6 +1393,12 @@ class Linker:
             if kind in ("get", "set"):
                 method = self.property_of(value, item["name"])
                 targets = [CallTarget(method, "method", resolution)] if method else []
+                if value[0] == "inst" and not self.strict and not self.constructed_here(ref):
+                    # The property a subclass overrides it with, for a value declared as the base.
+                    for sub in self.live_subclasses(value[1]):
+                        other = self.property_of(("inst", sub), item["name"])
+                        if other and other != method:
+                            targets.append(CallTarget(other, "method", "heuristic"))
             elif kind == "op":
                 methods = self.operator_methods(frozenset({value}), item["name"])
                 targets = [CallTarget(m, "method", resolution) for m in methods]

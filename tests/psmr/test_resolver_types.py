@@ -693,3 +693,47 @@ bus.route("stop", on_stop)
     )
     assert ("m.Bus.fire", "m.on_start") in edges
     assert ("m.Bus.fire", "m.on_stop") in edges
+
+
+def test_a_property_read_through_a_declared_base_reaches_the_overriding_properties(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Item:
+    @property
+    def value(self):
+        return self
+
+    def is_dotted(self):
+        return False
+
+
+class Bool(Item):
+    @property
+    def value(self):
+        return True
+
+
+class Key:
+    def is_dotted(self):
+        return True
+
+
+class Container:
+    def __init__(self):
+        self.body: list[tuple[Key, Item]] = []
+
+    def values(self):
+        return [item.value for _, item in self.body]
+
+    def dotted(self):
+        return [i for i, (k, _) in enumerate(self.body) if k.is_dotted()]
+
+
+Bool()
+Item()
+""",
+    )
+    assert edges[("m.Container.values", "m.Item.value")] == {"confirmed"}
+    assert edges[("m.Container.values", "m.Bool.value")] == {"heuristic"}
+    assert ("m.Container.dotted", "m.Key.is_dotted") in edges
+    assert ("m.Container.dotted", "m.Item.is_dotted") not in edges
