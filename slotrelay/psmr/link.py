@@ -913,8 +913,16 @@ class Linker:
             for r in self.bindings.get(klass, {}).get(name, []):
                 out |= self.eval(r)
             if instance:
-                for r in self.instance_attrs.get(klass, {}).get(name, []):
+                refs = self.instance_attrs.get(klass, {}).get(name, ())
+                # A declared attribute (`self._body: list[...]`, a field) holds what it declares,
+                # not every value stored in it along the way.
+                declared: set[Value] = set()
+                for r in refs:
+                    if r[0] == "typed":
+                        declared |= self.eval(r)
+                for r in refs if not declared else ():
                     out |= self.eval(r)
+                out |= declared
             if out:
                 props = {v for v in out if v[0] == "prop"}
                 if instance and props:

@@ -446,3 +446,38 @@ resolve(Nested)
     )
     assert ("m.resolve", "m.Schema.__init__") not in edges
     assert ("m.resolve", "m.Nested.__init__") in edges
+
+
+def test_a_declared_attribute_holds_what_it_declares_not_everything_stored_in_it(tmp_path: Path) -> None:
+    # `self._body: list[Item]`, appended to from a parameter that many kinds of values flow into:
+    # its elements are Items, not every class whose instances reach the parameter.
+    edges = _statuses(
+        tmp_path,
+        """class Item:
+    def render(self):
+        return ""
+
+
+class Other:
+    def render(self):
+        return "other"
+
+
+class Body:
+    def __init__(self):
+        self._body: list[Item] = []
+
+    def add(self, thing):
+        self._body.append(thing)
+
+    def render(self):
+        return [item.render() for item in self._body]
+
+
+body = Body()
+body.add(Item())
+body.add(Other())
+""",
+    )
+    assert edges[("m.Body.render", "m.Item.render")] == {"confirmed"}
+    assert ("m.Body.render", "m.Other.render") not in edges
