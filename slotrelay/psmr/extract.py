@@ -1029,7 +1029,9 @@ class FileExtractor(ast.NodeVisitor):
             and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
         ):
             return
-        values: list[Any] = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
+        # `d.setdefault(k, v)` and `xs.insert(i, v)` store v; their first argument is a key or index.
+        stored = node.args[1:] if func.attr in ("setdefault", "insert") else node.args
+        values: list[Any] = [self.ref(a) for a in stored] + [self.ref(k.value) for k in node.keywords]
         values = [v for v in values if v is not None]
         if func.attr == "extend" or func.attr == "update":
             values = [["iter", v] for v in values] + values

@@ -481,3 +481,27 @@ body.add(Other())
     )
     assert edges[("m.Body.render", "m.Item.render")] == {"confirmed"}
     assert ("m.Body.render", "m.Other.render") not in edges
+
+
+def test_the_key_of_setdefault_is_not_stored_as_a_value(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """class Key:
+    def __iter__(self):
+        return iter([])
+
+
+class Index:
+    def __init__(self):
+        self.tables = {}
+
+    def add(self, key, position):
+        positions = self.tables.setdefault(key, [])
+        if position not in positions:
+            positions.append(position)
+
+
+Index().add(Key(), 1)
+""",
+    )
+    assert ("m.Index.add", "m.Key.__iter__") not in edges
