@@ -198,8 +198,8 @@ def decide(
     alert = read_alert(alert_file)
     if alert.decision is not None or alert.status in ("decided", "timed_out"):
         raise AlertError(f"{alert_file}: already {alert.status}, nothing to decide")
-    if alert.handling not in ("arbitrate", "escalate") or not alert.flow_run_id:
-        raise AlertError(f"{alert_file}: this alert ({alert.handling}) does not wait for a decision")
+    if not alert.flow_run_id:
+        raise AlertError(f"{alert_file}: this alert was written outside a flow run: no run waits for it")
     payload: dict[str, Any] | None = None
     if data is not None:
         try:
