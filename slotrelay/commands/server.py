@@ -230,12 +230,16 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
                    url: str, blocks: dict[str, str], crash_after: timedelta) -> None:
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
     them; a run silent for `crash_after` is crashed and rescheduled."""
-    from deployments.pool import apply_on_pool, pool_chain_deployment
+    from deployments.pool import PoolRunReports, apply_on_pool, pool_chain_deployment
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
     from slotrelay.routing_sensor import SlotSensor
 
-    apply_on_pool([pool_chain_deployment(r.chain, blocks) for r in routers], pool, crash_after)
+    deployments = [pool_chain_deployment(r.chain, blocks) for r in routers]
+    deployment_ids = apply_on_pool(deployments, pool, crash_after)
+    # A run no worker could start (the flow does not import there, its process died) is an error here.
+    reports = PoolRunReports(deployment_ids, logging.getLogger("slotrelay.pool").error)
+    reports.start()
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,
                                 r.chain.work_dir if own_slots_root else None, resume=True)
@@ -252,6 +256,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     finally:
         sensor.stop()
         starter.close()
+        reports.stop()
     console.print("slotrelay watch: stopped")
 
 
