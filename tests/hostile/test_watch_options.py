@@ -101,12 +101,13 @@ def test_watch_refuses_a_deployment_template(template: str, says: str, chain: Pa
     ("absent", "no such folder (create it first)"),
     ("a-file", "not a folder"),
 ])
-def test_a_slots_root_is_an_existing_folder_that_takes_files(command: str, folder: str, says: str, chain: Path,
-                                                             silent_api: str, tmp_path: Path) -> None:
+def test_a_slots_root_is_an_existing_folder_that_takes_files(command: str, folder: str, says: str,
+                                                             chain: Path, silent_api: str,
+                                                             tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     given = folder if folder.startswith("/") else str(tmp_path / folder)
-    assert_refused(slotrelay([command, f"--slots-root={given}", str(chain)], cwd=tmp_path, api_url=silent_api),
-                   "--slots-root", says)
+    done = slotrelay([command, f"--slots-root={given}", str(chain)], cwd=tmp_path, api_url=silent_api)
+    assert_refused(done, "--slots-root", says)
     assert not (tmp_path / "absent").exists()
 
 
@@ -137,5 +138,6 @@ def test_up_refuses_the_value(option: str, value: str, says: str, chain: Path, s
 ])
 def test_watch_refuses_a_block_the_server_does_not_have(option: str, kind: str, chain: Path,
                                                        prefect_server: str) -> None:
-    done = slotrelay(["watch", f"{option}=no-such-block", str(chain)], cwd=chain.parent, api_url=prefect_server)
+    done = slotrelay(["watch", f"{option}=no-such-block", str(chain)], cwd=chain.parent,
+                     api_url=prefect_server)
     assert_refused(done, option, f"no {kind} block named 'no-such-block' on {prefect_server}")
