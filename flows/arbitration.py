@@ -211,12 +211,12 @@ def pause_key(path: Path, asked_before: int) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", f"arbitrate-{path.stem}-{asked_before}".lower())
 
 
-def pause_message(alert: Alert, path: Path, timeout: int | None, *, now: datetime | None = None) -> str:
+def pause_message(alert: Alert, path: Path, timeout: int | None) -> str:
     """The message of the Paused (or Suspended) state a run waits in: what for, and until when."""
     waiting = f"Waiting for a person's decision on {alert.node_id} ({alert.error_type}), alert {path.name}"
     if timeout is None:
         return f"{waiting}: no time limit (the chain sets no pause_timeout_seconds)"
-    until = (now or datetime.now(UTC)) + timedelta(seconds=timeout)
+    until = datetime.now(UTC) + timedelta(seconds=timeout)
     return (f"{waiting}: until {until:%Y-%m-%d %H:%M:%S} UTC (pause_timeout_seconds {timeout}); with no "
             "decision by then the run fails")
 
@@ -240,6 +240,7 @@ def _pause(form: type[Form], *, flow_run_id: UUID, key: str, timeout: int | None
     make = Suspended if suspend else Paused
     proposed: State[Any] = make(timeout_seconds=timeout, pause_key=key, message=message)
     keyset = keyset_from_paused_state(proposed)
+    # The keyset's keys are typed as literals, the state's as str: the same dict, copied.
     proposed.state_details.run_input_keyset = {name: value for name, value in keyset.items()}
     with get_client(sync_client=True) as client:
         try:
