@@ -185,7 +185,7 @@ def _saved_block(block_class: str, option: str, block: str) -> None:
     import os
 
     from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
+    from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from deployments.server import api_answers
@@ -203,3 +203,7 @@ def _saved_block(block_class: str, option: str, block: str) -> None:
         except ObjectNotFound:
             raise BadInput(f"{option} {block}: no {kind.get_block_type_name()} block named {block!r} on "
                            f"{api_url} (save one first: docs/beyond.md)") from None
+        except PrefectHTTPStatusError as refused:
+            # e.g. a block saved under another server encryption key cannot be decrypted there (500)
+            raise EnvironmentMissing(f"{option} {block}: the API at {api_url} could not read that block "
+                                     f"(HTTP {refused.response.status_code})") from None
