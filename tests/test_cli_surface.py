@@ -132,6 +132,11 @@ def test_each_error_has_its_pinned_code_and_exit_code() -> None:
         (["sandbox", "run", "-", "--inputs", "{"], 2,
          ("BAD_INPUT: --inputs: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
           "(char 1))\n")),
+        # An option's value is checked as the command line is read, before the chain file is opened.
+        (["watch", "--window", "inf", "/nonexistent/c.json"], 2,
+         "BAD_INPUT: --window inf: not a finite number of seconds\n"),
+        (["run", "--slots-root", "/nonexistent", "/nonexistent/c.json"], 2,
+         "BAD_INPUT: --slots-root /nonexistent: no such folder (create it first)\n"),
         (["pen", "decide", "MPP-x-1-1", "keep"], 2,
          "PEN_INVALID_REQUEST: pen_id 'MPP-x-1-1' is not of the form MPP-{persona}-{yyyymmdd}-{nnn}\n"),
     ],
