@@ -225,14 +225,8 @@ def test_a_flag_pair_shows_both_names_and_no_value(capsys: pytest.CaptureFixture
     assert re.search(r"--width\s+<int>\s+columns", shown), shown
 
 
-UP_DATABASE_IS_CUT = pytest.mark.xfail(strict=True, reason=(
-    "--database's help holds a 47-character URL, wider than its column at 80 columns; in "
-    "slotrelay/commands/server.py write it so that it wraps: 'a postgresql+asyncpg:// URL, "
-    "user:password@host:port/db'"))
-
-
 @pytest.mark.parametrize(
-    "path", [pytest.param(path, marks=UP_DATABASE_IS_CUT) if path == "up" else path for path in ALL_COMMANDS],
+    "path", ALL_COMMANDS,
     ids=lambda path: path or "slotrelay",
 )
 def test_no_help_text_is_cut_at_80_columns(path: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -145,8 +145,9 @@ def run(
         "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
                          "their input) are not run again")] = False,
 ) -> None:
-    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none
-    answers)."""
+    """Run a chain as ONE Prefect flow run on a local Prefect server.
+
+    The server is started in the background if none answers."""
     from slotrelay.chain.preflight import preflight
 
     chain = _load(chain_path, slots_root)

@@ -317,8 +317,8 @@ def up(
         existing_folder, help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
     psmr_port: Annotated[int, checked(PORT, help="Port of the PSMR view on 127.0.0.1.")] = 8766,
     database: Annotated[str | None, typer.Option(
-        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
-             "--home).",
+        help="The server's database: a postgresql+asyncpg:// URL, user:password@host:port/db (default: "
+             "SQLite in --home).",
     )] = None,
     warm: WarmOption = WARM_PROCESSES,
     folders_block: Annotated[str | None, checked(block_name(CHAIN_FOLDERS, on_the_api=False),
