@@ -195,16 +195,20 @@ def test_regression_a_run_command_in_this_process_leaves_its_pool_alone(docker_b
     from slotrelay.sandbox import SandboxLimits, get_backend
     from slotrelay.sandbox.backends import POOL_SIZE_VARIABLE, close_backends
 
-    with mock.patch.dict(os.environ):
-        os.environ.pop(POOL_SIZE_VARIABLE, None)
-        # The backends opened so far go, so the next one opens with this process's environment as it is now.
+    # The backends opened so far go, so the next one opens with this process's environment as it is now;
+    # and those opened here go with it, so that no later test inherits what this one changed.
+    close_backends()
+    try:
+        with mock.patch.dict(os.environ):
+            os.environ.pop(POOL_SIZE_VARIABLE, None)
+            done = CliRunner().invoke(app, ["sandbox", "run", "--backend", "docker", "--json", "-"],
+                                      input="result = 6 * 7\n")
+            assert done.exit_code == 0, done.output
+            assert json.loads(done.stdout)["result"] == 42
+            assert POOL_SIZE_VARIABLE not in os.environ
+            process_wide = get_backend("docker", lang="python")
+            shape = process_wide.shape_for("python", SandboxLimits(), [])
+            # Opened warm for python's default shape: two started containers, not none.
+            assert len(process_wide.pool.wait_ready(shape, 2, timeout=120)) == 2
+    finally:
         close_backends()
-        done = CliRunner().invoke(app, ["sandbox", "run", "--backend", "docker", "--json", "-"],
-                                  input="result = 6 * 7\n")
-        assert done.exit_code == 0, done.output
-        assert json.loads(done.stdout)["result"] == 42
-        assert POOL_SIZE_VARIABLE not in os.environ
-        process_wide = get_backend("docker", lang="python")
-        shape = process_wide.shape_for("python", SandboxLimits(), [])
-        # Opened warm for python's default shape: two started containers, not none.
-        assert len(process_wide.pool.wait_ready(shape, 2, timeout=120)) == 2
