@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from slotrelay import fsio
 from slotrelay.psmr import api
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.store import Store
@@ -66,6 +67,8 @@ def _step(
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="psmr-change-bench-") as folder:
+        # The apply log goes to the tree's state folder: the bench's own, not the user's.
+        os.environ[fsio.STATE_HOME_ENV] = str(Path(folder) / "state")
         root = _copy(Path(folder))
         store = Path(folder) / "store"
         started = time.perf_counter()

@@ -33,7 +33,8 @@ class CodeModel(Block):
     )
 
     def settings(self) -> ModelSettings:
-        """The plain settings the pen's core client takes."""
+        """The plain settings the pen's core client takes, each said to come from this block."""
+        source = f"CodeModel block {self._block_document_name or '(not saved)'}"
         return ModelSettings(
             base_url=self.base_url,
             model=self.model,
@@ -41,4 +42,5 @@ class CodeModel(Block):
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             max_tokens=self.max_tokens,
+            sources=dict.fromkeys(("base_url", "model", "api_key", "timeout_s", "max_tokens"), source),
         )

@@ -9,7 +9,8 @@ Save one (UI or Python) and pass its name to the `pen-write`, `registry-review` 
 
 Without a block the sandbox keeps its zero-setup defaults: the environment's daemon (DOCKER_HOST,
 DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, or `.env`), then bwrap. A policy that names a daemon runs code
-there or not at all (MPP-E002 naming the daemon); it never falls back to bwrap. The TLS fields are
+there or not at all (MPP-E002 naming the daemon); it never falls back to bwrap. So does a policy naming
+an image (`image_tags`): a missing one is MPP-E002 naming it, when the flow starts. The TLS fields are
 paths to PEM files on the machine that runs the flow, not the files' contents.
 """
 
@@ -21,6 +22,8 @@ from prefect.blocks.core import Block
 from pydantic import Field
 
 from slotrelay.sandbox.daemon import DaemonEndpoint
+from slotrelay.sandbox.errors import SandboxRequestError
+from slotrelay.sandbox.limits import LANGUAGES
 from slotrelay.sandbox.settings import SandboxSettings
 
 
@@ -60,8 +63,15 @@ class SandboxPolicy(Block):
         """The plain settings the sandbox's core takes.
 
         Raises:
-            SandboxRequestError: the daemon URL or its TLS files are unusable (the message names the field).
+            SandboxRequestError: the daemon URL or its TLS files are unusable, or `image_tags` names a
+                language the sandbox does not run (the message names the field).
         """
+        unknown = sorted(set(self.image_tags) - set(LANGUAGES))
+        if unknown:
+            raise SandboxRequestError(
+                f"image_tags: {', '.join(map(repr, unknown))} is not a language the sandbox runs "
+                f"({', '.join(LANGUAGES)})"
+            )
         endpoint = None
         if self.daemon_url:
             endpoint = DaemonEndpoint(
@@ -76,4 +86,5 @@ class SandboxPolicy(Block):
             default_limits=dict(self.default_limits),
             egress_allow=tuple(self.egress_allow) if self.egress_allow is not None else None,
             pool_size=self.pool_size,
+            source=f"SandboxPolicy block {self._block_document_name or '(not saved)'}",
         )

@@ -49,9 +49,7 @@ RAISING_FOLDERS = ("slotrelay", "deployments")
 # that defines a type comes before those that import it, so each type is listed where it is defined.
 ERROR_TYPE_MODULES = (
     "slotrelay.chain.errors",
-    "slotrelay.chain.deploy_ssh",
-    "slotrelay.chain.deploy_http",
-    "slotrelay.chain.deploy",
+    "slotrelay.chain.deploy_errors",
 )
 
 
@@ -85,12 +83,14 @@ def chain_schema_page() -> str:
 def command_paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """Every command path of typer's click tree, parents first, subcommands in name order.
 
-    Typed `Any`: typer ships its own copy of click, so a group is recognised by its `commands`.
+    Typed `Any`: typer ships its own copy of click, so a group is recognised by its `list_commands`
+    (click's lookup, which also loads the root's lazily imported parts).
     """
     yield path
-    subcommands = getattr(command, "commands", {})
-    for name in sorted(subcommands):
-        yield from command_paths(subcommands[name], (*path, name))
+    if not hasattr(command, "list_commands"):
+        return
+    for name in sorted(command.list_commands(None)):
+        yield from command_paths(command.get_command(None, name), (*path, name))
 
 
 def cli_page() -> str:

@@ -12,14 +12,13 @@ slot of every target they lead to, and a target is submitted once the step says 
 once every source that can fire has settled). A route that does not hold leaves its target unrun, and
 the summary says why.
 
-Failures (L4/L5): `skip` goes on; `fail` writes an alert and stops that branch; an error of no
-declared type (or an escalation whose type says `pause`) writes an alert and, once the branches that
-do not depend on that node have finished, pauses the run for a decision (flows/arbitration.py):
-continue, retry, terminate or reload. An escalation whose type says `alert` writes the alert and
-fails the node, and the run goes on with everything that does not need it (a join whose other
-source fired runs); when nothing else can run and that alert is still undecided, it is "an alert
-left unhandled" (CONTRACTS.md#dont-guess): the run pauses on it the same way
-before it ends.
+Failures (L4/L5): `skip` goes on; an error of no declared type (or an escalation whose type says
+`pause`) writes an alert and, once the branches that do not depend on that node have finished, pauses
+the run for a decision (flows/arbitration.py): continue, retry, terminate or reload. `fail` (at once)
+and an escalation whose type says `alert` write the alert and fail the node, and the run goes on with
+everything that does not need it (a join whose other source fired runs); when nothing else can run and
+that alert is still undecided, it is "an alert left unhandled" (CONTRACTS.md#dont-guess): the run
+pauses on it the same way before it ends.
 
 Key contract: `run_chain(...)` returns the `slotrelay run --json` summary dict (a failed run returns
 `Failed` carrying the same dict, so `state.result(raise_on_failure=False)` gives it). The summary is

@@ -3,9 +3,11 @@
 The steps, and their order, are the core's (`slotrelay.pen.writer.complete`); `tasks/pen.py` runs
 each as a task run and shows the generated code and the sandbox run as Markdown artifacts. When the
 persona's policy says a person decides (`{"mode": "person"}` in its pen-policy.json), the run pauses
-with a form (`PenDecisionInput`: erase | keep | share); resuming it from the UI, or with
-`resume_flow_run(id, run_input={"action": "keep"})`, carries the decision out. A pen error
-(MPP-E001..E005) fails the run after its audit record is written; the error is also an artifact.
+with the pen's decision form (`tasks.pen.PenDecisionInput`: erase | keep | share, the pen and its
+result shown first), as a chain's `pen` node does; resuming it from the UI, or with
+`resume_flow_run(id, run_input={"decision": "keep"})`, carries the decision out. A pen error
+(MPP-E001..E003, MPP-E005) fails the run after its audit record is written; the error is also an
+artifact. A program killed at its deadline is an output (`execution.status: "timeout"`), not an error.
 """
 
 from __future__ import annotations
@@ -15,32 +17,21 @@ from typing import Any, cast
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
-from prefect.flow_runs import pause_flow_run
-from prefect.input import RunInput
 
-from slotrelay.pen import writer
-from slotrelay.pen.errors import InvalidPenRequest, PenError
+from slotrelay.pen import config, writer
+from slotrelay.pen.errors import InvalidPenRequest, PenError, SandboxStartFailed
 from slotrelay.pen.model_client import ModelSettings
-from slotrelay.pen.terms import PenAction
-from slotrelay.pen.writer import PenOutcome, PenRun
-from slotrelay.sandbox.errors import SandboxRequestError
+from slotrelay.pen.writer import PenRun
+from slotrelay.sandbox.backends import check_policy_images
+from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.settings import SandboxSettings
-from tasks import pen as pen_tasks
-from tasks.pen import artifact_key
-
-DECISION_POLL_SECONDS = 2
+from tasks.pen import DECISION_TIMEOUT_S, artifact_key
 
 
-class PenDecisionInput(RunInput):
-    """A person's final action on the pen (CONTRACTS.md#persona-decision)."""
-
-    action: PenAction
-    decided_by: str = "person"
-
-
-def model_settings(model_block: str | None, root: str) -> ModelSettings:
-    """The code model: from the named `CodeModel` Block, else from the environment or `<root>/.env`."""
-    return code_model(model_block) or ModelSettings.from_env(env_file=Path(root) / ".env")
+def model_settings(model_block: str | None, root: str, env_file: str | None = None) -> ModelSettings:
+    """The code model: from the named `CodeModel` Block, else the environment, the named dotenv file, and
+    what the root's `.env` may set (`slotrelay.pen.config`)."""
+    return code_model(model_block) or config.model_settings(root=Path(root), env_file=env_file)
 
 
 def code_model(model_block: str | None) -> ModelSettings | None:
@@ -56,17 +47,27 @@ def code_model(model_block: str | None) -> ModelSettings | None:
 def sandbox_settings(policy_block: str | None) -> SandboxSettings | None:
     """The sandbox policy from the named `SandboxPolicy` Block, else None (the environment's defaults).
 
+    The images the policy pins are looked up on its daemon here, as the flow starts: a missing one
+    stops the run before a pen is claimed or the model is asked, rather than after.
+
     Raises:
-        InvalidPenRequest: the block's daemon URL or TLS files are unusable (naming the field).
+        InvalidPenRequest: the block's daemon URL, TLS files or image languages are unusable (naming
+            the field).
+        SandboxStartFailed: (MPP-E002) the daemon does not answer, or lacks an image the policy pins
+            (naming it).
     """
     if not policy_block:
         return None
     from blocks.sandbox_policy import SandboxPolicy
 
     try:
-        return cast(SandboxPolicy, SandboxPolicy.load(policy_block)).settings()
+        settings = cast(SandboxPolicy, SandboxPolicy.load(policy_block)).settings()
+        check_policy_images(settings)
     except SandboxRequestError as error:
         raise InvalidPenRequest(f"sandbox policy {policy_block!r}: {error.message}") from error
+    except SandboxUnavailable as error:
+        raise SandboxStartFailed(f"sandbox policy {policy_block!r}: {error.message}") from error
+    return settings
 
 
 @flow(name="pen-write", log_prints=False)
@@ -80,7 +81,8 @@ def pen_write(
     model_block: str | None = None,
     backend: str | None = None,
     sandbox_policy: str | None = None,
-    decision_timeout_s: int = 3600,
+    decision_timeout_s: int = DECISION_TIMEOUT_S,
+    env_file: str | None = None,
 ) -> dict[str, Any]:
     """Turn an intent into code, run it in the sandbox, and erase, keep or share it.
 
@@ -96,12 +98,14 @@ def pen_write(
         sandbox_policy: the name of a saved `SandboxPolicy` Block (daemon, images, default limits,
             egress allow-list, pool size); None: the environment's daemon, then bwrap.
         decision_timeout_s: how long a pause for a person's decision waits.
+        env_file: a dotenv file to read SLOTRELAY_MODEL_* from when no `model_block` is given (the
+            root's own `.env` may set only the timeout and the token cap).
 
     Returns:
-        The `pen.write` output (CONTRACTS.md#pen-output) plus `decision`.
+        The `pen.write` output (CONTRACTS.md#pen-output) with slotrelay's extension key `x-slotrelay`.
 
     Raises:
-        PenError: MPP-E001..E005 (the run fails; the call is audited).
+        PenError: MPP-E001..E003, MPP-E005, PEN_DECISION_TIMEOUT (the run fails; the call is audited).
     """
     log = get_run_logger()
     settings = sandbox_settings(sandbox_policy)
@@ -118,17 +122,18 @@ def pen_write(
         "options": options,
     }
     # The model first, as `slotrelay pen write` does: without one no pen_id is claimed.
-    model = model_settings(model_block, root)
+    model = model_settings(model_block, root, env_file)
+    for key, why in model.ignored.items():
+        log.warning("not used: %s from the %s", key, why)
     run = writer.begin(request, root=root)
+    run.decision_timeout_s = decision_timeout_s
     log.info("pen %s: %s", run.pen_id, intent)
     try:
         outcome = writer.complete(run, model=model, backend=backend, settings=settings)
     except PenError as error:
-        # complete() has already destroyed the pen's files and recorded the call with the error.
+        # complete() has already recorded the call with the error (and erased the pen it failed).
         _error_artifact(run, error)
         raise
-    if outcome.final_action is None:
-        outcome = _ask_a_person(run, outcome, decision_timeout_s)
     log.info("pen %s: %s (%s)", run.pen_id, outcome.state, outcome.decided_by)
     return outcome.to_json()
 
@@ -139,24 +144,3 @@ def _error_artifact(run: PenRun, error: PenError) -> None:
         key=artifact_key("pen-error", run.pen_id),
         description="why the pen failed",
     )
-
-
-def _ask_a_person(run: PenRun, pending: PenOutcome, timeout_s: int) -> PenOutcome:
-    create_markdown_artifact(
-        f"# {run.pen_id} waits for a decision\n\nSuggestion: **{run.suggestion}** ({run.suggestion_source}). "
-        f"Resume this run with an action: {', '.join(PenAction)}.",
-        key=artifact_key("pen-decision", run.pen_id),
-        description="the persona asks a person",
-    )
-    answer = pause_flow_run(
-        wait_for_input=PenDecisionInput,
-        timeout=timeout_s,
-        poll_interval=DECISION_POLL_SECONDS,
-        key=artifact_key("decision", run.pen_id),
-    )
-    outcome = pen_tasks.apply_decision(
-        str(run.root), run.pen_id, answer.action, f"person:{answer.decided_by}"
-    )
-    outcome.output = pending.output
-    outcome.timings = run.timings
-    return outcome

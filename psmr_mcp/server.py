@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 import mcp_types as types
 from jsonschema import Draft202012Validator
@@ -33,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from psmr_mcp import catalog
 from psmr_mcp.workspaces import WorkspaceRegistry
 from slotrelay import __version__
-from slotrelay.psmr import api, envelope
+from slotrelay.psmr import api, envelope, request_limits
 from slotrelay.psmr.errors import InvalidQuery, PsmrError, TypeMismatch
 from slotrelay.psmr.grants import READ_ONLY, Grants
 
@@ -66,9 +65,6 @@ class ToolSurface:
         self.grants = grants
         self.schemas = {name: catalog.input_schema(spec) for name, spec in catalog.TOOLS_BY_NAME.items()}
         self._validators = {name: Draft202012Validator(schema) for name, schema in self.schemas.items()}
-        # The core's store is plain files and a graph in memory; one call at a time keeps a build
-        # from racing the reads that follow it.
-        self._lock = anyio.Lock()
 
     def tools(self) -> list[types.Tool]:
         """The `tools/list` answer, in the catalog's order (reads, then changes, the build last)."""
@@ -106,11 +102,13 @@ class ToolSurface:
         request_id = envelope.new_request_id()
         try:
             request = self._checked(name, arguments)
-            async with self._lock:
-                if name == catalog.BUILD_TOOL:
-                    answer = await anyio.to_thread.run_sync(partial(self._build, request, ctx))
-                else:
-                    answer = await anyio.to_thread.run_sync(partial(self._query, name, request))
+            # Calls run side by side, each in its own worker thread: no lock is held across a read, so a
+            # slow or refused read answers alone. The core keeps what threads share consistent (its
+            # caches' tables, one build of a workspace at a time, an apply under its audit log's lock).
+            if name == catalog.BUILD_TOOL:
+                answer = await anyio.to_thread.run_sync(partial(self._build, request, ctx))
+            else:
+                answer = await anyio.to_thread.run_sync(partial(self._query, name, request))
             if answer["status"] == "error" and answer["error"]["code"] == "EXECUTION_FAILED":
                 # A failed git run, or a core fault answered with its incident id (the core logs the
                 # traceback as slotrelay.psmr): name the tool beside it in this server's log.
@@ -129,7 +127,9 @@ class ToolSurface:
             )
 
     def _checked(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments checked against the tool's schema, with its advertised defaults applied."""
+        """The arguments checked against the tool's schema, with its advertised defaults applied; past
+        a size limit of the schema the call is POLICY_BLOCKED before anything else looks at it."""
+        request_limits.check(name, self.schemas[name], arguments)
         errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             raise _argument_error(name, errors)
@@ -142,7 +142,7 @@ class ToolSurface:
         spec = catalog.TOOLS_BY_NAME[name]
         if name == "psmr_workspace_describe":
             return self._describe(request)
-        if spec.operation == "operator.list":
+        if spec.operation in ("operator.list", "operator.describe"):
             return api.call(spec.operation, request)
         if spec.operation == "analysis.semantic_diff" and (
             request.get("workspace_a") or request.get("workspace_b")
@@ -158,19 +158,11 @@ class ToolSurface:
         )
 
     def _diff_store(self, request: dict[str, Any]) -> Path:
-        """The one store holding both workspaces of a diff (the core reads a diff from one store)."""
-        stores = {
-            self.registry.store_for(request[key])
-            for key in ("workspace_a", "workspace_b")
-            if request.get(key)
-        }
-        if len(stores) > 1:
-            raise InvalidQuery(
-                "workspace_a and workspace_b live in different stores; diff two revisions of one "
-                "workspace with rev_a and rev_b, or restart the server with --store DIR so every "
-                "workspace is built into one store"
-            )
-        return stores.pop()
+        """The store of a diff's workspaces, each of which must be served (every workspace a server
+        serves lives in its one store)."""
+        named = [request[key] for key in ("workspace_a", "workspace_b") if request.get(key)]
+        stores = [self.registry.store_for(workspace_id) for workspace_id in named]
+        return stores[0]
 
     def _describe(self, request: dict[str, Any]) -> dict[str, Any]:
         served = [w.summary() for w in self.registry.served()]
@@ -191,6 +183,9 @@ class ToolSurface:
         return answer
 
     def _build(self, request: dict[str, Any], ctx: ServerRequestContext[Any] | None) -> dict[str, Any]:
+        # Here, not at the top: only a build reports progress, and a server's first answer seldom is one.
+        import anyio.from_thread
+
         def progress(done: int, total: int, file: str) -> None:
             if ctx is not None:
                 anyio.from_thread.run(ctx.session.report_progress, done, total, f"analysed {file}")

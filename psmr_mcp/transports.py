@@ -6,8 +6,13 @@ checked before the SDK sees it (`malformed_reply`), and a bad one is answered as
 does: -32700 when it is not JSON, -32600 when it is not a valid message, with the request's id
 whenever it can be read (else null), plus a warning in the log.
 
+Over HTTP a POST's message gets the same check before the SDK reads it (`MalformedMessageGuard`),
+answered with status 400 and the same JSON-RPC error: the SDK's own check lets a request that also
+carries `result` through, and runs it.
+
 HTTP sessions left open expire after `PSMR_MCP_SESSION_IDLE_TIMEOUT_S` seconds without a request
-(default 600), so abandoned clients do not grow the server.
+(default 600), so abandoned clients do not grow the server; at most `--max-sessions` are live at once
+and a request that would open one more is answered 503 by the SDK's session manager.
 
 HTTP binds to loopback only: the server has no authentication, so reaching it from another machine
 would hand the workspace to anyone on the network. Host and Origin headers are checked against
@@ -31,7 +36,12 @@ import anyio
 import pydantic_core
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    RequestBodyLimitMiddleware,
+    TransportSecurityMiddleware,
+    TransportSecuritySettings,
+)
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     INVALID_REQUEST,
@@ -39,10 +49,12 @@ from mcp_types import (
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
-    JSONRPCRequest,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
 from slotrelay.psmr.loopback import is_loopback, listening_socket, loopback_hosts, loopback_url
@@ -151,18 +163,16 @@ def malformed_reply(line: str) -> JSONRPCError | None:
             )
         request_id = document.get("id") if isinstance(document, dict) else None
         return _error(INVALID_REQUEST, f"Invalid Request: {problem}", _usable_id(request_id))
-    # The SDK's models ignore unknown members, so two malformed requests validate as messages that
-    # are never answered: one whose id is neither an integer nor a string (a notification), and one
-    # that also carries "result" or "error" (a response).
-    if isinstance(message, JSONRPCRequest):
-        return None
+    # The SDK's models ignore unknown members, so malformed messages validate as something else: a
+    # request whose id is neither an integer nor a string as a notification (never answered); one
+    # that also carries "result" or "error" as a request (run) or as a response (dropped).
     # The parser that has just read it; the stdlib's limits differ.
     document = pydantic_core.from_json(line)
-    if isinstance(message, JSONRPCNotification) and "id" in document:
-        return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
-    if not isinstance(message, JSONRPCNotification) and "method" in document:
+    if "method" in document and ("result" in document or "error" in document):
         problem = "Invalid Request: a message has a method or a result or an error, not both"
         return _error(INVALID_REQUEST, problem, _usable_id(document.get("id")))
+    if isinstance(message, JSONRPCNotification) and "id" in document:
+        return _error(INVALID_REQUEST, "Invalid Request: id must be an integer or a string", None)
     return None
 
 
@@ -304,6 +314,64 @@ async def serve_stdio(server: Server[Any]) -> None:
         os.dup2(wire, 0)
 
 
+class MalformedMessageGuard:
+    """ASGI middleware answering a POSTed message that is not a valid JSON-RPC message, as stdio does.
+
+    The message is checked with `malformed_reply`, after the request's Host, Origin and Content-Type
+    (the SDK's transport security, so a foreign page learns nothing more than before) and within the
+    SDK's body size limit (the caller wraps this in `RequestBodyLimitMiddleware`). A bad one is
+    answered 400 with its JSON-RPC error and logged; a good one goes to the SDK unchanged.
+
+    Parameters:
+        app: the SDK's streamable HTTP application.
+        security: the transport security settings the SDK checks too.
+    """
+
+    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings) -> None:
+        self.app = app
+        self.security = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != MCP_PATH:
+            await self.app(scope, receive, send)
+            return
+        refused = await self.security.validate_request(Request(scope), is_post=True)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        messages: list[Message] = []
+        body = bytearray()
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        reply = malformed_reply(body.decode("utf-8", errors="replace"))
+        if reply is None:
+
+            async def replay() -> Message:
+                return messages.pop(0) if messages else await receive()
+
+            await self.app(scope, replay, send)
+            return
+        logger.warning(
+            "http: answered a malformed message (%d bytes) with %d: %s (id %s)",
+            len(body),
+            reply.error.code,
+            reply.error.message,
+            json.dumps(reply.id),
+        )
+        answer = Response(
+            reply.model_dump_json(by_alias=True, exclude_unset=True),
+            status_code=400,
+            media_type="application/json",
+        )
+        await answer(scope, receive, send)
+
+
 async def serve_http(
     server: Server[Any],
     host: str,
@@ -311,6 +379,7 @@ async def serve_http(
     *,
     on_ready: Callable[[str], None] | None = None,
     idle_timeout_s: float = DEFAULT_SESSION_IDLE_TIMEOUT_S,
+    max_sessions: int,
 ) -> None:
     """Serve streamable HTTP on `http://host:port/mcp` until cancelled (Ctrl-C).
 
@@ -323,21 +392,27 @@ async def serve_http(
         port: the TCP port.
         on_ready: called with the URL once the socket listens.
         idle_timeout_s: a session with no request for this long is closed (see `session_idle_timeout`).
+        max_sessions: live sessions at most; a request that would open another is answered 503.
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
     """
     import uvicorn
 
+    security = transport_security(port)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
-        transport_security=transport_security(port),
+        transport_security=security,
         session_idle_timeout=idle_timeout_s,
+        max_sessions=max_sessions,
+    )
+    guarded = RequestBodyLimitMiddleware(
+        MalformedMessageGuard(app, security=security), DEFAULT_MAX_REQUEST_BODY_SIZE
     )
     sock = listening_socket(host, port)
     if on_ready is not None:
         on_ready(http_url(host, port))
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
     with sock:
         await uvicorn.Server(config).serve(sockets=[sock])

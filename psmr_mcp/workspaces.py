@@ -5,8 +5,9 @@ analyse a folder only if it lies inside a root given on the command line (`--wor
 writing source files and running tests take their own flags (`slotrelay.psmr.grants`). Paths are compared
 after resolving symlinks and `..`, so a link inside a root that points outside it is refused too.
 
-Each workspace lives in a store (`.psmr/` under its root, or one `--store DIR` for all of them);
-the registry remembers which store holds which workspace id, so a tool call only names the id.
+Every workspace lives in one store (`slotrelay.psmr.store.default_store`, in slotrelay's state
+folder, or the `--store DIR` the server was started with), never in the analysed folder; the registry
+remembers which store holds which workspace id, so a tool call only names the id.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class WorkspaceRegistry:
 
     Parameters:
         roots: folders psmr_workspace_build may analyse (and anything below them).
-        store: one store for every workspace, or None for a store under each root.
+        store: the store for every workspace, or None for the default one.
     """
 
     def __init__(self, roots: Iterable[Path], *, store: Path | None = None) -> None:

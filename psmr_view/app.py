@@ -7,24 +7,31 @@
     /ws/{id}/conflicts        conflicts         /ws/{id}/findings  findings
     /ws/{id}/diff             semantic diff     /ws/{id}/source    a file's lines
     /ws/{id}/deltas           proposed deltas   /ws/{id}/delta?id= one delta (read-only: nothing applies)
+    POST /ws/{id}/diff        build two git revisions, then 303 to their diff (the one change to the store)
 
-Pages are built one at a time (a lock): the core's store keeps loaded workspaces in a process-wide
-cache that is not meant to be filled from several threads at once, and one person reads one page
-at a time anyway. Every refusal, the view's or an operator's, is an HTML page with a 4xx status;
-a fault of the view itself is logged with its traceback and shown as a 500 page with an incident id.
+Every GET only reads. The one request that changes the store, building two revisions' workspaces
+(a git worktree each) for a diff, is a POST that the guard takes only from the view's own pages
+(`psmr_view.guard`); it answers with a redirect to the diff page, so a reload never builds again.
+
+Pages are built side by side, each in its own worker thread, and no lock is held while a page reads
+the store or the tree: a page whose read is slow or refused answers alone, and the next page does not
+wait for it (the core guards its own caches' tables). Every refusal, the view's or an operator's, is
+an HTML page with a 4xx status; a fault of the view itself is logged with its traceback and shown as
+a 500 page with an incident id.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -47,6 +54,8 @@ TEMPLATES = Jinja2Templates(
     env=Environment(loader=PackageLoader("psmr_view", "templates"), autoescape=select_autoescape(["html"]))
 )
 HTTP_REASONS = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+FORM_TYPE = "application/x-www-form-urlencoded"
+MAX_FORM_BYTES = 4096
 
 
 def error_page(request: Request | None, error: ViewError) -> Response:
@@ -62,6 +71,23 @@ def _refusal(status: int, code: str, message: str) -> ASGIApp:
     return error_page(None, ViewError(code, message, status=status))
 
 
+async def _form(request: Request) -> dict[str, str]:
+    """The fields of a form the view's own page posted (application/x-www-form-urlencoded, a few
+    short fields): a larger or other body is refused before it is read whole.
+
+    Raises:
+        ViewError: INVALID_QUERY (415, 413) for another content type or a body over MAX_FORM_BYTES.
+    """
+    if request.headers.get("content-type", "").split(";")[0].strip() != FORM_TYPE:
+        raise ViewError("INVALID_QUERY", f"the form must be sent as {FORM_TYPE}", status=415)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise ViewError("INVALID_QUERY", f"the form is larger than {MAX_FORM_BYTES} bytes", status=413)
+    return dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+
+
 def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = None) -> Starlette:
     """The view over a store.
 
@@ -74,7 +100,6 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
         The ASGI application.
     """
     store = Path(store).expanduser().resolve()
-    lock = threading.Lock()
 
     def render(request: Request, built: pages.Page, reader: WorkspaceReader | None = None) -> Response:
         template, context = built
@@ -84,14 +109,13 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
 
     def on_workspace(build: Callable[[pages.PageRequest], pages.Page]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
-            with lock:
-                reader = WorkspaceReader(store, request.path_params["workspace_id"])
-                page = PageRef.parse(request.query_params)
-                req = pages.PageRequest(reader, request.query_params, page, request.url.path)
-                page.check_version(reader.version, first_page_url(request.url.path, request.query_params))
-                built = build(req)
-                reader.check_unchanged()
-                return render(request, built, reader)
+            reader = WorkspaceReader(store, request.path_params["workspace_id"])
+            page = PageRef.parse(request.query_params)
+            req = pages.PageRequest(reader, request.query_params, page, request.url.path)
+            page.check_version(reader.version, first_page_url(request.url.path, request.query_params))
+            built = build(req)
+            reader.check_unchanged()
+            return render(request, built, reader)
 
         return endpoint
 
@@ -101,8 +125,18 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
         return list_all(request)
 
     def list_all(request: Request) -> Response:
-        with lock:
-            return render(request, pages.workspaces(store))
+        return render(request, pages.workspaces(store))
+
+    async def compare_revisions(request: Request) -> Response:
+        form = await _form(request)
+
+        def build() -> str:
+            # Not under a lock the pages wait on: building two revisions takes seconds, and the core
+            # serialises the builds of one workspace itself (slotrelay/psmr/build.py).
+            reader = WorkspaceReader(store, request.path_params["workspace_id"])
+            return pages.compare_revisions(reader, form)
+
+        return RedirectResponse(await run_in_threadpool(build), status_code=303)
 
     async def view_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ViewError)
@@ -153,6 +187,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
                 "delta",
             )
         ),
+        Route("/ws/{workspace_id}/diff", compare_revisions, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     exception_handlers: dict[Any, Any] = {ViewError: view_error, HTTPException: http_error, Exception: fault}

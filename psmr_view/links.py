@@ -64,8 +64,11 @@ class Links:
     def findings(self, kind: str | None = None) -> str:
         return self._page("findings", [("kind", kind)])
 
-    def diff(self) -> str:
-        return self._page("diff", [])
+    def diff(
+        self, *, against: str | None = None, workspace_a: str | None = None, workspace_b: str | None = None
+    ) -> str:
+        pair = [("workspace_a", workspace_a), ("workspace_b", workspace_b)]
+        return self._page("diff", [("against", against), *pair])
 
     def deltas(self) -> str:
         return self._page("deltas", [])

@@ -8,6 +8,7 @@ page of the operator's answer at a time (`paging.BUDGETS`), with links to the ne
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from psmr_view.links import SYMBOL_RELATIONS, Links
 from psmr_view.paging import BUDGETS, Pager, PageRef, pager
 from psmr_view.reader import WorkspaceReader, list_workspaces
 from psmr_view.source import excerpt
+from slotrelay.psmr import api
+from slotrelay.psmr.errors import PsmrError
 from slotrelay.psmr.operators import FINDING_KINDS, RELATIONS, SEARCH_KINDS
 
 Page = tuple[str, dict[str, Any]]
@@ -256,30 +259,71 @@ def findings(req: PageRequest) -> Page:
 
 
 def diff(req: PageRequest) -> Page:
-    """analysis.semantic_diff against another workspace of the store, or between two revisions."""
+    """analysis.semantic_diff against another workspace of the store, or between two of them (the two
+    revisions `compare_revisions` built). Git revisions typed in the form only fill it in: building
+    them changes the store, which a GET never does."""
     against = req.params.get("against") or None
-    rev_a, rev_b = req.params.get("rev_a") or None, req.params.get("rev_b") or None
+    first, second = req.params.get("workspace_a") or None, req.params.get("workspace_b") or None
     others = [w for w in list_workspaces(req.reader.store) if w["workspace_id"] != req.reader.workspace_id]
     context: dict[str, Any] = {
         "others": others,
         "against": against,
-        "rev_a": rev_a or "",
-        "rev_b": rev_b or "",
+        "rev_a": req.params.get("rev_a", ""),
+        "rev_b": req.params.get("rev_b", ""),
         "diff": None,
     }
-    if against and (rev_a or rev_b):
-        raise ViewError("INVALID_QUERY", "compare with another workspace or between two revisions, not both")
+    if against and (first or second):
+        raise ViewError(
+            "INVALID_QUERY", "compare with another workspace (against) or two workspaces (workspace_a and "
+            "workspace_b), not both"
+        )
+    if bool(first) != bool(second):
+        raise ViewError(
+            "INVALID_QUERY", "a diff between two workspaces needs both workspace_a and workspace_b"
+        )
     if against:
         request = {"workspace_a": req.reader.workspace_id, "workspace_b": against}
-    elif rev_a or rev_b:
-        if not (rev_a and rev_b):
-            raise ViewError("INVALID_QUERY", "a diff between revisions needs both rev_a and rev_b")
-        request = {"rev_a": rev_a, "rev_b": rev_b}
+    elif first and second:
+        request = {"workspace_a": first, "workspace_b": second}
     else:
         return "diff.html", context
     answer = req.reader.call("analysis.semantic_diff", request, budget=BUDGETS["diff"], page=req.page)
     context |= {"diff": answer["data"], "warnings": answer["warnings"], "pager": req.pager(answer)}
     return "diff.html", context
+
+
+def compare_revisions(reader: WorkspaceReader, form: Mapping[str, str]) -> str:
+    """Build the workspaces of two git revisions of the workspace's root, and the URL of their diff.
+
+    The view's one change to the store (a git worktree per revision in the store, and their
+    workspaces): asked for by a POST from the diff page's form, whose Origin the guard checks.
+
+    Parameters:
+        reader: the workspace whose root's revisions to compare.
+        form: the form's fields, `rev_a` and `rev_b`.
+
+    Returns:
+        The diff page of the two built workspaces (the POST's redirect).
+
+    Raises:
+        ViewError: INVALID_QUERY for a missing revision or one that reads as an option (-x),
+            EXECUTION_FAILED (422) for one git does not know.
+    """
+    revisions = [form.get(name, "").strip() for name in ("rev_a", "rev_b")]
+    if not all(revisions):
+        raise ViewError("INVALID_QUERY", "a diff between revisions needs both rev_a and rev_b")
+    if any(rev.startswith("-") for rev in revisions):
+        raise ViewError(
+            "INVALID_QUERY", "a git revision does not start with '-'; give a commit, tag or branch"
+        )
+    built = []
+    for rev in revisions:
+        try:
+            summary = api.build_workspace(reader.manifest["root"], rev=rev, store=reader.store)
+        except PsmrError as exc:
+            raise ViewError(exc.code, exc.message) from exc
+        built.append(summary["workspace_id"])
+    return Links(reader.workspace_id).diff(workspace_a=built[0], workspace_b=built[1])
 
 
 def deltas(req: PageRequest) -> Page:

@@ -1,8 +1,11 @@
 """The source lines behind a span: the file the workspace was built from, the span's lines marked.
 
 The file is read from the workspace's source root (a revision's worktree for `--rev` builds), only
-if it is one of the workspace's files and lies inside that root. When its content no longer matches
-the hash recorded at build time, the lines are still shown, with a warning that they may have moved.
+if it is one of the workspace's files, as the build read it (`slotrelay.psmr.build.read_artifact`: a
+regular file inside the root, its folders and itself opened without following a link out of it and
+without blocking, so a file swapped for a FIFO gives a warning, not a hung page). When its content no
+longer matches the hash recorded at build time, the lines are still shown, with a warning that they
+may have moved.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from psmr_view.errors import ViewError
+from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
 
 CONTEXT_LINES = 4
 
@@ -51,15 +55,14 @@ def excerpt(
         ViewError: OBJECT_NOT_FOUND (404) when the artifact is not a file of the workspace.
     """
     entry = files.get(artifact)
-    path = (source_root / artifact).resolve()
-    if entry is None or not path.is_relative_to(source_root.resolve()):
+    if entry is None:
         raise ViewError("OBJECT_NOT_FOUND", f"{artifact} is not a file of this workspace")
     first, last = span["line"], max(span.get("end_line") or span["line"], span["line"])
     found = Excerpt(artifact, marked=range(first, last + 1))
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        found.warning = f"{artifact} cannot be read now ({exc.strerror or exc}); rebuild the workspace"
+        data = read_artifact(source_root, artifact)
+    except (NotSource, Unanalysable) as exc:
+        found.warning = f"{artifact} cannot be read now ({exc}); rebuild the workspace"
         return found
     if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
         found.warning = f"{artifact} changed since the workspace was built: the lines may have moved"

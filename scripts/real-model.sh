@@ -9,7 +9,8 @@
 #                                   one running), wait for /v1/models, print the .env lines on stdout
 #   scripts/real-model.sh stop      stop the server this script started
 #
-# `scripts/real-model.sh start >> .env` points `slotrelay pen write` at it. Progress goes to stderr; the
+# `scripts/real-model.sh start >> .env`, then `slotrelay pen write --env-file .env`, points the pen at it
+# (a root's .env alone may not name the model: docs/pen.md). Progress goes to stderr; the
 # server's log and pid are in .slotrelay/real-model/. A 135M model is for exercising the pen against
 # a real server's answers, not for real work: use Ollama or vLLM with a coder model for that (README).
 set -euo pipefail

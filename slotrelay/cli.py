@@ -7,25 +7,39 @@ Errors become exits here, once: a command raises a `SlotrelayError` (the core's 
 0 success, 1 the work ran and failed, 2 bad input, 3 the environment is missing something.
 A command whose work ran and failed after printing its result (a failed flow run or program, a
 broken audit log) exits with `ExitCode.FAILED` itself: there is no error to report twice.
+
+Each part's commands are imported when one of them runs (or when help lists them all), not at
+start: `slotrelay mcp serve`, which an MCP host spawns for every session, loads neither the chain
+engine's, the pen's nor the servers' command modules and what they import.
+
+Help shows a flag (`--json`, `--help`, either side of a `--flag/--no-flag` pair) without a value: each
+command is passed through `show_flags_as_flags` as it is mounted, the root's own flags as help asks
+for them.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from slotrelay.commands import JSON_ERRORS
-from slotrelay.commands import chain as chain_commands
-from slotrelay.commands import mcp as mcp_commands
-from slotrelay.commands import pen as pen_commands
-from slotrelay.commands import psmr as psmr_commands
-from slotrelay.commands import sandbox as sandbox_commands
-from slotrelay.commands import server as server_commands
 from slotrelay.errors import SlotrelayError
+
+# `slotrelay NAME ...`: the module whose Typer app is that group of commands.
+COMMAND_GROUPS = {
+    "mcp": "slotrelay.commands.mcp",
+    "pen": "slotrelay.commands.pen",
+    "psmr": "slotrelay.commands.psmr",
+    "sandbox": "slotrelay.commands.sandbox",
+}
+# The modules whose commands sit at the top level (`slotrelay validate`, `slotrelay up`), in help's order.
+TOP_LEVEL_COMMANDS = ("slotrelay.commands.chain", "slotrelay.commands.server")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -41,10 +55,68 @@ def show_error(error: SlotrelayError, *, as_json: bool) -> None:
     err.print(f"[bold red]{escape(error.code)}[/]: {escape(text)}", highlight=False)
 
 
+def show_flags_as_flags(command: Any, parent: Any = None) -> None:
+    """Show every flag of `command` and of the commands under it, `--help` included, with no metavar.
+
+    Click makes `--help` when first asked for it, from the context's help option names, and keeps it
+    on the command: it is asked for here through a context made as click would make it (the parent's
+    names, then the command's own `context_settings`).
+    """
+    context = typer.Context(command, parent=parent, **command.context_settings)
+    for param in [*command.params, command.get_help_option(context)]:
+        _without_metavar_if_flag(param)
+    for sub in getattr(command, "commands", {}).values():
+        show_flags_as_flags(sub, context)
+
+
+def _without_metavar_if_flag(param: Any) -> None:
+    # Typer's help panel prints each option's type after its name (`--port <int>`), flags too
+    # (`--json <bool>`), though a flag takes no value; a metavar, when set, is printed instead.
+    if param is not None and (getattr(param, "is_flag", False) or getattr(param, "count", False)):
+        param.metavar = ""
+
+
 class SlotrelayGroup(TyperGroup):
-    """The root command group: turns any `SlotrelayError` a command raises into its message and exit code."""
+    """The root command group: loads each part's commands when they are asked for (click's lazy
+    subcommands), and turns any `SlotrelayError` a command raises into its message and exit code."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        # Typer adds the root's completion options after making the group, so they are marked here.
+        params: list[Any] = super().get_params(ctx)
+        for param in params:
+            _without_metavar_if_flag(param)
+        return params
 
     # `ctx` is a context of typer's own copy of click, which typer does not export (typer._click): Any.
+    def list_commands(self, ctx: Any) -> list[str]:
+        for name in COMMAND_GROUPS:
+            self._load_group(name)
+        self._load_top_level()
+        return [*COMMAND_GROUPS, *(name for name in self.commands if name not in COMMAND_GROUPS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in COMMAND_GROUPS:
+            self._load_group(cmd_name)
+        elif cmd_name not in self.commands:
+            self._load_top_level()
+        return super().get_command(ctx, cmd_name)
+
+    def _load_group(self, name: str) -> None:
+        if name not in self.commands:
+            group = typer.main.get_group(importlib.import_module(COMMAND_GROUPS[name]).app)
+            group.name = name
+            self._mount(name, group)
+
+    def _load_top_level(self) -> None:
+        for module in TOP_LEVEL_COMMANDS:
+            for name, command in typer.main.get_group(importlib.import_module(module).app).commands.items():
+                if name not in self.commands:
+                    self._mount(name, command)
+
+    def _mount(self, name: str, command: Any) -> None:
+        show_flags_as_flags(command, typer.Context(self, **self.context_settings))
+        self.add_command(command, name)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -60,12 +132,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-app.add_typer(mcp_commands.app, name="mcp")
-app.add_typer(pen_commands.app, name="pen")
-app.add_typer(psmr_commands.app, name="psmr")
-app.add_typer(sandbox_commands.app, name="sandbox")
-app.add_typer(chain_commands.app)
-app.add_typer(server_commands.app)
 
 
 @app.callback()

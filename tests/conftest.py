@@ -4,6 +4,10 @@ Tests that need a service carry a marker (`docker`, `prefect_server`, `bwrap`, `
 `postgres`); CI starts every one of those services, so none of them is skipped there: with CI set, a missing
 service fails the test instead of skipping it.
 
+Every session has its own slotrelay state folder (`state_home`: `SLOTRELAY_STATE_HOME`, exported so the
+processes tests start inherit it): the PSMR store, audit logs and the sealing key of a test run never
+mix with the user's, or with another session's.
+
 Every test must also end the threads it starts (`no_thread_leaks`, as watchdog's suite does): a thread
 left running keeps working during later tests, on state they share (files, ports, the global `random`
 that hypothesis checks is left alone while it draws an example).
@@ -25,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from slotrelay import fsio
+
 # Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
 # sandbox, on a copy; they are not this project's tests.
 collect_ignore = ["vendor"]
@@ -45,6 +51,22 @@ PROCESS_WIDE_TARGETS = frozenset({"jedi.inference.compiled.subprocess._enqueue_o
 # loop's root task: one left over belongs to a loop still running, and a test's own loop left running
 # would be reported itself (its thread), so a pool thread is never the leak.
 ANYIO_WORKER = "anyio._backends._asyncio.WorkerThread"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """This session's slotrelay state folder (the store, audit logs, sealing key), in the environment
+    before any test runs so that every process a test starts inherits it; `PSMR_STORE` is cleared so a
+    developer's own store is never used."""
+    folder = tmp_path_factory.mktemp("slotrelay-state")
+    saved = {key: os.environ.pop(key, None) for key in (fsio.STATE_HOME_ENV, "PSMR_STORE")}
+    os.environ[fsio.STATE_HOME_ENV] = str(folder)
+    yield folder
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def require_service(available: bool, why: str) -> None:

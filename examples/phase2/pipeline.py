@@ -2,9 +2,10 @@
 
 scan reads `inbox/`, dedup drops repeated articles, enrich adds word counts (its first attempt finds
 the source busy and asks for a retry), the reviewer agent plays an agent outside the engine that
-writes the review node's output slot, publish writes an index (the chain's deploy node then copies
-it to `work/site` and `work/mirror-b`), check_site serves the site folder over HTTP on 127.0.0.1 and
-compares what it serves with what was deployed, notify_cdn finds the CDN unreachable
+writes the review node's output slot, publish writes an index and lists it in `files` (the chain's
+deploy node takes that list, `files_from`, and makes a release of it in `work/site` and
+`work/mirror-b`), check_site serves the site's live release (`work/site/current`) over HTTP on
+127.0.0.1 and compares what it serves with what was deployed, notify_cdn finds the CDN unreachable
 (skipped, by the chain's rules), archive bundles what was published.
 """
 
@@ -17,6 +18,7 @@ import os
 import shutil
 import threading
 import time
+import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -102,7 +104,7 @@ def publish(data: dict) -> dict:
     index = WORK / "published" / "index.md"
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text("# Today\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return {"index_file": str(index), "published": len(lines)}
+    return {"index_file": str(index), "published": len(lines), "files": [index.relative_to(HERE).as_posix()]}
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -111,22 +113,22 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 
 def check_site(data: dict) -> dict:
-    """Serve `work/site` on a free port of 127.0.0.1 for the check, GET every deployed file, compare sha256.
+    """Serve the live release of `work/site` (its `current`) on a free port of 127.0.0.1, GET every file
+    deployed to C there, compare sha256.
 
     A free port per run (not a fixed one in the chain file) keeps parallel runs of copies of this
     example, and the long-lived `slotrelay up` process, from clashing.
     """
-    site = (WORK / "site").resolve()
+    site = WORK / "site" / "current"
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
     threading.Thread(target=server.serve_forever, name="site-server", daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     checked = []
     try:
         for copy in data["deployed"]:
-            target = Path(copy["target"]).resolve()
-            if not target.is_relative_to(site):
+            if copy["target_name"] != "C":
                 continue
-            url = base + target.relative_to(site).as_posix()
+            url = base + urllib.parse.quote(copy["path"])
             with urllib.request.urlopen(url, timeout=10) as answer:
                 served = hashlib.sha256(answer.read()).hexdigest()
             if served != copy["sha256"]:

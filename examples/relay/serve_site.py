@@ -1,4 +1,8 @@
-"""Serve the example's `public/` folder (the seed's C side) on http://127.0.0.1:8765/ until Ctrl-C."""
+"""Serve the example's `public/` folder (the seed's C side) on http://127.0.0.1:8765/ until Ctrl-C.
+
+The deploy node keeps releases there: the live site is `/current/`, and a new release is checked at
+`/releases/<id>/` before `current` switches to it.
+"""
 
 from __future__ import annotations
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urljoin
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util import Retry
-
+from slotrelay.chain.deploy_errors import URL_UNREACHABLE
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import UrlRetry
 
+if TYPE_CHECKING:
+    import requests
+
 URL_TIMEOUT_SECONDS = 10
 RETRIED_STATUSES = (429, 500, 502, 503, 504)
-URL_UNREACHABLE = "deploy_url_unreachable"
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ def url_of(base_url: str, relative: str) -> str:
 
 def session_for(retry: UrlRetry) -> requests.Session:
     """A session whose GETs are retried as `retry` says (the caller closes it)."""
+    # requests loads here, not with the module: a deploy without a served target never needs it.
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util import Retry
+
     session = requests.Session()
     adapter = HTTPAdapter(max_retries=Retry(
         total=retry.total, backoff_factor=retry.backoff_factor,
@@ -61,6 +66,8 @@ def fetch(session: requests.Session, url: str, *, side: str) -> Served:
     Raises:
         NodeError: `deploy_url_unreachable` when there is no answer after the retries, or not a 200.
     """
+    import requests
+
     try:
         answer = session.get(url, timeout=URL_TIMEOUT_SECONDS)
     except requests.RequestException as failed:

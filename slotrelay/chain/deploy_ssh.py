@@ -1,4 +1,4 @@
-"""Remote deploy targets over SSH (asyncssh): where a remote is, and how a batch of files lands there proven.
+"""Remote deploy targets over SSH (asyncssh): where a remote is, and how a release is made there and switched.
 
 Where a remote is comes from the environment or `.env`, never from the chain file; for a target with
 `"ssh": "SITE_C"`:
@@ -10,19 +10,25 @@ Where a remote is comes from the environment or `.env`, never from the chain fil
     SITE_C_KNOWN_HOSTS  known_hosts file the host key must be in (default ~/.ssh/known_hosts);
                         `none` skips the check (a throwaway host only: the output slot says so)
     SITE_C_PATH         the remote folder (relative paths: against the login's home)
-    SITE_C_URL          where that folder is served, for the URL check and the feature points (optional)
+    SITE_C_URL          where PATH/current is served, for the URL check and the feature points (optional)
+    SITE_C_PREVIEW_URL  where PATH/releases is served, to check a release before it goes live (optional)
 
-A batch lands in three steps, so that a failure leaves nothing half written under a final name:
-every file goes over SFTP to a temporary name beside its final one; then one `sha256sum` over the SSH
-exec channel hashes every temporary copy on the remote host, and its output is parsed strictly (one
-`<64 hex>  <path>` line per file, in order); only when every hash matches its source is each copy
-renamed into place (the OpenSSH `posix-rename` extension: atomic, replaces an older copy). On any
-failure the temporary copies are removed.
+The layout and the steps are slotrelay.chain.deploy_release's. One connection and one SFTP session
+serve the whole deploy of a target, from the first look at `current` to the switch and the pruning.
+A release is made with SFTP: missing folders level by level (asyncssh's `makedirs` passes over a
+refusal on every level but the last; here a refusal at any level is `write_denied`), the previous
+release's files hard-linked (the OpenSSH `hardlink@openssh.com` extension), the uploads written into
+new files with many requests in flight at once. Then one `sha256sum` over the SSH exec channel hashes
+every upload where it landed, parsed strictly (one `<64 hex>  <path>` line per file, in order); the
+switch is an SFTP `symlink` and `posix-rename` over `current`.
 
 Why the remote `sha256sum` rather than reading each copy back over SFTP: the hash is computed by the
 remote host from its own disk, and only a line per file crosses the network instead of every byte a
 second time (the deploy's cost stays near one transfer, see bench/deploy_bench.py). Its cost is that
 the login needs a shell with coreutils; an SFTP-only account fails with `deploy_proof_failed`, named.
+
+asyncssh is imported by this module only, and slotrelay.chain.deploy imports this module only for a
+deploy that has a remote target: loading a chain or a flow never pays for it.
 """
 
 from __future__ import annotations
@@ -32,38 +38,43 @@ import posixpath
 import re
 import shlex
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import asyncssh
 
+from slotrelay.chain.deploy_errors import (
+    AUTH_REFUSED,
+    CONFIG_INVALID,
+    HASH_MISMATCH,
+    HOST_KEY_UNKNOWN,
+    HOST_UNREACHABLE,
+    PROOF_FAILED,
+    TARGET_UNWRITABLE,
+    WRITE_DENIED,
+)
+from slotrelay.chain.deploy_release import (
+    CURRENT,
+    RELEASE_ID,
+    RELEASES,
+    Staged,
+    link_to,
+    release_of_link,
+    to_prune,
+)
+from slotrelay.chain.deploy_sources import CHUNK_BYTES, Upload
 from slotrelay.chain.errors import NodeError
 
 CONNECT_TIMEOUT_SECONDS = 15
-PARALLEL_TRANSFERS = 8
+# Files in flight at once on the one SFTP session (each an open, its writes and a close).
+PARALLEL_FILES = 32
 # sha256sum takes many paths in one call; this keeps a command line far below ARG_MAX.
 HASH_BATCH = 200
 _HASH_LINE = re.compile(r"([0-9a-f]{64})  (.+)")
-
-HOST_UNREACHABLE = "deploy_host_unreachable"
-AUTH_REFUSED = "deploy_auth_refused"
-HOST_KEY_UNKNOWN = "deploy_host_key_unknown"
-CONFIG_INVALID = "deploy_config_invalid"
-WRITE_DENIED = "write_denied"
-TARGET_UNWRITABLE = "deploy_target_unwritable"
-HASH_MISMATCH = "deploy_hash_mismatch"
-PROOF_FAILED = "deploy_proof_failed"
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One file of a batch: the source on this machine, its path under the target, its sha256."""
-
-    source: Path
-    relative: str
-    sha256: str
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,7 @@ class RemoteSettings:
     known_hosts: Path | None
     path: str
     url: str | None
+    preview_url: str | None = None
 
     @property
     def location(self) -> str:
@@ -122,9 +134,12 @@ class RemoteSettings:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise NodeError(CONFIG_INVALID, f"{prefix}_PORT={port_text!r} is not a TCP port")
         known = env.get(f"{prefix}_KNOWN_HOSTS", "").strip() or "~/.ssh/known_hosts"
-        url = env.get(f"{prefix}_URL", "").strip() or None
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise NodeError(CONFIG_INVALID, f"{prefix}_URL={url!r} is not an http(s) URL")
+
+        def url(name: str) -> str | None:
+            value = env.get(f"{prefix}_{name}", "").strip() or None
+            if value is not None and not value.startswith(("http://", "https://")):
+                raise NodeError(CONFIG_INVALID, f"{prefix}_{name}={value!r} is not an http(s) URL")
+            return value
         return cls(
             prefix=prefix,
             host=host,
@@ -133,8 +148,11 @@ class RemoteSettings:
             key_path=existing_file("KEY", required("KEY")),
             known_hosts=None if known == "none" else existing_file("KNOWN_HOSTS", known),
             path=required("PATH").rstrip("/") or "/",
-            url=url,
+            url=url("URL"),
+            preview_url=url("PREVIEW_URL"),
         )
+
+
 
 
 @contextmanager
@@ -200,92 +218,300 @@ async def _hashes(connection: asyncssh.SSHClientConnection, paths: list[str], wh
     return digests
 
 
-async def _land(settings: RemoteSettings, uploads: list[Upload]) -> list[str]:
-    key = _read_key(settings)
-    token = uuid.uuid4().hex[:8]
-    finals = [posixpath.join(settings.path, u.relative) for u in uploads]
-    temporaries = [
-        posixpath.join(posixpath.dirname(f), f".{posixpath.basename(f)}.{token}.tmp") for f in finals]
-    where = settings.location
-    with _mapped(settings, "connecting"):
-        connection = await asyncssh.connect(
-            settings.host, settings.port, username=settings.user, client_keys=[key],
-            known_hosts=None if settings.known_hosts is None else str(settings.known_hosts),
-            agent_path=None, config=None, password=None, kbdint_auth=False,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        )
-    async with connection:
-        with _mapped(settings, "opening SFTP"):
-            sftp = await connection.start_sftp_client()
-        written: list[str] = []
-        try:
-            async with sftp:
-                for folder in sorted({posixpath.dirname(f) for f in finals}):
-                    with _mapped(settings, f"creating the folder {folder}"):
-                        await sftp.makedirs(folder, exist_ok=True)
-                gate = asyncio.Semaphore(PARALLEL_TRANSFERS)
+class RemoteReleases:
+    """A remote folder that keeps releases, reached over one SSH connection for the whole deploy.
 
-                async def send(upload: Upload, temporary: str) -> None:
-                    async with gate:
-                        written.append(temporary)
-                        with _mapped(settings, f"writing {temporary}"):
-                            await sftp.put(str(upload.source), temporary)
-
-                # Every transfer ends before anything else happens, failed or not: a copy still being
-                # written while the leftovers are removed would outlive the removal.
-                sent = await asyncio.gather(*(send(u, t) for u, t in zip(uploads, temporaries, strict=True)),
-                                            return_exceptions=True)
-                failure = next((outcome for outcome in sent if isinstance(outcome, BaseException)), None)
-                if failure is not None:
-                    raise failure
-                with _mapped(settings, "hashing the copies"):
-                    digests = await _hashes(connection, temporaries, where)
-                for upload, final, digest in zip(uploads, finals, digests, strict=True):
-                    if digest != upload.sha256:
-                        raise NodeError(
-                            HASH_MISMATCH,
-                            f"{where}: the copy of {upload.source} for {final} has sha256 {digest}, "
-                            f"the source {upload.sha256}",
-                        )
-                # In the given order: a caller lists a sitemap last, so it never names a page not yet in
-                # place.
-                for temporary, final in zip(temporaries, finals, strict=True):
-                    with _mapped(settings, f"renaming {temporary} to {final}"):
-                        await sftp.posix_rename(temporary, final)
-                    written.remove(temporary)
-        finally:
-            await _remove_leftovers(connection, written)
-    return [settings.location_of(final) for final in finals]
-
-
-async def _remove_leftovers(connection: asyncssh.SSHClientConnection, temporaries: list[str]) -> None:
-    """Remove temporary copies a failed batch left (best effort: the connection may be what failed)."""
-    if not temporaries:
-        return
-    try:
-        async with connection.start_sftp_client() as sftp:
-            for temporary in temporaries:
-                with suppress(asyncssh.SFTPNoSuchFile):
-                    await sftp.remove(temporary)
-    except (OSError, asyncssh.Error):
-        # The original failure is what the caller must see; a temporary name is never served as a page.
-        return
-
-
-def deploy_remote(settings: RemoteSettings, uploads: list[Upload]) -> list[str]:
-    """Copy a batch to a remote folder: temporary names, remote `sha256sum` proof, rename into place.
+    The engine's core is synchronous and asyncssh is not: each step runs on this target's own event
+    loop (`asyncio.Runner`), which keeps the connection between steps.
 
     Parameters:
+        name: the target's label.
         settings: the remote (see `RemoteSettings.from_env`).
-        uploads: the files, in the order they are to be renamed into place.
-
-    Returns:
-        Where each file landed, as `ssh://user@host:port/path`, in the order of `uploads`.
-
-    Raises:
-        NodeError: deploy_host_unreachable, deploy_auth_refused, deploy_host_key_unknown,
-            deploy_config_invalid, write_denied, deploy_target_unwritable, deploy_hash_mismatch,
-            deploy_proof_failed.
     """
-    # The engine's core is synchronous; asyncssh is not. One event loop per batch, in this thread.
-    return asyncio.run(_land(settings, uploads))
+
+    kind = "ssh"
+
+    def __init__(self, name: str, settings: RemoteSettings) -> None:
+        self.name = name
+        self.settings = settings
+        self.location = settings.location
+        self.base_url = settings.url
+        self.preview_url = settings.preview_url
+        self.url_settings = f"{settings.prefix}_URL or {settings.prefix}_PREVIEW_URL"
+        self._runner = asyncio.Runner()
+        self._connection: asyncssh.SSHClientConnection | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._release: str | None = None
+        self._previous: str | None = None
+        self._created: list[str] = []
+
+    def _run(self, step: Coroutine[Any, Any, _T]) -> _T:
+        return self._runner.run(step)
+
+    def _at(self, *parts: str) -> str:
+        return posixpath.join(self.settings.path, *parts)
+
+    @property
+    def sftp(self) -> asyncssh.SFTPClient:
+        """The SFTP session (open from the first step on)."""
+        assert self._sftp is not None  # stage() connects first
+        return self._sftp
+
+    async def _connect(self) -> None:
+        settings = self.settings
+        key = _read_key(settings)
+        with _mapped(settings, "connecting"):
+            self._connection = await asyncssh.connect(
+                settings.host, settings.port, username=settings.user, client_keys=[key],
+                known_hosts=None if settings.known_hosts is None else str(settings.known_hosts),
+                agent_path=None, config=None, password=None, kbdint_auth=False,
+                connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            )
+        with _mapped(settings, "opening SFTP"):
+            self._sftp = await self._connection.start_sftp_client()
+
+    def stage(self, uploads: list[Upload], release: str) -> Staged:
+        """Make `releases/<release>/` on the remote (see slotrelay.chain.deploy_release)."""
+        return self._run(self._stage(uploads, release))
+
+    async def _live(self) -> str | None:
+        current = self._at(CURRENT)
+        with _mapped(self.settings, f"reading {current}"):
+            try:
+                target = await self.sftp.readlink(current)
+            except asyncssh.SFTPNoSuchFile:
+                return None
+            except asyncssh.SFTPError:
+                # readlink(2) of something that is not a link; say what it is.
+                attributes = await self.sftp.lstat(current)
+                raise NodeError(TARGET_UNWRITABLE,
+                                f"{self.settings.location_of(current)} is not a link a deploy made (type "
+                                f"{attributes.type}): move it away, and serve current/ after the next deploy"
+                                ) from None
+        release = release_of_link(target)
+        if release is None:
+            raise NodeError(TARGET_UNWRITABLE, f"{self.settings.location_of(current)} points at {target!r}, "
+                                               f"not at a release in {RELEASES}/")
+        return release
+
+    async def _ensure_folder(self, path: str) -> None:
+        """Create `path` level by level, remembering each level made; a refusal at any level is named."""
+        with _mapped(self.settings, f"looking at {path}"):
+            try:
+                attributes = await self.sftp.stat(path)
+            except asyncssh.SFTPNoSuchFile:
+                attributes = None
+        if attributes is None:
+            parent = posixpath.dirname(path)
+            if parent not in ("", "/", path):
+                await self._ensure_folder(parent)
+            with _mapped(self.settings, f"creating the folder {path}"):
+                await self.sftp.mkdir(path)
+            self._created.append(path)
+        elif attributes.type != asyncssh.FILEXFER_TYPE_DIRECTORY:
+            raise NodeError(TARGET_UNWRITABLE, f"{self.settings.location_of(path)} is not a folder")
+
+    async def _stage(self, uploads: list[Upload], release: str) -> Staged:
+        await self._connect()
+        self._previous = await self._live()
+        await self._ensure_folder(self.settings.path)
+        releases = self._at(RELEASES)
+        with _mapped(self.settings, f"looking at {releases}"):
+            try:
+                kind = (await self.sftp.lstat(releases)).type
+            except asyncssh.SFTPNoSuchFile:
+                kind = None
+        if kind is None:
+            await self._ensure_folder(releases)
+        elif kind != asyncssh.FILEXFER_TYPE_DIRECTORY:
+            raise NodeError(TARGET_UNWRITABLE,
+                            f"{self.settings.location_of(releases)} is not a folder (a link?): releases are "
+                            "kept in a folder of their own")
+        root = self._at(RELEASES, release)
+        with _mapped(self.settings, f"creating the release folder {root}"):
+            await self.sftp.mkdir(root)
+        self._release = release
+        staged = Staged(release=release, previous=self._previous,
+                        landed=[self.settings.location_of(posixpath.join(root, u.relative)) for u in uploads],
+                        linked=set(), carried=0,
+                        proof="sha256sum on the remote host, in the release before the switch")
+        folders: set[str] = {posixpath.dirname(u.relative) for u in uploads}
+        links: list[str] = []
+        if self._previous is not None:
+            previous = self._at(RELEASES, self._previous)
+            files, previous_folders = await self._tree(previous, staged)
+            folders |= previous_folders
+            links = await self._unchanged(previous, files, uploads, staged)
+        await self._make_folders(root, folders)
+        gate = asyncio.Semaphore(PARALLEL_FILES)
+
+        async def link(relative: str) -> None:
+            async with gate:
+                with _mapped(self.settings, f"hard-linking {relative} from release {self._previous}"):
+                    await self.sftp.link(self._at(RELEASES, str(self._previous), relative),
+                                         posixpath.join(root, relative))
+
+        async def send(upload: Upload) -> None:
+            async with gate:
+                path = posixpath.join(root, upload.relative)
+                with _mapped(self.settings, f"writing {path}"), upload.open() as source:
+                    async with self.sftp.open(path, "xb") as remote:
+                        offset = 0
+                        for chunk in iter(lambda: source.read(CHUNK_BYTES), b""):
+                            await remote.write(chunk, offset)
+                            offset += len(chunk)
+
+        # Every request ends before anything else happens, failed or not: a copy still being written
+        # while the release is removed would outlive the removal.
+        done = await asyncio.gather(*(link(r) for r in links),
+                                    *(send(u) for u in uploads if u.relative not in staged.linked),
+                                    return_exceptions=True)
+        failure = next((outcome for outcome in done if isinstance(outcome, BaseException)), None)
+        if failure is not None:
+            raise failure
+        assert self._connection is not None  # connected above
+        with _mapped(self.settings, "hashing the copies"):
+            digests = await _hashes(self._connection, [posixpath.join(root, u.relative) for u in uploads],
+                                    self.settings.location)
+        for upload, landed, digest in zip(uploads, staged.landed, digests, strict=True):
+            if digest != upload.sha256:
+                raise NodeError(HASH_MISMATCH, f"{landed}: the copy of {upload.source} has sha256 {digest}, "
+                                               f"the source {upload.sha256}")
+        return staged
+
+    async def _tree(self, previous: str, staged: Staged) -> tuple[list[str], set[str]]:
+        """The regular files and folders of the previous release (relative paths), read with SFTP."""
+        files: list[str] = []
+        folders: set[str] = set()
+
+        async def walk(relative: str) -> None:
+            entries = []
+            with _mapped(self.settings, f"listing {posixpath.join(previous, relative)}"):
+                async for entry in self.sftp.scandir(posixpath.join(previous, relative)):
+                    entries.append(entry)
+            inner = []
+            for entry in entries:
+                name = str(entry.filename)
+                if name in (".", "..") or "/" in name:
+                    continue
+                path = posixpath.join(relative, name) if relative else name
+                if entry.attrs.type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                    folders.add(path)
+                    inner.append(walk(path))
+                elif entry.attrs.type == asyncssh.FILEXFER_TYPE_REGULAR:
+                    files.append(path)
+                else:
+                    staged.not_carried.append(path)
+            await asyncio.gather(*inner)
+
+        await walk("")
+        return files, folders
+
+    async def _unchanged(self, previous: str, files: list[str], uploads: list[Upload],
+                         staged: Staged) -> list[str]:
+        """Which files to hard-link: every file the batch does not list, and those it lists unchanged."""
+        digests = {u.relative: u.sha256 for u in uploads}
+        listed = [f for f in files if f in digests]
+        assert self._connection is not None  # connected before staging
+        with _mapped(self.settings, "hashing the previous release's copies"):
+            before = await _hashes(self._connection, [posixpath.join(previous, f) for f in listed],
+                                   self.settings.location) if listed else []
+        staged.linked = {f for f, digest in zip(listed, before, strict=True) if digest == digests[f]}
+        carried = [f for f in files if f not in digests]
+        staged.carried = len(carried)
+        return [*carried, *sorted(staged.linked)]
+
+    async def _make_folders(self, root: str, folders: set[str]) -> None:
+        """Create the release's folders, each depth at once (a folder's parent is made before it)."""
+        wanted: set[str] = set()
+        for folder in folders:
+            while folder:
+                wanted.add(folder)
+                folder = posixpath.dirname(folder)
+        by_depth: dict[int, list[str]] = {}
+        for folder in wanted:
+            by_depth.setdefault(folder.count("/"), []).append(folder)
+        for depth in sorted(by_depth):
+            with _mapped(self.settings, f"creating the folders of {root}"):
+                await asyncio.gather(*(self.sftp.mkdir(posixpath.join(root, f)) for f in by_depth[depth]))
+
+    async def _point_current(self, release: str | None) -> None:
+        current = self._at(CURRENT)
+        if release is None:
+            with _mapped(self.settings, f"removing {current}"), suppress(asyncssh.SFTPNoSuchFile):
+                await self.sftp.remove(current)
+            return
+        temporary = self._at(f".{CURRENT}.{uuid.uuid4().hex[:8]}")
+        try:
+            with _mapped(self.settings, f"switching {current} to release {release}"):
+                await self.sftp.symlink(link_to(release), temporary)
+                await self.sftp.posix_rename(temporary, current)
+        except NodeError:
+            with suppress(asyncssh.Error, OSError):
+                await self.sftp.remove(temporary)
+            raise
+
+    def switch(self) -> None:
+        """Rename a link to the staged release over `current`."""
+        self._run(self._point_current(self._release))
+
+    def switch_back(self) -> None:
+        """Rename a link to the previous release over `current` (remove it if there was none)."""
+        self._run(self._point_current(self._previous))
+
+    def discard(self) -> list[str]:
+        """Remove the staged release and the folders this deploy created (only if left empty)."""
+        if self._sftp is None:
+            return []
+        return self._run(self._discard())
+
+    async def _discard(self) -> list[str]:
+        problems = []
+        if self._release is not None:
+            root = self._at(RELEASES, self._release)
+            try:
+                await self.sftp.rmtree(root)
+            except asyncssh.SFTPNoSuchFile:
+                pass
+            except (asyncssh.Error, OSError) as failure:
+                problems.append(f"{self.settings.location_of(root)}: {failure}")
+        for level in reversed(self._created):
+            try:
+                await self.sftp.rmdir(level)
+            except (asyncssh.Error, OSError) as failure:
+                # A folder another deploy or person filled meanwhile stays; anything else is said.
+                if not isinstance(failure, asyncssh.SFTPFailure | asyncssh.SFTPNoSuchFile):
+                    problems.append(f"{self.settings.location_of(level)}: {failure}")
+        return problems
+
+    def prune(self, keep: int) -> list[str]:
+        """Remove the oldest releases beyond `keep`."""
+        return self._run(self._prune(keep))
+
+    async def _prune(self, keep: int) -> list[str]:
+        assert self._release is not None  # pruned after a successful switch
+        releases = self._at(RELEASES)
+        with _mapped(self.settings, f"listing {releases}"):
+            names = [str(entry.filename) async for entry in self.sftp.scandir(releases)
+                     if entry.attrs.type == asyncssh.FILEXFER_TYPE_DIRECTORY
+                     and RELEASE_ID.fullmatch(str(entry.filename))]
+        pruned = to_prune(names, keep=keep, live=self._release)
+        with _mapped(self.settings, "removing old releases"):
+            await asyncio.gather(*(self.sftp.rmtree(posixpath.join(releases, name)) for name in pruned))
+        return pruned
+
+    def close(self) -> None:
+        """Close the SFTP session, the connection and the event loop."""
+        try:
+            if self._connection is not None:
+                self._run(self._close())
+        finally:
+            self._runner.close()
+
+    async def _close(self) -> None:
+        assert self._connection is not None  # only called when connected
+        if self._sftp is not None:
+            self._sftp.exit()
+        self._connection.close()
+        with suppress(asyncssh.Error, OSError):
+            await self._connection.wait_closed()

@@ -3,7 +3,9 @@
 Every field of the seed keeps its name (CONTRACTS.md#seed-field-names). Additions, all optional:
 a node's `executor` (how the engine runs it), structured checks beside the seed's free-text ones, an
 error type's `on_escalation`, and the chain's `pause_timeout_seconds` (how long a paused run waits
-for a person). Unknown keys are errors everywhere (`extra="forbid"`): a typo must not pass silently.
+for a person; none by default: it waits until one decides). Unknown keys are errors everywhere
+(`extra="forbid"`): a typo must not pass silently. The seed's own `external_unreachable` (a skip) holds in
+every chain that does not declare that type itself (`SEED_ERROR_TYPES`).
 
 `schema.json` beside this module is generated from `Chain` (`python -m slotrelay.chain.schema`).
 """
@@ -100,9 +102,10 @@ ENV_PREFIX = r"^[A-Z][A-Z0-9_]*$"
 class DeployTarget(Spec):
     """Where a deploy copies to: a local folder, a remote host over SSH, or a remote with a local fallback.
 
-    A remote's whereabouts (host, port, user, key file, known-hosts policy, folder, served URL) come
+    A remote's whereabouts (host, port, user, key file, known-hosts policy, folder, served URLs) come
     from the environment or `.env` as `<ssh>_HOST`, `<ssh>_PORT`, ... never from the chain file. With
-    both `ssh` and `folder`, the target is the remote when `<ssh>_HOST` is set, else the folder.
+    both `ssh` and `folder`, the target is the remote when `<ssh>_HOST` is set, else the folder. Either
+    way the folder holds `releases/<id>/` and the `current` link its web server serves.
     """
 
     name: str | None = Field(default=None, pattern=IDENTIFIER,
@@ -114,16 +117,21 @@ class DeployTarget(Spec):
                             description="prefix of the environment variables that name the remote")
     base_url: str | None = Field(
         default=None, pattern=r"^https?://",
-        description="where `folder` is served (a remote's comes from <ssh>_URL)"
+        description="where `folder`/current is served (a remote's comes from <ssh>_URL)"
+    )
+    preview_url: str | None = Field(
+        default=None, pattern=r"^https?://",
+        description="where `folder`/releases is served, so a release is checked before it goes live "
+                    "(a remote's comes from <ssh>_PREVIEW_URL)"
     )
 
     @model_validator(mode="after")
     def _folder_or_ssh(self) -> DeployTarget:
         if self.folder is None and self.ssh is None:
             raise ValueError("a deploy target needs `folder`, `ssh`, or both")
-        if self.base_url is not None and self.folder is None:
-            raise ValueError(
-                "`base_url` belongs to a folder target; a remote's served URL comes from <ssh>_URL")
+        if (self.base_url is not None or self.preview_url is not None) and self.folder is None:
+            raise ValueError("`base_url` and `preview_url` belong to a folder target; a remote's served URLs "
+                             "come from <ssh>_URL and <ssh>_PREVIEW_URL")
         return self
 
     @property
@@ -173,7 +181,8 @@ def _default_points() -> list[TitlePoint | CssPoint | HeaderPoint]:
 
 
 class FeaturePoints(Spec):
-    """紧追-L3: points compared between every served target and the Dev copy, after the deploy."""
+    """紧追-L3: points compared between every served target (a release before or right after it goes live)
+    and the Dev copy."""
 
     points: list[FeaturePoint] = Field(
         default_factory=_default_points, min_length=1, description="default: title, h1 text, meta description"
@@ -196,8 +205,8 @@ class Sitemap(Spec):
     """The sitemap (sitemaps.org) the deploy keeps: every deployed page gets a `<url><loc>` with `lastmod`."""
 
     path: str = Field(default="sitemap.xml", min_length=1,
-                      description="the Dev copy, relative to the chain file; "
-                      "updated in place and deployed at the same relative path")
+                      description="the Dev copy, relative to the chain file; deployed at the same "
+                      "relative path, and written back only when the deploy succeeds")
     site_url: str = Field(pattern=r"^https?://", description="the public URL the `<loc>`s start with")
     pages: list[str] = Field(default_factory=lambda: ["*.html", "*.htm"],
                              description="glob patterns over the deployed paths that are pages")
@@ -210,20 +219,33 @@ class UrlRetry(Spec):
     backoff_factor: float = Field(default=5, ge=0)
 
 
+DeployCheck = Literal["url", "feature_points", "sitemap"]
+
+
 class DeployExecutor(Spec):
-    """Copy files to targets, prove each copy, check the served URLs, keep the sitemap, compare with Dev.
+    """Copy files to targets as a release, prove and check it, switch it live, keep the sitemap.
 
     Implementation: slotrelay.chain.deploy (CONTRACTS.md#deploy-node). A target given as a string is a
     local folder.
     """
 
     kind: Literal["deploy"]
-    files: list[str] = Field(min_length=1)
+    files: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="files to deploy, relative to the chain file's folder")
+    files_from: str | None = Field(
+        default=None, pattern=r"^data(\.[^.\s]+)+$",
+        description="dotted path into the input slot (`data.files`) of a list of files a previous node made")
     targets: list[Annotated[str, Field(min_length=1)] | DeployTarget] = Field(min_length=1)
     sitemap: Sitemap | None = None
     feature_points: FeaturePoints | None = Field(default_factory=FeaturePoints,
                                                  description="null: no comparison")
     url_retry: UrlRetry = Field(default_factory=UrlRetry)
+    require: list[DeployCheck] = Field(
+        default_factory=list,
+        description="checks that must run (on at least one target): a required check that cannot run "
+                    "fails the node with deploy_config_invalid")
+    keep_releases: int = Field(default=5, ge=1,
+                               description="releases kept on each target, the live one included")
 
     @property
     def target_specs(self) -> list[DeployTarget]:
@@ -236,6 +258,14 @@ class DeployExecutor(Spec):
         repeated = sorted({label for label in labels if labels.count(label) > 1})
         if repeated:
             raise ValueError(f"target names must differ: {', '.join(repeated)} used twice (set `name`)")
+        return self
+
+    @model_validator(mode="after")
+    def _something_to_deploy(self) -> DeployExecutor:
+        if not self.files and self.files_from is None:
+            raise ValueError("a deploy needs `files`, `files_from`, or both")
+        if len(set(self.require)) != len(self.require):
+            raise ValueError(f"`require` lists a check twice: {self.require}")
         return self
 
 
@@ -320,6 +350,14 @@ class ErrorType(Spec):
     )
 
 
+# The seed declares one error type itself: "external_unreachable——标记为 skip，不重试" (marked skip, never
+# retried). A chain that does not declare it still has it; one that does decides otherwise.
+SEED_ERROR_TYPES = (
+    ErrorType(error_type="external_unreachable", handling="skip",
+              description="an outside service cannot be reached (the seed's type): not an error to repair"),
+)
+
+
 class Chain(Spec):
     """A node chain: the whole `node_chain.json`."""
 
@@ -329,8 +367,11 @@ class Chain(Spec):
     nodes: list[Node] = Field(min_length=1)
     routes: list[Route] = Field(default_factory=list)
     error_types: list[ErrorType] = Field(default_factory=list)
-    pause_timeout_seconds: int = Field(default=3600, gt=0,
-                                       description="how long a paused run waits for a decision")
+    pause_timeout_seconds: int | None = Field(
+        default=None, gt=0,
+        description=(
+            "how long a paused run waits for a person's decision; without it, it waits until one comes. When"
+            " it runs out, the run fails and its alert stays undecided (docs/arbitration.md)"))
     required_env: list[str] = Field(default_factory=list,
                                     description="variables that must be set (from .env)")
 
@@ -406,8 +447,9 @@ class Chain(Spec):
         return [r for r in self.routes if r.to_node == node_id]
 
     def error_type(self, name: str) -> ErrorType | None:
-        """The declared error type of this name, or None."""
-        return next((e for e in self.error_types if e.error_type == name), None)
+        """The error type of this name: the chain's own, else the seed's (`SEED_ERROR_TYPES`), else None."""
+        declared = next((e for e in self.error_types if e.error_type == name), None)
+        return declared or next((e for e in SEED_ERROR_TYPES if e.error_type == name), None)
 
     def start_nodes(self) -> list[str]:
         """Nodes with no input slot: where a run begins."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from dotenv import load_dotenv
 
+from slotrelay.chain.deploy_preload import preload
 from slotrelay.chain.executors import EXECUTORS
 from slotrelay.chain.models import Chain
 from slotrelay.chain.schema import load_chain
@@ -120,6 +121,7 @@ def preflight(chain: Chain) -> None:
     problems = (dependency_problems(chain) + sandbox_problems(chain)) or path_problems(chain)
     if problems:
         raise EnvironmentMissing("\n".join(f"cannot start: {problem}" for problem in problems))
+    preload(chain)
 
 
 def preflight_chains(chains: list[Chain]) -> None:

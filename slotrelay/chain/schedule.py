@@ -16,8 +16,8 @@ What a finished node leads to is decided by the one routing step, `routing.route
 skip, joins, loop bounds, refused inputs), and waiting joins are released by
 `routing.release_held_joins`: the schedule only records where its nodes stand and hands the routing step
 that view (`pending`). What it adds is per run:
-- Failed: `fail` -> an alert and nothing downstream; `escalate` (a retry type ran out, on_escalation
-  alert) -> an alert, the run goes on without the node and a person decides before it ends;
+- Failed: `fail` (at once) or `escalate` (a retry type ran out, on_escalation alert) -> an alert, the
+  run goes on without the node (nothing downstream of it) and a person decides before it ends;
   `arbitrate` (no declared type, or on_escalation pause) -> an alert and a decision once nothing
   else can run. An input slot that cannot be written fails its target with `slot_unwritable`, and an
   external target refused by its pre_execution checks fails with `check_failed`, by the same rules.
@@ -284,9 +284,7 @@ class ChainSchedule:
             self.outcomes[alert.node_id] = NodeOutcome(alert.node_id, NodeState.FAILED, alert.attempts,
                                                        alert.error_type, alert.message, alert.handling,
                                                        alert.output_slot)
-            if alert.handling == "fail":
-                self.status[alert.node_id] = NodeState.FAILED
-            elif alert.handling == "escalate" and alert.status == "open":
+            if alert.handling in ("fail", "escalate") and alert.status == "open":
                 self.status[alert.node_id] = NodeState.FAILED
                 self.unhandled.append((alert.node_id, path))
             else:
@@ -443,7 +441,8 @@ class ChainSchedule:
         if handling == "arbitrate":
             self.status[node_id] = NodeState.PAUSED
             self.arbitrations.append((node_id, path))
-        elif handling == "escalate":
+        elif handling in ("fail", "escalate"):
+            # L5 for every alert: the run goes on without the node, and a person decides before it ends.
             self.unhandled.append((node_id, path))
 
     def written(self, failed: list[tuple[SlotWrite, OSError]]) -> None:

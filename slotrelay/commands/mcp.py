@@ -22,10 +22,15 @@ from slotrelay.psmr.grants import Grants
 if TYPE_CHECKING:
     from psmr_mcp import WorkspaceRegistry
 
+# Live HTTP sessions at once: a loopback server has a few MCP hosts, not thousands; an open session
+# holds about 37 kB (docs/mcp.md), and the SDK's own default of 10,000 let 3,000 pile up in 7 s.
+DEFAULT_MAX_SESSIONS = 100
+
 app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
 
-# Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages.
-console = Console(stderr=True)
+# Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages. No emoji codes:
+# a folder named like one (":fire:") is printed as it is (and the emoji table is not loaded at start).
+console = Console(stderr=True, emoji=False)
 
 
 @app.command("serve")
@@ -48,15 +53,27 @@ def serve(
             help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback only) instead of stdio.",
         ),
     ] = None,
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            "--max-sessions",
+            min=1,
+            metavar="N",
+            help="With --http: at most N live sessions; a client opening one more gets 503 until one "
+            "ends or expires.",
+        ),
+    ] = DEFAULT_MAX_SESSIONS,
     store: Annotated[
         Path | None,
         typer.Option(
             "--store",
-            help="One store folder for every workspace (default: PSMR_STORE, else .psmr/ under each folder).",
+            help="The store folder for every workspace (default: PSMR_STORE, else psmr/ in slotrelay's state "
+            "folder).",
         ),
     ] = None,
     allow_write: Annotated[
-        list[Path] | None,
+        # Text, not Path: Path('') is '.', and an empty --allow-write must be refused, not read as '.'.
+        list[str] | None,
         typer.Option(
             "--allow-write",
             metavar="ROOT",
@@ -87,6 +104,10 @@ def serve(
 
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
+    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
+    for root in allow_write or []:
+        if not Path(root).is_dir():
+            raise BadInput(f"--allow-write {root}: not a folder")
     registry = WorkspaceRegistry(workspace, store=store)
     # The server updates its workspaces after each apply: keep their resolution for those updates.
     from slotrelay.psmr.build import keep_resolved
@@ -95,10 +116,6 @@ def serve(
     for folder in workspace:
         _build_at_start(registry, folder)
 
-    for root in allow_write or []:
-        if not root.is_dir():
-            raise BadInput(f"--allow-write {root}: not a folder")
-    grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
     server = build_server(registry, grants=grants)
     served = ", ".join(w.workspace_id for w in registry.served())
     if grants.names():
@@ -117,7 +134,16 @@ def serve(
                 # One unwrapped line: scripts and tests read the URL from it.
                 console.print(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)", soft_wrap=True)
 
-            anyio.run(lambda: serve_http(server, host, port, on_ready=ready, idle_timeout_s=idle_timeout_s))
+            anyio.run(
+                lambda: serve_http(
+                    server,
+                    host,
+                    port,
+                    on_ready=ready,
+                    idle_timeout_s=idle_timeout_s,
+                    max_sessions=max_sessions,
+                )
+            )
     except OSError as exc:
         raise BadInput(f"--http {http}: cannot listen ({exc.strerror or exc}); pick another port") from exc
     except KeyboardInterrupt:

@@ -7,7 +7,8 @@ Exit codes (each `PenError`'s `exit_code`, printed and mapped in slotrelay.cli):
        PEN_RUN_FAILED an error no code names (the pen is cleaned up and its call recorded)
     2  bad input: MPP-E001 intent, an invalid request, pen_id, action or state change
     3  the environment is missing something: MPP-E002 no sandbox, no code model configured
-With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "audit": {...}}` on stdout.
+With `--json`, a failure prints one object `{"error": {"code", "message", ...}, "pen_id", "audit": {...}}`
+on stdout (`pen_id` null when the error came before one was assigned).
 The pen is imported inside the commands, so every other `slotrelay` command starts without it.
 """
 
@@ -115,9 +116,22 @@ def _show_outcome(outcome: PenOutcome) -> None:
     table.add_row("state", outcome.state)
     table.add_row("files", outcome.location or "none (erased; only the audit record stays)")
     table.add_row("audit", output.audit.syslog_id)
+    if outcome.config is not None:
+        model = outcome.config["model"]
+        table.add_row("model", f"{model['model']} at {model['base_url']} ({_sources(model['from'])})")
+        table.add_row("sandbox policy", outcome.config["sandbox"]["from"])
     out.print(table)
     if outcome.final_action is None:
         out.print(f"decide with: slotrelay pen decide {output.pen_id} keep|erase|share", markup=False)
+
+
+def _sources(sources: dict[str, str]) -> str:
+    """`base_url, model from the environment; timeout_s from root .env ...`: each origin once."""
+    by_origin: dict[str, list[str]] = {}
+    for name, origin in sources.items():
+        if origin != "default":
+            by_origin.setdefault(origin, []).append(name)
+    return "; ".join(f"{', '.join(names)} from the {origin}" for origin, names in by_origin.items())
 
 
 @app.command()
@@ -129,8 +143,12 @@ def write(
         str | None, typer.Option("--task-category", help="data-process, api-call, ...")
     ] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="python, node or shell")] = None,
-    timeout_ms: Annotated[int | None, typer.Option("--timeout-ms")] = None,
-    memory_mb: Annotated[int | None, typer.Option("--memory-mb")] = None,
+    timeout_ms: Annotated[
+        int | None, typer.Option("--timeout-ms", help="wall-clock limit of the run (default 30000)")
+    ] = None,
+    memory_mb: Annotated[
+        int | None, typer.Option("--memory-mb", help="memory limit of the run (default 512)")
+    ] = None,
     network: Annotated[
         str | None, typer.Option("--network", help="none, or host names separated by commas")
     ] = None,
@@ -142,6 +160,14 @@ def write(
     ] = None,
     request: Annotated[
         str | None, typer.Option("--request", help="the whole pen.write request as JSON or @FILE")
+    ] = None,
+    env_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--env-file",
+            help="a dotenv file to read SLOTRELAY_MODEL_* from (the environment wins); the root's own "
+            ".env may set only SLOTRELAY_MODEL_TIMEOUT_S and SLOTRELAY_MODEL_MAX_TOKENS",
+        ),
     ] = None,
     backend: SandboxBackend = None,
     root: Root = Path("."),
@@ -174,15 +200,14 @@ def write(
         options["persist_hint"] = persist_hint
     body.setdefault("intent", "")
     from slotrelay.pen import write as pen_write
-    from slotrelay.pen.model_client import ModelSettings
+    from slotrelay.pen.config import model_settings
 
+    model = model_settings(root=root, env_file=env_file)
+    if not as_json:
+        for key, why in model.ignored.items():
+            err.print(f"not used: {key} from the {why}", markup=False)
     with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
-        outcome = pen_write(
-            body,
-            root=root,
-            model=ModelSettings.from_env(env_file=root / ".env"),
-            backend=backend.value if backend else None,
-        )
+        outcome = pen_write(body, root=root, model=model, backend=backend.value if backend else None)
     if as_json:
         out.print_json(data=outcome.to_json())
     else:

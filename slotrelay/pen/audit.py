@@ -1,4 +1,9 @@
-"""The pen's append-only, hash-chained audit log (`<root>/.slotrelay/pen-audit.jsonl`).
+"""The pen's append-only, hash-chained audit log (`pen-audit.jsonl` in the root's state folder).
+
+The log of a root lives in slotrelay's state folder, keyed by the root's resolved path
+(`slotrelay.fsio.tree_state`), never in the root: a root can be a cloned repository, and one that
+ships `.slotrelay/pen-audit.head.tmp` as a link must not get a file overwritten through it
+(CONTRACTS.md#files-the-product-writes). Its files are written through `slotrelay.fsio`.
 
 Invariants (they break silently if forgotten):
 - One JSON object per line. Each record holds `seq` (1, 2, ...), `prev_hash` (the previous record's
@@ -8,6 +13,8 @@ Invariants (they break silently if forgotten):
   `pen-audit.head`; `verify` compares the two.
 - Appends (and read-check-append sequences such as state transitions) hold an exclusive `flock` on
   `pen-audit.lock`, so two writers, in two processes or two threads, never fork the chain.
+- The log and the head are read without following a link and without blocking (`slotrelay.fsio`), the
+  head within a size limit.
 - Records hold hashes of the intent and code, never the texts: an erased pen leaves only these.
 """
 
@@ -25,10 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slotrelay import fsio
 from slotrelay.slots import now_iso
 
 GENESIS = "0" * 64
 LOG_NAME = "pen-audit.jsonl"
+# A head is one short JSON object.
+HEAD_LIMIT = 4096
 
 
 class _PathLock:
@@ -74,20 +84,21 @@ class AuditReport:
 
 
 class AuditLog:
-    """The audit log under one root.
+    """The audit log of one root.
 
     Parameters:
-        root: the pen's root folder; the log lives in `<root>/.slotrelay/`.
+        root: the pen's root folder (or an analysed tree); the log lives in its state folder,
+            `slotrelay.fsio.tree_state(root)`.
         name: the log's file stem; another name keeps another chain beside the pen's (PSMR's
             `projection.apply` keeps `psmr-apply`).
     """
 
     def __init__(self, root: str | Path, *, name: str = "pen-audit") -> None:
-        self.folder = Path(root) / ".slotrelay"
+        self.folder = fsio.tree_state(root)
         self.path = self.folder / f"{name}.jsonl"
         self.head_path = self.folder / f"{name}.head"
         self.lock_path = self.folder / f"{name}.lock"
-        key = str(self.path.resolve())
+        key = str(self.path)
         with _path_locks_guard:
             self._lock = _path_locks.setdefault(key, _PathLock())
 
@@ -104,22 +115,37 @@ class AuditLog:
                 finally:
                     local.depth -= 1
                 return
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with self.lock_path.open("a") as lock_file:
-                fcntl.flock(lock_file, fcntl.LOCK_EX)
+            with fsio.open_dir(self.folder, ".", create=True) as folder:
+                lock_fd = os.open(
+                    self.lock_path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                    dir_fd=folder.fd,
+                )  # fmt: skip
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
                 local.depth = 1
                 try:
                     yield
                 finally:
                     local.depth = 0
-                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(lock_fd)
 
     def _head(self) -> tuple[int, str]:
         try:
-            head = json.loads(self.head_path.read_text(encoding="utf-8"))
+            head = json.loads(fsio.read_file(self.folder, self.head_path.name, limit=HEAD_LIMIT))
             return int(head["seq"]), str(head["hash"])
         except FileNotFoundError:
             return 0, GENESIS
+
+    def _lines(self) -> Iterator[str]:
+        try:
+            fd = fsio.open_regular(self.folder, self.path.name)
+        except FileNotFoundError:
+            return
+        with open(fd, encoding="utf-8", errors="replace", newline="\n") as log:
+            for line in log:
+                yield line.rstrip("\n")
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one record and return it (with its `syslog_id`, `seq` and hashes).
@@ -143,29 +169,20 @@ class AuditLog:
             }
             record["hash"] = _record_hash(record)
             line = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str) + "\n"
-            with self.path.open("a", encoding="utf-8") as log:
-                log.write(line)
-                log.flush()
-                os.fsync(log.fileno())
-            tmp = self.head_path.with_suffix(".head.tmp")
-            tmp.write_text(json.dumps({"seq": record["seq"], "hash": record["hash"]}), encoding="utf-8")
-            os.replace(tmp, self.head_path)
+            fsio.append_line(self.folder, self.path.name, line.encode("utf-8"))
+            head = json.dumps({"seq": record["seq"], "hash": record["hash"]})
+            fsio.write_file(self.folder, self.head_path.name, head.encode("utf-8"))
             return record
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every record in order (lines that are not JSON objects are skipped; `verify` reports them)."""
-        try:
-            log = self.path.open(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        with log:
-            for line in log:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict):
-                    yield record
+        for line in self._lines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record
 
     def records_of(self, pen_id: str) -> list[dict[str, Any]]:
         """The records about one pen, in order."""
@@ -180,10 +197,7 @@ class AuditLog:
         """
         report = AuditReport(path=str(self.path))
         expected_prev, expected_seq = GENESIS, 1
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            lines = []
+        lines = list(self._lines())
         for number, line in enumerate(lines, start=1):
             try:
                 record = json.loads(line)

@@ -4,14 +4,17 @@
      +-- PenError                       code MPP-E00n or PEN_*
           +-- IntentRejected            MPP-E001  empty, too little information, sensitive content
           +-- SandboxStartFailed        MPP-E002  no sandbox backend could start the code
-          +-- CodeGenerationFailed      MPP-E003  model unreachable, 5xx after retries, timeout, refusal, no
-          code +-- ExecutionTimedOut         MPP-E004  the sandbox killed the program at its deadline
+          +-- CodeGenerationFailed      MPP-E003  model unreachable, 5xx after retries, timeout, refusal,
+          |                                       no code
+          +-- ExecutionTimedOut         MPP-E004  the sandbox killed the program at its deadline (recorded in
+          |                                       the audit; the answer is the output, status `timeout`)
           +-- PermissionViolation       MPP-E005  network, subprocess or file access the options forbid
           +-- ShareRejected             MPP-E006  the registry review rejected a shared tool
           +-- InvalidPenRequest         PEN_INVALID_REQUEST   a request, pen_id or option that is malformed
           +-- IllegalTransition         PEN_ILLEGAL_TRANSITION a state change the pen's states do not allow
           +-- PenNotFound               PEN_NOT_FOUND         no pen with that id under the root
           +-- ModelNotConfigured        PEN_MODEL_NOT_CONFIGURED  no code-model endpoint given
+          +-- DecisionTimedOut          PEN_DECISION_TIMEOUT  nobody answered a run's pause for a person
           +-- PenRunFailed              PEN_RUN_FAILED        an error no other code names (bug, full disk)
 
 Each carries its `exit_code`: 2 for MPP-E001 and PEN_INVALID_REQUEST, PEN_ILLEGAL_TRANSITION and
@@ -19,7 +22,8 @@ PEN_NOT_FOUND (input to fix), 3 for MPP-E002 and PEN_MODEL_NOT_CONFIGURED (somet
 the rest (the work ran and failed).
 
 A `PenError` raised by `pen.write` carries the audit reference of the call (`audit`), because the
-seed keeps an audit record for every call, failed or not.
+seed keeps an audit record for every call, failed or not, and the `pen_id` once one was assigned (an
+error before that, such as an invalid request, has none).
 """
 
 from __future__ import annotations
@@ -44,10 +48,13 @@ class PenError(SlotrelayError):
         super().__init__(message)
         self.details = details or {}
         self.audit: dict[str, Any] | None = None
+        self.pen_id: str | None = None
 
     def format_message(self) -> str:
-        """The message, then one line per detail and the call's audit reference."""
+        """The message, then the pen, one line per detail and the call's audit reference."""
         lines = [self.message]
+        if self.pen_id:
+            lines.append(f"  pen_id: {self.pen_id}")
         for key, value in self.details.items():
             lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)}")
         if self.audit:
@@ -55,11 +62,14 @@ class PenError(SlotrelayError):
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        """The `{"error": {...}, "audit": {...}}` object `pen write --json` prints on failure."""
+        """The `{"error": {...}, "pen_id": ..., "audit": {...}}` object `pen --json` prints on failure.
+
+        `pen_id` is the pen the error is about, null when none was assigned yet.
+        """
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             error["details"] = self.details
-        return {"error": error, "audit": self.audit}
+        return {"error": error, "pen_id": self.pen_id, "audit": self.audit}
 
 
 class IntentRejected(PenError):
@@ -126,6 +136,15 @@ class ModelNotConfigured(PenError):
 
     code = "PEN_MODEL_NOT_CONFIGURED"
     exit_code = ExitCode.ENVIRONMENT_MISSING
+
+
+class DecisionTimedOut(PenError):
+    """A run paused for a person's decision on a pen and nobody answered in time.
+
+    The pen stays `completed` and staged: `slotrelay pen decide` can still decide it.
+    """
+
+    code = "PEN_DECISION_TIMEOUT"
 
 
 class PenRunFailed(PenError):

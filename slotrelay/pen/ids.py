@@ -1,7 +1,8 @@
 """pen_id allocation: `MPP-{persona}-{yyyymmdd}-{nnn}`, nnn counting per persona per (UTC) day.
 
 Each id is claimed by creating a marker file with O_CREAT|O_EXCL in
-`<root>/.slotrelay/pen-ids/{persona}-{yyyymmdd}/`: the file system decides which of two writers
+`pen-ids/{persona}-{yyyymmdd}/` of the root's state folder (`slotrelay.fsio.tree_state`, never in the
+root itself: CONTRACTS.md#files-the-product-writes): the file system decides which of two writers
 gets a number, so ids stay unique across threads and processes without a lock. Markers are empty
 and stay after an erase, so a number is never handed out twice.
 """
@@ -13,6 +14,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from slotrelay import fsio
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.models import PERSONA_PATTERN
 
@@ -36,17 +38,21 @@ def allocate_pen_id(root: str | Path, persona_id: str, *, day: datetime | None =
     if not re.match(PERSONA_PATTERN, persona_id):
         raise InvalidPenRequest(f"persona_id {persona_id!r} must match {PERSONA_PATTERN}")
     stamp = (day or datetime.now(UTC)).strftime("%Y%m%d")
-    folder = Path(root) / ".slotrelay" / "pen-ids" / f"{persona_id}-{stamp}"
-    folder.mkdir(parents=True, exist_ok=True)
-    number = len(os.listdir(folder)) + 1
-    while True:
-        try:
-            descriptor = os.open(folder / f"{number:03d}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            number += 1
-            continue
-        os.close(descriptor)
-        return f"MPP-{persona_id}-{stamp}-{number:03d}"
+    with fsio.open_dir(fsio.tree_state(root), f"pen-ids/{persona_id}-{stamp}", create=True) as folder:
+        number = len(folder.names()) + 1
+        while True:
+            try:
+                descriptor = os.open(
+                    f"{number:03d}",
+                    os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o644,
+                    dir_fd=folder.fd,
+                )
+            except FileExistsError:
+                number += 1
+                continue
+            os.close(descriptor)
+            return f"MPP-{persona_id}-{stamp}-{number:03d}"
 
 
 def parse_pen_id(pen_id: str) -> tuple[str, str, int]:

@@ -1,8 +1,9 @@
 """A client for OpenAI-compatible `/v1/chat/completions` endpoints (Ollama, vLLM, llama.cpp server).
 
 Configuration is plain data (`ModelSettings`): the flow builds it from a Prefect Block, the CLI from
-the environment or `.env` (`SLOTRELAY_MODEL_BASE_URL` ending in /v1, `SLOTRELAY_MODEL_NAME`,
-`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`, `SLOTRELAY_MODEL_MAX_TOKENS`). Every failure of the
+the environment or a dotenv file (`SLOTRELAY_MODEL_BASE_URL` ending in /v1, `SLOTRELAY_MODEL_NAME`,
+`SLOTRELAY_MODEL_API_KEY`, `SLOTRELAY_MODEL_TIMEOUT_S`, `SLOTRELAY_MODEL_MAX_TOKENS`; which file, and
+what a root's `.env` may set: `slotrelay.pen.config`). Every failure of the
 endpoint is translated here, at one boundary, into `CodeGenerationFailed` (MPP-E003): connection refused,
 429/5xx after urllib3's retries, a read timeout, a refusal, an empty or malformed reply. The servers' error
 bodies differ and all are read:
@@ -21,18 +22,16 @@ vLLM do) is MPP-E003 with its message, as is an error body sent with status 200.
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Self
 
 import requests
-from dotenv import dotenv_values
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ReadTimeoutError
 from urllib3.util.retry import Retry
 
-from slotrelay.pen.errors import CodeGenerationFailed, ModelNotConfigured
+from slotrelay.pen.errors import CodeGenerationFailed
 
 ENV_PREFIX = "SLOTRELAY_MODEL_"
 RETRY_STATUSES = (429, 500, 502, 503, 504)
@@ -50,6 +49,9 @@ class ModelSettings:
         max_retries: retries of connection errors and 429/5xx answers, with exponential backoff.
         max_tokens: the cap on a program's length in tokens: a model that never stops (small ones
             loop) is cut off there instead of filling its context window.
+        sources: where each setting came from, by name ("environment", "env file ...", "CodeModel
+            block ...", "default"; `slotrelay.pen.config`).
+        ignored: variables a root's `.env` set that were not taken, and why.
     """
 
     base_url: str
@@ -58,49 +60,8 @@ class ModelSettings:
     timeout_s: float = 60.0
     max_retries: int = 2
     max_tokens: int = 1024
-
-    @classmethod
-    def from_env(cls, *, env_file: str | Path | None = ".env") -> ModelSettings:
-        """Read the settings from the environment, falling back to a `.env` file.
-
-        Parameters:
-            env_file: the dotenv file consulted for variables the environment lacks (None: none).
-
-        Returns:
-            The settings.
-
-        Raises:
-            ModelNotConfigured: when the base URL or the model name is missing, or the timeout is not a
-            number.
-        """
-        values: dict[str, str | None] = {}
-        if env_file is not None and Path(env_file).is_file():
-            values.update(dotenv_values(env_file))
-        values.update({key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)})
-        base_url = values.get(f"{ENV_PREFIX}BASE_URL")
-        model = values.get(f"{ENV_PREFIX}NAME")
-        missing = [name for name, value in (("BASE_URL", base_url), ("NAME", model)) if not value]
-        if missing:
-            raise ModelNotConfigured(
-                "no code model configured: set "
-                + " and ".join(f"{ENV_PREFIX}{m}" for m in missing)
-                + " (environment or .env), or pass a code-model Block"
-            )
-        timeout = values.get(f"{ENV_PREFIX}TIMEOUT_S") or "60"
-        try:
-            timeout_s = float(timeout)
-        except ValueError as exc:
-            raise ModelNotConfigured(f"{ENV_PREFIX}TIMEOUT_S={timeout!r} is not a number of seconds") from exc
-        max_tokens = values.get(f"{ENV_PREFIX}MAX_TOKENS") or "1024"
-        if not max_tokens.isdigit() or int(max_tokens) < 1:
-            raise ModelNotConfigured(f"{ENV_PREFIX}MAX_TOKENS={max_tokens!r} is not a positive whole number")
-        return cls(
-            base_url=str(base_url),
-            model=str(model),
-            api_key=values.get(f"{ENV_PREFIX}API_KEY") or None,
-            timeout_s=timeout_s,
-            max_tokens=int(max_tokens),
-        )
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    ignored: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ PERSONA_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.]{0,63}$"
 
 FILE_SUFFIX: dict[str, str] = {"python": "py", "node": "js", "shell": "sh"}
 
+# The output's one key beyond the contract's (CONTRACTS.md#pen-output): what slotrelay adds, the
+# decision carried out, where the configuration came from, and the MPP code a completed run recorded.
+EXTENSION_KEY = "x-slotrelay"
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -94,7 +98,10 @@ class AuditRef(_Strict):
 
 
 class PenOutput(_Strict):
-    """The whole `pen.write` output (CONTRACTS.md#pen-output)."""
+    """The whole `pen.write` output (CONTRACTS.md#pen-output): the contract's keys and no other.
+
+    What slotrelay adds goes under `EXTENSION_KEY` when the output is handed out (`PenOutcome.to_json`).
+    """
 
     pen_id: str
     code: str

@@ -1,15 +1,24 @@
 """The pen as a chain node: `{"kind": "pen", "intent", "persona_id", "options": {...}}`.
 
 The node's input slot data becomes `upstream_inputs`; its output data is the pen's output object
-plus `decision`. `options` takes the request's `sandbox` and `persist_hint`, and `task_category`,
-`root` (relative to the chain's work dir, which is the default), `backend` and `error_map`. A pen error
-becomes `NodeError(error_type, message)` with the MPP code as the error type (so a chain declares
-`MPP-E004` with handling `retry`, for instance), or the type `error_map` names for it.
-The code model comes from the environment or `<root>/.env` (`SLOTRELAY_MODEL_*`), as for `slotrelay pen
-write`, and the sandbox from the environment's daemon, then bwrap; unless the run's caller gives the
-`pen` kind a `PenNodeSettings` (the chain flow does, from its `model_block` and `sandbox_policy`
-Blocks): then its model, and its sandbox policy's daemon, images, default limits, egress allow-list
-and pool size, as for the `pen-write` flow.
+with slotrelay's extension key (`x-slotrelay`: the decision, where the configuration came from).
+`options` takes the request's `sandbox` and `persist_hint`, and `task_category`, `root` (relative to
+the chain's work dir, which is the default), `env_file` (a dotenv file for SLOTRELAY_MODEL_*, relative
+to the work dir), `backend` and `error_map`. A pen error becomes `NodeError(error_type, message)` with
+the MPP code as the error type (so a chain declares `MPP-E003` with handling `retry`, for instance), or
+the type `error_map` names for it; the message names the pen. A program killed at its deadline is an
+output like a program that failed (`data.execution.status` is `timeout`; route on it), not an error.
+
+When the persona's policy asks a person, the pen asks through the installed asker: under Prefect the
+chain's run pauses, from inside this node, with the pen's decision form (tasks/pen.py), for the
+chain's `pause_timeout_seconds`; the person's decision is carried out before the node's output slot
+is written, so the slot holds the decided pen.
+
+The code model comes from the environment, `env_file`, and what the root's `.env` may set
+(`slotrelay.pen.config`), as for `slotrelay pen write`, and the sandbox from the environment's daemon,
+then bwrap; unless the run's caller gives the `pen` kind a `PenNodeSettings` (the chain flow does, from
+its `model_block` and `sandbox_policy` Blocks): then its model, and its sandbox policy's daemon,
+images, default limits, egress allow-list and pool size, as for the `pen-write` flow.
 """
 
 from __future__ import annotations
@@ -19,12 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.chain.errors import NodeError
+from slotrelay.pen import config
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
-from slotrelay.pen.writer import write
+from slotrelay.pen.writer import begin, complete
 from slotrelay.sandbox.settings import SandboxSettings
 
-NODE_OPTIONS = frozenset({"sandbox", "persist_hint", "task_category", "root", "backend", "error_map"})
+NODE_OPTIONS = frozenset(
+    {"sandbox", "persist_hint", "task_category", "root", "env_file", "backend", "error_map"}
+)
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,8 @@ class PenNodeSettings:
     """What a chain run's caller sets for its pen nodes (`ExecutionContext.executor_settings["pen"]`).
 
     Attributes:
-        model: the code model (None: the environment or `<root>/.env`).
+        model: the code model (None: the environment, the node's `env_file`, what the root's `.env`
+            may set).
         sandbox: the operator's sandbox policy (None: the environment's daemon, then bwrap).
     """
 
@@ -50,10 +63,11 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
             `executor_settings["pen"]`, a `PenNodeSettings`, the model and the sandbox policy).
 
     Returns:
-        The output slot's data: the pen's output object and its decision.
+        The output slot's data: the pen's output object and slotrelay's extension (its decision).
 
     Raises:
-        NodeError: error type = the MPP code (or `error_map[code]`), message = the pen's message.
+        NodeError: error type = the MPP code (or `error_map[code]`), message = the pen's message and
+            the pen's id once it had one.
     """
     options = dict(spec.options or {})
     unknown = set(options) - NODE_OPTIONS
@@ -74,12 +88,17 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
         },
         "options": {key: options[key] for key in ("sandbox", "persist_hint") if key in options},
     }
+    env_file = work_dir / options["env_file"] if options.get("env_file") else None
     try:
-        model = settings.model or ModelSettings.from_env(env_file=root / ".env")
-        outcome = write(request, root=root, model=model, backend=options.get("backend"),
-                        settings=settings.sandbox)
+        model = settings.model or config.model_settings(root=root, env_file=env_file)
+        run = begin(request, root=root)
+        node = getattr(context, "node", None)
+        run.where = f"node {node.node_id} of chain {context.chain.chain_id}" if node is not None else None
+        run.decision_timeout_s = getattr(getattr(context, "chain", None), "pause_timeout_seconds", None)
+        outcome = complete(run, model=model, backend=options.get("backend"), settings=settings.sandbox)
     except PenError as error:
-        raise NodeError(error_map.get(error.code, error.code), error.message) from error
+        about = f" (pen {error.pen_id})" if error.pen_id else ""
+        raise NodeError(error_map.get(error.code, error.code), error.message + about) from error
     return outcome.to_json()
 
 

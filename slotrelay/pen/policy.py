@@ -20,8 +20,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from slotrelay.pen.errors import InvalidPenRequest
+from slotrelay.pen.errors import InvalidPenRequest, PenNotFound
 from slotrelay.pen.models import Execution, PersistHint
+from slotrelay.pen.store import read_text
 from slotrelay.pen.terms import PenAction
 from slotrelay.sandbox.limits import validation_problem
 
@@ -65,8 +66,8 @@ def load_policy(root: str | Path, persona_id: str) -> PersonaPolicy:
     """
     path = policy_path(root, persona_id)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        text = read_text(root, path)
+    except PenNotFound:
         return PersonaPolicy()
     try:
         data = json.loads(text)

@@ -119,13 +119,13 @@ def check(
         transition(log, pen_id, "reviewed")  # raises IllegalTransition naming the state
     folder = _inbox(root, pen_id)
     manifest_path = folder / "manifest.json"
-    manifest = store.read_json(manifest_path)
+    manifest = store.read_json(root, manifest_path)
     validate_manifest(manifest, source=str(manifest_path))
-    request = PenRequest.model_validate(store.read_json(folder / "request.json"))
+    request = PenRequest.model_validate(store.read_json(root, folder / "request.json"))
     options = request.options.sandbox
     # The code under review is the file that will be accepted; it must still be the audited code.
-    code = (folder / f"code.{FILE_SUFFIX[options.lang]}").read_text(encoding="utf-8")
-    audited_hash = store.read_json(folder / "output.json")["audit"]["code_hash"]
+    code = store.read_text(root, folder / f"code.{FILE_SUFFIX[options.lang]}")
+    audited_hash = store.read_json(root, folder / "output.json")["audit"]["code_hash"]
     report = ReviewReport(pen_id=pen_id, checked_at=now_iso())
     if sha256_text(code) != audited_hash:
         report.static_findings.append(
@@ -175,7 +175,7 @@ def check(
                 "violations": [violation.model_dump() for violation in result.violations],
             }
         )
-    store.write_json(folder / "review.json", report.to_json())
+    store.write_json(root, folder / "review.json", report.to_json())
     transition(log, pen_id, "reviewed", persona_id=manifest["persona_id"], passed=report.passed)
     return report
 
@@ -207,7 +207,7 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
         if state != "reviewed":
             transition(log, pen_id, target)  # raises IllegalTransition naming the state
         folder = _inbox(root, pen_id)
-        report_json = store.read_json(folder / "review.json")
+        report_json = store.read_json(root, folder / "review.json")
         report = ReviewReport(
             pen_id=pen_id,
             tests=report_json["tests"],
@@ -218,7 +218,7 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
             raise InvalidPenRequest(
                 f"pen {pen_id} cannot be accepted: its review checks failed (see {folder / 'review.json'})"
             )
-        location = store.move_dir(folder, store.registry_dir(root, target, pen_id))
+        location = store.move_dir(root, folder, store.registry_dir(root, target, pen_id))
         record = transition(
             log,
             pen_id,
@@ -236,7 +236,7 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
             )
             error.audit = {"syslog_id": record["syslog_id"], "pen_id": pen_id}
             store.write_json(
-                store.notice_path(root, persona_id, pen_id), {**error.to_json(), "at": now_iso()}
+                root, store.notice_path(root, persona_id, pen_id), {**error.to_json(), "at": now_iso()}
             )
     return ReviewOutcome(pen_id=pen_id, state=target, location=str(location), report=report, error=error)
 

@@ -5,10 +5,16 @@
                                     -> shared    (registry inbox) -> reviewed -> accepted
                                                                                -> rejected
                                                                                -> observation
+    draft, executing -> erased      a run that failed before its output (the pen erases it itself)
+
+The seed names no state for a pen that failed; `erased` is the terminal state whose meaning is what is
+left of it (nothing but the audit records). Only `writer.fail` takes those two edges: a person's
+decision needs a completed pen (`writer.apply_decision` refuses the others).
 
 A pen's state is the target of the last `transition` record about it in the audit log, so an
 erased pen still has one and every change is recorded. So that a long log is not read on every
-change, `.slotrelay/pen-states/{pen_id}.json` indexes that record (state, seq, hash); the log stays
+change, `pen-states/{pen_id}.json` beside the log (in the root's state folder) indexes that record
+(state, seq, hash); the log stays
 the truth: `check_index` reports an index entry that disagrees with it. A change the diagram does
 not allow raises `IllegalTransition` and records nothing. Check and append happen under the log's
 lock, so two deciders cannot both move the same pen.
@@ -17,11 +23,10 @@ lock, so two deciders cannot both move the same pen.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any, Literal
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay import fsio
+from slotrelay.pen.audit import HEAD_LIMIT, AuditLog
 from slotrelay.pen.errors import IllegalTransition, PenNotFound
 from slotrelay.pen.terms import PenAction
 
@@ -40,8 +45,8 @@ State = Literal[
 
 TRANSITIONS: dict[str | None, frozenset[str]] = {
     None: frozenset({"draft"}),
-    "draft": frozenset({"executing"}),
-    "executing": frozenset({"completed"}),
+    "draft": frozenset({"executing", "erased"}),
+    "executing": frozenset({"completed", "erased"}),
     "completed": frozenset({"erased", "kept", "shared"}),
     "shared": frozenset({"reviewed"}),
     "reviewed": frozenset({"accepted", "rejected", "observation"}),
@@ -53,8 +58,11 @@ FINAL_ACTION_STATE: dict[PenAction, State] = {
 }
 
 
-def _index_path(log: AuditLog, pen_id: str) -> Path:
-    return log.folder / "pen-states" / f"{pen_id}.json"
+INDEX = "pen-states"
+
+
+def _read_index(log: AuditLog, name: str) -> Any:
+    return json.loads(fsio.read_file(log.folder, f"{INDEX}/{name}", limit=HEAD_LIMIT))
 
 
 def _state_from_log(log: AuditLog, pen_id: str) -> dict[str, Any] | None:
@@ -76,8 +84,8 @@ def current_state(log: AuditLog, pen_id: str) -> str | None:
         The last state it moved to, or None when the log has no transition for it.
     """
     try:
-        return str(json.loads(_index_path(log, pen_id).read_text(encoding="utf-8"))["state"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return str(_read_index(log, f"{pen_id}.json")["state"])
+    except (OSError, ValueError, KeyError, TypeError):
         record = _state_from_log(log, pen_id)
         return record.get("to") if record else None
 
@@ -93,12 +101,17 @@ def check_index(log: AuditLog) -> list[dict[str, Any]]:
         if record.get("event") == "transition":
             last[str(record.get("pen_id"))] = record
     problems = []
-    for path in sorted((log.folder / "pen-states").glob("*.json")):
-        pen_id = path.stem
+    try:
+        with fsio.open_dir(log.folder, INDEX) as folder:
+            names = [name for name in folder.names() if name.endswith(".json")]
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        pen_id = name.removesuffix(".json")
         entry: dict[str, Any] | None
         try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
+            entry = _read_index(log, name)
+        except (OSError, ValueError):
             entry = None
         transition = last.get(pen_id)
         expected: dict[str, Any] | None = (
@@ -151,11 +164,6 @@ def transition(log: AuditLog, pen_id: str, target: State, **fields: Any) -> dict
                 details={"pen_id": pen_id, "from": state, "to": target},
             )
         record = log.append("transition", pen_id=pen_id, **{"from": state, "to": target}, **fields)
-        index = _index_path(log, pen_id)
-        index.parent.mkdir(exist_ok=True)
-        tmp = index.with_name(index.name + ".tmp")
-        tmp.write_text(
-            json.dumps({"state": target, "seq": record["seq"], "hash": record["hash"]}), encoding="utf-8"
-        )
-        os.replace(tmp, index)
+        entry = json.dumps({"state": target, "seq": record["seq"], "hash": record["hash"]})
+        fsio.write_file(log.folder, f"{INDEX}/{pen_id}.json", entry.encode("utf-8"))
         return record

@@ -3,10 +3,15 @@
 Each step is a plain function over a `PenRun`. `complete` runs them in the order `steps()` gives,
 each through the installed step runner (`slotrelay.pen.steps`): the CLI and plain Python call them,
 while under Prefect the shell's runner makes each a task run, in the `pen-write` flow and in a
-chain's `pen` node alike. Whatever step fails, `fail` destroys what the run produced and appends the
-call's audit record, so every call, erased or failed, leaves exactly one `call` record (plus its
-state transitions). Timings are kept per phase (screening, model, sandbox, persistence) for the
-overhead bench.
+chain's `pen` node alike. Whatever step fails, `fail` destroys what the run produced, moves the pen to
+`erased` (the one terminal state of the seed's where nothing but the audit records is left) and
+appends the call's audit record, so every call, erased or failed, leaves exactly one `call` record
+(plus its state transitions) and no pen stays `draft` or `executing`. A program killed at its
+deadline is not a failure of the call: its output says `timeout` (and MPP-E004 is recorded), and the
+persona decides on it as on any result. When the persona's policy asks a person, `finish` asks
+through the installed asker (`slotrelay.pen.steps.ask_a_person`): under Prefect the run pauses for
+the decision; elsewhere the pen waits, completed, for `slotrelay pen decide`. Timings are kept per
+phase (screening, model, sandbox, persistence) for the overhead bench.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from slotrelay.pen.code_screen import enforce_screen
 from slotrelay.pen.codegen import generate_code
 from slotrelay.pen.errors import (
     ExecutionTimedOut,
+    IllegalTransition,
     InvalidPenRequest,
     PenError,
     PenRunFailed,
@@ -38,6 +44,7 @@ from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.manifest import build_manifest, sensitive_examples
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import (
+    EXTENSION_KEY,
     FILE_SUFFIX,
     AuditRef,
     Execution,
@@ -47,7 +54,7 @@ from slotrelay.pen.models import (
 )
 from slotrelay.pen.policy import Decision, decide, load_policy
 from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_state, transition
-from slotrelay.pen.steps import Step, run_step
+from slotrelay.pen.steps import Step, ask_a_person, run_step
 from slotrelay.pen.suggest import suggest
 from slotrelay.pen.terms import PenAction
 from slotrelay.slots import now_iso
@@ -76,6 +83,11 @@ class PenRun:
     suggestion_source: str | None = None
     decision: Decision | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # Where the code model and the sandbox policy came from (`config_report`), for the output.
+    config: dict[str, Any] | None = None
+    # What runs the pen (a chain's node), told to a person asked to decide, and how long they have.
+    where: str | None = None
+    decision_timeout_s: int | None = None
 
     @property
     def persona_id(self) -> str:
@@ -116,18 +128,38 @@ class PenOutcome:
     decided_by: str
     location: str | None
     timings: dict[str, float] = field(default_factory=dict)
+    config: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The seed's output object, plus `decision` (final action, state, where the files are)."""
+        """The seed's output object, with what slotrelay adds under its one extension key.
+
+        `x-slotrelay`: `decision` (final action, state, who decided, where the files are), `config`
+        (where the code model and the sandbox policy came from; null for a later `pen decide`) and
+        `error` (the MPP code a completed run recorded, MPP-E004 for a timeout; else null).
+        """
         return {
             **self.output.model_dump(mode="json"),
-            "decision": {
-                "final_action": self.final_action,
-                "state": self.state,
-                "decided_by": self.decided_by,
-                "location": self.location,
+            EXTENSION_KEY: {
+                "decision": {
+                    "final_action": self.final_action,
+                    "state": self.state,
+                    "decided_by": self.decided_by,
+                    "location": self.location,
+                },
+                "config": self.config,
+                "error": execution_error(self.output.execution),
             },
         }
+
+
+def execution_error(execution: Execution) -> dict[str, str] | None:
+    """The MPP error a completed run recorded: MPP-E004 when the program was killed at its deadline."""
+    if execution.status != "timeout":
+        return None
+    return {
+        "code": ExecutionTimedOut.code,
+        "message": f"the program ran past timeout_ms and was killed after {execution.duration_ms} ms",
+    }
 
 
 @contextmanager
@@ -169,7 +201,9 @@ def begin(request: Any, *, root: str | Path) -> PenRun:
             run.pen_id = allocate_pen_id(root, parsed.context.persona_id)
             transition(run.log, run.pen_id, "draft", persona_id=run.persona_id, intent_hash=run.intent_hash)
         except OSError as error:
-            raise PenRunFailed(f"the pen cannot write under its root {root}: {error.strerror}") from error
+            raise PenRunFailed(
+                f"the pen cannot write its state for the root {root} (in {run.log.folder}): {error.strerror}"
+            ) from error
     return run
 
 
@@ -225,12 +259,13 @@ def execute(run: PenRun, *, backend: str | None = None, settings: SandboxSetting
         settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
     Returns:
-        The execution (status success or error).
+        The execution: status success, error, or timeout (the program was killed at `timeout_ms`:
+        its partial stdout and stderr are kept, MPP-E004 is recorded with the `completed` transition,
+        and the persona decides on it as on any other result).
 
     Raises:
         InvalidPenRequest: the backend named does not exist.
         SandboxStartFailed: (MPP-E002) no backend could start the code.
-        ExecutionTimedOut: (MPP-E004) killed at timeout_ms.
         PermissionViolation: (MPP-E005) the sandbox refused a network or file access.
     """
     from slotrelay import sandbox
@@ -266,27 +301,30 @@ def execute(run: PenRun, *, backend: str | None = None, settings: SandboxSetting
         "violations": violations,
         "truncated": result.truncated.model_dump(),
     }
-    if result.status == "timeout" or any(v["kind"] == "timeout" for v in violations):
-        raise ExecutionTimedOut(
-            f"the program ran past timeout_ms={options.timeout_ms} and was killed",
-            details={"duration_ms": result.duration_ms, "stderr_tail": result.stderr[-500:]},
-        )
+    # A forbidden access weighs more than the deadline a refused program may then have run into.
     access = [v for v in violations if v["kind"] in ACCESS_VIOLATIONS]
     if access:
         raise PermissionViolation(
             "the sandbox refused: " + "; ".join(v["detail"] for v in access),
             details={"stage": "runtime", "violations": access},
         )
+    timed_out = result.status == "timeout" or any(v["kind"] == "timeout" for v in violations)
     run.execution = Execution(
-        status=result.status,
+        status="timeout" if timed_out else result.status,
         stdout=result.stdout,
         stderr=result.stderr,
-        result=program_result(options.lang, result.result, result.stdout),
+        # A killed program returned nothing; a shell script's last line may be cut mid-way.
+        result=None if timed_out else program_result(options.lang, result.result, result.stdout),
         duration_ms=result.duration_ms,
     )
     with _timed(run, "persistence"):
         transition(
-            run.log, run.pen_id, "completed", persona_id=run.persona_id, execution_status=result.status
+            run.log,
+            run.pen_id,
+            "completed",
+            persona_id=run.persona_id,
+            execution_status=run.execution.status,
+            error_code=ExecutionTimedOut.code if timed_out else None,
         )
     return run.execution
 
@@ -351,12 +389,14 @@ def stage(run: PenRun) -> Path:
     folder = store.staging_dir(run.root, run.pen_id)
     with _timed(run, "persistence"):
         output = run.output(syslog_id="pending")
-        store.write_text(folder / f"code.{FILE_SUFFIX[output.lang]}", output.code)
-        store.write_json(folder / "request.json", run.request.model_dump(mode="json"))
+        store.write_text(run.root, folder / f"code.{FILE_SUFFIX[output.lang]}", output.code)
+        store.write_json(run.root, folder / "request.json", run.request.model_dump(mode="json"))
         store.write_json(
-            folder / "execution.json", {**output.execution.model_dump(mode="json"), "sandbox": run.sandbox}
+            run.root,
+            folder / "execution.json",
+            {**output.execution.model_dump(mode="json"), "sandbox": run.sandbox},
         )
-        store.write_json(folder / "output.json", output.model_dump(mode="json"))
+        store.write_json(run.root, folder / "output.json", output.model_dump(mode="json"))
     return folder
 
 
@@ -374,6 +414,8 @@ def record_call(run: PenRun, decision: Decision | None, *, error: PenError | Non
             status=error.code if error else "completed",
             error_message=error.message if error else None,
             execution_status=run.execution.status if run.execution else None,
+            # A completed run's own MPP code (MPP-E004 for a timeout): recorded, not raised.
+            execution_error=(execution_error(run.execution) or {}).get("code") if run.execution else None,
             suggestion=run.suggestion,
             suggestion_source=run.suggestion_source,
             final_action=decision.action if decision else None,
@@ -383,14 +425,17 @@ def record_call(run: PenRun, decision: Decision | None, *, error: PenError | Non
 
 
 def fail(run: PenRun, error: PenError) -> PenError:
-    """Destroy what a failed run produced, record the call, and return the error with its audit ref.
+    """Destroy what a failed run produced, record the call, and return the error with its pen and audit ref.
 
-    A pen that had completed becomes `erased`, which is what happened to it: the pen's states have no failed
-    state, and a completed pen whose files are gone could never be decided. A pen that failed
-    earlier stays where it stopped (draft or executing), its call record saying why.
+    The pen becomes `erased`, wherever it stopped (draft, executing or completed): the seed's states
+    name no failed state, and `erased` is the one whose meaning is what is true of a failed pen, "沙箱产物
+    销毁，仅保留 audit 记录" (what the sandbox produced is destroyed, only the audit records stay). Its
+    transition says who erased it (`decided_by: "pen (<code>)"`) and why (`error_code`), and the call
+    record has the error's message, so a failed pen is never mistaken for one a persona chose to erase.
     """
+    error.pen_id = run.pen_id
     store.erase_dir(store.staging_dir(run.root, run.pen_id))
-    if current_state(run.log, run.pen_id) == "completed":
+    if current_state(run.log, run.pen_id) in ("draft", "executing", "completed"):
         transition(
             run.log,
             run.pen_id,
@@ -398,6 +443,7 @@ def fail(run: PenRun, error: PenError) -> PenError:
             persona_id=run.persona_id,
             final_action=PenAction.erase,
             decided_by=f"pen ({error.code})",
+            error_code=error.code,
         )
     error.audit = record_call(run, None, error=error).model_dump()
     return error
@@ -408,7 +454,9 @@ def unexpected(error: Exception) -> PenRunFailed:
     return PenRunFailed(f"the run broke: {type(error).__name__}: {error}")
 
 
-def apply_decision(root: str | Path, pen_id: str, action: PenAction, *, decided_by: str) -> PenOutcome:
+def apply_decision(
+    root: str | Path, pen_id: str, action: PenAction, *, decided_by: str, comment: str | None = None
+) -> PenOutcome:
     """Carry out a final action on a completed pen: erase, keep or share its staged files.
 
     Parameters:
@@ -416,36 +464,54 @@ def apply_decision(root: str | Path, pen_id: str, action: PenAction, *, decided_
         pen_id: the pen.
         action: erase, keep or share.
         decided_by: who decided (recorded in the transition).
+        comment: why, when a person said (recorded in the transition too).
 
     Returns:
         The outcome, with where the files went (None after erase).
 
     Raises:
         PenNotFound: no such pen, or its staged files are gone.
-        IllegalTransition: the pen is not completed (already decided, or it failed before completing).
+        IllegalTransition: the pen is not completed (still running, already decided, or failed).
         InvalidPenRequest: share of a run whose result does not make a valid manifest.
     """
     if action not in FINAL_ACTION_STATE:
         raise InvalidPenRequest(f"final action {action!r} is not one of {', '.join(PenAction)}")
     action = PenAction(action)
     persona_id, _, _ = parse_pen_id(pen_id)
+    try:
+        return _apply(root, pen_id, persona_id, action, decided_by=decided_by, comment=comment)
+    except PenError as error:
+        error.pen_id = pen_id
+        raise
+
+
+def _apply(
+    root: str | Path, pen_id: str, persona_id: str, action: PenAction, *, decided_by: str, comment: str | None
+) -> PenOutcome:
     log = AuditLog(root)
     folder = store.staging_dir(root, pen_id)
     with log.locked():
         state = require_state(log, pen_id)
+        if state in ("draft", "executing"):
+            # The state machine lets the pen itself erase a run that failed there (`fail`); a person
+            # decides only on a completed pen.
+            raise IllegalTransition(
+                f"pen {pen_id} is {state}: it has not completed, so there is nothing to decide yet",
+                details={"pen_id": pen_id, "from": state, "to": FINAL_ACTION_STATE[action]},
+            )
         if state != "completed":
             transition(log, pen_id, FINAL_ACTION_STATE[action])  # raises IllegalTransition with the states
-        output = PenOutput.model_validate(store.read_json(folder / "output.json"))
+        output = PenOutput.model_validate(store.read_json(root, folder / "output.json"))
         location: Path | None
         if action == PenAction.erase:
             store.erase_dir(folder)
             location = None
         elif action == PenAction.keep:
-            location = store.move_dir(folder, store.private_dir(root, persona_id, pen_id))
+            location = store.move_dir(root, folder, store.private_dir(root, persona_id, pen_id))
         else:
-            request = PenRequest.model_validate(store.read_json(folder / "request.json"))
-            store.write_json(folder / "manifest.json", build_manifest(request, output))
-            location = store.move_dir(folder, store.registry_dir(root, "inbox", pen_id))
+            request = PenRequest.model_validate(store.read_json(root, folder / "request.json"))
+            store.write_json(root, folder / "manifest.json", build_manifest(request, output))
+            location = store.move_dir(root, folder, store.registry_dir(root, "inbox", pen_id))
         target = FINAL_ACTION_STATE[action]
         transition(
             log,
@@ -455,6 +521,7 @@ def apply_decision(root: str | Path, pen_id: str, action: PenAction, *, decided_
             final_action=action,
             decided_by=decided_by,
             location=str(location) if location else None,
+            **({"comment": comment} if comment else {}),
         )
     return PenOutcome(
         output=output,
@@ -502,12 +569,13 @@ def write(
         settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
     Returns:
-        The outcome. When the persona's policy asks a person, the pen stays completed and staged,
-        `final_action` is None, and `decide` finishes it later.
+        The outcome. When the persona's policy asks a person and nobody can be asked here (see
+        `finish`), the pen stays completed and staged, `final_action` is None, and `decide` finishes
+        it later.
 
     Raises:
         InvalidPenRequest: the request breaks the contract.
-        PenError: MPP-E001..E005, each carrying `audit` (the call's audit reference).
+        PenError: MPP-E001..E003, MPP-E005, each carrying `pen_id` and `audit` (the call's audit reference).
     """
     return complete(begin(request, root=root), model=model, backend=backend, settings=settings)
 
@@ -518,9 +586,10 @@ def complete(
     """Run a begun pen's steps in order, each through the installed step runner, then `finish` it.
 
     Raises:
-        PenError: MPP-E001..E005 or PEN_RUN_FAILED, each carrying `audit` (the call's audit reference);
-            the pen's files are destroyed first.
+        PenError: MPP-E001..E003, MPP-E005 or PEN_RUN_FAILED, each carrying `pen_id` and `audit` (the
+            call's audit reference); the pen's files are destroyed and the pen is `erased` first.
     """
+    run.config = config_report(model, settings)
     with ChatClient(model) as client:
         try:
             for step in steps(client, backend=backend, settings=settings):
@@ -532,30 +601,37 @@ def complete(
     return finish(run)
 
 
+def config_report(model: ModelSettings, settings: SandboxSettings | None) -> dict[str, Any]:
+    """Where the code model and the sandbox policy of a run came from (the output's `x-slotrelay.config`)."""
+    return {
+        "model": {
+            "base_url": model.base_url,
+            "model": model.model,
+            "from": dict(model.sources),
+            "ignored": dict(model.ignored),
+        },
+        "sandbox": {"from": settings.source if settings is not None else "environment"},
+    }
+
+
 def finish(run: PenRun) -> PenOutcome:
-    """Carry out the persona's decision if it made one (else a person decides later) and record the call.
+    """Carry out the persona's decision and record the call; when the policy asks a person, ask one.
+
+    The call is recorded and the pen staged before a person is asked, so a pen whose asker goes away
+    (a killed process, a pause nobody answered) still waits for `slotrelay pen decide`.
 
     Raises:
         PenError: carrying out the decision failed (e.g. a share whose manifest is invalid); the
-            pen's files are destroyed and the call is recorded with the error.
+            pen's files are destroyed and the call is recorded with the error. A person's decision
+            that cannot be carried out (a folder already where the pen would go) leaves the pen
+            waiting instead.
+        DecisionTimedOut: the asker paused for a person and nobody answered in time.
     """
     decision = run.decision
     if decision is None:
         raise PenError(f"pen {run.pen_id} has no decision yet")
     if decision.action is None:
-        ref = record_call(run, decision)
-        output = run.output(ref.syslog_id)
-        folder = store.staging_dir(run.root, run.pen_id)
-        with _timed(run, "persistence"):
-            store.write_json(folder / "output.json", output.model_dump(mode="json"))
-        return PenOutcome(
-            output=output,
-            state="completed",
-            final_action=None,
-            decided_by="person (pending)",
-            location=str(folder),
-            timings=run.timings,
-        )
+        return _ask_a_person(run)
     action = decision.action
     if action == PenAction.share and run.execution is not None:
         found = sensitive_examples(run.request.context.upstream_inputs, run.execution.result)
@@ -575,6 +651,47 @@ def finish(run: PenRun) -> PenOutcome:
     outcome.output = run.output(ref.syslog_id)
     if outcome.location is not None:
         with _timed(run, "persistence"):
-            store.write_json(Path(outcome.location) / "output.json", outcome.output.model_dump(mode="json"))
+            store.write_json(
+                run.root, Path(outcome.location) / "output.json", outcome.output.model_dump(mode="json")
+            )
     outcome.timings = run.timings
+    outcome.config = run.config
     return outcome
+
+
+def _ask_a_person(run: PenRun) -> PenOutcome:
+    """Record the call, keep the pen staged, and ask a person through the installed asker."""
+    ref = record_call(run, run.decision)
+    output = run.output(ref.syslog_id)
+    folder = store.staging_dir(run.root, run.pen_id)
+    with _timed(run, "persistence"):
+        store.write_json(run.root, folder / "output.json", output.model_dump(mode="json"))
+    pending = PenOutcome(
+        output=output,
+        state="completed",
+        final_action=None,
+        decided_by="person (pending)",
+        location=str(folder),
+        timings=run.timings,
+        config=run.config,
+    )
+    try:
+        answer = ask_a_person(run, pending)
+    except PenError as error:
+        error.pen_id = run.pen_id
+        raise
+    if answer is None:
+        return pending
+    decided: PenOutcome = run_step(
+        Step(
+            "apply-decision",
+            lambda run: apply_decision(
+                run.root, run.pen_id, answer.action, decided_by=answer.decided_by, comment=answer.comment
+            ),
+        ),
+        run,
+    )
+    decided.output = output
+    decided.timings = run.timings
+    decided.config = run.config
+    return decided

@@ -1,6 +1,6 @@
 """The PSMR API: one entry, `call`, answering every operator in the result envelope.
 
-    call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}}, store=".psmr")
+    call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}})
 
 `call` validates the request against the operator's JSON Schema (`OPERATIONS`), runs it, pages the
 result to the request's budget, and always returns an envelope: a PSMR error becomes
@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from slotrelay.psmr import envelope
+from slotrelay.psmr import envelope, request_limits
 from slotrelay.psmr.errors import (
     InvalidQuery,
     OperatorUnavailable,
@@ -28,6 +28,9 @@ from slotrelay.psmr.errors import (
 )
 from slotrelay.psmr.grants import READ_ONLY, Grants
 from slotrelay.psmr.operators import OPERATIONS
+
+if TYPE_CHECKING:
+    from slotrelay.psmr.buildbudget import BuildBudget
 
 __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
@@ -38,6 +41,7 @@ def _validate(operation: str, request: Any) -> None:
     if not isinstance(request, dict):
         raise TypeMismatch(f"the request of {operation} must be a JSON object, got {type(request).__name__}")
     schema = OPERATIONS[operation]["input_schema"]
+    request_limits.check(operation, schema, request)
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(request))
     if error is None:
         return
@@ -68,8 +72,8 @@ def call(
         operation: an operator name from `OPERATIONS` (e.g. `query.subgraph`).
         request: the request object (see the operator's `input_schema`); may carry `budget` and
             `continuation_token`.
-        store: the store folder; default `PSMR_STORE`, else `.psmr/` under the current folder's
-            git root (or the current folder).
+        store: the store folder (default: `slotrelay.psmr.store.default_store`, the one store in
+            slotrelay's state folder).
         grants: the capabilities beyond reading (`source-write` roots, `process-execution`); none by
             default, so projection.apply and execution.run_tests answer CAPABILITY_DENIED.
 
@@ -105,6 +109,7 @@ def build_workspace(
     rev: str | None = None,
     store: str | Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    budget: BuildBudget | None = None,
 ) -> dict[str, Any]:
     """Build or incrementally update the workspace of a source tree (or one git revision of it).
 
@@ -112,13 +117,17 @@ def build_workspace(
         path: the root to analyse (a package folder, a project folder, or a git checkout).
         rev: a git revision to analyse from its tree (through a worktree in the store) instead of
             the files on disk.
-        store: the store folder (default: `PSMR_STORE`, else `<root>/.psmr`).
+        store: the store folder (default: `slotrelay.psmr.store.default_store`).
         progress: called as `progress(done, total, file)` while files are analysed.
+        budget: what resolving may cost (CPU seconds, memory, steps; default `BuildBudget()`, far
+            above what real packages take); past it the call sites left are the unknown
+            `budget_exceeded` and the workspace is written all the same.
 
     Returns:
         `{"workspace_id", "root", "store", "rev", "commit", "version", "files", "analysed",
         "reused", "removed", "dependents", "resolved_sites", "assembled_modules", "nodes", "edges",
-        "unknowns", "conflicts", "duration_s"}`; `resolved_sites` counts the call sites resolved and
+        "unknowns", "conflicts", "budget_exceeded", "duration_s"}`; `budget_exceeded` is the limit
+        passed (`cpu_s`, `memory_bytes`, `steps`) or None; `resolved_sites` counts the call sites resolved and
         `assembled_modules` the modules whose part of the graph was assembled, all of them unless the
         process kept the last resolution (see `slotrelay.psmr.build.keep_resolved`).
 
@@ -127,7 +136,7 @@ def build_workspace(
     """
     from slotrelay.psmr.build import build
 
-    return build(path, rev=rev, store=store, progress=progress)
+    return build(path, rev=rev, store=store, progress=progress, budget=budget)
 
 
 def list_workspaces(*, store: str | Path | None = None) -> list[dict[str, Any]]:

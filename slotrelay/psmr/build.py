@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import subprocess
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +29,9 @@ from typing import Any
 
 import orjson
 
+from slotrelay import fsio
+from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
+from slotrelay.psmr.buildbudget import BuildBudget
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.extract import FACTS_VERSION, extract
 from slotrelay.psmr.graph import Assembled, GraphAssembler
@@ -36,7 +39,6 @@ from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
 from slotrelay.psmr.parts import merge
 from slotrelay.psmr.relink import relink
-from slotrelay.psmr.sealed import read_regular
 from slotrelay.psmr.store import Store, without_cyclic_gc
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
@@ -60,8 +62,14 @@ class Resolved:
 
 
 # The last resolution of the workspaces this process built most recently, by (store, workspace id).
+# Threads share it (the MCP server answers calls side by side): `_RESOLVED_LOCK` guards the table only.
 _RESOLVED: OrderedDict[tuple[str, str], Resolved] = OrderedDict()
+_RESOLVED_LOCK = threading.Lock()
 _keep = {"count": 0}
+# One build of a tree (and revision) in a store at a time in this process, whatever thread asks:
+# a second waits and then finds the first's work stored. Builds of other trees and every read go on.
+_BUILDING: dict[tuple[str, str, str | None], threading.Lock] = {}
+_BUILDING_GUARD = threading.Lock()
 
 
 def keep_resolved(count: int) -> None:
@@ -73,8 +81,9 @@ def keep_resolved(count: int) -> None:
     resolution of networkx (580 files) holds about 0.75 GB.
     """
     _keep["count"] = count
-    while len(_RESOLVED) > count:
-        _RESOLVED.popitem(last=False)
+    with _RESOLVED_LOCK:
+        while len(_RESOLVED) > count:
+            _RESOLVED.popitem(last=False)
 
 
 def discover(root: Path) -> list[Path]:
@@ -125,18 +134,17 @@ class Unanalysable(Exception):
         self.detail = detail
 
 
-_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
-
-
 def read_source(root: Path, path: Path, *, limit: int) -> bytes:
     """The bytes of one source file, read only if it is a regular file inside root.
 
-    The type is checked with lstat before anything is opened, and the open itself neither follows a
-    symlink nor blocks, so a file swapped for a FIFO or a link in between is refused, not read.
+    Every folder from root down is opened without following a link, and so is the file, without
+    blocking (`slotrelay.fsio.read_file`): a file swapped for a FIFO or a link, or a folder swapped
+    for a link, after `discover` saw it is refused, not read. A file that is itself a symlink to a
+    file inside root is that file.
 
     Parameters:
         root: the analysed root (resolved).
-        path: a file under it, from `discover`.
+        path: a file under it, from `discover` (or `root / artifact`).
         limit: the largest file read, in bytes.
 
     Returns:
@@ -147,25 +155,36 @@ def read_source(root: Path, path: Path, *, limit: int) -> bytes:
         Unanalysable: `unreadable_file` (permissions, vanished during the build) or `file_too_large`.
     """
     try:
-        info = os.lstat(path)
-        if stat.S_ISLNK(info.st_mode):
-            target = Path(os.path.realpath(path))
-            if not target.is_relative_to(root):
-                raise NotSource("a symbolic link leading out of the analysed root")
-            path, info = target, os.lstat(target)
-        if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "a device or link")
-            raise NotSource(f"not a regular file ({kind})")
-        if info.st_size > limit:
-            raise Unanalysable("file_too_large", f"{info.st_size} bytes, above the limit of {limit}")
-        data = read_regular(path, limit=limit + 1)
-    except OSError as exc:
-        raise Unanalysable(
-            "unreadable_file", f"cannot be read: {exc.strerror or type(exc).__name__}"
-        ) from exc
-    if len(data) > limit:
-        raise Unanalysable("file_too_large", f"more than {limit} bytes, the limit")
-    return data
+        return fsio.read_file(root, path.relative_to(root), limit=limit, links_inside=True)
+    except fsio.LinkRefused as exc:
+        raise NotSource("a symbolic link leading out of the analysed root") from exc
+    except fsio.NotRegular as exc:
+        raise NotSource(f"not a regular file ({exc.kind})") from exc
+    except fsio.FileTooLarge as exc:
+        raise Unanalysable("file_too_large", f"more than {limit} bytes, the limit") from exc
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise Unanalysable("unreadable_file", f"cannot be read: {reason}") from exc
+
+
+def read_artifact(root: str | Path, artifact: str) -> bytes:
+    """One file of a workspace read again after the build, as the build read it (`read_source`, with
+    the size limit in force): what propose, apply's hash check, the human view and the other
+    operators read of the tree.
+
+    Raises:
+        NotSource, Unanalysable: as `read_source`.
+    """
+    base = Path(root)
+    return read_source(base, base / artifact, limit=file_size_limit(None))
+
+
+def artifact_text(root: str | Path, artifact: str) -> str | None:
+    """`read_artifact` as text (UTF-8, undecodable bytes replaced), or None when it cannot be read."""
+    try:
+        return _as_text(read_artifact(root, artifact))
+    except (NotSource, Unanalysable):
+        return None
 
 
 def _as_text(data: bytes) -> str:
@@ -236,6 +255,7 @@ def build(
     progress: Callable[[int, int, str], None] | None = None,
     max_file_bytes: int | None = None,
     warm: bool = False,
+    budget: BuildBudget | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
@@ -244,14 +264,37 @@ def build(
     this version of it, so that its next update is replayed (a watcher starting on a stored
     workspace, or after another process saved the change it saw: `slotrelay.psmr.watch`). A file
     that cannot be analysed never stops the build: it is skipped with a warning (not source, see
-    `NotSource`) or becomes a module with an unknown (see `Unanalysable`).
+    `NotSource`) or becomes a module with an unknown (see `Unanalysable`). `budget` bounds what
+    resolving costs (default: `BuildBudget()`); past it, the call sites left are the unknown
+    `budget_exceeded` (see `slotrelay.psmr.buildbudget`), and the summary's `budget_exceeded` names
+    the limit passed.
     """
+    key = (str(Store.open(store).path), str(Path(path).expanduser().resolve()), rev)
+    with _BUILDING_GUARD:
+        lock = _BUILDING.setdefault(key, threading.Lock())
+    with lock:
+        return _build(
+            path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm,
+            budget=budget,
+        )
+
+
+def _build(
+    path: str | Path,
+    *,
+    rev: str | None,
+    store: str | Path | None,
+    progress: Callable[[int, int, str], None] | None,
+    max_file_bytes: int | None,
+    warm: bool,
+    budget: BuildBudget | None,
+) -> dict[str, Any]:
     started = time.perf_counter()
     limit = file_size_limit(max_file_bytes)
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise InvalidQuery(f"path {path} is not a folder; give the root of the Python code to analyse")
-    the_store = Store.open(store, root=root)
+    the_store = Store.open(store)
     source, commit = revision_tree(root, rev, the_store) if rev else (root, None)
     ws_id = workspace_id(root, commit)
     try:
@@ -286,9 +329,15 @@ def build(
     analysed = [rel for rel, entry in entries.items() if previous.get(rel, {}).get("key") != entry["key"]]
     removed = sorted(set(previous) - set(entries))
     total = len(entries) + len(unanalysed)
-    unchanged = manifest.get("version") == version and manifest.get("stats")
+    # A workspace whose resolution stopped at its budget is resolved again, perhaps with a larger one.
+    unchanged = (
+        manifest.get("version") == version
+        and manifest.get("stats")
+        and not manifest["stats"].get("budget_exceeded")
+    )
     kept_key = (str(the_store.path), ws_id)
-    held = _RESOLVED.get(kept_key)
+    with _RESOLVED_LOCK:
+        held = _RESOLVED.get(kept_key)
     cold = warm and _keep["count"] > 0 and (held is None or held.version != version)
     if not analysed and not removed and unchanged and not cold and the_store.graph_intact(ws_id, manifest):
         # Nothing changed since the stored build: the stored workspace is the answer.
@@ -307,7 +356,8 @@ def build(
     # A kept resolution may be of another version than the stored one (another process saved the
     # workspace since): it is replayed all the same (what changed is found by content key), but its
     # parts are not the manifest's, so the save then checks every part against the store.
-    kept = _RESOLVED.pop(kept_key, None)
+    with _RESOLVED_LOCK:
+        kept = _RESOLVED.pop(kept_key, None)
     in_step = kept is not None and kept.version == manifest.get("version")
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
@@ -347,16 +397,26 @@ def build(
             edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
             linker = relink(kept.linker, facts, edited)
         if linker is None:
-            linker = Linker(facts, record=_keep["count"] > 0)
+            budget = budget or BuildBudget()
+            budget.start()
+            linker = Linker(facts, record=_keep["count"] > 0, budget=budget)
             linker.run()
         edges, import_warnings = imports.result()
     link = linker.result
     assert link is not None
     warnings += import_warnings
+    exceeded = linker.budget.exceeded
+    if exceeded:
+        stopped = sum(reason == BUDGET_REASON for reason in link.unresolved.values())
+        warnings.append(
+            f"resolution stopped past {linker.budget.describe()}: {stopped} call sites are the unknown "
+            f"{BUDGET_REASON}, and arguments stopped flowing where they were"
+        )
     assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
     assembly = merge(assembled.parts.values())
-    if _keep["count"] > 0:
-        _RESOLVED[kept_key] = Resolved(version, keys, linker, assembled)
+    if _keep["count"] > 0 and not exceeded:
+        with _RESOLVED_LOCK:
+            _RESOLVED[kept_key] = Resolved(version, keys, linker, assembled)
         keep_resolved(_keep["count"])
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
@@ -378,6 +438,7 @@ def build(
         "edges": len(assembly.edges),
         "unknowns": len(assembly.unknowns),
         "conflicts": len(assembly.conflicts),
+        "budget_exceeded": exceeded,
         "warnings": warnings,
     }
     summary["duration_s"] = round(time.perf_counter() - started, 3)

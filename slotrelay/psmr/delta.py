@@ -6,12 +6,17 @@ may be affected, the expected graph change, assumptions, affected contracts and 
 the scope. It also holds each touched file's text and hash as proposed and as projected, so validate,
 preview and apply work on exactly what was proposed, and a file changed meanwhile is detected.
 
-Deltas are JSON files in the workspace's folder of the store:
+Deltas are records of the workspace's folder of the store, in slotrelay's state folder:
 
     <store>/workspaces/<ws_id>/deltas/<delta_id>.json
 
 bound to the workspace version they were proposed on. The steps after propose add their results to
-the same record (`validation`, `preview`, `apply`, `before`, `runs`).
+the same record (`validation`, `preview`, `apply`, `before`, `runs`). A record is sealed like every
+record of the store (`slotrelay.psmr.sealed`, under this user's key and its name), and its path is
+made from the workspace it belongs to and a delta id of the pattern `dl_<hex>`, never from what a
+record says. A record is used only if its seal holds, its `workspace_id` and `delta_id` are those of
+where it is stored, and it has every field of its schema (`DELTA_RECORD_SCHEMA`); anything else is
+not a delta (CONTRACTS.md#files-the-product-writes).
 """
 
 from __future__ import annotations
@@ -19,19 +24,25 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
-import json
-import os
+import re
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import libcst as cst
+import orjson
 
+from slotrelay import fsio
+from slotrelay.psmr import snippets
+from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
+from slotrelay.psmr.constraints import parse as parse_constraint
 from slotrelay.psmr.delta_ops import Planner
 from slotrelay.psmr.errors import ConflictRequiresReview, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.operators import OPERATION_SCHEMA
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.rewrite import RewriteError, render
 from slotrelay.psmr.slicing import CODE_KINDS, find_node, tests_reaching
@@ -39,6 +50,78 @@ from slotrelay.psmr.store import Store, Workspace
 
 DELTA_SCHEMA = "psmr-semantic-delta-0.1"
 AUTHORITY = "ai_proposal"
+DELTA_ID = re.compile(r"dl_[0-9a-f]{1,64}")
+WORKSPACE_ID = re.compile(r"ws_[0-9a-f]{1,64}")
+_TEXT = {"type": "string"}
+_LIST = {"type": "array"}
+_RECORDED = {"type": ["object", "null"], "required": ["at"], "properties": {"at": _TEXT}}
+# What the operators read of a record: a record without it is not a delta (it is left out, with a note).
+DELTA_RECORD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "schema", "delta_id", "workspace_id", "workspace_version", "authority", "status", "proposed_at",
+        "intent", "scope_refs", "constraints", "operations", "scope", "files", "edits", "needs_review",
+        "possibly_affected", "expected", "assumptions", "affected_contracts", "suggested_validation",
+        "validation", "preview", "apply", "before", "runs",
+    ],
+    "properties": {
+        "schema": {"const": DELTA_SCHEMA},
+        **{name: _TEXT for name in (
+            "delta_id", "workspace_id", "workspace_version", "authority", "status", "proposed_at", "intent"
+        )},
+        **{name: _LIST for name in (
+            "scope_refs", "constraints", "scope", "edits", "needs_review", "possibly_affected",
+            "assumptions", "affected_contracts", "runs",
+        )},
+        "operations": {"type": "array", "items": OPERATION_SCHEMA},
+        "files": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["module", "sha256", "original", "projected", "projected_sha256"],
+                "properties": {
+                    name: _TEXT for name in ("module", "sha256", "original", "projected", "projected_sha256")
+                },
+            },
+        },
+        "expected": {
+            "type": "object",
+            "required": [
+                "symbols_added", "symbols_removed", "symbols_renamed", "symbols_changed",
+                "call_sites_removed", "call_sites_added", "edges_free", "api_changes",
+            ],
+            "properties": {
+                "symbols_renamed": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["old", "new"],
+                        "properties": {"old": _TEXT, "new": _TEXT},
+                    },
+                },
+                "symbols_changed": {
+                    "type": "array",
+                    "items": {"type": "object", "required": ["id", "changes"]},
+                },
+            },
+        },
+        "suggested_validation": {
+            "type": "object",
+            "required": ["tests", "pytest_node_ids"],
+            "properties": {"tests": _LIST, "pytest_node_ids": {"type": "array", "items": _TEXT}},
+        },
+        "validation": {**_RECORDED, "required": ["at", "ok", "failed"], "properties": {
+            "at": _TEXT, "ok": {"type": "boolean"}, "failed": _LIST,
+        }},
+        "preview": {
+            **_RECORDED,
+            "required": ["at", "hashes"],
+            "properties": {"at": _TEXT, "hashes": {"type": "object"}},
+        },
+        "apply": _RECORDED,
+    },
+}  # fmt: skip
+_RECORD_VALIDATOR = jsonschema.Draft202012Validator(DELTA_RECORD_SCHEMA)
 
 
 def now() -> str:
@@ -63,51 +146,118 @@ def changed_on_disk(root: Path, expected: Iterable[tuple[str, str | None]]) -> l
     moved = []
     for artifact, sha in expected:
         try:
-            digest = hashlib.sha256((root / artifact).read_bytes()).hexdigest()
-        except OSError:
+            digest: str | None = hashlib.sha256(read_artifact(root, artifact)).hexdigest()
+        except (NotSource, Unanalysable):
             digest = None
         if digest != sha:
             moved.append(artifact)
     return moved
 
 
-def delta_folder(store: Store, workspace_id: str) -> Path:
-    """The folder of a workspace's deltas in the store."""
-    return store.path / "workspaces" / workspace_id / "deltas"
+def folder_name(workspace_id: str) -> str:
+    """The folder of a workspace's deltas, as a record name of the store.
+
+    Raises:
+        ObjectNotFound: the workspace id is not of the pattern `ws_<hex>`.
+    """
+    if not WORKSPACE_ID.fullmatch(workspace_id):
+        raise ObjectNotFound(f"{workspace_id!r} is not a workspace id (ws_ and hex digits)")
+    return f"workspaces/{workspace_id}/deltas"
 
 
-def _path(store: Store, workspace_id: str, delta_id: str) -> Path:
-    return delta_folder(store, workspace_id) / f"{delta_id}.json"
+def record_name(workspace_id: str, delta_id: str, suffix: str = ".json") -> str:
+    """The store's name of a delta's record (`suffix` `.before.json`: the workspace before its apply).
+
+    Raises:
+        ObjectNotFound: an id is not of its pattern (`ws_<hex>`, `dl_<hex>`).
+    """
+    if not DELTA_ID.fullmatch(delta_id):
+        raise ObjectNotFound(
+            f"{delta_id!r} is not a delta id (dl_ and hex digits); delta.propose returns one"
+        )
+    return f"{folder_name(workspace_id)}/{delta_id}{suffix}"
 
 
-def save(store: Store, delta: dict[str, Any]) -> None:
-    """Write a delta record atomically (temp file, fsync, rename)."""
-    path = _path(store, delta["workspace_id"], delta["delta_id"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(delta, handle, ensure_ascii=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+def recorded_ids(store: Store, workspace_id: str) -> tuple[list[str], list[str]]:
+    """The ids of the delta records stored for a workspace, and why any place was not read.
+
+    The folder is opened without following a link: a `deltas` that is a symbolic link holds no delta.
+    """
+    folder = folder_name(workspace_id)
+    try:
+        with fsio.open_dir(store.path, folder) as opened:
+            names = opened.names()
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        return [], [f"{store.path / folder} is {exc.strerror}; no delta was read from it"]
+    ids = [name.removesuffix(".json") for name in names if name.endswith(".json")]
+    return [i for i in ids if DELTA_ID.fullmatch(i)], []
+
+
+def save(store: Store, ws: Workspace, delta: dict[str, Any]) -> None:
+    """Seal and write a delta record of `ws` atomically, under the workspace's id and the delta's
+    checked id.
+
+    Raises:
+        ObjectNotFound: the delta id is not of its pattern.
+        InvalidQuery: the record is about another workspace.
+    """
+    if delta["workspace_id"] != ws.workspace_id:
+        raise InvalidQuery(
+            f"delta {delta['delta_id']} is of workspace {delta['workspace_id']}, not {ws.workspace_id}"
+        )
+    store.write_record(record_name(ws.workspace_id, delta["delta_id"]), orjson.dumps(delta))
+
+
+def save_image(store: Store, ws: Workspace, delta_id: str, image: dict[str, Any]) -> None:
+    """Seal and write the workspace as it stood before a delta's apply (`<delta_id>.before.json`)."""
+    store.write_record(record_name(ws.workspace_id, delta_id, ".before.json"), orjson.dumps(image))
+
+
+def load_image(store: Store, ws: Workspace, delta_id: str) -> Any:
+    """The workspace as it stood before a delta's apply, or None when there is no sealed image."""
+    record = store.read_record(record_name(ws.workspace_id, delta_id, ".before.json"))
+    if record is None:
+        return None
+    try:
+        return orjson.loads(record[0])
+    except orjson.JSONDecodeError:
+        return None
 
 
 def load(store: Store, ws: Workspace, delta_id: str) -> dict[str, Any]:
-    """A delta of the workspace.
+    """A delta of the workspace, as sealed by this user's slotrelay.
 
     Raises:
-        ObjectNotFound: no delta by that id for this workspace.
+        ObjectNotFound: no sealed delta by that id for this workspace, or a sealed record whose ids or
+            fields are not a delta of this workspace's (the message names the field).
     """
-    path = _path(store, ws.workspace_id, delta_id)
-    try:
-        delta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    name = record_name(ws.workspace_id, delta_id)
+    record = store.read_record(name)
+    if record is None:
         raise ObjectNotFound(
-            f"no delta {delta_id} in workspace {ws.workspace_id}; delta.propose returns the delta_id to use"
-        ) from exc
-    if delta.get("schema") != DELTA_SCHEMA:
-        raise ObjectNotFound(f"{path} is not a {DELTA_SCHEMA} record; propose the delta again")
-    return delta
+            f"no delta {delta_id} in workspace {ws.workspace_id} (a record not sealed by this user's "
+            "slotrelay is not one); delta.propose returns the delta_id to use"
+        )
+    try:
+        delta = orjson.loads(record[0])
+    except orjson.JSONDecodeError as exc:
+        raise ObjectNotFound(f"{store.path / name} is not JSON; propose the delta again") from exc
+    error = jsonschema.exceptions.best_match(_RECORD_VALIDATOR.iter_errors(delta))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the record"
+        raise ObjectNotFound(
+            f"{store.path / name} is not a {DELTA_SCHEMA} record ({where}: {error.message}); "
+            "propose the delta again"
+        )
+    if delta["workspace_id"] != ws.workspace_id or delta["delta_id"] != delta_id:
+        raise ObjectNotFound(
+            f"{store.path / name} says it is delta {delta['delta_id']} of {delta['workspace_id']}, not "
+            f"{delta_id} of {ws.workspace_id}; it is not used"
+        )
+    result: dict[str, Any] = delta
+    return result
 
 
 def require_current(ws: Workspace, delta: dict[str, Any], operation: str) -> None:
@@ -181,27 +331,23 @@ def _signatures(text: str, module: str) -> dict[str, str]:
     return out
 
 
-def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    """delta.propose: expand the operations, persist the SemanticDelta, and summarise it."""
-    if request.get("workspace_version") and request["workspace_version"] != ws.version:
-        raise ConflictRequiresReview(
-            f"workspace_version {request['workspace_version']} is stale: workspace {ws.workspace_id} is at "
-            f"{ws.version}; re-read what the proposal rests on and propose against {ws.version}"
-        )
-    scope = []
-    for index, ref in enumerate(request.get("scope_refs", [])):
-        try:
-            scope.append(find_node(ws, ref))
-        except ObjectNotFound as exc:
-            raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+def plan(ws: Workspace, operations: list[dict[str, Any]]) -> tuple[Planner, dict[str, dict[str, Any]]]:
+    """Expand typed operations on the files as they are now: the planner (edits, expected change) and
+    each touched file's text and hash as read and as projected.
+
+    Raises:
+        ConflictRequiresReview: a file changed since the workspace was built.
+        InvalidQuery: the operations would leave a file unparsable.
+        ExecutionFailed: a file could not be projected.
+    """
     planner = Planner(ws)
-    for index, op in enumerate(request["operations"]):
+    for index, op in enumerate(operations):
         getattr(planner, op["op"])(index, op)
     files: dict[str, dict[str, Any]] = {}
-    for artifact, plan in sorted(planner.plans.items()):
+    for artifact, file_plan in sorted(planner.plans.items()):
         original = planner.originals[artifact]
         try:
-            projected = render(original, plan)
+            projected = render(original, file_plan)
         except RewriteError as exc:
             raise ExecutionFailed(f"could not project {artifact}: {exc}") from exc
         except cst.ParserSyntaxError as exc:
@@ -220,6 +366,26 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             "projected": projected,
             "projected_sha256": sha256(projected),
         }
+    return planner, files
+
+
+def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
+    """delta.propose: expand the operations, persist the SemanticDelta, and summarise it."""
+    if request.get("workspace_version") and request["workspace_version"] != ws.version:
+        raise ConflictRequiresReview(
+            f"workspace_version {request['workspace_version']} is stale: workspace {ws.workspace_id} is at "
+            f"{ws.version}; re-read what the proposal rests on and propose against {ws.version}"
+        )
+    scope = []
+    for index, ref in enumerate(request.get("scope_refs", [])):
+        try:
+            scope.append(find_node(ws, ref))
+        except ObjectNotFound as exc:
+            raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+    for index, constraint in enumerate(request.get("constraints", [])):
+        parse_constraint(ws, constraint, f"constraints[{index}]")
+    snippets.check(request["operations"])
+    planner, files = plan(ws, request["operations"])
     changed: dict[str, list[str]] = {}
     # Expected changes are named as the symbols will be called after the delta's renames.
     for node in sorted(planner.signature_changed):
@@ -292,7 +458,7 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         "before": None,
         "runs": [],
     }
-    save(store, delta)
+    save(store, ws, delta)
     return Answer(
         data={
             "delta_id": delta_id,

@@ -1,19 +1,21 @@
 """delta.list and delta.describe: the deltas recorded for a workspace, read as they are stored.
 
-Both read `<store>/workspaces/<ws_id>/deltas/<delta_id>.json` and write nothing: no record, no status,
-no source file. They are how a reader (the human view, an agent resuming work) sees what was proposed
-and what the later steps recorded, without re-running them:
+Both read the sealed records `<store>/workspaces/<ws_id>/deltas/<delta_id>.json` (`slotrelay.psmr.delta`)
+and write nothing: no record, no status, no source file. A record that is not a delta of the workspace
+(its seal fails, its ids are not those of where it is stored, a field is missing) is left out of the
+list with a warning naming it; it never hides the others. They are how a reader (the human view, an
+agent resuming work) sees what was proposed and what the later steps recorded, without re-running them:
 
 - `stale`: the delta was proposed on another version of the workspace than the current one (validate,
   preview and apply refuse it; propose again);
-- `validation`: the result delta.validate recorded (each check with its problems), or None;
+- `validation`: the result delta.validate recorded (each check with its problems, and the sites it left
+  to review), or None;
 - the preview diff: each changed file as the unified diff projection.preview renders, derived from the
   texts the delta holds (the same function, so the same lines), whether or not preview was called.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,6 @@ from slotrelay.psmr.projection import file_diff, is_test_module
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 
-# A delta record's file name; `<delta_id>.before.json` (the workspace before an apply) and temporary
-# files share the folder and are not deltas.
-RECORD_NAME = re.compile(r"dl_[0-9a-f]+\.json")
 # What names the thing an operation works on, by operation kind (see operators.OPERATION_SCHEMA).
 OPERATION_SUBJECT = {"add_symbol": "module", "move_call_site": "evidence_id"}
 
@@ -43,7 +42,12 @@ def _validation_summary(delta: dict[str, Any]) -> dict[str, Any] | None:
     recorded = delta["validation"]
     if recorded is None:
         return None
-    return {"at": recorded["at"], "ok": recorded["ok"], "failed": recorded["failed"]}
+    return {
+        "at": recorded["at"],
+        "ok": recorded["ok"],
+        "failed": recorded["failed"],
+        "needs_review": recorded.get("needs_review_count", 0),
+    }
 
 
 def _row(ws: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
@@ -66,14 +70,13 @@ def _row(ws: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
 def list_deltas(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """delta.list: every delta recorded for the workspace, oldest first (by proposal time, which is to
     the second; ties by id), with its latest validation."""
-    folder = deltas.delta_folder(store, ws.workspace_id)
-    rows, warnings = [], []
-    # A workspace nothing was proposed for has no folder: glob finds nothing there.
-    for path in sorted(p for p in folder.glob("dl_*.json") if RECORD_NAME.fullmatch(p.name)):
+    ids, warnings = deltas.recorded_ids(store, ws.workspace_id)
+    rows = []
+    for delta_id in ids:
         try:
-            rows.append(_row(ws, deltas.load(store, ws, path.stem)))
-        except ObjectNotFound:
-            warnings.append(f"{path} is not a readable {deltas.DELTA_SCHEMA} record; it is left out")
+            rows.append(_row(ws, deltas.load(store, ws, delta_id)))
+        except ObjectNotFound as exc:
+            warnings.append(f"{delta_id} is left out: {exc.message}")
     rows.sort(key=lambda r: (r["proposed_at"], r["delta_id"]))
     return Answer(
         data={

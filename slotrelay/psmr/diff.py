@@ -22,12 +22,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr.build import build
+from slotrelay.psmr.build import artifact_text, build
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery
 from slotrelay.psmr.importgraph import import_base
 from slotrelay.psmr.queries import Answer
@@ -100,13 +101,8 @@ def side_of(ws: Workspace, *, source: Callable[[str], str | None] | None = None)
                 sites.append([u, v, record["artifact"], relative, ev])
         elif k in STRUCTURE | STATE:
             edges[f"{u}\0{k}\0{v}"] = edge_item(ws, u, v, k)
-    root = Path(ws.source_root)
-
     def read(artifact: str) -> str | None:
-        try:
-            return (root / artifact).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return artifact_text(ws.source_root, artifact)
 
     return Side(ws.workspace_id, ws.version, symbols, sorted(sites), edges, source or read)
 
@@ -296,14 +292,23 @@ def _pair(request: dict[str, Any], store: Store) -> tuple[Workspace, Workspace]:
     )
 
 
+def texts_of(ws: Workspace) -> dict[str, str]:
+    """Every file of a workspace that can be read now, as the build reads it, by artifact."""
+    return {a: text for a in ws.files if (text := artifact_text(ws.source_root, a)) is not None}
+
+
 def api_breakages(
-    old: tuple[dict[str, Any], Path], new: tuple[dict[str, Any], Path]
+    old: tuple[dict[str, Any], dict[str, str]], new: tuple[dict[str, Any], dict[str, str]], *, name: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """griffe's breaking changes between the top-level packages both trees hold.
 
+    griffe reads a private copy of the texts given, never the tree itself: what it sees is what the
+    analysis read (regular files inside the root, `slotrelay.psmr.build.read_source`).
+
     Parameters:
-        old: the old tree's files (artifact -> entry with `module`) and source root.
+        old: the old tree's files (artifact -> entry with `module`) and texts (artifact -> text).
         new: the same for the new tree.
+        name: the name of the trees' root folder (a root that is a package is imported by it).
 
     Returns:
         The breakages (kind, title, object, old, new, explanation) and warnings.
@@ -316,6 +321,27 @@ def api_breakages(
         {e["module"].split(".")[0] for e in old[0].values()}
         & {e["module"].split(".")[0] for e in new[0].values()}
     )
+    with tempfile.TemporaryDirectory(prefix="psmr-griffe-") as folder:
+        roots = []
+        for side, (_, texts) in (("old", old), ("new", new)):
+            root = Path(folder) / side / name
+            for artifact, text in texts.items():
+                (root / artifact).parent.mkdir(parents=True, exist_ok=True)
+                (root / artifact).write_text(text, encoding="utf-8")
+            roots.append(root)
+        out = _breakages(griffe, tops, roots, warnings)
+    return sorted(out, key=lambda b: (b["object"], b["kind"])), warnings
+
+
+def _relative(text: str, roots: list[Path]) -> str:
+    """`text` with the private copies' paths written relative to the tree's root."""
+    for root in roots:
+        text = text.replace(f"{root}/", "")
+    return text
+
+
+def _breakages(griffe: Any, tops: list[str], roots: list[Path], warnings: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for top in tops:
         try:
             before, after = (
@@ -326,7 +352,7 @@ def api_breakages(
                     allow_inspection=False,
                     resolve_aliases=False,
                 )
-                for _, root in (old, new)
+                for root in roots
             )
             for breakage in griffe.find_breaking_changes(before, after):
                 out.append(
@@ -336,12 +362,12 @@ def api_breakages(
                         "object": breakage.obj.path,
                         "old": str(breakage.old_value),
                         "new": str(breakage.new_value),
-                        "explanation": _ANSI.sub("", breakage.explain()).strip(),
+                        "explanation": _relative(_ANSI.sub("", breakage.explain()).strip(), roots),
                     }
                 )
         except Exception as exc:  # noqa: BLE001 - griffe's own failure is reported, the rest of ΔG stands
             warnings.append(f"griffe could not compare {top} ({type(exc).__name__}: {exc})")
-    return sorted(out, key=lambda b: (b["object"], b["kind"])), warnings
+    return out
 
 
 def semantic_diff(request: dict[str, Any], *, store: Store) -> Answer:
@@ -350,7 +376,7 @@ def semantic_diff(request: dict[str, Any], *, store: Store) -> Answer:
     delta = compare(side_of(old), side_of(new))
     try:
         breakages, warnings = api_breakages(
-            (old.files, Path(old.source_root)), (new.files, Path(new.source_root))
+            (old.files, texts_of(old)), (new.files, texts_of(new)), name=Path(new.source_root).name
         )
     except ImportError as exc:
         raise ExecutionFailed(f"griffe is not importable ({exc}); pip install griffe") from exc

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slotrelay.psmr.build import artifact_text
 from slotrelay.psmr.graph import qname, sid, stable_id
 from slotrelay.psmr.importgraph import import_base
 from slotrelay.psmr.slicing import unknowns_in
@@ -49,7 +50,14 @@ def _ask_jedi(ws: Workspace, artifact: str, sites: list[dict[str, Any]]) -> dict
     import jedi
 
     path = Path(ws.source_root) / artifact
-    script = jedi.Script(path=str(path), project=jedi.Project(str(import_base(Path(ws.source_root)))))
+    # The text comes from the build's reader: jedi given only a path would open it itself, and wait
+    # forever on a FIFO swapped in for the file.
+    code = artifact_text(ws.source_root, artifact)
+    if code is None:
+        raise ValueError("it cannot be read now (not a regular file inside the root, or gone)")
+    script = jedi.Script(
+        code, path=str(path), project=jedi.Project(str(import_base(Path(ws.source_root))))
+    )
     answers: dict[str, list[str]] = {}
     for unknown in sites:
         span = unknown["span"]

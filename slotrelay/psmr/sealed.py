@@ -6,11 +6,12 @@ code (JSON through orjson, or MessagePack for the fast pass's facts):
     psmr-sealed-1 <hmac-sha256 hex> <payload length>\\n<payload>
 
 The seal is an HMAC over the record's name inside its store and the payload, under a key of this
-user (`$XDG_STATE_HOME/slotrelay/psmr-store.key`, 32 random bytes, created on first use with mode
-0600). A store cloned with a repository, copied from another machine or edited by hand therefore
-fails the seal and is rebuilt; renaming a record (a sealed facts file put under another content key)
-fails it too. Reading never follows a symlink, never opens anything but a regular file without
-blocking (a FIFO is refused, not read), and never reads more than the header announces.
+user (`psmr-store.key` in slotrelay's state folder, `slotrelay.fsio.state_home`: 32 random bytes,
+created on first use with mode 0600). A store copied from another user or machine, or edited by hand,
+therefore fails the seal and is rebuilt; renaming a record (a sealed facts file put under another
+content key, a delta record put under another workspace or id) fails it too. Reading goes through
+`slotrelay.fsio`: it never follows a symlink, never opens anything but a regular file, never blocks
+(a FIFO is refused, not read), and never reads more than the header announces.
 
 The fast pass's facts hold their refs as tuples (the resolver hashes them), which JSON cannot tell
 from lists, and re-freezing them after `orjson.loads` made loading networkx's facts 5-7 times
@@ -26,12 +27,13 @@ import hashlib
 import hmac
 import os
 import secrets
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import msgpack
+
+from slotrelay import fsio
 
 MAGIC = b"psmr-sealed-1"
 TUPLE_EXT = 1
@@ -41,9 +43,8 @@ HEADER_LIMIT = 128
 
 
 def key_path() -> Path:
-    """Where this user's sealing key lives."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "slotrelay" / "psmr-store.key"
+    """Where this user's sealing key lives (in slotrelay's state folder)."""
+    return fsio.state_home() / "psmr-store.key"
 
 
 @functools.cache
@@ -75,46 +76,16 @@ def seal_key() -> bytes:
         finally:
             os.unlink(tmp)
         return _read_key(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):
+        # RuntimeError: no home folder to find the state folder in.
         return secrets.token_bytes(KEY_BYTES)
 
 
 def _read_key(path: Path) -> bytes:
-    data = read_regular(path, limit=KEY_BYTES + 1)
+    data = fsio.read_regular(path, limit=KEY_BYTES)
     if len(data) != KEY_BYTES:
         raise ValueError(f"{path} is not a {KEY_BYTES}-byte key")
     return data
-
-
-def read_regular(path: Path, *, limit: int) -> bytes:
-    """The bytes of a regular file, read without following a symlink and without blocking.
-
-    Parameters:
-        path: the file.
-        limit: read at most this many bytes.
-
-    Returns:
-        Its content (at most `limit` bytes).
-
-    Raises:
-        OSError: it cannot be opened, or it is not a regular file (ELOOP for a symlink, EINVAL for
-            a FIFO, socket or device).
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(22, "not a regular file", str(path))
-        chunks = []
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _mac(name: str, payload: bytes) -> str:
@@ -132,21 +103,20 @@ def seal(name: str, payload: bytes) -> tuple[bytes, str]:
     return MAGIC + b" " + mac.encode() + b" " + str(len(payload)).encode() + b"\n" + payload, mac
 
 
-def unseal(name: str, path: Path) -> tuple[bytes, str] | None:
-    """The payload and seal of a record, or None if it is missing, damaged or not sealed by this user.
+def unseal(store: Path, name: str) -> tuple[bytes, str] | None:
+    """The payload and seal of a record, or None if it is missing, damaged, not a regular file reached
+    without a link, or not sealed by this user.
 
     Parameters:
-        name: the record's path relative to its store, as given to `seal`.
-        path: the file.
+        store: the store folder.
+        name: the record's path relative to it, as given to `seal`.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        fd = fsio.open_regular(store, name)
+    except (OSError, ValueError):
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
         head = os.pread(fd, HEADER_LIMIT, 0)
         line, newline, _ = head.partition(b"\n")
         parts = line.split(b" ")

@@ -1,4 +1,4 @@
-"""The persistent workspace store: a folder (`.psmr/` by default) that outlives any session.
+"""The persistent workspace store: a folder in slotrelay's state folder that outlives any session.
 
     <store>/workspaces/<ws_id>/manifest.json   root, revision, files with content hashes, version, and
                                                the record of each module's part of the graph
@@ -6,22 +6,26 @@
                                                one module's part of the graph (nodes, edges, evidence,
                                                unknowns, conflicts: `slotrelay.psmr.parts`), named by
                                                its content
+    <store>/workspaces/<ws_id>/deltas/<delta_id>.json
+                                               the workspace's deltas (`slotrelay.psmr.delta`)
     <store>/facts/<key>.msgpack                one file's fast-pass facts, keyed by content hash
     <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings,
                                                the passes' recorded disagreements)
     <store>/trees/<commit>/                    git worktrees of analysed revisions
 
-A store found inside an analysed tree is untrusted input: a repository can ship one. So every record
-is data only (JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with
-this user's key (`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format
-version. A record that fails any check is discarded and rebuilt, never used: a facts record is re-extracted
-from the file, a graph or manifest makes the build start over. Reads never follow a symlink inside
-the store or open anything but a regular file, and writes go through a fresh temporary file that is
-flushed and renamed, so a crash never leaves a half-written manifest or graph. Each graph part's
-seal is written into the manifest, so a manifest and a graph from different builds do not pair.
-A build writes only the parts it has not stored before, then the manifest, then removes the parts no
-manifest names any more; concurrent builds of one workspace leave the last manifest written, and if
-its parts were removed by the other build, loading it asks for a rebuild.
+The store is `<state>/psmr` (`default_store`; CONTRACTS.md#files-the-product-writes), never a folder
+of the analysed tree, so a `.psmr/` a repository ships is never read. Every record is still data only
+(JSON, and MessagePack for facts; never pickle: loading a record cannot run code), sealed with this
+user's key (`slotrelay.psmr.sealed`) and checked on load: its seal, then its shape, types and format
+version. A record that fails any check is discarded and rebuilt, never used: a facts record is
+re-extracted from the file, a graph or manifest makes the build start over. Records are read and
+written through `slotrelay.fsio` (no symlink followed inside the store, only regular files opened,
+writes to a fresh temporary file that is flushed and renamed), so a crash never leaves a half-written
+manifest or graph. Each graph part's seal is written into the manifest, so a manifest and a graph
+from different builds do not pair. A build writes only the parts it has not stored before, then the
+manifest, then removes the parts no manifest names any more; concurrent builds of one workspace leave
+the last manifest written, and a load that finds its parts removed by a build that saved meanwhile
+reads the new manifest.
 """
 
 from __future__ import annotations
@@ -32,8 +36,7 @@ import hashlib
 import os
 import re
 import stat
-import subprocess
-import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -45,6 +48,7 @@ import msgpack
 import networkx as nx
 import orjson
 
+from slotrelay import fsio
 from slotrelay.psmr import sealed
 from slotrelay.psmr.errors import ValidationFailed, WorkspaceNotFound
 from slotrelay.psmr.extract import FACTS_VERSION
@@ -52,9 +56,16 @@ from slotrelay.psmr.parts import Assembly, ModulePart, merge
 
 MANIFEST_SCHEMA = "psmr-workspace-0.3"
 PART_NAME = re.compile(r"[0-9a-f]{32}\.json")
+WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
+STORE_ENV = "PSMR_STORE"
 # Loaded workspaces kept per process (a server answers many calls); the least recently used go first.
+# Threads share it (the MCP server and the view answer calls in parallel): the lock guards the table,
+# never a read of the store.
 _LOADED: OrderedDict[tuple[str, str], Workspace] = OrderedDict()
+_LOADED_LOCK = threading.Lock()
 KEEP_LOADED = 8
+# A load that finds a part gone reads the manifest again this often: a build saved meanwhile.
+LOAD_ATTEMPTS = 3
 T = TypeVar("T")
 
 
@@ -102,25 +113,29 @@ def without_cyclic_gc(function: Callable[..., T]) -> Callable[..., T]:
 
 
 def _remember(key: tuple[str, str], workspace: Workspace) -> None:
-    _LOADED[key] = workspace
-    _LOADED.move_to_end(key)
-    while len(_LOADED) > KEEP_LOADED:
-        _LOADED.popitem(last=False)
+    with _LOADED_LOCK:
+        _LOADED[key] = workspace
+        _LOADED.move_to_end(key)
+        while len(_LOADED) > KEEP_LOADED:
+            _LOADED.popitem(last=False)
 
 
-def default_store(root: Path | None = None) -> Path:
-    """`PSMR_STORE`, else `.psmr/` under `root`, else under the current folder's git root or itself."""
-    env = os.environ.get("PSMR_STORE")
+def _cached(key: tuple[str, str], version: str) -> Workspace | None:
+    with _LOADED_LOCK:
+        cached = _LOADED.get(key)
+        if cached is None or cached.version != version:
+            return None
+        _LOADED.move_to_end(key)
+        return cached
+
+
+def default_store() -> Path:
+    """`PSMR_STORE`, else `psmr/` in slotrelay's state folder (`slotrelay.fsio.state_home`): one store
+    for every workspace, whatever folder a command runs in."""
+    env = os.environ.get(STORE_ENV)
     if env:
         return Path(env).expanduser().resolve()
-    if root is not None:
-        return root.resolve() / ".psmr"
-    cwd = Path.cwd()
-    done = subprocess.run(
-        ["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
-    )
-    top = Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else cwd
-    return top.resolve() / ".psmr"
+    return fsio.state_home() / "psmr"
 
 
 class Store:
@@ -130,73 +145,52 @@ class Store:
         self.path = path
 
     @classmethod
-    def open(cls, store: str | Path | None = None, *, root: Path | None = None) -> Store:
-        """The store at `store`, or the default one (see `default_store`).
-
-        Raises:
-            ValidationFailed: the default store under `root` is a symlink (a tree could point it
-                anywhere, and a build writes into it).
-        """
+    def open(cls, store: str | Path | None = None) -> Store:
+        """The store at `store`, or the default one (see `default_store`)."""
         if store is not None:
             return cls(Path(store).expanduser().resolve())
-        path = default_store(root)
-        if root is not None and path.is_symlink():
-            raise ValidationFailed(
-                f"the store {path} is a symbolic link; a store inside an analysed tree must be a folder: "
-                "remove the link, or pass another store with --store / PSMR_STORE"
-            )
-        return cls(path)
+        return cls(default_store())
 
-    def _ws_dir(self, workspace_id: str) -> Path:
-        return self.path / "workspaces" / workspace_id
+    def _parts_folder(self, workspace_id: str) -> Path:
+        return self.path / "workspaces" / workspace_id / "parts"
 
-    def _record(self, name: str) -> Path | None:
-        """The path of a record, or None when a folder on the way to it is a symlink."""
-        path = self.path / name
-        for folder in path.relative_to(self.path).parents:
-            if folder != Path(".") and (self.path / folder).is_symlink():
-                return None
-        return path
+    def read_record(self, name: str) -> tuple[bytes, str] | None:
+        """A record's payload and seal, or None when it is missing, damaged or not sealed by this user.
 
-    def _parts_folder(self, workspace_id: str) -> Path | None:
-        """The folder of a workspace's graph parts, or None when it or a folder on the way is a symlink."""
-        probe = self._record(f"workspaces/{workspace_id}/parts/-")
-        return probe.parent if probe is not None else None
+        Parameters:
+            name: the record's path inside the store (`workspaces/<ws_id>/manifest.json`).
+        """
+        return sealed.unseal(self.path, name)
 
-    def _read(self, name: str) -> tuple[bytes, str] | None:
-        path = self._record(name)
-        return sealed.unseal(name, path) if path is not None else None
+    def write_record(self, name: str, payload: bytes) -> str:
+        """Seal and write a record atomically; returns its seal.
 
-    def _write(self, name: str, payload: bytes) -> str:
-        """Seal and write a record atomically; returns its seal."""
-        path = self._record(name)
-        if path is None:
-            raise ValidationFailed(
-                f"a folder on the way to {self.path / name} is a symbolic link; remove the store "
-                f"{self.path} and rebuild"
-            )
+        Raises:
+            ValidationFailed: a folder on the way to it is a symbolic link or not a folder.
+        """
         blob, mac = sealed.seal(name, payload)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A fresh name (O_EXCL): a link planted at a predictable temporary name is never written through.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(blob)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            fsio.write_file(self.path, name, blob)
+        except fsio.RefusedPath as exc:
+            raise ValidationFailed(
+                f"cannot write {self.path / name}: {exc.filename} is {exc.strerror}; remove it and rebuild"
+            ) from exc
         return mac
+
+    def record_names(self, folder: str) -> list[str]:
+        """The names in a folder of the store, sorted; none when it is missing, a link or not a folder."""
+        try:
+            with fsio.open_dir(self.path, folder) as opened:
+                return opened.names()
+        except (OSError, ValueError):
+            return []
 
     def list(self) -> list[dict[str, Any]]:
         """Summaries of the workspaces in this store, sorted by id."""
         out = []
-        base = self.path / "workspaces"
-        for folder in sorted(base.iterdir()) if base.is_dir() else []:
+        for name in self.record_names("workspaces"):
             try:
-                manifest = self.manifest(folder.name)
+                manifest = self.manifest(name)
             except (WorkspaceNotFound, ValidationFailed):
                 continue
             out.append(
@@ -214,12 +208,12 @@ class Store:
         """
         name = f"workspaces/{workspace_id}/manifest.json"
         path = self.path / name
-        if not os.path.lexists(path):
+        if not WORKSPACE_ID.fullmatch(workspace_id) or not os.path.lexists(path):
             raise WorkspaceNotFound(
                 f"no workspace {workspace_id} in the store {self.path}; run `slotrelay psmr build PATH` "
                 "(or pass the store it was built in with --store / PSMR_STORE)"
             )
-        record = self._read(name)
+        record = self.read_record(name)
         manifest = _json(record[0]) if record else None
         if not _is_manifest(manifest, workspace_id):
             raise ValidationFailed(
@@ -237,16 +231,29 @@ class Store:
             ValidationFailed: the manifest or graph is damaged, not sealed by this user, or does not
                 match.
         """
-        manifest = self.manifest(workspace_id)
         key = (str(self.path), workspace_id)
-        cached = _LOADED.get(key)
-        if cached is not None and cached.version == manifest["version"]:
-            _LOADED.move_to_end(key)
-            return cached
+        for attempt in range(1, LOAD_ATTEMPTS + 1):
+            manifest = self.manifest(workspace_id)
+            cached = _cached(key, manifest["version"])
+            if cached is not None:
+                return cached
+            try:
+                parts = self._parts(workspace_id, manifest)
+            except ValidationFailed:
+                # A build that saved since the manifest was read removes the parts it no longer names.
+                if attempt == LOAD_ATTEMPTS or self.manifest(workspace_id)["version"] == manifest["version"]:
+                    raise
+                continue
+            workspace = _workspace(merge(parts), manifest)
+            _remember(key, workspace)
+            return workspace
+        raise AssertionError("unreachable")
+
+    def _parts(self, workspace_id: str, manifest: dict[str, Any]) -> tuple[ModulePart, ...]:
         parts = []
         for module in sorted(manifest["parts"]):
             name, seal, _ = manifest["parts"][module]
-            record = self._read(f"workspaces/{workspace_id}/parts/{name}")
+            record = self.read_record(f"workspaces/{workspace_id}/parts/{name}")
             if record is None or record[1] != seal:
                 raise ValidationFailed(
                     f"{self.path}/workspaces/{workspace_id}/parts/{name} (the graph of {module}) is missing, "
@@ -259,9 +266,7 @@ class Store:
                     "rebuild with `slotrelay psmr build`"
                 )
             parts.append(part)
-        workspace = _workspace(merge(parts), manifest)
-        _remember(key, workspace)
-        return workspace
+        return tuple(parts)
 
     def graph_intact(self, workspace_id: str, manifest: dict[str, Any] | None = None) -> bool:
         """True if the workspace's graph records are sealed by this user and match its manifest.
@@ -281,9 +286,9 @@ class Store:
                 return False
         folder = self._parts_folder(workspace_id)
         for name, seal, known in manifest["parts"].values():
-            if folder is not None and known == _stat_of(folder / name):
+            if known == _stat_of(folder / name):
                 continue
-            read = self._read(f"workspaces/{workspace_id}/parts/{name}")
+            read = self.read_record(f"workspaces/{workspace_id}/parts/{name}")
             if read is None or read[1] != seal:
                 return False
         return True
@@ -312,24 +317,20 @@ class Store:
         parts_folder = self._parts_folder(manifest["workspace_id"])
         for module, part in parts.items():
             known = (stored or {}).get(module)
-            if (
-                known is not None
-                and parts_folder is not None
-                and _stat_of(parts_folder / known[0]) == known[2]
-            ):
+            if known is not None and _stat_of(parts_folder / known[0]) == known[2]:
                 records[module] = known
                 continue
             payload = orjson.dumps(part.to_json())
             name = hashlib.sha256(payload).hexdigest()[:32] + ".json"
             record = f"{folder}/parts/{name}"
-            found = (
-                self._read(record) if parts_folder is not None and (parts_folder / name).exists() else None
-            )
-            seal = found[1] if found is not None and found[0] == payload else self._write(record, payload)
+            found = self.read_record(record) if (parts_folder / name).exists() else None
+            same = found is not None and found[0] == payload
+            seal = found[1] if found is not None and same else self.write_record(record, payload)
             records[module] = [name, seal, _stat_of(self.path / record)]
         document = {"schema": MANIFEST_SCHEMA, **manifest, "parts": records}
-        self._write(f"{folder}/manifest.json", orjson.dumps(document, option=orjson.OPT_INDENT_2))
-        _LOADED.pop((str(self.path), manifest["workspace_id"]), None)
+        self.write_record(f"{folder}/manifest.json", orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        with _LOADED_LOCK:
+            _LOADED.pop((str(self.path), manifest["workspace_id"]), None)
         self._remove_unnamed(manifest["workspace_id"], {name for name, _, _ in records.values()}, started)
 
     def _remove_unnamed(self, workspace_id: str, named: set[str], before: int) -> None:
@@ -337,8 +338,6 @@ class Store:
         `before` (ns: a part another build of the workspace wrote meanwhile stays), and the whole-graph
         record of the store format before parts (`graph.json`)."""
         parts_folder = self._parts_folder(workspace_id)
-        if parts_folder is None:
-            return
         for path in parts_folder.iterdir() if parts_folder.is_dir() else ():
             info = _stat_of(path)
             if (
@@ -354,12 +353,12 @@ class Store:
 
     def get_json(self, kind: str, key: str) -> Any:
         """A cached JSON document (jedi inference, pyflakes findings), or None."""
-        record = self._read(f"{kind}/{key}.json")
+        record = self.read_record(f"{kind}/{key}.json")
         return _json(record[0]) if record else None
 
     def put_json(self, kind: str, key: str, value: Any) -> None:
         """Cache a JSON document under a content key."""
-        self._write(f"{kind}/{key}.json", orjson.dumps(value))
+        self.write_record(f"{kind}/{key}.json", orjson.dumps(value))
 
     def json_keys(self, kind: str) -> set[str]:
         """The keys under which documents of a kind are cached."""
@@ -367,7 +366,7 @@ class Store:
 
     def get_facts(self, key: str) -> dict[str, Any] | None:
         """One file's cached facts by content key, or None (also when the record fails its checks)."""
-        record = self._read(f"facts/{key}.msgpack")
+        record = self.read_record(f"facts/{key}.msgpack")
         if record is None:
             return None
         try:
@@ -386,7 +385,7 @@ class Store:
             payload = sealed.pack_facts(facts)
         except (TypeError, ValueError, OverflowError):
             return
-        self._write(f"facts/{key}.msgpack", payload)
+        self.write_record(f"facts/{key}.msgpack", payload)
 
     def tree_dir(self, commit: str) -> Path:
         """Where a revision's worktree lives in this store."""

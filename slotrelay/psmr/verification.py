@@ -5,16 +5,20 @@ roundtrip compares the delta's intended change with W' - W, W being the before-i
 kept beside the delta, in three sections: matched, intended_but_missing, changed_but_not_intended.
 Call sites that only moved inside their caller (a call's arguments rewritten) are not changes; edges
 and call sites leaving a replaced body or an added symbol are what the delta intended for them.
+Roundtrip checks the graph against the projection, nothing more: that the analysis of the files as
+written (W') differs from W exactly as the delta said it would. `all_matched: true` means the code
+says what the delta meant, not that the change is correct; the code's behaviour is what the tests
+say, and review reads them.
+
 review reports what the change did beyond its intent: new and resolved confirmed defects, semantic
 events (griffe's API breakages, new import or call cycles, new state writes), unexpected changes,
-new unknowns and new conflicts.
+new unknowns and new conflicts; and it reads the latest execution.run_tests recorded for the delta:
+a run on the applied files with a failure fails the review (`passed: false`, the failed test ids
+listed), as does a new confirmed defect. A review with no run on the applied files says so.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,13 +26,20 @@ from typing import Any
 import networkx as nx
 
 from slotrelay.psmr import delta as deltas
-from slotrelay.psmr.build import build
-from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of
+from slotrelay.psmr.build import artifact_text, build
+from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of, texts_of
 from slotrelay.psmr.errors import InvalidQuery
 from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.validation import confirmed_defects
+
+ROUNDTRIP_CHECKS = (
+    "the graph of the files as written (W') against the delta's projection: W' - W, W being the "
+    "workspace before the apply, matches the change the delta expected. It does not run the code: "
+    "all_matched says the code now says what the delta meant, not that the change is correct; "
+    "execution.run_tests and verification.review say that"
+)
 
 
 def rebuild(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
@@ -37,7 +48,7 @@ def rebuild(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     summary = build(ws.root, rev=ws.rev, store=store.path)
     if delta is not None:
         delta["rebuilt"] = {"at": deltas.now(), "version": summary["version"]}
-        deltas.save(store, delta)
+        deltas.save(store, ws, delta)
     return Answer(
         data={
             **summary,
@@ -58,8 +69,13 @@ def _applied(
             f"{operation}: workspace {ws.workspace_id} is still at the version the delta was proposed on; "
             "call verification.rebuild first"
         )
-    path = deltas.delta_folder(store, ws.workspace_id) / f"{delta['delta_id']}.before.json"
-    return delta, json.loads(path.read_text(encoding="utf-8"))
+    image = deltas.load_image(store, ws, delta["delta_id"])
+    if not isinstance(image, dict) or not isinstance(image.get("side"), dict):
+        raise InvalidQuery(
+            f"{operation}: the workspace as it stood before delta {delta['delta_id']} was applied is not in "
+            "the store (or not sealed by this user's slotrelay); propose and apply the change again"
+        )
+    return delta, image
 
 
 def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) -> Side:
@@ -67,10 +83,7 @@ def _before_side(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) ->
         if artifact in delta["files"]:
             original: str | None = delta["files"][artifact]["original"]
             return original
-        try:
-            return (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return artifact_text(ws.source_root, artifact)
 
     return side_from_json(image["side"], read)
 
@@ -185,11 +198,12 @@ def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         "all_matched": all_matched,
     }
     delta["status"] = "verified" if all_matched else "roundtrip_mismatch"
-    deltas.save(store, delta)
+    deltas.save(store, ws, delta)
     return Answer(
         data={
             "delta_id": delta["delta_id"],
             "all_matched": all_matched,
+            "checks": ROUNDTRIP_CHECKS,
             "counts": counts,
             "call_sites_moved": len(actual["call_sites_moved"]),
             "version_before": image["side"]["version"],
@@ -199,18 +213,29 @@ def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     )
 
 
+def latest_run(delta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The latest execution.run_tests recorded for an applied delta, if it ran on the files as the
+    delta wrote them, with warnings saying why a run is not taken."""
+    if not delta["runs"]:
+        untested = (
+            "no execution.run_tests is recorded for this delta: its behaviour is untested (run the tests "
+            "with its delta_id, then review again)"
+        )
+        return None, [untested]
+    run: dict[str, Any] = delta["runs"][-1]
+    written = {a: f["projected_sha256"] for a, f in delta["files"].items()}
+    if run.get("files") != written:
+        stale = (
+            f"the latest execution.run_tests of this delta ({run['at']}) did not run on the files as the "
+            "delta wrote them (before the apply, or on files changed since): run the tests again"
+        )
+        return None, [stale]
+    return run, []
+
+
 def _cycles(pairs: list[tuple[str, str]]) -> set[frozenset[str]]:
     graph: nx.DiGraph[str] = nx.DiGraph(pairs)
     return {frozenset(c) for c in nx.strongly_connected_components(graph) if len(c) > 1}
-
-
-def _old_tree(ws: Workspace, delta: dict[str, Any], folder: Path) -> Path:
-    """A copy of the source tree with the delta's files as they were before the apply."""
-    tree = folder / "before"
-    shutil.copytree(ws.source_root, tree, ignore=shutil.ignore_patterns(".*", "__pycache__"))
-    for artifact, entry in delta["files"].items():
-        (tree / artifact).write_text(entry["original"], encoding="utf-8")
-    return tree
 
 
 def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
@@ -222,17 +247,16 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     new_defects: Counter[tuple[str, str, str]] = Counter()
     for artifact, entry in delta["files"].items():
         old_defects += confirmed_defects(entry["original"], artifact)
-        text = (Path(ws.source_root) / artifact).read_text(encoding="utf-8", errors="replace")
-        new_defects += confirmed_defects(text, artifact)
+        new_defects += confirmed_defects(artifact_text(ws.source_root, artifact) or "", artifact)
 
     def defect_items(found: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
         return [{"file": f, "rule": r, "message": m, "count": c} for (f, r, m), c in sorted(found.items())]
 
-    with tempfile.TemporaryDirectory(prefix="psmr-review-") as folder:
-        files = {a: {"module": e["module"]} for a, e in ws.files.items()}
-        breakages, warnings = api_breakages(
-            (files, _old_tree(ws, delta, Path(folder))), (ws.files, Path(ws.source_root))
-        )
+    after = texts_of(ws)
+    before_texts = {**after, **{a: entry["original"] for a, entry in delta["files"].items()}}
+    breakages, warnings = api_breakages(
+        (ws.files, before_texts), (ws.files, after), name=Path(ws.source_root).name
+    )
     events: list[dict[str, Any]] = [{"event": "api_breakage", **b} for b in breakages]
     for relation, pairs_of in (
         (
@@ -281,11 +305,27 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         ("new_unknowns", new_unknowns),
         ("new_conflicts", new_conflicts),
     ]
+    run, untested = latest_run(delta)
+    failed_tests = list(run.get("failed", [])) if run else []
+    tests = (
+        {key: run[key] for key in ("at", "passed", "counts", "failed_total", "tests") if key in run}
+        if run
+        else None
+    )
+    sections.insert(0, ("failed_tests", failed_tests))
     counts = {name: len(items) for name, items in sections}
-    delta["review"] = {"at": deltas.now(), "version": ws.version, "counts": counts}
-    deltas.save(store, delta)
+    passed = bool(run is None or (run["passed"] and not failed_tests)) and not counts["new_defects"]
+    delta["review"] = {"at": deltas.now(), "version": ws.version, "counts": counts, "passed": passed}
+    delta["status"] = "reviewed" if passed else "review_failed"
+    deltas.save(store, ws, delta)
     return Answer(
-        data={"delta_id": delta["delta_id"], "counts": counts, "version_after": ws.version},
+        data={
+            "delta_id": delta["delta_id"],
+            "passed": passed,
+            "tests": tests,
+            "counts": counts,
+            "version_after": ws.version,
+        },
         sections=sections,
-        warnings=warnings,
+        warnings=warnings + untested,
     )

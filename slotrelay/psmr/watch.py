@@ -78,7 +78,7 @@ class TreeWatcher:
         quiet_s: float = 0.2,
     ) -> None:
         self.root = Path(root).expanduser().resolve()
-        self.store = Store.open(store, root=self.root).path.resolve()
+        self.store = Store.open(store).path.resolve()
         self._store_option = store
         self._on_build = on_build
         self._on_failure = on_failure

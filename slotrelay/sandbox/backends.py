@@ -1,11 +1,12 @@
 """Choosing a sandbox backend, and `doctor`: which backends work here and why the others do not.
 
 The default order is docker, then bwrap (`SLOTRELAY_SANDBOX_BACKEND` or the `backend` argument
-pins one), unless the operator's `SandboxSettings` name a daemon: then docker on that daemon
-only. Docker counts as usable for a language only when the daemon answers and that
-language's image for this checkout exists. Backends are opened once per process and closed at
-exit (the docker one owns a pool of containers). Where none works, `SandboxUnavailable` says
-why for each; code never runs unsandboxed.
+pins one), unless the operator's `SandboxSettings` name a daemon or an image for the language: then
+docker only (on that daemon, with that image); a pinned image that is missing is an error naming it,
+never a run somewhere else. Docker counts as usable for a language only when the daemon answers
+and that language's image (the policy's, else this checkout's) exists. Backends are opened once per
+process and closed at exit (the docker one owns a pool of containers). Where none works,
+`SandboxUnavailable` says why for each; code never runs unsandboxed.
 """
 
 from __future__ import annotations
@@ -88,13 +89,18 @@ def close_backends() -> None:
 atexit.register(close_backends)
 
 
-def _usable_for(backend: Backend, lang: str) -> str | None:
+def _usable_for(backend: Backend, lang: str, settings: SandboxSettings) -> str | None:
     """Why `backend` cannot run `lang` right now, or None when it can."""
     if backend.name == "docker":
         tag = backend.image_for(lang)  # type: ignore[attr-defined]
         daemon = backend.daemon  # type: ignore[attr-defined]
         if (daemon, tag) not in _images_seen:
             if backend.missing_image(lang):  # type: ignore[attr-defined]
+                if lang in dict(settings.image_tags):
+                    return (
+                        f"docker: the sandbox policy's {lang} image {tag} is missing on {daemon}; pull or "
+                        "tag it there, or take it out of the policy's image_tags"
+                    )
                 return f"docker: image {tag} is missing on {daemon} (run `slotrelay sandbox build`)"
             _images_seen.add((daemon, tag))
         return None
@@ -109,12 +115,14 @@ def get_backend(name: str | None = None, *, lang: str = "python",
     Parameters:
         name: "docker" or "bwrap"; None: the environment's choice, else the first usable.
         lang: the language to run.
-        settings: the operator's policy; when it names a daemon, only docker on that daemon is tried.
+        settings: the operator's policy; when it names a daemon or an image for `lang`, only docker
+            is tried (on that daemon, with that image).
 
     Raises:
         SandboxRequestError: an unknown backend or language name, or bwrap asked for under a policy
-            that names a daemon.
-        SandboxUnavailable: the backend asked for (or every backend) cannot run `lang` here.
+            that names a daemon or an image for `lang`.
+        SandboxUnavailable: the backend asked for (or every backend) cannot run `lang` here; a
+            policy's image missing on the daemon is named.
     """
     settings = settings or SandboxSettings()
     name = name or os.environ.get(BACKEND_VARIABLE) or None
@@ -122,13 +130,15 @@ def get_backend(name: str | None = None, *, lang: str = "python",
         raise SandboxRequestError(f"backend: {name!r} is not one of {', '.join(BACKENDS)}")
     if lang not in LANGUAGES:
         raise SandboxRequestError(f"lang: {lang!r} is not one of {', '.join(LANGUAGES)}")
-    if settings.endpoint is not None:
+    pinned = dict(settings.image_tags).get(lang)
+    if settings.endpoint is not None or pinned is not None:
         if name not in (None, "docker"):
-            raise SandboxRequestError(
-                f"backend: {name!r} cannot run on the daemon the sandbox policy names "
-                f"({settings.endpoint.url})"
-            )
-        # The policy chose the daemon: falling back to bwrap would run the code somewhere else.
+            if settings.endpoint is not None:
+                chosen = f"on the daemon the sandbox policy names ({settings.endpoint.url})"
+            else:
+                chosen = f"the image the sandbox policy names ({pinned})"
+            raise SandboxRequestError(f"backend: {name!r} cannot run {chosen}")
+        # The policy chose the daemon or the image: falling back to bwrap would run the code elsewhere.
         name = "docker"
     reasons = []
     with _lock:
@@ -138,11 +148,25 @@ def get_backend(name: str | None = None, *, lang: str = "python",
             except SandboxUnavailable as error:
                 reasons.append(error.message)
                 continue
-            reason = _usable_for(backend, lang)
+            reason = _usable_for(backend, lang, settings)
             if reason is None:
                 return backend
             reasons.append(reason)
     raise SandboxUnavailable(f"no sandbox can run {lang} code here: {'; '.join(reasons)}")
+
+
+def check_policy_images(settings: SandboxSettings) -> None:
+    """Refuse a policy whose pinned images are not all on its daemon, before anything is asked of it.
+
+    Parameters:
+        settings: the operator's policy.
+
+    Raises:
+        SandboxRequestError: the policy pins an image for a language the sandbox does not run.
+        SandboxUnavailable: the daemon does not answer, or lacks a pinned image (the message names it).
+    """
+    for lang, _ in settings.image_tags:
+        get_backend(lang=lang, settings=settings)
 
 
 @dataclass

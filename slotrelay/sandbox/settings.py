@@ -27,6 +27,7 @@ class SandboxSettings:
         default_limits: SandboxLimits fields a request leaves unset (e.g. {"timeout_ms": 10000}).
         egress_allow: the hosts any run may reach; None: whatever a request names.
         pool_size: containers kept ready per shape; None: SLOTRELAY_SANDBOX_POOL_SIZE or 2.
+        source: where the policy came from, as a run reports it (`SandboxPolicy block <name>`).
     """
 
     endpoint: DaemonEndpoint | None = None
@@ -34,6 +35,7 @@ class SandboxSettings:
     default_limits: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     egress_allow: tuple[str, ...] | None = None
     pool_size: int | None = None
+    source: str = field(default="an operator's sandbox policy", compare=False)
 
     def with_defaults(self, sandbox_options: Mapping[str, Any] | None) -> dict[str, Any]:
         """A request's sandbox options with the policy's default limits under the ones it sets."""

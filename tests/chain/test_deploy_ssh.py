@@ -1,24 +1,20 @@
 """The deploy node against a real OpenSSH server on 127.0.0.1 (the C side) and a local folder (the B mirror).
 
-The remote folder is served over HTTP on 127.0.0.1 as the C site; a second HTTP server plays the Dev site
-where a test compares with it. Every failure must leave nothing under a final name that was not there.
+The remote folder's `current/` is served over HTTP on 127.0.0.1 as the C site; a second HTTP server
+plays the Dev site where a test compares with it. A deploy that fails before anything is staged
+(unreachable host, refused key, unknown host key) writes nothing on any target and leaves the Dev
+sitemap as it was. The release behaviour on both target kinds: test_deploy_releases.py.
 """
 
 from __future__ import annotations
 
-import functools
 import shutil
-import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from slotrelay.chain import deploy as deploy_module
 from slotrelay.chain import load_chain
 from slotrelay.chain.conditions import evaluate_condition
 from slotrelay.chain.deploy import run_deploy
@@ -26,6 +22,7 @@ from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import DeployExecutor
 from slotrelay.chain.sitemap import listed_locs
 from tests.chain.conftest import EXAMPLE
+from tests.chain.deploy_site import in_chain, picture, serving
 from tests.chain.deploy_sshd import Sshd, new_key, running_sshd, sshd_available
 from tests.conftest import free_port, require_service
 
@@ -38,6 +35,7 @@ PAGES = {
     "build/posts/two.html": "<!doctype html><title>Two</title><h1>Second post</h1>",
 }
 SITE = "https://example.org/"
+SITEMAP = {"path": "build/sitemap.xml", "site_url": SITE}
 
 
 @pytest.fixture(scope="module")
@@ -45,25 +43,6 @@ def sshd() -> Iterator[Sshd]:
     require_service(sshd_available(), "openssh-server is not installed (scripts/bootstrap.sh installs it)")
     with running_sshd() as server:
         yield server
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        return
-
-
-@contextmanager
-def serving(folder: Path) -> Iterator[str]:
-    """Serve a folder on a free port of 127.0.0.1; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.fixture
@@ -74,10 +53,6 @@ def chain_dir(tmp_path: Path) -> Path:
         (tmp_path / relative).write_text(text, encoding="utf-8")
     (tmp_path / "build" / "site.css").write_bytes(b"h1 { color: #333 }\n")
     return tmp_path
-
-
-def in_chain(folder: Path) -> SimpleNamespace:
-    return SimpleNamespace(chain=SimpleNamespace(base_dir=folder))
 
 
 def deploy(folder: Path, **spec: object) -> dict:
@@ -93,7 +68,7 @@ def files_under(folder: Path) -> dict[str, bytes]:
 
 def test_files_and_sitemap_land_on_remote_c_and_local_b_all_proven(sshd, chain_dir):
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
-    with serving(remote) as c_url, serving(chain_dir) as dev_url:
+    with serving(remote / "current") as c_url, serving(chain_dir) as dev_url:
         # The remote's whereabouts come from the chain folder's .env, never from the chain.
         (chain_dir / ".env").write_text(
             "".join(f"{k}={v}\n" for k, v in sshd.env("SITE_C", remote, url=c_url).items()))
@@ -109,18 +84,19 @@ def test_files_and_sitemap_land_on_remote_c_and_local_b_all_proven(sshd, chain_d
     expected = {**{p: t.encode() for p, t in PAGES.items()}, "build/site.css": b"h1 { color: #333 }\n"}
     sitemap = (chain_dir / "build" / "sitemap.xml").read_bytes()
     for target in (remote, chain_dir / "mirror-b"):
-        assert files_under(target) == {**expected, "build/sitemap.xml": sitemap}
+        assert files_under(target / "current") == {**expected, "build/sitemap.xml": sitemap}
     assert listed_locs(sitemap) == [SITE + p for p in PAGES]
     assert sitemap.count(b"<lastmod>") == 3
 
     assert out["targets"]["C"]["kind"] == "ssh" and out["targets"]["C"]["base_url"] == c_url
     assert out["targets"]["C"]["location"] == f"ssh://{sshd.user}@127.0.0.1:{sshd.port}{remote}"
-    assert out["targets"]["B"] == {"kind": "folder", "location": str(chain_dir / "mirror-b"),
-                                   "base_url": None}
+    assert {k: out["targets"]["B"][k] for k in ("kind", "location", "base_url", "checked")} == {
+        "kind": "folder", "location": str(chain_dir / "mirror-b"), "base_url": None, "checked": None}
     rows = {(r["target_name"], r["path"]): r for r in out["deployed"]}
     assert len(rows) == 10
     assert rows[("C", "build/sitemap.xml")]["proof"].startswith("sha256sum on the remote host")
-    assert rows[("C", "build/posts/one.html")]["target"].endswith(f"{remote}/build/posts/one.html")
+    assert rows[("C", "build/posts/one.html")]["target"].endswith(
+        f"{remote}/releases/{out['release']}/build/posts/one.html")
     assert {r["url_status"] for k, r in rows.items() if k[0] == "C"} == {200}
     assert {r["url_status"] for k, r in rows.items() if k[0] == "B"} == {None}
     assert out["checked_urls"] == [c_url + p for p in [*PAGES, "build/site.css", "build/sitemap.xml"]]
@@ -132,32 +108,48 @@ def test_files_and_sitemap_land_on_remote_c_and_local_b_all_proven(sshd, chain_d
     assert out["input"] == {"from": "publish"}
 
 
-def test_an_unreachable_host_is_named_and_nothing_is_written(sshd, chain_dir, monkeypatch):
+@pytest.fixture
+def dev_sitemap(chain_dir: Path) -> bytes:
+    """A Dev sitemap that lists one page already; a failed deploy must leave it byte for byte."""
+    content = (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+               f"<url><loc>{SITE}build/index.html</loc><lastmod>2020-01-01</lastmod></url></urlset>\n").encode()
+    (chain_dir / "build" / "sitemap.xml").write_bytes(content)
+    return content
+
+
+def assert_untouched(remote: Path, chain_dir: Path, dev_sitemap: bytes) -> None:
+    assert picture(remote) == {} and not (chain_dir / "mirror-b").exists()
+    assert (chain_dir / "build" / "sitemap.xml").read_bytes() == dev_sitemap
+
+
+def test_an_unreachable_host_is_named_and_nothing_is_written(sshd, chain_dir, dev_sitemap, monkeypatch):
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     monkeypatch.setenv("SITE_C_PORT", str(free_port()))
     for key, value in sshd.env("SITE_C", remote).items():
         if key != "SITE_C_PORT":
             monkeypatch.setenv(key, value)
     with pytest.raises(NodeError) as caught:
-        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}, {"name": "B", "folder": "mirror-b"}])
+        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}, {"name": "B", "folder": "mirror-b"}],
+               sitemap=SITEMAP)
     assert caught.value.error_type == "deploy_host_unreachable"
-    assert "cannot reach the host" in caught.value.message
-    assert files_under(remote) == {} and not (chain_dir / "mirror-b").exists()
+    assert "cannot reach the host" in caught.value.message and "nothing went live" in caught.value.message
+    assert_untouched(remote, chain_dir, dev_sitemap)
 
 
-def test_a_wrong_key_is_an_authentication_refusal(sshd, chain_dir, monkeypatch):
+def test_a_wrong_key_is_an_authentication_refusal(sshd, chain_dir, dev_sitemap, monkeypatch):
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     new_key(chain_dir / "stranger_key")
     for key, value in sshd.env("SITE_C", remote, key=chain_dir / "stranger_key").items():
         monkeypatch.setenv(key, value)
     with pytest.raises(NodeError) as caught:
-        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}])
+        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}, {"name": "B", "folder": "mirror-b"}],
+               sitemap=SITEMAP)
     assert caught.value.error_type == "deploy_auth_refused"
     assert "stranger_key" in caught.value.message
-    assert files_under(remote) == {}
+    assert_untouched(remote, chain_dir, dev_sitemap)
 
 
-def test_an_unknown_host_key_is_refused(sshd, chain_dir, monkeypatch):
+def test_an_unknown_host_key_is_refused(sshd, chain_dir, dev_sitemap, monkeypatch):
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     impostor = new_key(chain_dir / "impostor_host_key")
     (chain_dir / "known_hosts").write_bytes(
@@ -166,61 +158,25 @@ def test_an_unknown_host_key_is_refused(sshd, chain_dir, monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SITE_C_KNOWN_HOSTS", "known_hosts")
     with pytest.raises(NodeError) as caught:
-        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}])
+        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}, {"name": "B", "folder": "mirror-b"}],
+               sitemap=SITEMAP)
     assert caught.value.error_type == "deploy_host_key_unknown"
-    assert files_under(remote) == {}
+    assert_untouched(remote, chain_dir, dev_sitemap)
 
 
-def test_a_read_only_remote_folder_is_write_denied_and_left_as_it_was(sshd, chain_dir, monkeypatch):
-    remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
-    build = sshd.folder(f"{remote.name}/build")
-    (build / "index.html").write_bytes(b"yesterday's page")
-    sshd.own(build / "index.html")
-    build.chmod(0o555)
-    for key, value in sshd.env("SITE_C", remote).items():
-        monkeypatch.setenv(key, value)
-    try:
-        with pytest.raises(NodeError) as caught:
-            deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}])
-    finally:
-        build.chmod(0o755)
-    assert caught.value.error_type == "write_denied"
-    assert "refused" in caught.value.message and str(remote) in caught.value.message
-    # The old page is whole under its name, no new file is, and no temporary copy is left behind.
-    assert files_under(remote) == {"build/index.html": b"yesterday's page"}
-
-
-def test_a_remote_copy_whose_hash_differs_is_removed_not_renamed(sshd, chain_dir, monkeypatch):
-    # The source changed between its hash and its transfer: the remote sha256sum sees other bytes.
-    monkeypatch.setattr(deploy_module, "sha256_of", lambda path: "0" * 64)
+def test_a_mirror_that_fails_after_c_was_staged_leaves_c_as_it_was(sshd, chain_dir, dev_sitemap, monkeypatch):
+    # B fails while C's release is already on the remote: C's release is removed, nothing went live.
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     for key, value in sshd.env("SITE_C", remote).items():
         monkeypatch.setenv(key, value)
+    (chain_dir / "blocked").write_text("a file where the mirror's folder should be")
     with pytest.raises(NodeError) as caught:
-        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}])
-    assert caught.value.error_type == "deploy_hash_mismatch"
-    assert f"the source {'0' * 64}" in caught.value.message
-    assert files_under(remote) == {}
-
-
-def test_a_served_title_that_differs_from_dev_fails_naming_the_page(sshd, chain_dir, tmp_path_factory,
-                                                                    monkeypatch):
-    # The seed's failure: the build that was deployed is stale; the Dev site already shows today's title.
-    dev = tmp_path_factory.mktemp("dev")
-    for relative, text in PAGES.items():
-        (dev / relative).parent.mkdir(parents=True, exist_ok=True)
-        (dev / relative).write_text(text.replace("<title>Two</title>", "<title>Two, revised</title>"))
-    remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
-    with serving(remote) as c_url, serving(dev) as dev_url:
-        for key, value in sshd.env("SITE_C", remote, url=c_url).items():
-            monkeypatch.setenv(key, value)
-        with pytest.raises(NodeError) as caught:
-            deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}], feature_points={"dev_url": dev_url})
-    assert caught.value.error_type == "deploy_feature_points_differ"
-    message = caught.value.message
-    assert "page build/posts/two.html on target C" in message
-    assert "title is 'Two' served, 'Two, revised' on Dev" in message
-    assert "index.html" not in message
+        deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}, {"name": "B", "folder": "blocked/b"}],
+               sitemap=SITEMAP)
+    assert caught.value.error_type == "deploy_target_unwritable"
+    assert "nothing went live" in caught.value.message and "hash passed on C" in caught.value.message
+    assert picture(remote) == {}
+    assert (chain_dir / "build" / "sitemap.xml").read_bytes() == dev_sitemap
 
 
 def test_a_sitemap_that_already_lists_a_page_keeps_one_entry(sshd, chain_dir, monkeypatch):
@@ -230,7 +186,7 @@ def test_a_sitemap_that_already_lists_a_page_keeps_one_entry(sshd, chain_dir, mo
         f"<url><loc>{SITE}about.html</loc></url></urlset>"
     )
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
-    with serving(remote) as c_url:
+    with serving(remote / "current") as c_url:
         for key, value in sshd.env("SITE_C", remote, url=c_url).items():
             monkeypatch.setenv(key, value)
         out = deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}],
@@ -239,7 +195,7 @@ def test_a_sitemap_that_already_lists_a_page_keeps_one_entry(sshd, chain_dir, mo
         again = deploy(chain_dir, targets=[{"name": "C", "ssh": "SITE_C"}], files=["build/index.html"],
                        sitemap={"path": "build/sitemap.xml", "site_url": SITE})
 
-    served = (remote / "build" / "sitemap.xml").read_bytes()
+    served = (remote / "current" / "build" / "sitemap.xml").read_bytes()
     assert served == (chain_dir / "build" / "sitemap.xml").read_bytes()
     assert listed_locs(served) == [f"{SITE}build/index.html", f"{SITE}about.html",
                                    f"{SITE}build/posts/one.html"]
@@ -256,6 +212,7 @@ def test_the_example_deploys_c_to_the_remote_its_env_names_and_to_a_folder_other
                     ignore=shutil.ignore_patterns("slots", "work", "logs", "alerts", ".env"))
     (example / "work" / "published").mkdir(parents=True)
     (example / "work" / "published" / "index.md").write_text("# Today\n- one\n")
+    published = {"files": ["work/published/index.md"]}
     chain = load_chain(example / "node_chain.json")
     executor = chain.node("exec-deploy").executor
     to_check_site = next(r for r in chain.routes if r.route_id == "route-deploy-to-check-site")
@@ -263,17 +220,19 @@ def test_the_example_deploys_c_to_the_remote_its_env_names_and_to_a_folder_other
     for key in sshd.env("PHASE2_C", remote):
         monkeypatch.delenv(key, raising=False)
 
-    local = run_deploy(executor, {}, in_chain(example))
-    assert local["targets"]["C"] == {"kind": "folder", "location": str(example / "work" / "site"),
-                                     "base_url": None}
+    local = run_deploy(executor, published, in_chain(example))
+    assert {k: local["targets"]["C"][k] for k in ("kind", "location", "base_url")} == {
+        "kind": "folder", "location": str(example / "work" / "site"), "base_url": None}
+    assert (example / "work" / "site" / "current" / "work" / "published" / "sitemap.xml").read_bytes() == \
+        (example / "work" / "published" / "sitemap.xml").read_bytes()
     assert evaluate_condition(to_check_site.condition, {"data": local}, chain=chain).ok
 
-    with serving(remote) as c_url:
+    with serving(remote / "current") as c_url:
         (example / ".env").write_text(
             "".join(f"{k}={v}\n" for k, v in sshd.env("PHASE2_C", remote, url=c_url).items()))
-        out = run_deploy(executor, {}, in_chain(example))
+        out = run_deploy(executor, published, in_chain(example))
     assert out["targets"]["C"]["kind"] == "ssh"
-    assert (remote / "work" / "published" / "index.md").read_text() == "# Today\n- one\n"
-    assert out["checked_urls"] == [c_url + "work/published/index.md"]
+    assert (remote / "current" / "work" / "published" / "index.md").read_text() == "# Today\n- one\n"
+    assert out["checked_urls"] == [c_url + "work/published/index.md", c_url + "work/published/sitemap.xml"]
     # The deploy node checked the remote C itself: the local site check does not run.
     assert not evaluate_condition(to_check_site.condition, {"data": out}, chain=chain).ok

@@ -18,7 +18,7 @@ NODE_BIN = Path(__file__).with_name("node_modules") / ".bin"
 
 @pytest.fixture(scope="session")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample package's root, with its workspace already built into `.psmr/`."""
+    """The sample package's root, with its workspace already built into the session's store."""
     from slotrelay.psmr import api
 
     root = make_shop(tmp_path_factory.mktemp("shop") / "shop")

@@ -279,7 +279,7 @@ async def test_a_file_edited_between_preview_and_apply_is_a_conflict(
         )
         assert "sqlparse/sql.py" in message and "nothing was written" in message
         assert snapshot(root) == before
-        assert not (root / ".slotrelay" / "psmr-apply.jsonl").exists()
+        assert not AuditLog(root, name="psmr-apply").path.exists()
 
 
 async def test_bad_input_gets_its_code_and_touches_no_file(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from slotrelay import fsio
 from tests.mcp.processes import SLOTRELAY
 from tests.mcp.test_surface import EXPECTED_TOOLS
 from tests.mcp.vendored import BODY, IMT_FILES, IMT_SITES, INTENT, MAPPED, copy_sqlparse, snapshot
@@ -37,8 +38,10 @@ def _inspector(
 ) -> dict:
     """Run the Inspector CLI; it exits 5 when a tool answers `isError: true`."""
     # The Inspector starts a stdio server with a minimal environment: hand it PYTHONPATH, so the server
-    # imports the code under test and not the installed copy.
-    env = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
+    # imports the code under test and not the installed copy, and the session's state folder.
+    env = ["-e", f"{fsio.STATE_HOME_ENV}={os.environ[fsio.STATE_HOME_ENV]}"]
+    if os.environ.get("PYTHONPATH"):
+        env += ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"]
     done = _run(node_tools, [str(node_tools / "inspector"), "--cli", *env, *target, *method], cwd=cwd)
     assert done.returncode == exit_code, f"inspector exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return json.loads(done.stdout)

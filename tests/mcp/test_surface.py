@@ -25,6 +25,7 @@ SNAPSHOT = Path(__file__).with_name("tools_list.json")
 EXPECTED_TOOLS = {
     "psmr_workspace_describe",
     "psmr_operator_list",
+    "psmr_operator_describe",
     "psmr_query_search",
     "psmr_query_subgraph",
     "psmr_query_evidence",
@@ -48,10 +49,15 @@ EXPECTED_TOOLS = {
     "psmr_workspace_build",
 }
 # Tools that change their environment, and of those the ones that write source files or run code.
+# Every tool that writes anything, a record in the store included, is not read-only.
 CHANGING_TOOLS = {
     "psmr_workspace_build",
     "psmr_delta_propose",
+    "psmr_delta_validate",
+    "psmr_projection_preview",
     "psmr_verify_rebuild",
+    "psmr_verify_roundtrip",
+    "psmr_verify_review",
     "psmr_projection_apply",
     "psmr_run_tests",
 }

@@ -5,6 +5,7 @@ protection; and the command's refusals of bad options."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from slotrelay import fsio
+from slotrelay.psmr.store import Store
 from tests.conftest import free_port
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
@@ -42,7 +45,7 @@ async def _search_login(client: Client) -> dict:
 
 async def test_stdio_round_trip_through_the_cli(shop: Path) -> None:
     params = StdioServerParameters(
-        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop
+        command=SLOTRELAY, args=["mcp", "serve", "--workspace", str(shop)], cwd=shop, env=dict(os.environ)
     )
     async with Client(params) as client:
         answer = await _search_login(client)
@@ -64,7 +67,8 @@ async def test_stdio_serving_several_workspaces_in_one_store(tmp_path: Path) -> 
         "--store",
         str(tmp_path / "st"),
     ]
-    async with Client(StdioServerParameters(command=SLOTRELAY, args=args, cwd=tmp_path)) as client:
+    params = StdioServerParameters(command=SLOTRELAY, args=args, cwd=tmp_path, env=dict(os.environ))
+    async with Client(params) as client:
         listed = (await client.call_tool("psmr_workspace_describe", {})).structured_content
         served = listed["data"]["served_workspaces"]
         assert [w["root"] for w in served] == [str(first), str(second)]
@@ -76,6 +80,7 @@ async def test_stdio_serving_several_workspaces_in_one_store(tmp_path: Path) -> 
         diff = await client.call_tool("psmr_semantic_diff", pair)
     assert not diff.is_error, diff.content[0].text
     assert (tmp_path / "st").is_dir() and not (first / ".psmr").exists()
+    assert all(Path(w["root"]) not in (first, second) for w in Store.open().list())
 
 
 async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> None:
@@ -84,7 +89,10 @@ async def test_the_readme_host_config_starts_a_working_server(shop: Path) -> Non
     snippet = page.split("```json", 1)[1].split("```", 1)[0]
     snippet = snippet.replace("/path/to/slotrelay", str(REPO)).replace("/path/to/your/project", str(shop))
     server = json.loads(snippet)["mcpServers"]["psmr"]
-    async with Client(StdioServerParameters(command=server["command"], args=server["args"])) as client:
+    # The MCP SDK hands a stdio server a minimal environment; the session's state folder is added.
+    env = {fsio.STATE_HOME_ENV: os.environ[fsio.STATE_HOME_ENV], "PATH": os.environ["PATH"]}
+    params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
+    async with Client(params) as client:
         answer = await _search_login(client)
     assert answer["status"] == "ok"
 
@@ -121,6 +129,7 @@ def test_http_refuses_a_foreign_host_or_origin(http_server: str) -> None:
         (["--http", "0.0.0.0:8765"], "loopback only"),
         (["--http", "127.0.0.1:notaport"], "expected HOST:PORT"),
         (["--workspace", "/nonexistent/psmr-folder"], "not a folder"),
+        (["--http", "127.0.0.1:8765", "--max-sessions", "0"], "--max-sessions"),
     ],
 )
 def test_serve_refuses_bad_options_with_exit_2(shop: Path, args: list[str], message: str) -> None:
@@ -235,6 +244,19 @@ MALFORMED = [
         "e",
         -32600,
         id="method_and_error",
+    ),
+    # Issue 29: with valid params the same message validated as a request and was run.
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": "mr", "method": "ping", "result": {}}',
+        "mr",
+        -32600,
+        id="request_and_result",
+    ),
+    pytest.param(
+        '{"jsonrpc": "2.0", "method": "notifications/initialized", "result": {}}',
+        None,
+        -32600,
+        id="notification_and_result",
     ),
 ]
 
@@ -363,3 +385,77 @@ def test_a_bad_session_idle_timeout_is_refused_with_exit_2(shop: Path) -> None:
     assert "PSMR_MCP_SESSION_IDLE_TIMEOUT_S='soon': expected a positive number of seconds" in " ".join(
         done.stderr.split()
     )
+
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _opened(http: httpx.Client, url: str) -> dict[str, str]:
+    """The headers of a new, initialized session."""
+    answer = http.post(url, json=INITIALIZE, headers=HEADERS)
+    assert answer.status_code == 200, answer.text
+    session = {**HEADERS, "mcp-session-id": answer.headers["mcp-session-id"]}
+    notified = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http.post(url, json=notified, headers=session).status_code == 202
+    return session
+
+
+def _json_rpc(answer: httpx.Response) -> dict:
+    """The one JSON-RPC message of an answer, sent as JSON or as one server-sent event."""
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+        return json.loads(data[-1])
+    return answer.json()
+
+
+def test_regression_a_request_carrying_a_result_is_refused_over_http_not_run(http_server: str) -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "psmr_query_search", "arguments": {"text": "login"}},
+    }
+    with httpx.Client(timeout=30) as http:
+        session = _opened(http, http_server)
+        mixed = http.post(http_server, json={**call, "result": {}}, headers=session)
+        broken = http.post(http_server, json={**call, "id": 8, "params": [1]}, headers=session)
+        ran = http.post(http_server, json=call, headers=session)
+    assert mixed.status_code == 400, mixed.text
+    assert mixed.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {
+            "code": -32600,
+            "message": "Invalid Request: a message has a method or a result or an error, not both",
+        },
+    }
+    # Any message stdio answers with -32600 gets the same answer over HTTP, with its id.
+    assert broken.status_code == 400 and (broken.json()["id"], broken.json()["error"]["code"]) == (8, -32600)
+    # The session is unharmed: the same call without "result" runs.
+    assert ran.status_code == 200 and _json_rpc(ran)["result"]["structuredContent"]["status"] == "ok"
+
+
+def test_regression_http_sessions_are_capped_and_a_new_one_past_the_cap_gets_503(
+    shop: Path, tmp_path: Path
+) -> None:
+    server = start_server(
+        ["--http", f"127.0.0.1:{free_port()}", "--max-sessions", "2", "--workspace", str(shop)],
+        cwd=shop,
+        log=tmp_path / "stderr.log",
+    )
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    try:
+        url = wait_for_url(server)
+        with httpx.Client(timeout=30) as http:
+            first, second = _opened(http, url), _opened(http, url)
+            refused = http.post(url, json=INITIALIZE, headers=HEADERS)
+            # The sessions already open go on working.
+            assert _json_rpc(http.post(url, json=ping, headers=second))["result"] == {}
+            assert http.delete(url, headers=first).status_code == 200
+            third = _opened(http, url)
+            assert _json_rpc(http.post(url, json=ping, headers=third))["result"] == {}
+    finally:
+        output = stop_server(server)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["message"] == "Too many open sessions"
+    assert "Traceback" not in output, output

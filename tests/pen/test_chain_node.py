@@ -1,18 +1,28 @@
 """A pen as a chain node: the chain's run writes the node's output slot from the pen's result, and a
 pen error becomes the node's error type (the MPP code), handled as the chain declares it. The pen's
-steps are task runs nested under the node's task run, the sandbox run shown with its limits and exit."""
+steps are task runs nested under the node's task run, the sandbox run shown with its limits and exit.
+A persona whose policy asks a person pauses the chain's run with the pen's decision form; the answer,
+given as Prefect's UI gives it, is carried out before the node's output slot is written."""
 
 from __future__ import annotations
 
+import contextvars
 import json
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact, recorded_task_runs
+
+from .contract import assert_output_shape, decision_of
+from .stub_model import SUM_CODE
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -43,6 +53,9 @@ def pen_chain(folder: Path, backend: str | None, *, prober: bool = True) -> Path
 
     chain = {
         "chain_id": "pen-in-a-chain",
+        # A failed pen node's alert (MPP-E002, MPP-E005: `fail`) asks a person before the run ends; nobody
+        # decides in these tests, so the pause ends after a second and the run fails.
+        "pause_timeout_seconds": 1,
         "nodes": [
             {
                 "node_id": "numbers",
@@ -88,14 +101,16 @@ def pen_chain(folder: Path, backend: str | None, *, prober: bool = True) -> Path
 def test_pen_nodes_in_a_chain(
     prefect_server, stub, tmp_path: Path, sandbox_backend: str, monkeypatch
 ) -> None:
-    from flows.chain import run_chain
+    from flows.chain import read_summary, run_chain
+    from slotrelay.chain import load_chain
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
     stub.code_by_keyword["hostname"] = HOSTNAME_CODE
     chain_path = pen_chain(tmp_path, sandbox_backend)
     state = run_chain(str(chain_path), return_state=True)
-    summary = state.result(raise_on_failure=False)
+    # The run fails once the prober's alert pause runs out (pen_chain): its summary is kept on disk.
+    summary = read_summary(load_chain(chain_path), state)
     nodes = summary["nodes"]
     assert nodes["numbers"]["state"] == "Completed"
     assert nodes["summer"]["state"] == "Completed", summary
@@ -104,13 +119,14 @@ def test_pen_nodes_in_a_chain(
     output = json.loads((tmp_path / "slots/summer_output.json").read_text())
     data = output["data"]
     assert data["execution"]["result"] == {"total": 15}
-    assert data["decision"]["state"] == "kept" and data["pen_id"].startswith("MPP-chain1-")
+    assert decision_of(data)["state"] == "kept" and data["pen_id"].startswith("MPP-chain1-")
     assert (
         tmp_path / "pen-root/.github/persona-brain/chain1/pen-private" / data["pen_id"] / "code.py"
     ).is_file()
     failed = json.loads((tmp_path / "slots/prober_output.json").read_text())
     assert failed["status"] == "failed" and failed["error"]["error_type"] == "MPP-E005"
     assert "uses socket while network is none" in failed["error"]["message"]
+    assert "(pen MPP-chain1-" in failed["error"]["message"]  # the error names the pen it erased
     log = AuditLog(tmp_path / "pen-root")
     assert sorted(r["status"] for r in log.records() if r["event"] == "call") == ["MPP-E005", "completed"]
     assert log.verify().ok
@@ -142,28 +158,47 @@ def test_pen_nodes_in_a_chain(
     assert "| image | " in execution_md
 
 
-def test_a_pen_node_reads_the_model_from_the_roots_env_file(
+def test_a_pen_node_takes_its_model_from_its_env_file_and_never_the_endpoint_from_its_roots(
     stub, tmp_path: Path, sandbox_backend: str, monkeypatch
 ) -> None:
     from types import SimpleNamespace
 
     from slotrelay.pen.node import run_pen_node
+    from tests.conftest import free_port
 
-    for name in ("BASE_URL", "NAME", "API_KEY", "TIMEOUT_S"):
+    for name in ("BASE_URL", "NAME", "API_KEY", "TIMEOUT_S", "MAX_TOKENS"):
         monkeypatch.delenv(f"SLOTRELAY_MODEL_{name}", raising=False)
 
     root = tmp_path / "pen-root"
     root.mkdir()
-    (root / ".env").write_text(f"SLOTRELAY_MODEL_BASE_URL={stub.base_url}\nSLOTRELAY_MODEL_NAME=stub-coder\n")
+    # The root's .env names a server nobody runs: taken, the node would fail with MPP-E003.
+    (root / ".env").write_text(
+        f"SLOTRELAY_MODEL_BASE_URL=http://127.0.0.1:{free_port()}/v1\nSLOTRELAY_MODEL_NAME=rogue\n"
+        "SLOTRELAY_MODEL_TIMEOUT_S=7\n"
+    )
+    (tmp_path / "model.env").write_text(
+        f"SLOTRELAY_MODEL_BASE_URL={stub.base_url}\nSLOTRELAY_MODEL_NAME=stub-coder\n"
+    )
     spec = SimpleNamespace(
         intent="sum the numbers in the input list",
         persona_id="chain2",
-        options={"root": "pen-root", "backend": sandbox_backend, "persist_hint": "erase"},
+        options={"root": "pen-root", "env_file": "model.env", "backend": sandbox_backend,
+                 "persist_hint": "erase"},
     )
     context = SimpleNamespace(chain=SimpleNamespace(work_dir=str(tmp_path)))
     data = run_pen_node(spec, {"numbers": [1, 2]}, context)
-    assert data["execution"]["result"] == {"total": 3} and data["decision"]["state"] == "erased"
-    assert stub.requests and stub.requests[0]["body"]["model"] == "stub-coder"
+    assert_output_shape(data)
+    assert data["execution"]["result"] == {"total": 3} and decision_of(data)["state"] == "erased"
+    assert stub.requests and {r["body"]["model"] for r in stub.requests} == {"stub-coder"}
+    model = data["x-slotrelay"]["config"]["model"]
+    assert model["from"] == {
+        "base_url": f"env file {tmp_path / 'model.env'}",
+        "model": f"env file {tmp_path / 'model.env'}",
+        "api_key": "default",
+        "timeout_s": f"root .env {root / '.env'}",
+        "max_tokens": "default",
+    }
+    assert set(model["ignored"]) == {"SLOTRELAY_MODEL_BASE_URL", "SLOTRELAY_MODEL_NAME"}
 
 
 def test_a_chains_pen_nodes_ask_the_model_its_model_block_names(
@@ -184,3 +219,119 @@ def test_a_chains_pen_nodes_ask_the_model_its_model_block_names(
     data = json.loads((tmp_path / "slots/summer_output.json").read_text())["data"]
     assert data["execution"]["result"] == {"total": 15}
     assert stub.code_requests() and {r["body"]["model"] for r in stub.requests} == {"block-coder"}
+
+
+AFTER = """
+def after(data):
+    decision = data["x-slotrelay"]["decision"]
+    return {"final_action": decision["final_action"], "total": data["execution"]["result"]["total"]}
+"""
+
+
+def person_chain(folder: Path, backend: str | None) -> Path:
+    """numbers -> summer (a pen whose persona asks a person) -> after (reads the decided pen)."""
+    path = pen_chain(folder, backend, prober=False)
+    chain = json.loads(path.read_text())
+    chain["chain_id"] = "pen-asks-a-person"
+    chain["pause_timeout_seconds"] = 600
+    chain["nodes"].append({
+        "node_id": "after",
+        "input_slot": {"slot_id": "after-in", "path": "slots/after_input.json"},
+        "output_slot": {"slot_id": "after", "path": "slots/after_output.json"},
+        "executor": {"kind": "python", "callable": "after_node:after"},
+    })
+    chain["routes"].append({
+        "route_id": "summer-to-after", "from_node": "summer", "to_node": "after",
+        "condition": {"field": "status", "operator": "equals", "value": "completed"},
+    })
+    path.write_text(json.dumps(chain, indent=2))
+    (folder / "after_node.py").write_text(AFTER)
+    brain = folder / "pen-root/.github/persona-brain/chain1"
+    brain.mkdir(parents=True)
+    (brain / "pen-policy.json").write_text(json.dumps({"mode": "person"}))
+    return path
+
+
+def start_chain(chain_path: Path) -> tuple[threading.Thread, dict[str, Any]]:
+    """`run_chain` in a thread (the test's Prefect settings carried into it); its state lands in the dict."""
+    from flows.chain import run_chain
+
+    results: dict[str, Any] = {}
+
+    def run() -> None:
+        results["state"] = run_chain(str(chain_path), return_state=True)
+
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,))
+    worker.start()
+    return worker, results
+
+
+def wait_paused(chain_path: Path, worker: threading.Thread, timeout: float = 180) -> Any:
+    """The chain's flow run once it is Paused on the server (a run that ends first fails the test)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    paused = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED])))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert worker.is_alive(), "the chain's run ended without pausing for the person"
+        with get_client(sync_client=True) as client:
+            runs = [r for r in client.read_flow_runs(flow_run_filter=paused)
+                    if r.parameters.get("chain_path") == str(chain_path)]
+        if runs:
+            return runs[0]
+        time.sleep(0.2)
+    raise AssertionError(f"the run of {chain_path} did not pause")
+
+
+def test_a_person_policy_pen_node_pauses_the_chain_and_the_form_decides(
+    prefect_server: str, stub, tmp_path: Path, sandbox_backend: str, monkeypatch
+) -> None:
+    # Completed with final_action null, without asking anyone (seen failing on main).
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    chain_path = person_chain(tmp_path, sandbox_backend)
+    worker, results = start_chain(chain_path)
+    flow_run = wait_paused(chain_path, worker)
+    # Paused from inside the node: its pen is completed and staged, nothing downstream has run.
+    assert not (tmp_path / "slots/summer_output.json").exists()
+    assert not (tmp_path / "slots/after_input.json").exists()
+
+    # The form as the UI reads it: its schema and its description, by the keys the paused state names.
+    keys = flow_run.state.state_details.run_input_keyset
+    with httpx.Client(base_url=prefect_server, timeout=60) as api:
+        schema = json.loads(api.get(f"/flow_runs/{flow_run.id}/input/{keys['schema']}").text)
+        shown = json.loads(api.get(f"/flow_runs/{flow_run.id}/input/{keys['description']}").text)
+        assert schema["properties"]["decision"]["enum"] == ["erase", "keep", "share"]
+        assert schema["properties"]["decision"]["default"] == "keep" and "decision" in schema["required"]
+        assert set(schema["properties"]) == {"decision", "comment", "decided_by"}
+        pen_id = next(line for line in shown.splitlines() if line.startswith("| pen |")).split("|")[2].strip()
+        assert pen_id.startswith("MPP-chain1-")
+        for fact in ("| asked by | node summer of chain pen-asks-a-person |", "| suggestion | keep (model) |",
+                     "| execution | success in ", '| result | `{"total": 15}` |', SUM_CODE.strip()):
+            assert fact in shown, shown
+        # The answer as the UI sends it.
+        answer = api.post(f"/flow_runs/{flow_run.id}/resume", json={
+            "run_input": {"decision": "keep", "comment": "the sum checks out", "decided_by": "ada"}})
+        assert answer.status_code == 201 and answer.json()["status"] == "ACCEPT", answer.text
+    worker.join(timeout=180)
+    assert not worker.is_alive()
+    summary = results["state"].result(raise_on_failure=False)
+    assert summary["state"] == "COMPLETED", summary
+    assert {node: summary["nodes"][node]["state"] for node in ("numbers", "summer", "after")} == {
+        "numbers": "Completed", "summer": "Completed", "after": "Completed"}
+
+    data = json.loads((tmp_path / "slots/summer_output.json").read_text())["data"]
+    assert_output_shape(data)
+    kept = tmp_path / "pen-root/.github/persona-brain/chain1/pen-private" / pen_id
+    assert data["pen_id"] == pen_id and decision_of(data) == {
+        "final_action": "keep", "state": "kept", "decided_by": "person:ada", "location": str(kept)}
+    assert (kept / "code.py").read_text() == data["code"]
+    after = json.loads((tmp_path / "slots/after_output.json").read_text())["data"]
+    assert after == {"final_action": "keep", "total": 15}
+    log = AuditLog(tmp_path / "pen-root")
+    transitions = [r for r in log.records_of(pen_id) if r["event"] == "transition"]
+    assert [r["to"] for r in transitions] == ["draft", "executing", "completed", "kept"]
+    assert (transitions[-1]["decided_by"], transitions[-1]["comment"]) == ("person:ada", "the sum checks out")
+    assert log.verify().ok

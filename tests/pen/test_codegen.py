@@ -10,7 +10,7 @@ import pytest
 from slotrelay.pen import write
 from slotrelay.pen.audit import sha256_text
 from slotrelay.pen.codegen import build_messages, extract_code, generate_code
-from slotrelay.pen.errors import CodeGenerationFailed, ModelNotConfigured
+from slotrelay.pen.errors import CodeGenerationFailed
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import parse_request
 
@@ -367,32 +367,6 @@ def test_the_prompt_gives_the_form_reading_the_inputs() -> None:
     )
     no_inputs = parse_request({"intent": "return the first ten primes", "context": {"persona_id": "p1"}})
     assert "inputs is None" in build_messages(no_inputs)[0]["content"]
-
-
-def test_settings_from_env_and_dotenv(tmp_path, monkeypatch) -> None:
-    for key in ("BASE_URL", "NAME", "API_KEY", "TIMEOUT_S", "MAX_TOKENS"):
-        monkeypatch.delenv(f"SLOTRELAY_MODEL_{key}", raising=False)
-    env_file = tmp_path / ".env"
-    env_file.write_text(
-        "SLOTRELAY_MODEL_BASE_URL=http://127.0.0.1:11434/v1\nSLOTRELAY_MODEL_NAME=qwen\n"
-        "SLOTRELAY_MODEL_API_KEY=secret\n"
-    )
-    monkeypatch.setenv("SLOTRELAY_MODEL_TIMEOUT_S", "12.5")
-    monkeypatch.setenv("SLOTRELAY_MODEL_MAX_TOKENS", "512")
-    settings = ModelSettings.from_env(env_file=env_file)
-    assert (settings.base_url, settings.model, settings.api_key, settings.timeout_s, settings.max_tokens) == (
-        "http://127.0.0.1:11434/v1",
-        "qwen",
-        "secret",
-        12.5,
-        512,
-    )
-    assert "secret" not in repr(settings)
-    monkeypatch.setenv("SLOTRELAY_MODEL_MAX_TOKENS", "lots")
-    with pytest.raises(ModelNotConfigured, match="MAX_TOKENS='lots' is not a positive whole number"):
-        ModelSettings.from_env(env_file=env_file)
-    with pytest.raises(ModelNotConfigured, match="SLOTRELAY_MODEL_BASE_URL and SLOTRELAY_MODEL_NAME"):
-        ModelSettings.from_env(env_file=tmp_path / "missing.env")
 
 
 def test_messages_for_node_tell_the_module_convention() -> None:

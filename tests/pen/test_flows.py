@@ -19,11 +19,13 @@ from prefect.flow_runs import resume_flow_run
 from blocks.code_model import CodeModel
 from flows.pen import pen_write
 from flows.registry_review import registry_review
-from slotrelay import pen
+from slotrelay import fsio, pen
 from slotrelay.pen.audit import AuditLog
-from slotrelay.pen.errors import PermissionViolation
+from slotrelay.pen.errors import DecisionTimedOut, PermissionViolation
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact
+
+from .contract import assert_output_shape, decision_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -66,7 +68,8 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
         model_block="pen-test-model",
         backend=sandbox_backend,
     )
-    assert outcome["execution"]["result"] == {"total": 6} and outcome["decision"]["state"] == "kept"
+    assert outcome["execution"]["result"] == {"total": 6} and decision_of(outcome)["state"] == "kept"
+    assert_output_shape(outcome)
     assert stub.requests[0]["auth"] == "Bearer sk-flow" and stub.requests[0]["body"]["max_tokens"] == 700
     pen_id = outcome["pen_id"]
     code_md = latest_artifact(artifact_key("pen-code", pen_id))
@@ -95,12 +98,12 @@ def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(
         )
 
     worker, paused = _start_until_paused(run_flow, "persona_id", "p2")
-    staged = list((root / ".slotrelay/pen-staging").iterdir())
+    staged = list((fsio.tree_state(root) / "pen-staging").iterdir())
     assert len(staged) == 1 and (staged[0] / "code.py").is_file()
-    resume_flow_run(paused.id, run_input={"action": "share", "decided_by": "alice"})
+    resume_flow_run(paused.id, run_input={"decision": "share", "decided_by": "alice"})
     worker.join(timeout=60)
     shared = results["outcome"]
-    assert shared["decision"] == {
+    assert decision_of(shared) == {
         "final_action": "share",
         "state": "shared",
         "decided_by": "person:alice",
@@ -135,6 +138,34 @@ def test_pen_write_flow_fails_with_the_pen_error(
     assert [call["status"] for call in calls] == ["MPP-E005"]
     error_md = latest_artifact(artifact_key("pen-error", calls[0]["pen_id"]))
     assert error_md and "MPP-E005" in error_md and "subprocess" in error_md
+
+
+def test_a_decision_nobody_gives_fails_the_run_and_leaves_the_pen_waiting(
+    prefect_server, stub, root: Path, sandbox_backend: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
+    monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
+    brain = root / ".github/persona-brain/p6"
+    brain.mkdir(parents=True)
+    (brain / "pen-policy.json").write_text(json.dumps({"mode": "person"}))
+    state = pen_write(
+        intent="sum the numbers in the input list",
+        persona_id="p6",
+        upstream_inputs={"numbers": [1]},
+        root=str(root),
+        backend=sandbox_backend,
+        decision_timeout_s=1,
+        return_state=True,
+    )
+    # The server may fail the paused run first ("never resumed"): the run's error artifact names why.
+    assert state.is_failed()
+    pen_id = next(r["pen_id"] for r in AuditLog(root).records() if r["event"] == "call")
+    error_md = latest_artifact(artifact_key("pen-error", pen_id))
+    assert error_md and DecisionTimedOut.code in error_md and f"nobody decided on pen {pen_id}" in error_md
+    # Still completed and staged: a person decides later with `slotrelay pen decide`.
+    states = [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"]
+    assert states == ["draft", "executing", "completed"]
+    assert pen.decide(root, pen_id, pen.PenAction.keep).state == "kept"
 
 
 def test_registry_review_flow_pauses_for_the_reviewer(

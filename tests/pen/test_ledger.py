@@ -110,7 +110,7 @@ def test_state_machine_enforced_and_recorded(tmp_path: Path) -> None:
     with pytest.raises(IllegalTransition, match="is accepted: it cannot become rejected"):
         transition(log, "MPP-p1-20261130-001", "rejected")
     transition(log, "MPP-p1-20261130-002", "draft")
-    with pytest.raises(IllegalTransition, match="allowed next: executing"):
+    with pytest.raises(IllegalTransition, match="allowed next: erased, executing"):
         transition(log, "MPP-p1-20261130-002", "kept")
     records = [r for r in log.records() if r["event"] == "transition"]
     assert [r["to"] for r in records] == [
@@ -219,7 +219,7 @@ def test_state_index_follows_the_log_and_disagreement_is_reported(tmp_path: Path
     log = AuditLog(tmp_path)
     for state in ("draft", "executing", "completed"):
         transition(log, "MPP-p1-20261130-001", state)
-    index = tmp_path / ".slotrelay/pen-states/MPP-p1-20261130-001.json"
+    index = log.folder / "pen-states/MPP-p1-20261130-001.json"
     assert json.loads(index.read_text())["state"] == "completed"
     assert verify_audit(tmp_path).ok
     # Someone edits the index to skip a step: the log still decides in verify.

@@ -31,6 +31,7 @@ import pytest
 
 from slotrelay.pen import ModelSettings, write
 from slotrelay.pen.audit import AuditLog, sha256_text
+from slotrelay.pen.config import model_settings
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.ids import parse_pen_id
 
@@ -105,7 +106,7 @@ def real_model() -> Iterator[ModelSettings]:
             "with SmolLM2-135M; building llama-cpp-python the first time takes about 17 min on 2 cores"
         )
     if os.environ.get("SLOTRELAY_MODEL_BASE_URL") and os.environ.get("SLOTRELAY_MODEL_NAME"):
-        settings = ModelSettings.from_env(env_file=None)
+        settings = model_settings(root=None)
         yield replace(settings, timeout_s=max(settings.timeout_s, 300))
         return
     script = REPO / "scripts" / "real-model.sh"
@@ -189,18 +190,21 @@ def test_a_real_model_answer_keeps_the_contract(
             outcome=error.code, message=error.message[:300], reason=(error.details or {}).get("reason")
         )
         report.append(row)
-        assert error.code in {"MPP-E001", "MPP-E003", "MPP-E004", "MPP-E005"}, error.message
+        # A timeout is an output (execution.status), never an error.
+        assert error.code in {"MPP-E001", "MPP-E003", "MPP-E005"}, error.message
         # A model server that stopped answering says nothing about its answers: the run is void.
         assert row["reason"] != "unreachable", f"the model server stopped answering: {error.message}"
         assert error.audit is not None and error.audit["intent_hash"] == sha256_text(intent.text)
         pen_id = next(r["pen_id"] for r in log.records() if r["event"] == "call")
+        assert error.pen_id == pen_id and error.to_json()["pen_id"] == pen_id
         call = _call(log, pen_id)
         assert call["syslog_id"] == error.audit["syslog_id"] and call["status"] == error.code
         assert call["intent_hash"] == sha256_text(intent.text)
-        # Failed runs stay where they stopped: before running (E001, E003, E005 static) or running.
-        assert _states(log, pen_id) in (["draft"], ["draft", "executing"])
+        # Failed runs are erased from where they stopped: before running (E001, E003, E005 static) or
+        # running.
+        assert _states(log, pen_id) in (["draft", "erased"], ["draft", "executing", "erased"])
         if error.code in ("MPP-E001", "MPP-E003"):
-            assert call["code_hash"] is None and _states(log, pen_id) == ["draft"]
+            assert call["code_hash"] is None and _states(log, pen_id) == ["draft", "erased"]
         if intent.refused_by:
             assert error.code == intent.refused_by
         assert not list(root.rglob("code.py")), "a failed run leaves no code behind"
@@ -229,7 +233,8 @@ def test_a_real_model_answer_keeps_the_contract(
             if isinstance(target, ast.Name)
         }
         assert "main" in bound, "the sandbox calls main(inputs)"
-        assert output.execution.status in ("success", "error") and output.execution.duration_ms >= 0
+        assert output.execution.status in ("success", "error", "timeout")
+        assert output.execution.duration_ms >= 0
         assert output.suggestion in ("erase", "keep", "share")
         assert output.audit.intent_hash == sha256_text(intent.text)
         assert output.audit.code_hash == sha256_text(output.code)
@@ -243,7 +248,7 @@ def test_a_real_model_answer_keeps_the_contract(
         # The code named a forbidden resource and still ran: the sandbox must have kept it out.
         if intent.name == "forbidden-file":
             assert "root:" not in json.dumps(output.execution.result) + output.execution.stdout
-    audit_text = (root / ".slotrelay" / "pen-audit.jsonl").read_text()
+    audit_text = AuditLog(root).path.read_text()
     assert intent.text not in audit_text, "the audit log holds hashes, never the intent"
     assert AuditLog(root).verify().ok
 

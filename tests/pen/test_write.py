@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from slotrelay import fsio
 from slotrelay.cli import app
+from slotrelay.pen import store
 from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.manifest import validate_manifest
 from tests.conftest import require_service
 
+from .contract import AUDIT_KEYS, EXECUTION_KEYS, EXTENSION, OUTPUT_KEYS, assert_output_shape, decision_of
 from .stub_model import SUM_CODE, Reply, completion
 
 pytestmark = pytest.mark.docker
@@ -62,18 +65,27 @@ def _policy(root: Path, persona: str, policy: dict) -> None:
     (folder / "pen-policy.json").write_text(json.dumps(policy))
 
 
+def test_the_output_model_holds_the_seeds_keys_and_no_other() -> None:
+    # The answers add one key to these, `x-slotrelay` (assert_output_shape checks every answer).
+    from slotrelay.pen.models import EXTENSION_KEY, AuditRef, Execution, PenOutput
+
+    assert set(PenOutput.model_fields) == OUTPUT_KEYS
+    assert set(Execution.model_fields) == EXECUTION_KEYS and set(AuditRef.model_fields) == AUDIT_KEYS
+    assert EXTENSION_KEY == EXTENSION
+
+
 def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, sandbox_backend) -> None:
     code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [1, 2, 3]}')
     assert code == 0, body
-    assert set(body) == {"pen_id", "code", "lang", "execution", "suggestion", "audit", "decision"}
+    # The seed's keys and x-slotrelay; a `decision` key beside them broke the contract (seen failing on main).
+    assert_output_shape(body)
     assert body["pen_id"].startswith("MPP-p1-") and body["pen_id"].endswith("-001")
     assert body["code"].strip() == SUM_CODE.strip() and body["lang"] == "python"
     assert body["execution"]["status"] == "success" and body["execution"]["result"] == {"total": 6}
-    assert set(body["execution"]) == {"status", "stdout", "stderr", "result", "duration_ms"}
     assert body["suggestion"] == "keep"  # the stub model's answer
     assert body["audit"]["intent_hash"] == sha256_text(INTENT)
     assert body["audit"]["code_hash"] == sha256_text(body["code"])
-    assert body["decision"]["final_action"] == "keep" and body["decision"]["state"] == "kept"
+    assert decision_of(body)["final_action"] == "keep" and decision_of(body)["state"] == "kept"
     folder = root / ".github/persona-brain/p1/pen-private" / body["pen_id"]
     assert sorted(p.name for p in folder.iterdir()) == [
         "code.py",
@@ -84,7 +96,7 @@ def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, san
     assert (
         json.loads((folder / "output.json").read_text())["audit"]["syslog_id"] == body["audit"]["syslog_id"]
     )
-    assert not (root / ".slotrelay/pen-staging" / body["pen_id"]).exists()
+    assert not (store.staging_dir(root, body["pen_id"])).exists()
     log = AuditLog(root)
     call = [r for r in log.records() if r["event"] == "call"]
     assert (
@@ -97,7 +109,7 @@ def test_keep_writes_the_seed_output_and_the_private_folder(pen, root, stub, san
     code, report = pen("audit", "verify", backend=False)
     assert code == 0 and report["ok"] and report["records"] == 5
     # Rewriting history (say, the final action) is caught.
-    log_path = root / ".slotrelay/pen-audit.jsonl"
+    log_path = AuditLog(root).path
     log_path.write_text(log_path.read_text().replace('"final_action": "keep"', '"final_action": "erase"'))
     code, report = pen("audit", "verify", backend=False)
     assert code == 1 and not report["ok"] and "changed" in report["problems"][0]["problem"]
@@ -112,17 +124,17 @@ def test_erase_leaves_only_the_audit_record(pen, root, stub) -> None:
     )
     assert code == 0, body
     assert body["execution"]["result"] == {"marker": "ERASE-ME-2"}
-    assert body["decision"] == {
+    assert decision_of(body) == {
         "final_action": "erase",
         "state": "erased",
         "decided_by": "persist_hint",
         "location": None,
     }
-    files = _files(root)
-    assert not any(name.startswith((".github", "factory", ".slotrelay/pen-staging")) for name in files), files
+    files = _files(root) | {f"state/{name}": text for name, text in _files(fsio.tree_state(root)).items()}
+    assert not any(name.startswith((".github", "factory", "state/pen-staging")) for name in files), files
     everything = "\n".join(files.values())
     assert "ERASE-ME" not in everything and INTENT not in everything and "numbers" not in everything
-    assert sha256_text(INTENT) in files[".slotrelay/pen-audit.jsonl"]
+    assert sha256_text(INTENT) in files["state/pen-audit.jsonl"]
 
 
 def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
@@ -137,7 +149,7 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
         "--task-category",
         "data-process",
     )
-    assert code == 0 and body["decision"]["state"] == "shared", body
+    assert code == 0 and decision_of(body)["state"] == "shared", body
     pen_id = body["pen_id"]
     inbox = root / "factory/module-registry/inbox" / pen_id
     manifest = json.loads((inbox / "manifest.json").read_text())
@@ -196,8 +208,8 @@ def test_share_then_review_accept_and_reject(pen, root, stub) -> None:
     code, body = pen(
         "write", "--persona", "p1", INTENT, "--input", '{"numbers": [1], "owner": "11010519491231002X"}'
     )
-    assert code == 0 and body["decision"]["final_action"] == "keep", body
-    assert "share refused: Chinese resident identity number" in body["decision"]["decided_by"]
+    assert code == 0 and decision_of(body)["final_action"] == "keep", body
+    assert "share refused: Chinese resident identity number" in decision_of(body)["decided_by"]
 
     # Observation: the reviewer keeps an eye on it; it leaves the inbox for its own bucket.
     code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [3]}')
@@ -212,7 +224,7 @@ def test_review_of_a_hand_broken_manifest_names_the_file(pen, root, stub) -> Non
     code, body = pen(
         "write", "--persona", "p1", INTENT, "--input", '{"numbers": [1]}', "--persist-hint", "share"
     )
-    assert code == 0 and body["decision"]["state"] == "shared", body
+    assert code == 0 and decision_of(body)["state"] == "shared", body
     manifest_path = root / "factory/module-registry/inbox" / body["pen_id"] / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest_path.write_text('{"pen_id": ')
@@ -233,9 +245,10 @@ def test_review_of_a_hand_broken_manifest_names_the_file(pen, root, stub) -> Non
 def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None:
     _policy(root, "p2", {"mode": "person"})
     code, body = pen("write", "--persona", "p2", INTENT, "--input", '{"numbers": [7]}')
-    assert code == 0 and body["decision"]["final_action"] is None and body["decision"]["state"] == "completed"
+    assert code == 0 and decision_of(body)["final_action"] is None, body
+    assert decision_of(body)["state"] == "completed"
     pen_id = body["pen_id"]
-    assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
+    assert (store.staging_dir(root, pen_id) / "code.py").is_file()
     # A folder already where the pen would go is never overwritten; the pen keeps waiting.
     blocker = root / ".github/persona-brain/p2/pen-private" / pen_id
     blocker.mkdir(parents=True)
@@ -243,9 +256,9 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     assert code == 1 and clash["error"]["message"] == (
         f"{blocker} exists already: a pen's folder is never overwritten"
     )
-    assert (root / ".slotrelay/pen-staging" / pen_id / "code.py").is_file()
+    assert (store.staging_dir(root, pen_id) / "code.py").is_file()
     code, decided = pen("decide", pen_id, "share", backend=False)
-    assert code == 0 and decided["decision"]["state"] == "shared", decided
+    assert code == 0 and decision_of(decided)["state"] == "shared", decided
     assert decided["audit"]["syslog_id"] == body["audit"]["syslog_id"]
     assert (root / "factory/module-registry/inbox" / pen_id / "manifest.json").is_file()
     code, again = pen("decide", pen_id, "erase", backend=False)
@@ -257,7 +270,7 @@ def test_a_person_decides_later_and_decisions_are_final(pen, root, stub) -> None
     stub.default_code = "def main(inputs):\n    raise ValueError('bad input')\n"
     code, body = pen("write", "--persona", "p3", INTENT, "--input", '{"numbers": [7]}')
     assert code == 1 and body["execution"]["status"] == "error" and "bad input" in body["execution"]["stderr"]
-    assert body["decision"]["final_action"] == "keep"  # a failed run is never shared
+    assert decision_of(body)["final_action"] == "keep"  # a failed run is never shared
 
 
 def test_the_program_may_read_its_environment_which_holds_nothing_of_the_hosts(
@@ -284,7 +297,7 @@ def test_e001_nothing_reaches_the_model(pen, root, stub) -> None:
     assert stub.requests == []
     calls = [r for r in AuditLog(root).records() if r["event"] == "call"]
     assert [c["status"] for c in calls] == ["MPP-E001", "MPP-E001"]
-    assert "AKIAIOSFODNN7EXAMPLE" not in (root / ".slotrelay/pen-audit.jsonl").read_text()
+    assert "AKIAIOSFODNN7EXAMPLE" not in AuditLog(root).path.read_text()
 
 
 def test_e003_refusal_and_server_errors(pen, root, stub) -> None:
@@ -294,19 +307,98 @@ def test_e003_refusal_and_server_errors(pen, root, stub) -> None:
     stub.script.extend([Reply(status=500, body={"error": "llama runner process has terminated"})] * 3)
     code, body = pen("write", "--persona", "p1", INTENT)
     assert code == 1 and body["error"]["code"] == "MPP-E003" and "llama runner" in body["error"]["message"]
-    assert not (root / ".slotrelay/pen-staging").exists() or not any(
-        (root / ".slotrelay/pen-staging").iterdir()
-    )
+    staging = fsio.tree_state(root) / "pen-staging"
+    assert not staging.exists() or not any(staging.iterdir())
 
 
-def test_e004_timeout_kills_the_program(pen, root, stub) -> None:
-    stub.default_code = "def main(inputs):\n    while True:\n        pass\n"
-    code, body = pen("write", "--persona", "p1", INTENT, "--timeout-ms", "700")
-    assert code == 1 and body["error"]["code"] == "MPP-E004", body
-    assert body["audit"]["code_hash"] == sha256_text(stub.default_code.strip())
-    pen_id = [r for r in AuditLog(root).records() if r["event"] == "call"][-1]["pen_id"]
-    states = [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"]
-    assert states == ["draft", "executing"]
+def _states(root: Path, pen_id: str) -> list[str]:
+    return [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"]
+
+
+def test_a_failed_pen_is_erased_and_its_error_answer_names_it(pen, root, stub) -> None:
+    # Error answers carried no pen_id, and a failed pen stayed `draft` or `executing` for ever (seen
+    # failing on main).
+    code, body = pen("write", "--persona", "p1", "deploy with key AKIAIOSFODNN7EXAMPLE to the bucket")
+    assert code == 2 and body["error"]["code"] == "MPP-E001", body
+    refused = body["pen_id"]
+    assert refused and refused.startswith("MPP-p1-") and _states(root, refused) == ["draft", "erased"]
+    stub.script.append(Reply(body=completion(None, refusal="I can't help with that.")))
+    code, body = pen("write", "--persona", "p1", INTENT)
+    assert code == 1 and body["error"]["code"] == "MPP-E003" and body["pen_id"], body
+    assert _states(root, body["pen_id"]) == ["draft", "erased"]
+    erased = next(r for r in AuditLog(root).records_of(body["pen_id"]) if r.get("to") == "erased")
+    assert (erased["decided_by"], erased["error_code"], erased["final_action"]) == (
+        "pen (MPP-E003)", "MPP-E003", "erase")
+    # Refused by the sandbox while running: erased from `executing`.
+    code, body = pen("write", "--persona", "p1", INTENT, "--fs", "/etc")
+    assert code == 1 and body["error"]["code"] == "MPP-E005", body
+    assert _states(root, body["pen_id"]) == ["draft", "executing", "erased"]
+    # The human form names the pen too.
+    failed = runner.invoke(app, ["pen", "write", "--persona", "p1", INTENT, "--fs", "/etc",
+                                 "--root", str(root)])
+    assert failed.exit_code == 1 and "  pen_id: MPP-p1-" in failed.stderr, failed.stderr
+    # An erased pen has nothing to decide; the refusal names it as well.
+    code, again = pen("decide", body["pen_id"], "keep", backend=False)
+    assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION"
+    assert again["pen_id"] == body["pen_id"]
+    assert "is erased: it cannot become kept" in again["error"]["message"]
+    # An error before a pen was claimed has none.
+    code, body = pen("write", "--persona", "p/1", INTENT)
+    assert code == 2 and body["error"]["code"] == "PEN_INVALID_REQUEST" and body["pen_id"] is None
+    assert pen("audit", "verify", backend=False)[0] == 0
+
+
+LOOPS_FOREVER = (
+    "import sys\n"
+    "def main(inputs):\n"
+    "    print('started on', inputs['numbers'], flush=True)\n"
+    "    print('still working', file=sys.stderr, flush=True)\n"
+    "    while True:\n"
+    "        pass\n"
+)
+
+
+def test_e004_a_timeout_is_an_output_the_persona_decides_on(pen, root, stub) -> None:
+    # MPP-E004 raised as the answer: no output, the code destroyed, no decision (seen failing on main).
+    stub.default_code = LOOPS_FOREVER
+    code, body = pen("write", "--persona", "p1", INTENT, "--input", '{"numbers": [4]}', "--timeout-ms", "700")
+    assert code == 1 and "error" not in body, body  # exit 1: the program did not succeed
+    assert_output_shape(body)
+    assert body["code"].strip() == LOOPS_FOREVER.strip() and body["lang"] == "python"
+    execution = body["execution"]
+    assert execution["status"] == "timeout" and execution["result"] is None
+    assert execution["stdout"].strip() == "started on [4]" and "still working" in execution["stderr"]
+    assert execution["duration_ms"] >= 700
+    assert body["audit"]["code_hash"] == sha256_text(body["code"])
+    assert body["x-slotrelay"]["error"]["code"] == "MPP-E004"
+    # The persona decides as on any result: the default policy takes the suggestion (the stub model's).
+    assert body["suggestion"] == "keep"
+    assert decision_of(body) == {
+        "final_action": "keep",
+        "state": "kept",
+        "decided_by": "policy:suggestion",
+        "location": str(root / ".github/persona-brain/p1/pen-private" / body["pen_id"]),
+    }
+    kept = root / ".github/persona-brain/p1/pen-private" / body["pen_id"]
+    assert json.loads((kept / "execution.json").read_text())["status"] == "timeout"
+    log = AuditLog(root)
+    transitions = [r for r in log.records_of(body["pen_id"]) if r["event"] == "transition"]
+    assert [r["to"] for r in transitions] == ["draft", "executing", "completed", "kept"]
+    assert (transitions[2]["execution_status"], transitions[2]["error_code"]) == ("timeout", "MPP-E004")
+    call = next(r for r in log.records_of(body["pen_id"]) if r["event"] == "call")
+    assert (call["status"], call["execution_error"], call["final_action"]) == (
+        "completed", "MPP-E004", "keep")
+    assert log.verify().ok
+
+    # A person's policy: the timed-out pen waits, and the person erases it.
+    _policy(root, "p2", {"mode": "person"})
+    code, body = pen("write", "--persona", "p2", INTENT, "--input", '{"numbers": [5]}', "--timeout-ms", "700")
+    assert code == 1 and body["execution"]["status"] == "timeout", body
+    assert decision_of(body)["state"] == "completed" and decision_of(body)["final_action"] is None
+    code, decided = pen("decide", body["pen_id"], "erase", backend=False)
+    assert code == 0 and decision_of(decided)["state"] == "erased", decided
+    assert decided["execution"]["status"] == "timeout"
+    assert decided["x-slotrelay"]["error"]["code"] == "MPP-E004"
 
 
 def test_e005_static_and_at_run_time(pen, root, stub) -> None:
@@ -315,8 +407,9 @@ def test_e005_static_and_at_run_time(pen, root, stub) -> None:
     assert code == 1 and body["error"]["code"] == "MPP-E005", body
     assert body["error"]["details"]["stage"] == "static"
     pen_id = [r for r in AuditLog(root).records() if r["event"] == "call"][-1]["pen_id"]
-    # Refused before running: the pen never reached `executing`.
-    assert [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"] == ["draft"]
+    # Refused before running: the pen never reached `executing`, and it is erased, not left a draft.
+    assert [r["to"] for r in AuditLog(root).records_of(pen_id) if r["event"] == "transition"] == [
+        "draft", "erased"]
 
     # The code names no path, but the request asks the sandbox for a host path outside its roots.
     stub.default_code = "def main(inputs):\n    return 1\n"
@@ -441,7 +534,7 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
         and "options.sandbox.fs.allow_paths: 'data/in.csv' is not an absolute path"
         in (body["error"]["message"])
     )
-    assert stub.requests == [] and not (root / ".slotrelay").exists()
+    assert stub.requests == [] and not fsio.tree_state(root).exists()
     code = runner.invoke(app, ["pen", "write", "--persona", "p1", INTENT, "--backend", "podman"]).exit_code
     assert code == 2 and stub.requests == []
     missing = runner.invoke(app, ["pen", "audit", "verify", "--root", str(root / "typo")])
@@ -458,7 +551,7 @@ def test_invalid_requests_name_the_field(pen, root, stub) -> None:
 
 
 def _no_tmp_files(root: Path) -> list[str]:
-    return [str(path.relative_to(root)) for path in root.rglob("*.tmp")]
+    return [str(path) for folder in (root, fsio.tree_state(root)) for path in folder.rglob("*.tmp")]
 
 
 def test_regression_a_lone_surrogate_in_the_result_is_replaced_and_the_pen_finishes(pen, root, stub) -> None:
@@ -467,7 +560,7 @@ def test_regression_a_lone_surrogate_in_the_result_is_replaced_and_the_pen_finis
     stub.default_code = "def main(inputs):\n    return {'s': '\\ud800'}\n"
     code, body = pen("write", "--persona", "p1", INTENT, "--persist-hint", "keep")
     assert code == 0, body
-    assert body["execution"]["result"] == {"s": "\ufffd"} and body["decision"]["state"] == "kept"
+    assert body["execution"]["result"] == {"s": "\ufffd"} and decision_of(body)["state"] == "kept"
     folder = root / ".github/persona-brain/p1/pen-private" / body["pen_id"]
     assert json.loads((folder / "execution.json").read_text(encoding="utf-8"))["result"] == {"s": "\ufffd"}
     # A shell program's result is its last stdout line: the same replacement applies.
@@ -476,7 +569,7 @@ def test_regression_a_lone_surrogate_in_the_result_is_replaced_and_the_pen_finis
     code, body = pen("write", "--persona", "p2", INTENT, "--lang", "shell")
     assert code == 0 and body["execution"]["result"] == {"s": "\ufffd"}, body
     code, decided = pen("decide", body["pen_id"], "erase", backend=False)
-    assert code == 0 and decided["decision"]["state"] == "erased", decided
+    assert code == 0 and decision_of(decided)["state"] == "erased", decided
     assert _no_tmp_files(root) == []
     assert [c["status"] for c in AuditLog(root).records() if c["event"] == "call"] == [
         "completed",
@@ -504,7 +597,7 @@ def test_regression_a_run_that_fails_after_completing_is_erased_not_left_complet
     states = [r["to"] for r in AuditLog(root).records_of(following) if r["event"] == "transition"]
     assert states == ["draft", "executing", "completed", "erased"]
     assert (blocker / "mine.txt").read_text() == "not the pen's"
-    assert not (root / ".slotrelay/pen-staging" / following).exists() and _no_tmp_files(root) == []
+    assert not (store.staging_dir(root, following)).exists() and _no_tmp_files(root) == []
     code, again = pen("decide", following, "keep", backend=False)
     assert code == 2 and again["error"]["code"] == "PEN_ILLEGAL_TRANSITION", again
     assert pen("audit", "verify", backend=False)[0] == 0
@@ -516,7 +609,7 @@ def test_regression_a_request_with_a_lone_surrogate_is_refused_by_field(pen, roo
     assert body["error"]["details"]["fields"] == [
         "context.upstream_inputs: holds text that is not valid Unicode (a lone surrogate)"
     ]
-    assert stub.requests == [] and not (root / ".slotrelay").exists()
+    assert stub.requests == [] and not fsio.tree_state(root).exists()
 
 
 @pytest.mark.parametrize(
@@ -550,26 +643,22 @@ def test_regression_a_read_only_root_is_a_clear_error(tmp_path: Path, stub) -> N
     # Run under bwrap so the folder is a read-only mount: root bypasses file modes, not EROFS.
     if shutil.which("bwrap") is None:
         require_service(False, "bwrap is not installed")
-    read_only, inner_read_only = tmp_path / "ro", tmp_path / "rw"
-    read_only.mkdir()
-    (inner_read_only / ".slotrelay").mkdir(parents=True)
-    env = {**os.environ, "SLOTRELAY_MODEL_BASE_URL": stub.base_url, "SLOTRELAY_MODEL_NAME": "stub-coder"}
+    # A read-only root is refused at once; a writable root whose state folder is read-only (the pen
+    # keeps its ids and audit log there) fails before the model is asked.
+    read_only, writable, state = tmp_path / "ro", tmp_path / "rw", tmp_path / "state"
+    for folder in (read_only, writable, state):
+        folder.mkdir()
+    env = {
+        **os.environ,
+        "SLOTRELAY_MODEL_BASE_URL": stub.base_url,
+        "SLOTRELAY_MODEL_NAME": "stub-coder",
+        fsio.STATE_HOME_ENV: str(state),
+    }
     slotrelay = str(Path(sys.executable).with_name("slotrelay"))
-    mounts = [
-        "--ro-bind",
-        str(read_only),
-        str(read_only),
-        "--ro-bind",
-        str(inner_read_only / ".slotrelay"),
-        str(inner_read_only / ".slotrelay"),
-    ]
+    mounts = ["--ro-bind", str(read_only), str(read_only), "--ro-bind", str(state), str(state)]
     for root, code, message in (
         (read_only, 2, f"PEN_INVALID_REQUEST: --root: {read_only} is not writable"),
-        (
-            inner_read_only,
-            1,
-            (f"PEN_RUN_FAILED: the pen cannot write under its root {inner_read_only}: Read-only file system"),
-        ),
+        (writable, 1, f"PEN_RUN_FAILED: the pen cannot write its state for the root {writable}"),
     ):
         done = subprocess.run(
             [

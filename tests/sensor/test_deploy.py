@@ -1,10 +1,11 @@
-"""The `deploy` executor on local folder targets against a real HTTP server on 127.0.0.1 (SSH:
-tests/chain)."""
+"""The `deploy` executor on local folder targets against a real HTTP server on 127.0.0.1 (SSH, and the
+releases on both kinds: tests/chain)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import shutil
 import threading
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 
-from slotrelay.chain import deploy
+from slotrelay.chain import deploy_folder
 from slotrelay.chain.deploy import run_deploy
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.models import DeployExecutor
@@ -65,8 +66,9 @@ def site(tmp_path: Path) -> Path:
 
 
 def in_chain(folder: Path) -> SimpleNamespace:
-    """The part of an ExecutionContext the deploy executor reads: the chain's folder."""
-    return SimpleNamespace(chain=SimpleNamespace(base_dir=folder))
+    """The part of an ExecutionContext the deploy executor reads: the chain's folder, the engine's logger."""
+    return SimpleNamespace(chain=SimpleNamespace(base_dir=folder),
+                           logger=logging.getLogger("slotrelay.engine"))
 
 
 def _sha(data: bytes) -> str:
@@ -78,12 +80,13 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
     spec = {
         "kind": "deploy",
         "files": ["build/index.html", "build/posts/a.html"],
-        "targets": [{"name": "C", "folder": str(root / "site"), "base_url": url}, "mirror-b"],
+        "targets": [{"name": "C", "folder": str(root / "site"), "base_url": f"{url}/current"}, "mirror-b"],
         "url_retry": {"backoff_factor": 0.01},
     }
     out = run_deploy(DeployExecutor(**spec), {"from": "upstream"}, in_chain(site))
+    url = f"{url}/current"
 
-    for target in (root / "site", site / "mirror-b"):
+    for target in (root / "site" / "current", site / "mirror-b" / "current"):
         assert (target / "build/index.html").read_text() == "<h1>slotrelay</h1>\n"
         assert (target / "build/posts/a.html").read_bytes() == b"\x00binary\xffpost"
         assert not list(target.rglob("*.tmp"))
@@ -94,14 +97,15 @@ def test_deploys_to_every_target_verifies_and_checks_the_url(site, served):
     assert [(d["target_name"], d["url_status"]) for d in out["deployed"]] == [("C", 200), ("C", 200),
                                                                              ("mirror-b", None),
                                                                              ("mirror-b", None)]
-    assert out["targets"]["C"] == {"kind": "folder", "location": str(root / "site"), "base_url": url}
+    assert {k: out["targets"]["C"][k] for k in ("kind", "location", "base_url", "checked")} == {
+        "kind": "folder", "location": str(root / "site"), "base_url": url, "checked": "after_switch"}
     # 紧追-L3 with the default points on both pages: served and Dev agree.
     assert [(p["page"], p["point"], p["served"], p["equal"]) for p in out["feature_points"][:3]] == [
         ("build/index.html", "title", None, True), ("build/index.html", "css h1", "slotrelay", True),
         ("build/index.html", 'css meta[name="description"] @content', None, True),
     ]
     assert len(out["feature_points"]) == 6 and all(p["target"] == "C" for p in out["feature_points"])
-    assert handler.requests == ["/site/build/index.html", "/site/build/posts/a.html"]
+    assert handler.requests == ["/site/current/build/index.html", "/site/current/build/posts/a.html"]
     assert out["input"] == {"from": "upstream"}
 
 
@@ -122,6 +126,8 @@ def test_a_url_that_does_not_serve_the_file_fails_after_the_copy(site, served):
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_url_unreachable"
     assert "404" in caught.value.message
+    # Switched back: the target has no live release, as before the deploy.
+    assert not (site / "only-b").exists()
 
 
 def test_a_stale_served_copy_is_a_url_mismatch(site, served):
@@ -141,9 +147,9 @@ def test_the_url_check_retries_a_warming_server(site, served):
     root, url, handler = served
     handler.failures_left = 2
     spec = {"kind": "deploy", "files": ["build/index.html"], "url_retry": {"backoff_factor": 0.01},
-            "targets": [{"folder": str(root / "site"), "base_url": url}]}
+            "targets": [{"folder": str(root / "site"), "base_url": f"{url}/current"}]}
     out = run_deploy(DeployExecutor(**spec), {}, in_chain(site))
-    assert out["checked_urls"] == [f"{url}/build/index.html"]
+    assert out["checked_urls"] == [f"{url}/current/build/index.html"]
     assert len(handler.requests) == 3
 
     handler.failures_left = 3
@@ -156,10 +162,10 @@ def test_the_url_check_retries_a_warming_server(site, served):
 
 def test_a_truncated_copy_is_a_hash_mismatch(site, monkeypatch):
     # A copy that loses bytes on the way (a full disk, a flaky mount): simulated by a short copy.
-    def short_copy(src, dst, **_):
-        Path(dst).write_bytes(Path(src).read_bytes()[:-3])
+    def short_copy(source, target, *_):
+        target.write(source.read()[:-3])
 
-    monkeypatch.setattr(shutil, "copyfile", short_copy)
+    monkeypatch.setattr(shutil, "copyfileobj", short_copy)
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
@@ -178,16 +184,16 @@ def test_an_unwritable_target_is_named(site):
 
 def test_a_copy_that_cannot_be_read_back_is_named(site, monkeypatch):
     # The target's disk fails on the read that proves the copy: a named node error, not a bare OSError.
-    real = deploy.sha256_of
+    real = deploy_folder.sha256_of
 
-    def failing_read(path):
-        if "mirror-b" in str(path):
+    def failing_read(handle):
+        if "mirror-b" in handle.name:
             raise OSError(5, "Input/output error")
-        return real(path)
+        return real(handle)
 
-    monkeypatch.setattr(deploy, "sha256_of", failing_read)
+    monkeypatch.setattr(deploy_folder, "sha256_of", failing_read)
     spec = {"kind": "deploy", "files": ["build/index.html"], "targets": ["mirror-b"]}
     with pytest.raises(NodeError) as caught:
         run_deploy(DeployExecutor(**spec), {}, in_chain(site))
     assert caught.value.error_type == "deploy_target_unwritable"
-    assert "mirror-b/build/index.html" in caught.value.message
+    assert "mirror-b/releases/" in caught.value.message and "/build/index.html" in caught.value.message

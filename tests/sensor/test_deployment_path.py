@@ -117,7 +117,8 @@ def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
 @pytest.fixture
 def site_example(tmp_path):
     """The `examples/relay` chain copied to a temporary folder, deploying to its `public/` folder served on
-    127.0.0.1 by the example's own `serve_site.py` (docs/deploy.md), on a free port."""
+    127.0.0.1 by the example's own `serve_site.py` (docs/deploy.md), on a free port: the live release at
+    `/current/`, a new one checked at `/releases/<id>/` before the switch."""
     folder = tmp_path / "site"
     shutil.copytree(ROOT / "examples" / "relay", folder,
                     ignore=shutil.ignore_patterns("slots", "build", "public", "mirror-b", "logs", "alerts",
@@ -128,11 +129,12 @@ def site_example(tmp_path):
     chain_file = folder / "node_chain.json"
     chain = json.loads(chain_file.read_text())
     deploy = next(n for n in chain["nodes"] if n["node_id"] == "deploy-site")
-    deploy["executor"]["targets"][0]["base_url"] = f"http://127.0.0.1:{port}/"
+    deploy["executor"]["targets"][0]["base_url"] = f"http://127.0.0.1:{port}/current/"
+    deploy["executor"]["targets"][0]["preview_url"] = f"http://127.0.0.1:{port}/releases/"
     chain_file.write_text(json.dumps(chain, indent=1))
     try:
         wait_for(lambda: http_status(f"http://127.0.0.1:{port}/") == 200, 60, "serve_site.py to answer")
-        yield chain_file, f"http://127.0.0.1:{port}/build/index.html"
+        yield chain_file, f"http://127.0.0.1:{port}/current/build/index.html"
     finally:
         site.send_signal(signal.SIGINT)
         site.wait(timeout=30)
@@ -178,10 +180,14 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
     # The deploy node copied the page to the served folder and the B mirror, and the URL serves it.
     page = (tmp_path / "site" / "build" / "index.html").read_bytes()
     assert b"<h1>Relay &lt;1&gt;</h1>" in page
-    assert (tmp_path / "site" / "mirror-b" / "build" / "index.html").read_bytes() == page
+    assert (tmp_path / "site" / "mirror-b" / "current" / "build" / "index.html").read_bytes() == page
     with urllib.request.urlopen(page_url) as answer:
         assert answer.read() == page
-    assert read_slot(deployed)["data"]["checked_urls"] == [page_url]
+    # Checked at its preview URL before `current` switched to it.
+    output = read_slot(deployed)["data"]
+    release = output["release"]
+    assert output["checked_urls"] == [page_url.replace("/current/", f"/releases/{release}/")]
+    assert output["targets"]["C"]["checked"] == "before_switch"
 
     runs, site_runs = deployment_runs("relay"), deployment_runs("site-relay")
     assert sorted(r.parameters["start_nodes"][0] for r in runs) == ["publish", "work"]

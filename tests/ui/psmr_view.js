@@ -2,17 +2,24 @@
 // Chromium with playwright-core: open the overview, search a symbol with the header's search box,
 // open it, read its slice picture (the SVG dot laid out), follow the SVG edge from a caller to the
 // evidence page, then open the impact page and the unknowns list; then open the proposed deltas from
-// the header, open one delta, read its recorded validation checks and its diff, and screenshot it.
+// the header, open one delta, read its recorded validation checks and its diff, and screenshot it;
+// then open the diff page from the header, type two git revisions into its form and press Compare
+// (a POST from the view's own page), and read the diff it is redirected to.
 //
 // Usage: node psmr_view.js '<job JSON>' with keys
 //   url (the view's address), query (text typed into the search box), symbol (the semantic identity
 //   of the match to open), caller (the semantic identity whose edge into `symbol` to follow),
 //   profile (a fresh Chromium user-data-dir), screenshot (PNG of the symbol page), failure_screenshot
 //   (PNG of the page a failure left), timeout_ms (for every wait), delta (the delta id to open from the
-//   deltas list), delta_screenshot (PNG of the delta page).
+//   deltas list), delta_screenshot (PNG of the delta page), rev_a and rev_b (the revisions to compare).
 // Prints one JSON line: {ok, overview, search, symbol_page, evidence, impact, unknowns, deltas, delta,
-// elapsed_ms},
+// revisions, elapsed_ms},
 // or with ok: false, an error and whatever it had read before it (exit code 1).
+//
+// With `attack` (the URL of a page on another origin holding a link to the diff page with two
+// revisions, `#open`, and a form posting them to it, `#post`) it plays the other site instead: it
+// opens that page, follows the link, goes back, submits the form, and prints
+// {ok, followed: {status, url, forms, diff}, posted: {status, url, code}}.
 //
 // With `loads` (and `url` the page to load) it measures instead, for bench/psmr_view_bench.py: the page
 // is loaded `loads` times after one warm-up, and each load's time from navigation start to the load
@@ -147,7 +154,49 @@ async function read(page, job, done) {
         apply_links: await page.$$eval('a[href]', (links) => links.map((a) => a.href).filter((h) => /apply/i.test(h))),
     };
     await page.screenshot({ path: job.delta_screenshot, fullPage: true });
+
+    await page.locator('header nav a', { hasText: 'Diff' }).click();
+    await page.locator('form#revisions').waitFor();
+    await page.locator('form#revisions input[name="rev_a"]').fill(job.rev_a);
+    await page.locator('form#revisions input[name="rev_b"]').fill(job.rev_b);
+    const [compared] = await Promise.all([
+        page.waitForResponse((r) => r.request().method() === 'POST'),
+        page.locator('form#revisions button[type="submit"]').click(),
+    ]);
+    await page.locator('#diff-counts').waitFor();
+    const listed = (section) => page.$$eval(`#${section} [data-id]`, (items) => items.map((i) => i.dataset.id));
+    done.revisions = {
+        method: await page.$eval('form#revisions', (form) => form.method),
+        posted: compared.status(),
+        url: page.url(),
+        counts: await counts(page, '#diff-counts'),
+        symbols_added: await listed('symbols_added'),
+        symbols_changed: await listed('symbols_changed'),
+    };
     return done;
+}
+
+// Another site's page: follow its link to the diff page (a GET carrying two revisions), then submit
+// its form posting them there. Each step's answer is the main document's response.
+async function attack(page, job) {
+    await page.goto(job.attack);
+    const [followed] = await Promise.all([page.waitForNavigation(), page.locator('#open').click()]);
+    const result = {
+        followed: {
+            status: followed.status(),
+            url: page.url(),
+            forms: await page.$$eval('form#revisions', (forms) => forms.length),
+            diff: await page.$$eval('#diff-counts', (tables) => tables.length),
+        },
+    };
+    await page.goto(job.attack);
+    const [posted] = await Promise.all([page.waitForNavigation(), page.locator('#post button').click()]);
+    result.posted = {
+        status: posted.status(),
+        url: page.url(),
+        code: await page.$eval('[data-code]', (e) => e.dataset.code),
+    };
+    return result;
 }
 
 async function measure(page, job) {
@@ -173,7 +222,8 @@ async function main() {
     const done = {};
     let outcome;
     try {
-        outcome = { ok: true, ...await (job.loads ? measure(page, job) : read(page, job, done)) };
+        const run = job.loads ? measure(page, job) : job.attack ? attack(page, job) : read(page, job, done);
+        outcome = { ok: true, ...await run };
     } catch (error) {
         outcome = { ...done, ok: false, error: String(error.message || error), at: page.url() };
         await page.screenshot({ path: job.failure_screenshot, fullPage: true });

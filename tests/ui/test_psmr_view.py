@@ -74,6 +74,9 @@ SIGNATURE_CHANGE = {
 BROKEN_BODY = {"op": "replace_body", "target": "shop.auth.check", "body": "return token == EXPECTED"}
 RENAME = {"op": "rename_symbol", "target": "shop.auth.check", "new_name": "token_is_valid"}
 ADDED_CALL = "        login(self.user, token, 'cart')"
+# The diff form's two revisions (the sample's two commits), as the browser posts them.
+REVISIONS = {"rev_a": "HEAD~1", "rev_b": "HEAD"}
+FORM = "application/x-www-form-urlencoded"
 
 
 def start_view(args: list[str], log: Path) -> ServerProcess:
@@ -88,7 +91,8 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`slotrelay psmr view SHOP` (which builds the workspace into SHOP/.psmr first); yields its URL."""
+    """`slotrelay psmr view SHOP` (which builds the workspace into the session's store first); yields its
+    URL."""
     server = start_view(
         [str(shop), "--port", str(free_port())], tmp_path_factory.mktemp("view-log") / "err.log"
     )
@@ -104,7 +108,7 @@ def workspace_id(view: str) -> str:
     return view.rstrip("/").rsplit("/", 1)[1]
 
 
-def _ok(operation: str, request: dict, store: Path) -> dict:
+def _ok(operation: str, request: dict, store: Path | None = None) -> dict:
     answer = api.call(operation, request, store=store)
     assert answer["status"] == "ok", answer.get("error")
     return answer["data"]
@@ -113,7 +117,7 @@ def _ok(operation: str, request: dict, store: Path) -> dict:
 @pytest.fixture(scope="module")
 def proposed(shop: Path, workspace_id: str) -> dict[str, str]:
     """The three deltas, proposed (and validated, previewed) through the API as an agent would."""
-    store = shop / ".psmr"
+    store = Store.open().path
 
     def propose(intent: str, operation: dict) -> str:
         request = {"workspace_id": workspace_id, "intent": intent, "operations": [operation]}
@@ -161,6 +165,8 @@ def test_a_person_reads_the_workspace_in_a_browser(
         "timeout_ms": BROWSER_TIMEOUT_MS,
         "delta": proposed["signature"],
         "delta_screenshot": str(delta_screenshot),
+        "rev_a": "HEAD~1",
+        "rev_b": "HEAD",
     }
     done = subprocess.run(
         [str(NODE), str(SCRIPT), json.dumps(job)],
@@ -178,7 +184,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
     )
     assert seen["refused"] == []
 
-    described = api.call("workspace.describe", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
+    described = api.call("workspace.describe", {"workspace_id": workspace_id})["data"]
     overview = seen["overview"]
     assert overview["url"].endswith(f"/ws/{workspace_id}/")  # `/` opens the workspace the view was started on
     assert (overview["nodes"], overview["edges"], overview["unknowns"]) == (
@@ -228,7 +234,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
     assert impact["likely_tests"] == [TEST_LOGIN]
     assert {"shop/auth.py", "shop/cart.py", "tests/test_auth.py"} <= set(impact["review_files"])
 
-    unknowns = api.call("query.unknowns", {"workspace_id": workspace_id}, store=shop / ".psmr")["data"]
+    unknowns = api.call("query.unknowns", {"workspace_id": workspace_id})["data"]
     shown = seen["unknowns"]
     assert shown["total"] == unknowns["total"] == len(shown["rows"])
     assert sorted((r["reason"], r["scope"]) for r in shown["rows"]) == sorted(
@@ -255,10 +261,11 @@ def test_a_person_reads_the_workspace_in_a_browser(
             "contracts",
             "impact_boundary",
             "known_defects",
+            "constraints",
         )
     ]
     recorded = _ok(
-        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}, shop / ".psmr"
+        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}
     )
     assert [(e["kind"], e["evidence"]) for e in delta["edits"]] == [
         (e["kind"], e.get("evidence_ref")) for e in recorded["edits"]
@@ -272,6 +279,16 @@ def test_a_person_reads_the_workspace_in_a_browser(
     assert len({colours["add"], colours["del"], colours["ctx"]}) == 3, colours
     assert delta["forms"] == 0 and delta["apply_links"] == []
     assert delta_screenshot.stat().st_size > 10_000
+
+    # Two revisions compared from the diff page's form: a POST from the view's own page, answered
+    # with a redirect to the diff of the two workspaces it built.
+    revisions = seen["revisions"]
+    assert (revisions["method"], revisions["posted"]) == ("post", 303)
+    pair = r"/diff\?workspace_a=ws_[0-9a-f]+&workspace_b=ws_[0-9a-f]+$"
+    assert re.search(pair, revisions["url"]), revisions
+    assert "semantic:shop.audit.who" in revisions["symbols_added"]
+    assert "semantic:shop.auth.check" in revisions["symbols_changed"]
+    assert revisions["counts"]["symbols_added"] == len(revisions["symbols_added"])
 
 
 def _rows(page: str) -> tuple[list[str], list[tuple[str, ...]]]:
@@ -357,11 +374,11 @@ def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> No
             **request,
             "budget": {"max_nodes": 5000, "max_edges": 5000, "max_text_bytes": 2_000_000},
         },
-        store=root / ".psmr",
+        store=Store.open().path,
     )["data"]
     assert len(whole["nodes"]) == 2001 and not whole["truncated"]
 
-    client = TestClient(create_app(root / ".psmr", hosts=["testserver"]))
+    client = TestClient(create_app(Store.open().path, hosts=["testserver"]))
     url: str | None = f"/ws/{workspace_id}/symbol?id=wide.hub"
     nodes, edges, pages = [], [], 0
     while url:
@@ -386,14 +403,15 @@ def test_a_2000_node_slice_is_paged_by_continuation_tokens(tmp_path: Path) -> No
 
 @pytest.fixture(scope="module")
 def client(shop: Path, workspace_id: str) -> TestClient:
-    return TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
+    return TestClient(create_app(Store.open().path, hosts=["testserver"]))
 
 
 def test_the_other_pages_show_what_their_operators_answer(
     client: TestClient, workspace_id: str, shop: Path
 ) -> None:
     """Search by file, findings three lists apart, conflicts, a source line, and the semantic diff between
-    the sample's two commits (the revisions are built into its store, as psmr_semantic_diff does)."""
+    the sample's two commits (the revisions are built into its store, as psmr_semantic_diff does, by
+    the diff form's POST)."""
     base = f"/ws/{workspace_id}"
     files = client.get(f"{base}/search", params={"q": "cart", "kind": "file"})
     assert files.status_code == 200 and 'data-id="artifact:shop/cart.py"' in files.text
@@ -410,8 +428,10 @@ def test_the_other_pages_show_what_their_operators_answer(
     source = client.get(f"{base}/source", params={"artifact": "shop/cart.py", "line": line}).text
     assert re.search(rf'<tr id="shop/cart.py:{line}" class="hl" data-line="{line}">.*getattr', source)
 
-    diff = client.get(f"{base}/diff", params={"rev_a": "HEAD~1", "rev_b": "HEAD"})
-    assert diff.status_code == 200, diff.text
+    diff = client.post(
+        f"{base}/diff", data={"rev_a": "HEAD~1", "rev_b": "HEAD"}, headers={"Origin": "http://testserver"}
+    )
+    assert diff.status_code == 200 and diff.history[0].status_code == 303, diff.text
     added = diff.text.split('id="symbols_added"')[1].split("</section>")[0]
     changed = diff.text.split('id="symbols_changed"')[1].split("</section>")[0]
     assert 'data-id="semantic:shop.audit.who"' in added and 'data-id="semantic:shop.auth.check"' in changed
@@ -443,7 +463,7 @@ def test_the_delta_pages_show_what_was_recorded_and_change_nothing(
 ) -> None:
     """The list and each delta page read the records (validation as delta.validate stored it, never
     re-run); opening them writes neither a record nor a source file, and no page offers to apply."""
-    folder = shop / ".psmr" / "workspaces" / workspace_id / "deltas"
+    folder = Store.open().path / "workspaces" / workspace_id / "deltas"
     watched = sorted(folder.glob("*.json")) + sorted((shop / "shop").glob("*.py"))
     before = {p: p.read_bytes() for p in watched}
     base = f"/ws/{workspace_id}"
@@ -534,7 +554,7 @@ def test_a_delta_is_paged_by_continuation_tokens(
     concatenation is delta.describe's whole answer; the recorded summary heads page 1 only."""
     monkeypatch.setitem(BUDGETS, "delta", {"max_nodes": 2})
     whole = _ok(
-        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}, shop / ".psmr"
+        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}
     )
     url: str | None = f"/ws/{workspace_id}/delta?id={proposed['signature']}"
     kinds, files, pages = [], [], 0
@@ -559,7 +579,7 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
     root = tmp_path / "tree"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
     workspace_id = api.build_workspace(root)["workspace_id"]
-    store = root / ".psmr"
+    store = Store.open().path
     request = {
         "workspace_id": workspace_id,
         "intent": "a source for every login",
@@ -594,7 +614,7 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
     (folder / f".{delta_id}.json.1.tmp").write_text("{")
     listed = client.get(f"{base}/deltas")
     assert listed.status_code == 200 and list(_delta_rows(listed.text)) == [delta_id]
-    assert re.search(r'class="warning">[^<]*dl_00000000000a.json is not a readable', listed.text)
+    assert re.search(r'class="warning">[^<]*dl_00000000000a is left out', listed.text)
     damaged = client.get(f"{base}/delta", params={"id": "dl_00000000000a"})
     assert damaged.status_code == 404 and 'data-code="OBJECT_NOT_FOUND"' in damaged.text
 
@@ -642,9 +662,14 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
             "OBJECT_NOT_FOUND",
             "is not a file of this workspace",
         ),
-        ("diff?rev_a=HEAD~1", 400, "INVALID_QUERY", "needs both rev_a and rev_b"),
-        ("diff?rev_a=no-such-rev&rev_b=HEAD", 422, "EXECUTION_FAILED", "no-such-rev"),
         ("diff?against=ws_0123456789ab", 404, "WORKSPACE_NOT_FOUND", "no workspace ws_0123456789ab"),
+        ("diff?workspace_a=ws_0123456789ab", 400, "INVALID_QUERY", "needs both workspace_a and workspace_b"),
+        (
+            "diff?against=ws_0123456789ab&workspace_b=ws_0123456789ab",
+            400,
+            "INVALID_QUERY",
+            "not both",
+        ),
         ("search?q=x&kind=banana", 400, "INVALID_QUERY", "field kind"),
         ("source?artifact=shop/cart.py&line=x", 400, "INVALID_QUERY", "parameter &#39;line&#39; takes"),
         ("delta?id=dl_000000000000", 404, "OBJECT_NOT_FOUND", "no delta dl_000000000000"),
@@ -663,6 +688,29 @@ def test_bad_input_gets_a_clear_page_with_a_4xx_status(
     assert answer.headers["content-type"].startswith("text/html")
     assert f'data-code="{code}"' in answer.text and says in answer.text, answer.text
     assert "Traceback" not in answer.text
+
+
+@pytest.mark.parametrize(
+    ("form", "headers", "status", "code", "says"),
+    [
+        ({"rev_a": "HEAD~1"}, {}, 400, "INVALID_QUERY", "needs both rev_a and rev_b"),
+        ({"rev_a": "no-such-rev", "rev_b": "HEAD"}, {}, 422, "EXECUTION_FAILED", "no-such-rev"),
+        ({"rev_a": "--output=/tmp/x", "rev_b": "HEAD"}, {}, 400, "INVALID_QUERY", "does not start with"),
+        ({**REVISIONS}, {"Content-Type": "text/plain"}, 415, "INVALID_QUERY", "urlencoded"),
+        ({"rev_a": "HEAD" * 2000, "rev_b": "HEAD"}, {}, 413, "INVALID_QUERY", "larger than 4096 bytes"),
+    ],
+)
+def test_a_bad_revisions_form_gets_a_clear_page_with_a_4xx_status(
+    client: TestClient, workspace_id: str, form: dict, headers: dict, status: int, code: str, says: str
+) -> None:
+    body = "&".join(f"{k}={v}" for k, v in form.items())
+    answer = client.post(
+        f"/ws/{workspace_id}/diff",
+        content=body,
+        headers={"Origin": "http://testserver", "Content-Type": FORM, **headers},
+    )
+    assert answer.status_code == status, answer.text
+    assert f'data-code="{code}"' in answer.text and says in answer.text, answer.text
 
 
 PAGES = (
@@ -735,7 +783,7 @@ def test_an_unknown_workspace_or_a_missing_store_is_a_404_page(shop: Path, tmp_p
     for path in ("/", "/workspaces", "/ws/ws_0123456789ab/"):
         answer = missing.get(path)
         assert answer.status_code == 404 and "there is no PSMR store at" in answer.text, path
-    present = TestClient(create_app(shop / ".psmr", hosts=["testserver"]))
+    present = TestClient(create_app(Store.open().path, hosts=["testserver"]))
     for path in ("/ws/ws_0123456789ab/symbol?id=x", "/ws/..%2e/", "/ws/not-an-id/search?q=x"):
         answer = present.get(path)
         assert answer.status_code == 404 and 'data-code="WORKSPACE_NOT_FOUND"' in answer.text, path
@@ -746,7 +794,7 @@ def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path
     root = tmp_path / "tree"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
     workspace_id = api.build_workspace(root)["workspace_id"]
-    reader = WorkspaceReader(root / ".psmr", workspace_id)
+    reader = WorkspaceReader(Store.open().path, workspace_id)
     reader.call("workspace.describe", {}, budget={"max_nodes": 1})
     (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
     api.build_workspace(root)
@@ -801,6 +849,120 @@ def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
     assert damaged.status_code == 409 and 'data-code="VALIDATION_FAILED"' in damaged.text, damaged.text
     assert foreign.status_code == 421 and "MISDIRECTED_REQUEST" in foreign.text
     assert embedded.status_code == 403 and followed.status_code == 200
+
+
+def _worktrees(root: Path) -> list[str]:
+    """The git worktrees of the repository at `root` (git's own list)."""
+    listed = subprocess.run(
+        ["git", "-C", str(root), "worktree", "list", "--porcelain"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line.split(" ", 1)[1] for line in listed.splitlines() if line.startswith("worktree ")]
+
+
+@pytest.fixture
+def own_view(shop: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
+    """A view of a copy of the sample repository (its git history included) with a store of its own, on
+    its own port: yields the copy, the store and the view's URL; its log must end without a traceback."""
+    root, store = tmp_path / "shop", tmp_path / "store"
+    shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr"))
+    # Not the worktrees other tests built for the original: this copy starts with its checkout only.
+    shutil.rmtree(root / ".git" / "worktrees", ignore_errors=True)
+    server = start_view([str(root), "--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
+    try:
+        yield root, store, wait_for_url(server, START_TIMEOUT_S)
+    finally:
+        output = stop_server(server)
+    assert "Traceback" not in output, output
+
+
+
+def test_regression_no_request_from_another_site_makes_the_view_build(
+    own_view: tuple[Path, Path, str],
+) -> None:
+    """A GET of the diff page with two revisions (a link, or a page another site opened) ran `git worktree
+    add` and two builds in the user's repository. Now a GET only fills the form in, and the POST that
+    builds is refused unless it comes from the view's own page (Origin, else Referer)."""
+    root, store, url = own_view
+    port = url.split(":")[2].split("/")[0]
+    store_before = sorted(p.name for p in (store / "workspaces").iterdir())
+    crossing = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+    with httpx.Client(base_url=url, timeout=120) as http:
+        opened = http.get("diff", params=REVISIONS, headers=crossing)
+        refused = {
+            name: http.post("diff", data=REVISIONS, headers=headers)
+            for name, headers in {
+                "another site": {"Origin": "http://evil.example", **crossing},
+                "another port": {"Origin": f"http://127.0.0.1:{free_port()}"},
+                "an opaque origin": {"Origin": "null"},
+                "another site's referer": {"Referer": "http://evil.example/page"},
+                "no origin or referer": {},
+            }.items()
+        }
+        assert _worktrees(root) == [str(root)] and not (store / "trees").exists()
+        assert sorted(p.name for p in (store / "workspaces").iterdir()) == store_before
+        own = http.post("diff", data=REVISIONS, headers={"Origin": f"http://127.0.0.1:{port}"})
+        shown = http.get(f"http://127.0.0.1:{port}{own.headers['location']}")
+        by_referer = http.post("diff", data=REVISIONS, headers={"Referer": f"{url}diff"})
+    assert opened.status_code == 200, opened.text
+    assert 'id="revisions"' in opened.text and 'value="HEAD~1"' in opened.text
+    assert 'id="diff-counts"' not in opened.text
+    for name, answer in refused.items():
+        assert answer.status_code == 403 and 'data-code="CROSS_SITE_REFUSED"' in answer.text, name
+    assert own.status_code == 303 and "workspace_a=ws_" in own.headers["location"]
+    assert shown.status_code == 200 and 'data-id="semantic:shop.audit.who"' in shown.text
+    assert by_referer.status_code == 303
+    assert len(_worktrees(root)) == 3
+
+
+@pytest.mark.browser
+def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
+    own_view: tuple[Path, Path, str], browser_tools: None, tmp_path: Path
+) -> None:
+    """What issue 29 did with a browser: a page on another origin links to the diff page with two
+    revisions and posts them to it. Following the link shows the form, nothing built; the post is 403."""
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    root, store, url = own_view
+    site = tmp_path / "site"
+    site.mkdir()
+    diff = f"{url}diff"
+    (site / "index.html").write_text(
+        f'<a id="open" href="{diff}?rev_a=HEAD~1&amp;rev_b=HEAD">see the diff</a>'
+        f'<form id="post" method="post" action="{diff}"><input name="rev_a" value="HEAD~1">'
+        '<input name="rev_b" value="HEAD"><button>compare</button></form>'
+    )
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: Quiet(*a, directory=str(site)))
+    Thread(target=other.serve_forever, daemon=True).start()
+    job = {
+        "attack": f"http://127.0.0.1:{other.server_address[1]}/index.html",
+        "profile": str(tmp_path / "chromium-profile"),
+        "failure_screenshot": str(tmp_path / "failure.png"),
+        "timeout_ms": BROWSER_TIMEOUT_MS,
+    }
+    try:
+        done = subprocess.run(
+            [str(NODE), str(SCRIPT), json.dumps(job)], cwd=HERE, capture_output=True, text=True, timeout=600,
+            check=False,
+        )
+    finally:
+        other.shutdown()
+        other.server_close()
+    lines = done.stdout.strip().splitlines()
+    seen = json.loads(lines[-1]) if lines else {"ok": False}
+    assert done.returncode == 0 and seen["ok"], f"{seen}; stderr: {done.stderr[-2000:]}"
+    followed = seen["followed"]
+    assert (followed["status"], followed["forms"], followed["diff"]) == (200, 1, 0), followed
+    assert (seen["posted"]["status"], seen["posted"]["code"]) == (403, "CROSS_SITE_REFUSED")
+    assert _worktrees(root) == [str(root)] and not (store / "trees").exists()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,466 @@
+"""Files slotrelay writes and reads, never through a link it did not make.
+
+The rule is CONTRACTS.md#files-the-product-writes. Two places hold what slotrelay writes:
+
+- its state folder (`state_home()`): the PSMR store, delta records, audit logs with their head and
+  lock files, the sealing key. A tree's own state lives under `tree_state(tree)`, keyed by the tree's
+  resolved path, so nothing a tree holds (a cloned `.psmr/` or `.slotrelay/`) is read or written as
+  slotrelay's state;
+- the files it must write inside a tree it did not create (a projected source file, a kept pen): each
+  goes through a `CheckedDir`. Every folder from a trusted anchor (a granted root, the state folder)
+  down is opened relative to its parent's descriptor with `O_NOFOLLOW | O_DIRECTORY`, so a folder that
+  is, or is swapped for, a symlink or a file is refused, never followed. The file is written to a
+  fresh temporary name in that same folder, fsynced, renamed over its target within the descriptor,
+  and the folder is fsynced.
+
+Reads of files a request can reach (`read_file`, `read_regular`, `open_regular`) never block and read
+only regular files: a link not followed raises `LinkRefused` (ELOOP), a FIFO, socket, device or folder
+`NotRegular` (EINVAL), and a file larger than the caller's limit `FileTooLarge` (EFBIG).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import secrets
+import stat
+from collections.abc import Iterable
+from pathlib import Path, PurePath
+from types import TracebackType
+from typing import Self
+
+STATE_HOME_ENV = "SLOTRELAY_STATE_HOME"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+CHUNK = 1 << 20
+
+
+class RefusedPath(OSError):
+    """A path fsio does not open: a link it did not make, or not the kind of file asked for."""
+
+
+class LinkRefused(RefusedPath):
+    """A symbolic link where a folder or file was expected; it is not followed."""
+
+    def __init__(self, path: str | PurePath) -> None:
+        super().__init__(errno.ELOOP, "a symbolic link, not followed", str(path))
+
+
+class NotRegular(RefusedPath):
+    """Not a regular file (or, on the way to one, not a folder); `kind` says what it is."""
+
+    def __init__(self, path: str | PurePath, kind: str, expected: str = "a regular file") -> None:
+        super().__init__(errno.EINVAL, f"{kind}, not {expected}", str(path))
+        self.kind = kind
+
+
+class FileTooLarge(OSError):
+    """A file larger than the reader's limit (nothing of it is returned)."""
+
+    def __init__(self, path: str | PurePath, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"larger than {limit} bytes, the limit", str(path))
+        self.limit = limit
+
+
+def state_home() -> Path:
+    """slotrelay's state folder: `$SLOTRELAY_STATE_HOME`, else `$XDG_STATE_HOME/slotrelay`, else
+    `~/.local/state/slotrelay` (an XDG_STATE_HOME that is not absolute is ignored, as the XDG
+    specification says)."""
+    explicit = os.environ.get(STATE_HOME_ENV)
+    if explicit:
+        return Path(os.path.abspath(os.path.expanduser(explicit)))
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return base / "slotrelay"
+
+
+def tree_state(tree: str | Path) -> Path:
+    """The state folder of one tree (its audit logs, pen ids and staged pens), keyed by its resolved path.
+
+    Parameters:
+        tree: the tree (a pen root, an analysed root).
+
+    Returns:
+        `<state_home>/trees/<name>-<12 hex digits of the sha1 of the resolved path>`.
+    """
+    resolved = os.path.realpath(tree)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(resolved))[:40] or "root"
+    digest = hashlib.sha1(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return state_home() / "trees" / f"{name}-{digest}"
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this mode is, in words ("a FIFO", "a folder", ...)."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def _parts(anchor: Path, path: str | PurePath) -> list[str]:
+    """The components of `path` below `anchor` (`path` absolute under it, or relative to it)."""
+    given = PurePath(path)
+    if given.is_absolute():
+        try:
+            given = given.relative_to(anchor)
+        except ValueError:
+            raise ValueError(f"{path} is not inside {anchor}") from None
+    parts = [part for part in given.parts if part != "."]
+    if ".." in parts:
+        raise ValueError(f"{path}: '..' is not followed below {anchor}")
+    return parts
+
+
+class CheckedDir:
+    """A folder reached through checked descriptors (see the module docstring); a context manager
+    that closes its descriptor.
+
+    Parameters:
+        fd: the folder's descriptor (owned from now on).
+        path: the folder's path, for messages only.
+    """
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd = fd
+        self.path = path
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the descriptor (once)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def child(self, name: str, *, create: bool = False) -> CheckedDir:
+        """The sub-folder `name`, opened without following a link.
+
+        Raises:
+            LinkRefused: it is a symbolic link.
+            NotRegular: it is not a folder.
+            FileNotFoundError: it does not exist (and `create` is False).
+        """
+        where = self.path / name
+        for attempt in (1, 2):
+            try:
+                return CheckedDir(os.open(name, _DIR_FLAGS, dir_fd=self.fd), where)
+            except FileNotFoundError:
+                if not create or attempt == 2:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=self.fd)
+            except OSError as exc:
+                raise self._refusal(name, exc, "a folder") from exc
+        raise AssertionError("unreachable")
+
+    def _refusal(self, name: str, exc: OSError, expected: str) -> OSError:
+        """The error to raise for a failed open of `name`: what the entry is, when that is the reason
+        (a link: ELOOP; a file where a folder was expected: ENOTDIR; a socket: ENXIO)."""
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EOPNOTSUPP):
+            return exc
+        try:
+            mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
+        except OSError:
+            return exc
+        if stat.S_ISLNK(mode):
+            return LinkRefused(self.path / name)
+        return NotRegular(self.path / name, kind_of(mode) if not stat.S_ISREG(mode) else "a file", expected)
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        """The entry's own status (a link is not followed), or None when there is none."""
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def names(self) -> list[str]:
+        """The entries of the folder, sorted."""
+        return sorted(os.listdir(self.fd))
+
+    def open_regular(self, name: str) -> int:
+        """A read-only descriptor of the regular file `name` (not following a link, never blocking).
+
+        Raises:
+            LinkRefused: it is a symbolic link.
+            NotRegular: it is a FIFO, socket, device or folder.
+        """
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            raise self._refusal(name, exc, "a regular file") from exc
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise NotRegular(self.path / name, kind_of(mode))
+        return fd
+
+    def read(self, name: str, *, limit: int) -> bytes:
+        """The bytes of the regular file `name`.
+
+        Raises:
+            LinkRefused, NotRegular: as `open_regular`.
+            FileTooLarge: it holds more than `limit` bytes.
+        """
+        return _read_fd(self.open_regular(name), self.path / name, limit)
+
+    def _mode_for(self, name: str, default: int) -> tuple[int, bool]:
+        """The mode a rewritten `name` keeps (and True), or `default` for a new file (and False).
+
+        Raises:
+            LinkRefused: `name` is a symbolic link (a link is never replaced by a file silently).
+            NotRegular: `name` is a folder or special file.
+        """
+        info = self.lstat(name)
+        if info is None:
+            return default, False
+        if stat.S_ISLNK(info.st_mode):
+            raise LinkRefused(self.path / name)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegular(self.path / name, kind_of(info.st_mode))
+        return stat.S_IMODE(info.st_mode), True
+
+    def write_temp(self, name: str, data: bytes, *, mode: int = 0o644) -> str:
+        """Write `data` to a fresh temporary file beside `name` (flushed to disk) and return its name.
+
+        The temporary keeps the mode of an existing `name` (else `mode`, less the umask).
+
+        Raises:
+            LinkRefused, NotRegular: `name` exists and is not a regular file.
+        """
+        wanted, keep = self._mode_for(name, mode)
+        temporary = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, wanted,
+            dir_fd=self.fd,
+        )  # fmt: skip
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if keep:
+                os.fchmod(fd, wanted)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            self.unlink(temporary)
+            raise
+        os.close(fd)
+        return temporary
+
+    def replace(self, temporary: str, name: str) -> None:
+        """Rename `temporary` over `name`, both in this folder."""
+        os.rename(temporary, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def unlink(self, name: str) -> None:
+        """Remove the file `name` if it is there."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self.fd)
+
+    def sync(self) -> None:
+        """Flush the folder's entries (a rename) to disk."""
+        os.fsync(self.fd)
+
+    def write(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Replace `name` atomically: a reader sees the old file or the new one, never a part.
+
+        Raises:
+            LinkRefused, NotRegular: `name` exists and is not a regular file.
+        """
+        temporary = self.write_temp(name, data, mode=mode)
+        try:
+            self.replace(temporary, name)
+        except BaseException:
+            self.unlink(temporary)
+            raise
+        self.sync()
+
+    def append(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Append `data` to `name` (created if missing) in one write, and fsync it.
+
+        Raises:
+            LinkRefused, NotRegular: `name` is not a regular file.
+        """
+        try:
+            fd = os.open(
+                name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                mode, dir_fd=self.fd,
+            )  # fmt: skip
+        except OSError as exc:
+            raise self._refusal(name, exc, "a regular file") from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotRegular(self.path / name, kind_of(info.st_mode))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def open_dir(
+    anchor: str | Path, path: str | PurePath | Iterable[str] = ".", *, create: bool = False
+) -> CheckedDir:
+    """The folder `path` below `anchor`, each component opened relative to its parent without
+    following a link.
+
+    Parameters:
+        anchor: a folder the caller trusts (a granted root, the state folder); created when missing
+            and `create` is set.
+        path: the folder, relative to `anchor` or absolute under it, or its components.
+        create: make the folders that are missing.
+
+    Raises:
+        LinkRefused: a component is a symbolic link.
+        NotRegular: a component is not a folder.
+        FileNotFoundError: a component is missing (and `create` is False).
+        ValueError: `path` is not below `anchor` (absolute elsewhere, or through `..`).
+    """
+    anchor = Path(anchor)
+    parts = _parts(anchor, path) if isinstance(path, str | PurePath) else _parts(anchor, PurePath(*path))
+    if create:
+        anchor.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = CheckedDir(os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), anchor)
+    try:
+        for part in parts:
+            inner = folder.child(part, create=create)
+            folder.close()
+            folder = inner
+    except BaseException:
+        folder.close()
+        raise
+    return folder
+
+
+def _split(anchor: Path, path: str | PurePath) -> tuple[list[str], str]:
+    parts = _parts(anchor, path)
+    if not parts:
+        raise ValueError(f"{path} names no file below {anchor}")
+    return parts[:-1], parts[-1]
+
+
+def write_file(anchor: str | Path, path: str | PurePath, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace the file `path` below `anchor` atomically, through checked folders (created if missing).
+
+    Raises:
+        LinkRefused, NotRegular: a folder on the way, or the file itself, is not what it should be.
+        ValueError: `path` is not below `anchor`.
+    """
+    folders, name = _split(Path(anchor), path)
+    with open_dir(anchor, folders, create=True) as folder:
+        folder.write(name, data, mode=mode)
+
+
+def append_line(anchor: str | Path, path: str | PurePath, data: bytes, *, mode: int = 0o644) -> None:
+    """Append `data` (one line, with its newline) to `path` below `anchor` and fsync it.
+
+    Raises:
+        LinkRefused, NotRegular: a folder on the way, or the file itself, is not what it should be.
+        ValueError: `path` is not below `anchor`.
+    """
+    folders, name = _split(Path(anchor), path)
+    with open_dir(anchor, folders, create=True) as folder:
+        folder.append(name, data, mode=mode)
+
+
+def open_regular(anchor: str | Path, path: str | PurePath) -> int:
+    """A read-only descriptor of the regular file `path` below `anchor`, reached through checked folders.
+
+    Raises:
+        LinkRefused, NotRegular: a folder on the way, or the file itself, is not what it should be.
+        FileNotFoundError: it is missing.
+        ValueError: `path` is not below `anchor`.
+    """
+    folders, name = _split(Path(anchor), path)
+    with open_dir(anchor, folders) as folder:
+        return folder.open_regular(name)
+
+
+def read_file(anchor: str | Path, path: str | PurePath, *, limit: int, links_inside: bool = False) -> bytes:
+    """The bytes of the regular file `path` below `anchor`, reached through checked folders.
+
+    Parameters:
+        anchor: the folder the file belongs to.
+        path: the file, relative to `anchor` or absolute under it.
+        limit: the most bytes read; a larger file is refused.
+        links_inside: when the file itself is a symbolic link, read its target if that lies inside
+            `anchor` (once: a link on the way to the target is refused).
+
+    Raises:
+        LinkRefused: a link on the way, or the file itself when it is a link (leading out of
+            `anchor`, or `links_inside` unset).
+        NotRegular: not a regular file, or a component on the way is not a folder.
+        FileTooLarge: it holds more than `limit` bytes.
+        FileNotFoundError, PermissionError: as the system says.
+        ValueError: `path` is not below `anchor`.
+    """
+    anchor = Path(anchor)
+    try:
+        return _read_fd(open_regular(anchor, path), anchor / path, limit)
+    except LinkRefused:
+        if not links_inside:
+            raise
+        real_anchor = Path(os.path.realpath(anchor))
+        target = Path(os.path.realpath(anchor / path))
+        if not target.is_relative_to(real_anchor) or target == real_anchor:
+            raise
+        return _read_fd(open_regular(real_anchor, target.relative_to(real_anchor)), anchor / path, limit)
+
+
+def read_regular(path: str | Path, *, limit: int) -> bytes:
+    """The bytes of a regular file that is not a symbolic link itself (its folders are the caller's).
+
+    Raises:
+        LinkRefused: it is a symbolic link.
+        NotRegular: it is a FIFO, socket, device or folder.
+        FileTooLarge: it holds more than `limit` bytes.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LinkRefused(path) from exc
+        if exc.errno == errno.ENXIO:
+            raise NotRegular(path, "a socket") from exc
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegular(path, kind_of(mode))
+    return _read_fd(fd, path, limit)
+
+
+def _read_fd(fd: int, path: str | PurePath, limit: int) -> bytes:
+    """Read a regular file's descriptor (closed here) up to `limit` bytes; more is `FileTooLarge`."""
+    try:
+        if os.fstat(fd).st_size > limit:
+            raise FileTooLarge(path, limit)
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise FileTooLarge(path, limit)
+    return data
