@@ -191,6 +191,9 @@ def slice_svg(
         dot.node(names[identity], **attrs)
     for index, edge in enumerate(picture.edges):
         about = f"{qname(edge['source'])} {edge['relation']} {qname(edge['target'])}"
+        # A raise reads apart from the calls beside it, in words as well as in colour.
+        raised = edge["relation"] == "raises"
+        raises = {"label": "raises", "fontcolor": EDGE_COLOURS["raises"]} if raised else {}
         dot.edge(
             names[edge["source"]],
             names[edge["target"]],
@@ -199,6 +202,7 @@ def slice_svg(
             tooltip=graphviz.escape(f"{about} ({edge.get('resolution')}, {edge.get('status')})"),
             id=f"edge-{index}",
             **{"class": f"rel-{edge['relation']}"},
+            **raises,
             URL=edge_url(edge).replace("&", "&amp;"),
         )
     return _render(dot, "this slice's picture")

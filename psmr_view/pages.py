@@ -251,10 +251,11 @@ def symbol(req: PageRequest) -> Page:
     }
     if req.page.number > 1:
         return "symbol.html", context
-    # A slice larger than this page gets the picture's own page: nearest first, a node comes after all
-    # the edges among nearer ones, so a page cut at MAX_DRAWN nodes holds every edge it can draw.
+    # Nearest first, a node comes after every edge among nearer ones: a page holds all the edges among
+    # its nodes. When this page's edges crowd out its nodes (a class called from everywhere), the
+    # picture gets a page of its own, cut at MAX_DRAWN nodes.
     near, near_edges = data, edges
-    if answer.get("continuation"):
+    if answer.get("continuation") and len(data["nodes"]) < MAX_DRAWN:
         near = req.reader.call("query.subgraph", slice_request, budget=BUDGETS["picture"])["data"]
         near_edges = _shown_relations(req, near["edges"], {n["id"]: n["kind"] for n in near["nodes"]})
     picture = nearest(anchor, near["nodes"], near_edges)

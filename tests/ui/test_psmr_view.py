@@ -595,7 +595,7 @@ def _svg_edges(page: str) -> set[tuple[str, str, str]]:
     svg = page.split('id="slice-graph"', 1)[1].split("</svg>", 1)[0]
     titles = [
         html.unescape(t)
-        for t in re.findall(r'<g id="a_edge[^"]*"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)
+        for t in re.findall(r'<g id="a_edge&#45;\d+"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)
     ]
     return {tuple(t.split(" (")[0].split(" ")) for t in titles}
 
