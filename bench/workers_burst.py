@@ -13,7 +13,8 @@ Rounds alternate the order of the four set-ups so a change of machine load hits 
 Then, on the PostgreSQL server, the dead-worker scenario of tests/scale/test_dead_worker.py (kill -9 a
 worker and its flow-run process mid-chain) DEATHS times: seconds from the kill to the run completed on
 the other worker. Its floor is Prefect's zombie detection: up to 30 s since the last heartbeat, then the
-crash window of silence (deployments/pool.py: CRASH_AFTER, 90 s, the default of `watch --crash-after`).
+crash window of silence (deployments/pool.py: CRASH_AFTER, the default of `watch --crash-after`);
+bench/dead_worker.py breaks that time down.
 
     .venv/bin/python bench/workers_burst.py [--rounds N] [--deaths N] [--slots N]
 

@@ -3,19 +3,30 @@
 `raise_alert` writes the Alert file (atomic), logs it to the engine log and the run log, and attaches
 a Markdown artifact to the flow run so the UI shows it. `wait_for_decision` waits for a person's
 `ArbitrationDecision`: the UI shows a form, `slotrelay decide` sends the same input through the API.
+Every alert waits for a person, a `fail` included ("L5: wait for a person's decision; never guess"):
+continue, retry, terminate and reload work on any of them.
+
+How long: as long as it takes, unless the chain sets `pause_timeout_seconds`. The run's state says
+which, in the UI: its message names the node and the alert, and either "no time limit" or the UTC time
+at which, with no decision, the run fails. When that time comes, a run paused in place fails here (its
+alert `timed_out`); a suspended one is failed by the server's pause-expiration service ("The flow was
+paused and never resumed.") and its alert stays `paused`, which `slotrelay decide` then refuses.
 
 How the run waits depends on who runs it:
-- A run of a deployment (served by `watch`/`up` or a worker) is SUSPENDED (`suspend_flow_run`): its
-  process exits and gives its slot back to the runner (5 by default), so runs waiting for people
-  never starve runs that can work. A decision puts it back to Scheduled ("Resuming"); the runner
-  starts it again from the top, the flow takes what is done from the slots and the alerts it wrote
-  (flows/chain.py), and `suspend_flow_run` under the same key (made from the alert file's name)
-  returns the decision. No decision within `pause_timeout_seconds`: the server fails the run (its
-  pause-expiration service); the alert stays `paused` and `slotrelay decide` refuses it.
+- A run of a deployment (served by `watch`/`up` or a worker) is SUSPENDED: its process exits and gives
+  its slot back to the runner (5 by default), so runs waiting for people never starve runs that can
+  work. A decision puts it back to Scheduled ("Resuming"); the runner starts it again from the top, the
+  flow takes what is done from the slots and the alerts it wrote (flows/chain.py), and the pause under
+  the same key (made from the alert file's name) returns the decision.
 - A run with no deployment (`slotrelay run`, in the user's own process, which holds no runner slot)
-  PAUSES in place (`pause_flow_run`), polling the API every `POLL_SECONDS` (Prefect's default is 10 s)
-  so a decision acts within about a second; a suspended run could not be started again, as nothing
-  serves it. No decision in time: the alert is marked `timed_out` and `FlowPauseTimeout` propagates.
+  PAUSES in place, polling the API every `POLL_SECONDS` (Prefect's default is 10 s) so a decision acts
+  within about a second; a suspended run could not be started again, as nothing serves it.
+
+Both go through `_pause`, which does what Prefect's `suspend_flow_run` and `pause_flow_run` do (a
+Suspended or Paused state with a run-input keyset, proposed to the API; the saved form; `Pause` to end a
+suspended run's process; polling for the resume) with two differences those functions do not allow: the
+state carries the message above, and a run paused in place can wait with no time limit (Prefect 3.9's
+`pause_flow_run` computes its first sleep from the timeout, so it cannot take none).
 
 The form is generated from ArbitrationDecision's JSON schema, and both Prefect UIs render it (v1, Vue,
 at `/`; v2, React, at `/v2`). `data` is a JSON object to the flow, the CLI and the alert file, but the
@@ -32,14 +43,20 @@ import getpass
 import itertools
 import json
 import re
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
+from uuid import UUID
 
 from prefect.artifacts import create_markdown_artifact
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
-from prefect.exceptions import FlowPauseTimeout
-from prefect.flow_runs import pause_flow_run, suspend_flow_run
-from prefect.input import RunInput
+from prefect.exceptions import Abort, FlowPauseTimeout, Pause
+from prefect.input import Keyset, RunInput, keyset_from_paused_state
+from prefect.states import Paused, Suspended
+from prefect.utilities.engine import propose_state_sync
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
@@ -140,6 +157,9 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
                 reason: str) -> Path:
     """Write an alert for a failed node, log it and attach it to the flow run as an artifact.
 
+    Every alert offers a person the decisions (`DECISION_HELP`); the schedule says when the run waits for
+    one (at once for `arbitrate`, before the run ends for `fail` and `escalate`).
+
     Parameters:
         chain: the chain.
         flow_run_id: the current flow run.
@@ -150,8 +170,6 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
     Returns:
         The alert file's path.
     """
-    # An escalation is asked too, once the rest of the run is done (flows/chain.py).
-    arbitrate = outcome["handling"] in ("arbitrate", "escalate")
     alert = Alert(
         alert_id=f"{utc_stamp()}-{outcome['node_id']}",
         created_at=now_iso(),
@@ -166,8 +184,8 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
         output_slot=outcome["output_slot"],
         handling=outcome["handling"] if outcome["handling"] in ("fail", "escalate", "arbitrate") else "fail",
         reason=reason,
-        decisions=dict(DECISION_HELP) if arbitrate else {},
-        pause_timeout_seconds=chain.pause_timeout_seconds if arbitrate else None,
+        decisions=dict(DECISION_HELP),
+        pause_timeout_seconds=chain.pause_timeout_seconds,
     )
     path = write_alert(alert_path(chain.alerts_dir, alert.node_id), alert)
     RunNotes(chain).warning("ALERT %s %s %s: %s (%s)", alert.handling, alert.node_id, alert.error_type,
@@ -193,11 +211,66 @@ def pause_key(path: Path, asked_before: int) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", f"arbitrate-{path.stem}-{asked_before}".lower())
 
 
+def pause_message(alert: Alert, path: Path, timeout: int | None) -> str:
+    """The message of the Paused (or Suspended) state a run waits in: what for, and until when."""
+    waiting = f"Waiting for a person's decision on {alert.node_id} ({alert.error_type}), alert {path.name}"
+    if timeout is None:
+        return f"{waiting}: no time limit (the chain sets no pause_timeout_seconds)"
+    until = datetime.now(UTC) + timedelta(seconds=timeout)
+    return (f"{waiting}: until {until:%Y-%m-%d %H:%M:%S} UTC (pause_timeout_seconds {timeout}); with no "
+            "decision by then the run fails")
+
+
+Form = TypeVar("Form", bound=RunInput)
+
+
+def _answer(form: type[Form], keyset: Keyset) -> Form:
+    # From sync code `load` returns the input; its annotation also allows an async caller's coroutine.
+    return cast(Form, form.load(keyset))
+
+
+def _pause(form: type[Form], *, flow_run_id: UUID, key: str, timeout: int | None, suspend: bool,
+           message: str) -> Form:
+    """Wait in a Paused (or Suspended) state carrying `message` until `form` is answered (module docstring).
+
+    Raises:
+        Pause: (Prefect's signal) a suspended run's process ends here; it starts again on a decision.
+        FlowPauseTimeout: a run paused in place got no answer within `timeout` seconds.
+    """
+    make = Suspended if suspend else Paused
+    proposed: State[Any] = make(timeout_seconds=timeout, pause_key=key, message=message)
+    keyset = keyset_from_paused_state(proposed)
+    # The keyset's keys are typed as literals, the state's as str: the same dict, copied.
+    proposed.state_details.run_input_keyset = {name: value for name, value in keyset.items()}
+    with get_client(sync_client=True) as client:
+        try:
+            state = propose_state_sync(client, proposed, flow_run_id=flow_run_id)
+        except Abort as refused:
+            raise RuntimeError(f"the flow run cannot wait for a decision: {refused}") from None
+        if state.is_running():
+            # The server refused the pause: this key has been answered (a suspended run started again).
+            return _answer(form, keyset)
+        if not state.is_paused():
+            raise RuntimeError(f"the flow run cannot wait for a decision: the API says {state.type.value}")
+        form.save(keyset)
+        if suspend:
+            # The schedule asks for a decision only with no node in flight: nothing else runs in this
+            # process, and Prefect's engine ends it on this signal as it does for suspend_flow_run.
+            raise Pause(state=state)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            current = client.read_flow_run(flow_run_id).state
+            if current is not None and current.is_running():
+                return _answer(form, keyset)
+    raise FlowPauseTimeout(f"no decision within pause_timeout_seconds ({timeout} s)")
+
+
 def wait_for_decision(chain: Chain, path: Path) -> Decision:
     """Wait until a person decides on the alert at `path` (suspended or paused, see the module docstring).
 
     Parameters:
-        chain: the chain (its `pause_timeout_seconds` bounds the wait).
+        chain: the chain (its `pause_timeout_seconds`, if any, bounds the wait).
         path: the alert file.
 
     An answer the flow cannot take (its `data` is not a JSON object) is refused: the run waits again,
@@ -211,33 +284,27 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         FlowPauseTimeout: no decision in time for a run paused in place; the alert is marked `timed_out`.
     """
     context = FlowRunContext.get()
-    suspend = (context is not None and context.flow_run is not None
-               and context.flow_run.deployment_id is not None)
+    assert context is not None and context.flow_run is not None  # the chain flow calls this, in its run
+    suspend = context.flow_run.deployment_id is not None
     alert = read_alert(path)
     # Asked again (a reload was refused): keep the decision that could not be applied.
     history = [*alert.previous_decisions, alert.decision] if alert.decision else alert.previous_decisions
     alert = _set_status(path, status="paused", decision=None, previous_decisions=history)
     key = pause_key(path, len(history))
+    timeout = chain.pause_timeout_seconds
     notes = RunNotes(chain)
-    notes.warning("paused for a decision on %s (%s); alert %s", alert.node_id, alert.error_type, path)
+    notes.warning("paused for a decision on %s (%s); alert %s; %s", alert.node_id, alert.error_type, path,
+                  "no time limit" if timeout is None else f"the run fails with no decision in {timeout} s")
     refused: str | None = None
     for asked in itertools.count():
         form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path, refused=refused))
-        asked_key = f"{key}-{asked}" if asked else key
         try:
-            if suspend:
-                answer = suspend_flow_run(wait_for_input=form, timeout=chain.pause_timeout_seconds,
-                                          key=asked_key)
-            else:
-                # Prefect types poll_interval as int; it sleeps on a float as well (the form polls every 0.5
-                # s)
-                answer = pause_flow_run(  # type: ignore[call-overload]
-                    wait_for_input=form, timeout=chain.pause_timeout_seconds, poll_interval=POLL_SECONDS,
-                    key=asked_key)
+            answer = _pause(form, flow_run_id=context.flow_run.id, key=f"{key}-{asked}" if asked else key,
+                            timeout=timeout, suspend=suspend, message=pause_message(alert, path, timeout))
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")
-            notes.error("no decision on %s within %d s: the run fails", alert.node_id,
-                        chain.pause_timeout_seconds)
+            notes.error("no decision on %s within pause_timeout_seconds (%d s): the run fails",
+                        alert.node_id, timeout)
             raise
         except ValidationError as bad:
             # The server took the answer (its schema sees only a string) and the run is Running again.

@@ -148,6 +148,21 @@ TOOLS: tuple[ToolSpec, ...] = (
         },
     ),
     ToolSpec(
+        "psmr_operator_describe",
+        "operator.describe",
+        "Describe one PSMR operator",
+        "Returns one operator's contract: its request JSON Schema (every field, e.g. the delta operations "
+        "and their fields), output, required capabilities, side effects, determinism, cache behaviour and "
+        "an example request; for query.subgraph, the relations it walks. Use it before a call whose "
+        f"fields you are unsure of; psmr_operator_list names the operators. {CONTINUE_HINT}",
+        overrides={
+            "operator": {
+                "description": "An operator name from psmr_operator_list, e.g. `delta.propose`.",
+                "maxLength": 100,
+            },
+        },
+    ),
+    ToolSpec(
         "psmr_query_search",
         "query.search",
         "Search the workspace for semantic identities",
@@ -237,7 +252,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "List what the analysis could not resolve",
         "Returns the unknowns: call sites and references the analysis could not resolve, each with a "
         "reason code (untyped receiver, dynamic getattr/eval/exec, parameter call, external module, "
-        "syntax error, ...) and its location. Ask for them before concluding that nothing else calls "
+        "syntax error, ...) and its location. Imports of the standard library and installed packages "
+        "are left out (counted in `external_imports_left_out`) unless include_external_imports is true. "
+        "Ask for them before concluding that nothing else calls "
         f"or touches a symbol. {CONTINUE_HINT}",
         overrides={
             "scope": {"description": SCOPE, "maxLength": 500},
@@ -317,7 +334,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Returns instances of behavioural motifs: resource_scope (acquire/release), read_modify_write "
         "(state read then written), boundary_adapter (code that wraps an external boundary), "
         "stateful_orchestrator (a unit driving state across calls), each with the evidence that makes "
-        f"it one. Use it to find the places a change in behaviour is risky. {CONTINUE_HINT}",
+        "it one, of production code; those of test code (pytest.raises scopes) are counted in "
+        "`in_tests` and listed apart with include_tests. Use it to find the places a change in behaviour "
+        f"is risky. {CONTINUE_HINT}",
         overrides={
             "motif": {"description": "Only this motif; omit for all four."},
             "scope": {"description": SCOPE, "maxLength": 500},
@@ -348,7 +367,10 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "Propose a change as a semantic delta",
         "Turns an intent and typed operations into a SemanticDelta (authority ai_proposal) without "
         "writing any source file: change_signature (with a parameter_map telling every call site how to "
-        "fill the new parameters), replace_body, rename_symbol, add_symbol, move_call_site. Returns the "
+        "fill the new parameters), replace_body, rename_symbol (include_unresolved: true also renames the "
+        "unresolved calls of the same name, each listed for review), add_symbol, move_call_site, and "
+        "edit_reference (any call site or reference by file, line and column, resolved or not: a new "
+        "name, an expression in its place, new call arguments). Edits keep the file's layout. Returns the "
         "`delta_id`, the concrete edits at every call site found in the evidence, sites that need review, "
         "unresolved sites that may be affected, the expected graph change, assumptions, affected contracts "
         "and the pytest ids of the tests that reach the scope. Read the target with psmr_get_contracts "
@@ -406,11 +428,15 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "psmr_delta_validate",
         "delta.validate",
         "Validate a proposed delta",
-        "Applies the delta in memory, re-analyses the touched files and runs six checks: type "
-        "compatibility (every call site binds to the new signature), graph invariants, contracts, the "
-        "impact boundary, known defects and projection feasibility. A failing delta is a tool error "
-        "VALIDATION_FAILED whose structured content lists every check and its problems; fix the "
-        "operations and propose again. A file changed since the proposal gives CONFLICT_REQUIRES_REVIEW. "
+        "Applies the delta in memory, re-analyses the touched files and runs seven checks: projection "
+        "feasibility, type compatibility (every call site binds to the new signature), graph invariants "
+        "(nothing anywhere in the tree still names a removed or renamed symbol; no rename to a name its "
+        "scope, builtins included, already binds), contracts, the impact boundary, known defects and the "
+        "delta's constraints. A failing delta is a tool error VALIDATION_FAILED whose structured content "
+        "lists every check and its problems (each site with file, line, column and text; edit one with "
+        "edit_reference); fix the operations and propose again. A delta that passes but lists sites to "
+        "review answers status needs_review and cannot be applied until they are edited, or accepted "
+        "with accept_review: true. A file changed since the proposal gives CONFLICT_REQUIRES_REVIEW. "
         "Records the result in the delta (in the workspace store, never in the source tree). "
         f"Next: psmr_projection_preview. {CONTINUE_HINT}",
         overrides={"delta_id": DELTA_ID},
@@ -441,7 +467,8 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "Writes the delta's files: only a delta that passed psmr_delta_validate and was previewed, only "
         "while every file still has the hash the preview saw (else CONFLICT_REQUIRES_REVIEW, nothing "
         "written), and only after validating it again itself on the files as they are now (else "
-        "VALIDATION_FAILED, nothing written); each file atomically, all restored if one fails, recorded "
+        "VALIDATION_FAILED, nothing written; so is a site to review psmr_delta_validate did not "
+        "accept); each file atomically, all restored if one fails, recorded "
         "in a hash-chained audit log. Needs the source-write capability: the server must be started "
         "with --allow-write ROOT covering the files, else CAPABILITY_DENIED. Next: psmr_run_tests, "
         "psmr_verify_rebuild. " + CONTINUE_HINT,
@@ -455,9 +482,12 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "execution.run_tests",
         "Run tests in the sandbox",
         "Runs pytest node ids (`tests`), or the suggested tests of a delta (`delta_id`), inside "
-        "slotrelay's sandbox with the workspace read-only, no network and a time limit. Returns each "
-        "test's outcome as runtime:pytest evidence, which psmr_impact then reports as runtime "
-        "certainty. Needs the process-execution capability (server started with --allow-exec), else "
+        "slotrelay's sandbox with the workspace read-only, no network and a time limit. Answers failures "
+        "first: `failed` (the failed test ids), `counts` per outcome, then each test's outcome as "
+        "runtime:pytest evidence (failed, skipped, passed; pages keep that order), whose ids "
+        "psmr_query_evidence resolves and which psmr_impact reports as runtime certainty. With a "
+        "delta_id the run is recorded for psmr_verify_review. Needs the process-execution capability "
+        "(server started with --allow-exec), else "
         f"CAPABILITY_DENIED. {CONTINUE_HINT}",
         overrides={
             "delta_id": DELTA_ID,
@@ -482,9 +512,10 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "verification.roundtrip",
         "Check the applied change against its intent",
         "Compares the delta's intended change with W' - W in three sections: matched, "
-        "intended_but_missing, changed_but_not_intended; `all_matched` says whether the code now says "
-        "what the delta meant. Needs the delta applied and the workspace rebuilt. Records the verdict in "
-        f"the delta. {CONTINUE_HINT}",
+        "intended_but_missing, changed_but_not_intended. It checks the graph against the projection only: "
+        "`all_matched` says the code now says what the delta meant, not that the change is correct (it "
+        "runs nothing; psmr_run_tests and psmr_verify_review say that). Needs the delta applied and the "
+        f"workspace rebuilt. Records the verdict in the delta. {CONTINUE_HINT}",
         overrides={"delta_id": DELTA_ID},
         read_only=False,
     ),
@@ -494,7 +525,10 @@ CHANGE_TOOLS: tuple[ToolSpec, ...] = (
         "Review what an applied delta did",
         "Reports new and resolved confirmed defects, semantic events (API breakages, new import or call "
         "cycles, new state writes), unexpected changes, new unknowns and new conflicts of an applied, "
-        f"rebuilt delta. Records the counts in the delta. {CONTINUE_HINT}",
+        "rebuilt delta, and the latest psmr_run_tests recorded for it: `passed` is false, and "
+        "`failed_tests` lists the ids, when a test failed on the applied files or a confirmed defect is "
+        "new; a warning says when no run on the applied files is recorded. Records the counts and the "
+        f"verdict in the delta. {CONTINUE_HINT}",
         overrides={"delta_id": DELTA_ID},
         read_only=False,
     ),

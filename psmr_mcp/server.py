@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from psmr_mcp import catalog
 from psmr_mcp.workspaces import WorkspaceRegistry
 from slotrelay import __version__
-from slotrelay.psmr import api, envelope
+from slotrelay.psmr import api, envelope, request_limits
 from slotrelay.psmr.errors import InvalidQuery, PsmrError, TypeMismatch
 from slotrelay.psmr.grants import READ_ONLY, Grants
 
@@ -127,7 +127,9 @@ class ToolSurface:
             )
 
     def _checked(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments checked against the tool's schema, with its advertised defaults applied."""
+        """The arguments checked against the tool's schema, with its advertised defaults applied; past
+        a size limit of the schema the call is POLICY_BLOCKED before anything else looks at it."""
+        request_limits.check(name, self.schemas[name], arguments)
         errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             raise _argument_error(name, errors)
@@ -140,7 +142,7 @@ class ToolSurface:
         spec = catalog.TOOLS_BY_NAME[name]
         if name == "psmr_workspace_describe":
             return self._describe(request)
-        if spec.operation == "operator.list":
+        if spec.operation in ("operator.list", "operator.describe"):
             return api.call(spec.operation, request)
         if spec.operation == "analysis.semantic_diff" and (
             request.get("workspace_a") or request.get("workspace_b")

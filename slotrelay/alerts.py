@@ -3,15 +3,17 @@
 An alert is one JSON file `alerts/alert-<UTC timestamp>-<node_id>.json`, written atomically. The
 engine writes it when a node fails for good (handling `fail`), escalates (retries ran out), or needs
 arbitration (an error of no declared type, or an escalation whose type says `on_escalation: pause`).
-Arbitration pauses the flow run until a decision arrives; an escalation (`on_escalation: alert`)
-lets the run go on without the node and pauses it the same way before the run ends, if nobody has
-decided by then (an alert left unhandled). Only `fail` alerts have nothing to decide. The decision (who, when,
-what) is written back into the same file by the run that receives it; `status` tells where it stands:
+Every alert waits for a person (the seed's L5: "wait for a person's decision; never guess"):
+arbitration pauses the flow run until a decision arrives; a `fail` and an escalation (`on_escalation:
+alert`) let the run go on without the node and pause it the same way before the run ends, if nobody
+has decided by then (an alert left unhandled). The pause has no time limit unless the chain sets
+`pause_timeout_seconds`. The decision (who, when, what) is written back into the same file by the run
+that receives it; `status` tells where it stands:
 
-    open       written; nothing to decide (fail) or the pause has not begun yet
+    open       written; the pause has not begun yet
     paused     the run waits for a decision (continue | retry | terminate | reload)
     decided    a decision arrived; `decision` holds it
-    timed_out  the pause ran out with no decision; the run failed
+    timed_out  the chain's pause_timeout_seconds ran out with no decision; the run failed
 """
 
 from __future__ import annotations

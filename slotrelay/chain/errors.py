@@ -27,6 +27,9 @@ TIMEOUT = "timeout"
 CHECK_FAILED = "check_failed"
 IDENTITY_MISMATCH = "identity_mismatch"
 UNKNOWN = "unknown"
+# The seed's own type: a network failure no executor classified (slotrelay.chain.network); a skip unless
+# the chain declares it otherwise.
+EXTERNAL_UNREACHABLE = "external_unreachable"
 
 
 @dataclass(frozen=True)

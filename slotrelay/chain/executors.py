@@ -3,7 +3,9 @@
 Every executor is a function `fn(spec, data, context) -> dict | NodeOutput`: `spec` is the node's
 executor model, `data` the input slot's data (`{}` for a start node), `context` an
 `ExecutionContext`. A plain dict return is the output data; a `NodeOutput` also carries the checks
-it attests and the capabilities it used. Failures are raised as `NodeError(error_type, message)`.
+it attests and the capabilities it used. Failures are raised as `NodeError(error_type, message)`;
+`run_executor` is the boundary where any other failure that is the network's becomes
+`external_unreachable` (slotrelay.chain.network).
 
 Kinds are looked up by import string in `EXECUTORS`, so a kind whose implementation lives in
 another part (deploy, pen) costs nothing until a chain uses it, and a missing module is a named
@@ -34,6 +36,7 @@ from watchdog.observers import Observer
 from slotrelay.chain.checks import identity_problems
 from slotrelay.chain.errors import (
     EXECUTOR_MISSING,
+    EXTERNAL_UNREACHABLE,
     IDENTITY_MISMATCH,
     OUTPUT_INVALID,
     SLOT_INVALID,
@@ -43,6 +46,7 @@ from slotrelay.chain.errors import (
     NodeError,
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
+from slotrelay.chain.network import unreachable_reason
 from slotrelay.slots import (
     OUTPUT_STATUSES,
     SlotInvalid,
@@ -167,9 +171,21 @@ def run_executor(node: Node, data: dict[str, Any], context: ExecutionContext) ->
     """Run a node's executor and normalise what it returns to a `NodeOutput`.
 
     Raises:
-        NodeError: the executor failed, or returned something that is not a JSON object.
+        NodeError: the executor failed, or returned something that is not a JSON object; a network
+            failure it did not classify itself is `external_unreachable` (slotrelay.chain.network).
     """
-    result = load_executor(node.executor.kind)(node.executor, data, context)
+    executor = load_executor(node.executor.kind)
+    try:
+        result = executor(node.executor, data, context)
+    except NodeError:
+        raise
+    except Exception as failure:
+        # The one place a node's own failure is translated: the network's is the seed's external_unreachable;
+        # anything else goes on as it is (execute_node makes it `unknown`).
+        reason = unreachable_reason(failure)
+        if reason is None:
+            raise
+        raise NodeError(EXTERNAL_UNREACHABLE, f"{reason}: {type(failure).__name__}: {failure}") from failure
     if isinstance(result, NodeOutput):
         return result
     if isinstance(result, dict):

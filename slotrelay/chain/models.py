@@ -3,7 +3,9 @@
 Every field of the seed keeps its name (CONTRACTS.md#seed-field-names). Additions, all optional:
 a node's `executor` (how the engine runs it), structured checks beside the seed's free-text ones, an
 error type's `on_escalation`, and the chain's `pause_timeout_seconds` (how long a paused run waits
-for a person). Unknown keys are errors everywhere (`extra="forbid"`): a typo must not pass silently.
+for a person; none by default: it waits until one decides). Unknown keys are errors everywhere
+(`extra="forbid"`): a typo must not pass silently. The seed's own `external_unreachable` (a skip) holds in
+every chain that does not declare that type itself (`SEED_ERROR_TYPES`).
 
 `schema.json` beside this module is generated from `Chain` (`python -m slotrelay.chain.schema`).
 """
@@ -348,6 +350,14 @@ class ErrorType(Spec):
     )
 
 
+# The seed declares one error type itself: "external_unreachable——标记为 skip，不重试" (marked skip, never
+# retried). A chain that does not declare it still has it; one that does decides otherwise.
+SEED_ERROR_TYPES = (
+    ErrorType(error_type="external_unreachable", handling="skip",
+              description="an outside service cannot be reached (the seed's type): not an error to repair"),
+)
+
+
 class Chain(Spec):
     """A node chain: the whole `node_chain.json`."""
 
@@ -357,8 +367,11 @@ class Chain(Spec):
     nodes: list[Node] = Field(min_length=1)
     routes: list[Route] = Field(default_factory=list)
     error_types: list[ErrorType] = Field(default_factory=list)
-    pause_timeout_seconds: int = Field(default=3600, gt=0,
-                                       description="how long a paused run waits for a decision")
+    pause_timeout_seconds: int | None = Field(
+        default=None, gt=0,
+        description=(
+            "how long a paused run waits for a person's decision; without it, it waits until one comes. When"
+            " it runs out, the run fails and its alert stays undecided (docs/arbitration.md)"))
     required_env: list[str] = Field(default_factory=list,
                                     description="variables that must be set (from .env)")
 
@@ -434,8 +447,9 @@ class Chain(Spec):
         return [r for r in self.routes if r.to_node == node_id]
 
     def error_type(self, name: str) -> ErrorType | None:
-        """The declared error type of this name, or None."""
-        return next((e for e in self.error_types if e.error_type == name), None)
+        """The error type of this name: the chain's own, else the seed's (`SEED_ERROR_TYPES`), else None."""
+        declared = next((e for e in self.error_types if e.error_type == name), None)
+        return declared or next((e for e in SEED_ERROR_TYPES if e.error_type == name), None)
 
     def start_nodes(self) -> list[str]:
         """Nodes with no input slot: where a run begins."""

@@ -17,8 +17,8 @@ Rules it keeps (each tested in tests/chain/test_schedule.py):
 - Completed: its routes are evaluated from its output slot, and each route that holds writes its
   target's input slot. Skipped (CONTRACTS.md#skip-never-blocks): a route whose condition is only
   on `status` fires, and conditions on `data` are evaluated on the data the node received.
-- Failed: `fail` -> an alert and nothing downstream; `escalate` (a retry type ran out, on_escalation
-  alert) -> an alert, the run goes on without the node and a person decides before it ends;
+- Failed: `fail` (at once) or `escalate` (a retry type ran out, on_escalation alert) -> an alert, the
+  run goes on without the node (nothing downstream of it) and a person decides before it ends;
   `arbitrate` (no declared type, or on_escalation pause) -> an alert and a decision once nothing
   else can run.
 - Rework loops: a route with `max_iterations` may close a cycle (it is left out of readiness). When
@@ -243,9 +243,7 @@ class ChainSchedule:
             self.attempts[alert.node_id] = alert.attempts
             self.alerts.append(str(path))
             self.outcomes[alert.node_id] = {"error_type": alert.error_type, "output_slot": alert.output_slot}
-            if alert.handling == "fail":
-                self.status[alert.node_id] = "Failed"
-            elif alert.handling == "escalate" and alert.status == "open":
+            if alert.handling in ("fail", "escalate") and alert.status == "open":
                 self.status[alert.node_id] = "Failed"
                 self.unhandled.append((alert.node_id, path))
             else:
@@ -400,7 +398,8 @@ class ChainSchedule:
         if handling == "arbitrate":
             self.status[node_id] = "Paused"
             self.arbitrations.append((node_id, path))
-        elif handling == "escalate":
+        elif handling in ("fail", "escalate"):
+            # L5 for every alert: the run goes on without the node, and a person decides before it ends.
             self.unhandled.append((node_id, path))
 
     def route(self, node_id: str, document: dict[str, Any], *, resumed: bool = False) -> list[RouteDecision]:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slotrelay.alerts import DecisionName
+from slotrelay.commands.options import checked, writable_folder
 from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
 
 if TYPE_CHECKING:
@@ -138,14 +139,15 @@ def run(
     chain_path: ChainPath,
     as_json: Annotated[bool,
                        typer.Option("--json", help="print only the summary, as one JSON object")] = False,
-    slots_root: Annotated[Path | None,
-                          typer.Option(help="folder relative slot paths resolve against")] = None,
+    slots_root: Annotated[Path | None, checked(
+        writable_folder, help="folder relative slot paths resolve against, an existing one")] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
                          "their input) are not run again")] = False,
 ) -> None:
-    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none
-    answers)."""
+    """Run a chain as ONE Prefect flow run on a local Prefect server.
+
+    The server is started in the background if none answers."""
     from slotrelay.chain.preflight import preflight
 
     chain = _load(chain_path, slots_root)
@@ -197,8 +199,8 @@ def decide(
     alert = read_alert(alert_file)
     if alert.decision is not None or alert.status in ("decided", "timed_out"):
         raise AlertError(f"{alert_file}: already {alert.status}, nothing to decide")
-    if alert.handling not in ("arbitrate", "escalate") or not alert.flow_run_id:
-        raise AlertError(f"{alert_file}: this alert ({alert.handling}) does not wait for a decision")
+    if not alert.flow_run_id:
+        raise AlertError(f"{alert_file}: this alert was written outside a flow run: no run waits for it")
     payload: dict[str, Any] | None = None
     if data is not None:
         try:

@@ -52,15 +52,43 @@ def build(
             "what the change reaches (Ctrl-C stops); with --json, one summary per line",
         ),
     ] = False,
+    max_cpu_s: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cpu-s",
+            help="stop resolving past this many CPU seconds: the call sites left become the unknown "
+            "budget_exceeded and the workspace is written all the same (default 1800)",
+        ),
+    ] = None,
+    max_memory_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--max-memory-mb",
+            help="stop resolving past this resident memory, as --max-cpu-s does (default 12288)",
+        ),
+    ] = None,
 ) -> None:
     """Build or incrementally update the workspace of PATH; prints its workspace_id."""
     if watch:
+        if max_cpu_s is not None or max_memory_mb is not None:
+            raise BadInput(
+                "--watch builds with the default budget; leave out --max-cpu-s and --max-memory-mb"
+            )
         if rev is not None:
             raise BadInput("--watch watches the files of PATH; a --rev never changes, leave one of them out")
         _watch(path, store, as_json)
         return
     from slotrelay.psmr.api import build_workspace
+    from slotrelay.psmr.buildbudget import BuildBudget
 
+    for option, value in (("--max-cpu-s", max_cpu_s), ("--max-memory-mb", max_memory_mb)):
+        if value is not None and value <= 0:
+            raise BadInput(f"{option} must be above 0, not {value}")
+    budget = BuildBudget()
+    if max_cpu_s is not None:
+        budget.cpu_s = max_cpu_s
+    if max_memory_mb is not None:
+        budget.memory_bytes = max_memory_mb * 1024 * 1024
     with Progress(
         TextColumn("[bold]analysing[/]"),
         BarColumn(),
@@ -75,7 +103,7 @@ def build(
         def progress(done: int, total: int, file: str) -> None:
             bar.update(task, completed=done, total=total, description=file)
 
-        summary = build_workspace(path, rev=rev, store=store, progress=progress)
+        summary = build_workspace(path, rev=rev, store=store, progress=progress, budget=budget)
     if as_json:
         out.print_json(json.dumps(summary))
         return

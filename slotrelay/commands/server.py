@@ -33,6 +33,21 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.panel import Panel
 
+from deployments.pool import CRASH_AFTER, MAX_CRASH_AFTER, MIN_CRASH_AFTER
+from slotrelay.commands.options import (
+    MAX_WARM,
+    MAX_WINDOW_SECONDS,
+    PORT,
+    block_name,
+    checked,
+    count,
+    created_folder,
+    deployment_template,
+    existing_folder,
+    seconds,
+    work_pool_name,
+    writable_folder,
+)
 from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
 
 if TYPE_CHECKING:
@@ -47,17 +62,19 @@ LOCAL_API = "http://127.0.0.1:4200/api"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 STOP_GRACE_SECONDS = 10.0
 
-# The options `watch` and `up` share (`up` hands them to the `watch` it starts).
+# The options `watch` and `up` share (`up` hands them to the `watch` it starts). `up` checks a block's
+# name only: its server starts later, and the `watch` it starts looks the block up there.
 WARM_PROCESSES = 2
-WarmOption = Annotated[int, typer.Option(
-    min=0, help="Processes kept warm (Prefect and the chain flow imported) that a routed run starts in at "
-                "once; 0: every run waits for the runner's poll and a new process.")]
-FoldersBlockOption = Annotated[str | None, typer.Option(
-    help="A saved ChainFolders Block: the chains' slots root, alerts and logs.")]
-ModelBlockOption = Annotated[str | None, typer.Option(
-    help="A saved CodeModel Block: the code model of the chains' pen nodes.")]
-SandboxPolicyOption = Annotated[str | None, typer.Option(
-    help="A saved SandboxPolicy Block: the daemon and rules of the chains' pen nodes' sandbox.")]
+WarmOption = Annotated[int, checked(
+    count(minimum=0, maximum=MAX_WARM),
+    help=f"Processes kept warm (Prefect and the chain flow imported) that a routed run starts in at "
+         f"once; 0: every run waits for the runner's poll and a new process (at most {MAX_WARM}).")]
+FOLDERS_BLOCK_HELP = "A saved ChainFolders Block: the chains' slots root, alerts and logs."
+MODEL_BLOCK_HELP = "A saved CodeModel Block: the code model of the chains' pen nodes."
+SANDBOX_POLICY_HELP = "A saved SandboxPolicy Block: the daemon and rules of the chains' pen nodes' sandbox."
+CHAIN_FOLDERS = "blocks.chain_folders:ChainFolders"
+CODE_MODEL = "blocks.code_model:CodeModel"
+SANDBOX_POLICY = "blocks.sandbox_policy:SandboxPolicy"
 
 
 def _log_to_console() -> None:
@@ -104,28 +121,38 @@ def _api_url() -> str:
 def watch(
     chains: Annotated[list[Path] | None,
                       typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
-    slots_root: Annotated[
-        Path | None,
-        typer.Option(help="Folder relative slot paths resolve against (default: each chain's folder).")
+    slots_root: Annotated[Path | None, checked(
+        writable_folder,
+        help="Folder relative slot paths resolve against, an existing one (default: each chain's folder).")
     ] = None,
     no_serve: Annotated[
         bool, typer.Option("--no-serve", help="Do not serve the deployments here: workers run them.")
     ] = False,
-    deployment: Annotated[
-        str, typer.Option(help="With --no-serve: the deployment to run, `{chain_id}` filled in.")
+    deployment: Annotated[str, checked(
+        deployment_template,
+        help="With --no-serve: the deployment to run, FLOW/DEPLOYMENT, `{chain_id}` filled in.")
     ] = "chain/{chain_id}",
-    window: Annotated[float, typer.Option(help="Seconds routed targets wait to share one run.")] = 0.1,
-    pool: Annotated[str | None, typer.Option(
+    window: Annotated[float, checked(
+        seconds(minimum=0, maximum=MAX_WINDOW_SECONDS),
+        help=f"Seconds routed targets wait to share one run (0 to {MAX_WINDOW_SECONDS:g}).")] = 0.1,
+    pool: Annotated[str | None, checked(
+        work_pool_name,
         help="Request the chain runs on this Prefect work pool (created as a process pool if missing) "
-             "instead "
-             "of serving them here: `prefect worker start --pool NAME` processes run them.")] = None,
-    crash_after: Annotated[float | None, typer.Option(
+             "instead of serving them here: `prefect worker start --pool NAME` processes run them. A name "
+             "of letters, digits, '_', '.' and '-'.")] = None,
+    crash_after: Annotated[float | None, checked(
+        seconds(minimum=MIN_CRASH_AFTER.total_seconds(), maximum=MAX_CRASH_AFTER.total_seconds(),
+                why_minimum="a heartbeat and a margin, or a live run whose heartbeat came late is crashed"),
         help="With --pool: seconds without a heartbeat after which a run is marked Crashed and rescheduled "
-             "(its worker died). Heartbeats come every 30 s; at least 60, default 90.")] = None,
+             f"(its worker died). Heartbeats come every 30 s; at least {MIN_CRASH_AFTER.total_seconds():g}, "
+             f"default {CRASH_AFTER.total_seconds():g}.")] = None,
     warm: WarmOption = WARM_PROCESSES,
-    folders_block: FoldersBlockOption = None,
-    model_block: ModelBlockOption = None,
-    sandbox_policy: SandboxPolicyOption = None,
+    folders_block: Annotated[str | None, checked(block_name(CHAIN_FOLDERS, on_the_api=True),
+                                                 help=FOLDERS_BLOCK_HELP)] = None,
+    model_block: Annotated[str | None, checked(block_name(CODE_MODEL, on_the_api=True),
+                                               help=MODEL_BLOCK_HELP)] = None,
+    sandbox_policy: Annotated[str | None, checked(block_name(SANDBOX_POLICY, on_the_api=True),
+                                                  help=SANDBOX_POLICY_HELP)] = None,
 ) -> None:
     """Route output slots written by agents outside the engine, and run what they feed, exactly once."""
     _log_to_console()
@@ -194,30 +221,25 @@ def watch(
 
 
 def _crash_window(crash_after: float | None) -> timedelta:
-    """`--crash-after` as the crash automation's window (its default when not given)."""
-    from deployments.pool import CRASH_AFTER, MAX_CRASH_AFTER, MIN_CRASH_AFTER
-
-    if crash_after is None:
-        return CRASH_AFTER
-    if not crash_after >= MIN_CRASH_AFTER.total_seconds():
-        raise BadInput(f"--crash-after {crash_after:g}: at least {MIN_CRASH_AFTER.total_seconds():g} s (two "
-                       "heartbeats), or a live run whose heartbeat came late is crashed")
-    if not crash_after <= MAX_CRASH_AFTER.total_seconds():
-        raise BadInput(
-            f"--crash-after {crash_after:g}: at most {MAX_CRASH_AFTER.total_seconds():g} s (a day)")
-    return timedelta(seconds=crash_after)
+    """`--crash-after` (checked within its bounds as it is read) as the crash automation's window, its
+    default when not given."""
+    return CRASH_AFTER if crash_after is None else timedelta(seconds=crash_after)
 
 
 def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, window: float,
                    url: str, blocks: dict[str, str], crash_after: timedelta) -> None:
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
     them; a run silent for `crash_after` is crashed and rescheduled."""
-    from deployments.pool import apply_on_pool, pool_chain_deployment
+    from deployments.pool import PoolRunReports, apply_on_pool, pool_chain_deployment
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
     from slotrelay.routing_sensor import SlotSensor
 
-    apply_on_pool([pool_chain_deployment(r.chain, blocks) for r in routers], pool, crash_after)
+    deployments = [pool_chain_deployment(r.chain, blocks) for r in routers]
+    deployment_ids = apply_on_pool(deployments, pool, crash_after)
+    # A run no worker could start (the flow does not import there, its process died) is an error here.
+    reports = PoolRunReports(deployment_ids, logging.getLogger("slotrelay.pool").error)
+    reports.start()
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,
                                 r.chain.work_dir if own_slots_root else None, resume=True)
@@ -234,6 +256,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     finally:
         sensor.stop()
         starter.close()
+        reports.stop()
     console.print("slotrelay watch: stopped")
 
 
@@ -286,20 +309,24 @@ def up(
                                                              "chain).")] = None,
     host: Annotated[str, typer.Option(
         help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
-    home: Annotated[Path | None,
-                    typer.Option(help="PREFECT_HOME of the server (default: .slotrelay/prefect).")] = None,
-    psmr: Annotated[Path | None, typer.Option(help="Also serve the PSMR view of this code root (`slotrelay "
-                                                   "psmr view`).")] = None,
-    psmr_port: Annotated[int, typer.Option(help="Port of the PSMR view on 127.0.0.1.")] = 8766,
+    port: Annotated[int, checked(PORT, help="Port of the Prefect server and its UI.")] = 4200,
+    home: Annotated[Path | None, checked(
+        created_folder,
+        help="PREFECT_HOME of the server, created if missing (default: .slotrelay/prefect).")] = None,
+    psmr: Annotated[Path | None, checked(
+        existing_folder, help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
+    psmr_port: Annotated[int, checked(PORT, help="Port of the PSMR view on 127.0.0.1.")] = 8766,
     database: Annotated[str | None, typer.Option(
-        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
-             "--home).",
+        help="The server's database: a postgresql+asyncpg:// URL, user:password@host:port/db (default: "
+             "SQLite in --home).",
     )] = None,
     warm: WarmOption = WARM_PROCESSES,
-    folders_block: FoldersBlockOption = None,
-    model_block: ModelBlockOption = None,
-    sandbox_policy: SandboxPolicyOption = None,
+    folders_block: Annotated[str | None, checked(block_name(CHAIN_FOLDERS, on_the_api=False),
+                                                 help=FOLDERS_BLOCK_HELP)] = None,
+    model_block: Annotated[str | None, checked(block_name(CODE_MODEL, on_the_api=False),
+                                               help=MODEL_BLOCK_HELP)] = None,
+    sandbox_policy: Annotated[str | None, checked(block_name(SANDBOX_POLICY, on_the_api=False),
+                                                  help=SANDBOX_POLICY_HELP)] = None,
 ) -> None:
     """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
     if host not in LOOPBACK:

@@ -277,18 +277,39 @@ def _read_first(ws: Workspace, reads: list[str], writes: list[str]) -> bool:
     return any(at(r, end=False) < at(w, end=True) for r in reads for w in writes)
 
 
+def in_tests(ws: Workspace, node: str) -> bool:
+    """Whether a symbol is test code: a test, or anything of a module pytest collects or a conftest."""
+    data = ws.graph.nodes[node]
+    module = data.get("module") or qname(node)
+    last = module.rsplit(".", 1)[-1]
+    return (
+        data["kind"] == "test"
+        or last.startswith("test_")
+        or last.endswith("_test")
+        or last == "conftest"
+        or ".tests." in f".{module}."
+    )
+
+
 def motifs(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
-    """analysis.motifs: motif instances, optionally of one motif or inside one scope."""
+    """analysis.motifs: motif instances of the production code, optionally of one motif or inside one
+    scope; those of test code (`pytest.raises` scopes, fixtures) apart, listed with `include_tests`."""
     items = motif_instances(ws, store)
     if request.get("motif"):
         items = [m for m in items if m["motif"] == request["motif"]]
     if request.get("scope"):
         scope = find_node(ws, request["scope"])
         items = [m for m in items if within(m["subject"], {scope})]
+    tests = [m for m in items if in_tests(ws, m["subject"])]
+    production = [m for m in items if not in_tests(ws, m["subject"])]
+    sections = [("motifs", production)]
+    if request.get("include_tests"):
+        sections.append(("test_motifs", tests))
+    shown = [m for _, section in sections for m in section]
     return Answer(
-        sections=[("motifs", items)],
-        data={"total": len(items)},
-        evidence_refs=[e for m in items for e in m["evidence_refs"]],
+        sections=sections,
+        data={"total": len(production), "in_tests": len(tests)},
+        evidence_refs=[e for m in shown for e in m["evidence_refs"]],
     )
 
 
@@ -324,7 +345,8 @@ def contracts(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer
             }
         )
     tests = tests_reaching(ws, target)
-    answer = Answer(data={"target": target, "policy": [], "intent_constraint": []})
+    # Only what is computed is answered: no policy or intent-constraint contract is derived from code.
+    answer = Answer(data={"target": target})
     answer.sections = [("contracts", items), ("test_contract", tests)]
     answer.evidence_refs = [e for i in items for e in i["evidence_refs"]]
     return answer

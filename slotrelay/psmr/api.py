@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from slotrelay.psmr import envelope
+from slotrelay.psmr import envelope, request_limits
 from slotrelay.psmr.errors import (
     InvalidQuery,
     OperatorUnavailable,
@@ -28,6 +28,9 @@ from slotrelay.psmr.errors import (
 )
 from slotrelay.psmr.grants import READ_ONLY, Grants
 from slotrelay.psmr.operators import OPERATIONS
+
+if TYPE_CHECKING:
+    from slotrelay.psmr.buildbudget import BuildBudget
 
 __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
@@ -38,6 +41,7 @@ def _validate(operation: str, request: Any) -> None:
     if not isinstance(request, dict):
         raise TypeMismatch(f"the request of {operation} must be a JSON object, got {type(request).__name__}")
     schema = OPERATIONS[operation]["input_schema"]
+    request_limits.check(operation, schema, request)
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(request))
     if error is None:
         return
@@ -105,6 +109,7 @@ def build_workspace(
     rev: str | None = None,
     store: str | Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    budget: BuildBudget | None = None,
 ) -> dict[str, Any]:
     """Build or incrementally update the workspace of a source tree (or one git revision of it).
 
@@ -114,11 +119,15 @@ def build_workspace(
             the files on disk.
         store: the store folder (default: `slotrelay.psmr.store.default_store`).
         progress: called as `progress(done, total, file)` while files are analysed.
+        budget: what resolving may cost (CPU seconds, memory, steps; default `BuildBudget()`, far
+            above what real packages take); past it the call sites left are the unknown
+            `budget_exceeded` and the workspace is written all the same.
 
     Returns:
         `{"workspace_id", "root", "store", "rev", "commit", "version", "files", "analysed",
         "reused", "removed", "dependents", "resolved_sites", "assembled_modules", "nodes", "edges",
-        "unknowns", "conflicts", "duration_s"}`; `resolved_sites` counts the call sites resolved and
+        "unknowns", "conflicts", "budget_exceeded", "duration_s"}`; `budget_exceeded` is the limit
+        passed (`cpu_s`, `memory_bytes`, `steps`) or None; `resolved_sites` counts the call sites resolved and
         `assembled_modules` the modules whose part of the graph was assembled, all of them unless the
         process kept the last resolution (see `slotrelay.psmr.build.keep_resolved`).
 
@@ -127,7 +136,7 @@ def build_workspace(
     """
     from slotrelay.psmr.build import build
 
-    return build(path, rev=rev, store=store, progress=progress)
+    return build(path, rev=rev, store=store, progress=progress, budget=budget)
 
 
 def list_workspaces(*, store: str | Path | None = None) -> list[dict[str, Any]]:

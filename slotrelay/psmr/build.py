@@ -30,6 +30,8 @@ from typing import Any
 import orjson
 
 from slotrelay import fsio
+from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
+from slotrelay.psmr.buildbudget import BuildBudget
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.extract import FACTS_VERSION, extract
 from slotrelay.psmr.graph import Assembled, GraphAssembler
@@ -253,6 +255,7 @@ def build(
     progress: Callable[[int, int, str], None] | None = None,
     max_file_bytes: int | None = None,
     warm: bool = False,
+    budget: BuildBudget | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
@@ -261,14 +264,18 @@ def build(
     this version of it, so that its next update is replayed (a watcher starting on a stored
     workspace, or after another process saved the change it saw: `slotrelay.psmr.watch`). A file
     that cannot be analysed never stops the build: it is skipped with a warning (not source, see
-    `NotSource`) or becomes a module with an unknown (see `Unanalysable`).
+    `NotSource`) or becomes a module with an unknown (see `Unanalysable`). `budget` bounds what
+    resolving costs (default: `BuildBudget()`); past it, the call sites left are the unknown
+    `budget_exceeded` (see `slotrelay.psmr.buildbudget`), and the summary's `budget_exceeded` names
+    the limit passed.
     """
     key = (str(Store.open(store).path), str(Path(path).expanduser().resolve()), rev)
     with _BUILDING_GUARD:
         lock = _BUILDING.setdefault(key, threading.Lock())
     with lock:
         return _build(
-            path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm
+            path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm,
+            budget=budget,
         )
 
 
@@ -280,6 +287,7 @@ def _build(
     progress: Callable[[int, int, str], None] | None,
     max_file_bytes: int | None,
     warm: bool,
+    budget: BuildBudget | None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     limit = file_size_limit(max_file_bytes)
@@ -321,7 +329,12 @@ def _build(
     analysed = [rel for rel, entry in entries.items() if previous.get(rel, {}).get("key") != entry["key"]]
     removed = sorted(set(previous) - set(entries))
     total = len(entries) + len(unanalysed)
-    unchanged = manifest.get("version") == version and manifest.get("stats")
+    # A workspace whose resolution stopped at its budget is resolved again, perhaps with a larger one.
+    unchanged = (
+        manifest.get("version") == version
+        and manifest.get("stats")
+        and not manifest["stats"].get("budget_exceeded")
+    )
     kept_key = (str(the_store.path), ws_id)
     with _RESOLVED_LOCK:
         held = _RESOLVED.get(kept_key)
@@ -384,15 +397,24 @@ def _build(
             edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
             linker = relink(kept.linker, facts, edited)
         if linker is None:
-            linker = Linker(facts, record=_keep["count"] > 0)
+            budget = budget or BuildBudget()
+            budget.start()
+            linker = Linker(facts, record=_keep["count"] > 0, budget=budget)
             linker.run()
         edges, import_warnings = imports.result()
     link = linker.result
     assert link is not None
     warnings += import_warnings
+    exceeded = linker.budget.exceeded
+    if exceeded:
+        stopped = sum(reason == BUDGET_REASON for reason in link.unresolved.values())
+        warnings.append(
+            f"resolution stopped past {linker.budget.describe()}: {stopped} call sites are the unknown "
+            f"{BUDGET_REASON}, and arguments stopped flowing where they were"
+        )
     assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
     assembly = merge(assembled.parts.values())
-    if _keep["count"] > 0:
+    if _keep["count"] > 0 and not exceeded:
         with _RESOLVED_LOCK:
             _RESOLVED[kept_key] = Resolved(version, keys, linker, assembled)
         keep_resolved(_keep["count"])
@@ -416,6 +438,7 @@ def _build(
         "edges": len(assembly.edges),
         "unknowns": len(assembly.unknowns),
         "conflicts": len(assembly.conflicts),
+        "budget_exceeded": exceeded,
         "warnings": warnings,
     }
     summary["duration_s"] = round(time.perf_counter() - started, 3)

@@ -36,7 +36,9 @@ import libcst as cst
 import orjson
 
 from slotrelay import fsio
+from slotrelay.psmr import snippets
 from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
+from slotrelay.psmr.constraints import parse as parse_constraint
 from slotrelay.psmr.delta_ops import Planner
 from slotrelay.psmr.errors import ConflictRequiresReview, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.graph import qname, sid
@@ -380,6 +382,9 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             scope.append(find_node(ws, ref))
         except ObjectNotFound as exc:
             raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+    for index, constraint in enumerate(request.get("constraints", [])):
+        parse_constraint(ws, constraint, f"constraints[{index}]")
+    snippets.check(request["operations"])
     planner, files = plan(ws, request["operations"])
     changed: dict[str, list[str]] = {}
     # Expected changes are named as the symbols will be called after the delta's renames.

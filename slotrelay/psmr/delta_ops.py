@@ -2,14 +2,19 @@
 
     change_signature   target, parameters ("a, b=1, *, c"), parameter_map for the call sites
     replace_body       target, body (the new statements)
-    rename_symbol      target, new_name
+    rename_symbol      target, new_name, optionally include_unresolved (rename the unresolved calls
+                       of the same name too)
     add_symbol         module, source, optionally after (a symbol of that module) or parent (a class)
     move_call_site     evidence_id (a call site), new_callee, optionally expression (written at the site)
+    edit_reference     file, line, column, name (a reference by its position, resolved or not):
+                       new_name, expression (written in its place) and/or arguments (of its call)
 
 A `Planner` holds the workspace and one `FilePlan` per file; each operation adds to those plans and
 to the delta's records (the edits, the expected graph change, assumptions). Call sites come from the
 graph's evidence spans; sites the analysis could not resolve but whose name matches are listed as
-possibly affected, never edited on a guess.
+possibly affected, never edited on a guess: only on request (include_unresolved), each listed as an
+edit, or one by one (edit_reference). Every edit keeps the file's layout: a parameter list written
+one a line stays so, and blank lines inside new statements stay blank.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import libcst as cst
 
+from slotrelay.psmr import references
 from slotrelay.psmr.build import NotSource, Unanalysable, artifact_text, read_artifact
 from slotrelay.psmr.callbinding import (
     BindError,
@@ -33,7 +39,15 @@ from slotrelay.psmr.callbinding import (
 )
 from slotrelay.psmr.errors import ConflictRequiresReview, InvalidQuery, ObjectNotFound, TypeMismatch
 from slotrelay.psmr.graph import qname, sid
-from slotrelay.psmr.rewrite import FilePlan, Position, char_column
+from slotrelay.psmr.rewrite import (
+    FilePlan,
+    Position,
+    arguments_laid_out_like,
+    char_column,
+    laid_out_like,
+    placed,
+    spaced_like,
+)
 from slotrelay.psmr.slicing import file_node, find_node
 from slotrelay.psmr.store import Workspace
 
@@ -135,14 +149,18 @@ class Planner:
                 ]
         return sorted(out, key=lambda s: (s[2]["artifact"], s[2]["span"]["line"], s[2]["span"]["col"]))
 
-    def note_unresolved(self, name: str) -> None:
-        """Record the unresolved call sites whose callee's last name is `name`: possibly affected."""
+    def note_unresolved(self, name: str) -> list[dict[str, Any]]:
+        """Record the unresolved call sites whose callee's last name is `name` as possibly affected;
+        returns them, by file and position."""
+        found = []
         for unknown in self.ws.unknowns.values():
             if unknown["reason"] in CALL_REASONS_SKIPPED:
                 continue
             last = unknown["detail"].removesuffix("()").rsplit(".", 1)[-1]
             if last == name:
                 self.possibly_affected[unknown["id"]] = {**unknown, "why": f"an unresolved call named {name}"}
+                found.append(unknown)
+        return sorted(found, key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"]))
 
     # -- operations ----------------------------------------------------------------------------
     def change_signature(self, i: int, op: dict[str, Any]) -> None:
@@ -188,7 +206,10 @@ class Planner:
         artifact, position = self._def_position(target)
 
         def new_signature(d: Any) -> Any:
-            return d.with_changes(params=new_params, returns=returns if returns is not None else d.returns)
+            return d.with_changes(
+                params=laid_out_like(d.params, d.whitespace_before_params, new_params),
+                returns=returns if returns is not None else d.returns,
+            )
 
         self.plan(artifact).on_def(position, new_signature)
         self.targets.append(target)
@@ -251,7 +272,7 @@ class Planner:
         where = f"operations[{i}]"
         target = self.node(op["target"], f"{where}.target", FUNCTION_KINDS)
         try:
-            statements = list(cst.parse_module(textwrap.dedent(op["body"])).body)
+            statements = placed(list(cst.parse_module(textwrap.dedent(op["body"])).body))
         except cst.ParserSyntaxError as exc:
             raise InvalidQuery(
                 f"{where}.body does not parse: {exc.message} at line {exc.raw_line}, column {exc.raw_column}"
@@ -308,11 +329,41 @@ class Planner:
             )
         if top_level:
             self._rename_imports(i, module, old_name, new_name)
-        self.note_unresolved(old_name)
-        self.assumptions.append(
-            f"references to {old_name} the analysis does not resolve (strings, getattr, attributes of "
-            "objects other than an imported module) are not renamed; see possibly_affected"
-        )
+        found = self.note_unresolved(old_name)
+        if op.get("include_unresolved"):
+            self._rename_unresolved(i, found, old_name, new_name)
+            self.assumptions.append(
+                f"the unresolved calls named {old_name} are renamed too (edits of kind reference, status "
+                "renamed_unresolved): review each, as the analysis cannot say they call "
+                f"{qname(target)}; strings and getattr are not renamed"
+            )
+        else:
+            self.assumptions.append(
+                f"references to {old_name} the analysis does not resolve (strings, getattr, attributes of "
+                "objects other than an imported module) are not renamed; see possibly_affected, and "
+                "delta.validate lists every one left"
+            )
+
+    def _rename_unresolved(self, i: int, found: list[dict[str, Any]], old: str, new: str) -> None:
+        """Rename the identifier of each unresolved call site named `old` (the possibly affected)."""
+        for unknown in found:
+            artifact, span = unknown["artifact"], unknown["span"]
+            reference = self._reference_at(artifact, old, span["line"], span["col"])
+            if reference is None or reference.kind != "call":
+                continue
+            self.plan(artifact).rename(self.position(artifact, reference.name_line, reference.name_col), new)
+            self.edits.append(
+                {"operation": i, "kind": "reference", "file": artifact, "line": span["line"],
+                 "column": span["col"], "name": old, "new_name": new, "text": reference.text,
+                 "scope": unknown["scope"], "status": "renamed_unresolved",
+                 "reason": f"an unresolved call named {old}: it may call something else"}
+            )  # fmt: skip
+            self.possibly_affected[unknown["id"]]["edited"] = "renamed_unresolved"
+            self.edges_free.add(unknown["scope"])
+
+    def _reference_at(self, artifact: str, name: str, line: int, col: int) -> references.Reference | None:
+        module = self.ws.files[artifact]["module"]
+        return references.at(self.text(artifact), artifact, module, name, line, col)
 
     def _rename_imports(self, i: int, module: str, old: str, new: str) -> None:
         """Rename `from M import old` wherever M is the defining module or re-exports it."""
@@ -335,7 +386,7 @@ class Planner:
                 for item in ast.walk(tree):
                     if not isinstance(item, ast.ImportFrom):
                         continue
-                    if _absolute(item, entry["module"], is_package) not in sources:
+                    if references.absolute_module(item, entry["module"], is_package) not in sources:
                         continue
                     for alias in item.names:
                         if alias.name != old:
@@ -382,7 +433,7 @@ class Planner:
                             if source == alias.name or source.startswith(alias.name + ".")
                         }
                 elif isinstance(item, ast.ImportFrom):
-                    base = _absolute(item, entry["module"], artifact.endswith("__init__.py"))
+                    base = references.absolute_module(item, entry["module"], artifact.endswith("__init__.py"))
                     bound |= {
                         (alias.asname or alias.name, ())
                         for alias in item.names
@@ -421,7 +472,7 @@ class Planner:
         artifact = self.graph.nodes[module]["artifact"]
         source = textwrap.dedent(op["source"])
         try:
-            statements = list(cst.parse_module(source).body)
+            statements = placed(list(cst.parse_module(source).body))
         except cst.ParserSyntaxError as exc:
             raise InvalidQuery(
                 f"{where}.source does not parse: {exc.message} at line {exc.raw_line}, column "
@@ -440,7 +491,9 @@ class Planner:
             _, position = self._def_position(parent)
 
             def append(d: Any) -> Any:
-                return d.with_changes(body=d.body.with_changes(body=[*d.body.body, *statements]))
+                members = list(d.body.body)
+                added = spaced_like(statements, members[-1], indented=True) if members else statements
+                return d.with_changes(body=d.body.with_changes(body=[*members, *added]))
 
             plan.on_def(position, append)
         elif op.get("after"):
@@ -504,6 +557,58 @@ class Planner:
              "callee": new_callee, "evidence_ref": op["evidence_id"], "status": "moved"}
         )  # fmt: skip
 
+    def edit_reference(self, i: int, op: dict[str, Any]) -> None:
+        """Edit one reference found by its position (resolved or not): rename its identifier, write an
+        expression in its place, and/or give its call new arguments."""
+        where = f"operations[{i}]"
+        artifact = op["file"]
+        if artifact not in self.ws.files:
+            raise ObjectNotFound(
+                f"{where}.file: {artifact} is not a file of workspace {self.ws.workspace_id} (paths are "
+                "relative to its root, as the artifact of a span)"
+            )
+        name = _identifier(op["name"], f"{where}.name")
+        if "new_name" in op and "expression" in op:
+            raise InvalidQuery(f"{where}: give new_name or expression, not both")
+        if not any(k in op for k in ("new_name", "expression", "arguments")):
+            raise InvalidQuery(f"{where}: say what to write: new_name, expression and/or arguments")
+        line, column = op["line"], op["column"]
+        reference = self._reference_at(artifact, name, line, column)
+        if reference is None:
+            raise ObjectNotFound(
+                f"{where}: no reference to {name} starts at {artifact}:{line}:{column} (line from 1, column "
+                "from 0 in bytes, as the spans of query.unknowns and delta.validate's sites give them)"
+            )
+        plan = self.plan(artifact)
+        start = self.position(artifact, line, column)
+        if "new_name" in op:
+            new_name = _identifier(op["new_name"], f"{where}.new_name")
+            plan.rename(self.position(artifact, reference.name_line, reference.name_col), new_name)
+        if "expression" in op:
+            plan.replace_reference(start, name, _parsed(op["expression"], f"{where}.expression"))
+        if "arguments" in op:
+            if reference.kind != "call":
+                raise InvalidQuery(f"{where}.arguments: {name} is not called at {artifact}:{line}:{column}")
+            call = _parsed(f"_({op['arguments']})", f"{where}.arguments")
+            assert isinstance(call, cst.Call)  # `_(...)` parses as a call or not at all
+            plan.on_call(start, lambda c: c.with_changes(args=arguments_laid_out_like(c, list(call.args))))
+        scope = sid(reference.scope)
+        if scope in self.graph:
+            self.targets.append(scope)
+            self.edges_free.add(scope)
+        self.edits.append(
+            {"operation": i, "kind": "reference", "file": artifact, "line": line, "column": column,
+             "name": name, "reference": reference.kind, "text": reference.text, "scope": scope,
+             "status": "edited"}
+        )  # fmt: skip
+
+
+def _parsed(text: str, where: str) -> cst.BaseExpression:
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError as exc:
+        raise InvalidQuery(f"{where}: {text!r} is not an expression ({exc.message})") from exc
+
 
 def _is_docstring(statement: Any) -> bool:
     return (
@@ -534,11 +639,3 @@ def _dotted(node: ast.expr) -> str | None:
         base = _dotted(node.value)
         return f"{base}.{node.attr}" if base else None
     return None
-
-
-def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    package = module.split(".") if is_package else module.split(".")[:-1]
-    base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-    return ".".join(base + ([node.module] if node.module else []))

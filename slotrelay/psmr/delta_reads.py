@@ -8,7 +8,8 @@ agent resuming work) sees what was proposed and what the later steps recorded, w
 
 - `stale`: the delta was proposed on another version of the workspace than the current one (validate,
   preview and apply refuse it; propose again);
-- `validation`: the result delta.validate recorded (each check with its problems), or None;
+- `validation`: the result delta.validate recorded (each check with its problems, and the sites it left
+  to review), or None;
 - the preview diff: each changed file as the unified diff projection.preview renders, derived from the
   texts the delta holds (the same function, so the same lines), whether or not preview was called.
 """
@@ -41,7 +42,12 @@ def _validation_summary(delta: dict[str, Any]) -> dict[str, Any] | None:
     recorded = delta["validation"]
     if recorded is None:
         return None
-    return {"at": recorded["at"], "ok": recorded["ok"], "failed": recorded["failed"]}
+    return {
+        "at": recorded["at"],
+        "ok": recorded["ok"],
+        "failed": recorded["failed"],
+        "needs_review": recorded.get("needs_review_count", 0),
+    }
 
 
 def _row(ws: Workspace, delta: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,12 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["param", func, index, name, default, classes]   a parameter, bound to arguments at link time;
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
+    ["typed", ref]               what an annotation declares (ref: `slotrelay.psmr.typerefs`)
+    ["cast", typed, ref]         `typing.cast(T, x)`: what T declares, or x where T names none of the tree's
+    ["op", [[ref, [names]], ..]] the result of an operator: the first of the named dunders each
+                                 operand's class defines, called
+    ["narrowcls", ref, [refs]]   ref where `issubclass(ref, classes)` holds (inside the `if` body)
+    ["fixture", module, name]    a test's parameter: what the pytest fixture of that name gives
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
@@ -27,8 +33,11 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["unk", reason]              something dynamic the analysis refuses to guess
 
 Besides call sites, the facts list the calls Python makes without call syntax ("implicit"): `for`
-(`__iter__`/`__next__`), `with` (`__enter__`/`__exit__`), `raise Cls` (the constructor) and every
-attribute read or write outside call position (a property's getter or setter, when the linker finds one).
+(`__iter__`/`__next__`), `with` (`__enter__`/`__exit__`), `raise Cls` (the constructor), every
+attribute read or write outside call position (a property's getter or setter, when the linker finds one),
+operators (`op`: `a + b`, `x[k]`, `k in x`, `==`, f-strings, `await`; the dunders in
+`slotrelay.psmr.typerefs`) and class statements (`classdef`: the metaclass's `__new__`/`__init__`, the
+bases' `__init_subclass__`).
 
 A file that does not parse yields facts with `syntax_error` set and nothing else.
 """
@@ -40,10 +49,23 @@ import hashlib
 import warnings
 from typing import Any
 
-FACTS_VERSION = 8
+from slotrelay.psmr.typerefs import (
+    BINARY_DUNDERS,
+    COMPARE_DUNDERS,
+    UNARY_DUNDERS,
+    annotation_ref,
+)
+
+FACTS_VERSION = 9
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
 PROPERTY_ACCESSORS = (".setter", ".getter", ".deleter")
+# Builtins whose result is a str, number or bool: never an instance of the tree's classes.
+SCALAR_BUILTINS = frozenset(
+    {"len", "str", "repr", "int", "float", "bool", "abs", "round", "hash", "id", "ord", "chr", "format",
+     "isinstance", "issubclass", "callable", "hasattr", "sum", "divmod", "bin", "hex", "oct"}
+)
+OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
 
 Ref = list[Any]
 
@@ -114,13 +136,15 @@ class FileExtractor(ast.NodeVisitor):
         self.lambdas: dict[int, str] = {}
         self.implicit: list[dict[str, Any]] = []
         # Names narrowed by an enclosing `if isinstance(name, C):`, per scope: name -> class refs.
-        self.narrowed: list[tuple[str, str, list[Ref]]] = []
+        self.narrowed: list[tuple[str, str, list[Ref], str]] = []
         # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
         self.none_guards: list[tuple[str, str, bool]] = []
         # Names some nested scope declares global or nonlocal: rebound from elsewhere at any time.
         self.escaped: set[str] = set()
         # Attributes in call position: their read is the call's, not a property access.
         self.callee_attrs: set[int] = set()
+        # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
+        self.raises: dict[tuple[str, str], Ref | None] = {}
         self.scope = self._open(module, "module", None, None)
 
     # scopes and bindings
@@ -183,15 +207,29 @@ class FileExtractor(ast.NodeVisitor):
         match node:
             case ast.Name(id=name):
                 plain = self._name_ref(name)
-                for scope, narrowed, classes in reversed(self.narrowed):
+                for scope, narrowed, classes, kind in reversed(self.narrowed):
                     if scope == q and narrowed == name:
-                        return ["narrow", plain, classes]
+                        return [kind, plain, classes]
                 return plain
+            case ast.Attribute(value=ast.Name(id=name), attr="value") if (q, name) in self.raises:
+                raised = self.raises[(q, name)]
+                return ["annot", raised] if raised is not None else None
             case ast.Attribute(value=value, attr=attr):
                 base = self.ref(value)
                 return ["attr", base, attr] if base is not None else None
+            case ast.Call(func=func, args=[note, value]) if _is_cast(func):
+                typed = annotation_ref(note, self.ref, self.scope.class_q)
+                ref = self.ref(value)
+                if typed is None or ref is None:
+                    return ["typed", typed] if typed is not None else ref
+                return ["cast", typed, ref]
             case ast.Call():
                 return self._call_ref(node)
+            case ast.BinOp(left=left, op=op, right=right):
+                forward, reflected = BINARY_DUNDERS[type(op)]
+                return self._op_ref([(left, (forward,)), (right, (reflected,))])
+            case ast.UnaryOp(op=op, operand=operand) if type(op) in UNARY_DUNDERS:
+                return self._op_ref([(operand, (UNARY_DUNDERS[type(op)],))])
             case ast.Subscript(value=value, slice=index):
                 base = self.ref(value)
                 return ["sub", base, _constant_key(index)] if base is not None else None
@@ -226,6 +264,17 @@ class FileExtractor(ast.NodeVisitor):
                 refs = [r for r in [self.ref(value)] if r is not None]
                 return ["coll", refs, [None] * len(refs)]
         return None
+
+    def _op_ref(self, operands: list[tuple[ast.expr, tuple[str, ...]]]) -> Ref | None:
+        """The result of an operator: what the dunder of the first operand whose class has one returns."""
+        parts = [[ref, list(names)] for node, names in operands if (ref := self.ref(node)) is not None]
+        return ["op", parts] if parts else None
+
+    def _operator(self, operands: list[tuple[ast.expr, tuple[str, ...]]], node: ast.AST) -> None:
+        """Record the dunders an operator may call, one implicit call per operand."""
+        for operand, names in operands:
+            if _may_be_instance(operand):
+                self._implicit("op", self.ref(operand), node, list(names))
 
     def _call_ref(self, node: ast.Call) -> Ref | None:
         func = node.func
@@ -295,6 +344,12 @@ class FileExtractor(ast.NodeVisitor):
         self._bind_params(
             node.args, qualname, method_of=parent.qualname if is_method else None, decorators=decorators
         )
+        if self._is_test_module() or self.module.rsplit(".", 1)[-1] == "conftest":
+            self._bind_test_values(node, is_method=is_method)
+        overload = bool(OVERLOAD_DECORATORS & set(decorators))
+        if overload:
+            bound_first = is_method and "staticmethod" not in decorators
+            signature = self._overload_params(node.args, skip_first=bound_first)
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             self.scope = parent
             self.visit(default)
@@ -304,6 +359,15 @@ class FileExtractor(ast.NodeVisitor):
         self.scope = parent
         if node.returns is not None:
             self.visit(node.returns)
+        returns = annotation_ref(node.returns, self.ref, parent.qualname if is_method else parent.class_q)
+        info = self.scopes[qualname]
+        if overload:
+            # One signature of the function: which arguments select it, and what it then returns.
+            info.setdefault("overloads", []).append(
+                [signature, returns]
+            )
+        elif returns is not None:
+            info["annotated"] = returns
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -340,12 +404,37 @@ class FileExtractor(ast.NodeVisitor):
             self.scope = inner
 
     def _annotation(self, arg: ast.arg) -> list[Ref] | None:
-        # `x: Cls` (or `Optional[Cls]`, `A | B`, a string of those) declares x an instance of these.
-        classes = _annotation_classes(arg.annotation) if arg.annotation is not None else None
+        """Bind a parameter to what its annotation declares; the classes it admits (for argument
+        flow: `x: Cls`, `Optional[Cls]`, `A | B`, a string of those), or None when it admits anything."""
+        typed = annotation_ref(arg.annotation, self._outer_ref, self.scope.class_q)
+        if typed is not None:
+            self.bind(arg.arg, ["typed", typed], adds=True)
+        return self._admitted(arg.annotation)
+
+    def _admitted(self, note: ast.expr | None) -> list[Ref] | None:
+        classes = _annotation_classes(note) if note is not None else None
         refs = [r for r in (self._outer_ref(c) for c in classes or []) if r is not None]
-        for ref in refs:
-            self.bind(arg.arg, ["annot", ref], adds=True)
         return refs if classes is not None and len(refs) == len(classes) else None
+
+    def _overload_classes(self, arg: ast.arg) -> list[Ref] | str | None:
+        return "any" if arg.annotation is None else self._admitted(arg.annotation)
+
+    def _overload_params(self, args: ast.arguments, *, skip_first: bool) -> list[Ref]:
+        # Per parameter: index (-1 keyword-only, -2 `*args`, -3 `**kwargs`), name, the classes its
+        # annotation admits (None: not told, "any": no annotation), and whether a call must give it.
+        positional = args.posonlyargs + args.args
+        required = len(positional) - len(args.defaults)
+        out: list[Ref] = [
+            [i, a.arg, self._overload_classes(a), i < required] for i, a in enumerate(positional)
+        ][1 if skip_first else 0 :]
+        if skip_first:
+            out = [[i - 1, *rest] for i, *rest in out]
+        out += [
+            [-1, a.arg, self._overload_classes(a), d is None]
+            for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+        ]
+        out += [[-2, args.vararg.arg, None, False]] if args.vararg else []
+        return out + ([[-3, args.kwarg.arg, None, False]] if args.kwarg else [])
 
     def _bind_params(
         self, args: ast.arguments, qualname: str, *, method_of: str | None, decorators: list[str]
@@ -370,6 +459,21 @@ class FileExtractor(ast.NodeVisitor):
         if args.kwarg is not None:
             self.bind(args.kwarg.arg, ["unk", "variadic_parameter"])
 
+    def _bind_test_values(self, node: ast.FunctionDef | ast.AsyncFunctionDef, *, is_method: bool) -> None:
+        """A test's or fixture's parameters take what pytest gives them: the fixture of the same name,
+        and the values `@pytest.mark.parametrize` lists for them."""
+        params = (node.args.posonlyargs + node.args.args)[1 if is_method else 0 :] + node.args.kwonlyargs
+        names = {a.arg for a in params}
+        for deco in node.decorator_list:
+            for name, values in _parametrized(deco):
+                if name in names:
+                    for ref in filter(None, map(self._outer_ref, values)):
+                        self.bind(name, ["iter", ref], adds=True)
+        is_fixture = any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        if node.name.startswith("test") or is_fixture:
+            for arg in params:
+                self.bind(arg.arg, ["fixture", self.module, arg.arg], adds=True)
+
     def visit_Lambda(self, node: ast.Lambda) -> None:
         parent = self.scope
         qualname = self._lambda_name(node)
@@ -388,10 +492,25 @@ class FileExtractor(ast.NodeVisitor):
         for base in node.bases + [k.value for k in node.keywords]:
             self.visit(base)
         self.bind(node.name, self._decorated(node, qualname))
-        bases = [self.ref(b) or ["unk", "opaque_value"] for b in node.bases]
+        # A subscripted base (`Field[list]`, `Generic[T]`) is the class subscripted.
+        bases = [
+            self.ref(b.value if isinstance(b, ast.Subscript) else b) or ["unk", "opaque_value"]
+            for b in node.bases
+        ]
+        extra: dict[str, Any] = {}
+        for keyword in node.keywords:
+            if keyword.arg == "metaclass":
+                extra["metaclass"] = self.ref(keyword.value) or ["unk", "opaque_value"]
         self._add_def(
-            node, qualname, "class", bases=bases, decorators=[ast.unparse(d) for d in node.decorator_list]
+            node,
+            qualname,
+            "class",
+            bases=bases,
+            decorators=[ast.unparse(d) for d in node.decorator_list],
+            **extra,
         )
+        # The class statement runs the metaclass and the bases' __init_subclass__.
+        self._implicit("classdef", ["def", qualname], _header(node))
         scope = self._open(qualname, "class", parent, qualname)
         self._docstring_scope(node, qualname)
         self.scope = scope
@@ -422,6 +541,8 @@ class FileExtractor(ast.NodeVisitor):
                 }
             )
             record["is_async"] = isinstance(node, ast.AsyncFunctionDef)
+            if _is_stub(node.body):
+                record["stub"] = True
         if isinstance(node, ast.ClassDef):
             record["body_hash"] = self._body_hash(node)
         record.update(extra)
@@ -546,9 +667,33 @@ class FileExtractor(ast.NodeVisitor):
             self._assign(node.target, self.ref(node.value), node)
         elif isinstance(node.target, ast.Attribute):
             self.visit(node.target.value)
+        typed = annotation_ref(node.annotation, self.ref, self.scope.class_q)
+        if typed is None:
+            return
+        # A field (`reg: Reg` in a class body: dataclass, attrs, NamedTuple, TypedDict, pydantic) types
+        # the instances' attribute; `self.reg: Reg` in a method too; `x: Reg` a local or global.
+        match node.target:
+            case ast.Name(id=name) if self.scope.kind == "class":
+                self.instance_attrs.setdefault(self.scope.qualname, {}).setdefault(name, []).append(
+                    ["typed", typed]
+                )
+            case ast.Name(id=name):
+                self.bind(name, ["typed", typed], adds=True)
+            case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
+                class_q = self._self_class(owner)
+                assert class_q is not None  # the case's guard
+                self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(["typed", typed])
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
+        # `a += b` calls a.__iadd__, or a.__add__ where a's class has no in-place one.
+        forward, reflected = BINARY_DUNDERS[type(node.op)]
+        in_place = forward.replace("__", "__i", 1)
+        self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node)
+        if isinstance(node.target, ast.Subscript):
+            # `x[k] += v` reads x[k] and writes it back.
+            container = node.target.value
+            self._operator([(container, ("__getitem__",)), (container, ("__setitem__",))], node)
         self._access(node.target, "read", node)
         self._access(node.target, "write", node)
         if isinstance(node.target, ast.Attribute):
@@ -583,12 +728,27 @@ class FileExtractor(ast.NodeVisitor):
                 self.visit(obj)
                 self._access(target, "write", node)
             case ast.Subscript(value=ast.Name(id=name) as container, slice=index):
+                self._operator([(container, ("__setitem__",))], target)
                 # `d[k] = f` puts f in d: later `d[k]()` must see it.
                 if value is not None:
                     self.bind(name, ["coll", [value], [_constant_key(index)]], adds=True)
                 self._access(container, "write", node)
                 self.visit(index)
+            case ast.Subscript(
+                value=ast.Attribute(value=ast.Name(id=owner), attr=attr) as obj, slice=index
+            ) if self._self_class(owner):
+                # `self.handlers[k] = f`: the instances' attribute holds f at k.
+                self._operator([(obj, ("__setitem__",))], target)
+                if value is not None:
+                    class_q = self._self_class(owner)
+                    assert class_q is not None  # the case's guard
+                    self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(
+                        ["coll", [value], [_constant_key(index)]]
+                    )
+                self.visit(obj)
+                self.visit(index)
             case ast.Subscript(value=obj, slice=index):
+                self._operator([(obj, ("__setitem__",))], target)
                 self.visit(obj)
                 self.visit(index)
 
@@ -622,7 +782,48 @@ class FileExtractor(ast.NodeVisitor):
                 }
             )
 
-    def _implicit(self, kind: str, ref: Ref | None, node: ast.AST, name: str | None = None) -> None:
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        forward, reflected = BINARY_DUNDERS[type(node.op)]
+        self._operator([(node.left, (forward,)), (node.right, (reflected,))], node)
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if type(node.op) in UNARY_DUNDERS:
+            self._operator([(node.operand, (UNARY_DUNDERS[type(node.op)],))], node)
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        left = node.left
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op, ast.In | ast.NotIn):
+                self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
+            elif type(op) in COMPARE_DUNDERS:
+                self._operator([(left, COMPARE_DUNDERS[type(op)])], node)
+            left = right
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._operator([(node.value, ("__getitem__",))], node)
+        elif isinstance(node.ctx, ast.Del):
+            self._operator([(node.value, ("__delitem__",))], node)
+        self.generic_visit(node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
+        # f"{x}" formats x: its __format__, whose default is str(x); `!r` calls repr(x).
+        names = {114: ("__repr__",), 97: ("__repr__",), 115: ("__str__", "__repr__")}.get(
+            node.conversion, ("__format__", "__str__", "__repr__")
+        )
+        self._operator([(node.value, names)], node)
+        self.generic_visit(node)
+
+    def visit_Await(self, node: ast.Await) -> None:
+        self._operator([(node.value, ("__await__",))], node)
+        self.generic_visit(node)
+
+    def _implicit(
+        self, kind: str, ref: Ref | None, node: ast.AST, name: str | list[str] | None = None
+    ) -> None:
         if ref is not None:
             self.implicit.append(
                 {"scope": self.scope.qualname, "kind": kind, "ref": ref, "name": name, "span": span(node)}
@@ -703,6 +904,10 @@ class FileExtractor(ast.NodeVisitor):
                     "span": span(item.context_expr),
                 }
             )
+            raised = _raises(item.context_expr)
+            if raised is not None and isinstance(item.optional_vars, ast.Name):
+                # `with pytest.raises(E) as info`: `info.value` is the E raised.
+                self.raises[(self.scope.qualname, item.optional_vars.id)] = self.ref(raised)
             if item.optional_vars is not None:
                 # `as` binds what __enter__ returns, not the context manager itself.
                 enter = "__aenter__" if is_async else "__enter__"
@@ -727,9 +932,9 @@ class FileExtractor(ast.NodeVisitor):
         self.visit(node.test)
         narrowed = _isinstance_test(node.test)
         if narrowed is not None:
-            name, classes = narrowed
+            name, classes, kind = narrowed
             refs = [r for r in map(self.ref, classes) if r is not None]
-            self.narrowed.append((self.scope.qualname, name, refs))
+            self.narrowed.append((self.scope.qualname, name, refs, kind))
         guard = _none_test(node.test)
         if guard is not None:
             self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
@@ -743,6 +948,16 @@ class FileExtractor(ast.NodeVisitor):
             self.visit(stmt)
         if guard is not None:
             self.none_guards.pop()
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self.generic_visit(node)
+        narrowed = _isinstance_test(node.test)
+        if narrowed is not None and self.scope.kind != "class" and not self.scope.nesting:
+            # `assert isinstance(x, C)`: from here on, in straight-line code, x is a C.
+            name, classes, kind = narrowed
+            refs = [r for r in map(self.ref, classes) if r is not None]
+            if refs and name not in self.scope.globals and name not in self.escaped:
+                self.bind(name, [kind, self._name_ref(name), refs])
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.type is not None:
@@ -809,17 +1024,28 @@ class FileExtractor(ast.NodeVisitor):
     def _note_container_method(self, node: ast.Call) -> None:
         # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would.
         func = node.func
-        if (
+        if not (
             isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
             and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
         ):
-            values: list[Any] = [self.ref(a) for a in node.args] + [self.ref(k.value) for k in node.keywords]
-            values = [v for v in values if v is not None]
-            if func.attr == "extend" or func.attr == "update":
-                values = [["iter", v] for v in values] + values
-            if values:
-                self.bind(func.value.id, ["coll", values, [None] * len(values)], adds=True)
+            return
+        # `d.setdefault(k, v)` and `xs.insert(i, v)` store v; their first argument is a key or index.
+        stored = node.args[1:] if func.attr in ("setdefault", "insert") else node.args
+        values: list[Any] = [self.ref(a) for a in stored] + [self.ref(k.value) for k in node.keywords]
+        values = [v for v in values if v is not None]
+        if func.attr == "extend" or func.attr == "update":
+            values = [["iter", v] for v in values] + values
+        if not values:
+            return
+        held = ["coll", values, [None] * len(values)]
+        match func.value:
+            case ast.Name(id=name):
+                self.bind(name, held, adds=True)
+            case ast.Attribute(value=ast.Name(id=owner), attr=attr) if self._self_class(owner):
+                # `self.callbacks.append(f)`: the instances' attribute holds f.
+                class_q = self._self_class(owner)
+                assert class_q is not None  # the case's guard
+                self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(held)
 
 
 def _constant_key(node: ast.expr | None) -> str | int | None:
@@ -840,6 +1066,96 @@ def _constant_ref(node: ast.expr) -> Ref:
     return ["const", key] if key is not None else ["unk", "opaque_value"]
 
 
+def _may_be_instance(node: ast.expr) -> bool:
+    """Whether an operand may be an instance of the tree's classes (not a literal, a comparison, or
+    what a builtin such as `len` returns)."""
+    match node:
+        case ast.Call(func=ast.Name(id=name)):
+            return name not in SCALAR_BUILTINS
+        case ast.Name() | ast.Attribute() | ast.Subscript() | ast.Call() | ast.BinOp() | ast.UnaryOp():
+            return True
+        case ast.Await() | ast.NamedExpr() | ast.IfExp():
+            return True
+    return False
+
+
+def _raises(expr: ast.expr) -> ast.expr | None:
+    """For `pytest.raises(E, ...)` (or `raises(E)`): E, when it names one class."""
+    match expr:
+        case ast.Call(func=ast.Name(id="raises") | ast.Attribute(attr="raises"), args=[exc, *_]):
+            return exc if isinstance(exc, ast.Name | ast.Attribute) else None
+    return None
+
+
+def _is_stub(body: list[ast.stmt]) -> bool:
+    """Whether a function body only declares: a docstring, `...`, `pass`, `raise NotImplementedError`."""
+    for stmt in body:
+        match stmt:
+            case ast.Expr(value=ast.Constant()) | ast.Pass():
+                continue
+            case ast.Raise(exc=ast.Name(id=name) | ast.Call(func=ast.Name(id=name))) if (
+                name == "NotImplementedError"
+            ):
+                continue
+        return False
+    return True
+
+
+def _is_cast(func: ast.expr) -> bool:
+    """Whether a callee is typing's `cast` (by name: `cast(...)`, `typing.cast(...)`, `t.cast(...)`)."""
+    return (isinstance(func, ast.Name) and func.id == "cast") or (
+        isinstance(func, ast.Attribute) and func.attr == "cast" and isinstance(func.value, ast.Name)
+        and func.value.id in ("typing", "t", "typing_extensions")
+    )
+
+
+def _header(node: ast.ClassDef) -> ast.AST:
+    """The `class Name` of a class statement, for the span of what the statement calls."""
+    start = node.col_offset
+    return ast.Name(
+        id=node.name,
+        lineno=node.lineno,
+        col_offset=start,
+        end_lineno=node.lineno,
+        end_col_offset=start + len("class ") + len(node.name),
+    )
+
+
+def _parametrized(deco: ast.expr) -> list[tuple[str, list[ast.expr]]]:
+    """For `@pytest.mark.parametrize("a, b", [(x, y), pytest.param(z, w)])`: each name with a list to
+    iterate for its values: the rows' values for it, or the rows themselves (a list that is not a
+    literal, for one name)."""
+    if not (
+        isinstance(deco, ast.Call)
+        and isinstance(deco.func, ast.Attribute)
+        and deco.func.attr == "parametrize"
+        and len(deco.args) >= 2
+    ):
+        return []
+    spec, rows = deco.args[0], deco.args[1]
+    if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+        names = [n.strip() for n in spec.value.split(",") if n.strip()]
+    elif isinstance(spec, ast.List | ast.Tuple):
+        names = [e.value for e in spec.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    else:
+        return []
+    if not isinstance(rows, ast.List | ast.Tuple):
+        return [(names[0], [rows])] if len(names) == 1 else []
+    out: list[tuple[str, list[ast.expr]]] = [(n, []) for n in names]
+    for row in rows.elts:
+        if isinstance(row, ast.Call) and isinstance(row.func, ast.Attribute) and row.func.attr == "param":
+            parts: list[ast.expr] = list(row.args)
+        elif len(names) == 1:
+            parts = [row]
+        elif isinstance(row, ast.Tuple | ast.List):
+            parts = list(row.elts)
+        else:
+            continue
+        for (_, values), part in zip(out, parts, strict=False):
+            values.append(part)
+    return [(name, [ast.List(elts=values, ctx=ast.Load())]) for name, values in out]
+
+
 def _none_test(test: ast.expr) -> tuple[str, bool] | None:
     """For `name is None`: (name, True); for `name is not None`: (name, False); else None."""
     match test:
@@ -850,17 +1166,24 @@ def _none_test(test: ast.expr) -> tuple[str, bool] | None:
     return None
 
 
-def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr]] | None:
-    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name and
-    classes."""
+def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr], str] | None:
+    """For `isinstance(name, C)` / `isinstance(name, (C, D))` (or a `*isinstance` helper): name, classes
+    and "narrow"; for `issubclass(name, C)`: name, classes and "narrowcls"."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        # `isinstance(x, C) and x.ready`: the first test that narrows holds in the body.
+        return next(filter(None, map(_isinstance_test, test.values)), None)
     if not (isinstance(test, ast.Call) and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
         return None
     func = test.func
     called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    if not called.endswith("isinstance"):
+    if called.endswith("isinstance"):
+        kind = "narrow"
+    elif called == "issubclass":
+        kind = "narrowcls"
+    else:
         return None
     classes = test.args[1]
-    return test.args[0].id, list(classes.elts) if isinstance(classes, ast.Tuple) else [classes]
+    return test.args[0].id, list(classes.elts) if isinstance(classes, ast.Tuple) else [classes], kind
 
 
 def _annotation_classes(note: ast.expr) -> list[ast.expr] | None:
@@ -982,9 +1305,15 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
     return {
         **base,
         "syntax_error": None,
-        "defs": [{**d, "bases": freeze(d["bases"])} if "bases" in d else d for d in walker.defs],
+        "defs": [
+            {**d, **{k: freeze(d[k]) for k in ("bases", "metaclass") if k in d}} if "bases" in d else d
+            for d in walker.defs
+        ],
         "scopes": {
-            q: {**info, "returns": freeze(info["returns"]), "yields": freeze(info["yields"])}
+            q: {
+                **info,
+                **{k: freeze(info[k]) for k in ("returns", "yields", "annotated", "overloads") if k in info},
+            }
             for q, info in walker.scopes.items()
         },
         "bindings": {

@@ -3,11 +3,13 @@
 Confirmed defects and anomalies come from pyflakes (a maintained checker), split by message class:
 a defect is code that fails or misbehaves when it runs (undefined name, return outside a function, a
 format string with the wrong arguments); an anomaly is suspicious but legal (unused import, redefined
-name). An undefined name the code guards against (`try: ... except NameError`, or probed before use,
-see `guards`) is an anomaly labelled `guarded_name` with `guarded_by`, not a defect. Anomalies inside
-`if __name__ == "__main__":` blocks (demo code redefining names) are labelled `main_block` and listed
-after the module's own. Hotspots are measures of the graph and history: fan-in, fan-out, size and git churn
-over thresholds. Per-file checker output is cached in the store by the file's content key.
+name). An import made to re-export (listed in `__all__`, from inside the package in its
+`__init__.py`, or `import x as x`) is not an unused import. An undefined name the code guards
+against (`try: ... except NameError`, or probed before use, see `guards`) is an anomaly labelled
+`guarded_name` with `guarded_by`, not a defect. Anomalies inside `if __name__ == "__main__":` blocks
+(demo code redefining names) are labelled `main_block` and listed after the module's own. Hotspots
+are measures of the graph and history: fan-in, fan-out, size and git churn over thresholds. Per-file
+checker output is cached in the store by the file's content key.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ THRESHOLDS = {"fan_in": 15, "fan_out": 25, "lines": 120, "churn": 10}
 # Anomalies by label, the module's own first: an agent reads the real ones before demo code.
 LABEL_ORDER = (None, "guarded_name", "main_block")
 # Checker output per file content key, with where each message sits (guards, demo blocks).
-CACHE = "cache/pyflakes-context"
+CACHE = "cache/pyflakes-context-2"
 
 
 def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
@@ -73,8 +75,11 @@ def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
             return [{"rule": "SyntaxError", "message": str(exc), "line": line, "col": 0}]
         found = checker.Checker(tree, filename=artifact)
     context = file_context(tree)
+    exported = _reexport_lines(tree, artifact)
     messages = []
     for m in found.messages:
+        if type(m).__name__ == "UnusedImport" and m.lineno in exported:
+            continue
         item = {
             "rule": type(m).__name__,
             "message": m.message % m.message_args,
@@ -89,6 +94,26 @@ def _check_file(source: str, artifact: str) -> list[dict[str, Any]]:
             item["in_main_block"] = True
         messages.append(item)
     return messages
+
+
+def _reexport_lines(tree: ast.Module, artifact: str) -> set[int]:
+    """The lines of imports made to re-export on purpose, which are not unused: in a package's
+    `__init__.py`, an import from inside the package (relative, or under its own name); anywhere,
+    `import x as x` / `from m import y as y` (the explicit re-export of PEP 484). Names listed in
+    `__all__` pyflakes already counts as used."""
+    parts = artifact.split("/")
+    package = parts[-2] if parts[-1] == "__init__.py" and len(parts) > 1 else None
+    lines = set()
+    for node in tree.body:
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        explicit = all(alias.asname == alias.name for alias in node.names)
+        inside = package is not None and isinstance(node, ast.ImportFrom) and (
+            node.level > 0 or (node.module or "").split(".")[0] == package
+        )
+        if explicit or inside:
+            lines.add(node.lineno)
+    return lines
 
 
 def _kind(message: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from slotrelay.psmr.extract import OVERLOAD_DECORATORS
 from slotrelay.psmr.link import RESOLVED_STATUS, CallTarget, LinkResult
 from slotrelay.psmr.parts import OUTSIDE_KINDS, Assembly, ModulePart, merge
 
@@ -227,13 +228,18 @@ class GraphAssembler:
             q = d["qualname"]
             ev = self.evidence(module, d["span"], "lexical", about=f"defines {q}")
             seen.setdefault(q, []).append((ev, d))
+        # A name's node is its first definition, or for `@overload` stubs the implementation.
+        primary = {
+            q: next((f for f in found if not _is_overload(f[1])), found[0]) for q, found in seen.items()
+        }
+        for q, (ev, d) in primary.items():
             kind = "test" if d.get("is_test") else d["kind"]
             attrs = {
                 k: d[k]
                 for k in ("signature", "params", "body_hash", "asserts", "raises", "decorators", "is_async")
                 if k in d
             }
-            node = self.node(
+            self.node(
                 q,
                 kind,
                 artifact=artifact,
@@ -244,7 +250,9 @@ class GraphAssembler:
                 module=module,
                 **attrs,
             )
-            self.edge(sid(d["parent"]), node, "defines", ev)
+        for q, found in seen.items():
+            for ev, d in found:
+                self.edge(sid(d["parent"]), sid(q), "defines", ev)
         for q, found in seen.items():
             if len(found) > 1 and not _one_definition([d for _, d in found]):
                 self.conflict(
@@ -411,6 +419,10 @@ def _module_links(
     return out
 
 
+def _is_overload(definition: dict[str, Any]) -> bool:
+    return bool(OVERLOAD_DECORATORS & set(definition.get("decorators", [])))
+
+
 def _one_definition(defs: list[dict[str, Any]]) -> bool:
     """True when several definitions of one name make one object: a property and its setter/deleter
     (`@x.setter` extends the property `@property` made), or `@overload` stubs before their implementation."""
@@ -421,7 +433,7 @@ def _one_definition(defs: list[dict[str, Any]]) -> bool:
         set(later) & accessors for later in decorators[1:]
     ):
         return True
-    implementations = [ds for ds in decorators if not {"overload", "typing.overload"} & set(ds)]
+    implementations = [d for d in defs if not _is_overload(d)]
     return len(implementations) <= 1 and len(implementations) < len(defs)
 
 
@@ -433,6 +445,8 @@ _IMPLICIT_ABOUT = {
     "raise": "raise",
     "get": "property read",
     "set": "property write",
+    "op": "operator",
+    "classdef": "class statement",
 }
 
 

@@ -15,6 +15,7 @@ from slotrelay.psmr import analyses, diff, envelope, findings, queries
 from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
+from slotrelay.psmr.observations import runtime_evidence
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 
@@ -162,7 +163,9 @@ HANDLERS: dict[str, Handler] = {
             ws, r, infer=lambda w, dist: infer_slice(w, dist, s), recorded=recorded_disagreements(ws, s)
         ),
     ),
-    "query.evidence": _on_workspace("query.evidence", lambda ws, r, s: queries.evidence(ws, r)),
+    "query.evidence": _on_workspace(
+        "query.evidence", lambda ws, r, s: queries.evidence(ws, r, runtime=runtime_evidence(ws, s))
+    ),
     "query.unknowns": _on_workspace("query.unknowns", lambda ws, r, s: queries.unknowns(ws, r)),
     "query.conflicts": _on_workspace(
         "query.conflicts", lambda ws, r, s: queries.conflicts(ws, r, recorded=recorded_disagreements(ws, s))

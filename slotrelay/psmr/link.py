@@ -36,12 +36,15 @@ import builtins
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
+from slotrelay.psmr.buildbudget import BudgetExceeded, BuildBudget
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
+from slotrelay.psmr.typerefs import BUILTIN_DUNDERS
 
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -49,8 +52,16 @@ MAX_ROUNDS = 6
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
+# Past this many values a function's body returns, its return annotation answers instead.
+MAX_PRECISE_RETURNS = 4
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
+# How many containers frozen in a call context (`Linker._eval_in`) a value may hold one inside the
+# other. A recursive function that returns a container of its arguments and merges into their
+# elements (marshmallow's `merge_errors`: `return [errors1, errors2]`, `merge_errors(errors1[key],
+# val)`) nests one more at each call level `apply` follows, each level holding every combination of
+# the level below: a key of marshmallow's, written out, took 300 MB, and its build did not end.
+MAX_FROZEN_NESTING = 2
 # Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "map": ((0,), ()),
@@ -75,6 +86,10 @@ PROTOCOLS = {
     "with": ("__enter__", "__exit__"),
     "awith": ("__aenter__", "__aexit__"),
 }
+# Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
+ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow"})
+# What a parameter's binding adds besides the arguments: what its annotation or pytest states.
+STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
 MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
 RESOLVED_STATUS = {
@@ -83,6 +98,9 @@ RESOLVED_STATUS = {
     "self_mro": "confirmed",
     "constructor": "confirmed",
     "implicit": "confirmed",
+    "annotation": "confirmed",
+    "attribute": "confirmed",
+    "fixture": "confirmed",
     "heuristic": "heuristic",
     "inference": "inferred",
 }
@@ -192,6 +210,14 @@ class _Tables:
             for name, refs in names.items()
             if any(r[0] == "prop" for r in refs)
         }
+        # The dunders some class of the tree defines, and whether one declares a metaclass: an
+        # operator or a constructor looks further only then.
+        self.dunder_names = {
+            q.rsplit(".", 1)[1]
+            for q, d in self.defs.items()
+            if d["kind"] == "method" and q.endswith("__") and q.rsplit(".", 1)[1].startswith("__")
+        }
+        self.metaclasses = any("metaclass" in d for d in self.defs.values())
 
 
 class Linker:
@@ -210,9 +236,14 @@ class Linker:
         strict: bool = False,
         record: bool = False,
         like: Linker | None = None,
+        budget: BuildBudget | None = None,
     ) -> None:
-        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)."""
+        """`like`: a linker of the same facts, whose tables of them this one shares (they are read only)
+        and whose budget it spends; `budget`: what resolving may cost (none: no limit)."""
         self.strict = strict
+        if budget is None:
+            budget = like.budget if like is not None else BuildBudget(cpu_s=None, memory_bytes=None)
+        self.budget: BuildBudget = budget
         # Whether to keep the records an edit is replayed from (`relink`): what each evaluation
         # consulted, what each round bound. They add about a third to the time.
         self.record = record
@@ -228,11 +259,13 @@ class Linker:
         self.sites = self.tables.sites
         self.site_at = self.tables.site_at
         self.property_names = self.tables.property_names
+        self.dunder_names = self.tables.dunder_names
+        self.metaclasses = self.tables.metaclasses
         self.params: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         # What this round of argument flow binds (see `settle`): read by the next round only.
         self.pending: dict[tuple[str, Any], set[Any]] = defaultdict(set)
         self.memo: CanonicalMemo[frozenset[Value]] = CanonicalMemo(
-            self._compute, self._on_cycle, CycleHeads()
+            self._compute, self._on_cycle, CycleHeads(self.budget.look)
         )
         self.memo.keep_past = record
         if record:
@@ -271,6 +304,7 @@ class Linker:
         self._binding_refs: dict[Any, tuple[Any, ...]] = {}
         self._binding_kinds: dict[Any, frozenset[str]] = {}
         self._state_targets: dict[Any, str | None] = {}
+        self._abstract: dict[Any, bool] = {}
         # The values settled without reading a parameter (see `settle`), for the strict linker.
         self.param_free: dict[Any, frozenset[Value]] = {}
 
@@ -283,6 +317,7 @@ class Linker:
         return self.memo.get(ref)
 
     def _compute(self, key: Any) -> frozenset[Value]:
+        self.budget.step()
         tag = key[0]
         if tag[0] != "@":
             result = frozenset(self._eval(key))
@@ -324,6 +359,8 @@ class Linker:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
+                elif value[0] == "def" and self.scopes.get(value[1], {}).get("overloads"):
+                    out |= self.overload_result(value[1], ref[2], ref[3])
                 elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
                     out |= self.result_on(value[1], self.eval(ref[1][1]))
                 elif value[0] == "def" and self.returns_argument(value[1]):
@@ -343,6 +380,17 @@ class Linker:
             return {("coll", ref)}
         if kind == "narrow":
             return self.narrow(self.eval(ref[1]), ref[2])
+        if kind == "typed":
+            return set(self.eval(ref[1]))
+        if kind == "cast":
+            stated = {v for v in self.eval(ref[1]) if v[0] in ("inst", "def")}
+            return stated or set(self.eval(ref[2]))
+        if kind == "op":
+            return self.operator_result(ref[1])
+        if kind == "narrowcls":
+            return self.narrow_classes(self.eval(ref[1]), ref[2])
+        if kind == "fixture":
+            return self.fixture_value(ref[1], ref[2])
         if kind == "prop":
             return {("prop", ref[1])}
         if kind == "vals":
@@ -444,6 +492,187 @@ class Linker:
                     return None
         return tree, foreign
 
+    def with_declared(self, func: str, out: set[Value]) -> set[Value]:
+        """What a call of func returns: what its body returns (`out`) and what its return annotation
+        declares; past a few subclasses of the declared type in what the body returns, the body's
+        answer is a guess of its own, and the declared type answers."""
+        annotated = self.scopes.get(func, {}).get("annotated")
+        if annotated is None:
+            return out
+        if len(out) > MAX_PRECISE_RETURNS or any(v[0] == "many" for v in out):
+            stated = self.eval(annotated)
+            bases = {v[1] for v in stated if v[0] == "inst"}
+            if bases and all(v[0] == "many" or (v[0] == "inst" and bases & set(self.mro(v[1]))) for v in out):
+                return set(stated)
+        declared = self.declared(annotated, out)
+        # A base the body returns (`-> Array` over `return value(raw)`, declared `-> Item`): the
+        # annotation's subclass is the more precise.
+        narrower = {v[1] for v in declared if v[0] == "inst"}
+        out = {v for v in out if not (v[0] == "inst" and any(v[1] in self.mro(n)[1:] for n in narrower))}
+        return out | declared
+
+    def declared(self, annotated: Any, found: set[Value] | frozenset[Value] = frozenset()) -> set[Value]:
+        """The values a return annotation declares, less the classes `found` already covers with a
+        subclass (a body returning `Sub()` under `-> Base` returns a Sub)."""
+        if annotated is None:
+            return set()
+        stated = self.eval(annotated)
+        known = {v[1] for v in found if v[0] == "inst"}
+        return {
+            v
+            for v in stated
+            if not (v[0] == "inst" and any(v[1] in self.mro(k) for k in known))
+        }
+
+    def defines_dunder(self, names: Any) -> bool:
+        """Whether some class of the tree defines one of these dunders (recorded as used)."""
+        if self.record:
+            for name in names:
+                self.memo.use(("dunder", name))
+        return any(name in self.dunder_names for name in names)
+
+    def operator_result(self, operands: Any) -> set[Value]:
+        """What an operator returns: what the dunder of the first operand whose class has one returns."""
+        for receiver, names in operands:
+            if not self.defines_dunder(names):
+                continue
+            out: set[Value] = set()
+            for method in self.operator_methods(self.eval(receiver), names):
+                out |= self.call_result(("def", method))
+            if out:
+                return out
+        return set()
+
+    def operator_methods(self, values: frozenset[Value], names: Any) -> list[str]:
+        """For the instances among values, the first of the dunders named their class defines."""
+        out = []
+        for value in ordered(values):
+            if value[0] != "inst":
+                continue
+            for name in names:
+                method = self.find_method(value[1], name)
+                if method:
+                    out.append(method)
+                    break
+        return out
+
+    def is_class(self, value: Value) -> bool:
+        """Whether a value is a class of the tree."""
+        return value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class"
+
+    def narrow_classes(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
+        """The classes that pass `issubclass(value, classes)`; the tree's classes named when none of
+        the values is known to."""
+        classes = self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        tree, foreign = classes
+        out = {
+            v
+            for v in values
+            if (self.is_class(v) and tree & set(self.mro(v[1]))) or (foreign and v[0] != "def")
+        }
+        return out or {("def", c) for c in tree}
+
+    def fixture_value(self, module: str, name: str) -> set[Value]:
+        """What the pytest fixture `name` gives a test (or fixture) of module: the nearest fixture of
+        that name (the module's own, then each conftest.py from the module's package up), called
+        (for a generator fixture, what it yields)."""
+        parts = module.split(".")
+        conftests = [".".join([*parts[:cut], "conftest"]) for cut in range(len(parts) - 1, -1, -1)]
+        for place in [module, *conftests]:
+            if place not in self.modules:
+                continue
+            fixtures = [v for v in self.module_attr(place, name) if v[0] == "def" and self.is_fixture(v[1])]
+            if fixtures:
+                out: set[Value] = set()
+                for fixture in ordered(fixtures):
+                    for result in self.call_result(fixture):
+                        out |= self.elements(result) if result[0] == "gen" else {result}
+                return out
+        return set()
+
+    def is_fixture(self, func: str) -> bool:
+        """Whether a function is decorated as a pytest fixture."""
+        return any("fixture" in d for d in self.defs.get(func, {}).get("decorators", ()))
+
+    def overload_result(self, func: str, args: Any, kwargs: Any) -> set[Value]:
+        """What a call of an `@overload`ed function returns: the return types of the overloads the
+        arguments can select (by their annotations), or of all of them and the implementation's
+        when the arguments cannot tell them apart."""
+        # Each overload: [its parameters, what it returns] (see `extract`). The first whose
+        # annotations admit the arguments is the one called; one the arguments cannot tell may be.
+        kept = []
+        for params, returns in self.scopes[func]["overloads"]:
+            fit = self.overload_fits(params, args, kwargs)
+            if fit is not False:
+                kept.append(returns)
+            if fit:
+                break
+        out: set[Value] = set()
+        for returns in kept:
+            out |= self.eval(returns) if returns is not None else self.call_result(("def", func))
+        return out or self.call_result(("def", func))
+
+    def overload_fits(self, params: Any, args: Any, kwargs: Any) -> bool | None:
+        """Whether an overload's annotations admit the arguments (None: no argument tells); False
+        too when it cannot take them (too many, too few, an unknown keyword)."""
+        verdict: bool | None = None
+        positional = [p for p in params if p[0] >= 0]
+        by_name = {p[1]: p for p in params if p[0] != -2}
+        variadic = {p[0] for p in params if p[0] < -1}
+        if len(args) > len(positional) and -2 not in variadic:
+            return False
+        if any(k not in by_name and -3 not in variadic for k, _ in kwargs):
+            return False
+        given_names = {p[1] for p in positional[: len(args)]} | {k for k, _ in kwargs}
+        if any(p[3] and p[1] not in given_names for p in params):
+            return False
+        given = [(positional[i] if i < len(positional) else None, a) for i, a in enumerate(args)]
+        given += [(by_name.get(k), a) for k, a in kwargs]
+        told = True
+        for param, arg in given:
+            if param is None or param[2] == "any":
+                continue
+            kinds = self.argument_kinds(arg)
+            if kinds is None:
+                continue
+            named = {v for r in param[2] or () for v in self.eval(r)}
+            if ("builtin", "object") in named:
+                verdict = True
+                continue
+            admitted = None if param[2] is None else self.checkable_classes(param[2])
+            if admitted is None:
+                # A known argument against an annotation this cannot judge (`Sequence[Any]`).
+                told = False
+                continue
+            tree, _ = admitted
+            outside = {v[1].rsplit(".", 1)[-1] for v in named if v[0] in ("builtin", "ext")}
+            ok = any(
+                (kind == "inst" and tree & set(self.mro(subject)))
+                or (kind != "inst" and subject.rsplit(".", 1)[-1] in outside)
+                for kind, subject in kinds
+            )
+            if not ok:
+                return False
+            verdict = True
+        return verdict if told else None
+
+    def argument_kinds(self, arg: Any) -> set[tuple[str, str]] | None:
+        """What an argument is, as far as overloads tell them apart: instances of the tree's classes
+        ("inst", class) and builtin constants ("builtin", "int"/"str"); None when not known."""
+        if arg[0] == "const":
+            return {("builtin", type(arg[1]).__name__)}
+        if arg[0] == "call":
+            # `date(2018, 7, 22)`: an instance of what an external name called makes.
+            made = self.eval(arg[1])
+            if made and all(v[0] == "ext" for v in made):
+                return {("extinst", v[1]) for v in made}
+        values = self.eval(arg)
+        if not values or any(v[0] not in ("inst", "extinst") for v in values):
+            return None
+        return set(values)
+
     def builtin_result(self, name: str, args: Any) -> set[Value]:
         """What calling a builtin returns, where it is one of the tree's values: `next(it)`, `list(xs)`..."""
         if not args:
@@ -453,6 +682,12 @@ class Linker:
         if name in ELEMENT_BUILTINS:
             subject = args[1] if name == "filter" and len(args) > 1 else args[0]
             return {("coll", ("coll", (("iter", subject),), (None,)))}
+        if name in ("enumerate", "zip"):
+            # Tuples: (index, element) for enumerate, one element of each argument for zip.
+            index = ("unk", "opaque_value")
+            parts = [index, ("iter", args[0])] if name == "enumerate" else [("iter", a) for a in args]
+            pair = ("coll", tuple(parts), tuple(range(len(parts))))
+            return {("coll", ("coll", (pair,), (None,)))}
         if name in ("min", "max") and len(args) == 1:
             return {v for value in self.eval(args[0]) for v in self.elements(value)}
         if name in ("staticmethod", "classmethod"):
@@ -692,8 +927,16 @@ class Linker:
             for r in self.bindings.get(klass, {}).get(name, []):
                 out |= self.eval(r)
             if instance:
-                for r in self.instance_attrs.get(klass, {}).get(name, []):
+                refs = self.instance_attrs.get(klass, {}).get(name, ())
+                # A declared attribute (`self._body: list[...]`, a field) holds what it declares,
+                # not every value stored in it along the way.
+                declared: set[Value] = set()
+                for r in refs:
+                    if r[0] == "typed":
+                        declared |= self.eval(r)
+                for r in refs if not declared else ():
                     out |= self.eval(r)
+                out |= declared
             if out:
                 props = {v for v in out if v[0] == "prop"}
                 if instance and props:
@@ -722,7 +965,7 @@ class Linker:
             out: set[Value] = set()
             for r in scope.get("returns", []):
                 out |= self.eval(r)
-            return out
+            return self.with_declared(subject, out)
         if kind == "inst":
             out = set()
             for method in self.class_attr(subject, "__call__", instance=True):
@@ -800,7 +1043,7 @@ class Linker:
         out: set[Value] = set()
         for r in self.scopes.get(context[0], {}).get("returns", []):
             out |= self.eval_in(r, env, depth)
-        return frozenset(out)
+        return frozenset(self.with_declared(context[0], out))
 
     def eval_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:
         """A ref's values inside one call context (see `apply`): names of the context function's
@@ -826,7 +1069,7 @@ class Linker:
             return out
         if kind == "coll" and env:
             # The elements as they are in this context, frozen into the container.
-            refs = tuple(("vals", frozenset(self.eval_in(r, env, depth))) for r in ref[1])
+            refs = tuple(("vals", _frozen(self.eval_in(r, env, depth))) for r in ref[1])
             return {("coll", ("coll", refs, ref[2]))}
         if kind == "union":
             return {v for part in ref[1] for v in self.eval_in(part, env, depth)}
@@ -863,7 +1106,7 @@ class Linker:
                     out |= env["kwargs"][name]
                 elif default is not None:
                     out |= self.eval(default)
-            elif r[0] != "annot":
+            elif r[0] not in STATED_KINDS:
                 out |= self.eval_in(r, env, depth)
         return out
 
@@ -886,7 +1129,7 @@ class Linker:
         # Computed once evaluation has settled, never in the middle of one, so that no result depends
         # on which ref was evaluated first.
         for module, index, site in self.sites:
-            with self._question(("@constructs", module, index)):
+            with self._question(("@constructs", module, index)), suppress(BudgetExceeded):
                 self.constructed_by[(module, index)] = self.constructs(site)
         return set().union(*self.constructed_by.values())
 
@@ -911,10 +1154,17 @@ class Linker:
         asked = [(module, index) for module, index, _ in self.sites]
         for _ in range(MAX_ROUNDS if not self.strict else 0):
             bound = {}
-            for key in asked:
-                self.memo.begin(("@site", *key))
-                bound[key] = self.flow_arguments(self.site_at[key])
-                self.memo.end()
+            try:
+                for key in asked:
+                    self.memo.begin(("@site", *key))
+                    try:
+                        bound[key] = self.flow_arguments(self.site_at[key])
+                    finally:
+                        self.memo.end()
+            except BudgetExceeded:
+                # Argument flow stops with the rounds done: the sites resolve under their parameters.
+                self.pending.clear()
+                break
             if self.record:
                 self.rounds.append(bound)
                 self.round_readers.append(self.memo.readers())
@@ -937,10 +1187,12 @@ class Linker:
         """The MRO and the subclasses of every class, before any argument flows (class order fixed)."""
         classes = sorted(q for q, info in self.defs.items() if info["kind"] == "class")
         for cls in classes:
-            self.mro(cls)
+            with suppress(BudgetExceeded):
+                self.mro(cls)
         for cls in classes:
-            for base in self.class_bases(cls):
-                self._children[base].append(cls)
+            with suppress(BudgetExceeded):
+                for base in self.class_bases(cls):
+                    self._children[base].append(cls)
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""
@@ -990,6 +1242,10 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
+        # A receiver the code binds to instances of several classes: which one runs is a guess.
+        several = callee[0] == "attr" and len(self.receiver_classes(callee[1])) > 1
+        if resolution in ("attribute", "constructor") and several:
+            resolution = "heuristic"
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
         for value in ordered(values):
@@ -998,20 +1254,52 @@ class Linker:
                 if self.fits(target, site, offset):
                     found.setdefault(target.target, target)
             if value[0] == "builtin":
-                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else.
+                # The builtin calls what it is given (`map(f, xs)`, `sorted(xs, key=f)`), nothing else,
+                # and the dunder of its argument it stands for (`len(x)`: x.__len__).
                 for arg in ordered(self.called_arguments(value[1], site)):
                     for v in ordered(self.eval(arg)):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
-        if callee[0] == "attr" and not self.strict:
-            dispatched = (
-                self.sibling_supers(callee[1][1], callee[2])
-                if callee[1][0] == "super"
-                else self.overrides(callee[1], callee[2], found)
-            )
-            for method in dispatched:
+                names = BUILTIN_DUNDERS.get(value[1])
+                if names and site["args"] and self.defines_dunder(names):
+                    subject = site["args"][0]
+                    how = self.implicit_resolution(subject)
+                    for method in self.operator_methods(self.eval(subject), names):
+                        found.setdefault(method, CallTarget(method, "method", how))
+        if not self.strict:
+            for method in self.dispatched(callee, found):
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
+
+    def dispatched(self, callee: Any, found: dict[str, CallTarget]) -> list[str]:
+        """The methods a call may reach through dispatch, beyond what its receiver denotes: a
+        sibling's for `super().m()`, the overrides in subclasses for `self.m()`, a receiver its
+        annotation declares, or a method that is abstract (a Protocol's, an ABC's, a stub); for
+        `c()` where `issubclass(c, C)` holds, the constructors of C's subclasses."""
+        if callee[0] == "narrowcls":
+            out = []
+            for value in ordered(self.eval(callee)):
+                if value[0] == "def":
+                    for sub in self.subclasses(value[1]):
+                        made = self.value_targets(("def", sub), "heuristic")
+                        out += [t.target for t in made if t.kind == "method"]
+            return sorted(set(out) - found.keys())
+        if callee[0] != "attr":
+            return []
+        if callee[1][0] == "super":
+            return self.sibling_supers(callee[1][1], callee[2])
+        return self.overrides(callee[1], callee[2], found)
+
+    def implicit_resolution(self, receiver: Any) -> str:
+        """How a call without call syntax on a receiver is resolved: `implicit`, or `heuristic` where
+        the receiver is a guess (a parameter) or denotes instances of several classes."""
+        if self.resolution(("attr", receiver, "")) == "heuristic" or len(self.receiver_classes(receiver)) > 1:
+            return "heuristic"
+        return "implicit"
+
+    def receiver_classes(self, receiver: Any) -> set[Any]:
+        """The classes (or modules) a receiver's values belong to, for telling one from several."""
+        return {v[1] for v in self.eval(receiver) if v[0] in ("inst", "def", "super", "mod", "extinst")}
 
     @staticmethod
     def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
@@ -1055,25 +1343,63 @@ class Linker:
         return accepts["varkw"] or all(k in accepts["keywords"] for k in site["kwargs"])
 
     def overrides(self, receiver: Any, name: str, found: dict[str, CallTarget]) -> list[str]:
-        """For `self.m()`, the methods that replace (or supply) m in subclasses of self's class.
+        """The methods that replace (or supply) m in subclasses of the receiver's class, for
+        `self.m()` and any receiver whose class the code does not fix (a parameter, an annotation,
+        an attribute, a call's result, an element); for an instance the code constructs
+        (`x = Cls(); x.m()`), only those that supply an m its class lacks, or that implement an
+        abstract one.
 
         Only subclasses the tree instantiates count; a hierarchy the tree never instantiates (a
         library's, instantiated by its users) dispatches to every override.
         """
-        if receiver[0] != "name" or self.binding_kinds(receiver) != {"self"}:
-            return []
         classes = {v[1] for v in self.eval(receiver) if v[0] == "inst"}
+        if self.constructed_here(receiver) and not any(self.is_abstract(t.target) for t in found.values()):
+            classes = {c for c in classes if not self.class_attr(c, name, instance=True)}
         out = set()
-        for cls in classes:
-            subs = self.subclasses(cls)
-            live = [s for s in subs if self.is_constructed(s)]
-            if not live and not self.is_constructed(cls):
-                live = subs
-            for sub in live:
-                method = self.find_method(sub, name)
-                if method and method not in found:
-                    out.add(method)
-        return sorted(out)
+        for cls in sorted(classes):
+            out |= set(self.subclass_methods(cls, (name,)))
+        return sorted(out - found.keys())
+
+    def constructed_here(self, receiver: Any) -> bool:
+        """Whether a receiver is a name bound only to constructor calls of the tree's classes."""
+        if receiver[0] != "name" or self.binding_kinds(receiver) != {"call"}:
+            return False
+        return all(
+            any(self.is_class(v) for v in self.eval(r[1])) for r in self.binding_refs(receiver)
+        )
+
+    def live_subclasses(self, cls: str) -> list[str]:
+        """The subclasses of cls the tree instantiates, or all of them when it instantiates none."""
+        subs = self.subclasses(cls)
+        live = [s for s in subs if self.is_constructed(s)]
+        return live if live or self.is_constructed(cls) else subs
+
+    def subclass_methods(self, cls: str, names: Any) -> list[str]:
+        """The first of the named methods each subclass of cls has (of those the tree instantiates,
+        or of all when it instantiates none)."""
+        out = []
+        for sub in self.live_subclasses(cls):
+            method = next(filter(None, (self.find_method(sub, n) for n in names)), None)
+            if method:
+                out.append(method)
+        return out
+
+    def is_abstract(self, method: str) -> bool:
+        """Whether a method only declares what subclasses implement: `@abstractmethod`, a stub body
+        (`...`, `pass`, `raise NotImplementedError`), or a method of a Protocol (cached)."""
+        abstract: bool = self._cached(
+            self._abstract, ("@abstract", method), lambda: self._is_abstract(method)
+        )
+        return abstract
+
+    def _is_abstract(self, method: str) -> bool:
+        info = self.defs.get(method, {})
+        if info.get("kind") != "method":
+            return False
+        if info.get("stub") or any(d.endswith("abstractmethod") for d in info.get("decorators", [])):
+            return True
+        owner = info.get("parent", "")
+        return any(b.endswith(".Protocol") for b in self.external_bases(owner))
 
     def is_constructed(self, cls: str) -> bool:
         """Whether the tree instantiates a class somewhere (known once argument flow has settled)."""
@@ -1090,12 +1416,30 @@ class Linker:
                 self.memo.use(("property", item["name"]))
             if item["name"] not in self.property_names:
                 return []
-        resolution = "heuristic" if self.resolution(("attr", ref, "")) == "heuristic" else "implicit"
+        if kind == "op" and not self.defines_dunder(item["name"]):
+            return []
+        resolution = self.implicit_resolution(ref) if kind != "classdef" else "implicit"
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
                 method = self.property_of(value, item["name"])
                 targets = [CallTarget(method, "method", resolution)] if method else []
+                if value[0] == "inst" and not self.strict and not self.constructed_here(ref):
+                    # The property a subclass overrides it with, for a value declared as the base.
+                    for sub in self.live_subclasses(value[1]):
+                        other = self.property_of(("inst", sub), item["name"])
+                        if other and other != method:
+                            targets.append(CallTarget(other, "method", "heuristic"))
+            elif kind == "op":
+                methods = self.operator_methods(frozenset({value}), item["name"])
+                targets = [CallTarget(m, "method", resolution) for m in methods]
+                if not methods and value[0] == "inst" and not self.strict:
+                    # A value declared as a base its subclasses give the dunder to: derived.
+                    dispatched = self.subclass_methods(value[1], item["name"])
+                    targets = [CallTarget(m, "method", "heuristic") for m in dispatched]
+            elif kind == "classdef":
+                methods = self.class_statement_methods(value[1])
+                targets = [CallTarget(m, "method", "implicit") for m in methods]
             elif kind == "raise":
                 if value[0] == "builtin" and value[1] in BUILTIN_EXCEPTIONS:
                     targets = self.value_targets(value, resolution)
@@ -1108,6 +1452,32 @@ class Linker:
             for target in targets:
                 found.setdefault(target.target, target)
         return sorted(found.values(), key=lambda t: t.target)
+
+    def metaclass(self, cls: str) -> str | None:
+        """The tree's class that is cls's metaclass (declared on cls or a base), if any."""
+        if self.record:
+            self.memo.use(("metaclasses",))
+        if not self.metaclasses:
+            return None
+        for klass in self.mro(cls):
+            ref = self.defs.get(klass, {}).get("metaclass")
+            if ref is not None:
+                found = [v[1] for v in ordered(self.eval(ref)) if self.is_class(v)]
+                return found[0] if found else None
+        return None
+
+    def class_statement_methods(self, cls: str) -> list[str]:
+        """What a class statement runs of the tree: its metaclass's `__new__` and `__init__`, and the
+        `__init_subclass__` next after the class in its MRO."""
+        out = []
+        meta = self.metaclass(cls)
+        if meta is not None:
+            out += [m for m in (self.find_method(meta, "__new__"), self.find_method(meta, "__init__")) if m]
+        for klass in self.mro(cls)[1:]:
+            if f"{klass}.__init_subclass__" in self.defs:
+                out.append(f"{klass}.__init_subclass__")
+                break
+        return out
 
     def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
         """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
@@ -1160,10 +1530,15 @@ class Linker:
             if info is None:
                 return []
             if info["kind"] == "class":
-                init = self.find_method(subject, "__init__")
                 out = [CallTarget(subject, "class", "constructor")]
-                if init:
-                    out.append(CallTarget(init, "method", "constructor"))
+                # A metaclass's __call__ runs the construction, __new__ makes the instance, __init__
+                # sets it up.
+                meta = self.metaclass(subject)
+                called = self.find_method(meta, "__call__") if meta else None
+                made = self.find_method(subject, "__new__")
+                for method in (called, made, self.find_method(subject, "__init__")):
+                    if method:
+                        out.append(CallTarget(method, "method", "constructor"))
                 return out
             return [CallTarget(subject, info["kind"], resolution)]
         if kind == "inst":
@@ -1191,6 +1566,10 @@ class Linker:
             first = self.binding_kinds(callee)
             if first & {"imp", "from"}:
                 return "import"
+            if "typed" in first:
+                return "annotation"
+            if "fixture" in first:
+                return "fixture"
             if "param" in first:
                 return "heuristic"
             if "call" in first:
@@ -1206,11 +1585,19 @@ class Linker:
                     return "self_mro"
                 if first & {"imp", "from"}:
                     return "import"
+                if "typed" in first:
+                    return "annotation"
+                if "fixture" in first:
+                    return "fixture"
                 if "call" in first:
                     return "constructor"
                 if first & {"def", "deco"}:
                     return "lexical"
-            return "heuristic"
+                return "attribute" if first and first <= ATTRIBUTE_KINDS else "heuristic"
+            # An attribute of an attribute, of a call's or an operator's result, of an element: what
+            # the code binds there (certain when the strict linker finds it too, and the receiver is
+            # of one class).
+            return "attribute" if base[0] in ATTRIBUTE_KINDS else "heuristic"
         return "heuristic"
 
     def binding_scope(self, name_ref: Any) -> str | None:
@@ -1259,7 +1646,7 @@ class Linker:
             kinds = self.binding_kinds(callee)
             if not kinds:
                 return "unresolved_name"
-            if "param" in kinds and kinds <= {"param", "unk", "annot"}:
+            if "param" in kinds and kinds <= {"param", "unk", *STATED_KINDS}:
                 return "parameter_call"
             if kinds == {"varargs"}:
                 return "variadic_parameter"
@@ -1308,6 +1695,8 @@ class Linker:
             1 if callee[0] == "attr" and any(v[0] in ("inst", "super") for v in self.eval(callee[1])) else 0
         )
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
+        if any(v[0] == "many" for v in values):
+            values = self.passed_functions(callee)
         for value in values:
             if value[0] != "def":
                 continue
@@ -1335,6 +1724,21 @@ class Linker:
             if arg not in self.params.get(slot, ()):
                 self.pending[slot].add(arg)
         return frozenset(bound)
+
+    def passed_functions(self, callee: Any) -> frozenset[Value]:
+        """A callee too imprecise to resolve (`("many", n)`) that is a parameter: the functions passed
+        to it, each of which the call reaches (a decorator's wrapper calling the function decorated,
+        for each function it decorates)."""
+        if callee[0] != "name" or self.binding_kinds(callee) != {"param"} or self.strict:
+            return frozenset()
+        out: set[Value] = set()
+        for ref in self.binding_refs(callee):
+            self.memo.read(("@param", ref[1], ref[2]))
+            self.memo.read(("@param", ref[1], ref[3]))
+            passed = self.params.get((ref[1], ref[2]), set()) | self.params.get((ref[1], ref[3]), set())
+            for arg in ordered(passed):
+                out |= {v for v in self.eval(arg) if v[0] == "def"}
+        return frozenset(out)
 
     def run(self) -> LinkResult:
         """Resolve every call site, implicit call, state access and class of the tree."""
@@ -1376,16 +1780,20 @@ class Linker:
         asked as the question `("@final", module, index)` of both linkers' memos."""
         site = self.site_at[(module, index)]
         with self._question(("@final", module, index)):
-            targets = self.targets(site)
-            if targets:
-                result.targets[(module, index)] = _certain(targets, self.strict_linker.targets(site))
-            else:
-                result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+            try:
+                targets = self.targets(site)
+                if targets:
+                    result.targets[(module, index)] = _certain(targets, self.strict_linker.targets(site))
+                else:
+                    result.unresolved[(module, index)] = self.unknown_reason(site["callee"])
+            except BudgetExceeded:
+                result.targets.pop((module, index), None)
+                result.unresolved[(module, index)] = BUDGET_REASON
 
     def resolve_implicit(self, module: str, index: int, result: LinkResult) -> None:
         """One implicit call (question `("@implicit", module, index)`)."""
         item = self.facts[module]["implicit"][index]
-        with self._question(("@implicit", module, index)):
+        with self._question(("@implicit", module, index)), suppress(BudgetExceeded):
             targets = self.implicit_targets(item)
             if targets:
                 result.implicit[(module, index)] = _certain(
@@ -1395,18 +1803,21 @@ class Linker:
     def resolve_class(self, qualname: str, result: LinkResult) -> None:
         """A class's MRO, bases in the tree and external bases (question `("@class", qualname)`)."""
         with self._question(("@class", qualname)):
-            result.mro[qualname] = self.mro(qualname)
-            result.bases[qualname] = self.class_bases(qualname)
-            result.external_bases[qualname] = self.external_bases(qualname)
+            result.mro[qualname], result.bases[qualname] = [qualname], []
+            with suppress(BudgetExceeded):
+                result.mro[qualname] = self.mro(qualname)
+                result.bases[qualname] = self.class_bases(qualname)
+                result.external_bases[qualname] = self.external_bases(qualname)
 
     def module_state(self, module: str) -> list[tuple[str, str, str, str, int]]:
         """The state one module's reads and writes touch (question `("@state", module)`)."""
         out = []
         with self._question(("@state", module)):
             for index, access in enumerate(self.facts[module]["state"]):
-                target = self.state_target(access)
-                if target:
-                    out.append((access["scope"], access["mode"], target, module, index))
+                with suppress(BudgetExceeded):
+                    target = self.state_target(access)
+                    if target:
+                        out.append((access["scope"], access["mode"], target, module, index))
         return out
 
     def finish(self, result: LinkResult) -> None:
@@ -1502,6 +1913,25 @@ def ordered(items: Any) -> list[Any]:
     return sorted(items, key=repr)
 
 
+def _frozen(values: set[Value]) -> frozenset[Value]:
+    """The element values a container frozen in a call context holds: more than MAX_VALUES, or
+    containers nested past MAX_FROZEN_NESTING, are too imprecise to draw edges from and become the
+    sentinel ("many", n), as a ref's values do."""
+    kept = {value for value in values if _nesting(value) < MAX_FROZEN_NESTING}
+    if len(kept) > MAX_VALUES:
+        return frozenset({("many", len(values))})
+    if len(kept) < len(values):
+        kept.add(("many", len(values) - len(kept)))
+    return frozenset(kept)
+
+
+def _nesting(value: Value) -> int:
+    """How many containers frozen in a call context a value is, one inside the other."""
+    if value[0] != "coll" or value[1][0] != "coll":
+        return 0
+    return 1 + max((_nesting(v) for ref in value[1][1] if ref[0] == "vals" for v in ref[1]), default=0)
+
+
 def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTarget]:
     """The targets, each one the strict linker does not find (it needs argument flow) made heuristic."""
     sure = {t.target for t in strict}
@@ -1522,7 +1952,10 @@ class CycleHeads:
     flow), and equal keys have equal texts (the resolver's keys hold no 1 where another holds True).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, look: Callable[[], None] = lambda: None) -> None:
+        # Called before each key is written out: the build's budget (`BuildBudget.look`), since a
+        # key's text is as large as the values it holds.
+        self._look = look
         self._texts: dict[Any, str] = {}
         # repr(key), or None for a key holding a set.
         self._plain: dict[Any, str | None] = {}
@@ -1541,6 +1974,7 @@ class CycleHeads:
         try:
             return self._plain[key]
         except KeyError:
+            self._look()
             text = repr(key)
             found = self._plain[key] = None if "{" in text else text
             return found
@@ -1548,6 +1982,7 @@ class CycleHeads:
     def _text(self, key: Any) -> str:
         text = self._texts.get(key)
         if text is None:
+            self._look()
             text = self._texts[key] = repr(_sorted_sets(key, self._sets))
         return text
 

@@ -72,10 +72,22 @@ SEARCH_KINDS = ("symbol", "file", "motif", "finding", "contract", "state", "effe
 MOTIF_KINDS = ("resource_scope", "read_modify_write", "boundary_adapter", "stateful_orchestrator")
 FINDING_KINDS = ("confirmed_defect", "anomaly", "hotspot")
 
+# What one request may carry (docs/mcp.md#request-size-limits): past a limit the request is
+# POLICY_BLOCKED, naming the field and the limit, before anything parses it.
+MAX_REQUEST_BYTES = 1_000_000
+CODE_LIMIT = 100_000
+SNIPPET_LIMIT = 2_000
+TARGET_LIMIT = 500
+NAME_LIMIT = 200
+CONSTRAINT_PATTERN = (
+    r"^\s*(unchanged|signature_unchanged)\s*:\s*\S.*$|^\s*(public_api_unchanged|no_new_unknowns)\s*$"
+)
+
 _WS = {"type": "string", "pattern": "^ws_[0-9a-f]+$", "description": "A workspace id from `psmr build`."}
 _TARGET = {
     "type": "string",
     "minLength": 1,
+    "maxLength": TARGET_LIMIT,
     "description": "A semantic identity (`semantic:pkg.mod.func`) or a dotted name (`pkg.mod.func`).",
 }
 _PAGE = {
@@ -149,7 +161,11 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         _request(
             {
                 "workspace_id": _WS,
-                "text": {"type": "string", "description": "Case-insensitive substring; empty lists all."},
+                "text": {
+                    "type": "string",
+                    "maxLength": NAME_LIMIT,
+                    "description": "Case-insensitive substring; empty lists all.",
+                },
                 "kind": {"type": "string", "enum": list(SEARCH_KINDS)},
             },
             ["workspace_id", "text"],
@@ -167,7 +183,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                     "type": "object",
                     "properties": {
                         "kind": {"type": "string", "enum": ["symbol", "file", "state"]},
-                        "value": {"type": "string", "minLength": 1},
+                        "value": {"type": "string", "minLength": 1, "maxLength": TARGET_LIMIT},
                     },
                     "required": ["kind", "value"],
                     "additionalProperties": False,
@@ -203,7 +219,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         _request(
             {
                 "workspace_id": _WS,
-                "evidence_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "evidence_ids": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": NAME_LIMIT},
+                    "minItems": 1,
+                    "maxItems": 200,
+                },
             },
             ["workspace_id", "evidence_ids"],
         ),
@@ -218,7 +239,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             {
                 "workspace_id": _WS,
                 "scope": _TARGET,
-                "reason": {"type": "string"},
+                "reason": {"type": "string", "maxLength": NAME_LIMIT},
+                "include_external_imports": {
+                    "type": "boolean",
+                    "description": "Also list the imports of the standard library and installed packages "
+                    "(unknowns of reason external_module), left out by default and counted apart.",
+                },
             },
             ["workspace_id"],
         ),
@@ -289,6 +315,11 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                 "workspace_id": _WS,
                 "motif": {"type": "string", "enum": list(MOTIF_KINDS)},
                 "scope": _TARGET,
+                "include_tests": {
+                    "type": "boolean",
+                    "description": "Also list the motifs of test code, apart (`test_motifs`); by default "
+                    "only those of production code are listed and `in_tests` counts the others.",
+                },
             },
             ["workspace_id"],
         ),
@@ -318,6 +349,7 @@ _OP_FIELDS: dict[str, list[str]] = {
     "rename_symbol": ["target", "new_name"],
     "add_symbol": ["module", "source"],
     "move_call_site": ["evidence_id", "new_callee"],
+    "edit_reference": ["file", "line", "column", "name"],
 }
 OPERATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -328,6 +360,7 @@ OPERATION_SCHEMA: dict[str, Any] = {
         "parameters": {
             "type": "string",
             "minLength": 1,
+            "maxLength": SNIPPET_LIMIT,
             "description": "change_signature: the new parameter list, e.g. `text, width=80, *, sep=' '`, "
             "optionally followed by `-> T`.",
         },
@@ -341,8 +374,18 @@ OPERATION_SCHEMA: dict[str, Any] = {
             "additionalProperties": {
                 "type": "object",
                 "properties": {
-                    "from": {"type": "string", "minLength": 1, "description": "An old parameter's name."},
-                    "value": {"type": "string", "minLength": 1, "description": "A Python expression."},
+                    "from": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": NAME_LIMIT,
+                        "description": "An old parameter's name.",
+                    },
+                    "value": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": SNIPPET_LIMIT,
+                        "description": "A Python expression.",
+                    },
                     "drop": {"const": True, "description": "Under a dropped old parameter's name."},
                 },
                 "minProperties": 1,
@@ -350,10 +393,30 @@ OPERATION_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
             },
         },
-        "body": {"type": "string", "minLength": 1, "description": "replace_body: the new statements."},
-        "new_name": {"type": "string", "minLength": 1, "description": "rename_symbol: the new identifier."},
-        "module": {"type": "string", "minLength": 1, "description": "add_symbol: a module (dotted) or file."},
-        "source": {"type": "string", "minLength": 1, "description": "add_symbol: the definitions to add."},
+        "body": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": CODE_LIMIT,
+            "description": "replace_body: the new statements.",
+        },
+        "new_name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": NAME_LIMIT,
+            "description": "rename_symbol, edit_reference: the new identifier.",
+        },
+        "module": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": TARGET_LIMIT,
+            "description": "add_symbol: a module (dotted) or file.",
+        },
+        "source": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": CODE_LIMIT,
+            "description": "add_symbol: the definitions to add.",
+        },
         "after": {**_TARGET, "description": "add_symbol: place them after this symbol of the module."},
         "parent": {**_TARGET, "description": "add_symbol: place them at the end of this class."},
         "evidence_id": {
@@ -368,7 +431,45 @@ OPERATION_SCHEMA: dict[str, Any] = {
         "expression": {
             "type": "string",
             "minLength": 1,
-            "description": "move_call_site: what to write as the callee (default: its bare name).",
+            "maxLength": TARGET_LIMIT,
+            "description": "move_call_site: what to write as the callee (default: its bare name); "
+            "edit_reference: what to write in place of the reference.",
+        },
+        "include_unresolved": {
+            "type": "boolean",
+            "description": "rename_symbol: also rename the unresolved calls of the same name (the "
+            "possibly affected sites), each listed as an edit to review.",
+        },
+        "file": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": TARGET_LIMIT,
+            "description": "edit_reference: the file, relative to the workspace root.",
+        },
+        "line": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 10_000_000,
+            "description": "edit_reference: the line, from 1.",
+        },
+        "column": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 10_000_000,
+            "description": "edit_reference: where the reference starts on its line, from 0, in bytes (the "
+            "`col` of a span of query.unknowns, query.evidence or delta.validate's sites).",
+        },
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": NAME_LIMIT,
+            "description": "edit_reference: the identifier the reference ends with (`get_or_retrieve` for "
+            "`self._registry.get_or_retrieve`).",
+        },
+        "arguments": {
+            "type": "string",
+            "maxLength": SNIPPET_LIMIT,
+            "description": "edit_reference: the new argument list of the call made there, e.g. `x, key=1`.",
         },
     },
     "required": ["op"],
@@ -398,22 +499,32 @@ OPERATIONS.update(
                         "description": "The version the proposal was reasoned on (workspace.describe); a "
                         "stale one is refused.",
                     },
-                    "intent": {"type": "string", "minLength": 1, "description": "What the change is for."},
+                    "intent": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": SNIPPET_LIMIT,
+                        "description": "What the change is for.",
+                    },
                     "scope_refs": {
                         "type": "array",
                         "items": _TARGET,
+                        "maxItems": 50,
                         "description": "The symbols the change is about; with the operations' targets "
                         "and their impact radius they bound what the change may touch.",
                     },
                     "constraints": {
                         "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Constraints the change must keep, recorded with the delta.",
+                        "items": {"type": "string", "maxLength": TARGET_LIMIT, "pattern": CONSTRAINT_PATTERN},
+                        "maxItems": 20,
+                        "description": "What the change must keep, each checked by delta.validate: "
+                        "`unchanged: <symbol, module or file>`, `signature_unchanged: <symbol>`, "
+                        "`public_api_unchanged`, `no_new_unknowns`.",
                     },
                     "operations": {
                         "type": "array",
                         "items": OPERATION_SCHEMA,
                         "minItems": 1,
+                        "maxItems": 50,
                         "description": "The typed changes, applied in order.",
                     },
                 },
@@ -459,10 +570,23 @@ OPERATIONS.update(
             **_CHANGE,
         ),
         "delta.validate": _op(
-            "Apply a delta in memory, re-extract the touched files and check type compatibility, graph "
-            "invariants, contracts, the impact boundary, known defects and projection feasibility; a "
-            "failing delta answers VALIDATION_FAILED with every check.",
-            _DELTA_REQUEST,
+            "Apply a delta in memory, re-extract the touched files and check projection feasibility, type "
+            "compatibility, graph invariants (nothing left naming a removed or renamed symbol, no rename "
+            "to a name its scope binds), contracts, the impact boundary, known defects and the delta's "
+            "constraints; a failing delta answers VALIDATION_FAILED with every check, one with sites to "
+            "review is needs_review (not validated) until they are edited or accepted.",
+            _request(
+                {
+                    "workspace_id": _WS,
+                    "delta_id": _DELTA,
+                    "accept_review": {
+                        "type": "boolean",
+                        "description": "Validate a delta whose checks pass but that lists sites to review, "
+                        "once each was checked (never one whose checks fail).",
+                    },
+                },
+                ["workspace_id", "delta_id"],
+            ),
             {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
             output="validation checks",
             side_effects="records the result in the delta",
@@ -493,7 +617,8 @@ OPERATIONS.update(
         ),
         "projection.apply": _op(
             "Write a validated, previewed delta: validated again on the files as they are now (a recorded "
-            "validation is not trusted), atomically per file through checked folders of the granted root, "
+            "validation is not trusted; a site to review it did not accept is refused), atomically per "
+            "file through checked folders of the granted root, "
             "only while every file has the hash the preview saw, all files restored if one fails, "
             "recorded in a hash-chained audit log.",
             _DELTA_REQUEST,
@@ -514,7 +639,12 @@ OPERATIONS.update(
                 {
                     "workspace_id": _WS,
                     "delta_id": _DELTA,
-                    "tests": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                    "tests": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1, "maxLength": TARGET_LIMIT},
+                        "minItems": 1,
+                        "maxItems": 500,
+                    },
                     "timeout_s": {"type": "integer", "minimum": 1, "maximum": 3600},
                 },
                 ["workspace_id"],
@@ -548,11 +678,12 @@ OPERATIONS.update(
         ),
         "verification.review": _op(
             "What the applied delta did: new and resolved defects, semantic events (API breakages, new "
-            "cycles, new state writes), unexpected changes, new unknowns, new conflicts.",
+            "cycles, new state writes), unexpected changes, new unknowns, new conflicts, and the latest "
+            "execution.run_tests recorded on the applied files.",
             _DELTA_REQUEST,
             {"workspace_id": "ws_0123456789ab", "delta_id": "dl_0123456789ab"},
             output="review report",
-            side_effects="records the counts in the delta",
+            side_effects="records the counts and the verdict (reviewed or review_failed) in the delta",
             required_capabilities=["workspace:read"],
             **_CHANGE,
         ),

@@ -8,8 +8,9 @@ no source file; it records the hashes it saw in the delta (in the store, never i
 needs the `source-write` capability for every file, and writes only while each file still has the
 hash the preview saw. It trusts nothing the delta's record says it passed
 (CONTRACTS.md#files-the-product-writes): it expands the delta's operations again on the files as they
-are now, refuses if that does not give the texts the delta recorded (and previewed), and runs the six
-checks of delta.validate again; only then:
+are now, refuses if that does not give the texts the delta recorded (and previewed), and runs the seven
+checks of delta.validate again, refusing a site to review the recorded validation did not accept; only
+then:
 
 1. every projected text goes to a temporary file beside its target, flushed and fsynced, in a folder
    reached from the granted root down through checked descriptors (`slotrelay.fsio`: no folder that
@@ -45,7 +46,7 @@ from slotrelay.psmr.errors import (
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
-from slotrelay.psmr.validation import feasibility, run_checks
+from slotrelay.psmr.validation import SHOWN, feasibility, run_checks, unaccepted
 
 PROJECTIONS = ("patch", "test", "source")
 AUDIT_NAME = "psmr-apply"
@@ -161,14 +162,16 @@ def write_all(anchor: Path, texts: dict[str, tuple[str, str]]) -> None:
 
 def validated_texts(ws: Workspace, store: Store, delta: dict[str, Any]) -> dict[str, Any]:
     """The delta checked again before a write: its operations expanded again on the files as they are
-    now must give exactly the texts it recorded (the ones preview showed), and those texts must pass
-    the six checks of delta.validate. Nothing a record says it passed is taken on trust.
+    now must give exactly the texts it recorded (the ones preview showed), those texts must pass the
+    seven checks of delta.validate, and every site those checks leave to review must be one the
+    recorded validation accepted (`accept_review`). Nothing a record says it passed is taken on trust.
 
     Returns:
         The validation just run (recorded in the delta by the caller).
 
     Raises:
-        ValidationFailed: the texts differ from the recorded ones, or a check fails.
+        ValidationFailed: the texts differ from the recorded ones, a check fails, or a site to review
+            was not accepted.
         ConflictRequiresReview: a file changed since the proposal.
     """
     _, files = deltas.plan(ws, delta["operations"])
@@ -183,13 +186,26 @@ def validated_texts(ws: Workspace, store: Store, delta: dict[str, Any]) -> dict[
             details={"delta_id": delta["delta_id"], "files": differ},
         )
     validation = run_checks(ws, store, delta, "projection.apply")
+    validation.pop("strings")
     if validation["failed"]:
         raise ValidationFailed(
             f"projection.apply: delta {delta['delta_id']} fails {', '.join(validation['failed'])} on the "
             "files as they are now; nothing was written. The problems are in data.checks",
             details={"delta_id": delta["delta_id"], **validation},
         )
-    return validation
+    sites, count = unaccepted(delta["validation"], validation)
+    if count:
+        raise ValidationFailed(
+            f"projection.apply: delta {delta['delta_id']} leaves {count} site(s) to review on the files as "
+            "they are now that delta.validate did not accept; nothing was written. Check them "
+            "(data.needs_review), then delta.validate again (accept_review: true once checked)",
+            details={
+                "delta_id": delta["delta_id"],
+                "needs_review": sites[:SHOWN],
+                "needs_review_count": validation["needs_review_count"],
+            },
+        )
+    return {**validation, "accepted_review": bool(validation["needs_review_count"])}
 
 
 def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) -> Answer:

@@ -20,6 +20,7 @@ from slotrelay.psmr.errors import (
     PolicyBlocked,
     UnsupportedProjection,
 )
+from slotrelay.psmr.externals import import_origin
 from slotrelay.psmr.graph import qname
 from slotrelay.psmr.operators import DEFAULT_RELATIONS, FINDING_KINDS, OPERATIONS
 from slotrelay.psmr.slicing import (
@@ -63,6 +64,8 @@ def describe_workspace(ws: Workspace, request: dict[str, Any], *, recorded: list
     """workspace.describe: what the workspace holds (`recorded`: the passes' recorded disagreements)."""
     kinds = Counter(d["kind"] for _, d in ws.graph.nodes(data=True))
     relations = Counter(k for _, _, k in ws.graph.edges(keys=True))
+    origins = Counter(import_origin(u) for u in ws.unknowns.values())
+    imports = {"stdlib": origins["stdlib"], "installed": origins["installed"]}
     return Answer(
         data={
             "workspace_id": ws.workspace_id,
@@ -87,7 +90,8 @@ def describe_workspace(ws: Workspace, request: dict[str, Any], *, recorded: list
             },
             "node_counts": dict(sorted(kinds.items())),
             "edge_counts": dict(sorted(relations.items())),
-            "unknown_count": len(ws.unknowns),
+            "unknown_count": len(ws.unknowns) - sum(imports.values()),
+            "external_imports": imports,
             "conflict_count": len(ws.conflicts) + len(recorded),
             "warnings": ws.warnings,
         }
@@ -319,23 +323,31 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     return answer
 
 
-def evidence(ws: Workspace, request: dict[str, Any]) -> Answer:
-    """query.evidence: the records behind evidence ids."""
+def evidence(ws: Workspace, request: dict[str, Any], *, runtime: dict[str, dict[str, Any]]) -> Answer:
+    """query.evidence: the records behind evidence ids, the analysis' and the runtime's (`runtime`:
+    the test runs recorded by execution.run_tests that resolve at this version, by id)."""
     ids = list(dict.fromkeys(request["evidence_ids"]))
-    missing = [i for i in ids if i not in ws.evidence]
+    records = {i: ws.evidence.get(i) or runtime.get(i) for i in ids}
+    missing = [i for i, record in records.items() if record is None]
     if missing:
         raise ObjectNotFound(
             f"no evidence {', '.join(missing[:5])} in workspace {ws.workspace_id}; evidence ids "
-            "come from the evidence_refs of a result of this workspace version"
+            "come from the evidence_refs of a result of this workspace version (a test run's, from "
+            "execution.run_tests, while the files it ran on are unchanged)"
         )
-    return Answer(sections=[("evidence", [ws.evidence[i] for i in ids])])
+    return Answer(sections=[("evidence", list(records.values()))])
 
 
 def unknowns(ws: Workspace, request: dict[str, Any]) -> Answer:
-    """query.unknowns: what the analysis could not resolve."""
+    """query.unknowns: what the analysis could not resolve; imports of the standard library and
+    installed packages only on request (`include_external_imports`, or `reason: external_module`)."""
     items = sorted(
         ws.unknowns.values(), key=lambda u: (u["artifact"], u["span"]["line"], u["span"]["col"], u["id"])
     )
+    left_out = 0
+    if not request.get("include_external_imports") and request.get("reason") != "external_module":
+        kept = [u for u in items if import_origin(u) is None]
+        left_out, items = len(items) - len(kept), kept
     if request.get("scope"):
         scope = find_node(ws, request["scope"])
         items = [u for u in items if within(u["scope"], {scope})]
@@ -344,7 +356,11 @@ def unknowns(ws: Workspace, request: dict[str, Any]) -> Answer:
     by_reason = Counter(u["reason"] for u in items)
     return Answer(
         sections=[("unknowns", items)],
-        data={"total": len(items), "by_reason": dict(sorted(by_reason.items()))},
+        data={
+            "total": len(items),
+            "by_reason": dict(sorted(by_reason.items())),
+            "external_imports_left_out": left_out,
+        },
     )
 
 

@@ -302,4 +302,7 @@ def _changed_facts(old: Linker, live: Linker, changed: set[str]) -> set[Any]:
         if old.subclasses(cls) != live.subclasses(cls):
             out.add(("subclasses", cls))
     out |= {("property", name) for name in old.property_names ^ live.property_names}
+    out |= {("dunder", name) for name in old.dunder_names ^ live.dunder_names}
+    if old.metaclasses != live.metaclasses:
+        out.add(("metaclasses",))
     return out

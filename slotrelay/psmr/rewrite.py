@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import (
@@ -29,6 +30,8 @@ from libcst.metadata import (
 Position = tuple[int, int]
 DefEdit = Callable[[cst.FunctionDef | cst.ClassDef], cst.FunctionDef | cst.ClassDef]
 CallEdit = Callable[[cst.Call], cst.Call]
+# Expressions that bind tighter than any operator: written in place of a reference as they are.
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
 
 class RewriteError(ValueError):
@@ -55,6 +58,8 @@ class FilePlan:
     # (module-level name bound to a module, attribute path below it, old, new): `sql.Old` -> `sql.New`.
     attributes: list[tuple[str, tuple[str, ...], str, str]] = field(default_factory=list)
     appended: list[tuple[Position | None, str]] = field(default_factory=list)
+    # A name or attribute starting at a position, by the identifier it ends with -> what replaces it.
+    references: dict[Position, tuple[str, cst.BaseExpression]] = field(default_factory=dict)
 
     def on_def(self, position: Position, edit: DefEdit) -> None:
         """Change the definition starting at position (its `def`/`class` keyword)."""
@@ -67,6 +72,13 @@ class FilePlan:
     def rename(self, position: Position, new: str) -> None:
         """Rename the identifier starting at position."""
         self.names[position] = new
+
+    def replace_reference(self, position: Position, name: str, expression: cst.BaseExpression) -> None:
+        """Replace the name, or the attribute ending with `name`, that starts at position (the
+        innermost one, if attributes of that name nest there), parenthesised unless an atom."""
+        if not isinstance(expression, _ATOMS) and not expression.lpar:
+            expression = expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        self.references[position] = (name, expression)
 
     def rename_global(self, old: str, new: str) -> None:
         """Rename a module-level name everywhere the module uses it (scope analysis) and in `__all__`."""
@@ -97,6 +109,7 @@ class FilePlan:
             or self.local_imports
             or self.attributes
             or self.appended
+            or self.references
         )
 
 
@@ -115,12 +128,24 @@ class _Rewriter(cst.CSTTransformer):
         where: CodeRange = self.get_metadata(PositionProvider, node)
         return where.start.line, where.start.column
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+    def _reference(self, position: Position, name: str) -> cst.BaseExpression | None:
+        wanted = self.plan.references.get(position)
+        if wanted is None or wanted[0] != name or ("reference", position) in self.done:
+            return None
+        self.done.add(("reference", position))
+        return wanted[1]
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         position = self._start(original)
         if position in self.plan.names:
             self.done.add(("name", position))
-            return updated.with_changes(value=self.plan.names[position])
-        return updated
+            updated = updated.with_changes(value=self.plan.names[position])
+        replacement = self._reference(position, original.value)
+        return updated if replacement is None else replacement
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        replacement = self._reference(self._start(original), original.attr.value)
+        return updated if replacement is None else replacement
 
     def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
         # Only strings _mark_globals found name a global: `__all__` entries and string annotations.
@@ -147,7 +172,8 @@ class _Rewriter(cst.CSTTransformer):
             updated = edit(updated)
         if position in self.added_after:
             self.done.add(("after", position))
-            return cst.FlattenSentinel([updated, *_statements(self.added_after[position])])
+            added = spaced_like(_statements(self.added_after[position]), updated, indented=position[1] > 0)
+            return cst.FlattenSentinel([updated, *added])
         return updated
 
     def leave_FunctionDef(
@@ -161,8 +187,140 @@ class _Rewriter(cst.CSTTransformer):
         return self._leave_def(original, updated)
 
 
+class _BareBlankLines(cst.CSTTransformer):
+    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
+        if updated.comment is not None:
+            return updated
+        return updated.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
+
+
+def placed(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Statements parsed on their own, made ready to sit in an indented block: a blank line between
+    them stays blank (written at the block's indentation, it would end in spaces)."""
+    out = []
+    for statement in statements:
+        visited = statement.visit(_BareBlankLines())
+        assert isinstance(visited, cst.BaseStatement)  # the transformer only touches blank lines
+        out.append(visited)
+    return out
+
+
+def spaced_like(
+    statements: list[cst.BaseStatement], neighbour: cst.BaseStatement, *, indented: bool
+) -> list[cst.BaseStatement]:
+    """Statements to add beside a definition, the first preceded by as many blank lines as that
+    definition is (two at module level and one in a class where it has none), so an added function
+    is set apart as its neighbours are."""
+    if not statements:
+        return statements
+    blank = [line for line in getattr(neighbour, "leading_lines", ()) if line.comment is None]
+    if not blank:
+        blank = [cst.EmptyLine(indent=False)] * (1 if indented else 2)
+    spacing = [line.with_changes(indent=False, whitespace=cst.SimpleWhitespace("")) for line in blank]
+    first = statements[0]
+    own = [line for line in getattr(first, "leading_lines", ()) if line.comment is not None]
+    return [first.with_changes(leading_lines=[*spacing, *own]), *statements[1:]]
+
+
 def _statements(source: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(source).body)
+    return placed(list(cst.parse_module(source).body))
+
+
+def _elements(params: cst.Parameters) -> list[tuple[str, int, cst.CSTNode]]:
+    """The parts of a parameter list in source order, each as (field, index in it, node)."""
+    out: list[tuple[str, int, cst.CSTNode]] = [
+        ("posonly_params", i, p) for i, p in enumerate(params.posonly_params)
+    ]
+    if isinstance(params.posonly_ind, cst.ParamSlash):
+        out.append(("posonly_ind", -1, params.posonly_ind))
+    out += [("params", i, p) for i, p in enumerate(params.params)]
+    if isinstance(params.star_arg, cst.Param | cst.ParamStar):
+        out.append(("star_arg", -1, params.star_arg))
+    out += [("kwonly_params", i, p) for i, p in enumerate(params.kwonly_params)]
+    if params.star_kwarg is not None:
+        out.append(("star_kwarg", -1, params.star_kwarg))
+    return out
+
+
+def _bare(whitespace: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """A separator's whitespace without the comment or blank lines it carried."""
+    if isinstance(whitespace, cst.ParenthesizedWhitespace):
+        return whitespace.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return whitespace
+
+
+def _key(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Param):
+        return node.name.value
+    if isinstance(node, cst.Arg) and node.keyword is not None:
+        return node.keyword.value
+    return None
+
+
+def _relaid(
+    olds: list[cst.CSTNode], news: list[cst.CSTNode], before: cst.BaseParenthesizableWhitespace
+) -> list[cst.CSTNode]:
+    """New list elements (parameters or arguments) with the separators of the old ones: a kept
+    element (same name) keeps the separator written after it, comment included, another takes the
+    separator found at its position (or the last one), and the last element keeps the old trailing
+    comma and the whitespace before the closing parenthesis."""
+    commas = [getattr(node, "comma", None) for node in olds[:-1]]
+    separators = [_bare(c.whitespace_after) for c in commas if isinstance(c, cst.Comma)] or [_bare(before)]
+    kept = {
+        key: comma
+        for node, comma in zip(olds[:-1], commas, strict=True)
+        if (key := _key(node)) is not None and isinstance(comma, cst.Comma)
+    }
+    last = olds[-1]
+    out = []
+    for position, node in enumerate(news):
+        closing = position == len(news) - 1
+        if closing:
+            comma = getattr(last, "comma", cst.MaybeSentinel.DEFAULT)
+        else:
+            own = kept.get(_key(node) or "")
+            comma = own or cst.Comma(whitespace_after=separators[min(position, len(separators) - 1)])
+        edits: dict[str, Any] = {"comma": comma}
+        for trailing in ("whitespace_after_param", "whitespace_after_arg"):
+            if hasattr(node, trailing):
+                edits[trailing] = (
+                    getattr(last, trailing, cst.SimpleWhitespace("")) if closing else cst.SimpleWhitespace("")
+                )
+        out.append(node.with_changes(**edits))
+    return out
+
+
+def laid_out_like(
+    old: cst.Parameters, before: cst.BaseParenthesizableWhitespace, new: cst.Parameters
+) -> cst.Parameters:
+    """New parameters written in the layout of the old ones when those span several lines (see
+    `_relaid`); a list on one line is left as given."""
+    code = cst.Module(body=[]).code_for_node
+    olds, news = _elements(old), _elements(new)
+    if not olds or not news or "\n" not in code(before) + code(old):
+        return new
+    placed_nodes = _relaid([n for _, _, n in olds], [n for _, _, n in news], before)
+    changes: dict[str, Any] = {}
+    for (name, index, _), node in zip(news, placed_nodes, strict=True):
+        if index < 0:
+            changes[name] = node
+        else:
+            changes.setdefault(name, list(getattr(new, name)))[index] = node
+    return new.with_changes(**{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+
+
+def arguments_laid_out_like(old: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
+    """New arguments for a call, written in the layout of its old ones when those span several
+    lines (see `_relaid`); otherwise as given."""
+    code = cst.Module(body=[]).code_for_node
+    if (
+        not old.args
+        or not args
+        or "\n" not in code(old.whitespace_before_args) + "".join(map(code, old.args))
+    ):
+        return args
+    relaid = _relaid(list(old.args), list(args), old.whitespace_before_args)
+    return [a for a in relaid if isinstance(a, cst.Arg)]
 
 
 def _mark_globals(wrapper: MetadataWrapper, plan: FilePlan, rewriter: _Rewriter) -> None:
@@ -270,6 +428,7 @@ def _render_whole(text: str, plan: FilePlan) -> str:
         | {("call", p) for p in plan.calls}
         | {("name", p) for p in plan.names}
         | {("after", p) for p, _ in plan.appended if p is not None}
+        | {("reference", p) for p in plan.references}
     )
     missing = sorted(wanted - rewriter.done, key=lambda item: item[1])
     if missing:
@@ -336,6 +495,7 @@ def _shifted(plan: FilePlan, first: int, last: int, *, offset: int = 0) -> FileP
         names={shift(p): n for p, n in plan.names.items() if inside(p)},
         local_imports={shift(p): r for p, r in plan.local_imports.items() if inside(p)},
         appended=[(shift(p), src) for p, src in plan.appended if p is not None and inside(p)],
+        references={shift(p): r for p, r in plan.references.items() if inside(p)},
     )
 
 
@@ -374,7 +534,7 @@ def render(text: str, plan: FilePlan) -> str:
         new = _render_whole(text, plan)
     else:
         lines = text.splitlines(keepends=True)
-        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names, *plan.local_imports]}
+        wanted = {p[0] for p in [*plan.defs, *plan.calls, *plan.names, *plan.local_imports, *plan.references]}
         wanted |= {p[0] for p, _ in plan.appended if p is not None}
         ranges = statement_ranges(text, wanted)
         outside = sorted(line for line in wanted if not any(a <= line <= b for a, b, _ in ranges))
@@ -394,10 +554,11 @@ def render(text: str, plan: FilePlan) -> str:
     return new
 
 
-def calls_at(text: str, positions: set[Position]) -> dict[Position, cst.Call]:
-    """The call nodes starting at the given positions, parsing only the statements that hold them."""
+def calls_at(text: str, positions: set[Position]) -> dict[Position, list[cst.Call]]:
+    """The call nodes starting at the given positions, innermost first (`f(x).g()` starts where
+    `f(x)` does), parsing only the statements that hold them."""
     lines = text.splitlines(keepends=True)
-    found: dict[Position, cst.Call] = {}
+    found: dict[Position, list[tuple[tuple[int, int], cst.Call]]] = {}
     for first, last, indented in statement_ranges(text, {p[0] for p in positions}):
         header = _HEADER if indented else ""
         wrapper = MetadataWrapper(cst.parse_module(header + "".join(lines[first - 1 : last])))
@@ -405,5 +566,5 @@ def calls_at(text: str, positions: set[Position]) -> dict[Position, cst.Call]:
         for node, where in wrapper.resolve(PositionProvider).items():
             key = (where.start.line + shift, where.start.column)
             if isinstance(node, cst.Call) and key in positions:
-                found[key] = node
-    return found
+                found.setdefault(key, []).append(((where.end.line, where.end.column), node))
+    return {key: [call for _, call in sorted(calls, key=lambda c: c[0])] for key, calls in found.items()}

@@ -3,18 +3,28 @@
 The rule: CONTRACTS.md#changes-go-through-a-delta.
 
 The projected workspace W~ is assembled like a build, from the stored facts of untouched files and
-fresh facts of the projected ones, without writing anything. Six checks, each with its own result:
+fresh facts of the projected ones, without writing anything. Seven checks, each with its own result:
 
 - projection_feasibility: every file still has the hash the delta was proposed on (otherwise the
   answer is CONFLICT_REQUIRES_REVIEW, since nothing else can be judged on a moved base);
 - type_compatibility: every call site of a changed signature binds to it in W~, and none was left as
-  written because an argument had no new parameter to go to;
-- graph_invariants: no call left naming a removed or renamed symbol, no new unresolved import;
+  written because an argument had no new parameter to go to; the unresolved calls of the same name
+  are listed for review;
+- graph_invariants: every call site of a renamed or re-signed symbol still reaches it; nothing in the
+  tree still names a removed or renamed symbol (`name_checks`: a bare name nothing binds or an import
+  from the tree fails, an unresolved call or attribute of that name is listed for review, strings and
+  docstrings only as warnings); a rename does not take a name its scope already binds (builtins
+  included); no new unresolved import;
 - contracts: no dropped parameter still named by a docstring or assert, no suggested test gone;
 - impact_boundary: symbols changed in W~ - W lie within the scope, its impact radius or the intent;
-- known_defects: no new confirmed finding (pyflakes) in a touched file.
+- known_defects: no new confirmed finding (pyflakes) in a touched file;
+- constraints: each of the delta's `constraints` holds in W~.
 
-A delta failing any check answers VALIDATION_FAILED with every check in the envelope's `data`.
+A delta failing any check answers VALIDATION_FAILED with every check in the envelope's `data`. A
+delta passing them with sites to review (each listed with its file, line, column and text: every
+site delta.propose flagged and did not edit, and every review item of a check) is `needs_review`,
+not validated: projection.apply refuses it until each site is edited (`edit_reference`) or the
+agent validates again with `accept_review: true`.
 """
 
 from __future__ import annotations
@@ -25,16 +35,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import libcst as cst
+import orjson
+
 from slotrelay.psmr import delta as deltas
-from slotrelay.psmr.build import NotSource, Unanalysable, artifact_text, file_size_limit, read_source
+from slotrelay.psmr.build import NotSource, Unanalysable, file_size_limit, read_source
 from slotrelay.psmr.callbinding import BindError, Unbindable, bind, params_of, parse_parameters
+from slotrelay.psmr.constraints import check as check_constraints
 from slotrelay.psmr.diff import compare, side_of
 from slotrelay.psmr.errors import ConflictRequiresReview, ValidationFailed
+from slotrelay.psmr.externals import available_import
 from slotrelay.psmr.extract import extract
 from slotrelay.psmr.findings import DEFECTS, _check_file
 from slotrelay.psmr.graph import GraphAssembler, qname
 from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
+from slotrelay.psmr.name_checks import names_left, shadowed_names
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.rewrite import calls_at, char_column
 from slotrelay.psmr.slicing import walk, within
@@ -43,9 +59,13 @@ from slotrelay.psmr.store import Store, Workspace
 IMPACT_DEPTH = 3
 SHOWN = 25
 IMPORT_REASONS = frozenset({"external_module", "unresolved_name", "dynamic_import"})
+# Where a check's whole list of sites to review travels until validate pools them.
+REVIEW = "_review"
+# The sites to review a delta record keeps and delta.validate lists (`needs_review_count` counts all).
+REVIEW_KEPT = 500
 
 
-def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
+def project(ws: Workspace, store: Store, texts: dict[str, str]) -> tuple[Workspace, dict[str, str]]:
     """The workspace W~ the texts would give, assembled in memory (nothing is stored).
 
     Parameters:
@@ -54,13 +74,15 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
         texts: artifact -> projected text.
 
     Returns:
-        A workspace with version `projected`.
+        A workspace with version `projected`, and every file's text in it (the projected ones, the
+        others as read from disk, empty where unreadable).
     """
     root = Path(ws.source_root).resolve()
     limit = file_size_limit(None)
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
     sources: dict[str, str] = {}
+    every: dict[str, str] = {}
     for artifact, entry in ws.files.items():
         text = texts.get(artifact)
         if text is None:
@@ -74,6 +96,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
             cached = extract(text, entry["module"], is_package=artifact.endswith("__init__.py"))
         facts[entry["module"]] = cached
         paths[entry["module"]] = artifact
+        every[artifact] = text
         sources[artifact] = "" if cached.get("syntax_error") else text
     link = Linker(facts).run()
     edges, _ = import_edges(root, facts, sources, store=store)
@@ -82,7 +105,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
         a: {**e, "sha256": hashlib.sha256(texts[a].encode()).hexdigest()} if a in texts else e
         for a, e in ws.files.items()
     }
-    return Workspace(
+    projected = Workspace(
         workspace_id=ws.workspace_id,
         root=ws.root,
         source_root=ws.source_root,
@@ -95,16 +118,34 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> Workspace:
         unknowns=assembly.unknowns,
         conflicts=assembly.conflicts,
     )
+    return projected, every
 
 
-def _check(name: str, problems: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def _check(
+    name: str, problems: list[dict[str, Any]], review: list[dict[str, Any]] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A check's result. Its sites to review travel whole under REVIEW (validate pools and removes
+    them); the answer shows the first SHOWN of each list with the counts."""
     return {
         "check": name,
         "ok": not problems,
         "problems": problems[:SHOWN],
         "problem_count": len(problems),
+        **({"needs_review": review[:SHOWN], "needs_review_count": len(review)} if review is not None else {}),
         **extra,
+        REVIEW: review or [],
     }
+
+
+def _line(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return lines[line - 1].strip()[:200] if 1 <= line <= len(lines) else ""
+
+
+def edited_sites(delta: dict[str, Any]) -> set[tuple[str, int, int]]:
+    """(file, line, column) of every reference the delta edits by position (edit_reference, and the
+    unresolved matches a rename_symbol with include_unresolved renames)."""
+    return {(e["file"], e["line"], e["column"]) for e in delta["edits"] if e["kind"] == "reference"}
 
 
 def _parameters(data: dict[str, Any]) -> list[Any]:
@@ -141,7 +182,7 @@ def _calls_of(ws: Workspace, node: str) -> list[tuple[str, str]]:
 
 
 def type_compatibility(
-    old: Workspace, new: Workspace, delta: dict[str, Any], texts: dict[str, str]
+    old: Workspace, new: Workspace, delta: dict[str, Any], sources: dict[str, str]
 ) -> dict[str, Any]:
     """Every call site of a symbol whose parameters changed binds to the new signature (a change of
     annotations alone binds as before and is not checked), and none was left unfixed by the proposal.
@@ -153,11 +194,16 @@ def type_compatibility(
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
 
     def text_of(artifact: str) -> str:
-        if artifact in texts:
-            return texts[artifact]
-        return artifact_text(new.source_root, artifact) or ""
+        return sources.get(artifact, "")
+
+    def text_of_original(artifact: str) -> str:
+        if artifact in delta["files"]:
+            original: str = delta["files"][artifact]["original"]
+            return original
+        return text_of(artifact)
 
     line_maps = {a: _line_map(f["original"], f["projected"]) for a, f in delta["files"].items()}
+    edited = edited_sites(delta)
 
     def projected(artifact: str, line: int, col: int) -> tuple[int, int] | None:
         """A position of W (a byte column) in the projected text, None if the edit removed its line."""
@@ -168,6 +214,8 @@ def type_compatibility(
         return line_maps[artifact][line], char_column(delta["files"][artifact]["original"], line, col)
 
     sites: dict[str, dict[tuple[int, int], Site]] = {}
+    # The names a call of each changed symbol is written with, before and after the delta.
+    names: dict[str, set[str]] = {}
     review: list[dict[str, Any]] = []
     for item in delta["expected"]["symbols_changed"]:
         if "signature_changed" not in item["changes"]:
@@ -180,6 +228,7 @@ def type_compatibility(
         if params == _parameters(old.graph.nodes[was]):
             continue
         signature = f"{qname(target)}{data['signature']}"
+        names[target] = {qname(target).rsplit(".", 1)[-1], qname(was).rsplit(".", 1)[-1]}
         for side, node in ((old, was), (new, target)):
             for caller, ev in _calls_of(side, node):
                 record = side.evidence[ev]
@@ -199,17 +248,22 @@ def type_compatibility(
             if unknown["detail"].removesuffix("()").rsplit(".", 1)[-1] != name:
                 continue
             artifact, span = unknown["artifact"], unknown["span"]
+            if (artifact, span["line"], span["col"]) in edited:
+                continue
             where = projected(artifact, span["line"], span["col"])
             if where is not None:
+                # Where it is in the file as it stands, which is where edit_reference finds it.
                 site = {"caller": deltas.renamed_to(renamed, unknown["scope"]), "callee": target,
-                        "file": artifact, "line": where[0], "unresolved": unknown["detail"]}  # fmt: skip
+                        "file": artifact, "line": span["line"], "column": span["col"],
+                        "text": _line(text_of_original(artifact), span["line"]),
+                        "unresolved": unknown["detail"]}  # fmt: skip
                 sites.setdefault(artifact, {}).setdefault(where, (site, params, signature, False))
     problems: list[dict[str, Any]] = []
     checked = unfit = 0
     for artifact, found in sorted(sites.items()):
         calls = calls_at(text_of(artifact), set(found))
         for position, (site, params, signature, resolved) in sorted(found.items()):
-            call = calls.get(position)
+            call = _call_of(calls.get(position, []), names[site["callee"]])
             if call is None:
                 if resolved:
                     review.append({**site, "reason": "no call at this position of the projected text"})
@@ -225,6 +279,9 @@ def type_compatibility(
                 else:
                     unfit += 1
                     review.append({**site, "reason": f"unresolved; if it calls {signature}, it {exc}"})
+            else:
+                if not resolved:
+                    review.append({**site, "reason": f"unresolved; if it calls {signature}, it binds"})
     # A call delta.propose left as written because an argument had no new parameter to go to may
     # still bind (a positional one lands on whatever parameter now stands there): it is unfixed.
     failed = {(p["file"], p["line"]) for p in problems}
@@ -238,11 +295,22 @@ def type_compatibility(
     return _check(
         "type_compatibility",
         problems,
+        review,
         call_sites_checked=checked,
         possibly_affected_unfit=unfit,
-        needs_review=review[:SHOWN],
-        needs_review_count=len(review),
     )
+
+
+def _call_of(calls: list[Any], names: set[str]) -> Any:
+    """Of the calls starting at one position (innermost first), the one whose callee is written with
+    one of the names (`sqlparse.parse(s)[0].tokens[0].get_parameters()` starts where the call of
+    `parse` does), else the innermost."""
+    for call in calls:
+        func = call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if last in names:
+            return call
+    return calls[0] if calls else None
 
 
 def _unknown_keys(
@@ -256,19 +324,23 @@ def _unknown_keys(
     )
 
 
-def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
-    """No call names a removed symbol; every call site of a renamed or re-signed symbol still reaches
-    it (a new name shadowed by a local would not); no new unresolved import in a touched file."""
+def graph_invariants(
+    old: Workspace, new: Workspace, delta: dict[str, Any], sources: dict[str, str]
+) -> dict[str, Any]:
+    """Every call site of a renamed or re-signed symbol still reaches it (a new name shadowed by a
+    local would not); nothing in the tree still names a removed or renamed symbol; a rename takes no
+    name its scope binds; no new unresolved import in a touched file.
+
+    Parameters:
+        old: W.
+        new: W~.
+        delta: the delta.
+        sources: every file's text in W~ (`project`).
+    """
     touched = set(delta["files"])
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
-    gone_names = {
-        qname(n).rsplit(".", 1)[-1]
-        for n, d in old.graph.nodes(data=True)
-        if deltas.renamed_to(renamed, n) not in new.graph and d.get("kind") not in ("external", "builtin")
-    }
-
     fresh = _unknown_keys(new, touched) - _unknown_keys(old, touched, renamed)
-    problems = []
+    problems: list[dict[str, Any]] = []
     moved_away = Counter(tuple(pair) for pair in delta["expected"]["call_sites_removed"])
     kept = set(renamed) | {
         deltas.renamed_from(renamed, i["id"])
@@ -294,16 +366,18 @@ def graph_invariants(old: Workspace, new: Workspace, delta: dict[str, Any]) -> d
                                 "or unresolved)"}
                 )  # fmt: skip
     for (scope, reason, detail), count in sorted(fresh.items()):
-        last = detail.removesuffix("()").rsplit(".", 1)[-1]
-        if last in gone_names:
-            problem = f"a call still names {last}, which the delta removes or renames"
-            problems.append(
-                {"scope": scope, "reason": reason, "detail": detail, "count": count, "problem": problem}
-            )
-        elif reason in IMPORT_REASONS:
+        # An import of the standard library or an installed package is an unknown too (its code is
+        # not analysed), but nothing the delta broke.
+        if reason in IMPORT_REASONS and not available_import(reason, detail):
             problems.append({"scope": scope, "reason": reason, "detail": detail, "count": count,
                              "problem": "a new unresolved name or import"})  # fmt: skip
-    return _check("graph_invariants", problems)
+    problems += shadowed_names(old, delta)
+    left, review, strings = names_left(old, new, delta, sources)
+    problems += left
+    check = _check("graph_invariants", problems, review)
+    check["string_references"] = strings[:SHOWN]
+    check["string_reference_count"] = len(strings)
+    return check
 
 
 def contracts(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str, Any]:
@@ -329,10 +403,8 @@ def contracts(old: Workspace, new: Workspace, delta: dict[str, Any]) -> dict[str
     return _check("contracts", problems)
 
 
-def impact_boundary(
-    old: Workspace, new: Workspace, delta: dict[str, Any], texts: dict[str, str]
-) -> dict[str, Any]:
-    """Symbols changed in W~ - W lie within scope + impact radius + what the delta intends."""
+def impact_boundary(old: Workspace, delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, Any]:
+    """Symbols changed in W~ - W (`actual`) lie within scope + impact radius + what the delta intends."""
     allowed: set[str] = set()
     for node in delta["scope"]:
         if node in old.graph:
@@ -342,14 +414,6 @@ def impact_boundary(
     allowed |= {r["new"] for r in expected["symbols_renamed"]} | {
         r["old"] for r in expected["symbols_renamed"]
     }
-
-    def read(artifact: str) -> str | None:
-        if artifact in texts:
-            return texts[artifact]
-        return artifact_text(new.source_root, artifact)
-
-    renames = {r["old"]: r["new"] for r in expected["symbols_renamed"]}
-    actual = compare(side_of(old), side_of(new, source=read), renames=renames)
     changed = [
         i["id"] for i in actual["symbols_changed"] + actual["symbols_added"] + actual["symbols_removed"]
     ]
@@ -360,6 +424,15 @@ def impact_boundary(
         for n in outside
     ]
     return _check("impact_boundary", problems, allowed=len(allowed), changed=len(set(changed)))
+
+
+def fresh_unknowns(old: Workspace, new: Workspace, delta: dict[str, Any]) -> Counter[tuple[str, str, str]]:
+    """The unknowns of the touched files W~ has and W had not (an unknown inside a renamed function
+    counts under its new name), imports of the standard library or installed packages aside."""
+    touched = set(delta["files"])
+    renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+    fresh = _unknown_keys(new, touched) - _unknown_keys(old, touched, renamed)
+    return Counter({k: c for k, c in fresh.items() if not available_import(k[1], k[2])})
 
 
 def confirmed_defects(
@@ -411,51 +484,146 @@ def feasibility(ws: Workspace, delta: dict[str, Any], operation: str) -> dict[st
     return _check("projection_feasibility", [], files=len(delta["files"]))
 
 
+def flagged_by_propose(delta: dict[str, Any], listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sites delta.propose flagged (possibly affected, or needing review) that the delta did not
+    edit and no check lists: each still needs review, so a flagged delta is never all-ok."""
+    edited = edited_sites(delta)
+    at = {(i.get("file"), i.get("line"), i.get("column")) for i in listed}
+    callers = {(i.get("file"), i.get("caller")) for i in listed}
+    out = []
+    for unknown in delta["possibly_affected"]:
+        site = (unknown["artifact"], unknown["span"]["line"], unknown["span"]["col"])
+        if site in edited or site in at:
+            continue
+        text = delta["files"][site[0]]["original"] if site[0] in delta["files"] else ""
+        out.append(
+            {"file": site[0], "line": site[1], "column": site[2],
+             "text": _line(text, site[1]) or unknown["detail"], "scope": unknown["scope"],
+             "reason": f"flagged by delta.propose: {unknown['why']}"}
+        )  # fmt: skip
+    for edit in delta["needs_review"]:
+        if (edit["file"], edit.get("caller")) not in callers:
+            out.append(
+                {"file": edit["file"], "line": edit["line"], "caller": edit.get("caller"),
+                 "reason": f"flagged by delta.propose: {edit.get('reason', 'needs review')}"}
+            )  # fmt: skip
+    return out
+
+
 def run_checks(ws: Workspace, store: Store, delta: dict[str, Any], operation: str) -> dict[str, Any]:
-    """The six checks of a delta on the files as they are now, as `validation` records them.
+    """The seven checks of a delta on the files as they are now, and the sites they leave to review.
+
+    Returns:
+        `{"at", "ok", "failed", "checks", "needs_review", "needs_review_count", "strings"}`: `ok` when
+        no check fails; the sites to review (every one, `needs_review_count` of them, the first
+        REVIEW_KEPT kept); how many strings name what the delta takes away.
 
     Raises:
         ConflictRequiresReview: a file changed since the proposal (projection feasibility).
     """
     checks = [feasibility(ws, delta, operation)]
     texts = {a: f["projected"] for a, f in delta["files"].items()}
-    new = project(ws, store, texts)
+    new, sources = project(ws, store, texts)
+    renames = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
+    actual = compare(side_of(ws), side_of(new, source=sources.get), renames=renames)
     checks += [
-        type_compatibility(ws, new, delta, texts),
-        graph_invariants(ws, new, delta),
+        type_compatibility(ws, new, delta, sources),
+        graph_invariants(ws, new, delta, sources),
         contracts(ws, new, delta),
-        impact_boundary(ws, new, delta, texts),
+        impact_boundary(ws, delta, actual),
         known_defects(ws, store, delta),
+        _check(
+            "constraints",
+            check_constraints(ws, delta, actual, fresh_unknowns(ws, new, delta)),
+            constraints=len(delta["constraints"]),
+        ),
     ]
+    review = [item for c in checks for item in c.pop(REVIEW)]
+    review += flagged_by_propose(delta, review + [p for c in checks for p in c["problems"]])
     failed = [c["check"] for c in checks if not c["ok"]]
-    return {"at": deltas.now(), "ok": not failed, "failed": failed, "checks": checks}
+    return {
+        "at": deltas.now(),
+        "ok": not failed,
+        "failed": failed,
+        "checks": checks,
+        "needs_review": review[:REVIEW_KEPT],
+        "needs_review_count": len(review),
+        "strings": sum(c.get("string_reference_count", 0) for c in checks),
+    }
+
+
+def unaccepted(recorded: dict[str, Any] | None, result: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The sites to review that checks run again (`result`, from `run_checks`) list and the recorded
+    validation did not accept: every one, unless it accepted its sites; else those it did not list.
+
+    Returns:
+        The sites not accepted (those among the kept ones) and how many there are at least (more than
+        were accepted means new ones, listed or not).
+    """
+    if not result["needs_review_count"]:
+        return [], 0
+    if not recorded or not recorded.get("accepted_review"):
+        return list(result["needs_review"]), result["needs_review_count"]
+    accepted = {orjson.dumps(site, option=orjson.OPT_SORT_KEYS) for site in recorded["needs_review"]}
+    new = [s for s in result["needs_review"] if orjson.dumps(s, option=orjson.OPT_SORT_KEYS) not in accepted]
+    return new, max(len(new), result["needs_review_count"] - recorded["needs_review_count"])
 
 
 def validate(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    """delta.validate: run the six checks; VALIDATION_FAILED with all of them if any fails."""
+    """delta.validate: run the seven checks; VALIDATION_FAILED with all of them if any fails, else
+    `needs_review` while sites are left to review (unless the request accepts them), else validated."""
     delta = deltas.load(store, ws, request["delta_id"])
     deltas.require_current(ws, delta, "delta.validate")
-    delta["validation"] = run_checks(ws, store, delta, "delta.validate")
-    checks, failed = delta["validation"]["checks"], delta["validation"]["failed"]
-    delta["status"] = "validation_failed" if failed else "validated"
+    result = run_checks(ws, store, delta, "delta.validate")
+    checks, failed, review = result["checks"], result["failed"], result["needs_review"]
+    strings = result.pop("strings")
+    accepted = bool(review) and bool(request.get("accept_review")) and not failed
+    if failed:
+        status = "validation_failed"
+    elif review and not accepted:
+        status = "needs_review"
+    else:
+        status = "validated"
+    delta["status"] = status
+    # The recorded `ok` is what projection.apply requires: validated, or its sites accepted.
+    delta["validation"] = {**result, "ok": status == "validated", "accepted_review": accepted}
     deltas.save(store, ws, delta)
+    warnings = []
+    if strings:
+        warnings.append(
+            f"{strings} string(s) or docstring(s) still name a symbol the delta removes or renames "
+            "(graph_invariants.string_references): check whether they should change too"
+        )
     if failed:
         raise ValidationFailed(
             f"delta {delta['delta_id']} fails {', '.join(failed)}; the problems are in data.checks: change "
-            "the operations (e.g. a parameter_map value for every new required parameter) and propose again",
+            "the operations (e.g. a parameter_map value for every new required parameter, an "
+            "edit_reference for a site still naming a renamed symbol) and propose again",
             details={
                 "delta_id": delta["delta_id"],
-                "status": delta["status"],
+                "status": status,
                 "failed": failed,
                 "checks": checks,
+                "needs_review": review[:SHOWN],
+                "needs_review_count": result["needs_review_count"],
             },
         )
+    if status == "needs_review":
+        after = (
+            "edit each site in needs_review (edit_reference, or rename_symbol with include_unresolved) and "
+            "propose again, or, once each is checked, delta.validate again with accept_review: true"
+        )
+    else:
+        after = "projection.preview to see the diff"
     return Answer(
         data={
             "delta_id": delta["delta_id"],
-            "status": "validated",
+            "status": status,
             "failed": [],
-            "next": "projection.preview to see the diff",
+            "needs_review_count": result["needs_review_count"],
+            "accepted_review": accepted,
+            "next": after,
         },
-        sections=[("checks", checks)],
+        sections=[("checks", checks), ("needs_review", review)],
+        warnings=warnings,
     )

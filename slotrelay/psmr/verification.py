@@ -5,9 +5,16 @@ roundtrip compares the delta's intended change with W' - W, W being the before-i
 kept beside the delta, in three sections: matched, intended_but_missing, changed_but_not_intended.
 Call sites that only moved inside their caller (a call's arguments rewritten) are not changes; edges
 and call sites leaving a replaced body or an added symbol are what the delta intended for them.
+Roundtrip checks the graph against the projection, nothing more: that the analysis of the files as
+written (W') differs from W exactly as the delta said it would. `all_matched: true` means the code
+says what the delta meant, not that the change is correct; the code's behaviour is what the tests
+say, and review reads them.
+
 review reports what the change did beyond its intent: new and resolved confirmed defects, semantic
 events (griffe's API breakages, new import or call cycles, new state writes), unexpected changes,
-new unknowns and new conflicts.
+new unknowns and new conflicts; and it reads the latest execution.run_tests recorded for the delta:
+a run on the applied files with a failure fails the review (`passed: false`, the failed test ids
+listed), as does a new confirmed defect. A review with no run on the applied files says so.
 """
 
 from __future__ import annotations
@@ -26,6 +33,13 @@ from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.validation import confirmed_defects
+
+ROUNDTRIP_CHECKS = (
+    "the graph of the files as written (W') against the delta's projection: W' - W, W being the "
+    "workspace before the apply, matches the change the delta expected. It does not run the code: "
+    "all_matched says the code now says what the delta meant, not that the change is correct; "
+    "execution.run_tests and verification.review say that"
+)
 
 
 def rebuild(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
@@ -189,6 +203,7 @@ def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         data={
             "delta_id": delta["delta_id"],
             "all_matched": all_matched,
+            "checks": ROUNDTRIP_CHECKS,
             "counts": counts,
             "call_sites_moved": len(actual["call_sites_moved"]),
             "version_before": image["side"]["version"],
@@ -196,6 +211,26 @@ def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         },
         sections=list(verdict.items()),
     )
+
+
+def latest_run(delta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The latest execution.run_tests recorded for an applied delta, if it ran on the files as the
+    delta wrote them, with warnings saying why a run is not taken."""
+    if not delta["runs"]:
+        untested = (
+            "no execution.run_tests is recorded for this delta: its behaviour is untested (run the tests "
+            "with its delta_id, then review again)"
+        )
+        return None, [untested]
+    run: dict[str, Any] = delta["runs"][-1]
+    written = {a: f["projected_sha256"] for a, f in delta["files"].items()}
+    if run.get("files") != written:
+        stale = (
+            f"the latest execution.run_tests of this delta ({run['at']}) did not run on the files as the "
+            "delta wrote them (before the apply, or on files changed since): run the tests again"
+        )
+        return None, [stale]
+    return run, []
 
 
 def _cycles(pairs: list[tuple[str, str]]) -> set[frozenset[str]]:
@@ -270,11 +305,27 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         ("new_unknowns", new_unknowns),
         ("new_conflicts", new_conflicts),
     ]
+    run, untested = latest_run(delta)
+    failed_tests = list(run.get("failed", [])) if run else []
+    tests = (
+        {key: run[key] for key in ("at", "passed", "counts", "failed_total", "tests") if key in run}
+        if run
+        else None
+    )
+    sections.insert(0, ("failed_tests", failed_tests))
     counts = {name: len(items) for name, items in sections}
-    delta["review"] = {"at": deltas.now(), "version": ws.version, "counts": counts}
+    passed = bool(run is None or (run["passed"] and not failed_tests)) and not counts["new_defects"]
+    delta["review"] = {"at": deltas.now(), "version": ws.version, "counts": counts, "passed": passed}
+    delta["status"] = "reviewed" if passed else "review_failed"
     deltas.save(store, ws, delta)
     return Answer(
-        data={"delta_id": delta["delta_id"], "counts": counts, "version_after": ws.version},
+        data={
+            "delta_id": delta["delta_id"],
+            "passed": passed,
+            "tests": tests,
+            "counts": counts,
+            "version_after": ws.version,
+        },
         sections=sections,
-        warnings=warnings,
+        warnings=warnings + untested,
     )

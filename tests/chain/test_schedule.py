@@ -222,15 +222,25 @@ def test_a_join_runs_once_after_every_source_settled(write_chain) -> None:
     assert list(read_slot(chain.resolve("slots/join_input.json"))["sources"]) == ["a"]
 
 
-def test_fail_stops_its_branch_and_the_run_fails(write_chain) -> None:
+def test_fail_stops_its_branch_and_a_person_decides_before_the_run_ends(write_chain) -> None:
     chain = build(write_chain, [node("a", start=True, executor=py("broken")), node("b", executor=py("ok")),
                                 node("c", start=True, executor=py("ok"))], [route("a", "b")])
-    schedule, ran, asked = run_plain(chain)
-    assert sorted(ran) == ["a", "c"] and asked == []
+    schedule, ran, asked = run_plain(chain, decisions={"a": ["terminate"]})
+    # The rest of the run went on first; a person was asked once nothing else could run.
+    assert sorted(ran) == ["a", "c"] and asked == ["a"]
     assert states(schedule) == {"a": "Failed", "b": "NotRun", "c": "Completed"}
     summary = schedule.summary(None)
     assert summary["state"] == "FAILED" and len(summary["alerts"]) == 1
     assert summary["nodes"]["a"]["error_type"] == "bad_input"
+
+
+def test_a_fail_decided_with_continue_leads_on(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("broken")), node("b", executor=py("ok"))],
+                  [route("a", "b")])
+    schedule, ran, asked = run_plain(chain, decisions={"a": ["continue:by hand"]})
+    assert ran == ["a", "b"] and asked == ["a"]
+    assert states(schedule) == {"a": "Completed", "b": "Completed"}
+    assert schedule.summary(None)["state"] == "COMPLETED"
 
 
 def test_an_undeclared_error_is_arbitrated_and_continue_with_data_routes_on(write_chain) -> None:

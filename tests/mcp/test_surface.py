@@ -25,6 +25,7 @@ SNAPSHOT = Path(__file__).with_name("tools_list.json")
 EXPECTED_TOOLS = {
     "psmr_workspace_describe",
     "psmr_operator_list",
+    "psmr_operator_describe",
     "psmr_query_search",
     "psmr_query_subgraph",
     "psmr_query_evidence",

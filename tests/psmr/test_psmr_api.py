@@ -232,7 +232,7 @@ def pages(operation: str, request: dict[str, Any], store: Path) -> tuple[dict[st
             {"max_evidence_items": 1},
         ),
         ("query.search", {"text": "", "kind": "symbol"}, {"max_text_bytes": 1200}),
-        ("query.unknowns", {}, {"max_nodes": 3}),
+        ("query.unknowns", {"include_external_imports": True}, {"max_nodes": 3}),
         ("analysis.impact", {"target": "shop.pricing.price", "depth": 3}, {"max_nodes": 1}),
         ("analysis.findings", {}, {"max_text_bytes": 1000}),
         ("analysis.motifs", {}, {"max_nodes": 1}),

@@ -44,11 +44,13 @@ def ok(operation: str, request: dict[str, Any], store: Path, **kwargs: Any) -> d
     return answer["data"]
 
 
-def loop(root: Path, store: Path, ws: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+def loop(
+    root: Path, store: Path, ws: str, operations: list[dict[str, Any]], *, accept_review: bool = False
+) -> dict[str, Any]:
     """propose, validate, preview, apply, rebuild; returns the roundtrip."""
     delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": operations}, store)
     request = {"workspace_id": ws, "delta_id": delta["delta_id"]}
-    ok("delta.validate", request, store)
+    ok("delta.validate", {**request, "accept_review": accept_review}, store)
     ok("projection.preview", request, store)
     ok("projection.apply", request, store, grants=Grants.of(write_roots=[root]))
     ok("verification.rebuild", request, store)
@@ -183,9 +185,8 @@ def test_the_cli_grants_source_write_only_with_its_flag(greet: tuple[Path, Path,
 
 def test_unresolved_and_spread_sites_are_listed_not_edited(tmp_path: Path) -> None:
     extra = (
-        SOURCE
-        + "\n\ndef relay(obj, name):\n    return obj.hello(name)\n\n\ndef fan(names):\n    return "
-          "hello(*names)\n"
+        SOURCE + "\n\ndef relay(obj, name):\n    return obj.hello(name)\n\n\ndef fan(names):\n    return "
+        "hello(*names)\n"
     )
     root = write_tree(tmp_path / "proj", {"greet/__init__.py": "", "greet/words.py": extra})
     store = tmp_path / "store"
@@ -332,7 +333,7 @@ def test_call_sites_a_delta_leaves_unfit_are_refused_though_unlinked(kit: tuple[
     roundtrip = loop(root, store, ws, [mapped, NEW_BODY])
     assert roundtrip["all_matched"], roundtrip
     text = (root / "kit/helpers.py").read_text()
-    assert "imt(token, instance=int, types=\"ab\")" in text and "imt(token, instance=i)" in text
+    assert 'imt(token, instance=int, types="ab")' in text and "imt(token, instance=i)" in text
 
 
 def test_unknowns_inside_a_renamed_function_are_not_new(kit: tuple[Path, Path, str]) -> None:
@@ -387,7 +388,7 @@ def test_a_large_suite_s_observations_fit_the_sandbox_result(
 def test_unresolved_calls_of_the_same_name_that_would_not_bind_need_review(tmp_path: Path) -> None:
     """sqlparse's `tlist.token_next_by(m=...)`: 37 calls through untyped parameters, unresolved. They are
     listed as possibly affected, and validate says which of them would not bind to the new signature
-    (without failing: they may call something else)."""
+    (without failing: they may call something else); the delta needs review, never all-ok."""
     box = (
         "class Box:\n    def put(self, i=None, t=None):\n        return i or t\n\n\n"
         "def typed():\n    return Box().put(t=1)\n\n\n"
@@ -403,12 +404,21 @@ def test_unresolved_calls_of_the_same_name_that_would_not_bind_need_review(tmp_p
     body = {"op": "replace_body", "target": "kit.box.Box.put", "body": "return instance or types\n"}
     delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": [change, body]}, store)
     assert [u["detail"] for u in delta["possibly_affected"]] == ["box.put", "box.put"]
-    checks = ok("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)["checks"]
-    check = {c["check"]: c for c in checks}["type_compatibility"]
+    validated = ok("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)
+    check = {c["check"]: c for c in validated["checks"]}["type_compatibility"]
     assert check["ok"] and check["call_sites_checked"] == 1 and check["possibly_affected_unfit"] == 1
-    [unfit] = check["needs_review"]
-    assert unfit["caller"] == "semantic:kit.box.untyped" and unfit["unresolved"] == "box.put"
+    assert validated["status"] == "needs_review" and validated["needs_review_count"] == 2
+    unfit, fits = check["needs_review"]
+    assert {fits["caller"], unfit["caller"]} == {"semantic:kit.box.untyped"}
+    assert (unfit["unresolved"], unfit["line"], unfit["column"], unfit["text"]) == (
+        "box.put",
+        11,
+        11,
+        "return box.put(t=1), box.put()",
+    )
+    assert (fits["line"], fits["column"]) == (11, 25)
     assert unfit["reason"].endswith("got an unexpected keyword argument 't'")
+    assert fits["reason"].endswith("it binds")
 
 
 def test_a_rename_follows_attributes_of_imported_modules(tmp_path: Path) -> None:
@@ -424,7 +434,11 @@ def test_a_rename_follows_attributes_of_imported_modules(tmp_path: Path) -> None
     files = {"kit/__init__.py": "", "kit/shapes.py": "class Square:\n    pass\n", "kit/users.py": users}
     root, store, ws = workspace(tmp_path, files)
     rename = [{"op": "rename_symbol", "target": "kit.shapes.Square", "new_name": "Box"}]
-    roundtrip = loop(root, store, ws, rename)
+    delta = ok("delta.propose", {"workspace_id": ws, "intent": "t", "operations": rename}, store)
+    # The parameter's attribute may be the class or not: validate lists it, the agent accepts it.
+    listed = ok("delta.validate", {"workspace_id": ws, "delta_id": delta["delta_id"]}, store)
+    assert [(s["file"], s["line"], s["column"]) for s in listed["needs_review"]] == [("kit/users.py", 13, 11)]
+    roundtrip = loop(root, store, ws, rename, accept_review=True)
     assert roundtrip["all_matched"], roundtrip
     text = (root / "kit/users.py").read_text()
     assert "KINDS = (shapes.Box, sh.Box, kit.shapes.Box)" in text

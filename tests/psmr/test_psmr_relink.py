@@ -51,6 +51,24 @@ EDITS = {
         "def _install_gone(*args, **kwargs):\n    pass\n\n\ndef _unused(",
     ),
     "syntax_error": ("bar.py", None, "\n\ndef broken(:\n"),
+    # A dunder no class defined before: every `<` of the tree may now call it.
+    "new_dunder": (
+        "containers.py",
+        "    def __repr__(self) -> str:\n",
+        (
+            "    def __lt__(self, other: object) -> bool:\n        return False\n\n"
+            "    def __repr__(self) -> str:\n"
+        ),
+    ),
+    # A field whose annotation types what its methods call, and an operator on it.
+    "annotated_field": (
+        "segment.py",
+        None,
+        (
+            "\n\nclass _Held:\n    segment: Segment\n\n    def text_of(self) -> str:\n"
+            "        return self.segment.text + str(self.segment.cell_length)\n"
+        ),
+    ),
 }
 
 

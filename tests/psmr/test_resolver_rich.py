@@ -15,6 +15,7 @@ import rich
 
 from slotrelay.psmr.build import build
 from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.typerefs import BUILTIN_DUNDERS
 
 # The statement an implicit call's evidence points into, by the protocol method it calls.
 PROTOCOL_SYNTAX = {
@@ -28,6 +29,22 @@ PROTOCOL_SYNTAX = {
     "__aexit__": "with",
 }
 HIGHER_ORDER = frozenset({"map", "filter", "sorted", "min", "max", "iter"})
+# The syntax an operator's evidence spans, by the dunder it calls (f-strings format their values).
+OPERATOR_SYNTAX = {
+    **{
+        dunder: (symbol,)
+        for name, symbol in (
+            ("add", "+"), ("sub", "-"), ("mul", "*"), ("matmul", "@"), ("truediv", "/"),
+            ("floordiv", "//"), ("mod", "%"), ("pow", "**"), ("lshift", "<<"), ("rshift", ">>"),
+            ("or", "|"), ("xor", "^"), ("and", "&"),
+        )
+        for dunder in (f"__{name}__", f"__r{name}__", f"__i{name}__")
+    },
+    "__getitem__": ("[",), "__setitem__": ("[",), "__delitem__": ("[",), "__contains__": (" in ",),
+    "__iter__": (" in ",), "__eq__": ("==",), "__ne__": ("!=",), "__lt__": ("<",), "__le__": ("<=",),
+    "__gt__": (">",), "__ge__": (">=",), "__neg__": ("-",), "__pos__": ("+",), "__invert__": ("~",),
+    "__format__": ("{",), "__str__": ("{",), "__repr__": ("{",), "__await__": ("await",),
+}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +89,12 @@ def test_every_confirmed_call_names_its_callee_at_the_call_site(rich_ws: tuple[W
             at, line = _span_text(root, record, lines)
             name = target.removeprefix("semantic:").rsplit(".", 1)[-1]
             last = at.rsplit(".", 1)[-1].split("[", 1)[0]
-            if name in PROTOCOL_SYNTAX:
+            if record["about"].endswith("(operator)"):
+                ok = any(symbol in at for symbol in OPERATOR_SYNTAX[name])
+            elif at in BUILTIN_DUNDERS and name != at:
+                # `len(x)`: the builtin calls its argument's dunder; the evidence is the builtin's call.
+                ok = name in BUILTIN_DUNDERS[at]
+            elif name in PROTOCOL_SYNTAX:
                 ok = PROTOCOL_SYNTAX[name] in line
             elif name in at:
                 ok = True

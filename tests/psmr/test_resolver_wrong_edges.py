@@ -350,3 +350,158 @@ def test_a_guessed_external_method_agrees_with_jedi_through_a_reexport(tmp_path:
     guessed = [e for e in answer["edges"] if e["target"] == "semantic:json.JSONDecoder.decode"]
     assert [e["status"] for e in guessed] == ["heuristic"]
     assert answer["conflicts"] == []
+
+
+def test_overload_return_types_pick_the_as_string_of_the_item_made(tmp_path: Path) -> None:
+    # `item(value).as_string()` linked every as_string of the package: the body returns every kind of
+    # item, but the overloads say which one a date, an int or a str makes (the first that admits it).
+    edges = _statuses(
+        tmp_path,
+        """from datetime import date
+from typing import overload
+
+
+class Item:
+    def as_string(self):
+        return ""
+
+
+class Integer(Item):
+    def as_string(self):
+        return "1"
+
+
+class Date(Item):
+    def as_string(self):
+        return "d"
+
+
+class String(Item):
+    def as_string(self):
+        return "s"
+
+
+@overload
+def item(value: bool) -> Item: ...
+@overload
+def item(value: int) -> Integer: ...
+@overload
+def item(value: date) -> Date: ...
+@overload
+def item(value: str) -> String: ...
+@overload
+def item(value: object) -> Item: ...
+def item(value):
+    if isinstance(value, int):
+        return Integer()
+    if isinstance(value, date):
+        return Date()
+    return String()
+
+
+def render_date():
+    made = item(date(2018, 7, 22))
+    return made.as_string()
+
+
+def render_int():
+    return item(3).as_string()
+""",
+    )
+    assert edges[("m.render_date", "m.Date.as_string")] == {"confirmed"}
+    assert edges[("m.render_int", "m.Integer.as_string")] == {"confirmed"}
+    for wrong in ("m.Item.as_string", "m.String.as_string", "m.Integer.as_string"):
+        assert ("m.render_date", wrong) not in edges
+    assert ("m.render_int", "m.Date.as_string") not in edges
+
+
+def test_an_issubclass_guard_keeps_unrelated_classes_out(tmp_path: Path) -> None:
+    # `c()` under `issubclass(c, Field)` linked to the __init__ of every class passed in.
+    edges = _statuses(
+        tmp_path,
+        """class Field:
+    def __init__(self):
+        self.name = ""
+
+
+class Nested(Field):
+    def __init__(self):
+        super().__init__()
+
+
+class Schema:
+    def __init__(self):
+        self.fields = {}
+
+
+def resolve(c):
+    if issubclass(c, Field):
+        return c()
+    return c
+
+
+resolve(Schema)
+resolve(Nested)
+""",
+    )
+    assert ("m.resolve", "m.Schema.__init__") not in edges
+    assert ("m.resolve", "m.Nested.__init__") in edges
+
+
+def test_a_declared_attribute_holds_what_it_declares_not_everything_stored_in_it(tmp_path: Path) -> None:
+    # `self._body: list[Item]`, appended to from a parameter that many kinds of values flow into:
+    # its elements are Items, not every class whose instances reach the parameter.
+    edges = _statuses(
+        tmp_path,
+        """class Item:
+    def render(self):
+        return ""
+
+
+class Other:
+    def render(self):
+        return "other"
+
+
+class Body:
+    def __init__(self):
+        self._body: list[Item] = []
+
+    def add(self, thing):
+        self._body.append(thing)
+
+    def render(self):
+        return [item.render() for item in self._body]
+
+
+body = Body()
+body.add(Item())
+body.add(Other())
+""",
+    )
+    assert edges[("m.Body.render", "m.Item.render")] == {"confirmed"}
+    assert ("m.Body.render", "m.Other.render") not in edges
+
+
+def test_the_key_of_setdefault_is_not_stored_as_a_value(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """class Key:
+    def __iter__(self):
+        return iter([])
+
+
+class Index:
+    def __init__(self):
+        self.tables = {}
+
+    def add(self, key, position):
+        positions = self.tables.setdefault(key, [])
+        if position not in positions:
+            positions.append(position)
+
+
+Index().add(Key(), 1)
+""",
+    )
+    assert ("m.Index.add", "m.Key.__iter__") not in edges

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from deployments.pool import MIN_CRASH_AFTER
 from slotrelay.ledger import LEDGER_FILE_NAME
 from slotrelay.slots import read_slot
 from tests.scale.test_readme_beyond import PAGE
@@ -106,9 +107,11 @@ def test_the_docs_show_the_commands_this_test_runs() -> None:
 
 @pytest.mark.parametrize(("options", "says"), [
     (["--crash-after", "120"], "--crash-after is the crash window of runs on a work pool: give --pool too"),
-    (["--pool", "p", "--crash-after", "45"], "--crash-after 45: at least 60 s (two heartbeats)"),
-    (["--pool", "p", "--crash-after", "nan"], "--crash-after nan: at least 60 s"),
-    (["--pool", "p", "--crash-after", "inf"], "--crash-after inf: at most 86400 s (a day)"),
+    (["--pool", "p", "--crash-after", "30"],
+     f"--crash-after 30: at least {MIN_CRASH_AFTER.total_seconds():g} s (a heartbeat and a margin"),
+    (["--pool", "p", "--crash-after", "nan"], "--crash-after nan: not a finite number of seconds"),
+    (["--pool", "p", "--crash-after", "inf"], "--crash-after inf: not a finite number of seconds"),
+    (["--pool", "p", "--crash-after", "86401"], "--crash-after 86401: at most 86400 s"),
 ])
 def test_watch_refuses_a_crash_window_it_cannot_keep(options, says, tmp_path) -> None:
     from typer.testing import CliRunner

@@ -62,10 +62,28 @@ def flow_run_processes(pid: int, log: Path) -> list[psutil.Process]:
     return found
 
 
+def saved_blocks(home: Path) -> None:
+    """The blocks `up` is given, saved in its home's database by a server on that home (with the
+    encryption key `up`'s server uses): `watch` looks each block up at start."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from blocks import CodeModel, SandboxPolicy
+    from deployments.server import start_server
+
+    server = start_server(port=free_port(), home=home, ready_timeout=240)
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            CodeModel(base_url="http://127.0.0.1:9/v1", model="team").save("team-model", overwrite=True)
+            SandboxPolicy().save("team-sandbox", overwrite=True)
+    finally:
+        server.stop()
+
+
 @pytest.mark.prefect_server
 def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(prefect_server, tmp_path):
     chain = slow_chain(tmp_path / "slow")
     home = migrated_home(tmp_path / "home")
+    saved_blocks(home)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "up.log"

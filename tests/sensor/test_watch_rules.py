@@ -187,6 +187,14 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
             [refused] = alerts(cases[name])
             assert refused.error_type == "slot_invalid", refused
             assert "ext_output.json" in refused.message and problem in refused.message, refused.message
+        # fail: its run waits for a person (L5) like any alert's; a decision to terminate ends it.
+        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["fail"])), 120, "fail's alert")
+        wait_for(lambda: _suspended(failed.flow_run_id), 120, "fail's run to be suspended")
+        [fail_alert] = sorted((cases["fail"] / "alerts").glob("alert-*.json"))
+        terminated = subprocess.run(
+            [sys.executable, "-m", "slotrelay.cli", "decide", str(fail_alert), "terminate"], cwd=ROOT,
+            env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert terminated.returncode == 0, terminated.stderr
         with get_client(sync_client=True) as client:
             wait_for(
                 lambda: all(

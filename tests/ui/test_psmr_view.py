@@ -268,6 +268,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
             "contracts",
             "impact_boundary",
             "known_defects",
+            "constraints",
         )
     ]
     recorded = _ok("delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]})

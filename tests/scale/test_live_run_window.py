@@ -1,0 +1,88 @@
+"""The crash window never takes a live run for a dead one on a loaded machine (issue 34).
+
+`watch --pool` with its default window (deployments/pool.py: `CRASH_AFTER`, a heartbeat and a margin)
+on the session's Prefect server; one process worker runs a chain whose `slow` node waits for a file.
+While it waits, two processes spin on the machine's CPUs (beside whatever else loads it), and the run
+lives on through several windows: until the server has received four of its heartbeats (three gaps,
+each a chance for the crash automation). Then the node is released: the run completes, and no state in
+its history is Crashed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from deployments.pool import CRASH_AFTER
+from tests.scale.workers import (
+    chain_runs,
+    dying_chain,
+    executions,
+    pool_exists,
+    start_watch,
+    start_worker,
+    stop,
+    wait_for,
+)
+from tests.sensor.chains import agent_writes
+
+pytestmark = pytest.mark.prefect_server
+HEARTBEATS = 4
+SPIN = "while True: pass"
+
+
+def heartbeats(flow_run_id) -> int:
+    """How many heartbeats of the run the server has received."""
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    with get_client(sync_client=True) as client:
+        return client.read_events(filter=EventFilter(
+            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{flow_run_id}"])), limit=1).total
+
+
+@pytest.mark.timeout(900)
+def test_a_live_run_on_a_busy_machine_outlives_the_crash_window(prefect_server, tmp_path) -> None:
+    from prefect.client.orchestration import get_client
+
+    pool = f"live-{uuid.uuid4().hex[:6]}"
+    folder = tmp_path / f"live-{uuid.uuid4().hex[:4]}"
+    chain = dying_chain(folder, folder.name)
+    watch = start_watch(prefect_server, pool, [chain], tmp_path / "watch.log")
+    worker = None
+    hogs: list[subprocess.Popen] = []
+    try:
+        wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 120, "watch to create the pool")
+        worker = start_worker(prefect_server, pool, "live", tmp_path / "worker.log", limit=1)
+        wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 120,
+                 "watch to start")
+        assert watch.poll() is None, (tmp_path / "watch.log").read_text()
+        wait_for(lambda: "started!" in (tmp_path / "worker.log").read_text(), 120, "the worker to start")
+        agent_writes(folder, "src", {"n": 1})
+        wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "slow to run")
+        hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2)]
+        [run] = chain_runs([folder.name])
+        # Three windows' worth of heartbeats: about 90 s of a live run under load.
+        wait_for(lambda: heartbeats(run.id) >= HEARTBEATS, HEARTBEATS * CRASH_AFTER.total_seconds() + 120,
+                 f"{HEARTBEATS} heartbeats of the live run")
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        (folder / "release").touch()
+        wait_for(lambda: chain_runs([folder.name])[0].state.is_final(), 240, "the run to end")
+        with get_client(sync_client=True) as client:
+            history = [s.type.value for s in client.read_flow_run_states(run.id)]
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        if worker is not None:
+            stop(worker)
+        stop(watch)
+    assert "CRASHED" not in history, history
+    assert history[-1] == "COMPLETED", history
+    assert [n for n, _ in executions(folder)] == ["first", "slow"]
