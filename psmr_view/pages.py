@@ -25,7 +25,7 @@ from psmr_view.source import excerpt
 from slotrelay.psmr import api
 from slotrelay.psmr import overview as orientation
 from slotrelay.psmr.errors import PsmrError
-from slotrelay.psmr.operators import FINDING_KINDS, RELATIONS, SEARCH_KINDS
+from slotrelay.psmr.operators import FINDING_KINDS, OPERATIONS, RELATIONS, SEARCH_KINDS
 from slotrelay.psmr.store import Store
 
 Page = tuple[str, dict[str, Any]]
@@ -38,6 +38,8 @@ SOURCE_CONTEXTS = (12, 25, 50, 100, 200)
 NOT_RAISED = frozenset({"function", "method", "lambda", "test", "module", "state"})
 # The overview's conflicts: the first this many, overload groups left out, of the first page read.
 OVERVIEW_CONFLICTS = 10
+# How many evidence ids one query.evidence request takes (its schema's limit, docs/mcp.md#request-size-limits).
+EVIDENCE_IDS_LIMIT: int = OPERATIONS["query.evidence"]["input_schema"]["properties"]["evidence_ids"]["maxItems"]
 
 
 @dataclass
@@ -88,19 +90,22 @@ def workspaces(store: Path) -> Page:
 
 
 def _records(req: PageRequest, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """The evidence records of `ids`, by id, read page by page (query.evidence)."""
+    """The evidence records of `ids`, by id: query.evidence asked for at most as many ids as its
+    request takes (`EVIDENCE_IDS_LIMIT`) at a time, each answer read page by page."""
     records: dict[str, dict[str, Any]] = {}
     wanted = list(dict.fromkeys(ids))
-    page: PageRef | None = None
-    while wanted:
-        answer = req.reader.call(
-            "query.evidence", {"evidence_ids": wanted}, budget=BUDGETS["sites"], page=page
-        )
-        records |= {r["id"]: r for r in answer["data"]["evidence"]}
-        token = (answer.get("continuation") or {}).get("continuation_token")
-        if token is None:
-            break
-        page = PageRef(2, token)
+    for start in range(0, len(wanted), EVIDENCE_IDS_LIMIT):
+        chunk = wanted[start : start + EVIDENCE_IDS_LIMIT]
+        page: PageRef | None = None
+        while True:
+            answer = req.reader.call(
+                "query.evidence", {"evidence_ids": chunk}, budget=BUDGETS["sites"], page=page
+            )
+            records |= {r["id"]: r for r in answer["data"]["evidence"]}
+            token = (answer.get("continuation") or {}).get("continuation_token")
+            if token is None:
+                break
+            page = PageRef(2, token)
     return records
 
 
@@ -183,28 +188,15 @@ def _shown_relations(
     return [{**e, "relation": "raises", "stored": "calls"} if id(e) in raised else e for e in edges]
 
 
-def _overloads(
-    req: PageRequest,
-    anchor: str,
-    node: dict[str, Any],
-    contracts: dict[str, Any] | None,
-    conflicts: list[dict[str, Any]],
-) -> sites.Definitions | None:
+def _overloads(req: PageRequest, anchor: str, node: dict[str, Any]) -> sites.Definitions | None:
     """The anchor's definitions when it is `@overload` stubs and one implementation, else None.
 
-    Read only for a function or method whose stored definition is a stub (its decorators name
-    `overload`) or which is under a duplicate_definition conflict: the definitions are the evidence
-    of the `defines` edge into it, one record per `def`.
+    Read for a function or method defined more than once: the `defines` edge into it holds one
+    evidence record per `def`. Whether the store made the implementation the symbol (`@overload`,
+    `typing.overload`) or kept the first stub under a duplicate_definition conflict (an alias such
+    as `t.overload`), the page names the stubs and opens on the implementation alike.
     """
     if node["kind"] not in ("function", "method"):
-        return None
-    decorators = [
-        d for c in (contracts or {}).get("contracts", []) if c["subject"] == anchor for d in c["decorators"]
-    ]
-    stub = any(sites.OVERLOAD.fullmatch(f"@{d}".encode()) for d in decorators)
-    if not stub and not any(
-        c["kind"] == "duplicate_definition" and c["subject"] == anchor for c in conflicts
-    ):
         return None
     defined = req.reader.call(
         "query.subgraph",
@@ -212,6 +204,8 @@ def _overloads(
         budget=BUDGETS["touching"],
     )["data"]["edges"]
     refs = [ref for e in defined if e["target"] == anchor for ref in e["evidence_refs"]]
+    if len(refs) < 2:
+        return None
     found = sites.definitions(req.reader.files, list(_records(req, refs).values()))
     return found if found.implementation is not None else None
 
@@ -281,7 +275,7 @@ def symbol(req: PageRequest) -> Page:
     touching_conflicts = req.reader.call("query.conflicts", {"subject": anchor}, budget=BUDGETS["touching"])[
         "data"
     ]
-    definitions = _overloads(req, anchor, node, contracts, touching_conflicts["conflicts"])
+    definitions = _overloads(req, anchor, node)
     if definitions is not None and definitions.implementation is not None:
         defined = definitions.implementation
         context["implementation"] = sites.implementation(req.reader.files, defined.artifact, defined.line)

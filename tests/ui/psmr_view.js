@@ -347,7 +347,7 @@ const STEPS = {
             url: page.url(),
             where: (await page.locator('p.kind a.where').innerText()).trim(),
             signature: (await page.locator('#signature').innerText()).trim(),
-            stubs: Number(await page.locator('#overloads').getAttribute('data-count')),
+            stubs: await page.$$eval('#overloads', (found) => (found.length ? Number(found[0].dataset.count) : null)),
             conflicts: await page.$$eval('section.touching table.conflicts tbody tr', (rows) => rows.length),
         };
         await page.locator('#impact-link').click();

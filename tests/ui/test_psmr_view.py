@@ -404,8 +404,7 @@ def test_regression_the_overview_orients_on_a_real_package(
 
     busiest = [(b["id"], b["callers"]) for b in seen["busiest"]]
     assert busiest == [(node, _callers(ws, node)) for node, _ in busiest]
-    assert [n for _, n in busiest] == sorted((n for _, n in busiest), reverse=True)
-    assert busiest[0][0] == "semantic:rich.text.Text"
+    assert [n for _, n in busiest] == sorted((n for _, n in busiest), reverse=True) and busiest[0][1] >= 20
     tops = seen["tops"]
     assert tops["module-map"] < tops["entry-points"] == tops["busiest"] < tops["numbers"]
     assert screenshot.stat().st_size > 50_000
@@ -1011,13 +1010,30 @@ def convert(value):
 def use():
     return convert(1), convert("2")
 """,
+    # Stubs the store itself makes one symbol with their implementation (`overload` by its own name).
+    "lib/parse.py": """from typing import overload
+
+
+@overload
+def parse(text: str) -> int: ...
+
+
+@overload
+def parse(text: bytes) -> int: ...
+
+
+def parse(text):
+    \"\"\"Read a number.\"\"\"
+    return int(text)
+""",
 }
 
 
 def test_regression_overload_stubs_and_their_implementation_are_one_function(tmp_path: Path) -> None:
     """Issue 33: a function with `@t.overload` stubs opened on the first stub and was a conflict. Its
     page now opens on the implementation (line, signature, docstring, raises), names the stubs, and
-    neither the overview, the conflicts page nor impact treats it as a conflict."""
+    neither the overview, the conflicts page nor impact treats it as a conflict. A function whose
+    `@overload` stubs the store itself folds into it names its stubs the same way."""
     root = tmp_path / "tree"
     for name, text in OVERLOADED.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -1053,6 +1069,48 @@ def test_regression_overload_stubs_and_their_implementation_are_one_function(tmp
     # The raise in the implementation is drawn and listed as one.
     raised = 'data-relation="raises" data-target="semantic:&lt;builtin&gt;.TypeError" data-stored="calls"'
     assert f'data-source="semantic:lib.conv.convert" {raised}' in page.text
+
+    # Stubs the store already made one symbol with their implementation are named all the same.
+    parsed = client.get(f"{base}/symbol", params={"id": "lib.parse.parse"})
+    parse_text = OVERLOADED["lib/parse.py"]
+    assert re.search(
+        r'<pre class="signature" id="signature" data-line="(\d+)">parse\(text\)</pre>', parsed.text
+    )[1] == str(_line_of(parse_text, "def parse(text):"))
+    stub_lines = [str(n) for n, line in enumerate(parse_text.splitlines(), start=1) if line.endswith(": ...")]
+    assert 'id="overloads" data-count="2"' in parsed.text
+    assert re.findall(r"artifact=lib%2Fparse.py&amp;line=(\d+)", parsed.text.split('id="overloads"')[1].split("</p>")[0]) == (
+        stub_lines
+    )
+
+
+def test_regression_a_symbol_page_reads_more_evidence_than_one_request_takes(tmp_path: Path) -> None:
+    """A page tells a raise from a call by reading its edges' evidence; query.evidence takes at most
+    200 ids a request (docs/mcp.md#request-size-limits), and a page asking for more in one was a 400
+    (rich.text.Text's, 277 records). Edges of 250 sites to a class now read in pieces."""
+    sites = 250
+    root = tmp_path / "tree"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "__init__.py").write_text("")
+    built = "".join(f"    Oops({n})\n" for n in range(sites))
+    raised = "".join(f"    if x == {n}:\n        raise Oops({n})\n" for n in range(sites))
+    (root / "lib" / "noisy.py").write_text(
+        f"class Oops(Exception):\n    pass\n\n\ndef noisy():\n{built}\n\ndef loud(x):\n{raised}"
+    )
+    workspace_id = api.build_workspace(root)["workspace_id"]
+    client = TestClient(create_app(Store.open().path, hosts=["testserver"]))
+
+    # Built, not raised: a call. Raised at every one of its sites, the last read in a second request:
+    # raises.
+    for function, shown in (("noisy", ("calls", None)), ("loud", ("raises", "calls"))):
+        page = client.get(f"/ws/{workspace_id}/symbol", params={"id": f"lib.noisy.{function}"})
+        assert page.status_code == 200, page.text
+        row = re.search(
+            rf'data-source="semantic:lib.noisy.{function}" data-relation="([^"]+)" '
+            r'data-target="semantic:lib.noisy.Oops"(?: data-stored="([^"]+)")?',
+            page.text,
+        )
+        assert row is not None and (row[1], row[2]) == shown
+        assert f"{sites} record(s)" in page.text
 
 
 @pytest.mark.parametrize(
