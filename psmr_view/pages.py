@@ -38,8 +38,11 @@ SOURCE_CONTEXTS = (12, 25, 50, 100, 200)
 NOT_RAISED = frozenset({"function", "method", "lambda", "test", "module", "state"})
 # The overview's conflicts: the first this many, overload groups left out, of the first page read.
 OVERVIEW_CONFLICTS = 10
-# How many evidence ids one query.evidence request takes (its schema's limit, docs/mcp.md#request-size-limits).
-EVIDENCE_IDS_LIMIT: int = OPERATIONS["query.evidence"]["input_schema"]["properties"]["evidence_ids"]["maxItems"]
+# How many evidence ids one query.evidence request takes: its schema's limit
+# (docs/mcp.md#request-size-limits).
+EVIDENCE_IDS_LIMIT: int = OPERATIONS["query.evidence"]["input_schema"]["properties"]["evidence_ids"][
+    "maxItems"
+]
 
 
 @dataclass

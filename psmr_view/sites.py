@@ -2,10 +2,11 @@
 exception of a `raise`, and a definition that is an `@overload` stub.
 
 The store records `raise ValueError("x")` as a `calls` edge to `ValueError` (the constructor runs,
-so the edge is right about the call), and, until the resolver treats `@overload` stubs as one
-definition, the stubs and their implementation as a `duplicate_definition` conflict whose symbol
-points at the first stub. A person reads the first as "raises ValueError" and the second as one
-function. Both are read here from the lines the evidence points at, through the page's
+so the edge is right about the call). It folds `@overload` stubs into their implementation only when
+the decorator is spelled as it knows (`overload`, `typing.overload`): under another spelling
+(`t.overload`) the stubs and their implementation are a `duplicate_definition` conflict whose symbol
+points at the first stub. A person reads the first as "raises ValueError" and either kind of stubs
+as one function. Both are read here from the lines the evidence points at, through the page's
 `SourceFiles`: a file that changed since the build, or cannot be read, says nothing, and the stored
 relation stands.
 

@@ -258,7 +258,7 @@ const STEPS = {
             }))),
             read_first: await page.$$eval('#read-first tbody tr', (rows) => rows.map((r) => r.dataset.kind)),
             // Where each part starts: what leads the page.
-            tops: await page.evaluate(() => Object.fromEntries(['module-map', 'entry-points', 'busiest', 'numbers'].map(
+            tops: await page.evaluate(() => Object.fromEntries(['module-map', 'entry-points', 'busiest', 'read-first', 'numbers'].map(
                 (id) => [id, document.getElementById(id).getBoundingClientRect().top]))),
         };
         await page.screenshot({ path: job.overview_screenshot, fullPage: true });
