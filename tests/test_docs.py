@@ -1,5 +1,4 @@
-"""The documentation site builds with `mkdocs build --strict`: a broken link, a missing anchor, a page
-left out of the nav or a reference page the code can no longer generate fails the build."""
+"""`mkdocs serve` answers with the documentation site (its strict build is checked by `make lint`)."""
 
 from __future__ import annotations
 
@@ -12,31 +11,6 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def test_the_site_builds_strict(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_MKDOCS_2_WARNING": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        check=False,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    for page in ("getting-started", "chain-engine", "beyond", "benchmarks", "glossary"):
-        assert (site / page / "index.html").is_file(), page
-    cli = (site / "reference" / "cli" / "index.html").read_text()
-    assert "slotrelay psmr call" in cli and "slotrelay sandbox doctor" in cli
-    errors = (site / "reference" / "errors" / "index.html").read_text()
-    assert "MPP-E006" in errors and "WORKSPACE_NOT_FOUND" in errors and "identity_mismatch" in errors
-    tools = (site / "reference" / "mcp-tools" / "index.html").read_text()
-    assert "psmr_semantic_diff" in tools
-    assert '"$defs"' in (site / "reference" / "chain-schema" / "index.html").read_text().replace("&quot;",
-                                                                                                 '"')
 
 
 def test_mkdocs_serve_answers_with_the_site() -> None:
