@@ -6,9 +6,10 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
+
+from tests.support.processes import wait_while_running
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,17 +27,17 @@ def test_mkdocs_serve_answers_with_the_site() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def glossary() -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/glossary/", timeout=10) as answer:
+                return str(answer.read().decode())
+        except OSError:
+            return ""
+
     try:
-        deadline = time.monotonic() + 180
-        page = ""
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/glossary/", timeout=10) as answer:
-                    page = answer.read().decode()
-                break
-            except OSError:
-                time.sleep(0.2)
-        assert "MPP-E001" in page, f"mkdocs serve exited {server.poll()} or did not answer"
+        page = wait_while_running(server, glossary, timeout=180, interval=0.2, what="mkdocs serve to answer")
+        assert "MPP-E001" in page, page
     finally:
         server.terminate()
         server.wait(timeout=30)
