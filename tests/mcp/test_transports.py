@@ -18,6 +18,7 @@ from slotrelay.psmr.store import Store
 from tests.conftest import free_port
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parents[2]
@@ -289,7 +290,6 @@ def stdio_exchange(shop: Path, lines: list[str], *, until: set, log: Path, timeo
     """Send lines to a real `slotrelay mcp serve` over stdio; read replies until every id in `until` came."""
     import os
     import select
-    import time
 
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -300,20 +300,27 @@ def stdio_exchange(shop: Path, lines: list[str], *, until: set, log: Path, timeo
             stderr=sink,
         )
     replies: list[dict] = []
+    buffer = b""
+
+    def replied() -> bool:
+        """Whether every id in `until` has its reply, or the server closed its stdout (read what came)."""
+        nonlocal buffer, replies
+        ready, _, _ = select.select([process.stdout], [], [], 0.5)
+        if ready:
+            chunk = os.read(process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return True
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            replies += [json.loads(line) for line in complete if line.strip()]
+        return until <= {reply.get("id") for reply in replies}
+
     try:
         process.stdin.write("".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass"))
         process.stdin.flush()
-        buffer = b""
-        deadline = time.monotonic() + timeout
-        while not until <= {reply.get("id") for reply in replies} and time.monotonic() < deadline:
-            ready, _, _ = select.select([process.stdout], [], [], 0.5)
-            if ready:
-                chunk = os.read(process.stdout.fileno(), 1 << 16)
-                if not chunk:
-                    break
-                buffer += chunk
-                *complete, buffer = buffer.split(b"\n")
-                replies += [json.loads(line) for line in complete if line.strip()]
+        # No pause between reads: select waits for the next output.
+        wait_until(replied, timeout=timeout, interval=0, what=f"the replies to {sorted(map(str, until))}",
+                   details=lambda: f"replies so far: {replies}\n{log.read_text(errors='replace')}")
     finally:
         process.stdin.close()
         process.wait(timeout=30)
@@ -343,8 +350,6 @@ def test_regression_malformed_messages_over_stdio_are_answered_and_logged(shop: 
 
 def test_regression_idle_http_sessions_expire(shop: Path, tmp_path: Path, monkeypatch) -> None:
     # 2,000 sessions left open grew the server from 111 to 180 MB: sessions now expire when idle.
-    import time
-
     monkeypatch.setenv("PSMR_MCP_SESSION_IDLE_TIMEOUT_S", "1")
     server = start_server(
         ["--http", f"127.0.0.1:{free_port()}", "--workspace", str(shop)],
@@ -359,10 +364,15 @@ def test_regression_idle_http_sessions_expire(shop: Path, tmp_path: Path, monkey
             opened = http.post(url, json=INITIALIZE, headers=headers)
             assert opened.status_code == 200, opened.text
             session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
-            deadline = time.monotonic() + 60
-            while (answer := http.post(url, json=ping, headers=session)).status_code != 404:
-                assert answer.status_code == 200 and time.monotonic() < deadline, answer.text
-                time.sleep(1.5)
+
+            def expired() -> bool:
+                answer = http.post(url, json=ping, headers=session)
+                assert answer.status_code in (200, 404), answer.text
+                return answer.status_code == 404
+
+            # Each probe is a request, which keeps the session alive: they come further apart than the
+            # idle timeout (1 s), so the session expires between two of them.
+            wait_until(expired, timeout=60, interval=1.5, what="the idle session to expire (404)")
             assert http.post(url, json=INITIALIZE, headers=headers).status_code == 200
     finally:
         output = stop_server(server)

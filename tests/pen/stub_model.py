@@ -1,6 +1,6 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for the pen's tests, with scripted replies.
 
-Each request pops the next scripted `Reply` (status, JSON or raw body, content type, delay, headers,
+Each request pops the next scripted `Reply` (status, JSON or raw body, content type, a hold, headers,
 or a body cut off mid-way); when the script is empty, code requests get `default_code` (or the
 `code_by_keyword` entry whose word the intent contains) in a fenced block and suggestion requests get
 `suggestion`. Every request body is kept in `requests`, so a test can check what reached the model.
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 SUM_CODE = "def main(inputs):\n    return {'total': sum(inputs['numbers'])}\n"
+# How long a held reply waits for its release at most: far past any client's timeout in the tests.
+HOLD_S = 60
 
 
 @dataclass
@@ -26,7 +27,8 @@ class Reply:
     status: int = 200
     body: Any = None
     raw: bytes | None = None
-    delay: float = 0.0
+    # Answered only once the test sets it (or HOLD_S pass): a reply that comes after the client gave up.
+    hold: threading.Event | None = None
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str | None = None
     # Send half the body in a chunked answer and close the connection, as a crashing server does.
@@ -105,8 +107,8 @@ class StubModel:
                         {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
                     )
                     reply = stub.script.pop(0) if stub.script else stub.default_reply(body)
-                if reply.delay:
-                    time.sleep(reply.delay)
+                if reply.hold is not None:
+                    reply.hold.wait(HOLD_S)
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 content_type = reply.content_type or (
                     "application/json" if reply.raw is None else "text/html"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact, recorded_task_runs
+from tests.support.waiting import wait_until
 
 from .contract import assert_output_shape, decision_of
 from .stub_model import SUM_CODE
@@ -273,16 +273,15 @@ def wait_paused(chain_path: Path, worker: threading.Thread, timeout: float = 180
     from prefect.client.schemas.objects import StateType
 
     paused = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED])))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def paused_run() -> Any:
         assert worker.is_alive(), "the chain's run ended without pausing for the person"
         with get_client(sync_client=True) as client:
             runs = [r for r in client.read_flow_runs(flow_run_filter=paused)
                     if r.parameters.get("chain_path") == str(chain_path)]
-        if runs:
-            return runs[0]
-        time.sleep(0.2)
-    raise AssertionError(f"the run of {chain_path} did not pause")
+        return runs[0] if runs else None
+
+    return wait_until(paused_run, timeout=timeout, interval=0.2, what=f"the run of {chain_path} to pause")
 
 
 def test_a_person_policy_pen_node_pauses_the_chain_and_the_form_decides(

@@ -7,7 +7,6 @@ import asyncio
 import contextvars
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from slotrelay.pen.audit import AuditLog
 from slotrelay.pen.errors import DecisionTimedOut, PermissionViolation
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact
+from tests.support.waiting import wait_until
 
 from .contract import assert_output_shape, decision_of
 
@@ -44,13 +44,13 @@ def _start_until_paused(flow_call, parameter: str, value: str) -> tuple[threadin
     # Prefect's settings (the test server's URL) live in a context variable: carry them into the thread.
     worker = threading.Thread(target=contextvars.copy_context().run, args=(flow_call,))
     worker.start()
-    deadline = time.monotonic() + 60
-    paused = []
-    while not paused and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    def paused_run() -> FlowRun | None:
         paused = [r for r in asyncio.run(_paused_runs()) if r.parameters.get(parameter) == value]
-    assert paused, f"the run with {parameter}={value} did not pause"
-    return worker, paused[0]
+        return paused[0] if paused else None
+
+    run = wait_until(paused_run, timeout=60, interval=0.5, what=f"the run with {parameter}={value} to pause")
+    return worker, run
 
 
 def test_pen_write_flow_with_block_artifacts_and_a_paused_decision(

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.errors import SandboxUnavailable
 from tests.conftest import free_port, stop_process_group
+from tests.support.processes import wait_while_running
 
 START_SECONDS = 60
 
@@ -152,16 +152,16 @@ def remote_dockerd() -> Iterator[RemoteDaemon]:
                           folder / "client" / "key.pem", folder / "stranger" / "cert.pem",
                           folder / "stranger" / "key.pem", log_path)
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
+
+        def answers() -> bool:
             try:
                 docker_client(daemon.endpoint(), timeout=5).close()
-                break
             except SandboxUnavailable:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the test dockerd did not start: {log_path.read_text()[-2000:]}") from None
-                time.sleep(0.25)
+                return False
+            return True
+
+        wait_while_running(process, answers, timeout=START_SECONDS, what="the test dockerd to answer",
+                           log=log_path, interval=0.25)
         yield daemon
     finally:
         stop_process_group(process, signal.SIGTERM, 30)

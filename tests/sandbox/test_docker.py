@@ -18,6 +18,7 @@ from slotrelay import sandbox
 from slotrelay.sandbox import SandboxLimits
 from slotrelay.sandbox.docker_backend import LABEL, OWNER_LABEL, DockerBackend, owner_id
 from slotrelay.sandbox.protocol import encode_request, new_marker
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -69,15 +70,15 @@ def idle(backend: DockerBackend) -> None:
         pytest.fail(f"{slow}; where the pools' workers were:\n{_pool_workers()}")
 
 
-def runner_blocked(api, container_id: str) -> bool:
-    """Whether the container's runner is asleep in read(0, ...) (syscall 0 on x86_64). A process's state
+def wait_runner_blocked(api, container_id: str) -> None:
+    """Once the container's runner is asleep in read(0, ...) (syscall 0 on x86_64). A process's state
     has no event to wait on, so this one wait reads /proc until the state shows."""
-    deadline = time.monotonic() + WAIT_S
-    while runner_syscall(api, container_id) != ("S", ["0", "0x0"]):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    wait_until(
+        lambda: runner_syscall(api, container_id) == ("S", ["0", "0x0"]),
+        timeout=WAIT_S,
+        what=f"the runner of {container_id[:12]} to sleep in read(0, ...)",
+        details=lambda: f"its state and syscall: {runner_syscall(api, container_id)}",
+    )
 
 
 def runner_syscall(api, container_id: str) -> tuple[str, str]:
@@ -95,7 +96,7 @@ def test_the_pool_holds_started_containers_blocked_on_stdin_and_refills(docker_b
     for item in ready(docker_backend, 2):
         assert api.inspect_container(item.id)["State"]["Running"] is True
         # Idle means asleep in read(0, ...): it costs no CPU while it waits.
-        assert runner_blocked(api, item.id), runner_syscall(api, item.id)
+        wait_runner_blocked(api, item.id)
     warm_before = docker_backend.pool.stats.warm
     handed_before = len(docker_backend.pool.stats.handed_out)
     hostnames = [

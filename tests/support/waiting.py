@@ -1,0 +1,42 @@
+"""Waiting on a condition, never on a fixed sleep: a test polls what it waits for until it holds or a
+deadline passes, then fails saying what it waited for and what it saw.
+
+The deadline only bounds a wait that went wrong; it is never what a test proves, so it is generous
+(a loaded machine, CI's two cores) and a passing wait ends as soon as its condition holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+
+def wait_until(
+    condition: Callable[[], T],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    details: Callable[[], str] | None = None,
+) -> T:
+    """Call `condition` until it returns something truthy, and return that.
+
+    Parameters:
+        condition: what is waited for; it returns a falsy value while it does not hold.
+        timeout: seconds after which the test fails.
+        what: the condition in words, for the failure ("the control chain's slot routed").
+        interval: seconds between two calls.
+        details: called once on failure, its text added to the message (a log, the last state seen).
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            said = f"timed out after {timeout} s waiting for {what}"
+            pytest.fail(f"{said}:\n{details()}" if details is not None else said)
+        time.sleep(interval)
+    return value
