@@ -70,4 +70,4 @@ def test_no_other_module_reaches_a_private_prefect_name() -> None:
                 code = line.split("#", 1)[0]
                 if PRIVATE_REACH.search(code) and "prefect_compat" not in code:
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert not found, "reach Prefect's private names through deployments/prefect_compat.py:\n" + "\n".join(found)
+    assert not found, "reach them through deployments/prefect_compat.py:\n" + "\n".join(found)
