@@ -29,10 +29,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, cast
 
+from deployments import prefect_compat
 from deployments.sensor import CHAIN_FLOW_NAME
 
 if TYPE_CHECKING:
-    from prefect.client.schemas.objects import FlowRun
     from prefect.deployments.runner import RunnerDeployment
     from prefect.runner import Runner
 
@@ -195,15 +195,7 @@ def _runner(poll_seconds: float, warm: WarmPool | None) -> Runner:
     class LeavingReservedRuns(Runner):
         async def __aenter__(self) -> Self:
             await super().__aenter__()
-            # The poller is built here, and polls once `start` has entered; Prefect offers no filter of the
-            # runs it discovers (its query takes the deployments and a time), so its discovery is wrapped.
-            poller = self._scheduled_run_poller
-            discover = poller._get_scheduled_flow_runs
-
-            async def unreserved() -> list[FlowRun]:
-                return [run for run in await discover() if not pool.is_reserved(run)]
-
-            poller._get_scheduled_flow_runs = unreserved  # type: ignore[method-assign]
+            prefect_compat.filter_scheduled_runs(self, lambda run: not pool.is_reserved(run))
             return self
 
     return LeavingReservedRuns(pause_on_shutdown=False, query_seconds=poll_seconds)

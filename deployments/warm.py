@@ -28,9 +28,10 @@ one:
 - stopping `watch` cancels the runs in flight with the runner's shutdown message, so
   `serve_until_stopped` gives each a successor exactly as it does for the runner's own runs.
 
-Each warm process runs one flow run and exits (deployments/warm_child.py says why). Prefect
-modules with a leading underscore are used here, as Prefect's own workers use them; they are the
-seam Prefect documents for a new way of starting a run (`ProcessStarter`, prefect/runner/AGENTS.md).
+Each warm process runs one flow run and exits (deployments/warm_child.py says why). The Prefect
+modules with a leading underscore this takes are reached through deployments/prefect_compat.py, as
+Prefect's own workers use them; they are the seam Prefect documents for a new way of starting a run
+(`ProcessStarter`, prefect/runner/AGENTS.md).
 """
 
 from __future__ import annotations
@@ -53,12 +54,13 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import anyio.abc
 
+from deployments import prefect_compat
 from deployments.warm_child import READY, HandOff, load_entrypoint, wait_and_run
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
-    from prefect.runner._flow_run_executor import FlowRunExecutorContext
-    from prefect.runner._process_manager import ProcessHandle
+
+    from deployments.prefect_compat import FlowRunExecutorContext, ProcessHandle
 
 logger = logging.getLogger("slotrelay.warm")
 
@@ -107,8 +109,6 @@ class WarmPool:
         self._spawn = multiprocessing.get_context("spawn")
 
     async def __aenter__(self) -> Self:
-        from prefect.runner._flow_run_executor import FlowRunExecutorContext
-        from prefect.runner._state_proposer import StateProposer
         from prefect.settings import get_current_settings
 
         self._flow = load_entrypoint(self._entrypoint)
@@ -120,8 +120,8 @@ class WarmPool:
         self._env = {k: v for k, v in merged.items() if v is not None}
         self._remove_env = [k for k, v in merged.items() if v is None]
         self._context: FlowRunExecutorContext = await self._stack.enter_async_context(
-            FlowRunExecutorContext())
-        self._claims = StateProposer(client=self._context.client)
+            prefect_compat.executor_context())
+        self._claims = prefect_compat.state_proposer(self._context.client)
         self._tasks: anyio.abc.TaskGroup = await self._stack.enter_async_context(anyio.create_task_group())
         for _ in range(self._size):
             self._tasks.start_soon(self._warm_one)
@@ -155,9 +155,7 @@ class WarmPool:
 
     async def cancel_in_flight(self) -> None:
         """Cancel the runs running in warm processes, with the runner's shutdown message (a stop)."""
-        # The context's cancellation manager runs Prefect's own sequence (control channel, kill, hooks,
-        # Cancelled, event); the context offers no public way to it.
-        await self._context._cancellation_manager.cancel_all()
+        await prefect_compat.cancel_all(self._context)
 
     def reserve(self, idempotency_key: str) -> bool:
         """Set an idle warm process aside for the flow run about to be created with `idempotency_key`.
@@ -331,8 +329,6 @@ class _WarmStarter:
 
     async def start(self, flow_run: FlowRun,
                     task_status: anyio.abc.TaskStatus[ProcessHandle] = anyio.TASK_STATUS_IGNORED) -> None:
-        from prefect.runner._process_manager import ProcessHandle
-
         channel = self._context.control_channel
         port, token = channel.register(flow_run.id)
         try:
@@ -345,5 +341,5 @@ class _WarmStarter:
         except BaseException:
             channel.unregister(flow_run.id)
             raise
-        task_status.started(ProcessHandle(self._warm.process))
+        task_status.started(prefect_compat.process_handle(self._warm.process))
         await anyio.to_thread.run_sync(self._warm.process.join)

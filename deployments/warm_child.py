@@ -20,7 +20,7 @@ Where this differs from Prefect's child, and why it is the same run:
 
 Why one run per process: Prefect keeps a flow run's control session (the channel through which the
 runner says "cancel" before it sends SIGTERM) in module globals that it configures once per process
-(`prefect._internal.control_listener.configure_from_env`); a second run in the same process would have
+(`prefect_compat.configure_control_listener`); a second run in the same process would have
 no working cancellation channel.
 
 The module imports nothing heavy at its top: `multiprocessing` imports it in the fresh interpreter to
@@ -35,6 +35,8 @@ import os
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
+
+from deployments import prefect_compat
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
@@ -79,7 +81,6 @@ def wait_and_run(
     for key in remove_env:
         os.environ.pop(key, None)
     os.environ.update(env)
-    from prefect._internal.control_listener import configure_from_env
     from prefect.context import SyncClientContext
     from prefect.engine import handle_engine_signals
     from prefect.flow_engine import run_flow
@@ -90,7 +91,7 @@ def wait_and_run(
     warm_up(chains)
     # Imported on first use, on the hot path otherwise: by a deployment run's suspension observer, and
     # by the task runner's first submit.
-    importlib.import_module("prefect._internal.observers")
+    prefect_compat.import_run_observers()
     importlib.import_module("prefect.task_engine")
     importlib.import_module("anyio._backends._asyncio")
     with SyncClientContext.get_or_create():
@@ -102,7 +103,7 @@ def wait_and_run(
         connection.close()
         # As in Prefect's child: the control variables are consumed before anything else reads them.
         os.environ.update(hand_off.control_env)
-        configure_from_env()
+        prefect_compat.configure_control_listener()
         os.environ.update(hand_off.run_env)
         with handle_engine_signals(hand_off.flow_run.id):
             outcome = run_flow(flow, flow_run=hand_off.flow_run)

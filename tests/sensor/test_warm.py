@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from deployments import prefect_compat
 from slotrelay.slots import read_slot
 
 from .chains import agent_writes, make_chain
@@ -159,7 +160,7 @@ def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect
                     await asyncio.sleep(0.2)
                 assert (await client.read_flow_run(run.id)).state.is_scheduled()
                 reserved.clear()  # given up (no claim): the runner's again
-                found = await runner._scheduled_run_poller._get_scheduled_flow_runs()
+                found = await prefect_compat.scheduled_runs(runner)
                 assert [r.id for r in found] == [run.id]
             finally:
                 await client.delete_flow_run(run.id)
