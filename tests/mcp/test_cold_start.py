@@ -22,10 +22,14 @@ from tests.mcp.processes import SLOTRELAY
 pytestmark = pytest.mark.anyio
 
 # Libraries the first answer has no use for: the graph algorithms, the schema checker of requests that
-# are wrong, the change side's syntax trees, inference, the import graph, the sandbox, the engine.
-NOT_NEEDED = ("networkx", "jsonschema", "libcst", "jedi", "grimp", "docker", "prefect")
-# PSMR's build (the fast pass, the resolver, the assembler) and its change side.
-NOT_NEEDED_OF_PSMR = ("extract", "link", "relink", "graph", "callbinding", "delta", "projection", "rewrite")
+# are wrong, the change side's syntax trees, inference, the import graph, the findings' checker, the
+# sandbox, the engine.
+NOT_NEEDED = ("networkx", "jsonschema", "libcst", "jedi", "grimp", "pyflakes", "docker", "prefect")
+# PSMR's build (the fast pass, the resolver, the assembler), its change side and its analyses.
+NOT_NEEDED_OF_PSMR = (
+    *("extract", "link", "relink", "graph", "callbinding", "delta", "projection", "rewrite"),
+    *("analyses", "findings", "diff"),
+)
 IMPORTED = re.compile(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)$", re.MULTILINE)
 
 
