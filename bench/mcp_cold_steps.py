@@ -1,6 +1,7 @@
 """Where `slotrelay mcp serve`'s cold start goes: the CPU time of each step to the first answer, in one
 fresh process per run, in the order the server takes them (the SDK, the CLI, PSMR's imports, the
-check of the built workspace at start, the tool surface, the first `psmr_query_search`).
+check of the built workspace at start, the tool surface, the first `psmr_query_search`), and whether
+networkx or jsonschema was imported on the way (neither should be).
 
 CPU time, not wall time, so that other work on a shared machine inflates the figures less; each run
 is a new interpreter (imports are cold, bytecode caches warm), the median of `--runs` is printed.
@@ -35,8 +36,6 @@ import mcp.server.lowlevel, mcp.server.stdio, mcp_types; step()
 import typer, typer.main; step()
 import slotrelay.cli
 typer.main.get_command(slotrelay.cli.app).get_command(None, "mcp").get_command(None, "serve"); step()
-import jsonschema; step()
-import networkx; step()
 import anyio, psmr_mcp, psmr_mcp.transports; from slotrelay.psmr.build import keep_resolved; step()
 root = Path(sys.argv[1]); registry = psmr_mcp.WorkspaceRegistry([root]); keep_resolved(1)
 registry.build(root, at_startup=True); step()
@@ -47,14 +46,13 @@ for _ in range(2):
     assert answer["status"] == "ok", answer
     step()
 print(" ".join(f"{ms:.1f}" for ms in spent))
+print(" ".join(sorted({"networkx", "jsonschema"} & sys.modules.keys())) or "-")
 '''
 NAMES = (
     "the MCP SDK (mcp.server.lowlevel, its stdio transport, mcp_types)",
     "typer",
     "slotrelay.cli and the mcp serve command",
-    "jsonschema",
-    "networkx",
-    "the rest of psmr_mcp and slotrelay.psmr",
+    "psmr_mcp and PSMR's read side",
     "checking the built workspace at start",
     "the tool surface (schemas, argument validators)",
     "the first psmr_query_search (loads the graph)",
@@ -74,11 +72,13 @@ def main() -> None:
         for _ in range(arguments.runs + 1):  # the first writes the bytecode caches: not counted
             done = subprocess.run([sys.executable, "-c", STEPS, str(root)], env=env, capture_output=True,
                                   text=True, check=True)
-            runs.append([float(ms) for ms in done.stdout.split()])
+            timings, loaded = done.stdout.splitlines()
+            runs.append([float(ms) for ms in timings.split()])
     load = os.getloadavg()[0]
     print(f"{PACKAGE}: CPU ms per step, median of {arguments.runs} fresh processes (load average {load:.1f})")
     for index, name in enumerate(NAMES):
         print(f"{statistics.median(run[index] for run in runs[1:]):8.0f}  {name}")
+    print(f"networkx or jsonschema imported on the way: {loaded}")
 
 
 if __name__ == "__main__":

@@ -5,12 +5,13 @@ surface is data, not Python signatures: the input schemas come from the core's o
 (`psmr_mcp.catalog`), and errors must reach the model as the contract's codes (`INVALID_QUERY: ...`)
 where `MCPServer` would prefix its own wording and derive schemas from function annotations.
 
-A call goes: look the tool up, check the arguments against its input schema (a bad argument is a
-tool error naming the field, never a crash), fill in defaults and the default workspace, run the
-core in a worker thread, and answer with the envelope as `structuredContent` plus the same JSON as
-text. A `status: "error"` envelope becomes `isError: true` with `CODE: message` as the first text.
-Anything unexpected, here or in the core (`slotrelay.psmr.api.call` masks its own the same way), is
-logged with its traceback and reaches the client only as EXECUTION_FAILED with an incident id.
+A call goes: look the tool up, check the arguments against its input schema
+(`slotrelay.psmr.request_schema`; a bad argument is a tool error naming the field, never a crash),
+fill in defaults and the default workspace, run the core in a worker thread, and answer with the
+envelope as `structuredContent` plus the same JSON as text. A `status: "error"` envelope becomes
+`isError: true` with `CODE: message` as the first text. Anything unexpected, here or in the core
+(`slotrelay.psmr.api.call` masks its own the same way), is logged with its traceback and reaches the
+client only as EXECUTION_FAILED with an incident id.
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ from __future__ import annotations
 import logging
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -35,6 +34,10 @@ from slotrelay import __version__
 from slotrelay.psmr import api, envelope, request_limits
 from slotrelay.psmr.errors import InvalidQuery, PsmrError, TypeMismatch
 from slotrelay.psmr.grants import READ_ONLY, Grants
+from slotrelay.psmr.request_schema import RequestSchema
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 logger = logging.getLogger("psmr_mcp")
 
@@ -64,7 +67,7 @@ class ToolSurface:
         self.registry = registry
         self.grants = grants
         self.schemas = {name: catalog.input_schema(spec) for name, spec in catalog.TOOLS_BY_NAME.items()}
-        self._validators = {name: Draft202012Validator(schema) for name, schema in self.schemas.items()}
+        self._checks: dict[str, RequestSchema] = {}
 
     def tools(self) -> list[types.Tool]:
         """The `tools/list` answer, in the catalog's order (reads, then changes, the build last)."""
@@ -130,7 +133,10 @@ class ToolSurface:
         """The arguments checked against the tool's schema, with its advertised defaults applied; past
         a size limit of the schema the call is POLICY_BLOCKED before anything else looks at it."""
         request_limits.check(name, self.schemas[name], arguments)
-        errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if name not in self._checks:
+            # Compiled on a tool's first call: a server seldom hears from every tool.
+            self._checks[name] = RequestSchema(self.schemas[name])
+        errors = sorted(self._checks[name].violations(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             raise _argument_error(name, errors)
         request = {**catalog.defaults(self.schemas[name]), **arguments}

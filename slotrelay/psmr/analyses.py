@@ -15,7 +15,7 @@ from typing import Any
 from slotrelay.psmr import findings as findings_mod
 from slotrelay.psmr.effects import classify
 from slotrelay.psmr.errors import PolicyBlocked
-from slotrelay.psmr.graph import qname
+from slotrelay.psmr.identity import qname
 from slotrelay.psmr.observations import runtime_observations
 from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.queries import MAX_DEPTH, Answer

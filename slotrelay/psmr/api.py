@@ -2,7 +2,8 @@
 
     call("query.subgraph", {"workspace_id": "ws_...", "anchor": {...}})
 
-`call` validates the request against the operator's JSON Schema (`OPERATIONS`), runs it, pages the
+`call` checks the request against the operator's JSON Schema (`OPERATIONS`, through
+`slotrelay.psmr.request_schema`), runs it, pages the
 result to the request's budget, and always returns an envelope: a PSMR error becomes
 `status: "error"` with one of the twelve codes and a message saying what to do instead; an error of no
 PSMR type is logged with its traceback (logger `slotrelay.psmr`) and answered as EXECUTION_FAILED
@@ -12,12 +13,11 @@ with an incident id, never with its own text. It never raises on bad input. `bui
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import jsonschema
 
 from slotrelay.psmr import envelope, request_limits
 from slotrelay.psmr.errors import (
@@ -28,6 +28,7 @@ from slotrelay.psmr.errors import (
 )
 from slotrelay.psmr.grants import READ_ONLY, Grants
 from slotrelay.psmr.operators import OPERATIONS
+from slotrelay.psmr.request_schema import RequestSchema
 
 if TYPE_CHECKING:
     from slotrelay.psmr.buildbudget import BuildBudget
@@ -37,14 +38,23 @@ __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 logger = logging.getLogger("slotrelay.psmr")
 
 
+@functools.cache
+def _request_schema(operation: str) -> RequestSchema:
+    return RequestSchema(OPERATIONS[operation]["input_schema"])
+
+
 def _validate(operation: str, request: Any) -> None:
     if not isinstance(request, dict):
         raise TypeMismatch(f"the request of {operation} must be a JSON object, got {type(request).__name__}")
-    schema = OPERATIONS[operation]["input_schema"]
-    request_limits.check(operation, schema, request)
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(request))
-    if error is None:
+    schema = _request_schema(operation)
+    request_limits.check(operation, schema.schema, request)
+    violations = schema.violations(request)
+    if not violations:
         return
+    # Only a request that is wrong comes here, and jsonschema has just explained it.
+    from jsonschema.exceptions import best_match
+
+    error = best_match(violations)
     where = "/".join(str(p) for p in error.absolute_path) or "(request)"
     hint = f"see operator.describe {{'operator': '{operation}'}} for the request schema"
     if error.validator == "type":

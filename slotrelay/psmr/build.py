@@ -25,21 +25,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from slotrelay import fsio
-from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
-from slotrelay.psmr.buildbudget import BuildBudget
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
-from slotrelay.psmr.extract import FACTS_VERSION, extract
-from slotrelay.psmr.graph import Assembled, GraphAssembler
-from slotrelay.psmr.importgraph import import_edges
-from slotrelay.psmr.link import Linker
-from slotrelay.psmr.parts import merge
-from slotrelay.psmr.relink import relink
+from slotrelay.psmr.facts_version import FACTS_VERSION
 from slotrelay.psmr.store import Store, without_cyclic_gc
+
+if TYPE_CHECKING:
+    from slotrelay.psmr.buildbudget import BuildBudget
+    from slotrelay.psmr.graph import Assembled
+    from slotrelay.psmr.link import Linker
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -353,6 +351,17 @@ def _build(
             "resolved_sites": 0,
             "duration_s": round(time.perf_counter() - started, 3),
         }
+    # The tree changed: only now the fast pass, the resolver and the assembler are loaded, so that a
+    # process starting on an up-to-date workspace (the MCP server) answers without them.
+    from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
+    from slotrelay.psmr.buildbudget import BuildBudget
+    from slotrelay.psmr.extract import extract
+    from slotrelay.psmr.graph import GraphAssembler
+    from slotrelay.psmr.importgraph import import_edges
+    from slotrelay.psmr.link import Linker
+    from slotrelay.psmr.parts import merge
+    from slotrelay.psmr.relink import relink
+
     # A kept resolution may be of another version than the stored one (another process saved the
     # workspace since): it is replayed all the same (what changed is found by content key), but its
     # parts are not the manifest's, so the save then checks every part against the store.

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any
 
 from slotrelay.psmr.errors import InvalidQuery, ObjectNotFound
-from slotrelay.psmr.graph import qname
+from slotrelay.psmr.identity import qname
 from slotrelay.psmr.slicing import file_node, find_node, within
 from slotrelay.psmr.store import Workspace
 

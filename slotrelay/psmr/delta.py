@@ -41,7 +41,7 @@ from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
 from slotrelay.psmr.constraints import parse as parse_constraint
 from slotrelay.psmr.delta_ops import Planner
 from slotrelay.psmr.errors import ConflictRequiresReview, ExecutionFailed, InvalidQuery, ObjectNotFound
-from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.identity import qname, sid
 from slotrelay.psmr.operators import OPERATION_SCHEMA
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.rewrite import RewriteError, render

@@ -38,7 +38,7 @@ from slotrelay.psmr.callbinding import (
     remap_call,
 )
 from slotrelay.psmr.errors import ConflictRequiresReview, InvalidQuery, ObjectNotFound, TypeMismatch
-from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.identity import qname, sid
 from slotrelay.psmr.rewrite import (
     FilePlan,
     Position,

@@ -36,7 +36,7 @@ from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
 from slotrelay.psmr.errors import CapabilityDenied, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.grants import Grants
-from slotrelay.psmr.graph import sid, stable_id
+from slotrelay.psmr.identity import sid, stable_id
 from slotrelay.psmr.observations import AUTHORITY, record_runs
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slotrelay.psmr.graph import qname
+from slotrelay.psmr.identity import qname
 from slotrelay.psmr.store import Workspace
 
 CALLERS = frozenset({"module", "class", "function", "method", "lambda", "test"})
@@ -53,6 +53,7 @@ def callgraph_of(facts: dict[str, Any]) -> dict[str, list[str]]:
         commit=None,
         version="",
         files={},
-        graph=assembly.graph(),
+        nodes=assembly.nodes,
+        edges=assembly.edges,
     )
     return callgraph(ws)

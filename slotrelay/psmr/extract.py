@@ -49,6 +49,7 @@ import hashlib
 import warnings
 from typing import Any
 
+from slotrelay.psmr.facts_version import FACTS_VERSION
 from slotrelay.psmr.typerefs import (
     BINARY_DUNDERS,
     COMPARE_DUNDERS,
@@ -56,7 +57,6 @@ from slotrelay.psmr.typerefs import (
     annotation_ref,
 )
 
-FACTS_VERSION = 9
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
 PROPERTY_ACCESSORS = (".setter", ".getter", ".deleter")

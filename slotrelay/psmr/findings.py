@@ -23,8 +23,8 @@ from typing import Any
 from pyflakes import checker
 
 from slotrelay.psmr.build import artifact_text
-from slotrelay.psmr.graph import sid, stable_id
 from slotrelay.psmr.guards import file_context
+from slotrelay.psmr.identity import sid, stable_id
 from slotrelay.psmr.slicing import CODE_KINDS
 from slotrelay.psmr.store import Store, Workspace
 

@@ -10,30 +10,17 @@ what they say, so the same tree always yields the same ids.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from slotrelay.psmr.extract import OVERLOAD_DECORATORS
+from slotrelay.psmr.identity import qname, sid, stable_id
 from slotrelay.psmr.link import RESOLVED_STATUS, CallTarget, LinkResult
 from slotrelay.psmr.parts import OUTSIDE_KINDS, Assembly, ModulePart, merge
 
-PREFIX = "semantic:"
-
-
-def sid(qualname: str) -> str:
-    """The semantic identity of a qualified name."""
-    return qualname if qualname.startswith(PREFIX) else PREFIX + qualname
-
-
-def qname(identity: str) -> str:
-    """The qualified name of a semantic identity (or of a bare dotted name)."""
-    return identity.removeprefix(PREFIX)
-
-
-def stable_id(prefix: str, *parts: Any) -> str:
-    """`prefix_` and 12 hex digits of a digest of the parts."""
-    return f"{prefix}_{hashlib.sha1(repr(parts).encode()).hexdigest()[:12]}"
+# The identities live in `identity` (what reads a stored workspace names nodes without the resolver);
+# they stay importable from here for the assembler's own callers.
+__all__ = ["Assembled", "GraphAssembler", "ModuleLink", "qname", "sid", "stable_id"]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slotrelay.psmr import analyses, diff, envelope, findings, queries
+from slotrelay.psmr import envelope, queries
 from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
@@ -122,14 +122,16 @@ def _deferred(module: str, function: str) -> Callable[..., Answer]:
     """`slotrelay.psmr.<module>.<function>`, imported on its first call.
 
     The change side (deltas, projection, validation, verification, test runs) imports libcst and the
-    sandbox, about half a second that a server answering reads alone would pay at start for nothing.
+    sandbox, about half a second that a server answering reads alone would pay at start for nothing;
+    the analyses (pyflakes' checker, the import graph of a semantic diff) are not needed by the first
+    reads an agent makes (search, describe, subgraph) either.
     """
 
-    def run(*args: Any) -> Answer:
+    def run(*args: Any, **keywords: Any) -> Answer:
         operator: Callable[..., Answer] = getattr(
             importlib.import_module(f"slotrelay.psmr.{module}"), function
         )
-        return operator(*args)
+        return operator(*args, **keywords)
 
     return run
 
@@ -141,12 +143,18 @@ def _operator_list(request: dict[str, Any], store: Store) -> Answer:
 
 
 def _search(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    return queries.search(
-        ws,
-        request,
-        motifs=lambda: analyses.motif_instances(ws, store),
-        findings=lambda: findings.all_findings(ws, store),
-    )
+    def motifs() -> list[dict[str, Any]]:
+        from slotrelay.psmr.analyses import motif_instances
+
+        return motif_instances(ws, store)
+
+    def findings() -> dict[str, list[dict[str, Any]]]:
+        from slotrelay.psmr.findings import all_findings
+
+        return all_findings(ws, store)
+
+    # A search asks for motifs or findings only when its kinds include them: their imports wait too.
+    return queries.search(ws, request, motifs=motifs, findings=findings)
 
 
 HANDLERS: dict[str, Handler] = {
@@ -170,14 +178,20 @@ HANDLERS: dict[str, Handler] = {
     "query.conflicts": _on_workspace(
         "query.conflicts", lambda ws, r, s: queries.conflicts(ws, r, recorded=recorded_disagreements(ws, s))
     ),
-    "analysis.impact": _on_workspace("analysis.impact", lambda ws, r, s: analyses.impact(ws, r, store=s)),
-    "analysis.semantic_diff": _plain("analysis.semantic_diff", lambda r, s: diff.semantic_diff(r, store=s)),
-    "analysis.findings": _on_workspace(
-        "analysis.findings", lambda ws, r, s: analyses.findings(ws, r, store=s)
+    "analysis.impact": _on_workspace(
+        "analysis.impact", lambda ws, r, s: _deferred("analyses", "impact")(ws, r, store=s)
     ),
-    "analysis.motifs": _on_workspace("analysis.motifs", lambda ws, r, s: analyses.motifs(ws, r, store=s)),
+    "analysis.semantic_diff": _plain(
+        "analysis.semantic_diff", lambda r, s: _deferred("diff", "semantic_diff")(r, store=s)
+    ),
+    "analysis.findings": _on_workspace(
+        "analysis.findings", lambda ws, r, s: _deferred("analyses", "findings")(ws, r, store=s)
+    ),
+    "analysis.motifs": _on_workspace(
+        "analysis.motifs", lambda ws, r, s: _deferred("analyses", "motifs")(ws, r, store=s)
+    ),
     "analysis.contracts": _on_workspace(
-        "analysis.contracts", lambda ws, r, s: analyses.contracts(ws, r, store=s)
+        "analysis.contracts", lambda ws, r, s: _deferred("analyses", "contracts")(ws, r, store=s)
     ),
     "delta.propose": _on_workspace("delta.propose", _deferred("delta", "propose")),
     "delta.list": _on_workspace("delta.list", _deferred("delta_reads", "list_deltas")),

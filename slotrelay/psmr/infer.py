@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr.build import artifact_text
-from slotrelay.psmr.graph import qname, sid, stable_id
+from slotrelay.psmr.identity import qname, sid, stable_id
 from slotrelay.psmr.importgraph import import_base
 from slotrelay.psmr.slicing import unknowns_in
 from slotrelay.psmr.store import Store, Workspace
@@ -220,7 +220,7 @@ def recorded_disagreements(ws: Workspace, store: Store) -> list[dict[str, Any]]:
             conflict, target = item["conflict"], item["target"]
             source, ev = conflict["subject"], conflict["evidence_refs"][0]
             edge = (source, target, "calls")
-            if ws.graph.has_edge(*edge) and ev in ws.graph.edges[edge]["evidence"]:
+            if edge in ws.edges and ev in ws.edges[edge]["evidence"]:
                 out.append(conflict)
     return sorted(out, key=lambda c: c["id"])
 

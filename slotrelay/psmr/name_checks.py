@@ -25,7 +25,7 @@ import difflib
 from typing import Any
 
 from slotrelay.psmr import delta as deltas
-from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.identity import qname, sid
 from slotrelay.psmr.references import bound_names, scan
 from slotrelay.psmr.store import Workspace
 

@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 EdgeKey = tuple[str, str, str]
 # Kinds of nodes that are not code of the tree: a test's call to one is not what it tests.
 OUTSIDE_KINDS = frozenset({"external", "builtin"})
@@ -122,14 +120,6 @@ class Assembly:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
     conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def graph(self) -> nx.MultiDiGraph[Any]:
-        """The nodes and edges as a networkx MultiDiGraph (edges keyed by relation)."""
-        graph: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
-        graph.add_nodes_from(self.nodes.items())
-        edges: list[Any] = [(u, v, k, data) for (u, v, k), data in self.edges.items()]
-        graph.add_edges_from(edges)
-        return graph
 
 
 def merge(parts: Iterable[ModulePart]) -> Assembly:

@@ -21,7 +21,7 @@ from slotrelay.psmr.errors import (
     UnsupportedProjection,
 )
 from slotrelay.psmr.externals import import_origin
-from slotrelay.psmr.graph import qname
+from slotrelay.psmr.identity import qname
 from slotrelay.psmr.operators import DEFAULT_RELATIONS, FINDING_KINDS, OPERATIONS
 from slotrelay.psmr.slicing import (
     CODE_KINDS,
@@ -62,8 +62,8 @@ class Answer:
 
 def describe_workspace(ws: Workspace, request: dict[str, Any], *, recorded: list[dict[str, Any]]) -> Answer:
     """workspace.describe: what the workspace holds (`recorded`: the passes' recorded disagreements)."""
-    kinds = Counter(d["kind"] for _, d in ws.graph.nodes(data=True))
-    relations = Counter(k for _, _, k in ws.graph.edges(keys=True))
+    kinds = Counter(d["kind"] for d in ws.nodes.values())
+    relations = Counter(k for _, _, k in ws.edges)
     origins = Counter(import_origin(u) for u in ws.unknowns.values())
     imports = {"stdlib": origins["stdlib"], "installed": origins["installed"]}
     return Answer(
@@ -139,11 +139,11 @@ def search(
     """
     text = request["text"].lower()
     kind = request.get("kind", "symbol")
-    graph = ws.graph
+    nodes = ws.nodes
     items: list[dict[str, Any]] = []
     if kind in ("symbol", "state"):
         wanted = CODE_KINDS if kind == "symbol" else {"state"}
-        hits = [n for n, d in graph.nodes(data=True) if d["kind"] in wanted and text in d["qualname"].lower()]
+        hits = [n for n, d in nodes.items() if d["kind"] in wanted and text in d["qualname"].lower()]
         hits.sort(key=lambda n: (not qname(n).lower().endswith(text), len(n), n))
         items = [node_item(ws, n) for n in hits]
     elif kind in ("file", "artifact"):
@@ -174,7 +174,7 @@ def search(
     elif kind == "contract":
         hits = [
             n
-            for n, d in graph.nodes(data=True)
+            for n, d in nodes.items()
             if d["kind"] in CODE_KINDS - {"module"}
             and (d.get("asserts") or d.get("raises") or d.get("doc"))
             and text in d["qualname"].lower()
@@ -183,8 +183,8 @@ def search(
             node_item(
                 ws,
                 n,
-                has_asserts=bool(graph.nodes[n].get("asserts")),
-                raises=graph.nodes[n].get("raises", []),
+                has_asserts=bool(nodes[n].get("asserts")),
+                raises=nodes[n].get("raises", []),
             )
             for n in sorted(hits)
         ]
@@ -192,12 +192,11 @@ def search(
 
 
 def _effects(ws: Workspace, text: str, *, boundary: bool) -> list[dict[str, Any]]:
-    graph = ws.graph
     by_target: dict[str, list[str]] = {}
-    for source, target, key in graph.edges(keys=True):
+    for source, target, key in ws.edges:
         if (
             key == "calls"
-            and graph.nodes[target]["kind"] in ("external", "builtin")
+            and ws.nodes[target]["kind"] in ("external", "builtin")
             and classify(qname(target))
         ):
             by_target.setdefault(target, []).append(source)
@@ -238,9 +237,9 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
             "patches and sources belong to projection.preview (not in this runtime)"
         )
     start = file_node(ws, anchor["value"]) if anchor["kind"] == "file" else find_node(ws, anchor["value"])
-    if anchor["kind"] == "state" and ws.graph.nodes[start]["kind"] != "state":
+    if anchor["kind"] == "state" and ws.nodes[start]["kind"] != "state":
         raise InvalidQuery(
-            f"anchor kind 'state' but {qname(start)} is a {ws.graph.nodes[start]['kind']}; "
+            f"anchor kind 'state' but {qname(start)} is a {ws.nodes[start]['kind']}; "
             "use anchor kind 'symbol'"
         )
     relations = request.get("relations") or DEFAULT_RELATIONS
@@ -265,18 +264,18 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     contracts = [
         {
             "subject": n,
-            "signature": ws.graph.nodes[n].get("signature"),
-            "asserts": ws.graph.nodes[n].get("asserts", []),
-            "raises": ws.graph.nodes[n].get("raises", []),
+            "signature": ws.nodes[n].get("signature"),
+            "asserts": ws.nodes[n].get("asserts", []),
+            "raises": ws.nodes[n].get("raises", []),
         }
         for n in nodes
-        if n in ws.graph and (ws.graph.nodes[n].get("asserts") or ws.graph.nodes[n].get("raises"))
+        if n in ws.nodes and (ws.nodes[n].get("asserts") or ws.nodes[n].get("raises"))
     ]
     resolved = {u["id"] for e in overlay for u in e.get("resolves", [])}
     unknowns = [u for u in unknowns_in(ws, members) if u["id"] not in resolved]
     node_items = [
         node_item(ws, n, distance=distance[n])
-        if n in ws.graph
+        if n in ws.nodes
         else {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]}
         for n in nodes
     ]

@@ -16,7 +16,7 @@ from slotrelay.psmr.errors import (
     TypeMismatch,
     UnresolvedRequiredInput,
 )
-from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.identity import qname, sid
 from slotrelay.psmr.operators import INVERSE_RELATIONS
 from slotrelay.psmr.store import Workspace
 
@@ -30,9 +30,9 @@ def find_node(ws: Workspace, value: str) -> str:
         ObjectNotFound: nothing by that name; the message offers close names.
     """
     node = sid(value.strip())
-    if node in ws.graph:
+    if node in ws.nodes:
         return node
-    names = [qname(n) for n in ws.graph]
+    names = [qname(n) for n in ws.nodes]
     close = difflib.get_close_matches(qname(node), names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else "; find it with query.search"
     raise ObjectNotFound(f"{qname(node)} is not in workspace {ws.workspace_id}{hint}")
@@ -45,7 +45,7 @@ def analysable(ws: Workspace, node: str, *, accept_conflicts: bool = False) -> s
         UnresolvedRequiredInput: the node is an external or builtin reference.
         ConflictRequiresReview: the node has an open conflict and it was not accepted.
     """
-    kind = ws.graph.nodes[node]["kind"]
+    kind = ws.nodes[node]["kind"]
     if kind in ("external", "builtin"):
         raise UnresolvedRequiredInput(
             f"{qname(node)} is {kind}: only referenced from the tree, its code is not analysed; target "
@@ -81,7 +81,7 @@ def require_kind(ws: Workspace, node: str, kinds: set[str], operation: str) -> N
     Raises:
         TypeMismatch: the node's kind is not among `kinds`.
     """
-    kind = ws.graph.nodes[node]["kind"]
+    kind = ws.nodes[node]["kind"]
     if kind not in kinds:
         raise TypeMismatch(f"{operation} takes a {' or '.join(sorted(kinds))}; {qname(node)} is a {kind}")
 
@@ -97,18 +97,18 @@ def overrides(ws: Workspace) -> dict[str, list[str]]:
     it in its MRO that defines the same name (computed once per workspace version in a process)."""
     key = (ws.workspace_id, ws.version)
     if key not in _OVERRIDES:
-        graph = ws.graph
+        nodes = ws.nodes
         found: dict[str, list[str]] = {}
-        for cls, data in graph.nodes(data=True):
+        for cls, data in nodes.items():
             if data["kind"] != "class":
                 continue
             for method in neighbours(ws, cls, "defines"):
-                if graph.nodes[method]["kind"] not in METHOD_KINDS:
+                if nodes[method]["kind"] not in METHOD_KINDS:
                     continue
                 name = qname(method).rsplit(".", 1)[-1]
                 for base in data.get("mro", [])[1:]:
                     candidate = sid(f"{base}.{name}")
-                    if candidate in graph and graph.nodes[candidate]["kind"] in METHOD_KINDS:
+                    if candidate in nodes and nodes[candidate]["kind"] in METHOD_KINDS:
                         found[method] = [candidate]
                         break
         _OVERRIDES[key] = found
@@ -118,14 +118,13 @@ def overrides(ws: Workspace) -> dict[str, list[str]]:
 def neighbours(ws: Workspace, node: str, relation: str) -> list[str]:
     """Nodes one step along a relation; an inverse (`called_by`, `read_by`, ...) walks its relation
     backwards."""
-    graph = ws.graph
     if relation == "overrides":
         return overrides(ws).get(node, [])
     if relation == "overridden_by":
         return sorted(m for m, bases in overrides(ws).items() if node in bases)
     if relation in FORWARD:
-        return sorted({u for u, _, k in graph.in_edges(node, keys=True) if k == FORWARD[relation]})
-    return sorted({v for _, v, k in graph.out_edges(node, keys=True) if k == relation})
+        return sorted({u for u, _, k in ws.edges_to(node) if k == FORWARD[relation]})
+    return sorted({v for _, v, k in ws.edges_from(node) if k == relation})
 
 
 def edges_among(ws: Workspace, members: set[str], relations: list[str]) -> list[dict[str, Any]]:
@@ -134,7 +133,8 @@ def edges_among(ws: Workspace, members: set[str], relations: list[str]) -> list[
     wanted = {FORWARD.get(r, r) for r in relations}
     items = [
         edge_item(ws, u, v, k)
-        for u, v, k in ws.graph.edges(members, keys=True)
+        for member in members
+        for u, v, k in ws.edges_from(member)
         if k in wanted and v in members
     ]
     if "overrides" in wanted:
@@ -146,7 +146,7 @@ def edges_among(ws: Workspace, members: set[str], relations: list[str]) -> list[
 
 def override_item(ws: Workspace, method: str, base: str) -> dict[str, Any]:
     """A derived `overrides` edge, resting on the two definitions and found along the MRO."""
-    evidence = [*ws.graph.nodes[method].get("evidence", []), *ws.graph.nodes[base].get("evidence", [])]
+    evidence = [*ws.nodes[method].get("evidence", []), *ws.nodes[base].get("evidence", [])]
     return {
         "source": method,
         "target": base,
@@ -175,7 +175,7 @@ def walk(ws: Workspace, start: str, relations: list[str], depth: int) -> dict[st
 
 def node_item(ws: Workspace, node: str, **extra: Any) -> dict[str, Any]:
     """A node as the API shows it."""
-    data = ws.graph.nodes[node]
+    data = ws.nodes[node]
     item = {"id": node, "kind": data["kind"], "qualname": data["qualname"]}
     for key in ("artifact", "span", "signature", "subkind"):
         if data.get(key) is not None:
@@ -185,7 +185,7 @@ def node_item(ws: Workspace, node: str, **extra: Any) -> dict[str, Any]:
 
 def edge_item(ws: Workspace, source: str, target: str, relation: str) -> dict[str, Any]:
     """An edge as the API shows it, with its evidence ids and how it was resolved."""
-    data = ws.graph.edges[source, target, relation]
+    data = ws.edges[source, target, relation]
     first = ws.evidence.get(data["evidence"][0], {})
     return {
         "source": source,
@@ -221,5 +221,5 @@ def conflicts_on(ws: Workspace, nodes: set[str]) -> list[dict[str, Any]]:
 def tests_reaching(ws: Workspace, node: str, *, depth: int = 6) -> list[dict[str, Any]]:
     """The test functions whose calls reach the node within depth, nearest first."""
     distance = walk(ws, node, ["called_by"], depth)
-    tests = [(d, n) for n, d in distance.items() if ws.graph.nodes[n]["kind"] == "test"]
+    tests = [(d, n) for n, d in distance.items() if ws.nodes[n]["kind"] == "test"]
     return [node_item(ws, n, distance=d) for d, n in sorted(tests)]

@@ -42,17 +42,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import msgpack
-import networkx as nx
 import orjson
 
 from slotrelay import fsio
 from slotrelay.psmr import sealed
 from slotrelay.psmr.errors import ValidationFailed, WorkspaceNotFound
-from slotrelay.psmr.extract import FACTS_VERSION
-from slotrelay.psmr.parts import Assembly, ModulePart, merge
+from slotrelay.psmr.facts_version import FACTS_VERSION
+from slotrelay.psmr.parts import Assembly, EdgeKey, ModulePart, merge
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 MANIFEST_SCHEMA = "psmr-workspace-0.3"
 PART_NAME = re.compile(r"[0-9a-f]{32}\.json")
@@ -71,7 +73,13 @@ T = TypeVar("T")
 
 @dataclass
 class Workspace:
-    """One analysed tree: its files, graph and the records beside it."""
+    """One analysed tree: its files, graph and the records beside it.
+
+    The graph is its nodes (identity -> data) and edges ((source, target, relation) -> data) as the
+    stored parts make them (`slotrelay.psmr.parts.merge`); `edges_from` and `edges_to` walk them.
+    `graph` is the same graph as a networkx MultiDiGraph, built on first use, for the code that
+    walks it with networkx's API: reading nodes and edges needs neither networkx nor that copy.
+    """
 
     workspace_id: str
     root: str
@@ -80,14 +88,43 @@ class Workspace:
     commit: str | None
     version: str
     files: dict[str, dict[str, Any]]
-    # node ids are str; [Any] because typeshed's NodeDataView, given to list() or sorted(), yields node ids
-    # where it yields (id, data) pairs
-    graph: nx.MultiDiGraph[Any]
+    nodes: dict[str, dict[str, Any]]
+    edges: dict[EdgeKey, dict[str, Any]]
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
     conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     updated: str = ""
+
+    def edges_from(self, node: str) -> list[EdgeKey]:
+        """The edges leaving a node, in the order they were stored."""
+        return self._adjacency[0].get(node, [])
+
+    def edges_to(self, node: str) -> list[EdgeKey]:
+        """The edges reaching a node, in the order they were stored."""
+        return self._adjacency[1].get(node, [])
+
+    @functools.cached_property
+    def _adjacency(self) -> tuple[dict[str, list[EdgeKey]], dict[str, list[EdgeKey]]]:
+        leaving: dict[str, list[EdgeKey]] = {}
+        reaching: dict[str, list[EdgeKey]] = {}
+        for key in self.edges:
+            leaving.setdefault(key[0], []).append(key)
+            reaching.setdefault(key[1], []).append(key)
+        return leaving, reaching
+
+    # node ids are str; [Any] because typeshed's NodeDataView, given to list() or sorted(), yields node ids
+    # where it yields (id, data) pairs
+    @functools.cached_property
+    def graph(self) -> nx.MultiDiGraph[Any]:
+        """The nodes and edges as a networkx MultiDiGraph (edges keyed by relation), made on first use."""
+        import networkx as nx
+
+        graph: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
+        graph.add_nodes_from(self.nodes.items())
+        edges: list[Any] = [(u, v, k, data) for (u, v, k), data in self.edges.items()]
+        graph.add_edges_from(edges)
+        return graph
 
 
 def without_cyclic_gc(function: Callable[..., T]) -> Callable[..., T]:
@@ -467,7 +504,8 @@ def _workspace(assembly: Assembly, manifest: dict[str, Any]) -> Workspace:
         commit=manifest["commit"],
         version=manifest["version"],
         files=manifest["files"],
-        graph=assembly.graph(),
+        nodes=assembly.nodes,
+        edges=assembly.edges,
         evidence=assembly.evidence,
         unknowns=assembly.unknowns,
         conflicts=assembly.conflicts,

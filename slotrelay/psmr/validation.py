@@ -47,7 +47,8 @@ from slotrelay.psmr.errors import ConflictRequiresReview, ValidationFailed
 from slotrelay.psmr.externals import available_import
 from slotrelay.psmr.extract import extract
 from slotrelay.psmr.findings import DEFECTS, _check_file
-from slotrelay.psmr.graph import GraphAssembler, qname
+from slotrelay.psmr.graph import GraphAssembler
+from slotrelay.psmr.identity import qname
 from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
 from slotrelay.psmr.name_checks import names_left, shadowed_names
@@ -113,7 +114,8 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> tuple[Workspa
         commit=ws.commit,
         version="projected",
         files=files,
-        graph=assembly.graph(),
+        nodes=assembly.nodes,
+        edges=assembly.edges,
         evidence=assembly.evidence,
         unknowns=assembly.unknowns,
         conflicts=assembly.conflicts,

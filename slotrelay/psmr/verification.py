@@ -29,7 +29,7 @@ from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.build import artifact_text, build
 from slotrelay.psmr.diff import Side, api_breakages, compare, side_from_json, side_of, texts_of
 from slotrelay.psmr.errors import InvalidQuery
-from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.identity import qname, sid
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.validation import confirmed_defects

@@ -29,7 +29,7 @@ from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.build import MAX_FILE_BYTES_ENV, workspace_id
-from slotrelay.psmr.extract import FACTS_VERSION
+from slotrelay.psmr.facts_version import FACTS_VERSION
 from slotrelay.psmr.store import Store
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))

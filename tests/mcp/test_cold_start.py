@@ -1,0 +1,65 @@
+"""What `slotrelay mcp serve` imports before its first answer (docs/mcp.md#cold-start).
+
+The server runs as an MCP host runs it, over stdio through the SDK's client, under `python -X
+importtime`, which writes one line to stderr per module as its import completes. Once the client has
+its answer to initialize, tools/list and the first call an agent makes, every import that answer
+needed is in the log: none of them may be a library or a part of PSMR that only other calls need.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.mcp.processes import SLOTRELAY
+
+pytestmark = pytest.mark.anyio
+
+# Libraries the first answer has no use for: the graph algorithms, the schema checker of requests that
+# are wrong, the change side's syntax trees, inference, the import graph, the findings' checker, the
+# sandbox, the engine.
+NOT_NEEDED = ("networkx", "jsonschema", "libcst", "jedi", "grimp", "pyflakes", "docker", "prefect")
+# PSMR's build (the fast pass, the resolver, the assembler), its change side and its analyses.
+NOT_NEEDED_OF_PSMR = (
+    *("extract", "link", "relink", "graph", "callbinding", "delta", "projection", "rewrite"),
+    *("analyses", "findings", "diff"),
+)
+IMPORTED = re.compile(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("psmr_query_search", {"text": "login"}),
+        ("psmr_workspace_describe", {}),
+        ("psmr_query_subgraph", {"anchor": {"kind": "symbol", "value": "shop.auth.login"}}),
+    ],
+)
+async def test_the_first_answer_imports_only_what_it_needs(
+    shop: Path, tmp_path: Path, tool: str, arguments: dict[str, object]
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-X", "importtime", SLOTRELAY, "mcp", "serve", "--workspace", str(shop)],
+        cwd=shop,
+        env=dict(os.environ),
+    )
+    log = tmp_path / "stderr.log"
+    with log.open("w") as sink:
+        async with Client(stdio_client(params, errlog=sink)) as client:
+            listed = await client.list_tools()
+            result = await client.call_tool(tool, arguments)
+            imported = set(IMPORTED.findall(log.read_text()))
+    assert tool in {t.name for t in listed.tools}
+    assert not result.is_error, result.content[0].text
+    assert "psmr_mcp.server" in imported and "slotrelay.psmr.store" in imported  # the log is complete
+    roots = {name.split(".")[0] for name in imported}
+    assert roots.isdisjoint(NOT_NEEDED), sorted(roots & set(NOT_NEEDED))
+    psmr = {f"slotrelay.psmr.{name}" for name in NOT_NEEDED_OF_PSMR}
+    assert imported.isdisjoint(psmr), sorted(imported & psmr)

@@ -1,0 +1,89 @@
+"""Requests are checked by a pydantic-core validator compiled from their JSON Schema, with jsonschema
+deciding whatever it does not accept: the verdict must be jsonschema's for every request, valid or not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
+from jsonschema import Draft202012Validator
+
+from psmr_mcp import catalog
+from slotrelay.psmr.operators import OPERATIONS
+from slotrelay.psmr.request_schema import RequestSchema
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    **{operation: spec["input_schema"] for operation, spec in OPERATIONS.items()},
+    **{spec.name: catalog.input_schema(spec) for spec in catalog.ALL_TOOLS},
+}
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+FUZZ = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
+
+
+@st.composite
+def near(draw: st.DrawFn, schema: dict[str, Any]) -> Any:
+    """A request valid for the schema, or one changed in one place: a member dropped, one added, one
+    replaced by any JSON value, or a member's value replaced inside it."""
+    request = draw(from_schema(schema))
+    if not isinstance(request, dict) or not request:
+        return request
+    key = draw(st.sampled_from(sorted(request)))
+    change = draw(st.sampled_from(["none", "drop", "add", "replace", "inner"]))
+    if change == "drop":
+        del request[key]
+    elif change == "add":
+        request[draw(st.text(min_size=1, max_size=8))] = draw(JSON)
+    elif change == "replace":
+        request[key] = draw(JSON)
+    elif change == "inner" and isinstance(request[key], dict) and request[key]:
+        inner = draw(st.sampled_from(sorted(request[key])))
+        request[key] = {**request[key], inner: draw(JSON)}
+    elif change == "inner" and isinstance(request[key], list) and request[key]:
+        request[key] = [*request[key], draw(JSON)]
+    return request
+
+
+# A schema the validator cannot express is judged by jsonschema alone: nothing to compare there (and
+# hypothesis-jsonschema draws from its conditionals very slowly).
+COMPILED = sorted(name for name, schema in SCHEMAS.items() if RequestSchema(schema).compiled)
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_the_verdict_is_jsonschemas(name: str) -> None:
+    schema = SCHEMAS[name]
+    checked = RequestSchema(schema)
+    judge = Draft202012Validator(schema)
+
+    @FUZZ
+    @given(near(schema))
+    def agree(request: Any) -> None:
+        assert (checked.violations(request) == []) == judge.is_valid(request), request
+
+    agree()
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [(1, True), (1.0, True), (True, False), ("1", False), (-1, False)],
+)
+def test_strict_types_defer_to_jsonschema(value: Any, valid: bool) -> None:
+    """1.0 is an integer to JSON Schema and not to the compiled check, True is no integer to either:
+    what the check rejects, jsonschema decides."""
+    checked = RequestSchema({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}})
+    assert (checked.violations({"n": value}) == []) is valid
+
+
+def test_what_an_agent_asks_first_is_checked_without_jsonschema() -> None:
+    """Only a schema of conditionals (delta.propose's operations) is left to jsonschema whole."""
+    uncompiled = sorted(name for name, schema in SCHEMAS.items() if RequestSchema(schema).compiled is False)
+    assert uncompiled == ["delta.propose", "psmr_delta_propose"]
