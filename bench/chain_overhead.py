@@ -5,9 +5,15 @@ Both run in this process as one flow run each, on a real local Prefect server st
 work (`n + 1`), the chain adds what the engine does per node (input slot read, checks, output slot
 atomic write, route evaluation, input slot write of the next node).
 
-The two variants are interleaved (bare, chain, bare, chain, ...) after one warm-up run each, and each
-is reported as its median with the IQR (bench/spread.py); the ratio carries the range its quartiles
-allow, and a comparison whose spread is wider than its gap says so. Beside the wall time it reports
+Each pair is also run with a CPU hog beside it: a process of the bench's own spinning on one core
+(pinned to it), started before the pair's run and stopped after it, as another user's busy process on
+a 2-core machine would be. Both pay the same contention, so the ratio with the hog shows what the
+engine adds per node when it must share the machine.
+
+The four variants are interleaved (bare, chain, bare with the hog, chain with the hog, bare, ...)
+after one warm-up run of each pair, and each is reported as its median with the IQR
+(bench/spread.py); the ratio carries the range its quartiles allow, and a comparison whose spread is
+wider than its gap says so. Beside the wall time it reports
 the CPU time each run costs in this process and in the server's processes: on a machine shared with
 other work the wall time swings with their load, this process's CPU time much less (the server's
 includes its background services, which run per second, not per request).
@@ -19,7 +25,7 @@ before a run's first task, against about 1.3 s on a settled server), the largest
 So before a run the bench waits until the server has recorded every task run so far, and a run's
 server CPU is counted until its own task runs are recorded.
 
-    .venv/bin/python bench/chain_overhead.py [--rounds 15] [--profile FILE]
+    .venv/bin/python bench/chain_overhead.py [--rounds 15] [--without-hog] [--profile FILE]
 
 `--profile FILE` runs the chain once more under cProfile after the timed rounds and writes the stats
 (read them with `python -m pstats FILE`).
@@ -33,10 +39,12 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +60,10 @@ from spread import described, interleaved, ratio, spread_note
 
 NODES = 100
 GOAL = 1.15
+# Wall time with the hog: the engine's work waits for the core the hog leaves it, as bare tasks' does.
+GOAL_WALL_WITH_HOG = 1.3
+BARE, CHAIN = "bare Prefect tasks", "slotrelay chain"
+QUIET, HOG = "", " + CPU hog"
 
 
 def free_port() -> int:
@@ -79,12 +91,35 @@ def write_chain(folder: Path) -> Path:
     return path
 
 
-def cpu_seconds(processes: list[psutil.Process], *, leaving_out: psutil.Process | None = None) -> float:
+@contextmanager
+def cpu_hog() -> Iterator[psutil.Process]:
+    """A process spinning on one core (the last this process may use), until the block ends.
+
+    Yields once it has spun for a tenth of a second, so the run it surrounds starts under load.
+    """
+    core = max(os.sched_getaffinity(0))
+    spin = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True:\n    pass\n"
+    process = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        hog = psutil.Process(process.pid)
+        deadline = time.monotonic() + 30
+        while hog.cpu_times().user < 0.1:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the CPU hog did not spin (exit code {process.poll()})")
+            time.sleep(0.02)
+        yield hog
+    finally:
+        process.kill()
+        process.wait()
+
+
+def cpu_seconds(processes: list[psutil.Process], *, leaving_out: tuple[psutil.Process, ...] = ()) -> float:
     """User + system CPU time of these processes and all their children so far, but for `leaving_out`
-    and its children (the server is a child of this process: counted in "CPU here" it was counted twice)."""
+    and their children (the server and the hog are children of this process: counted in "CPU here"
+    the server's was counted twice)."""
     left_out = set()
-    if leaving_out is not None:
-        left_out = {leaving_out.pid, *(child.pid for child in leaving_out.children(recursive=True))}
+    for process in leaving_out:
+        left_out |= {process.pid, *(child.pid for child in process.children(recursive=True))}
     total = 0.0
     for process in processes:
         for each in (process, *process.children(recursive=True)):
@@ -110,7 +145,8 @@ def wait_recorded(api_url: str, task_runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (each runs both variants)")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (each runs every variant)")
+    parser.add_argument("--without-hog", action="store_true", help="leave out the variants with a CPU hog")
     parser.add_argument("--profile", type=Path, help="write a cProfile of one more chain run here")
     args = parser.parse_args()
     console = Console(width=170)
@@ -140,59 +176,81 @@ def main() -> None:
         chain_path = write_chain(home)
         here, served = [psutil.Process()], [psutil.Process(server.process.pid)]
         server_process = served[0]
-        cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
-        server_cpu: dict[str, list[float]] = {"bare Prefect tasks": [], "slotrelay chain": []}
+        conditions = (QUIET,) if args.without_hog else (QUIET, HOG)
+        names = [f"{variant}{condition}" for condition in conditions for variant in (BARE, CHAIN)]
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        server_cpu: dict[str, list[float]] = {name: [] for name in names}
+        load: list[float] = []
 
         recorded = [0]
 
+        def measured(name: str, run: Callable[[], Any], check: Callable[[Any], bool],
+                     hog: psutil.Process | None) -> float:
+            wait_recorded(server.api_url, recorded[0])
+            load.append(os.getloadavg()[0])
+            left_out = (server_process, hog) if hog is not None else (server_process,)
+            cpu_before, server_before = cpu_seconds(here, leaving_out=left_out), cpu_seconds(served)
+            started = time.perf_counter()
+            result = run()
+            elapsed = time.perf_counter() - started
+            cpu[name].append(cpu_seconds(here, leaving_out=left_out) - cpu_before)
+            recorded[0] += NODES
+            wait_recorded(server.api_url, recorded[0])
+            server_cpu[name].append(cpu_seconds(served) - server_before)
+            assert check(result), result
+            return elapsed
+
         def timed(name: str, run: Callable[[], Any], check: Callable[[Any], bool]) -> Callable[[], float]:
             def once() -> float:
-                wait_recorded(server.api_url, recorded[0])
-                cpu_before, server_before = cpu_seconds(here, leaving_out=server_process), cpu_seconds(served)
-                started = time.perf_counter()
-                result = run()
-                elapsed = time.perf_counter() - started
-                cpu[name].append(cpu_seconds(here, leaving_out=server_process) - cpu_before)
-                recorded[0] += NODES
-                wait_recorded(server.api_url, recorded[0])
-                server_cpu[name].append(cpu_seconds(served) - server_before)
-                assert check(result), result
-                return elapsed
+                if not name.endswith(HOG):
+                    return measured(name, run, check, None)
+                with cpu_hog() as hog:
+                    return measured(name, run, check, hog)
             return once
 
-        variants = {
-            "bare Prefect tasks": timed("bare Prefect tasks", bare, lambda r: r == {"n": NODES}),
-            "slotrelay chain": timed("slotrelay chain", lambda: run_chain(str(chain_path)),
-                                     lambda r: r["state"] == "COMPLETED"),
+        runs: dict[str, tuple[Callable[[], Any], Callable[[Any], bool]]] = {
+            BARE: (bare, lambda r: r == {"n": NODES}),
+            CHAIN: (lambda: run_chain(str(chain_path)), lambda r: r["state"] == "COMPLETED"),
         }
+        variants = {f"{variant}{condition}": timed(f"{variant}{condition}", *runs[variant])
+                    for condition in conditions for variant in (BARE, CHAIN)}
         with console.status(f"a warm-up run of each, then {args.rounds} interleaved rounds"):
             for run in variants.values():
                 run()
-            for times in (*cpu.values(), *server_cpu.values()):
+            for times in (*cpu.values(), *server_cpu.values(), load):
                 times.clear()
             samples = interleaved(variants, args.rounds)
-        base, chain = samples["bare Prefect tasks"], samples["slotrelay chain"]
-        base_cpu, chain_cpu = cpu["bare Prefect tasks"], cpu["slotrelay chain"]
-        base_server, chain_server = server_cpu["bare Prefect tasks"], server_cpu["slotrelay chain"]
         per_node = 1000 / NODES
         table = Table(title=f"one flow run of {NODES} sequential nodes, {args.rounds} interleaved rounds:"
                             " per node ms, median (IQR), and ratio to bare tasks (quartile range)")
         for column in ("variant", "wall", "wall ratio", "CPU here", "CPU ratio", "CPU server",
                        "server ratio"):
             table.add_column(column, justify="right" if column != "variant" else "left")
-        table.add_row("bare Prefect tasks", described(base, per_node, 1), "baseline",
-                      described(base_cpu, per_node, 1), "baseline",
-                      described(base_server, per_node, 1), "baseline")
-        table.add_row("slotrelay chain", described(chain, per_node, 1), ratio(chain, base),
-                      described(chain_cpu, per_node, 1), ratio(chain_cpu, base_cpu),
-                      described(chain_server, per_node, 1), ratio(chain_server, base_server))
+        for condition in conditions:
+            base_name, chain_name = f"{BARE}{condition}", f"{CHAIN}{condition}"
+            base, chain = samples[base_name], samples[chain_name]
+            table.add_row(base_name, described(base, per_node, 1), "baseline",
+                          described(cpu[base_name], per_node, 1), "baseline",
+                          described(server_cpu[base_name], per_node, 1), "baseline")
+            table.add_row(chain_name, described(chain, per_node, 1), ratio(chain, base),
+                          described(cpu[chain_name], per_node, 1), ratio(cpu[chain_name], cpu[base_name]),
+                          described(server_cpu[chain_name], per_node, 1),
+                          ratio(server_cpu[chain_name], server_cpu[base_name]))
         console.print(table)
-        for what, mine, reference in (("wall", chain, base), ("CPU here", chain_cpu, base_cpu)):
-            met = "meets" if statistics.median(mine) / statistics.median(reference) <= GOAL else "misses"
-            console.print(f"chain overhead ({what}) {met} the goal of {GOAL:.2f}x bare Prefect tasks")
-            note = spread_note(mine, reference, f"chain vs bare tasks ({what})")
-            if note:
-                console.print(f"[yellow]{note}[/]")
+        console.print(f"load average (1 min) before each run: {described(load, 1, 1)},"
+                      f" {min(load):.1f}-{max(load):.1f}")
+        for condition in conditions:
+            wall_goal = GOAL_WALL_WITH_HOG if condition == HOG else GOAL
+            base_name, chain_name = f"{BARE}{condition}", f"{CHAIN}{condition}"
+            for what, mine, reference, goal in (
+                    ("wall", samples[chain_name], samples[base_name], wall_goal),
+                    ("CPU here", cpu[chain_name], cpu[base_name], GOAL)):
+                met = "meets" if statistics.median(mine) / statistics.median(reference) <= goal else "misses"
+                console.print(f"chain overhead{condition} ({what}) {met} the goal of {goal:.2f}x bare Prefect"
+                              " tasks")
+                note = spread_note(mine, reference, f"chain vs bare tasks{condition} ({what})")
+                if note:
+                    console.print(f"[yellow]{note}[/]")
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()

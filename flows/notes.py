@@ -7,7 +7,10 @@ is what stays on disk beside the slots. `RunNotes` is the `Notes` the schedule t
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
+from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger
@@ -22,12 +25,16 @@ class RunNotes:
     Parameters:
         chain: the chain (its `logs_dir` holds the engine log).
 
-    Must be made inside a flow or task run (Prefect's run logger needs its context).
+    Must be used inside a flow or task run (Prefect's run logger needs its context).
     """
 
     def __init__(self, chain: Chain) -> None:
-        self.run = get_run_logger()
-        self.engine = engine_logger(chain.logs_dir)
+        self.engine = _engine_logger(chain.logs_dir)
+
+    @functools.cached_property
+    def run(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+        """The run's logger, made when a line is first said to the run (a healthy node says none)."""
+        return get_run_logger()
 
     def debug(self, msg: str, *args: Any) -> None:
         """What happens on every node of a healthy run (a node completed, a route fired): the engine log
@@ -46,3 +53,16 @@ class RunNotes:
 
     def error(self, msg: str, *args: Any) -> None:
         self._say(logging.ERROR, msg, *args)
+
+
+_engine_loggers: dict[Path, logging.Logger] = {}
+_engine_loggers_lock = threading.Lock()
+
+
+def _engine_logger(logs_dir: Path) -> logging.Logger:
+    """`engine_logger` once per logs folder in this process: every node task makes its notes, and the
+    engine logger resolves the log's path on the file system each time."""
+    with _engine_loggers_lock:
+        if logs_dir not in _engine_loggers:
+            _engine_loggers[logs_dir] = engine_logger(logs_dir)
+        return _engine_loggers[logs_dir]

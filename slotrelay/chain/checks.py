@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,16 +93,41 @@ def run_check(check: Check, document: dict[str, Any], *, chain: Chain) -> CheckR
     return _json_schema_check(check, document, chain=chain)
 
 
+# A schema file's validator (or why it is unusable), by the file's path and version: checking a schema
+# against the meta-schema costs more than most validations, and a chain checks the same few on every node.
+_validators: dict[tuple[str, int, int, int], Draft202012Validator | str] = {}
+_validators_lock = threading.Lock()
+
+
+def _validator(schema_path: Path) -> Draft202012Validator | str:
+    """The schema file's validator, compiled once per version of the file; or why it is unusable."""
+    try:
+        version = os.stat(schema_path)
+    except OSError as unusable:
+        return str(unusable)
+    key = (str(schema_path), version.st_mtime_ns, version.st_size, version.st_ino)
+    with _validators_lock:
+        found = _validators.get(key)
+    if found is not None:
+        return found
+    try:
+        schema = json.loads(schema_path.read_text(encoding="utf-8"))
+        compiled: Draft202012Validator | str = Draft202012Validator(schema)
+        Draft202012Validator.check_schema(schema)
+    except (OSError, json.JSONDecodeError, SchemaError) as unusable:
+        compiled = str(unusable)
+    with _validators_lock:
+        _validators[key] = compiled
+    return compiled
+
+
 def _json_schema_check(check: JsonSchemaCheck, document: dict[str, Any], *, chain: Chain) -> CheckResult:
     schema_path = Path(check.json_schema)
     if not schema_path.is_absolute():
         schema_path = chain.base_dir / schema_path
-    try:
-        schema = json.loads(schema_path.read_text(encoding="utf-8"))
-        validator = Draft202012Validator(schema)
-        Draft202012Validator.check_schema(schema)
-    except (OSError, json.JSONDecodeError, SchemaError) as unusable:
-        return CheckResult(False, f"schema {check.json_schema} unusable: {unusable}")
+    validator = _validator(schema_path)
+    if isinstance(validator, str):
+        return CheckResult(False, f"schema {check.json_schema} unusable: {validator}")
     errors = sorted(validator.iter_errors(document), key=lambda e: e.json_path)
     if errors:
         return CheckResult(False, "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]))

@@ -12,12 +12,14 @@ every chain that does not declare that type itself (`SEED_ERROR_TYPES`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+T = TypeVar("T")
 
 
 class Spec(BaseModel):
@@ -358,6 +360,32 @@ SEED_ERROR_TYPES = (
 )
 
 
+class _Lookup:
+    """What the engine looks up on every node of a run, built once per chain instead of a scan each time.
+
+    Built from the very lists it indexes, and built again when they are replaced or change length.
+    """
+
+    def __init__(self, nodes: list[Node], routes: list[Route]) -> None:
+        self.lists = (nodes, routes)
+        self.sizes = (len(nodes), len(routes))
+        # The first of a repeated id, as a scan finds it (a chain that repeats one is refused at load).
+        self.nodes: dict[str, Node] = {}
+        for node in nodes:
+            self.nodes.setdefault(node.node_id, node)
+        self.routes: dict[str, Route] = {}
+        for route in routes:
+            self.routes.setdefault(route.route_id, route)
+        leaving: dict[str, list[Route]] = {}
+        for route in sorted(routes, key=lambda r: r.rank):
+            leaving.setdefault(route.from_node, []).append(route)
+        self.leaving = leaving
+        self.derived: dict[str, Any] = {}
+
+    def fits(self, nodes: list[Node], routes: list[Route]) -> bool:
+        return self.lists[0] is nodes and self.lists[1] is routes and self.sizes == (len(nodes), len(routes))
+
+
 class Chain(Spec):
     """A node chain: the whole `node_chain.json`."""
 
@@ -379,6 +407,7 @@ class Chain(Spec):
     _slots_root: Path | None = PrivateAttr(default=None)
     _alerts_dir: Path | None = PrivateAttr(default=None)
     _logs_dir: Path | None = PrivateAttr(default=None)
+    _lookup: _Lookup | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> Path | None:
@@ -431,16 +460,32 @@ class Chain(Spec):
         candidate = Path(path)
         return candidate if candidate.is_absolute() else self.work_dir / candidate
 
+    def _looked_up(self) -> _Lookup:
+        lookup = self._lookup
+        if lookup is None or not lookup.fits(self.nodes, self.routes):
+            lookup = self._lookup = _Lookup(self.nodes, self.routes)
+        return lookup
+
     def node(self, node_id: str) -> Node:
         """The node with this id (KeyError if none)."""
-        for node in self.nodes:
-            if node.node_id == node_id:
-                return node
-        raise KeyError(node_id)
+        return self._looked_up().nodes[node_id]
+
+    def route(self, route_id: str) -> Route:
+        """The route with this id (KeyError if none)."""
+        return self._looked_up().routes[route_id]
 
     def routes_from(self, node_id: str) -> list[Route]:
         """Routes leaving a node, in evaluation order (priority, then file order)."""
-        return sorted((r for r in self.routes if r.from_node == node_id), key=lambda r: r.rank)
+        return list(self._looked_up().leaving.get(node_id, ()))
+
+    def derived(self, name: str, build: Callable[[Chain], T]) -> T:
+        """`build(self)`, computed once per chain (again if its nodes or routes are replaced): for what a
+        module derives from the chain's graph and reads on every node (slotrelay.chain.routing)."""
+        derived = self._looked_up().derived
+        if name not in derived:
+            derived[name] = build(self)
+        value: T = derived[name]
+        return value
 
     def routes_to(self, node_id: str) -> list[Route]:
         """Routes arriving at a node."""

@@ -234,7 +234,7 @@ def route_finished(chain: Chain, node_id: str, document: dict[str, Any], digest:
         The decisions and the steps, in the order to carry them out.
     """
     skipped = document.get("status") == "skipped"
-    loop_routes = {r.route_id: r for r in chain.routes if r.max_iterations is not None}
+    loop_routes = _loop_routes(chain)
     # The input slot is read only when something needs it: what a skip hands on, a loop's count.
     received_doc = _received(chain, node_id) if (skipped and received is None) or loop_routes else None
     data_received = received if received is not None else _data(received_doc)
@@ -247,7 +247,7 @@ def route_finished(chain: Chain, node_id: str, document: dict[str, Any], digest:
         if not decision.fired:
             final.append(decision)
             continue
-        route = _route(chain, decision.route_id)
+        route = chain.route(decision.route_id)
         loops = {r: n for r, n in inherited.items() if decision.to_node in loop_body(chain, loop_routes[r])}
         if route.max_iterations is not None:
             count = inherited.get(route.route_id, 0) + 1
@@ -451,20 +451,26 @@ def _loops(document: dict[str, Any] | None) -> dict[str, int]:
     return {k: v for k, v in loops.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _route(chain: Chain, route_id: str) -> Route:
-    return next(r for r in chain.routes if r.route_id == route_id)
-
-
 def upstream(chain: Chain, node_id: str) -> list[str]:
     """A node's upstream nodes in the order of the chain's routes; a rework loop's route is not one."""
-    return list(dict.fromkeys(r.from_node for r in chain.routes
-                              if r.to_node == node_id and r.max_iterations is None))
+    return list(chain.derived("routing.upstream", _upstream).get(node_id, ()))
 
 
-def _joins(chain: Chain) -> list[str]:
-    """Nodes two or more nodes route into (rework loops aside)."""
-    counts: dict[str, set[str]] = {}
+def _upstream(chain: Chain) -> dict[str, tuple[str, ...]]:
+    sources: dict[str, dict[str, None]] = {}
     for r in chain.routes:
         if r.max_iterations is None:
-            counts.setdefault(r.to_node, set()).add(r.from_node)
-    return [node for node, sources in counts.items() if len(sources) > 1]
+            sources.setdefault(r.to_node, {})[r.from_node] = None
+    return {target: tuple(found) for target, found in sources.items()}
+
+
+def _joins(chain: Chain) -> tuple[str, ...]:
+    """Nodes two or more nodes route into (rework loops aside)."""
+    return chain.derived("routing.joins", lambda c: tuple(
+        target for target, sources in c.derived("routing.upstream", _upstream).items() if len(sources) > 1))
+
+
+def _loop_routes(chain: Chain) -> dict[str, Route]:
+    """The chain's rework loops' routes, by route_id."""
+    return chain.derived("routing.loop_routes",
+                         lambda c: {r.route_id: r for r in c.routes if r.max_iterations is not None})

@@ -56,11 +56,13 @@ from slotrelay.slots import (
 
 @dataclass(frozen=True)
 class ReceivedInput:
-    """A node's input slot as read: the document, its data, and the hash of its bytes (None: a start node)."""
+    """A node's input slot as read: the document, its data, the hash of its bytes and their write time
+    (None: a start node)."""
 
     document: dict[str, Any]
     data: dict[str, Any]
     digest: str | None
+    mtime: float | None = None
 
 
 def read_input(chain: Chain, node_id: str) -> ReceivedInput:
@@ -85,7 +87,7 @@ def read_input(chain: Chain, node_id: str) -> ReceivedInput:
     data = document.get("data", {})
     if not isinstance(data, dict):
         raise NodeError(SLOT_INVALID, f"input slot {path}: \"data\" is {type(data).__name__}, not an object")
-    return ReceivedInput(document, data, content_hash(found[0]))
+    return ReceivedInput(document, data, content_hash(found[0]), found[1])
 
 
 def publish_output(chain: Chain, node_id: str, document: dict[str, Any]) -> str:
@@ -171,14 +173,14 @@ def execute_node(
     failures = failed_checks(node.check_rules.pre_execution, received.document, chain=chain)
     if failures:
         raise NodeError(CHECK_FAILED, "pre_execution: " + "; ".join(failures))
-    in_path = input_slot_path(chain, node_id)
     if since is None:
-        since = in_path.stat().st_mtime if in_path is not None and in_path.exists() else time.time()
+        # The input slot's write time, from the read above (a start node has none).
+        since = received.mtime if received.mtime is not None else time.time()
     context = ExecutionContext(
         chain=chain,
         node=node,
         attempt=attempt,
-        input_slot=in_path,
+        input_slot=input_slot_path(chain, node_id),
         output_slot=output_slot_path(chain, node_id),
         since=since,
         flow_run_id=flow_run_id,

@@ -489,7 +489,7 @@ class ChainSchedule:
             self.routes[decision.route_id] = {"fired": decision.fired, "reason": decision.reason}
             if decision.fired:
                 self.notes.debug("route %s fired: %s", decision.route_id, decision.reason)
-                route = next(r for r in self.chain.routes if r.route_id == decision.route_id)
+                route = self.chain.route(decision.route_id)
                 if route.max_iterations is not None:
                     self._loop_again(route)
             else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from slotrelay.chain import evaluate_routes, validate_document
 from slotrelay.chain.checks import failed_checks, identity_problems
@@ -72,6 +73,34 @@ def test_additional_checks(tmp_path: Path) -> None:
         assert not result.ok and reason in result.reason, result.reason
     assert failed_checks([JsonSchemaCheck(json_schema="missing.json")], document, chain=chain)[0].startswith(
         "schema missing.json unusable")
+
+
+def test_a_json_schema_is_compiled_once_per_version_of_its_file(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain checks the same schema on every node: it is read and checked against the meta-schema once,
+    and a schema file written again is read again."""
+    compiled: list[object] = []
+    check_schema = Draft202012Validator.check_schema
+    monkeypatch.setattr(Draft202012Validator, "check_schema", classmethod(
+        lambda cls, schema, **kw: (compiled.append(schema), check_schema(schema))))
+    chain = validate_document({"chain_id": "c", "nodes": [node("a", start=True)]}).bind(
+        source=tmp_path / "c.json")
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"required": ["data"]}')
+    checks = [JsonSchemaCheck(json_schema="schema.json")]
+    for _ in range(5):
+        assert failed_checks(checks, {"data": {}}, chain=chain) == []
+    assert len(compiled) == 1
+    replacement = tmp_path / "schema.json.new"
+    replacement.write_text('{"required": ["data", "status"]}')
+    replacement.replace(schema)
+    assert failed_checks(checks, {"data": {}}, chain=chain) == ["$: 'status' is a required property"]
+    schema.write_text('{"required": ["status", "data", "error"]}')
+    assert failed_checks(checks, {"data": {}, "status": "completed"}, chain=chain) == [
+        "$: 'error' is a required property"]
+    schema.write_text("{not json")
+    assert failed_checks(checks, {"data": {}}, chain=chain)[0].startswith("schema schema.json unusable")
+    assert len(compiled) == 3
 
 
 def test_identity_check() -> None:
