@@ -1,0 +1,261 @@
+"""The engine's tool family on the MCP server: agents take part in chains as nodes (docs/agents.md).
+
+`chain_list`, `chain_describe` and `node_inbox` read; `node_submit` writes an agent node's output slot
+through the checks the sensor applies, for the nodes the server was started with `--agent NODE_ID`.
+The tools share the PSMR tools' SDK, transports, envelope, error codes, annotations and output schema
+(`psmr_mcp.server.ToolSurface` lists and checks them with its own, and answers their errors); the logic
+is the core's (`slotrelay.chain.agent_view`, `slotrelay.chain.agent_submit`,
+`slotrelay.routing_sensor.inbox_wait`), and this module only maps a call onto it. The core is imported
+on the first engine call: a server serving only workspaces starts without the chain engine
+(docs/mcp.md#cold-start).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from psmr_mcp.catalog import ToolSpec
+from slotrelay.psmr import envelope
+from slotrelay.slots import OUTPUT_STATUSES
+
+if TYPE_CHECKING:
+    from slotrelay.chain.agent_view import AgentGrants, ServedChains
+    from slotrelay.routing_sensor.inbox_wait import SlotWaiter
+
+INSTRUCTIONS = (
+    "The chain engine's tools let you act as a node of a chain: chain_list and chain_describe (a node's "
+    "contract and the JSON Schema of its output), node_inbox (wait_s waits for your input without "
+    "polling), node_submit (your output, checked as the engine checks it; the answer says what the "
+    "engine does next, or which rule failed at which JSON path, and then nothing was written)."
+)
+MAX_WAIT_S = 600
+
+CHAIN_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "A chain_id from chain_list. Optional when the server serves one chain, or when only "
+    "one served chain has the node.",
+}
+NODE_ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "A node_id of the chain."}
+INPUT_DIGEST = {
+    "type": "string",
+    "pattern": "^sha256:[0-9a-f]{64}$",
+    "description": "The input_digest node_inbox gave: the submit then answers that input only, and is "
+    "refused with UNRESOLVED_REQUIRED_INPUT if the input has changed since.",
+}
+
+
+def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required or [],
+        "additionalProperties": False,
+    }
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "chain_list",
+        None,
+        "List the chains served",
+        "Returns every chain this server serves: chain_id, chain file, slots folder, its nodes, and which "
+        "of them are agents' nodes (executor external: their output slot is written by an agent, through "
+        "node_submit). Cheap. Next: chain_describe.",
+    ),
+    ToolSpec(
+        "chain_describe",
+        None,
+        "Describe a chain or one node",
+        "Without node_id: the chain's nodes (in brief), routes (with their conditions) and error types "
+        "(how each failure is handled: retry, skip, fail). With node_id: that node's contract: its "
+        "capabilities and forbidden capabilities, pre and post checks, timeout, retry, the routes leaving "
+        "it, and `output_schema`, the JSON Schema its output slot must satisfy for node_submit to take it.",
+    ),
+    ToolSpec(
+        "node_inbox",
+        None,
+        "Read (or wait for) a node's input",
+        "Returns the node's input slot (`input`, with its `data`), `state` (pending: yours to answer now; "
+        "waiting: a join still waiting for other sources; answered; empty: nothing routed to it yet), "
+        "`since`, `attempt` (above 1 when the engine asks again after a retry), `deadline` (since + "
+        "timeout_seconds) and `input_digest` (pass it to node_submit). With wait_s, answers as soon as the "
+        "node becomes pending (from file events, no polling) or after wait_s seconds with the state then.",
+    ),
+    ToolSpec(
+        "node_submit",
+        None,
+        "Submit a node's output",
+        "Writes the node's output slot (atomically) after the checks the engine's sensor applies: the node "
+        "has a pending input; the output's shape; the identity check (every capability used is declared "
+        "and none forbidden); for completed (or skipped) the node's post checks; for failed an error_type "
+        "the chain declares. A refusal is VALIDATION_FAILED with `data.violations`, each with the rule and "
+        "the JSON path of the field (`$.data.approved`), and nothing is written: fix it and submit again. "
+        "A success says what the engine will do (`engine`: the routes that fire and the nodes they start, "
+        "or how the chain's error types handle a failure); `slotrelay watch` carries it out. A node with no "
+        "pending input (already answered, or nothing routed to it yet) is UNRESOLVED_REQUIRED_INPUT. Only "
+        "for nodes the server was started with --agent NODE_ID for; otherwise CAPABILITY_DENIED.",
+        read_only=False,
+        idempotent=False,
+    ),
+)
+
+INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "chain_list": _schema({}),
+    "chain_describe": _schema(
+        {
+            "chain_id": CHAIN_ID,
+            "node_id": {
+                **NODE_ID,
+                "description": "A node_id: describe this node (with its output_schema) instead of the chain.",
+            },
+        }
+    ),
+    "node_inbox": _schema(
+        {
+            "node_id": NODE_ID,
+            "chain_id": CHAIN_ID,
+            "wait_s": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": MAX_WAIT_S,
+                "default": 0,
+                "description": "Wait up to this many seconds for the node to become pending (0: answer now).",
+            },
+        },
+        ["node_id"],
+    ),
+    "node_submit": _schema(
+        {
+            "node_id": {**NODE_ID, "description": "The node you act as (the server must grant it: --agent)."},
+            "chain_id": CHAIN_ID,
+            "status": {"enum": list(OUTPUT_STATUSES), "description": "completed, failed or skipped."},
+            "data": {
+                "type": "object",
+                "default": {},
+                "description": "The output's data: what the routes' conditions and the next nodes read.",
+            },
+            "checks": {
+                "type": "object",
+                "maxProperties": 100,
+                "default": {},
+                "additionalProperties": {"type": "boolean"},
+                "propertyNames": {"maxLength": 500},
+                "description": 'Free-text checks of the node you attest: {"<the check\'s text>": true}.',
+            },
+            "capabilities_used": {
+                "type": "array",
+                "maxItems": 100,
+                "default": [],
+                "uniqueItems": True,
+                "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                "description": "The capabilities you used; each must be one the node declares.",
+            },
+            "error": {
+                "anyOf": [
+                    {"type": "null"},
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["error_type"],
+                        "properties": {
+                            "error_type": {"type": "string", "minLength": 1, "maxLength": 200},
+                            "message": {"type": "string", "maxLength": 2000},
+                        },
+                    },
+                ],
+                "default": None,
+                "description": "For status failed: the error type (one the chain declares) and a message.",
+            },
+            "input_digest": INPUT_DIGEST,
+        },
+        ["node_id", "status"],
+    ),
+}
+
+
+class EngineTools:
+    """The engine's tools over the chains a server serves.
+
+    Parameters:
+        chains: the chains served (`--chain`, repeatable).
+        grants: the nodes the server's sessions may act as (`--agent`).
+    """
+
+    specs = SPECS
+    schemas = INPUT_SCHEMAS
+
+    def __init__(self, chains: ServedChains | None = None, *, grants: AgentGrants | None = None) -> None:
+        self._chains = chains
+        self._grants = grants
+        self._waiter: SlotWaiter | None = None
+
+    @property
+    def chains(self) -> ServedChains:
+        """The chains served (none unless the server was started with --chain)."""
+        if self._chains is None:
+            from slotrelay.chain.agent_view import ServedChains
+
+            self._chains = ServedChains([])
+        return self._chains
+
+    @property
+    def grants(self) -> AgentGrants:
+        """The nodes granted (none unless the server was started with --agent)."""
+        if self._grants is None:
+            from slotrelay.chain.agent_view import AgentGrants
+
+            self._grants = AgentGrants()
+        return self._grants
+
+    async def call(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        """Run one engine tool on checked arguments; errors are raised as PSMR errors for the envelope."""
+        data = await anyio.to_thread.run_sync(
+            partial(getattr(self, "_" + name), request), abandon_on_cancel=name == "node_inbox"
+        )
+        return envelope.ok(envelope.new_request_id(), data)
+
+    def _chain_list(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {"chains": self.chains.summaries(), "agent_grants": sorted(self.grants.nodes)}
+
+    def _chain_describe(self, request: dict[str, Any]) -> dict[str, Any]:
+        from slotrelay.chain.agent_view import describe_chain, describe_node
+
+        if request.get("node_id"):
+            chain, node = self.chains.node(request.get("chain_id"), request["node_id"])
+            return {**describe_node(chain, node), "granted": node.node_id in self.grants.nodes}
+        return describe_chain(self.chains.chain(request.get("chain_id")))
+
+    def _node_inbox(self, request: dict[str, Any]) -> dict[str, Any]:
+        from slotrelay.chain.agent_view import inbox
+        from slotrelay.chain.provenance import input_slot_path, output_slot_path
+        from slotrelay.routing_sensor.inbox_wait import SlotWaiter
+
+        chain, node = self.chains.node(request.get("chain_id"), request["node_id"])
+        wait_s = float(request["wait_s"])
+        if wait_s > 0 and not inbox(chain, node)["pending"]:
+            if self._waiter is None:
+                self._waiter = SlotWaiter()
+            folder = (input_slot_path(chain, node.node_id) or output_slot_path(chain, node.node_id)).parent
+            self._waiter.wait(folder, lambda: inbox(chain, node)["pending"], wait_s)
+        return inbox(chain, node)
+
+    def _node_submit(self, request: dict[str, Any]) -> dict[str, Any]:
+        from slotrelay.chain.agent_submit import submit
+
+        self.grants.require_node(request["node_id"])
+        chain, node = self.chains.node(request.get("chain_id"), request["node_id"])
+        return submit(
+            chain,
+            node,
+            status=request["status"],
+            data=request["data"],
+            error=request["error"],
+            checks=request["checks"],
+            capabilities_used=request["capabilities_used"],
+            input_digest=request.get("input_digest"),
+        )
