@@ -89,7 +89,8 @@ async def _agent_plays_review(chain_path: Path, env: dict[str, str]) -> None:
         assert [v["path"] for v in wrong["data"]["violations"]] == ["$.data.approved"]
         assert not (slots / f"{AGENT}_output.json").exists()
 
-        right = await _call(client, "node_submit", {**right_answer(titles), "input_digest": inbox["input_digest"]})
+        answer = {**right_answer(titles), "input_digest": inbox["input_digest"]}
+        right = await _call(client, "node_submit", answer)
         assert right["status"] == "ok", right
         assert right["data"]["engine"]["starts"] == [{"node_id": "exec-publish", "runs": "engine"}]
         after = (await _call(client, "node_inbox", {"node_id": AGENT}))["data"]
