@@ -1,7 +1,9 @@
 """The engine's tool family on the MCP server: agents take part in chains as nodes (docs/agents.md).
 
-`chain_list`, `chain_describe` and `node_inbox` read; `node_submit` writes an agent node's output slot
-through the checks the sensor applies, for the nodes the server was started with `--agent NODE_ID`.
+`chain_list`, `chain_describe`, `node_inbox`, `run_status` and `alerts_list` read; `node_submit` writes
+an agent node's output slot through the checks the sensor applies, for the nodes the server was started
+with `--agent NODE_ID`; `alert_decide` (with `--allow-decide`) resumes a paused run with a decision
+(`psmr_mcp.engine_runs`, which reaches the Prefect API).
 The tools share the PSMR tools' SDK, transports, envelope, error codes, annotations and output schema
 (`psmr_mcp.server.ToolSurface` lists and checks them with its own, and answers their errors); the logic
 is the core's (`slotrelay.chain.agent_view`, `slotrelay.chain.agent_submit`,
@@ -12,6 +14,7 @@ on the first engine call: a server serving only workspaces starts without the ch
 
 from __future__ import annotations
 
+import getpass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +105,40 @@ SPECS: tuple[ToolSpec, ...] = (
         read_only=False,
         idempotent=False,
     ),
+    ToolSpec(
+        "run_status",
+        None,
+        "A chain's or a flow run's status",
+        "With flow_run_id: that run's state on the Prefect server, each node's task state, the nodes "
+        "running or paused now (`current`), its Prefect UI link, and once it has ended `summary`, the same "
+        "summary `slotrelay run --json` prints. With chain_id (or nothing, when one chain is served): where "
+        "each node stands by its slots (pending, waiting, answered, empty) and the chain's latest runs. "
+        "Needs the Prefect server `slotrelay watch` uses (PREFECT_API_URL) for runs; the slots are read "
+        "without it.",
+    ),
+    ToolSpec(
+        "alerts_list",
+        None,
+        "List a chain's alerts",
+        "Returns the alerts of the served chains (or of one): which node failed, its error type, how the "
+        "chain handled it (fail, escalate, arbitrate), the message, `status` (open, paused: a run waits "
+        "for a decision; decided; timed_out), the decisions possible and the decision taken. `alert` is the "
+        "name alert_decide takes.",
+    ),
+    ToolSpec(
+        "alert_decide",
+        None,
+        "Decide an alert",
+        "Resumes the run paused on an alert with a decision, exactly as `slotrelay decide` and the Prefect "
+        "UI form do: continue (the node is done with `data` as its output data, or skipped without it), "
+        "retry, terminate (the run fails), reload (the chain file is read again). The run records the "
+        "decision in the alert file with who decided (`via: mcp`). An alert already decided, or whose run "
+        "no longer waits, is INVALID_QUERY. Only on a server started with --allow-decide; otherwise "
+        "CAPABILITY_DENIED.",
+        read_only=False,
+        destructive=True,
+        idempotent=False,
+    ),
 )
 
 INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -175,6 +212,53 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["node_id", "status"],
     ),
+    "run_status": _schema(
+        {
+            "chain_id": CHAIN_ID,
+            "flow_run_id": {
+                "type": "string",
+                "maxLength": 36,
+                "pattern": "^[0-9a-fA-F-]{32,36}$",
+                "description": "A flow run id (an alert's flow_run_id, or one run_status listed).",
+            },
+        }
+    ),
+    "alerts_list": _schema(
+        {
+            "chain_id": CHAIN_ID,
+            "status": {
+                "enum": ["open", "paused", "decided", "timed_out"],
+                "description": "Only alerts in this status (paused: a run waits for a decision).",
+            },
+        }
+    ),
+    "alert_decide": _schema(
+        {
+            "alert": {
+                "type": "string",
+                "pattern": "^alert-[A-Za-z0-9_.-]+[.]json$",
+                "maxLength": 300,
+                "description": "The alert's name as alerts_list gives it (`alert-<time>-<node_id>.json`).",
+            },
+            "chain_id": CHAIN_ID,
+            "decision": {
+                "enum": ["continue", "retry", "terminate", "reload"],
+                "description": "continue, retry, terminate or reload (see the tool's description).",
+            },
+            "data": {
+                "anyOf": [{"type": "object"}, {"type": "null"}],
+                "default": None,
+                "description": "With continue: the node's output data (omit to continue as skipped).",
+            },
+            "comment": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2000,
+                "description": "Why; kept in the alert file with the decision.",
+            },
+        },
+        ["alert", "decision", "comment"],
+    ),
 }
 
 
@@ -183,7 +267,7 @@ class EngineTools:
 
     Parameters:
         chains: the chains served (`--chain`, repeatable).
-        grants: the nodes the server's sessions may act as (`--agent`).
+        grants: the nodes the server's sessions may act as (`--agent`), and `--allow-decide`.
     """
 
     specs = SPECS
@@ -212,8 +296,16 @@ class EngineTools:
             self._grants = AgentGrants()
         return self._grants
 
-    async def call(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
-        """Run one engine tool on checked arguments; errors are raised as PSMR errors for the envelope."""
+    async def call(self, name: str, request: dict[str, Any], client: str | None = None) -> dict[str, Any]:
+        """Run one engine tool on checked arguments; errors are raised as PSMR errors for the envelope.
+
+        Parameters:
+            name: an engine tool.
+            request: its arguments, checked against its input schema, defaults applied.
+            client: the MCP client's name (from its initialize), recorded with a decision.
+        """
+        if name == "alert_decide":
+            request = {**request, "decided_by": f"{getpass.getuser()} via MCP client {client or 'unnamed'}"}
         data = await anyio.to_thread.run_sync(
             partial(getattr(self, "_" + name), request), abandon_on_cancel=name == "node_inbox"
         )
@@ -258,4 +350,58 @@ class EngineTools:
             checks=request["checks"],
             capabilities_used=request["capabilities_used"],
             input_digest=request.get("input_digest"),
+        )
+
+    def _run_status(self, request: dict[str, Any]) -> dict[str, Any]:
+        from psmr_mcp import engine_runs
+        from slotrelay.chain.agent_view import inbox
+
+        if request.get("flow_run_id"):
+            return engine_runs.run_status(self.chains.chains, request["flow_run_id"])
+        chain = self.chains.chain(request.get("chain_id"))
+        nodes = {}
+        for node in chain.nodes:
+            seen = inbox(chain, node)
+            nodes[node.node_id] = {"state": seen["state"], "output_status": seen.get("output_status")}
+        return {"chain_id": chain.chain_id, "nodes": nodes, "runs": engine_runs.recent_runs(chain)}
+
+    def _alerts_list(self, request: dict[str, Any]) -> dict[str, Any]:
+        from slotrelay.alerts import chain_alerts
+
+        chains = (
+            [self.chains.chain(request["chain_id"])]
+            if request.get("chain_id")
+            else self.chains.chains.values()
+        )
+        listed = []
+        for chain in chains:
+            for path, alert in chain_alerts(chain.alerts_dir):
+                if request.get("status") in (None, alert.status):
+                    listed.append({"alert": path.name, **alert.model_dump(mode="json")})
+        return {"alerts": listed}
+
+    def _alert_decide(self, request: dict[str, Any]) -> dict[str, Any]:
+        from psmr_mcp import engine_runs
+        from slotrelay.psmr.errors import ObjectNotFound
+
+        self.grants.require_decide()
+        chains = (
+            [self.chains.chain(request["chain_id"])]
+            if request.get("chain_id")
+            else self.chains.chains.values()
+        )
+        # Only a file alerts_list shows: the name is looked up in the chains' alerts folders, never joined.
+        found = [
+            c.alerts_dir / request["alert"]
+            for c in chains
+            if request["alert"] in {p.name for p in c.alerts_dir.glob("alert-*.json")}
+        ]
+        if not found:
+            raise ObjectNotFound(f"no alert {request['alert']} in the served chains' alerts (alerts_list)")
+        return engine_runs.decide(
+            found[0],
+            request["decision"],
+            comment=request["comment"],
+            data=request["data"],
+            decided_by=request["decided_by"],
         )

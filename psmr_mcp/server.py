@@ -109,7 +109,7 @@ class ToolSurface:
             # slow or refused read answers alone. The core keeps what threads share consistent (its
             # caches' tables, one build of a workspace at a time, an apply under its audit log's lock).
             if name in self.engine.schemas:
-                answer = await self.engine.call(name, request)
+                answer = await self.engine.call(name, request, _client_name(ctx))
             elif name == catalog.BUILD_TOOL:
                 answer = await anyio.to_thread.run_sync(partial(self._build, request, ctx))
             else:
@@ -197,6 +197,12 @@ class ToolSurface:
 
         summary = self.registry.build(request["path"], rev=request.get("rev"), progress=progress)
         return envelope.ok(envelope.new_request_id(), summary)
+
+
+def _client_name(ctx: ServerRequestContext[Any] | None) -> str | None:
+    """The MCP client's name from its initialize request, when there is one."""
+    params = ctx.session.client_params if ctx is not None else None
+    return params.client_info.name if params is not None else None
 
 
 def _argument_error(name: str, errors: list[ValidationError]) -> PsmrError:

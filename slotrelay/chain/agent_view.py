@@ -47,6 +47,17 @@ class AgentGrants:
     nodes: frozenset[str] = field(default_factory=frozenset)
     decide: bool = False
 
+    def require_decide(self) -> None:
+        """Refuse unless the server was started with `--allow-decide`.
+
+        Raises:
+            CapabilityDenied: it was not.
+        """
+        if not self.decide:
+            raise CapabilityDenied("alert_decide needs the grant --allow-decide, which this server was not "
+                                   "started with; a person can decide with `slotrelay decide` or the "
+                                   "Prefect UI")
+
     def require_node(self, node_id: str) -> None:
         """Refuse unless the session may act as this node.
 

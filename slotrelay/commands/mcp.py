@@ -68,6 +68,11 @@ def serve(
             "answers CAPABILITY_DENIED.",
         ),
     ] = None,
+    allow_decide: Annotated[
+        bool,
+        typer.Option("--allow-decide", help="Grant alert_decide: decide alerts of the served chains, as "
+                     "`slotrelay decide` does (the runs record who decided, via mcp)."),
+    ] = False,
     http: Annotated[
         str | None,
         typer.Option(
@@ -129,7 +134,7 @@ def serve(
     workspace = workspace or []
     if not workspace and not chain:
         raise BadInput("give --workspace PATH (a Python source folder) or --chain CHAIN.json (a chain)")
-    engine = _engine(chain or [], slots_root, agent or [])
+    engine = _engine(chain or [], slots_root, agent or [], allow_decide=allow_decide)
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
     grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
@@ -179,7 +184,8 @@ def serve(
         console.print("PSMR MCP server stopped")
 
 
-def _engine(chains: list[Path], slots_root: Path | None, agents: list[str]) -> EngineTools:
+def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
+            allow_decide: bool) -> EngineTools:
     """The engine's tools over `--chain` files, with `--agent` grants each naming a node of one of them."""
     from psmr_mcp.engine_tools import EngineTools
     from slotrelay.chain.agent_view import AgentGrants, ServedChains
@@ -199,7 +205,9 @@ def _engine(chains: list[Path], slots_root: Path | None, agents: list[str]) -> E
                            "executor); only an agent's node (executor external) can be granted")
     if agents:
         console.print(f"granted: node_submit as {', '.join(agents)}")
-    return EngineTools(served, grants=AgentGrants(nodes=frozenset(agents)))
+    if allow_decide:
+        console.print("granted: alert_decide")
+    return EngineTools(served, grants=AgentGrants(nodes=frozenset(agents), decide=allow_decide))
 
 
 def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:

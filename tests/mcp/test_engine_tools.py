@@ -261,3 +261,60 @@ async def test_a_slot_the_sensor_would_refuse_is_never_written(chain_path: Path)
         assert answer["error"]["code"] == "VALIDATION_FAILED", answer
         assert "nested deeper than 100" in answer["error"]["message"]
     assert not (chain_path.parent / "slots" / "exec-review_output.json").exists()
+
+
+async def test_alerts_are_listed_and_deciding_needs_its_grant(chain_path: Path) -> None:
+    from slotrelay.alerts import Alert, alert_path, write_alert
+    from slotrelay.chain.schema import load_chain
+
+    chain = load_chain(chain_path)
+    path = alert_path(chain.alerts_dir, AGENT)
+    write_alert(
+        path,
+        Alert(
+            alert_id="a1",
+            created_at="2026-12-05T00:00:00+00:00",
+            chain_id=chain.chain_id,
+            chain_path=str(chain_path),
+            flow_run_id=None,
+            node_id=AGENT,
+            error_type="write_denied",
+            message="the agent says so",
+            attempts=1,
+            input_slot=None,
+            output_slot=None,
+            handling="fail",
+            reason="fail",
+            status="paused",
+        ),
+    )
+    async with Client(server(chain_path)) as client:
+        [listed] = (await ok(client, "alerts_list", {}))["data"]["alerts"]
+        assert (listed["alert"], listed["node_id"], listed["status"]) == (path.name, AGENT, "paused")
+        assert (await ok(client, "alerts_list", {"status": "decided"}))["data"]["alerts"] == []
+        decision = {"alert": path.name, "decision": "continue", "comment": "looked at it"}
+        assert "--allow-decide" in await refused(client, "alert_decide", decision, "CAPABILITY_DENIED")
+    engine = EngineTools(ServedChains([chain_path]), grants=AgentGrants(decide=True))
+    async with Client(build_server(WorkspaceRegistry([]), engine=engine)) as client:
+        # A name that is not an alert of the served chains is never read, whatever it says.
+        traversal = {**decision, "alert": "alert-../../etc.json"}
+        await refused(client, "alert_decide", traversal, "INVALID_QUERY")
+        await refused(client, "alert_decide", {**decision, "alert": "alert-x-nobody.json"}, "OBJECT_NOT_FOUND")
+        message = await refused(client, "alert_decide", decision, "INVALID_QUERY")
+        assert "outside a flow run" in message
+
+
+async def test_run_status_of_a_chain_reads_its_slots(
+    chain_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No Prefect server answers here: the slots still say where the chain stands.
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    route_to_review(chain_path)
+    async with Client(server(chain_path)) as client:
+        status = (await ok(client, "run_status", {}))["data"]
+        assert status["nodes"][AGENT] == {"state": "pending", "output_status": None}
+        assert status["nodes"]["exec-publish"]["state"] == "empty" and status["runs"] == []
+        flow = "00000000-0000-0000-0000-000000000000"
+        assert "no Prefect server" in await refused(
+            client, "run_status", {"flow_run_id": flow}, "EXECUTION_FAILED"
+        )

@@ -52,6 +52,9 @@ EXPECTED_TOOLS = {
     "chain_describe",
     "node_inbox",
     "node_submit",
+    "run_status",
+    "alerts_list",
+    "alert_decide",
 }
 # Tools that change their environment, and of those the ones that write source files or run code.
 # Every tool that writes anything, a record in the store included, is not read-only.
@@ -66,8 +69,9 @@ CHANGING_TOOLS = {
     "psmr_projection_apply",
     "psmr_run_tests",
     "node_submit",
+    "alert_decide",
 }
-DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests"}
+DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests", "alert_decide"}
 pytestmark = pytest.mark.anyio
 
 
