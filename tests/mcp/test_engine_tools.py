@@ -299,7 +299,8 @@ async def test_alerts_are_listed_and_deciding_needs_its_grant(chain_path: Path) 
         # A name that is not an alert of the served chains is never read, whatever it says.
         traversal = {**decision, "alert": "alert-../../etc.json"}
         await refused(client, "alert_decide", traversal, "INVALID_QUERY")
-        await refused(client, "alert_decide", {**decision, "alert": "alert-x-nobody.json"}, "OBJECT_NOT_FOUND")
+        nobody = {**decision, "alert": "alert-x-nobody.json"}
+        await refused(client, "alert_decide", nobody, "OBJECT_NOT_FOUND")
         message = await refused(client, "alert_decide", decision, "INVALID_QUERY")
         assert "outside a flow run" in message
 
