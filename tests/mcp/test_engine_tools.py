@@ -319,3 +319,22 @@ async def test_run_status_of_a_chain_reads_its_slots(
         assert "no Prefect server" in await refused(
             client, "run_status", {"flow_run_id": flow}, "EXECUTION_FAILED"
         )
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--agent", "exec-publish"], "BAD_INPUT: --agent exec-publish: that node runs inside the engine"),
+        (["--agent", "nobody"], "BAD_INPUT: --agent nobody: no node of that id in the served chains"),
+        (["--slots-root", "/nonexistent"], "BAD_INPUT: --slots-root /nonexistent: not a folder"),
+    ],
+)
+def test_serve_refuses_grants_it_cannot_honour(chain_path: Path, extra: list[str], says: str) -> None:
+    from typer.testing import CliRunner
+
+    from slotrelay.cli import app
+
+    done = CliRunner().invoke(app, ["mcp", "serve", "--chain", str(chain_path), *extra], input="")
+    assert done.exit_code == 2 and done.stderr.startswith(says), done.stderr
+    nothing = CliRunner().invoke(app, ["mcp", "serve"], input="")
+    assert nothing.exit_code == 2 and "--workspace PATH" in nothing.stderr and "--chain" in nothing.stderr
