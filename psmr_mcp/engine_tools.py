@@ -3,7 +3,8 @@
 `chain_list`, `chain_describe`, `node_inbox`, `run_status` and `alerts_list` read; `node_submit` writes
 an agent node's output slot through the checks the sensor applies, for the nodes the server was started
 with `--agent NODE_ID`; `alert_decide` (with `--allow-decide`) resumes a paused run with a decision
-(`psmr_mcp.engine_runs`, which reaches the Prefect API).
+(`psmr_mcp.engine_runs`, which reaches the Prefect API); `pen_write` (with `--allow-pen ROOT`) is the
+magic pen's `pen.write`, answering MPP-001's output.
 The tools share the PSMR tools' SDK, transports, envelope, error codes, annotations and output schema
 (`psmr_mcp.server.ToolSurface` lists and checks them with its own, and answers their errors); the logic
 is the core's (`slotrelay.chain.agent_view`, `slotrelay.chain.agent_submit`,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import getpass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -135,6 +137,23 @@ SPECS: tuple[ToolSpec, ...] = (
         "decision in the alert file with who decided (`via: mcp`). An alert already decided, or whose run "
         "no longer waits, is INVALID_QUERY. Only on a server started with --allow-decide; otherwise "
         "CAPABILITY_DENIED.",
+        read_only=False,
+        destructive=True,
+        idempotent=False,
+    ),
+    ToolSpec(
+        "pen_write",
+        None,
+        "Write and run code with the magic pen",
+        "The magic pen's contract (MPP-001) as a tool: `intent` (what the code should do, in natural "
+        "language), `context` (`persona_id`, optional `task_category` and `upstream_inputs`, the input the "
+        "code gets) and `options` (`sandbox`: lang, timeout_ms, memory_mb, network, fs; `persist_hint`). "
+        "The code model writes the code, the sandbox runs it under limits, the call is audited, and the "
+        "persona erases, keeps or shares it. The answer's data is exactly MPP-001's output (pen_id, code, "
+        "lang, execution, suggestion, audit) plus `x-slotrelay`. A refusal carries its MPP code in "
+        "`data.mpp_code` (MPP-E001 intent refused, MPP-E002 no sandbox, MPP-E003 no code from the model, "
+        "MPP-E005 an access beyond the grant). Only on a server started with --allow-pen ROOT (the pen's "
+        "folder); otherwise CAPABILITY_DENIED.",
         read_only=False,
         destructive=True,
         idempotent=False,
@@ -259,6 +278,39 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["alert", "decision", "comment"],
     ),
+    "pen_write": _schema(
+        {
+            "intent": {
+                "type": "string",
+                "maxLength": 20_000,
+                "description": "What the code should do, in natural language.",
+            },
+            "context": {
+                "type": "object",
+                "description": "`persona_id` (required: the persona holding the pen), `task_category`, "
+                "`upstream_inputs` (the code's input).",
+            },
+            "options": {
+                "type": "object",
+                "default": {},
+                "description": "`sandbox` (lang, timeout_ms, memory_mb, network, fs) and `persist_hint` "
+                "(auto, erase, keep, share), as MPP-001 defines them.",
+            },
+        },
+        ["intent", "context"],
+    ),
+}
+
+# A pen error's MPP code, as the envelope's code (the envelope speaks the contract's twelve); the MPP code
+# itself travels in `data.mpp_code`.
+PEN_ERROR_CODES = {
+    "MPP-E001": "INVALID_QUERY",
+    "MPP-E002": "EXECUTION_FAILED",
+    "MPP-E003": "EXECUTION_FAILED",
+    "MPP-E005": "CAPABILITY_DENIED",
+    "MPP-E006": "VALIDATION_FAILED",
+    "PEN_INVALID_REQUEST": "INVALID_QUERY",
+    "PEN_MODEL_NOT_CONFIGURED": "EXECUTION_FAILED",
 }
 
 
@@ -268,15 +320,23 @@ class EngineTools:
     Parameters:
         chains: the chains served (`--chain`, repeatable).
         grants: the nodes the server's sessions may act as (`--agent`), and `--allow-decide`.
+        pen_root: the pen's folder `pen_write` may write in (`--allow-pen ROOT`); None: no pen.
     """
 
     specs = SPECS
     schemas = INPUT_SCHEMAS
 
-    def __init__(self, chains: ServedChains | None = None, *, grants: AgentGrants | None = None) -> None:
+    def __init__(
+        self,
+        chains: ServedChains | None = None,
+        *,
+        grants: AgentGrants | None = None,
+        pen_root: Path | None = None,
+    ) -> None:
         self._chains = chains
         self._grants = grants
         self._waiter: SlotWaiter | None = None
+        self.pen_root = pen_root
 
     @property
     def chains(self) -> ServedChains:
@@ -405,3 +465,25 @@ class EngineTools:
             data=request["data"],
             decided_by=request["decided_by"],
         )
+
+    def _pen_write(self, request: dict[str, Any]) -> dict[str, Any]:
+        from slotrelay.pen import PenError
+        from slotrelay.pen import write as pen_write
+        from slotrelay.pen.config import model_settings
+        from slotrelay.psmr.errors import CapabilityDenied, PsmrError
+
+        if self.pen_root is None:
+            raise CapabilityDenied(
+                "pen_write needs the grant --allow-pen ROOT (the pen's folder), which this "
+                "server was not started with; nothing was run"
+            )
+        body = {"intent": request["intent"], "context": request["context"], "options": request["options"]}
+        try:
+            outcome = pen_write(body, root=self.pen_root, model=model_settings(root=self.pen_root))
+        except PenError as refused:
+            error = PsmrError(
+                f"{refused.code}: {refused.message}", details={"mpp_code": refused.code, **refused.to_json()}
+            )
+            error.code = PEN_ERROR_CODES.get(refused.code, "EXECUTION_FAILED")
+            raise error from None
+        return outcome.to_json()

@@ -73,6 +73,11 @@ def serve(
         typer.Option("--allow-decide", help="Grant alert_decide: decide alerts of the served chains, as "
                      "`slotrelay decide` does (the runs record who decided, via mcp)."),
     ] = False,
+    allow_pen: Annotated[
+        Path | None,
+        typer.Option("--allow-pen", metavar="ROOT", help="Grant pen_write, the magic pen with ROOT as its "
+                     "folder (personas, audit log, kept pens); the code model from SLOTRELAY_MODEL_*."),
+    ] = None,
     http: Annotated[
         str | None,
         typer.Option(
@@ -132,9 +137,12 @@ def serve(
         raise EnvironmentMissing(f"the MCP SDK is not installed ({exc}); run `pip install -e .`") from exc
 
     workspace = workspace or []
-    if not workspace and not chain:
+    if allow_pen is not None and not allow_pen.is_dir():
+        raise BadInput(f"--allow-pen {allow_pen}: not a folder")
+    if not workspace and not chain and allow_pen is None:
         raise BadInput("give --workspace PATH (a Python source folder) or --chain CHAIN.json (a chain)")
     engine = _engine(chain or [], slots_root, agent or [], allow_decide=allow_decide)
+    engine.pen_root = allow_pen
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
     grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)

@@ -55,6 +55,7 @@ EXPECTED_TOOLS = {
     "run_status",
     "alerts_list",
     "alert_decide",
+    "pen_write",
 }
 # Tools that change their environment, and of those the ones that write source files or run code.
 # Every tool that writes anything, a record in the store included, is not read-only.
@@ -70,8 +71,9 @@ CHANGING_TOOLS = {
     "psmr_run_tests",
     "node_submit",
     "alert_decide",
+    "pen_write",
 }
-DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests", "alert_decide"}
+DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests", "alert_decide", "pen_write"}
 pytestmark = pytest.mark.anyio
 
 
