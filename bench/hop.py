@@ -1,17 +1,21 @@
 """The hop: an agent writes an output slot -> the downstream node's flow run is Running.
 
-Two `slotrelay watch` processes on one real Prefect server started here (temporary PREFECT_HOME, free
+Three `slotrelay watch` processes on one real Prefect server started here (temporary PREFECT_HOME, free
 port), each watching its own chain of `--rounds` external sources routed to python nodes:
 - runner: `watch --warm 0`, the old path: the run waits for the runner's poll (every second) and a
   new Python process;
-- warm: `watch --warm 2`, the run is handed to a warm process (deployments/warm.py).
+- warm: `watch --warm 2`, the run is handed to a warm process (deployments/warm.py);
+- mcp: `watch --warm 2` as warm, but the agent submits its output over MCP (`node_submit`, through the
+  SDK's client to a `slotrelay mcp serve --chain ... --agent src-i` on stdio, kept open) instead of
+  writing the file: the hop starts before the call, so the call (its checks, the write, the answer of
+  what follows) is in it (docs/agents.md).
 
 The variants are interleaved (runner, warm, runner, warm, ...), one hop at a time: each round writes a
 source's output slot, waits until its run has ended, then goes on. The write's time is taken here; the
 rest from the server's record of the run: its creation and the timestamps of its states (Scheduled,
 Pending, Submitting, Running). Each step is reported as its median (IQR) and p95 per variant; the
 warm path's total against the runner's as a ratio (bench/spread.py), with the goal (0.3 s p50,
-0.6 s p95) and the load average before and after.
+0.6 s p95) and the load average before and after; the MCP path's against the file write's (warm).
 
     nice .venv/bin/python bench/hop.py [--rounds 30]
 """
@@ -33,6 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from anyio.from_thread import start_blocking_portal
+from mcp import Client, StdioServerParameters
 from rich.console import Console
 from rich.table import Table
 
@@ -78,8 +84,10 @@ class Variant:
     warm: int
     folder: Path
     process: subprocess.Popen[bytes] | None = None
+    via: str = "file"
     marks: list[dict[str, float]] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
+    submit: Any = None
 
     def start(self, rounds: int, api_url: str) -> None:
         self.chain = make_chain(self.folder, self.name, rounds)
@@ -105,7 +113,13 @@ class Variant:
         """Write source i's output slot; record when its run was created and reached each state."""
         ledger = self.folder / LEDGER_FILE_NAME
         began = time.time()
-        agent_writes(self.folder, f"src-{i}", {"i": i})
+        if self.via == "mcp":
+            answer = self.submit(f"src-{i}", {"i": i})
+            if answer["status"] != "ok":
+                self.missed.append(f"{self.name} {i}: node_submit refused: {answer['error']}")
+                return
+        else:
+            agent_writes(self.folder, f"src-{i}", {"i": i})
         deadline = time.monotonic() + 60
         run_id = None
         while run_id is None and time.monotonic() < deadline:
@@ -165,10 +179,27 @@ def main() -> None:
         work = Path(tmp)
         server = start_server(port=free_port(), home=work / "prefect-home")
         os.environ["PREFECT_API_URL"] = server.api_url
-        variants = [Variant("runner", 0, work / "runner"), Variant("warm", 2, work / "warm")]
+        variants = [Variant("runner", 0, work / "runner"), Variant("warm", 2, work / "warm"),
+                    Variant("mcp", 2, work / "mcp", via="mcp")]
+        portal_cm = start_blocking_portal()
+        portal = portal_cm.__enter__()
+        mcp_client = None
         try:
             for variant in variants:
                 variant.start(args.rounds, server.api_url)
+            mcp = variants[2]
+            agents = [word for i in range(args.rounds) for word in ("--agent", f"src-{i}")]
+            mcp_client = portal.wrap_async_context_manager(Client(StdioServerParameters(
+                command=str(Path(sys.executable).with_name("slotrelay")),
+                args=["mcp", "serve", "--chain", str(mcp.chain), *agents], env=dict(os.environ))))
+            session = mcp_client.__enter__()
+
+            def submit(node_id: str, data: dict[str, Any]) -> dict[str, Any]:
+                arguments = {"node_id": node_id, "status": "completed", "data": data,
+                             "capabilities_used": ["Write"]}
+                return portal.call(session.call_tool, "node_submit", arguments).structured_content
+
+            mcp.submit = submit
             with console.status("starting the watchers"):
                 while not all(v.ready() for v in variants):
                     time.sleep(0.2)
@@ -181,6 +212,9 @@ def main() -> None:
                         status.update(f"hop {i + 1}/{args.rounds} ({variant.name})")
                         variant.hop(client, i)
         finally:
+            if mcp_client is not None:
+                mcp_client.__exit__(None, None, None)
+            portal_cm.__exit__(None, None, None)
             for variant in variants:
                 variant.stop()
             server.stop()
@@ -232,6 +266,17 @@ def report(variants: list[Variant], load_before: tuple[float, ...], load_after: 
         p95 = pct(warm, 0.95)
         console.print(f"warm p95 {p95 * 1000:.0f} ms {'meets' if p95 <= GOAL_P95 else 'misses'} the goal of "
                       f"{GOAL_P95 * 1000:.0f} ms; runner p50 {statistics.median(runner) * 1000:.0f} ms")
+    warm_mcp = totals.get("mcp", [])
+    if len(warm) >= 4 and len(warm_mcp) >= 4:
+        console.print(f"mcp / warm (node_submit vs a file write), write -> Running: {ratio(warm_mcp, warm)}; "
+                      f"mcp p50 {statistics.median(warm_mcp) * 1000:.0f} ms, warm p50 "
+                      f"{statistics.median(warm) * 1000:.0f} ms")
+        node_mcp, node_warm = nodes.get("mcp", []), nodes.get("warm", [])
+        if len(node_mcp) >= 4 and len(node_warm) >= 4:
+            medians = (f"{statistics.median(node_mcp) * 1000:.0f} vs "
+                       f"{statistics.median(node_warm) * 1000:.0f} ms")
+            console.print(f"mcp / warm, write -> node task Running: {ratio(node_mcp, node_warm)}; "
+                          f"medians {medians}")
     for variant in variants:
         for miss in variant.missed:
             console.print(f"[yellow]not in the table: {miss}[/yellow]")

@@ -34,7 +34,8 @@ form offers it as a string of format `json-string`: both UIs render that as a JS
 text (v2 has no input at all for a free-form object). `slotrelay decide --data` sends text too. The
 server checks only that it is a string; the text is parsed here, and an answer whose `data` is not a
 JSON object is refused by asking again, the refusal at the top of the new form. `via` is not in the
-form: only `slotrelay decide` sends it (`cli`).
+form: only `slotrelay decide` (`cli`) and the MCP tool `alert_decide` (`mcp`) send it, both through
+`send_decision`, the one path a decision made outside the UI takes.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def _no_default(schema: dict[str, Any]) -> None:
 def _via_outside_the_form(schema: dict[str, Any]) -> None:
     # The UIs render `properties` only. The server validates the whole schema, which forbids other
     # names (extra="forbid"): a pattern lets `via` through, checked, without a field in the form.
-    schema["patternProperties"] = {"^via$": {"enum": ["ui", "cli"]}}
+    schema["patternProperties"] = {"^via$": {"enum": ["ui", "cli", "mcp"]}}
 
 
 class ArbitrationDecision(RunInput):
@@ -128,7 +129,49 @@ class ArbitrationDecision(RunInput):
               description='with continue: the node\'s output data, a JSON object such as {"key": "value"}',
               json_schema_extra=_no_default)
     decided_by: str | None = None
-    via: SkipJsonSchema[Literal["ui", "cli"]] = "ui"
+    via: SkipJsonSchema[Literal["ui", "cli", "mcp"]] = "ui"
+
+
+def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | None,
+                  data: dict[str, Any] | None, decided_by: str, via: Literal["cli", "mcp"]) -> Alert:
+    """Resume the run paused on an alert with a decision, as the UI form does (the Prefect API must answer).
+
+    Parameters:
+        alert_file: the alert JSON in the chain's alerts/.
+        decision: continue, retry, terminate or reload.
+        comment: why; kept in the alert file.
+        data: with continue, the node's output data.
+        decided_by: who decided (recorded in the alert file by the run that takes the decision).
+        via: `cli` (`slotrelay decide`) or `mcp` (the tool `alert_decide`).
+
+    Returns:
+        The alert as it was when the decision was sent.
+
+    Raises:
+        AlertError: not an alert, already decided or timed out, written outside a flow run, or its run is
+            no longer paused or does not exist.
+    """
+    from prefect.exceptions import NotPausedError, ObjectNotFound
+    from prefect.flow_runs import resume_flow_run
+    from prefect.settings import PREFECT_API_URL
+
+    from slotrelay.alerts import AlertError, decidable_alert
+
+    alert = decidable_alert(alert_file)
+    assert alert.flow_run_id is not None  # decidable_alert refuses an alert outside a flow run
+    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment, "decided_by": decided_by,
+                                 "via": via}
+    if data is not None:
+        # As JSON text, the form's way: the run input's `data` is a string the flow parses (_json_object).
+        run_input["data"] = json.dumps(data)
+    try:
+        resume_flow_run(UUID(alert.flow_run_id), run_input=run_input)
+    except (NotPausedError, FlowPauseTimeout):
+        raise AlertError(f"flow run {alert.flow_run_id} is no longer paused: refused") from None
+    except ObjectNotFound:
+        raise AlertError(
+            f"flow run {alert.flow_run_id} does not exist on {PREFECT_API_URL.value()}") from None
+    return alert
 
 
 def _refusal(bad: ValidationError) -> str:
@@ -316,7 +359,7 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
         decision=answer.decision,
         comment=answer.comment,
         data=answer.data,
-        decided_by=answer.decided_by or (getpass.getuser() if answer.via == "cli" else "prefect-ui"),
+        decided_by=answer.decided_by or (getpass.getuser() if answer.via != "ui" else "prefect-ui"),
         decided_at=now_iso(),
         via=answer.via,
     )

@@ -28,7 +28,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from psmr_mcp import catalog
+from psmr_mcp import catalog, engine_tools
 from psmr_mcp.workspaces import WorkspaceRegistry
 from slotrelay import __version__
 from slotrelay.psmr import api, envelope, request_limits
@@ -63,15 +63,18 @@ class ToolSurface:
         grants: the capabilities the server was started with (write roots, process execution).
     """
 
-    def __init__(self, registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY) -> None:
+    def __init__(self, registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY,
+                 engine: engine_tools.EngineTools | None = None) -> None:
         self.registry = registry
         self.grants = grants
+        self.engine = engine or engine_tools.EngineTools()
         self.schemas = {name: catalog.input_schema(spec) for name, spec in catalog.TOOLS_BY_NAME.items()}
+        self.schemas.update(self.engine.schemas)
         self._checks: dict[str, RequestSchema] = {}
 
     def tools(self) -> list[types.Tool]:
         """The `tools/list` answer, in the catalog's order (reads, then changes, the build last)."""
-        return [self._tool(spec) for spec in catalog.ALL_TOOLS]
+        return [self._tool(spec) for spec in (*catalog.ALL_TOOLS, *self.engine.specs)]
 
     def _tool(self, spec: catalog.ToolSpec) -> types.Tool:
         return types.Tool(
@@ -108,7 +111,9 @@ class ToolSurface:
             # Calls run side by side, each in its own worker thread: no lock is held across a read, so a
             # slow or refused read answers alone. The core keeps what threads share consistent (its
             # caches' tables, one build of a workspace at a time, an apply under its audit log's lock).
-            if name == catalog.BUILD_TOOL:
+            if name in self.engine.schemas:
+                answer = await self.engine.call(name, request, _client_name(ctx))
+            elif name == catalog.BUILD_TOOL:
                 answer = await anyio.to_thread.run_sync(partial(self._build, request, ctx))
             else:
                 answer = await anyio.to_thread.run_sync(partial(self._query, name, request))
@@ -200,6 +205,12 @@ class ToolSurface:
         return envelope.ok(envelope.new_request_id(), summary)
 
 
+def _client_name(ctx: ServerRequestContext[Any] | None) -> str | None:
+    """The MCP client's name from its initialize request, when there is one."""
+    params = ctx.session.client_params if ctx is not None else None
+    return params.client_info.name if params is not None else None
+
+
 def _argument_error(name: str, errors: list[ValidationError]) -> PsmrError:
     """One PSMR error naming every bad argument: TYPE_MISMATCH if all are wrong JSON types."""
     parts = []
@@ -233,17 +244,19 @@ def to_result(answer: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(content=[text], structured_content=answer)
 
 
-def build_server(registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY) -> Server[Any]:
+def build_server(registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY,
+                 engine: engine_tools.EngineTools | None = None) -> Server[Any]:
     """The MCP server for a registry of workspaces; serve it with `psmr_mcp.transports`.
 
     Parameters:
         registry: the workspaces served and the roots that may be analysed.
         grants: the capabilities beyond reading (`--allow-write`, `--allow-exec`); none by default.
+        engine: the chains served and the nodes granted (`--chain`, `--agent`); none by default.
 
     Returns:
-        An MCP server offering the PSMR tools.
+        An MCP server offering the PSMR tools and the engine's.
     """
-    surface = ToolSurface(registry, grants=grants)
+    surface = ToolSurface(registry, grants=grants, engine=engine)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -253,7 +266,7 @@ def build_server(registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY) -> 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if params.name not in catalog.TOOLS_BY_NAME:
+        if params.name not in surface.schemas:
             raise MCPError(
                 code=types.INVALID_PARAMS,
                 message=f"Unknown tool: {params.name}; tools/list names the psmr_* tools",
@@ -264,7 +277,7 @@ def build_server(registry: WorkspaceRegistry, *, grants: Grants = READ_ONLY) -> 
         SERVER_NAME,
         version=__version__,
         title="PSMR semantic workspace",
-        instructions=INSTRUCTIONS,
+        instructions=f"{INSTRUCTIONS} {engine_tools.INSTRUCTIONS}",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -138,17 +138,34 @@ def read_alert(path: str | Path) -> Alert:
             f"{path}: not an alert ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
 
 
+def decidable_alert(path: str | Path) -> Alert:
+    """The alert at `path`, if a decision can still be sent to its run (`flows.arbitration.send_decision`).
+
+    Raises:
+        AlertError: not an alert, already decided or timed out, or written outside a flow run.
+    """
+    alert = read_alert(path)
+    if alert.decision is not None or alert.status in ("decided", "timed_out"):
+        raise AlertError(f"{path}: already {alert.status}, nothing to decide")
+    if not alert.flow_run_id:
+        raise AlertError(f"{path}: this alert was written outside a flow run: no run waits for it")
+    return alert
+
+
+def chain_alerts(alerts_dir: Path) -> list[tuple[Path, Alert]]:
+    """Every alert file in a chain's alerts folder, oldest first; files that are not alerts are left out."""
+    found = []
+    for path in sorted(alerts_dir.glob("alert-*.json")):
+        try:
+            found.append((path, read_alert(path)))
+        except AlertError:
+            continue
+    return sorted(found, key=lambda item: item[1].created_at)
+
+
 def alerts_of_run(alerts_dir: Path, flow_run_id: str) -> list[tuple[Path, Alert]]:
     """The alerts one flow run wrote, oldest first (a run resumed after a suspend takes them back).
 
     Files that are not alerts are left out: the folder is shared with people and other runs.
     """
-    found = []
-    for path in sorted(alerts_dir.glob("alert-*.json")):
-        try:
-            alert = read_alert(path)
-        except AlertError:
-            continue
-        if alert.flow_run_id == flow_run_id:
-            found.append((path, alert))
-    return sorted(found, key=lambda item: item[1].created_at)
+    return [(path, alert) for path, alert in chain_alerts(alerts_dir) if alert.flow_run_id == flow_run_id]

@@ -194,13 +194,9 @@ def decide(
                     typer.Option(help="with continue: the node's output data, a JSON object")] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
-    from slotrelay.alerts import AlertError, read_alert
+    from slotrelay.alerts import decidable_alert
 
-    alert = read_alert(alert_file)
-    if alert.decision is not None or alert.status in ("decided", "timed_out"):
-        raise AlertError(f"{alert_file}: already {alert.status}, nothing to decide")
-    if not alert.flow_run_id:
-        raise AlertError(f"{alert_file}: this alert was written outside a flow run: no run waits for it")
+    decidable_alert(alert_file)
     payload: dict[str, Any] | None = None
     if data is not None:
         try:
@@ -216,25 +212,12 @@ def decide(
         raise EnvironmentMissing(f"no Prefect server answers at {api_url} (set PREFECT_API_URL)",
                                  code="PREFECT_SERVER_UNAVAILABLE")
     os.environ["PREFECT_API_URL"] = api_url
-    from uuid import UUID
-
-    from prefect.exceptions import FlowPauseTimeout, NotPausedError, ObjectNotFound
-    from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    run_input: dict[str, Any] = {"decision": decision.value, "comment": comment,
-                                 "decided_by": getpass.getuser(),
-                                 "via": "cli"}
-    if payload is not None:
-        # As JSON text, the form's way: the run input's `data` is a string the flow parses
-        # (flows/arbitration.py).
-        run_input["data"] = json.dumps(payload)
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: api_url}):
-            resume_flow_run(UUID(alert.flow_run_id), run_input=run_input)
-    except (NotPausedError, FlowPauseTimeout):
-        raise AlertError(f"flow run {alert.flow_run_id} is no longer paused: refused") from None
-    except ObjectNotFound:
-        raise AlertError(f"flow run {alert.flow_run_id} does not exist on {api_url}") from None
+    from flows.arbitration import send_decision
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        alert = send_decision(alert_file, decision, comment=comment, data=payload,
+                              decided_by=getpass.getuser(), via="cli")
     out.print(f"resumed flow run {alert.flow_run_id}: {decision.value} on {alert.node_id}", markup=False,
               highlight=False)

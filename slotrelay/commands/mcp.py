@@ -21,6 +21,7 @@ from slotrelay.psmr.grants import Grants
 
 if TYPE_CHECKING:
     from psmr_mcp import WorkspaceRegistry
+    from psmr_mcp.engine_tools import EngineTools
 
 # Live HTTP sessions at once: a loopback server has a few MCP hosts, not thousands; an open session
 # holds about 37 kB (docs/mcp.md), and the SDK's own default of 10,000 let 3,000 pile up in 7 s.
@@ -36,7 +37,7 @@ console = Console(stderr=True, emoji=False)
 @app.command("serve")
 def serve(
     workspace: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option(
             "--workspace",
             "-w",
@@ -44,7 +45,39 @@ def serve(
             help="A Python source folder to build (or load) at start and serve; repeat for several. "
             "These folders are also the only roots psmr_workspace_build may analyse.",
         ),
-    ],
+    ] = None,
+    chain: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--chain",
+            metavar="CHAIN.json",
+            help="A chain to serve to agents (chain_list, chain_describe, node_inbox, node_submit); repeat "
+            "for several. `slotrelay watch` on the same chains routes what agents submit.",
+        ),
+    ] = None,
+    slots_root: Annotated[
+        Path | None,
+        typer.Option("--slots-root", help="Where the chains' relative slot paths resolve (as watch's)."),
+    ] = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            metavar="NODE_ID",
+            help="Grant node_submit as this node of a served chain (repeatable). Without it node_submit "
+            "answers CAPABILITY_DENIED.",
+        ),
+    ] = None,
+    allow_decide: Annotated[
+        bool,
+        typer.Option("--allow-decide", help="Grant alert_decide: decide alerts of the served chains, as "
+                     "`slotrelay decide` does (the runs record who decided, via mcp)."),
+    ] = False,
+    allow_pen: Annotated[
+        Path | None,
+        typer.Option("--allow-pen", metavar="ROOT", help="Grant pen_write, the magic pen with ROOT as its "
+                     "folder (personas, audit log, kept pens); the code model from SLOTRELAY_MODEL_*."),
+    ] = None,
     http: Annotated[
         str | None,
         typer.Option(
@@ -89,8 +122,9 @@ def serve(
         ),
     ] = False,
 ) -> None:
-    """Start the PSMR MCP server: read-only tools over the served workspaces, plus psmr_workspace_build;
-    applying deltas and running tests only with --allow-write / --allow-exec."""
+    """Start the MCP server: read-only tools over the served workspaces, plus psmr_workspace_build;
+    applying deltas and running tests only with --allow-write / --allow-exec. With --chain, the
+    engine's tools too; submitting a node's output only with --agent NODE_ID."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -102,6 +136,13 @@ def serve(
     except ImportError as exc:
         raise EnvironmentMissing(f"the MCP SDK is not installed ({exc}); run `pip install -e .`") from exc
 
+    workspace = workspace or []
+    if allow_pen is not None and not allow_pen.is_dir():
+        raise BadInput(f"--allow-pen {allow_pen}: not a folder")
+    if not workspace and not chain and allow_pen is None:
+        raise BadInput("give --workspace PATH (a Python source folder) or --chain CHAIN.json (a chain)")
+    engine = _engine(chain or [], slots_root, agent or [], allow_decide=allow_decide)
+    engine.pen_root = allow_pen
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
     grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
@@ -116,8 +157,9 @@ def serve(
     for folder in workspace:
         _build_at_start(registry, folder)
 
-    server = build_server(registry, grants=grants)
-    served = ", ".join(w.workspace_id for w in registry.served())
+    server = build_server(registry, grants=grants, engine=engine)
+    served = ", ".join([*(w.workspace_id for w in registry.served()),
+                        *(f"chain {c}" for c in engine.chains.chains)])
     if grants.names():
         console.print(
             f"granted: {', '.join(grants.names())} (write roots: "
@@ -148,6 +190,32 @@ def serve(
         raise BadInput(f"--http {http}: cannot listen ({exc.strerror or exc}); pick another port") from exc
     except KeyboardInterrupt:
         console.print("PSMR MCP server stopped")
+
+
+def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
+            allow_decide: bool) -> EngineTools:
+    """The engine's tools over `--chain` files, with `--agent` grants each naming a node of one of them."""
+    from psmr_mcp.engine_tools import EngineTools
+    from slotrelay.chain.agent_view import AgentGrants, ServedChains
+
+    if slots_root is not None and not slots_root.is_dir():
+        raise BadInput(f"--slots-root {slots_root}: not a folder")
+    for path in chains:
+        if not path.is_file():
+            raise BadInput(f"--chain {path}: not a file")
+    served = ServedChains(chains, slots_root=slots_root)
+    known = {n.node_id: c.node(n.node_id).executor.kind for c in served.chains.values() for n in c.nodes}
+    for node_id in agents:
+        if node_id not in known:
+            raise BadInput(f"--agent {node_id}: no node of that id in the served chains (--chain)")
+        if known[node_id] != "external":
+            raise BadInput(f"--agent {node_id}: that node runs inside the engine ({known[node_id]} "
+                           "executor); only an agent's node (executor external) can be granted")
+    if agents:
+        console.print(f"granted: node_submit as {', '.join(agents)}")
+    if allow_decide:
+        console.print("granted: alert_decide")
+    return EngineTools(served, grants=AgentGrants(nodes=frozenset(agents), decide=allow_decide))
 
 
 def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:

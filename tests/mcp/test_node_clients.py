@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from slotrelay import fsio
+from tests.mcp.engine_chain import AGENT, phase2_copy, route_to_review
 from tests.mcp.processes import SLOTRELAY
 from tests.mcp.test_surface import EXPECTED_TOOLS
 from tests.mcp.vendored import BODY, IMT_FILES, IMT_SITES, INTENT, MAPPED, copy_sqlparse, snapshot
@@ -83,6 +84,21 @@ def test_inspector_calls_a_tool(node_tools: Path, shop: Path, http_server: str, 
     assert answer["schema"] == "psmr-tool-result-0.1" and answer["status"] == "ok"
     assert json.loads(result["content"][0]["text"]) == answer
     assert "shop.auth.login" in json.dumps(answer["data"])
+
+
+def test_inspector_reads_the_chains_and_an_agent_nodes_inbox(node_tools: Path, tmp_path: Path) -> None:
+    chain_path = phase2_copy(tmp_path / "phase2")
+    route_to_review(chain_path)
+    target = [SLOTRELAY, "mcp", "serve", "--chain", str(chain_path), "--agent", AGENT]
+    chain_list = ["--method", "tools/call", "--tool-name", "chain_list"]
+    listed = _inspector(node_tools, target, chain_list, cwd=tmp_path)
+    [chain] = listed["structuredContent"]["data"]["chains"]
+    assert chain["chain_id"] == "phase2-content" and chain["agent_nodes"] == [AGENT]
+    method = ["--method", "tools/call", "--tool-name", "node_inbox", "--tool-arg", f"node_id={AGENT}",
+              "wait_s=1"]
+    inbox = _inspector(node_tools, target, method, cwd=tmp_path)["structuredContent"]["data"]
+    assert inbox["state"] == "pending"
+    assert inbox["input"]["data"]["items"] == ["Atomic writes", "Watchdog tips"]
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -47,6 +47,15 @@ EXPECTED_TOOLS = {
     "psmr_verify_roundtrip",
     "psmr_verify_review",
     "psmr_workspace_build",
+    # The engine's tool family (psmr_mcp/engine_tools.py, docs/agents.md).
+    "chain_list",
+    "chain_describe",
+    "node_inbox",
+    "node_submit",
+    "run_status",
+    "alerts_list",
+    "alert_decide",
+    "pen_write",
 }
 # Tools that change their environment, and of those the ones that write source files or run code.
 # Every tool that writes anything, a record in the store included, is not read-only.
@@ -60,8 +69,11 @@ CHANGING_TOOLS = {
     "psmr_verify_review",
     "psmr_projection_apply",
     "psmr_run_tests",
+    "node_submit",
+    "alert_decide",
+    "pen_write",
 }
-DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests"}
+DESTRUCTIVE_TOOLS = {"psmr_projection_apply", "psmr_run_tests", "alert_decide", "pen_write"}
 pytestmark = pytest.mark.anyio
 
 
@@ -83,7 +95,7 @@ def _parameters(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[
     return found
 
 
-async def test_tools_list_is_the_psmr_surface_and_nothing_dumps(tmp_path: Path) -> None:
+async def test_tools_list_is_the_psmr_and_engine_surface_and_nothing_dumps(tmp_path: Path) -> None:
     tools = await _listed_tools(tmp_path)
     names = [tool["name"] for tool in tools]
     assert set(names) == EXPECTED_TOOLS and len(names) == len(EXPECTED_TOOLS)
