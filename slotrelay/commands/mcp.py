@@ -159,7 +159,7 @@ def serve(
 
     server = build_server(registry, grants=grants, engine=engine)
     served = ", ".join([*(w.workspace_id for w in registry.served()),
-                        *(f"chain {c}" for c in engine.chains.chains)])
+                        *(f"chain {c}" for c in (engine.chains.chains if chain else ()))])
     if grants.names():
         console.print(
             f"granted: {', '.join(grants.names())} (write roots: "
@@ -196,6 +196,10 @@ def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
             allow_decide: bool) -> EngineTools:
     """The engine's tools over `--chain` files, with `--agent` grants each naming a node of one of them."""
     from psmr_mcp.engine_tools import EngineTools
+
+    if not chains and not agents and not allow_decide:
+        # No chain served: the engine's modules stay unimported until a tool asks (cold start).
+        return EngineTools()
     from slotrelay.chain.agent_view import AgentGrants, ServedChains
 
     if slots_root is not None and not slots_root.is_dir():
