@@ -19,6 +19,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
     ["typed", ref]               what an annotation declares (ref: `slotrelay.psmr.typerefs`)
+    ["alias", typed]             a module's type alias (`Interval = tuple[A, B]`): an annotation naming it
+                                 declares what `typed` does
     ["cast", typed, ref]         `typing.cast(T, x)`: what T declares, or x where T names none of the tree's
     ["op", [[ref, [names]], ..]] the result of an operator: the first of the named dunders each
                                  operand's class defines, called
@@ -36,8 +38,10 @@ Besides call sites, the facts list the calls Python makes without call syntax ("
 (`__iter__`/`__next__`), `with` (`__enter__`/`__exit__`), `raise Cls` (the constructor), every
 attribute read or write outside call position (a property's getter or setter, when the linker finds one),
 operators (`op`: `a + b`, `x[k]`, `k in x`, `==`, f-strings, `await`; the dunders in
-`slotrelay.psmr.typerefs`) and class statements (`classdef`: the metaclass's `__new__`/`__init__`, the
-bases' `__init_subclass__`).
+`slotrelay.psmr.typerefs`), class statements (`classdef`: the metaclass's `__new__`/`__init__`, the
+bases' `__init_subclass__`), `from m import x` (`import`: a module `__getattr__`) and a value used as a
+key (`key`: `d[k]`, `k in d`, `d.get(k)`, with the container as `receiver`). `yield from x` and
+`"sep".join(x)` iterate x.
 
 A file that does not parse yields facts with `syntax_error` set and nothing else.
 """
@@ -52,11 +56,12 @@ from typing import Any
 from slotrelay.psmr.typerefs import (
     BINARY_DUNDERS,
     COMPARE_DUNDERS,
+    TYPE_CONSTRUCTORS,
     UNARY_DUNDERS,
     annotation_ref,
 )
 
-FACTS_VERSION = 9
+FACTS_VERSION = 10
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
 PROPERTY_ACCESSORS = (".setter", ".getter", ".deleter")
@@ -66,6 +71,8 @@ SCALAR_BUILTINS = frozenset(
      "isinstance", "issubclass", "callable", "hasattr", "sum", "divmod", "bin", "hex", "oct"}
 )
 OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
+# Methods of dicts and sets that hash their first argument.
+KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
 Ref = list[Any]
 
@@ -146,6 +153,10 @@ class FileExtractor(ast.NodeVisitor):
         # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
         self.raises: dict[tuple[str, str], Ref | None] = {}
         self.scope = self._open(module, "module", None, None)
+        if is_package:
+            # Whether `from module import x` looks up the module's `__path__` (a plain module: its
+            # `__getattr__` answers); kept in the scope, whose changes a replay follows.
+            self.scopes[module]["package"] = True
 
     # scopes and bindings
 
@@ -615,6 +626,9 @@ class FileExtractor(ast.NodeVisitor):
             ref = self.ref(node.value)
             if ref is not None:
                 info["yields"].append(["iter", ref] if isinstance(node, ast.YieldFrom) else ref)
+            if isinstance(node, ast.YieldFrom):
+                # `yield from x` iterates x: a generator's body runs from here.
+                self._implicit("iter", ref, node.value)
             self.visit(node.value)
 
     visit_Yield = _yield
@@ -636,6 +650,10 @@ class FileExtractor(ast.NodeVisitor):
             module = f"{base}.{node.module}" if node.module and base else (node.module or base)
         else:
             module = node.module or ""
+        if module:
+            # Importing from a module asks it for each name (and a plain module for its `__path__`):
+            # a module-level `__getattr__` may answer.
+            self._implicit("import", ["imp", module], node, [a.name for a in node.names if a.name != "*"])
         for alias in node.names:
             self.imports.append(
                 {"scope": self.scope.qualname, "module": module, "name": alias.name, "span": span(node)}
@@ -647,7 +665,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
-        value = self.ref(node.value)
+        value = self._alias(node.value) or self.ref(node.value)
         for target in node.targets:
             self._assign(target, value, node)
             if (
@@ -664,7 +682,7 @@ class FileExtractor(ast.NodeVisitor):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
-            self._assign(node.target, self.ref(node.value), node)
+            self._assign(node.target, self._alias(node.value) or self.ref(node.value), node)
         elif isinstance(node.target, ast.Attribute):
             self.visit(node.target.value)
         typed = annotation_ref(node.annotation, self.ref, self.scope.class_q)
@@ -683,6 +701,14 @@ class FileExtractor(ast.NodeVisitor):
                 class_q = self._self_class(owner)
                 assert class_q is not None  # the case's guard
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(["typed", typed])
+
+    def _alias(self, value: ast.expr) -> Ref | None:
+        """A module's type alias (`Interval = tuple[Low, Up]`, `Item = Union[A, B]`): what an
+        annotation naming it declares."""
+        if self.scope.kind != "module" or not _is_type_expression(value):
+            return None
+        typed = annotation_ref(value, self.ref, None)
+        return ["alias", typed] if typed is not None else None
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
@@ -704,6 +730,8 @@ class FileExtractor(ast.NodeVisitor):
             self.visit(node.target.value)
 
     def _assign(self, target: ast.expr, value: Ref | None, node: ast.AST) -> None:
+        if isinstance(target, ast.Subscript):
+            self._key(target.value, target.slice, target)
         match target:
             case ast.Name(id=name):
                 self.bind(name, value)
@@ -797,6 +825,7 @@ class FileExtractor(ast.NodeVisitor):
         for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, ast.In | ast.NotIn):
                 self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
+                self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
                 self._operator([(left, COMPARE_DUNDERS[type(op)])], node)
             left = right
@@ -807,7 +836,26 @@ class FileExtractor(ast.NodeVisitor):
             self._operator([(node.value, ("__getitem__",))], node)
         elif isinstance(node.ctx, ast.Del):
             self._operator([(node.value, ("__delitem__",))], node)
+        self._key(node.value, node.slice, node)
         self.generic_visit(node)
+
+    def _key(self, container: ast.expr, key: ast.expr, node: ast.AST) -> None:
+        """A value used as a key of a container (`d[k]`, `k in d`, `d.get(k)`): a dict or set hashes
+        it (the linker keeps the keys whose class defines `__hash__`)."""
+        if _may_be_instance(key) and not isinstance(key, ast.Slice):
+            receiver = self.ref(container)
+            ref = self.ref(key)
+            if ref is not None:
+                self.implicit.append(
+                    {
+                        "scope": self.scope.qualname,
+                        "kind": "key",
+                        "ref": ref,
+                        "name": None,
+                        "receiver": receiver,
+                        "span": span(node),
+                    }
+                )
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
         # f"{x}" formats x: its __format__, whose default is str(x); `!r` calls repr(x).
@@ -988,6 +1036,11 @@ class FileExtractor(ast.NodeVisitor):
                 site["unpacks"] = True
             self.calls.append(site)
             self._note_container_method(node)
+            if isinstance(node.func, ast.Attribute) and node.func.attr in KEYED_METHODS and node.args:
+                self._key(node.func.value, node.args[0], node)
+        elif _is_str_join(node):
+            # `", ".join(xs)` iterates xs (a str constant has no ref, so the call is no site).
+            self._implicit("iter", self.ref(node.args[0]), node.args[0])
         elif ref is not None:
             # getattr / __import__ / super: the call itself is to the builtin.
             callee = self.ref(node.func)
@@ -1077,6 +1130,32 @@ def _may_be_instance(node: ast.expr) -> bool:
         case ast.Await() | ast.NamedExpr() | ast.IfExp():
             return True
     return False
+
+
+def _is_type_expression(node: ast.expr) -> bool:
+    """Whether an expression spells a type made of typing's or the builtins' generics
+    (`tuple[A, B]`, `Union[A, B]`, `Optional[A]`, `A | B`)."""
+    match node:
+        case ast.Subscript(value=ast.Name(id=name) | ast.Attribute(attr=name)):
+            return name in TYPE_CONSTRUCTORS
+        case ast.BinOp(left=left, op=ast.BitOr(), right=right):
+            return all(
+                isinstance(part, ast.Name | ast.Attribute | ast.Constant) or _is_type_expression(part)
+                for part in (left, right)
+            )
+    return False
+
+
+def _is_str_join(node: ast.Call) -> bool:
+    """Whether a call is `"sep".join(x)`."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "join"
+        and isinstance(func.value, ast.Constant)
+        and isinstance(func.value.value, str)
+        and len(node.args) == 1
+    )
 
 
 def _raises(expr: ast.expr) -> ast.expr | None:
@@ -1337,5 +1416,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "exports": walker.exports,
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
-        "implicit": [{**i, "ref": freeze(i["ref"])} for i in walker.implicit],
+        "implicit": [
+            {**i, **{k: freeze(i[k]) for k in ("ref", "receiver") if k in i}} for i in walker.implicit
+        ],
     }

@@ -447,6 +447,8 @@ _IMPLICIT_ABOUT = {
     "set": "property write",
     "op": "operator",
     "classdef": "class statement",
+    "import": "from-import",
+    "key": "key",
 }
 
 

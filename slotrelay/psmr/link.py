@@ -70,6 +70,15 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "min": ((), ("key",)),
     "max": ((), ("key",)),
 }
+# Builtins that iterate their first argument (see `Linker.iterated_arguments`).
+ITERATING_BUILTINS = frozenset(
+    {"list", "tuple", "set", "frozenset", "dict", "sorted", "sum", "any", "all", "min", "max", "enumerate"}
+)
+# Comparisons and hashing: a container (a tuple) runs its elements' own.
+ORDERING_DUNDERS = ("__lt__", "__le__", "__gt__", "__ge__")
+ELEMENTWISE_DUNDERS = frozenset({"__eq__", "__ne__", "__hash__", *ORDERING_DUNDERS})
+# The comparison a builtin asks of the values it orders, then the reflected one.
+ORDERED_BY = {"max": ("__gt__", "__lt__"), "min": ("__lt__", "__gt__"), "sorted": ("__lt__", "__gt__")}
 # Methods of a container literal whose result holds its elements (or is it).
 COLLECTION_METHODS = frozenset({"get", "pop", "setdefault", "values", "items", "copy"})
 # Builtins whose result holds the elements of their first argument.
@@ -374,7 +383,10 @@ class Linker:
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
             for value in ordered(self.eval(ref[1])):
-                out |= self.elements(value, key)
+                if kind == "sub" and self.is_class(value):
+                    out |= self.class_subscript(value[1])
+                else:
+                    out |= self.elements(value, key)
             return out
         if kind == "coll":
             return {("coll", ref)}
@@ -426,11 +438,15 @@ class Linker:
                 out |= self.eval(ref[4])
             return out
         if kind == "annot":
-            return {
-                ("inst", v[1])
-                for v in self.eval(ref[1])
-                if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"
-            }
+            out = set()
+            for v in ordered(self.eval(ref[1])):
+                if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class":
+                    out.add(("inst", v[1]))
+                elif v[0] == "alias":
+                    out |= self.eval(v[1])
+            return out
+        if kind == "alias":
+            return {("alias", ref[1])}
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -543,18 +559,63 @@ class Linker:
                 return out
         return set()
 
-    def operator_methods(self, values: frozenset[Value], names: Any) -> list[str]:
-        """For the instances among values, the first of the dunders named their class defines."""
+    def operator_methods(self, values: frozenset[Value], names: Any, depth: int = 0) -> list[str]:
+        """For the instances among values, the first of the dunders named their class defines (with
+        `functools.total_ordering`, the comparisons it makes of the one defined); for a container
+        compared or hashed, its elements' (a tuple compares and hashes element by element); for a
+        class subscripted, its `__class_getitem__`."""
         out = []
         for value in ordered(values):
-            if value[0] != "inst":
-                continue
-            for name in names:
-                method = self.find_method(value[1], name)
-                if method:
-                    out.append(method)
-                    break
-        return out
+            if value[0] == "inst":
+                out += self.instance_operator(value[1], names)
+            elif value[0] == "coll" and names[0] in ELEMENTWISE_DUNDERS and depth < 2:
+                elements = frozenset(self.elements(value))
+                out += self.operator_methods(elements, names, depth + 1)
+                if names[0] in ORDERING_DUNDERS:
+                    # Elements are compared for equality first, to find the first that differ.
+                    out += self.operator_methods(elements, ("__eq__",), depth + 1)
+            elif value[0] == "def" and names[0] == "__getitem__" and self.is_class(value):
+                method = self.find_method(value[1], "__class_getitem__")
+                out += [method] if method else []
+        return list(dict.fromkeys(out))
+
+    def instance_operator(self, cls: str, names: Any) -> list[str]:
+        """The first of the dunders named that cls defines, or, for a comparison `functools.total_ordering`
+        derives, the comparison it derives it from and `__eq__`."""
+        for name in names:
+            method = self.find_method(cls, name)
+            if method:
+                return [method]
+            if name in ORDERING_DUNDERS and self.total_ordering(cls):
+                root = next(filter(None, (self.find_method(cls, n) for n in ORDERING_DUNDERS)), None)
+                if root:
+                    equal = self.find_method(cls, "__eq__")
+                    return [m for m in (root, equal) if m]
+        return []
+
+    def total_ordering(self, cls: str) -> bool:
+        """Whether a class of the tree (or one of its bases) is decorated `functools.total_ordering`."""
+        return any(
+            d.rsplit(".", 1)[-1] == "total_ordering"
+            for klass in self.mro(cls)
+            for d in self.defs.get(klass, {}).get("decorators", ())
+        )
+
+    def class_subscript(self, cls: str) -> set[Value]:
+        """What `Cls[...]` denotes: an enum's member (an instance), else the class (a generic alias,
+        called or read like the class)."""
+        if any(b.startswith("enum.") for b in self.external_bases(cls)):
+            return {("inst", cls)}
+        return {("def", cls)}
+
+    def operator_names(self, names: Any) -> tuple[str, ...]:
+        """The dunders an operator may run: those named, `__class_getitem__` for a subscript, and
+        for a comparison those `functools.total_ordering` derives it from."""
+        if names[0] == "__getitem__":
+            return (*names, "__class_getitem__")
+        if names[0] in ORDERING_DUNDERS:
+            return (*names, *ORDERING_DUNDERS)
+        return tuple(names)
 
     def is_class(self, value: Value) -> bool:
         """Whether a value is a class of the tree."""
@@ -1260,12 +1321,20 @@ class Linker:
                     for v in ordered(self.eval(arg)):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
+                for subject in self.iterated_arguments(value[1], site):
+                    # `list(xs)`, `enumerate(xs)`: iterating xs (a generator's body runs from here).
+                    how = self.implicit_resolution(subject)
+                    for v in ordered(self.eval(subject)):
+                        for target in self.protocol_targets(v, "__iter__", "__next__", how):
+                            found.setdefault(target.target, target)
                 names = BUILTIN_DUNDERS.get(value[1])
                 if names and site["args"] and self.defines_dunder(names):
                     subject = site["args"][0]
                     how = self.implicit_resolution(subject)
                     for method in self.operator_methods(self.eval(subject), names):
                         found.setdefault(method, CallTarget(method, "method", how))
+                for target in self.ordering_targets(value[1], site):
+                    found.setdefault(target.target, target)
         if not self.strict:
             for method in self.dispatched(callee, found):
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
@@ -1292,7 +1361,11 @@ class Linker:
 
     def implicit_resolution(self, receiver: Any) -> str:
         """How a call without call syntax on a receiver is resolved: `implicit`, or `heuristic` where
-        the receiver is a guess (a parameter) or denotes instances of several classes."""
+        the receiver is a guess (a parameter) or denotes instances of several classes; a container
+        literal is as sure as its least sure element."""
+        if receiver[0] == "coll":
+            sure = all(self.implicit_resolution(r) == "implicit" for r in receiver[1])
+            return "implicit" if sure else "heuristic"
         if self.resolution(("attr", receiver, "")) == "heuristic" or len(self.receiver_classes(receiver)) > 1:
             return "heuristic"
         return "implicit"
@@ -1311,6 +1384,32 @@ class Linker:
         return [site["args"][i] for i in indexes if i < len(site["args"])] + [
             site["kwargs"][k] for k in keywords if k in site["kwargs"]
         ]
+
+    def ordering_targets(self, builtin: str, site: dict[str, Any]) -> list[CallTarget]:
+        """`max(a, b)`, `min(xs)`, `sorted(xs)` without a key: the comparisons of the values compared
+        (max asks `>`, min and sorted `<`, each falling back on the reflected one)."""
+        names = ORDERED_BY.get(builtin)
+        args = site["args"]
+        if names is None or not args or "key" in site["kwargs"] or not self.defines_dunder(ORDERING_DUNDERS):
+            return []
+        compared = args if len(args) > 1 and builtin != "sorted" else [("iter", args[0])]
+        out = []
+        for subject in compared:
+            how = self.implicit_resolution(subject)
+            values = frozenset(v for v in self.eval(subject) if v[0] == "inst")
+            out += [CallTarget(m, "method", how) for m in self.operator_methods(values, names)]
+        return out
+
+    @staticmethod
+    def iterated_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
+        """The arguments a builtin iterates: `list(xs)`, `sorted(xs)`, `enumerate(xs)`, `zip(a, b)`,
+        `map(f, xs)` (the lazy ones are nearly always consumed where they are made)."""
+        args = site["args"]
+        if builtin in ("zip",):
+            return list(args)
+        if builtin in ("map", "filter"):
+            return list(args[1:])
+        return list(args[:1]) if builtin in ITERATING_BUILTINS else []
 
     def bound_offset(self, callee: Any, value: Value) -> int | None:
         """How many leading parameters the call binds itself (self or cls); None when it cannot tell."""
@@ -1416,8 +1515,12 @@ class Linker:
                 self.memo.use(("property", item["name"]))
             if item["name"] not in self.property_names:
                 return []
-        if kind == "op" and not self.defines_dunder(item["name"]):
+        if kind == "op" and not self.defines_dunder(self.operator_names(item["name"])):
             return []
+        if kind == "import":
+            return self.import_targets(item["ref"], item["name"])
+        if kind == "key":
+            return self.key_targets(item)
         resolution = self.implicit_resolution(ref) if kind != "classdef" else "implicit"
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
@@ -1453,6 +1556,47 @@ class Linker:
                 found.setdefault(target.target, target)
         return sorted(found.values(), key=lambda t: t.target)
 
+    def key_targets(self, item: dict[str, Any]) -> list[CallTarget]:
+        """A value used as a key: its `__hash__` where the container is a dict or set (not an
+        instance of the tree, whose `__getitem__` decides), and its `__eq__`, which runs only where a
+        key of the same hash is there (derived). Derived too where the container is unknown."""
+        if not self.defines_dunder(("__hash__",)):
+            return []
+        containers = self.eval(item["receiver"]) if item["receiver"] is not None else frozenset()
+        if any(v[0] in ("inst", "def", "super", "many") for v in containers):
+            return []
+        how = self.implicit_resolution(item["ref"]) if containers else "heuristic"
+        out = []
+        for value in ordered(self.eval(item["ref"])):
+            if value[0] != "inst":
+                continue
+            hashed = self.find_method(value[1], "__hash__")
+            if hashed:
+                out.append(CallTarget(hashed, "method", how))
+                equal = self.find_method(value[1], "__eq__")
+                if equal:
+                    out.append(CallTarget(equal, "method", "heuristic"))
+        return out
+
+    def import_targets(self, ref: Any, names: Any) -> list[CallTarget]:
+        """`from m import names`: m's module-level `__getattr__`, which Python asks for a name m does
+        not bind (and, m being no package, for the `__path__` it looks up first)."""
+        out = []
+        for value in ordered(self.eval(ref)):
+            if value[0] != "mod":
+                continue
+            module = value[1]
+            hooks = [v[1] for v in ordered(self.module_attr(module, "__getattr__")) if v[0] == "def"]
+            if not hooks:
+                continue
+            asked = not self.scopes.get(module, {}).get("package") or any(
+                name not in self.bindings.get(module, {}) and f"{module}.{name}" not in self.modules
+                for name in names
+            )
+            if asked:
+                out += [CallTarget(h, "function", "implicit") for h in hooks]
+        return out
+
     def metaclass(self, cls: str) -> str | None:
         """The tree's class that is cls's metaclass (declared on cls or a base), if any."""
         if self.record:
@@ -1481,15 +1625,20 @@ class Linker:
 
     def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
         """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
-        iterator the first returned)."""
+        iterator the first returned). Iterating a generator runs its function's body, from here."""
+        iterates = first in ("__iter__", "__aiter__")
+        if value[0] == "gen" and iterates:
+            return [CallTarget(value[1], self.defs.get(value[1], {}).get("kind", "function"), resolution)]
         if value[0] != "inst":
             return []
         out = []
         method = self.find_method(value[1], first)
         if method:
             out.append(CallTarget(method, "method", resolution))
-        if first in ("__iter__", "__aiter__"):
-            subjects = [v[1] for v in self.call_result(("def", method)) if v[0] == "inst"] if method else []
+        if iterates:
+            made = self.call_result(("def", method)) if method else set()
+            subjects = [v[1] for v in ordered(made) if v[0] == "inst"]
+            out += [t for v in ordered(made) if v[0] == "gen" for t in self.protocol_targets(v, first, second, resolution)]
         else:
             subjects = [value[1]]
         for subject in subjects:

@@ -67,6 +67,11 @@ WRAPPING_ANNOTATIONS = frozenset(
     }
 )
 UNION_ANNOTATIONS = frozenset({"Optional", "Union"})
+# Generics a module's type alias is made of (`Interval = tuple[A, B]`).
+TYPE_CONSTRUCTORS = frozenset(
+    {"tuple", "Tuple", "type", "Type", *ELEMENT_ANNOTATIONS, *MAPPING_ANNOTATIONS, *WRAPPING_ANNOTATIONS}
+    | UNION_ANNOTATIONS
+)
 # Names that declare no value of the tree.
 OPAQUE_ANNOTATIONS = frozenset(
     {

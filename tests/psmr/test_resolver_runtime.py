@@ -1,0 +1,250 @@
+"""Calls Python makes on the code's behalf, which the runtime-edge benchmark saw and the resolver missed
+(`bench/psmr_runtime_edges.py`), each case a tree built from strings.
+
+A generator's body runs where it is iterated; `from m import x` asks a module `__getattr__`; a
+container compared, hashed or sorted calls its elements' dunders; a descriptor's `__get__` runs on a
+read; copying and pickling call the copy and pickle protocols.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from psmr_trees import write_tree
+
+from slotrelay.psmr.build import build
+from slotrelay.psmr.store import Store
+
+
+def _edges(tmp_path: Path, files: dict[str, str] | str) -> dict[tuple[str, str], set[str]]:
+    """(caller, callee) -> the statuses of the call evidence (a one-module tree `m` for a string)."""
+    root = write_tree(tmp_path / "tree", {"m.py": files} if isinstance(files, str) else files)
+    summary = build(root, store=tmp_path / "store")
+    ws = Store.open(tmp_path / "store").load(summary["workspace_id"])
+    out: dict[tuple[str, str], set[str]] = {}
+    for caller, callee, key, data in ws.graph.edges(keys=True, data=True):
+        if key == "calls":
+            pair = (caller.removeprefix("semantic:"), callee.removeprefix("semantic:"))
+            out[pair] = {ws.evidence[ev]["status"] for ev in data["evidence"]}
+    return out
+
+
+def test_a_generator_runs_where_it_is_iterated(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """def numbers():
+    yield 1
+
+
+def words():
+    yield "a"
+
+
+def letters():
+    yield from words()
+
+
+def source():
+    return numbers()
+
+
+class Bar:
+    def generator(self):
+        yield 1
+
+    def __iter__(self):
+        return self.generator()
+
+
+def loop():
+    for n in source():
+        print(n)
+
+
+def listed():
+    return list(source())
+
+
+def counted():
+    for i, n in enumerate(source()):
+        print(i, n)
+
+
+def joined():
+    return ", ".join(letters())
+
+
+def bar():
+    for _ in Bar():
+        pass
+    return list(Bar())
+""",
+    )
+    for caller in ("m.loop", "m.listed", "m.counted"):
+        assert edges[(caller, "m.numbers")] == {"confirmed"}, caller
+    assert ("m.source", "m.numbers") in edges  # the call that makes the generator stays an edge
+    assert edges[("m.joined", "m.letters")] == {"confirmed"}
+    assert edges[("m.letters", "m.words")] == {"confirmed"}
+    assert edges[("m.bar", "m.Bar.__iter__")] == {"confirmed"}
+    assert edges[("m.bar", "m.Bar.generator")] == {"confirmed"}
+
+
+def test_from_import_asks_a_module_getattr(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .core import Command\nfrom .core import old_name\n",
+            "pkg/core.py": """class Command:
+    pass
+
+
+def __getattr__(name):
+    if name == "old_name":
+        return Command
+    raise AttributeError(name)
+""",
+            "pkg/plain.py": "class Thing:\n    pass\n",
+            "pkg/user.py": """from .plain import Thing
+
+
+def late():
+    from .core import old_name
+    return old_name
+""",
+        },
+    )
+    # Importing from a module (not a package) looks up its __path__ first: the module's __getattr__.
+    assert edges[("pkg", "pkg.core.__getattr__")] == {"confirmed"}
+    assert edges[("pkg.user.late", "pkg.core.__getattr__")] == {"confirmed"}
+    assert not any(callee.endswith("__getattr__") for caller, callee in edges if caller == "pkg.user")
+
+
+def test_containers_compared_hashed_or_ordered_call_their_elements_dunders(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """import functools
+from typing import TYPE_CHECKING
+
+
+@functools.total_ordering
+class Low:
+    def __lt__(self, other):
+        return True
+
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 1
+
+
+class Up:
+    def __eq__(self, other):
+        return True
+
+
+if TYPE_CHECKING:
+    Interval = tuple[Low, Up]
+
+
+class Range:
+    _bounds: tuple[Interval, ...]
+
+    def __init__(self, low: Low, up: Up):
+        self.low = low
+        self.up = up
+
+    def __eq__(self, other):
+        return self._bounds == other._bounds
+
+    def __hash__(self):
+        return hash((self.low, self.up))
+
+
+def highest(a: Low, b: Low):
+    return max(a, b)
+
+
+def greater(a: Low, b: Low):
+    return a > b
+""",
+    )
+    assert edges[("m.Range.__eq__", "m.Low.__eq__")] == {"confirmed"}
+    assert edges[("m.Range.__eq__", "m.Up.__eq__")] == {"confirmed"}
+    assert edges[("m.Range.__hash__", "m.Low.__hash__")] == {"confirmed"}
+    # total_ordering makes __gt__ of __lt__ and __eq__.
+    assert edges[("m.highest", "m.Low.__lt__")] == {"confirmed"}
+    assert edges[("m.highest", "m.Low.__eq__")] == {"confirmed"}
+    assert edges[("m.greater", "m.Low.__lt__")] == {"confirmed"}
+    assert ("m.greater", "m.Up.__eq__") not in edges
+
+
+def test_an_instance_used_as_a_key_is_hashed(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Key:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return True
+
+
+class Table:
+    def __init__(self):
+        self._map: dict[Key, int] = {}
+
+    def __getitem__(self, key):
+        return 1
+
+    def find(self, key: Key):
+        if key in self._map:
+            return self._map[key]
+        return self._map.get(key)
+
+    def own(self, key: Key, other: "Table"):
+        return other[key]
+""",
+    )
+    assert edges[("m.Table.find", "m.Key.__hash__")] == {"confirmed"}
+    # __eq__ runs only where another key of the same hash is there: derived.
+    assert edges[("m.Table.find", "m.Key.__eq__")] == {"heuristic"}
+    # A container of the tree decides what its __getitem__ does with the key.
+    assert ("m.Table.own", "m.Key.__hash__") not in edges
+
+
+def test_a_subscripted_class_is_the_class(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Context(Generic[T]):
+    def __init__(self, value):
+        self.value = value
+
+    @classmethod
+    def get(cls):
+        return None
+
+
+class Param(Generic[T]):
+    def __class_getitem__(cls, item):
+        return super().__class_getitem__(item)
+
+
+class IntParam(Param[int]):
+    pass
+
+
+def use():
+    with_value = Context[dict]({"a": 1})
+    Context[dict].get()
+    return with_value
+""",
+    )
+    assert edges[("m.use", "m.Context.__init__")] == {"confirmed"}
+    assert edges[("m.use", "m.Context.get")] == {"confirmed"}
+    assert edges[("m", "m.Param.__class_getitem__")] == {"confirmed"}
