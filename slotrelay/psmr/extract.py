@@ -8,6 +8,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  `which`: the indexes of the scope's bindings of id that reach this use,
                                  when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
+    ["attrs", ref, prefix, rest] `getattr(ref, prefix + rest)`: the attributes whose names rest's
+                                 constants complete, or any named with the prefix
     ["call", ref, [args], {kw}]  the result of calling ref
     ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an
     iteration ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys,
@@ -37,11 +39,12 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
 Besides call sites, the facts list the calls Python makes without call syntax ("implicit"): `for`
 (`__iter__`/`__next__`), `with` (`__enter__`/`__exit__`), `raise Cls` (the constructor), every
 attribute read or write outside call position (a property's getter or setter, when the linker finds one),
-operators (`op`: `a + b`, `x[k]`, `k in x`, `==`, f-strings, `await`; the dunders in
-`slotrelay.psmr.typerefs`), class statements (`classdef`: the metaclass's `__new__`/`__init__`, the
-bases' `__init_subclass__`), `from m import x` (`import`: a module `__getattr__`) and a value used as a
-key (`key`: `d[k]`, `k in d`, `d.get(k)`, with the container as `receiver`). `yield from x` and
-`"sep".join(x)` iterate x.
+operators (`op`: `a + b`, `x[k]`, `k in x`, `==` and its reflected dunder on the right, f-strings,
+`await`, a truth test `if x`/`not x`/`x and y`, pytest's `raises(E, match=...)` formatting the E; the
+dunders in `slotrelay.psmr.typerefs`), class statements (`classdef`: the metaclass's `__new__`/`__init__`,
+the bases' `__init_subclass__`), `from m import x` (`import`: a module `__getattr__`) and a value used
+as a key (`key`: `d[k]`, `k in d`, `d.get(k)`, `{k: v}`, `{k}`, `set(xs)`, with the container as
+`receiver`). `yield from x` and `"sep".join(x)` iterate x.
 
 A file that does not parse yields facts with `syntax_error` set and nothing else.
 """
@@ -55,13 +58,14 @@ from typing import Any
 
 from slotrelay.psmr.typerefs import (
     BINARY_DUNDERS,
+    BUILTIN_DUNDERS,
     COMPARE_DUNDERS,
     TYPE_CONSTRUCTORS,
     UNARY_DUNDERS,
     annotation_ref,
 )
 
-FACTS_VERSION = 10
+FACTS_VERSION = 11
 DYNAMIC_BUILTINS = {"eval": "dynamic_eval", "exec": "dynamic_exec", "compile": "dynamic_eval"}
 PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
 PROPERTY_ACCESSORS = (".setter", ".getter", ".deleter")
@@ -297,6 +301,11 @@ class FileExtractor(ast.NodeVisitor):
                 if isinstance(name, ast.Constant) and isinstance(name.value, str):
                     base = self.ref(node.args[0])
                     return ["attr", base, name.value] if base is not None else None
+                prefixed = _prefixed(name)
+                if prefixed is not None:
+                    base = self.ref(node.args[0])
+                    prefix, rest = prefixed
+                    return ["attrs", base, prefix, self.ref(rest) or _constant_ref(rest)] if base else None
                 return ["unk", "dynamic_getattr"]
             if func.id == "__import__" and node.args:
                 arg = node.args[0]
@@ -607,6 +616,8 @@ class FileExtractor(ast.NodeVisitor):
         elif isinstance(node, ast.If):
             self._if(node)
         else:
+            if isinstance(node, ast.While):
+                self._truth(node.test)
             self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -818,7 +829,31 @@ class FileExtractor(ast.NodeVisitor):
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
         if type(node.op) in UNARY_DUNDERS:
             self._operator([(node.operand, (UNARY_DUNDERS[type(node.op)],))], node)
+        elif isinstance(node.op, ast.Not):
+            self._truth(node.operand, node)
         self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        # `a and b` / `a or b` test each operand but the last for truth, and return one of them.
+        for value in node.values[:-1]:
+            self._truth(value, node)
+        self.generic_visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self._truth(node.test)
+        self.generic_visit(node)
+
+    def _truth(self, test: ast.expr, node: ast.AST | None = None) -> None:
+        """A value tested for truth (`if x`, `while x`, `not x`, `and`/`or`): `bool(x)`, which calls
+        its `__bool__`, else its `__len__` (the evidence spans `node`, the `not` or `and` that tests)."""
+        match test:
+            case ast.BoolOp(values=[*_, last]):
+                # The other operands are tested by the operator itself (`visit_BoolOp`).
+                self._truth(last, test)
+            case ast.UnaryOp(op=ast.Not()):
+                pass
+            case _:
+                self._operator([(test, BUILTIN_DUNDERS["bool"])], node or test)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         left = node.left
@@ -827,7 +862,8 @@ class FileExtractor(ast.NodeVisitor):
                 self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
                 self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
-                self._operator([(left, COMPARE_DUNDERS[type(op)])], node)
+                forward, reflected = COMPARE_DUNDERS[type(op)]
+                self._operator([(left, forward), (right, reflected)], node)
             left = right
         self.generic_visit(node)
 
@@ -840,22 +876,35 @@ class FileExtractor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _key(self, container: ast.expr, key: ast.expr, node: ast.AST) -> None:
-        """A value used as a key of a container (`d[k]`, `k in d`, `d.get(k)`): a dict or set hashes
-        it (the linker keeps the keys whose class defines `__hash__`)."""
+        """A value used as a key of a container (`d[k]`, `k in d`, `d.get(k)`, `{k: v}`, `{k}`): a dict
+        or set hashes it (the linker keeps the keys whose class defines `__hash__`)."""
         if _may_be_instance(key) and not isinstance(key, ast.Slice):
-            receiver = self.ref(container)
-            ref = self.ref(key)
-            if ref is not None:
-                self.implicit.append(
-                    {
-                        "scope": self.scope.qualname,
-                        "kind": "key",
-                        "ref": ref,
-                        "name": None,
-                        "receiver": receiver,
-                        "span": span(node),
-                    }
-                )
+            self._hashed(self.ref(container), self.ref(key), node)
+
+    def _hashed(self, receiver: Ref | None, ref: Ref | None, node: ast.AST) -> None:
+        if ref is not None:
+            self.implicit.append(
+                {
+                    "scope": self.scope.qualname,
+                    "kind": "key",
+                    "ref": ref,
+                    "name": None,
+                    "receiver": receiver,
+                    "span": span(node),
+                }
+            )
+
+    def visit_Set(self, node: ast.Set) -> None:
+        # A set display hashes its elements, a dict display its keys.
+        for elt in node.elts:
+            self._key(node, elt, node)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key in node.keys:
+            if key is not None:
+                self._key(node, key, node)
+        self.generic_visit(node)
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
         # f"{x}" formats x: its __format__, whose default is str(x); `!r` calls repr(x).
@@ -868,6 +917,11 @@ class FileExtractor(ast.NodeVisitor):
     def visit_Await(self, node: ast.Await) -> None:
         self._operator([(node.value, ("__await__",))], node)
         self.generic_visit(node)
+
+    def _formats(self, raised: Ref | None, node: ast.AST) -> None:
+        """pytest formats an exception of class `raised` (`str()` of it, its `__str__`)."""
+        if raised is not None:
+            self._implicit("op", ["annot", raised], node, ["__str__"])
 
     def _implicit(
         self, kind: str, ref: Ref | None, node: ast.AST, name: str | list[str] | None = None
@@ -911,6 +965,7 @@ class FileExtractor(ast.NodeVisitor):
         self._loop_target(node.target, node.iter, node, is_async=bool(node.is_async))
         for cond in node.ifs:
             self.visit(cond)
+            self._truth(cond)
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
         # Its variables are bound here (the walk has no comprehension scope): as in a loop.
@@ -932,6 +987,9 @@ class FileExtractor(ast.NodeVisitor):
         for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
             if part is not None:
                 self.visit(part)
+        hashed = node.elt if isinstance(node, ast.SetComp) else getattr(node, "key", None)
+        if hashed is not None:
+            self._key(node, hashed, node)
 
     visit_ListComp = _comprehension
     visit_SetComp = _comprehension
@@ -956,6 +1014,11 @@ class FileExtractor(ast.NodeVisitor):
             if raised is not None and isinstance(item.optional_vars, ast.Name):
                 # `with pytest.raises(E) as info`: `info.value` is the E raised.
                 self.raises[(self.scope.qualname, item.optional_vars.id)] = self.ref(raised)
+            expr = item.context_expr
+            matched = isinstance(expr, ast.Call) and any(k.arg == "match" for k in expr.keywords)
+            if raised is not None and matched:
+                # `match=` searches `str()` of the exception raised.
+                self._formats(self.ref(raised), expr)
             if item.optional_vars is not None:
                 # `as` binds what __enter__ returns, not the context manager itself.
                 enter = "__aenter__" if is_async else "__enter__"
@@ -978,6 +1041,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def _if(self, node: ast.If) -> None:
         self.visit(node.test)
+        self._truth(node.test)
         narrowed = _isinstance_test(node.test)
         if narrowed is not None:
             name, classes, kind = narrowed
@@ -999,6 +1063,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_Assert(self, node: ast.Assert) -> None:
         self.generic_visit(node)
+        self._truth(node.test)
         narrowed = _isinstance_test(node.test)
         if narrowed is not None and self.scope.kind != "class" and not self.scope.nesting:
             # `assert isinstance(x, C)`: from here on, in straight-line code, x is a C.
@@ -1038,6 +1103,17 @@ class FileExtractor(ast.NodeVisitor):
             self._note_container_method(node)
             if isinstance(node.func, ast.Attribute) and node.func.attr in KEYED_METHODS and node.args:
                 self._key(node.func.value, node.args[0], node)
+            match node.func:
+                case ast.Attribute(value=ast.Name(id=info), attr="match" | "exconly") if (
+                    self.scope.qualname,
+                    info,
+                ) in self.raises:
+                    # `info.match(...)`, `info.exconly()` of `pytest.raises(E) as info` format the E.
+                    self._formats(self.raises[(self.scope.qualname, info)], node)
+            if isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset") and node.args:
+                # `set(xs)` hashes each element of xs.
+                arg = self.ref(node.args[0])
+                self._hashed(ref[1], ["iter", arg] if arg is not None else None, node)
         elif _is_str_join(node):
             # `", ".join(xs)` iterates xs (a str constant has no ref, so the call is no site).
             self._implicit("iter", self.ref(node.args[0]), node.args[0])
@@ -1130,6 +1206,21 @@ def _may_be_instance(node: ast.expr) -> bool:
         case ast.Await() | ast.NamedExpr() | ast.IfExp():
             return True
     return False
+
+
+def _prefixed(name: ast.expr) -> tuple[str, ast.expr] | None:
+    """A name made of a constant prefix and one value: `"on_" + event`, `f"_process_{kind}"`."""
+    match name:
+        case ast.BinOp(left=ast.Constant(value=str(prefix)), op=ast.Add(), right=rest) if prefix:
+            return prefix, rest
+        case ast.JoinedStr(
+            values=[
+                ast.Constant(value=str(prefix)),
+                ast.FormattedValue(value=rest, conversion=-1, format_spec=None),
+            ]
+        ) if prefix:
+            return prefix, rest
+    return None
 
 
 def _is_type_expression(node: ast.expr) -> bool:

@@ -358,6 +358,17 @@ class Linker:
             for value in ordered(self.eval(ref[1])):
                 out |= self.attribute(value, ref[2])
             return out
+        if kind == "attrs":
+            out = set()
+            completions = self.completions(ref[3])
+            for value in ordered(self.eval(ref[1])):
+                if completions is None:
+                    names = self.prefixed_names(value, ref[2])
+                else:
+                    names = [f"{ref[2]}{c}" for c in completions]
+                for name in names:
+                    out |= self.attribute(value, name)
+            return out
         if kind == "call":
             out = set()
             for value in ordered(self.eval(ref[1])):
@@ -458,6 +469,37 @@ class Linker:
         if kind == "super":
             return {("super", ref[1])}
         return set()
+
+    def completions(self, rest: Any) -> list[str] | None:
+        """The strings that complete an attribute name (`getattr(x, prefix + rest)`): rest's constant,
+        or the constants the tree passes to the parameter rest is (none where it passes none: the
+        names come from outside); None when rest may be anything else, so any name with the prefix."""
+        if rest[0] == "const":
+            return [str(rest[1])]
+        if rest[0] != "name" or self.binding_kinds(rest) != {"param"}:
+            return None
+        if self.strict:
+            return []
+        out: list[str] = []
+        for param in self.binding_refs(rest):
+            self.memo.read(("@param", param[1], param[2]))
+            self.memo.read(("@param", param[1], param[3]))
+            passed = self.params.get((param[1], param[2]), set())
+            passed |= self.params.get((param[1], param[3]), set())
+            if any(arg[0] != "const" for arg in passed):
+                return None
+            out += [str(arg[1]) for arg in passed]
+        return sorted(set(out))
+
+    def prefixed_names(self, value: Value, prefix: str) -> list[str]:
+        """The names with this prefix that a class (along its MRO) or a module of the tree binds."""
+        if value[0] == "mod":
+            scopes = [value[1]]
+        elif value[0] in ("inst", "def") and self.defs.get(value[1], {}).get("kind") == "class":
+            scopes = self.mro(value[1])
+        else:
+            return []
+        return sorted({n for scope in scopes for n in self.bindings.get(scope, {}) if n.startswith(prefix)})
 
     def narrow(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
         """The values that pass `isinstance(value, classes)`, and instances of the tree's classes named."""
@@ -1638,7 +1680,9 @@ class Linker:
         if iterates:
             made = self.call_result(("def", method)) if method else set()
             subjects = [v[1] for v in ordered(made) if v[0] == "inst"]
-            out += [t for v in ordered(made) if v[0] == "gen" for t in self.protocol_targets(v, first, second, resolution)]
+            for made_value in ordered(made):
+                if made_value[0] == "gen":
+                    out += self.protocol_targets(made_value, first, second, resolution)
         else:
             subjects = [value[1]]
         for subject in subjects:
@@ -1719,7 +1763,8 @@ class Linker:
                 return "annotation"
             if "fixture" in first:
                 return "fixture"
-            if "param" in first:
+            if first & {"param", "attrs"}:
+                # Bound to a value flowed in, or to an attribute whose name is computed: a guess.
                 return "heuristic"
             if "call" in first:
                 return "constructor"
@@ -1819,6 +1864,8 @@ class Linker:
             return "attribute_not_found"
         if any(v[0] == "many" for v in self.eval(callee)):
             return "ambiguous_target"
+        if kind == "attrs":
+            return "dynamic_getattr"
         if kind == "call":
             return "call_result"
         if kind in ("sub", "iter"):

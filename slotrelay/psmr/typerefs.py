@@ -120,13 +120,15 @@ UNARY_DUNDERS: dict[type[ast.unaryop], str] = {
     ast.UAdd: "__pos__",
     ast.Invert: "__invert__",
 }
-COMPARE_DUNDERS: dict[type[ast.cmpop], tuple[str, ...]] = {
-    ast.Eq: ("__eq__",),
-    ast.NotEq: ("__ne__", "__eq__"),
-    ast.Lt: ("__lt__",),
-    ast.LtE: ("__le__",),
-    ast.Gt: ("__gt__",),
-    ast.GtE: ("__ge__",),
+# A comparison's dunders on its left operand, then the reflected ones Python tries on its right when
+# the left's returns NotImplemented (`a < b`: `a.__lt__(b)`, then `b.__gt__(a)`).
+COMPARE_DUNDERS: dict[type[ast.cmpop], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ast.Eq: (("__eq__",), ("__eq__",)),
+    ast.NotEq: (("__ne__", "__eq__"), ("__ne__", "__eq__")),
+    ast.Lt: (("__lt__",), ("__gt__",)),
+    ast.LtE: (("__le__",), ("__ge__",)),
+    ast.Gt: (("__gt__",), ("__lt__",)),
+    ast.GtE: (("__ge__",), ("__le__",)),
 }
 # Builtins that call a dunder of their first argument, in the order Python tries them.
 BUILTIN_DUNDERS: dict[str, tuple[str, ...]] = {

@@ -248,3 +248,187 @@ def use():
     assert edges[("m.use", "m.Context.__init__")] == {"confirmed"}
     assert edges[("m.use", "m.Context.get")] == {"confirmed"}
     assert edges[("m", "m.Param.__class_getitem__")] == {"confirmed"}
+
+
+def test_getattr_with_a_constant_prefix_reaches_the_methods_it_may_name(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Validator:
+    def __init__(self, name):
+        self.name = name
+
+    def _process_name(self, value):
+        return value
+
+    def _process_version(self, value):
+        return value
+
+    def other(self, value):
+        return value
+
+    def get(self, value):
+        converter = getattr(self, f"_process_{self.name}")
+        return converter(value)
+
+
+class Handlers:
+    def on_start(self):
+        return 1
+
+    def on_stop(self):
+        return 2
+
+
+def dispatch(event):
+    return getattr(Handlers(), "on_" + event)()
+
+
+dispatch("start")
+""",
+    )
+    assert edges[("m.Validator.get", "m.Validator._process_name")] == {"heuristic"}
+    assert edges[("m.Validator.get", "m.Validator._process_version")] == {"heuristic"}
+    assert ("m.Validator.get", "m.Validator.other") not in edges
+    # The argument names the method exactly.
+    assert ("m.dispatch", "m.Handlers.on_start") in edges
+    assert ("m.dispatch", "m.Handlers.on_stop") not in edges
+
+
+def test_an_overloaded_function_returning_a_generator_runs_it_where_iterated(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """from typing import Iterator, overload
+
+
+def produce(items):
+    yield from items
+
+
+class Range:
+    @overload
+    def filter(self, items: list[str]) -> Iterator[str]: ...
+    @overload
+    def filter(self, items: list[int]) -> Iterator[int]: ...
+    def filter(self, items):
+        return produce(items)
+
+
+def use(r: Range):
+    return list(r.filter(["a"]))
+""",
+    )
+    assert edges[("m.use", "m.produce")] == {"confirmed"}
+
+
+def test_pytest_raises_with_match_formats_the_exception(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/errors.py": """class Problem(Exception):
+    def __str__(self):
+        return "problem"
+
+
+class Other(Exception):
+    def __str__(self):
+        return "other"
+""",
+            "tests/__init__.py": "",
+            "tests/test_errors.py": """import pytest
+
+from pkg.errors import Other, Problem
+
+
+def fail():
+    raise Problem()
+
+
+def test_match():
+    with pytest.raises(Problem, match="prob"):
+        fail()
+
+
+def test_exconly():
+    with pytest.raises(Other) as info:
+        fail()
+    assert info.exconly() == "other"
+
+
+def test_plain():
+    with pytest.raises(Problem):
+        fail()
+""",
+        },
+    )
+    assert edges[("tests.test_errors.test_match", "pkg.errors.Problem.__str__")] == {"confirmed"}
+    assert edges[("tests.test_errors.test_exconly", "pkg.errors.Other.__str__")] == {"confirmed"}
+    assert ("tests.test_errors.test_plain", "pkg.errors.Problem.__str__") not in edges
+
+
+def test_comparisons_try_the_reflected_dunder_and_truth_tests_call_bool_or_len(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Version:
+    def __lt__(self, other):
+        return NotImplemented
+
+
+class Boundary:
+    def __gt__(self, other):
+        return True
+
+
+class Bag:
+    def __len__(self):
+        return 0
+
+
+class Flag:
+    def __bool__(self):
+        return False
+
+
+def compare(a: Version, b: Boundary):
+    return a < b
+
+
+def truth(bag: Bag, flag: Flag):
+    if bag:
+        return 1
+    while not flag:
+        return 2
+    return bag and flag
+""",
+    )
+    assert edges[("m.compare", "m.Version.__lt__")] == {"confirmed"}
+    assert edges[("m.compare", "m.Boundary.__gt__")] == {"confirmed"}
+    assert edges[("m.truth", "m.Bag.__len__")] == {"confirmed"}
+    assert edges[("m.truth", "m.Flag.__bool__")] == {"confirmed"}
+
+
+def test_set_and_dict_literals_and_set_hash_their_elements(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Tag:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return True
+
+
+def literal(a: Tag, b: Tag):
+    return {a, b}
+
+
+def keys(a: Tag):
+    return {a: 1}
+
+
+def made(tags: list[Tag]):
+    return frozenset(tags)
+""",
+    )
+    for caller in ("m.literal", "m.keys", "m.made"):
+        assert edges[(caller, "m.Tag.__hash__")] == {"confirmed"}, caller
