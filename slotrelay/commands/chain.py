@@ -105,7 +105,7 @@ def _short(path: Path) -> str:
 
 
 def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
-    from slotrelay.chain.routing import input_slot_path
+    from slotrelay.chain.provenance import input_slot_path
 
     colours = {"Completed": "green", "Skipped": "yellow", "Failed": "red", "NotRun": "dim"}
     table = Table(title=f"chain {chain.chain_id}: {summary['state']}")
@@ -142,15 +142,16 @@ def run(
     slots_root: Annotated[Path | None, checked(
         writable_folder, help="folder relative slot paths resolve against, an existing one")] = None,
     resume: Annotated[bool, typer.Option(
-        "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
-                         "their input) are not run again")] = False,
+        "--resume", help="go on from the slots: nodes whose output slot is completed and made from their "
+                         "current input are not run again")] = False,
 ) -> None:
-    """Run a chain as ONE Prefect flow run on a local Prefect server (started in the background if none
-    answers)."""
-    from slotrelay.chain.preflight import preflight
+    """Run a chain as ONE Prefect flow run on a local Prefect server.
 
-    chain = _load(chain_path, slots_root)
-    preflight(chain)
+    The server is started in the background if none answers."""
+    from slotrelay.chain.preflight import prepared_chain
+
+    # Loaded, validated and checked (L1, L2) here, once: the flow run below, in this process, takes it.
+    chain = prepared_chain(chain_path, slots_root=str(slots_root) if slots_root else None)
     from deployments.server import DEFAULT_HOME, api_answers, ensure_server
 
     answering = [url for url in (os.environ.get("PREFECT_API_URL"), "http://127.0.0.1:4200/api")
