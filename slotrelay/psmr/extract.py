@@ -75,6 +75,16 @@ SCALAR_BUILTINS = frozenset(
      "isinstance", "issubclass", "callable", "hasattr", "sum", "divmod", "bin", "hex", "oct"}
 )
 OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
+# The list, set and dict methods that store their arguments in the receiver: how many positional
+# arguments each takes (least, most), and whether it takes keywords (`d.update(k=v)`).
+CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
+    "append": (1, 1, False),
+    "add": (1, 1, False),
+    "insert": (2, 2, False),
+    "extend": (1, 1, False),
+    "update": (0, 1, True),
+    "setdefault": (1, 2, False),
+}
 # Methods of dicts and sets that hash their first argument.
 KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
@@ -1151,11 +1161,13 @@ class FileExtractor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _note_container_method(self, node: ast.Call) -> None:
-        # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would.
+        # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would. A call the
+        # builtin method cannot take (`body.append(key, value)`) is some other class's method.
         func = node.func
         if not (
             isinstance(func, ast.Attribute)
-            and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
+            and func.attr in CONTAINER_ARITY
+            and _takes(CONTAINER_ARITY[func.attr], node)
         ):
             return
         # `d.setdefault(k, v)` and `xs.insert(i, v)` store v; their first argument is a key or index.
@@ -1175,6 +1187,14 @@ class FileExtractor(ast.NodeVisitor):
                 class_q = self._self_class(owner)
                 assert class_q is not None  # the case's guard
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(held)
+
+
+def _takes(arity: tuple[int, int, bool], node: ast.Call) -> bool:
+    """Whether a call's arguments fit a builtin method's (least, most positional, keywords)."""
+    least, most, keywords = arity
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        return True
+    return least <= len(node.args) <= most and (keywords or not node.keywords)
 
 
 def _constant_key(node: ast.expr | None) -> str | int | None:
