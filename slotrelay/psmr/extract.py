@@ -166,6 +166,8 @@ class FileExtractor(ast.NodeVisitor):
         self.callee_attrs: set[int] = set()
         # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
         self.raises: dict[tuple[str, str], Ref | None] = {}
+        # `from __future__ import annotations`: annotations stay strings, never evaluated.
+        self.deferred_annotations = False
         self.scope = self._open(module, "module", None, None)
         if is_package:
             # Whether `from module import x` looks up the module's `__path__` (a plain module: its
@@ -387,7 +389,8 @@ class FileExtractor(ast.NodeVisitor):
         for stmt in node.body:
             self.visit(stmt)
         self.scope = parent
-        if node.returns is not None:
+        if node.returns is not None and not self.deferred_annotations:
+            # The return annotation is evaluated when the def runs (not under the __future__ import).
             self.visit(node.returns)
         returns = annotation_ref(node.returns, self.ref, parent.qualname if is_method else parent.class_q)
         info = self.scopes[qualname]
@@ -671,6 +674,8 @@ class FileExtractor(ast.NodeVisitor):
             module = f"{base}.{node.module}" if node.module and base else (node.module or base)
         else:
             module = node.module or ""
+        if module == "__future__" and any(a.name == "annotations" for a in node.names):
+            self.deferred_annotations = True
         if module:
             # Importing from a module asks it for each name (and a plain module for its `__path__`):
             # a module-level `__getattr__` may answer.

@@ -432,3 +432,23 @@ def made(tags: list[Tag]):
     )
     for caller in ("m.literal", "m.keys", "m.made"):
         assert edges[(caller, "m.Tag.__hash__")] == {"confirmed"}, caller
+
+
+def test_a_return_annotation_runs_class_getitem_only_where_annotations_are_evaluated(tmp_path: Path) -> None:
+    # A def evaluates its return annotation, unless `from __future__ import annotations` keeps it a
+    # string (the language reference, "Function definitions").
+    param = """class Param:
+    def __class_getitem__(cls, item):
+        return cls
+"""
+    edges = _edges(
+        tmp_path,
+        {
+            "param.py": param,
+            "now.py": "from param import Param\n\n\ndef pick() -> Param[int]:\n    return Param()\n",
+            "later.py": "from __future__ import annotations\n\nfrom param import Param\n\n\n"
+            "def pick() -> Param[int]:\n    return Param()\n",
+        },
+    )
+    assert edges[("now", "param.Param.__class_getitem__")] == {"confirmed"}
+    assert ("later", "param.Param.__class_getitem__") not in edges
