@@ -44,7 +44,7 @@ from typing import Any
 from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
 from slotrelay.psmr.buildbudget import BudgetExceeded, BuildBudget
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
-from slotrelay.psmr.typerefs import BUILTIN_DUNDERS
+from slotrelay.psmr.typerefs import BUILTIN_DUNDERS, OPERATOR_FUNCTIONS
 
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -1377,6 +1377,10 @@ class Linker:
                         found.setdefault(method, CallTarget(method, "method", how))
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
+            elif value[0] == "ext" and value[1].startswith("operator."):
+                function = value[1].removeprefix("operator.")
+                for target in self.operator_function_targets(function, site, resolution):
+                    found.setdefault(target.target, target)
         if not self.strict:
             for method in self.dispatched(callee, found):
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
@@ -1440,6 +1444,20 @@ class Linker:
             how = self.implicit_resolution(subject)
             values = frozenset(v for v in self.eval(subject) if v[0] == "inst")
             out += [CallTarget(m, "method", how) for m in self.operator_methods(values, names)]
+        return out
+
+    def operator_function_targets(self, name: str, site: dict[str, Any], resolution: str) -> list[CallTarget]:
+        """`operator.lt(a, b)` (or a parameter given `operator.lt`) is `a < b`: a's `__lt__`, then b's
+        reflected `__gt__`; derived where the function is a value flowed in through a parameter."""
+        names = OPERATOR_FUNCTIONS.get(name)
+        if names is None:
+            return []
+        out = []
+        for subject, dunders in zip(site["args"], names, strict=False):
+            if not dunders or not self.defines_dunder(self.operator_names(dunders)):
+                continue
+            how = "heuristic" if resolution == "heuristic" else self.implicit_resolution(subject)
+            out += [CallTarget(m, "method", how) for m in self.operator_methods(self.eval(subject), dunders)]
         return out
 
     @staticmethod

@@ -130,6 +130,38 @@ COMPARE_DUNDERS: dict[type[ast.cmpop], tuple[tuple[str, ...], tuple[str, ...]]] 
     ast.Gt: (("__gt__",), ("__lt__",)),
     ast.GtE: (("__ge__",), ("__le__",)),
 }
+# The `operator` module's functions are the operators: `operator.lt(a, b)` is `a < b`. By function:
+# the dunders tried on the first argument, then those tried on the second.
+OPERATOR_FUNCTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    **{
+        name: COMPARE_DUNDERS[op]
+        for name, op in (
+            ("eq", ast.Eq), ("ne", ast.NotEq), ("lt", ast.Lt), ("le", ast.LtE), ("gt", ast.Gt),
+            ("ge", ast.GtE),
+        )
+    },
+    **{
+        name: ((BINARY_DUNDERS[op][0],), (BINARY_DUNDERS[op][1],))
+        for name, op in (
+            ("add", ast.Add), ("sub", ast.Sub), ("mul", ast.Mult), ("matmul", ast.MatMult),
+            ("truediv", ast.Div), ("floordiv", ast.FloorDiv), ("mod", ast.Mod), ("pow", ast.Pow),
+            ("lshift", ast.LShift), ("rshift", ast.RShift), ("or_", ast.BitOr), ("xor", ast.BitXor),
+            ("and_", ast.BitAnd),
+        )
+    },
+    **{
+        name: ((UNARY_DUNDERS[op],), ())
+        for name, op in (("neg", ast.USub), ("pos", ast.UAdd), ("invert", ast.Invert))
+    },
+    "getitem": (("__getitem__",), ()),
+    "setitem": (("__setitem__",), ()),
+    "delitem": (("__delitem__",), ()),
+    "contains": (("__contains__", "__iter__", "__getitem__"), ()),
+    "truth": (("__bool__", "__len__"), ()),
+    "not_": (("__bool__", "__len__"), ()),
+    "abs": (("__abs__",), ()),
+    "index": (("__index__",), ()),
+}
 # Builtins that call a dunder of their first argument, in the order Python tries them.
 BUILTIN_DUNDERS: dict[str, tuple[str, ...]] = {
     "len": ("__len__",),

@@ -452,3 +452,46 @@ def test_a_return_annotation_runs_class_getitem_only_where_annotations_are_evalu
     )
     assert edges[("now", "param.Param.__class_getitem__")] == {"confirmed"}
     assert ("later", "param.Param.__class_getitem__") not in edges
+
+
+def test_the_operator_modules_functions_are_the_operators(tmp_path: Path) -> None:
+    # `operator.lt(a, b)` is `a < b` (the operator module's documentation), also where a test is
+    # handed the function by `parametrize`.
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/version.py": """class Version:
+    def __eq__(self, other):
+        return True
+
+    def __lt__(self, other):
+        return False
+
+    def __add__(self, other):
+        return self
+""",
+            "tests/__init__.py": "",
+            "tests/test_version.py": """import operator
+
+import pytest
+
+from pkg.version import Version
+
+
+def test_direct():
+    assert operator.lt(Version(), Version()) is False
+    assert operator.add(Version(), Version())
+
+
+@pytest.mark.parametrize("op", [operator.eq, operator.ne])
+def test_given(op):
+    assert op(Version(), Version())
+""",
+        },
+    )
+    assert edges[("tests.test_version.test_direct", "pkg.version.Version.__lt__")] == {"confirmed"}
+    assert edges[("tests.test_version.test_direct", "pkg.version.Version.__add__")] == {"confirmed"}
+    assert ("tests.test_version.test_direct", "pkg.version.Version.__eq__") not in edges
+    # parametrize states the values the test is given: as sure as a fixture.
+    assert edges[("tests.test_version.test_given", "pkg.version.Version.__eq__")] == {"confirmed"}
