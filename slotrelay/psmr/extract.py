@@ -257,6 +257,9 @@ class FileExtractor(ast.NodeVisitor):
                 return self._op_ref([(left, (forward,)), (right, (reflected,))])
             case ast.UnaryOp(op=op, operand=operand) if type(op) in UNARY_DUNDERS:
                 return self._op_ref([(operand, (UNARY_DUNDERS[type(op)],))])
+            case ast.Subscript(value=value, slice=ast.Slice()):
+                # A slice of a sequence is a sequence of its elements.
+                return self.ref(value)
             case ast.Subscript(value=value, slice=index):
                 base = self.ref(value)
                 return ["sub", base, _constant_key(index)] if base is not None else None
@@ -297,11 +300,19 @@ class FileExtractor(ast.NodeVisitor):
         parts = [[ref, list(names)] for node, names in operands if (ref := self.ref(node)) is not None]
         return ["op", parts] if parts else None
 
-    def _operator(self, operands: list[tuple[ast.expr, tuple[str, ...]]], node: ast.AST) -> None:
-        """Record the dunders an operator may call, one implicit call per operand."""
-        for operand, names in operands:
-            if _may_be_instance(operand):
-                self._implicit("op", self.ref(operand), node, list(names))
+    def _operator(
+        self, operands: list[tuple[ast.expr, tuple[str, ...]]], node: ast.AST, *, reflected: bool = False
+    ) -> None:
+        """Record the dunders an operator may call, one implicit call per operand. With `reflected`,
+        the second operand's dunder runs only where the first's returns NotImplemented: it keeps the
+        first's (`after`), so the linker knows when that is a guess."""
+        for index, (operand, names) in enumerate(operands):
+            ref = self.ref(operand)
+            if _may_be_instance(operand) and ref is not None:
+                self._implicit("op", ref, node, list(names))
+                first = self.ref(operands[0][0]) if reflected and index == 1 else None
+                if first is not None:
+                    self.implicit[-1]["after"] = [first, list(operands[0][1])]
 
     def _call_ref(self, node: ast.Call) -> Ref | None:
         func = node.func
@@ -741,7 +752,7 @@ class FileExtractor(ast.NodeVisitor):
         # `a += b` calls a.__iadd__, or a.__add__ where a's class has no in-place one.
         forward, reflected = BINARY_DUNDERS[type(node.op)]
         in_place = forward.replace("__", "__i", 1)
-        self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node)
+        self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node, reflected=True)
         if isinstance(node.target, ast.Subscript):
             # `x[k] += v` reads x[k] and writes it back.
             container = node.target.value
@@ -838,7 +849,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         forward, reflected = BINARY_DUNDERS[type(node.op)]
-        self._operator([(node.left, (forward,)), (node.right, (reflected,))], node)
+        self._operator([(node.left, (forward,)), (node.right, (reflected,))], node, reflected=True)
         self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
@@ -878,7 +889,7 @@ class FileExtractor(ast.NodeVisitor):
                 self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
                 forward, reflected = COMPARE_DUNDERS[type(op)]
-                self._operator([(left, forward), (right, reflected)], node)
+                self._operator([(left, forward), (right, reflected)], node, reflected=True)
             left = right
         self.generic_visit(node)
 
@@ -1533,6 +1544,6 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
         "implicit": [
-            {**i, **{k: freeze(i[k]) for k in ("ref", "receiver") if k in i}} for i in walker.implicit
+            {**i, **{k: freeze(i[k]) for k in ("ref", "receiver", "after") if k in i}} for i in walker.implicit
         ],
     }

@@ -175,7 +175,8 @@ def greater(a: Low, b: Low):
     # total_ordering makes __gt__ of __lt__ and __eq__.
     assert edges[("m.highest", "m.Low.__lt__")] == {"confirmed"}
     assert edges[("m.highest", "m.Low.__eq__")] == {"confirmed"}
-    assert edges[("m.greater", "m.Low.__lt__")] == {"confirmed"}
+    # a's derived __gt__ runs Low.__lt__; b's reflected __lt__ only if that returned NotImplemented.
+    assert edges[("m.greater", "m.Low.__lt__")] == {"confirmed", "heuristic"}
     assert ("m.greater", "m.Up.__eq__") not in edges
 
 
@@ -393,6 +394,10 @@ def compare(a: Version, b: Boundary):
     return a < b
 
 
+def compare_plain(n: int, b: Boundary):
+    return n < b
+
+
 def truth(bag: Bag, flag: Flag):
     if bag:
         return 1
@@ -402,7 +407,9 @@ def truth(bag: Bag, flag: Flag):
 """,
     )
     assert edges[("m.compare", "m.Version.__lt__")] == {"confirmed"}
-    assert edges[("m.compare", "m.Boundary.__gt__")] == {"confirmed"}
+    # Only Version.__lt__ returning NotImplemented reaches Boundary.__gt__; an int's always does.
+    assert edges[("m.compare", "m.Boundary.__gt__")] == {"heuristic"}
+    assert edges[("m.compare_plain", "m.Boundary.__gt__")] == {"confirmed"}
     assert edges[("m.truth", "m.Bag.__len__")] == {"confirmed"}
     assert edges[("m.truth", "m.Flag.__bool__")] == {"confirmed"}
 
@@ -495,3 +502,26 @@ def test_given(op):
     assert ("tests.test_version.test_direct", "pkg.version.Version.__eq__") not in edges
     # parametrize states the values the test is given: as sure as a fixture.
     assert edges[("tests.test_version.test_given", "pkg.version.Version.__eq__")] == {"confirmed"}
+
+
+def test_a_slice_is_the_sequence_not_an_element(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Group:
+    def __iter__(self):
+        return iter([])
+
+
+class Array:
+    def __init__(self, groups: list[Group]):
+        self.groups = groups
+
+    def last(self):
+        return next(g for g in self.groups[::-1])
+
+    def flat(self):
+        return [x for g in self.groups[1:] for x in g]
+""",
+    )
+    assert ("m.Array.last", "m.Group.__iter__") not in edges
+    assert edges[("m.Array.flat", "m.Group.__iter__")] == {"confirmed"}
