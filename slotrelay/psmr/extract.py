@@ -890,6 +890,11 @@ class FileExtractor(ast.NodeVisitor):
             elif type(op) in COMPARE_DUNDERS:
                 forward, reflected = COMPARE_DUNDERS[type(op)]
                 self._operator([(left, forward), (right, reflected)], node, reflected=True)
+                if isinstance(op, ast.Eq | ast.NotEq) and any(_is_empty_sequence(n) for n in (left, right)):
+                    # Sequences of different lengths are unequal before any element is compared.
+                    for item in self.implicit[-2:]:
+                        if item["span"] == span(node) and item["kind"] == "op":
+                            item["elementwise"] = False
             left = right
         self.generic_visit(node)
 
@@ -1259,6 +1264,11 @@ def _prefixed(name: ast.expr) -> tuple[str, ast.expr] | None:
     return None
 
 
+def _is_empty_sequence(node: ast.expr) -> bool:
+    """Whether an expression is `()` or `[]`."""
+    return isinstance(node, ast.Tuple | ast.List) and not node.elts
+
+
 def _is_type_expression(node: ast.expr) -> bool:
     """Whether an expression spells a type made of typing's or the builtins' generics
     (`tuple[A, B]`, `Union[A, B]`, `Optional[A]`, `A | B`)."""
@@ -1544,6 +1554,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
         "implicit": [
-            {**i, **{k: freeze(i[k]) for k in ("ref", "receiver", "after") if k in i}} for i in walker.implicit
+            {**i, **{k: freeze(i[k]) for k in ("ref", "receiver", "after") if k in i}}
+            for i in walker.implicit
         ],
     }

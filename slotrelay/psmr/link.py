@@ -601,16 +601,19 @@ class Linker:
                 return out
         return set()
 
-    def operator_methods(self, values: frozenset[Value], names: Any, depth: int = 0) -> list[str]:
+    def operator_methods(
+        self, values: frozenset[Value], names: Any, depth: int = 0, *, elementwise: bool = True
+    ) -> list[str]:
         """For the instances among values, the first of the dunders named their class defines (with
         `functools.total_ordering`, the comparisons it makes of the one defined); for a container
-        compared or hashed, its elements' (a tuple compares and hashes element by element); for a
+        compared or hashed, its elements' (a tuple compares and hashes element by element, unless
+        `elementwise` is off: compared with an empty one, no element is); for a
         class subscripted, its `__class_getitem__`."""
         out = []
         for value in ordered(values):
             if value[0] == "inst":
                 out += self.instance_operator(value[1], names)
-            elif value[0] == "coll" and names[0] in ELEMENTWISE_DUNDERS and depth < 2:
+            elif value[0] == "coll" and names[0] in ELEMENTWISE_DUNDERS and depth < 2 and elementwise:
                 elements = frozenset(self.elements(value))
                 out += self.operator_methods(elements, names, depth + 1)
                 if names[0] in ORDERING_DUNDERS:
@@ -1594,7 +1597,8 @@ class Linker:
                         if other and other != method:
                             targets.append(CallTarget(other, "method", "heuristic"))
             elif kind == "op":
-                methods = self.operator_methods(frozenset({value}), item["name"])
+                elementwise = item.get("elementwise", True)
+                methods = self.operator_methods(frozenset({value}), item["name"], elementwise=elementwise)
                 targets = [CallTarget(m, "method", resolution) for m in methods]
                 after = item.get("after")
                 if after is not None and self.operator_methods(self.eval(after[0]), after[1]):

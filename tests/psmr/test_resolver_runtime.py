@@ -160,6 +160,9 @@ class Range:
     def __hash__(self):
         return hash((self.low, self.up))
 
+    def empty(self):
+        return self._bounds == ()
+
 
 def highest(a: Low, b: Low):
     return max(a, b)
@@ -170,6 +173,8 @@ def greater(a: Low, b: Low):
 """,
     )
     assert edges[("m.Range.__eq__", "m.Low.__eq__")] == {"confirmed"}
+    # Compared with an empty tuple, a tuple compares none of its elements.
+    assert ("m.Range.empty", "m.Low.__eq__") not in edges
     assert edges[("m.Range.__eq__", "m.Up.__eq__")] == {"confirmed"}
     assert edges[("m.Range.__hash__", "m.Low.__hash__")] == {"confirmed"}
     # total_ordering makes __gt__ of __lt__ and __eq__.
