@@ -1,6 +1,7 @@
 """PSMR's call graph against what real code runs: the call edges a package's own test suite makes.
 
-    .venv/bin/python bench/psmr_runtime_edges.py [PACKAGE ...] [--json FILE] [--audit N] [--no-jedi]
+    .venv/bin/python bench/psmr_runtime_edges.py [PACKAGE ...] [--json FILE] [--audit N] [--audit-confirmed]
+        [--no-jedi]
 
 For each package (pinned below, all typed and pure Python, with a pytest suite of their own):
 
@@ -40,10 +41,15 @@ Figures:
   those whose two ends both ran (the edge was possible and the tests exercised both ends, but never that
   pair). A sample of the latter is written for a person to judge (`--audit N`, default 50, shared
   evenly by the packages) to `psmr-runtime-audit.md` in the output folder, each with its call sites'
-  lines, resolution and status;
+  lines, resolution and status. With `--audit-confirmed` the sample is drawn from the edges with a
+  `confirmed` call site only (both ends ran first, then the others to fill the share);
 - the same figures for jedi (`Script.goto` at the end of each call's callee expression, `infer` where
   goto finds nothing, a class taken as its `__init__` as above);
-- PSMR's misses by category, from the call's line and the callee (see `miss_category`).
+- PSMR's misses by category, from the call's line and the callee (see `miss_category`); with
+  `--json`, every missed edge with its category, file and lines.
+
+A suite's observed edges are kept in ~/.cache/slotrelay/bench/traces (see `trace`), so only the first
+run of a package pays for its suite under the hook.
 
 This is a benchmark of the resolver's quality, not of its speed: only the figures matter, and the
 baseline of each is what the same test run observed.
@@ -192,7 +198,17 @@ def install(python: Path, package: Package, sdist: Path) -> None:
 
 
 def trace(python: Path, tree: Path, package: Package, out: Path) -> dict[str, Any]:
-    """Run the package's tests under the profile hook; the edges it saw."""
+    """Run the package's tests under the profile hook; the edges it saw.
+
+    The edges are kept in ~/.cache/slotrelay/bench/traces, named by what decides them (the sdist, the
+    test pins, the pytest arguments and the hook's code), so scoring another resolver reuses them.
+    """
+    key = hashlib.sha256(
+        json.dumps([package.sha256, TEST_DEPS, package.pytest_args, TRACER.read_text()]).encode()
+    ).hexdigest()[:16]
+    cached = CACHE / "traces" / f"{package.name}-{package.version}-{key}.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
     code = tree / package.code
     env = {**os.environ, "PYTHONPATH": str(code.parent), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONSTARTUP", None)
@@ -219,6 +235,8 @@ def trace(python: Path, tree: Path, package: Package, out: Path) -> dict[str, An
     if seen["pytest_status"] not in (0, 1):
         # 0: all passed, 1: some failed; anything else means the suite did not run (a collection error).
         raise SystemExit(f"{package.name}'s tests did not run (pytest exit {seen['pytest_status']})")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(out, cached)
     return seen
 
 
@@ -536,7 +554,14 @@ def miss_category(index: Index, graph: Any, caller: str, callee: str, lines: set
 
 
 def measure(
-    package: Package, python: Path, work: Path, audit_n: int, use_jedi: bool, progress: Any
+    package: Package,
+    python: Path,
+    work: Path,
+    audit_n: int,
+    use_jedi: bool,
+    progress: Any,
+    *,
+    audit_confirmed: bool = False,
 ) -> dict[str, Any]:
     from slotrelay.psmr.api import build_workspace
     from slotrelay.psmr.build import discover, module_name
@@ -596,11 +621,23 @@ def measure(
         jedi_drawn = {(a, b) for a, b in jedi_edges(index, graph, progress) if in_package(b) and in_scope(a)}
         reference = score(observed, jedi_drawn, ran)
     progress.advance(task)
-    misses = Counter(
-        miss_category(index, graph, caller, callee, lines[(caller, callee)], files_of[(caller, callee)])
-        for caller, callee in sorted(observed - drawn)
-    )
-    sample = random.Random(31).sample(psmr["both_ran_edges"], min(audit_n, len(psmr["both_ran_edges"])))
+    missed = [
+        [caller, callee, category, files_of[edge], sorted(lines[edge])]
+        for edge in sorted(observed - drawn)
+        for caller, callee in [edge]
+        for category in [miss_category(index, graph, caller, callee, lines[edge], files_of[edge])]
+    ]
+    misses = Counter(category for _, _, category, _, _ in missed)
+    if audit_confirmed:
+        # The strict linker's edges: the ones whose two ends both ran first (the tests exercised both,
+        # never that pair), then the others, to fill the share.
+        confirmed = confirmed_edges(ws)
+        both = [e for e in psmr["both_ran_edges"] if e in confirmed]
+        rest = sorted(e for e in drawn - observed if e in confirmed and e not in set(both))
+        sample = random.Random(31).sample(both, min(audit_n, len(both)))
+        sample += random.Random(31).sample(rest, min(audit_n - len(sample), len(rest)))
+    else:
+        sample = random.Random(31).sample(psmr["both_ran_edges"], min(audit_n, len(psmr["both_ran_edges"])))
     progress.remove_task(task)
     return {
         "package": package.name,
@@ -609,15 +646,30 @@ def measure(
         "pytest_status": observed_raw["pytest_status"],
         "observed": len(observed),
         "observed_callees": len({b for _, b in observed}),
+        "observed_callers": dict(sorted(Counter(b for _, b in observed).items())),
         "unmapped_observations": unmapped,
         "psmr": {k: v for k, v in psmr.items() if k != "both_ran_edges"},
+        "never_observed_both_ran": [list(e) for e in psmr["both_ran_edges"]],
         "reference": {k: v for k, v in reference.items() if k != "both_ran_edges"} if reference else None,
         "misses": dict(misses.most_common()),
-        "audit": [audit_entry(ws, index, edge) for edge in sample],
+        "missed": missed,
+        "audit": [audit_entry(ws, index, edge, ran) for edge in sample],
     }
 
 
-def audit_entry(ws: Any, index: Index, edge: tuple[str, str]) -> dict[str, Any]:
+def confirmed_edges(ws: Any) -> set[tuple[str, str]]:
+    """The call edges (named as `psmr_edges` names them) with at least one `confirmed` call site."""
+    out = set()
+    graph = ws.graph
+    for caller, callee, key, data in graph.edges(keys=True, data=True):
+        if key != "calls" or not any(ws.evidence[ev]["status"] == "confirmed" for ev in data["evidence"]):
+            continue
+        for target in constructor_targets(graph, callee):
+            out.add((enclosing(graph, caller), target))
+    return out
+
+
+def audit_entry(ws: Any, index: Index, edge: tuple[str, str], ran: set[str]) -> dict[str, Any]:
     """A never-observed edge with its call sites (line, text, resolution, status), for a person to judge."""
     caller, callee = edge
     graph = ws.graph
@@ -642,6 +694,7 @@ def audit_entry(ws: Any, index: Index, edge: tuple[str, str]) -> dict[str, Any]:
     return {
         "caller": caller.removeprefix("semantic:"),
         "callee": callee.removeprefix("semantic:"),
+        "both_ran": caller in ran and callee in ran,
         "sites": sites,
     }
 
@@ -656,7 +709,8 @@ def write_audit(rows: list[dict[str, Any]], out: Path) -> None:
     for r in rows:
         lines += [f"## {r['package']} {r['version']}", ""]
         for i, entry in enumerate(r["audit"], 1):
-            lines.append(f"{i}. `{entry['caller']}` -> `{entry['callee']}` — verdict:")
+            ends = "both ends ran" if entry["both_ran"] else "an end never ran"
+            lines.append(f"{i}. `{entry['caller']}` -> `{entry['callee']}` ({ends}) — verdict:")
             lines += [
                 f"    - {s['artifact']}:{s['line']} ({s['resolution']}, {s['status']}): `{s['text']}`"
                 for s in entry["sites"]
@@ -671,6 +725,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--audit", type=int, default=50, help="never-observed edges to sample, in all")
     parser.add_argument("--no-jedi", action="store_true", help="skip the reference tool")
+    parser.add_argument(
+        "--audit-confirmed", action="store_true", help="sample only edges with a `confirmed` call site"
+    )
     args = parser.parse_args()
     chosen = [p for p in PACKAGES if not args.packages or p.name in args.packages]
     console = Console(width=max(Console().width, 140))
@@ -680,7 +737,17 @@ def main() -> None:
         for package in chosen:
             with tempfile.TemporaryDirectory(prefix=f"psmr-runtime-{package.name}-") as work:
                 share = -(-args.audit // len(chosen))
-                rows.append(measure(package, python, Path(work), share, not args.no_jedi, progress))
+                rows.append(
+                    measure(
+                        package,
+                        python,
+                        Path(work),
+                        share,
+                        not args.no_jedi,
+                        progress,
+                        audit_confirmed=args.audit_confirmed,
+                    )
+                )
     table = Table(title=f"PSMR's call edges against the edges the tests made ({datetime.now(UTC):%Y-%m-%d})")
     for column in (
         "package",

@@ -8,6 +8,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  `which`: the indexes of the scope's bindings of id that reach this use,
                                  when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
+    ["attrs", ref, prefix, rest] `getattr(ref, prefix + rest)`: the attributes whose names rest's
+                                 constants complete, or any named with the prefix
     ["call", ref, [args], {kw}]  the result of calling ref
     ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an
     iteration ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys,
@@ -19,6 +21,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
     ["typed", ref]               what an annotation declares (ref: `slotrelay.psmr.typerefs`)
+    ["alias", typed]             a module's type alias (`Interval = tuple[A, B]`): an annotation naming it
+                                 declares what `typed` does
     ["cast", typed, ref]         `typing.cast(T, x)`: what T declares, or x where T names none of the tree's
     ["op", [[ref, [names]], ..]] the result of an operator: the first of the named dunders each
                                  operand's class defines, called
@@ -35,9 +39,12 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
 Besides call sites, the facts list the calls Python makes without call syntax ("implicit"): `for`
 (`__iter__`/`__next__`), `with` (`__enter__`/`__exit__`), `raise Cls` (the constructor), every
 attribute read or write outside call position (a property's getter or setter, when the linker finds one),
-operators (`op`: `a + b`, `x[k]`, `k in x`, `==`, f-strings, `await`; the dunders in
-`slotrelay.psmr.typerefs`) and class statements (`classdef`: the metaclass's `__new__`/`__init__`, the
-bases' `__init_subclass__`).
+operators (`op`: `a + b`, `x[k]`, `k in x`, `==` and its reflected dunder on the right, f-strings,
+`await`, a truth test `if x`/`not x`/`x and y`, pytest's `raises(E, match=...)` formatting the E; the
+dunders in `slotrelay.psmr.typerefs`), class statements (`classdef`: the metaclass's `__new__`/`__init__`,
+the bases' `__init_subclass__`), `from m import x` (`import`: a module `__getattr__`) and a value used
+as a key (`key`: `d[k]`, `k in d`, `d.get(k)`, `{k: v}`, `{k}`, `set(xs)`, with the container as
+`receiver`). `yield from x` and `"sep".join(x)` iterate x.
 
 A file that does not parse yields facts with `syntax_error` set and nothing else.
 """
@@ -52,7 +59,9 @@ from typing import Any
 from slotrelay.psmr.facts_version import FACTS_VERSION
 from slotrelay.psmr.typerefs import (
     BINARY_DUNDERS,
+    BUILTIN_DUNDERS,
     COMPARE_DUNDERS,
+    TYPE_CONSTRUCTORS,
     UNARY_DUNDERS,
     annotation_ref,
 )
@@ -66,6 +75,18 @@ SCALAR_BUILTINS = frozenset(
      "isinstance", "issubclass", "callable", "hasattr", "sum", "divmod", "bin", "hex", "oct"}
 )
 OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
+# The list, set and dict methods that store their arguments in the receiver: how many positional
+# arguments each takes (least, most), and whether it takes keywords (`d.update(k=v)`).
+CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
+    "append": (1, 1, False),
+    "add": (1, 1, False),
+    "insert": (2, 2, False),
+    "extend": (1, 1, False),
+    "update": (0, 1, True),
+    "setdefault": (1, 2, False),
+}
+# Methods of dicts and sets that hash their first argument.
+KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
 Ref = list[Any]
 
@@ -145,7 +166,13 @@ class FileExtractor(ast.NodeVisitor):
         self.callee_attrs: set[int] = set()
         # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
         self.raises: dict[tuple[str, str], Ref | None] = {}
+        # `from __future__ import annotations`: annotations stay strings, never evaluated.
+        self.deferred_annotations = False
         self.scope = self._open(module, "module", None, None)
+        if is_package:
+            # Whether `from module import x` looks up the module's `__path__` (a plain module: its
+            # `__getattr__` answers); kept in the scope, whose changes a replay follows.
+            self.scopes[module]["package"] = True
 
     # scopes and bindings
 
@@ -230,6 +257,9 @@ class FileExtractor(ast.NodeVisitor):
                 return self._op_ref([(left, (forward,)), (right, (reflected,))])
             case ast.UnaryOp(op=op, operand=operand) if type(op) in UNARY_DUNDERS:
                 return self._op_ref([(operand, (UNARY_DUNDERS[type(op)],))])
+            case ast.Subscript(value=value, slice=ast.Slice()):
+                # A slice of a sequence is a sequence of its elements.
+                return self.ref(value)
             case ast.Subscript(value=value, slice=index):
                 base = self.ref(value)
                 return ["sub", base, _constant_key(index)] if base is not None else None
@@ -270,11 +300,19 @@ class FileExtractor(ast.NodeVisitor):
         parts = [[ref, list(names)] for node, names in operands if (ref := self.ref(node)) is not None]
         return ["op", parts] if parts else None
 
-    def _operator(self, operands: list[tuple[ast.expr, tuple[str, ...]]], node: ast.AST) -> None:
-        """Record the dunders an operator may call, one implicit call per operand."""
-        for operand, names in operands:
-            if _may_be_instance(operand):
-                self._implicit("op", self.ref(operand), node, list(names))
+    def _operator(
+        self, operands: list[tuple[ast.expr, tuple[str, ...]]], node: ast.AST, *, reflected: bool = False
+    ) -> None:
+        """Record the dunders an operator may call, one implicit call per operand. With `reflected`,
+        the second operand's dunder runs only where the first's returns NotImplemented: it keeps the
+        first's (`after`), so the linker knows when that is a guess."""
+        for index, (operand, names) in enumerate(operands):
+            ref = self.ref(operand)
+            if _may_be_instance(operand) and ref is not None:
+                self._implicit("op", ref, node, list(names))
+                first = self.ref(operands[0][0]) if reflected and index == 1 else None
+                if first is not None:
+                    self.implicit[-1]["after"] = [first, list(operands[0][1])]
 
     def _call_ref(self, node: ast.Call) -> Ref | None:
         func = node.func
@@ -286,6 +324,11 @@ class FileExtractor(ast.NodeVisitor):
                 if isinstance(name, ast.Constant) and isinstance(name.value, str):
                     base = self.ref(node.args[0])
                     return ["attr", base, name.value] if base is not None else None
+                prefixed = _prefixed(name)
+                if prefixed is not None:
+                    base = self.ref(node.args[0])
+                    prefix, rest = prefixed
+                    return ["attrs", base, prefix, self.ref(rest) or _constant_ref(rest)] if base else None
                 return ["unk", "dynamic_getattr"]
             if func.id == "__import__" and node.args:
                 arg = node.args[0]
@@ -357,7 +400,8 @@ class FileExtractor(ast.NodeVisitor):
         for stmt in node.body:
             self.visit(stmt)
         self.scope = parent
-        if node.returns is not None:
+        if node.returns is not None and not self.deferred_annotations:
+            # The return annotation is evaluated when the def runs (not under the __future__ import).
             self.visit(node.returns)
         returns = annotation_ref(node.returns, self.ref, parent.qualname if is_method else parent.class_q)
         info = self.scopes[qualname]
@@ -596,6 +640,8 @@ class FileExtractor(ast.NodeVisitor):
         elif isinstance(node, ast.If):
             self._if(node)
         else:
+            if isinstance(node, ast.While):
+                self._truth(node.test)
             self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -615,6 +661,9 @@ class FileExtractor(ast.NodeVisitor):
             ref = self.ref(node.value)
             if ref is not None:
                 info["yields"].append(["iter", ref] if isinstance(node, ast.YieldFrom) else ref)
+            if isinstance(node, ast.YieldFrom):
+                # `yield from x` iterates x: a generator's body runs from here.
+                self._implicit("iter", ref, node.value)
             self.visit(node.value)
 
     visit_Yield = _yield
@@ -636,6 +685,12 @@ class FileExtractor(ast.NodeVisitor):
             module = f"{base}.{node.module}" if node.module and base else (node.module or base)
         else:
             module = node.module or ""
+        if module == "__future__" and any(a.name == "annotations" for a in node.names):
+            self.deferred_annotations = True
+        if module:
+            # Importing from a module asks it for each name (and a plain module for its `__path__`):
+            # a module-level `__getattr__` may answer.
+            self._implicit("import", ["imp", module], node, [a.name for a in node.names if a.name != "*"])
         for alias in node.names:
             self.imports.append(
                 {"scope": self.scope.qualname, "module": module, "name": alias.name, "span": span(node)}
@@ -647,7 +702,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
-        value = self.ref(node.value)
+        value = self._alias(node.value) or self.ref(node.value)
         for target in node.targets:
             self._assign(target, value, node)
             if (
@@ -664,7 +719,7 @@ class FileExtractor(ast.NodeVisitor):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
-            self._assign(node.target, self.ref(node.value), node)
+            self._assign(node.target, self._alias(node.value) or self.ref(node.value), node)
         elif isinstance(node.target, ast.Attribute):
             self.visit(node.target.value)
         typed = annotation_ref(node.annotation, self.ref, self.scope.class_q)
@@ -684,12 +739,20 @@ class FileExtractor(ast.NodeVisitor):
                 assert class_q is not None  # the case's guard
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(["typed", typed])
 
+    def _alias(self, value: ast.expr) -> Ref | None:
+        """A module's type alias (`Interval = tuple[Low, Up]`, `Item = Union[A, B]`): what an
+        annotation naming it declares."""
+        if self.scope.kind != "module" or not _is_type_expression(value):
+            return None
+        typed = annotation_ref(value, self.ref, None)
+        return ["alias", typed] if typed is not None else None
+
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
         # `a += b` calls a.__iadd__, or a.__add__ where a's class has no in-place one.
         forward, reflected = BINARY_DUNDERS[type(node.op)]
         in_place = forward.replace("__", "__i", 1)
-        self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node)
+        self._operator([(node.target, (in_place, forward)), (node.value, (reflected,))], node, reflected=True)
         if isinstance(node.target, ast.Subscript):
             # `x[k] += v` reads x[k] and writes it back.
             container = node.target.value
@@ -704,6 +767,8 @@ class FileExtractor(ast.NodeVisitor):
             self.visit(node.target.value)
 
     def _assign(self, target: ast.expr, value: Ref | None, node: ast.AST) -> None:
+        if isinstance(target, ast.Subscript):
+            self._key(target.value, target.slice, target)
         match target:
             case ast.Name(id=name):
                 self.bind(name, value)
@@ -784,21 +849,52 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         forward, reflected = BINARY_DUNDERS[type(node.op)]
-        self._operator([(node.left, (forward,)), (node.right, (reflected,))], node)
+        self._operator([(node.left, (forward,)), (node.right, (reflected,))], node, reflected=True)
         self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
         if type(node.op) in UNARY_DUNDERS:
             self._operator([(node.operand, (UNARY_DUNDERS[type(node.op)],))], node)
+        elif isinstance(node.op, ast.Not):
+            self._truth(node.operand, node)
         self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        # `a and b` / `a or b` test each operand but the last for truth, and return one of them.
+        for value in node.values[:-1]:
+            self._truth(value, node)
+        self.generic_visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self._truth(node.test)
+        self.generic_visit(node)
+
+    def _truth(self, test: ast.expr, node: ast.AST | None = None) -> None:
+        """A value tested for truth (`if x`, `while x`, `not x`, `and`/`or`): `bool(x)`, which calls
+        its `__bool__`, else its `__len__` (the evidence spans `node`, the `not` or `and` that tests)."""
+        match test:
+            case ast.BoolOp(values=[*_, last]):
+                # The other operands are tested by the operator itself (`visit_BoolOp`).
+                self._truth(last, test)
+            case ast.UnaryOp(op=ast.Not()):
+                pass
+            case _:
+                self._operator([(test, BUILTIN_DUNDERS["bool"])], node or test)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         left = node.left
         for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, ast.In | ast.NotIn):
                 self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
+                self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
-                self._operator([(left, COMPARE_DUNDERS[type(op)])], node)
+                forward, reflected = COMPARE_DUNDERS[type(op)]
+                self._operator([(left, forward), (right, reflected)], node, reflected=True)
+                if isinstance(op, ast.Eq | ast.NotEq) and any(_is_empty_sequence(n) for n in (left, right)):
+                    # Sequences of different lengths are unequal before any element is compared.
+                    for item in self.implicit[-2:]:
+                        if item["span"] == span(node) and item["kind"] == "op":
+                            item["elementwise"] = False
             left = right
         self.generic_visit(node)
 
@@ -807,6 +903,38 @@ class FileExtractor(ast.NodeVisitor):
             self._operator([(node.value, ("__getitem__",))], node)
         elif isinstance(node.ctx, ast.Del):
             self._operator([(node.value, ("__delitem__",))], node)
+        self._key(node.value, node.slice, node)
+        self.generic_visit(node)
+
+    def _key(self, container: ast.expr, key: ast.expr, node: ast.AST) -> None:
+        """A value used as a key of a container (`d[k]`, `k in d`, `d.get(k)`, `{k: v}`, `{k}`): a dict
+        or set hashes it (the linker keeps the keys whose class defines `__hash__`)."""
+        if _may_be_instance(key) and not isinstance(key, ast.Slice):
+            self._hashed(self.ref(container), self.ref(key), node)
+
+    def _hashed(self, receiver: Ref | None, ref: Ref | None, node: ast.AST) -> None:
+        if ref is not None:
+            self.implicit.append(
+                {
+                    "scope": self.scope.qualname,
+                    "kind": "key",
+                    "ref": ref,
+                    "name": None,
+                    "receiver": receiver,
+                    "span": span(node),
+                }
+            )
+
+    def visit_Set(self, node: ast.Set) -> None:
+        # A set display hashes its elements, a dict display its keys.
+        for elt in node.elts:
+            self._key(node, elt, node)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key in node.keys:
+            if key is not None:
+                self._key(node, key, node)
         self.generic_visit(node)
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
@@ -820,6 +948,11 @@ class FileExtractor(ast.NodeVisitor):
     def visit_Await(self, node: ast.Await) -> None:
         self._operator([(node.value, ("__await__",))], node)
         self.generic_visit(node)
+
+    def _formats(self, raised: Ref | None, node: ast.AST) -> None:
+        """pytest formats an exception of class `raised` (`str()` of it, its `__str__`)."""
+        if raised is not None:
+            self._implicit("op", ["annot", raised], node, ["__str__"])
 
     def _implicit(
         self, kind: str, ref: Ref | None, node: ast.AST, name: str | list[str] | None = None
@@ -863,6 +996,7 @@ class FileExtractor(ast.NodeVisitor):
         self._loop_target(node.target, node.iter, node, is_async=bool(node.is_async))
         for cond in node.ifs:
             self.visit(cond)
+            self._truth(cond)
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
         # Its variables are bound here (the walk has no comprehension scope): as in a loop.
@@ -884,6 +1018,9 @@ class FileExtractor(ast.NodeVisitor):
         for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
             if part is not None:
                 self.visit(part)
+        hashed = node.elt if isinstance(node, ast.SetComp) else getattr(node, "key", None)
+        if hashed is not None:
+            self._key(node, hashed, node)
 
     visit_ListComp = _comprehension
     visit_SetComp = _comprehension
@@ -908,6 +1045,11 @@ class FileExtractor(ast.NodeVisitor):
             if raised is not None and isinstance(item.optional_vars, ast.Name):
                 # `with pytest.raises(E) as info`: `info.value` is the E raised.
                 self.raises[(self.scope.qualname, item.optional_vars.id)] = self.ref(raised)
+            expr = item.context_expr
+            matched = isinstance(expr, ast.Call) and any(k.arg == "match" for k in expr.keywords)
+            if raised is not None and matched:
+                # `match=` searches `str()` of the exception raised.
+                self._formats(self.ref(raised), expr)
             if item.optional_vars is not None:
                 # `as` binds what __enter__ returns, not the context manager itself.
                 enter = "__aenter__" if is_async else "__enter__"
@@ -930,6 +1072,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def _if(self, node: ast.If) -> None:
         self.visit(node.test)
+        self._truth(node.test)
         narrowed = _isinstance_test(node.test)
         if narrowed is not None:
             name, classes, kind = narrowed
@@ -951,6 +1094,7 @@ class FileExtractor(ast.NodeVisitor):
 
     def visit_Assert(self, node: ast.Assert) -> None:
         self.generic_visit(node)
+        self._truth(node.test)
         narrowed = _isinstance_test(node.test)
         if narrowed is not None and self.scope.kind != "class" and not self.scope.nesting:
             # `assert isinstance(x, C)`: from here on, in straight-line code, x is a C.
@@ -988,6 +1132,22 @@ class FileExtractor(ast.NodeVisitor):
                 site["unpacks"] = True
             self.calls.append(site)
             self._note_container_method(node)
+            if isinstance(node.func, ast.Attribute) and node.func.attr in KEYED_METHODS and node.args:
+                self._key(node.func.value, node.args[0], node)
+            match node.func:
+                case ast.Attribute(value=ast.Name(id=info), attr="match" | "exconly") if (
+                    self.scope.qualname,
+                    info,
+                ) in self.raises:
+                    # `info.match(...)`, `info.exconly()` of `pytest.raises(E) as info` format the E.
+                    self._formats(self.raises[(self.scope.qualname, info)], node)
+            if isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset") and node.args:
+                # `set(xs)` hashes each element of xs.
+                arg = self.ref(node.args[0])
+                self._hashed(ref[1], ["iter", arg] if arg is not None else None, node)
+        elif _is_str_join(node):
+            # `", ".join(xs)` iterates xs (a str constant has no ref, so the call is no site).
+            self._implicit("iter", self.ref(node.args[0]), node.args[0])
         elif ref is not None:
             # getattr / __import__ / super: the call itself is to the builtin.
             callee = self.ref(node.func)
@@ -1022,11 +1182,13 @@ class FileExtractor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _note_container_method(self, node: ast.Call) -> None:
-        # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would.
+        # `xs.append(f)` / `d.update(k=f)` put f in the container, as an assignment would. A call the
+        # builtin method cannot take (`body.append(key, value)`) is some other class's method.
         func = node.func
         if not (
             isinstance(func, ast.Attribute)
-            and func.attr in ("append", "add", "insert", "extend", "update", "setdefault")
+            and func.attr in CONTAINER_ARITY
+            and _takes(CONTAINER_ARITY[func.attr], node)
         ):
             return
         # `d.setdefault(k, v)` and `xs.insert(i, v)` store v; their first argument is a key or index.
@@ -1046,6 +1208,14 @@ class FileExtractor(ast.NodeVisitor):
                 class_q = self._self_class(owner)
                 assert class_q is not None  # the case's guard
                 self.instance_attrs.setdefault(class_q, {}).setdefault(attr, []).append(held)
+
+
+def _takes(arity: tuple[int, int, bool], node: ast.Call) -> bool:
+    """Whether a call's arguments fit a builtin method's (least, most positional, keywords)."""
+    least, most, keywords = arity
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        return True
+    return least <= len(node.args) <= most and (keywords or not node.keywords)
 
 
 def _constant_key(node: ast.expr | None) -> str | int | None:
@@ -1077,6 +1247,52 @@ def _may_be_instance(node: ast.expr) -> bool:
         case ast.Await() | ast.NamedExpr() | ast.IfExp():
             return True
     return False
+
+
+def _prefixed(name: ast.expr) -> tuple[str, ast.expr] | None:
+    """A name made of a constant prefix and one value: `"on_" + event`, `f"_process_{kind}"`."""
+    match name:
+        case ast.BinOp(left=ast.Constant(value=str(prefix)), op=ast.Add(), right=rest) if prefix:
+            return prefix, rest
+        case ast.JoinedStr(
+            values=[
+                ast.Constant(value=str(prefix)),
+                ast.FormattedValue(value=rest, conversion=-1, format_spec=None),
+            ]
+        ) if prefix:
+            return prefix, rest
+    return None
+
+
+def _is_empty_sequence(node: ast.expr) -> bool:
+    """Whether an expression is `()` or `[]`."""
+    return isinstance(node, ast.Tuple | ast.List) and not node.elts
+
+
+def _is_type_expression(node: ast.expr) -> bool:
+    """Whether an expression spells a type made of typing's or the builtins' generics
+    (`tuple[A, B]`, `Union[A, B]`, `Optional[A]`, `A | B`)."""
+    match node:
+        case ast.Subscript(value=ast.Name(id=name) | ast.Attribute(attr=name)):
+            return name in TYPE_CONSTRUCTORS
+        case ast.BinOp(left=left, op=ast.BitOr(), right=right):
+            return all(
+                isinstance(part, ast.Name | ast.Attribute | ast.Constant) or _is_type_expression(part)
+                for part in (left, right)
+            )
+    return False
+
+
+def _is_str_join(node: ast.Call) -> bool:
+    """Whether a call is `"sep".join(x)`."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "join"
+        and isinstance(func.value, ast.Constant)
+        and isinstance(func.value.value, str)
+        and len(node.args) == 1
+    )
 
 
 def _raises(expr: ast.expr) -> ast.expr | None:
@@ -1337,5 +1553,8 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "exports": walker.exports,
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
-        "implicit": [{**i, "ref": freeze(i["ref"])} for i in walker.implicit],
+        "implicit": [
+            {**i, **{k: freeze(i[k]) for k in ("ref", "receiver", "after") if k in i}}
+            for i in walker.implicit
+        ],
     }

@@ -434,6 +434,8 @@ _IMPLICIT_ABOUT = {
     "set": "property write",
     "op": "operator",
     "classdef": "class statement",
+    "import": "from-import",
+    "key": "key",
 }
 
 
@@ -443,6 +445,8 @@ def _describe(ref: Any) -> str:
             return str(name)
         case ["attr", base, name]:
             return f"{_describe(base)}.{name}"
+        case ["attrs", base, prefix, _]:
+            return f"{_describe(base)}.{prefix}*"
         case ["call", callee, *_]:
             return f"{_describe(callee)}()"
         case ["sub", base] | ["iter", base]:

@@ -44,7 +44,7 @@ from typing import Any
 from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
 from slotrelay.psmr.buildbudget import BudgetExceeded, BuildBudget
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH, CanonicalMemo
-from slotrelay.psmr.typerefs import BUILTIN_DUNDERS
+from slotrelay.psmr.typerefs import BUILTIN_DUNDERS, OPERATOR_FUNCTIONS
 
 Value = tuple[str, Any]
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -70,6 +70,15 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "min": ((), ("key",)),
     "max": ((), ("key",)),
 }
+# Builtins that iterate their first argument (see `Linker.iterated_arguments`).
+ITERATING_BUILTINS = frozenset(
+    {"list", "tuple", "set", "frozenset", "dict", "sorted", "sum", "any", "all", "min", "max", "enumerate"}
+)
+# Comparisons and hashing: a container (a tuple) runs its elements' own.
+ORDERING_DUNDERS = ("__lt__", "__le__", "__gt__", "__ge__")
+ELEMENTWISE_DUNDERS = frozenset({"__eq__", "__ne__", "__hash__", *ORDERING_DUNDERS})
+# The comparison a builtin asks of the values it orders, then the reflected one.
+ORDERED_BY = {"max": ("__gt__", "__lt__"), "min": ("__lt__", "__gt__"), "sorted": ("__lt__", "__gt__")}
 # Methods of a container literal whose result holds its elements (or is it).
 COLLECTION_METHODS = frozenset({"get", "pop", "setdefault", "values", "items", "copy"})
 # Builtins whose result holds the elements of their first argument.
@@ -349,6 +358,17 @@ class Linker:
             for value in ordered(self.eval(ref[1])):
                 out |= self.attribute(value, ref[2])
             return out
+        if kind == "attrs":
+            out = set()
+            completions = self.completions(ref[3])
+            for value in ordered(self.eval(ref[1])):
+                if completions is None:
+                    names = self.prefixed_names(value, ref[2])
+                else:
+                    names = [f"{ref[2]}{c}" for c in completions]
+                for name in names:
+                    out |= self.attribute(value, name)
+            return out
         if kind == "call":
             out = set()
             for value in ordered(self.eval(ref[1])):
@@ -374,7 +394,10 @@ class Linker:
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
             for value in ordered(self.eval(ref[1])):
-                out |= self.elements(value, key)
+                if kind == "sub" and self.is_class(value):
+                    out |= self.class_subscript(value[1])
+                else:
+                    out |= self.elements(value, key)
             return out
         if kind == "coll":
             return {("coll", ref)}
@@ -426,11 +449,15 @@ class Linker:
                 out |= self.eval(ref[4])
             return out
         if kind == "annot":
-            return {
-                ("inst", v[1])
-                for v in self.eval(ref[1])
-                if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class"
-            }
+            out = set()
+            for v in ordered(self.eval(ref[1])):
+                if v[0] == "def" and self.defs.get(v[1], {}).get("kind") == "class":
+                    out.add(("inst", v[1]))
+                elif v[0] == "alias":
+                    out |= self.eval(v[1])
+            return out
+        if kind == "alias":
+            return {("alias", ref[1])}
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -442,6 +469,37 @@ class Linker:
         if kind == "super":
             return {("super", ref[1])}
         return set()
+
+    def completions(self, rest: Any) -> list[str] | None:
+        """The strings that complete an attribute name (`getattr(x, prefix + rest)`): rest's constant,
+        or the constants the tree passes to the parameter rest is (none where it passes none: the
+        names come from outside); None when rest may be anything else, so any name with the prefix."""
+        if rest[0] == "const":
+            return [str(rest[1])]
+        if rest[0] != "name" or self.binding_kinds(rest) != {"param"}:
+            return None
+        if self.strict:
+            return []
+        out: list[str] = []
+        for param in self.binding_refs(rest):
+            self.memo.read(("@param", param[1], param[2]))
+            self.memo.read(("@param", param[1], param[3]))
+            passed = self.params.get((param[1], param[2]), set())
+            passed |= self.params.get((param[1], param[3]), set())
+            if any(arg[0] != "const" for arg in passed):
+                return None
+            out += [str(arg[1]) for arg in passed]
+        return sorted(set(out))
+
+    def prefixed_names(self, value: Value, prefix: str) -> list[str]:
+        """The names with this prefix that a class (along its MRO) or a module of the tree binds."""
+        if value[0] == "mod":
+            scopes = [value[1]]
+        elif value[0] in ("inst", "def") and self.defs.get(value[1], {}).get("kind") == "class":
+            scopes = self.mro(value[1])
+        else:
+            return []
+        return sorted({n for scope in scopes for n in self.bindings.get(scope, {}) if n.startswith(prefix)})
 
     def narrow(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
         """The values that pass `isinstance(value, classes)`, and instances of the tree's classes named."""
@@ -543,18 +601,66 @@ class Linker:
                 return out
         return set()
 
-    def operator_methods(self, values: frozenset[Value], names: Any) -> list[str]:
-        """For the instances among values, the first of the dunders named their class defines."""
+    def operator_methods(
+        self, values: frozenset[Value], names: Any, depth: int = 0, *, elementwise: bool = True
+    ) -> list[str]:
+        """For the instances among values, the first of the dunders named their class defines (with
+        `functools.total_ordering`, the comparisons it makes of the one defined); for a container
+        compared or hashed, its elements' (a tuple compares and hashes element by element, unless
+        `elementwise` is off: compared with an empty one, no element is); for a
+        class subscripted, its `__class_getitem__`."""
         out = []
         for value in ordered(values):
-            if value[0] != "inst":
-                continue
-            for name in names:
-                method = self.find_method(value[1], name)
-                if method:
-                    out.append(method)
-                    break
-        return out
+            if value[0] == "inst":
+                out += self.instance_operator(value[1], names)
+            elif value[0] == "coll" and names[0] in ELEMENTWISE_DUNDERS and depth < 2 and elementwise:
+                elements = frozenset(self.elements(value))
+                out += self.operator_methods(elements, names, depth + 1)
+                if names[0] in ORDERING_DUNDERS:
+                    # Elements are compared for equality first, to find the first that differ.
+                    out += self.operator_methods(elements, ("__eq__",), depth + 1)
+            elif value[0] == "def" and names[0] == "__getitem__" and self.is_class(value):
+                method = self.find_method(value[1], "__class_getitem__")
+                out += [method] if method else []
+        return list(dict.fromkeys(out))
+
+    def instance_operator(self, cls: str, names: Any) -> list[str]:
+        """The first of the dunders named that cls defines, or, for a comparison `functools.total_ordering`
+        derives, the comparison it derives it from and `__eq__`."""
+        for name in names:
+            method = self.find_method(cls, name)
+            if method:
+                return [method]
+            if name in ORDERING_DUNDERS and self.total_ordering(cls):
+                root = next(filter(None, (self.find_method(cls, n) for n in ORDERING_DUNDERS)), None)
+                if root:
+                    equal = self.find_method(cls, "__eq__")
+                    return [m for m in (root, equal) if m]
+        return []
+
+    def total_ordering(self, cls: str) -> bool:
+        """Whether a class of the tree (or one of its bases) is decorated `functools.total_ordering`."""
+        return any(
+            d.rsplit(".", 1)[-1] == "total_ordering"
+            for klass in self.mro(cls)
+            for d in self.defs.get(klass, {}).get("decorators", ())
+        )
+
+    def class_subscript(self, cls: str) -> set[Value]:
+        """What `Cls[...]` denotes: an enum's member (an instance), else the class (a generic alias,
+        called or read like the class)."""
+        if any(b.startswith("enum.") for b in self.external_bases(cls)):
+            return {("inst", cls)}
+        return {("def", cls)}
+
+    def operator_names(self, names: Any) -> tuple[str, ...]:
+        """The dunders an operator may run: those named, `__class_getitem__` for a subscript, and
+        for a comparison those `functools.total_ordering` derives it from."""
+        if names[0] == "__getitem__":
+            return (*names, "__class_getitem__")
+        if names[0] in ORDERING_DUNDERS:
+            return (*names, *ORDERING_DUNDERS)
+        return tuple(names)
 
     def is_class(self, value: Value) -> bool:
         """Whether a value is a class of the tree."""
@@ -1260,12 +1366,24 @@ class Linker:
                     for v in ordered(self.eval(arg)):
                         for target in self.value_targets(v, "lexical") if v[0] in ("def", "builtin") else []:
                             found.setdefault(target.target, target)
+                for subject in self.iterated_arguments(value[1], site):
+                    # `list(xs)`, `enumerate(xs)`: iterating xs (a generator's body runs from here).
+                    how = self.implicit_resolution(subject)
+                    for v in ordered(self.eval(subject)):
+                        for target in self.protocol_targets(v, "__iter__", "__next__", how):
+                            found.setdefault(target.target, target)
                 names = BUILTIN_DUNDERS.get(value[1])
                 if names and site["args"] and self.defines_dunder(names):
                     subject = site["args"][0]
                     how = self.implicit_resolution(subject)
                     for method in self.operator_methods(self.eval(subject), names):
                         found.setdefault(method, CallTarget(method, "method", how))
+                for target in self.ordering_targets(value[1], site):
+                    found.setdefault(target.target, target)
+            elif value[0] == "ext" and value[1].startswith("operator."):
+                function = value[1].removeprefix("operator.")
+                for target in self.operator_function_targets(function, site, resolution):
+                    found.setdefault(target.target, target)
         if not self.strict:
             for method in self.dispatched(callee, found):
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
@@ -1292,7 +1410,11 @@ class Linker:
 
     def implicit_resolution(self, receiver: Any) -> str:
         """How a call without call syntax on a receiver is resolved: `implicit`, or `heuristic` where
-        the receiver is a guess (a parameter) or denotes instances of several classes."""
+        the receiver is a guess (a parameter) or denotes instances of several classes; a container
+        literal is as sure as its least sure element."""
+        if receiver[0] == "coll":
+            sure = all(self.implicit_resolution(r) == "implicit" for r in receiver[1])
+            return "implicit" if sure else "heuristic"
         if self.resolution(("attr", receiver, "")) == "heuristic" or len(self.receiver_classes(receiver)) > 1:
             return "heuristic"
         return "implicit"
@@ -1311,6 +1433,46 @@ class Linker:
         return [site["args"][i] for i in indexes if i < len(site["args"])] + [
             site["kwargs"][k] for k in keywords if k in site["kwargs"]
         ]
+
+    def ordering_targets(self, builtin: str, site: dict[str, Any]) -> list[CallTarget]:
+        """`max(a, b)`, `min(xs)`, `sorted(xs)` without a key: the comparisons of the values compared
+        (max asks `>`, min and sorted `<`, each falling back on the reflected one)."""
+        names = ORDERED_BY.get(builtin)
+        args = site["args"]
+        if names is None or not args or "key" in site["kwargs"] or not self.defines_dunder(ORDERING_DUNDERS):
+            return []
+        compared = args if len(args) > 1 and builtin != "sorted" else [("iter", args[0])]
+        out = []
+        for subject in compared:
+            how = self.implicit_resolution(subject)
+            values = frozenset(v for v in self.eval(subject) if v[0] == "inst")
+            out += [CallTarget(m, "method", how) for m in self.operator_methods(values, names)]
+        return out
+
+    def operator_function_targets(self, name: str, site: dict[str, Any], resolution: str) -> list[CallTarget]:
+        """`operator.lt(a, b)` (or a parameter given `operator.lt`) is `a < b`: a's `__lt__`, then b's
+        reflected `__gt__`; derived where the function is a value flowed in through a parameter."""
+        names = OPERATOR_FUNCTIONS.get(name)
+        if names is None:
+            return []
+        out = []
+        for subject, dunders in zip(site["args"], names, strict=False):
+            if not dunders or not self.defines_dunder(self.operator_names(dunders)):
+                continue
+            how = "heuristic" if resolution == "heuristic" else self.implicit_resolution(subject)
+            out += [CallTarget(m, "method", how) for m in self.operator_methods(self.eval(subject), dunders)]
+        return out
+
+    @staticmethod
+    def iterated_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
+        """The arguments a builtin iterates: `list(xs)`, `sorted(xs)`, `enumerate(xs)`, `zip(a, b)`,
+        `map(f, xs)` (the lazy ones are nearly always consumed where they are made)."""
+        args = site["args"]
+        if builtin in ("zip",):
+            return list(args)
+        if builtin in ("map", "filter"):
+            return list(args[1:])
+        return list(args[:1]) if builtin in ITERATING_BUILTINS else []
 
     def bound_offset(self, callee: Any, value: Value) -> int | None:
         """How many leading parameters the call binds itself (self or cls); None when it cannot tell."""
@@ -1416,8 +1578,12 @@ class Linker:
                 self.memo.use(("property", item["name"]))
             if item["name"] not in self.property_names:
                 return []
-        if kind == "op" and not self.defines_dunder(item["name"]):
+        if kind == "op" and not self.defines_dunder(self.operator_names(item["name"])):
             return []
+        if kind == "import":
+            return self.import_targets(item["ref"], item["name"])
+        if kind == "key":
+            return self.key_targets(item)
         resolution = self.implicit_resolution(ref) if kind != "classdef" else "implicit"
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
@@ -1431,8 +1597,13 @@ class Linker:
                         if other and other != method:
                             targets.append(CallTarget(other, "method", "heuristic"))
             elif kind == "op":
-                methods = self.operator_methods(frozenset({value}), item["name"])
+                elementwise = item.get("elementwise", True)
+                methods = self.operator_methods(frozenset({value}), item["name"], elementwise=elementwise)
                 targets = [CallTarget(m, "method", resolution) for m in methods]
+                after = item.get("after")
+                if after is not None and self.operator_methods(self.eval(after[0]), after[1]):
+                    # The left operand's dunder runs first; only its NotImplemented reaches this one.
+                    targets = [CallTarget(m, "method", "heuristic") for m in methods]
                 if not methods and value[0] == "inst" and not self.strict:
                     # A value declared as a base its subclasses give the dunder to: derived.
                     dispatched = self.subclass_methods(value[1], item["name"])
@@ -1452,6 +1623,47 @@ class Linker:
             for target in targets:
                 found.setdefault(target.target, target)
         return sorted(found.values(), key=lambda t: t.target)
+
+    def key_targets(self, item: dict[str, Any]) -> list[CallTarget]:
+        """A value used as a key: its `__hash__` where the container is a dict or set (not an
+        instance of the tree, whose `__getitem__` decides), and its `__eq__`, which runs only where a
+        key of the same hash is there (derived). Derived too where the container is unknown."""
+        if not self.defines_dunder(("__hash__",)):
+            return []
+        containers = self.eval(item["receiver"]) if item["receiver"] is not None else frozenset()
+        if any(v[0] in ("inst", "def", "super", "many") for v in containers):
+            return []
+        how = self.implicit_resolution(item["ref"]) if containers else "heuristic"
+        out = []
+        for value in ordered(self.eval(item["ref"])):
+            if value[0] != "inst":
+                continue
+            hashed = self.find_method(value[1], "__hash__")
+            if hashed:
+                out.append(CallTarget(hashed, "method", how))
+                equal = self.find_method(value[1], "__eq__")
+                if equal:
+                    out.append(CallTarget(equal, "method", "heuristic"))
+        return out
+
+    def import_targets(self, ref: Any, names: Any) -> list[CallTarget]:
+        """`from m import names`: m's module-level `__getattr__`, which Python asks for a name m does
+        not bind (and, m being no package, for the `__path__` it looks up first)."""
+        out = []
+        for value in ordered(self.eval(ref)):
+            if value[0] != "mod":
+                continue
+            module = value[1]
+            hooks = [v[1] for v in ordered(self.module_attr(module, "__getattr__")) if v[0] == "def"]
+            if not hooks:
+                continue
+            asked = not self.scopes.get(module, {}).get("package") or any(
+                name not in self.bindings.get(module, {}) and f"{module}.{name}" not in self.modules
+                for name in names
+            )
+            if asked:
+                out += [CallTarget(h, "function", "implicit") for h in hooks]
+        return out
 
     def metaclass(self, cls: str) -> str | None:
         """The tree's class that is cls's metaclass (declared on cls or a base), if any."""
@@ -1481,15 +1693,22 @@ class Linker:
 
     def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
         """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
-        iterator the first returned)."""
+        iterator the first returned). Iterating a generator runs its function's body, from here."""
+        iterates = first in ("__iter__", "__aiter__")
+        if value[0] == "gen" and iterates:
+            return [CallTarget(value[1], self.defs.get(value[1], {}).get("kind", "function"), resolution)]
         if value[0] != "inst":
             return []
         out = []
         method = self.find_method(value[1], first)
         if method:
             out.append(CallTarget(method, "method", resolution))
-        if first in ("__iter__", "__aiter__"):
-            subjects = [v[1] for v in self.call_result(("def", method)) if v[0] == "inst"] if method else []
+        if iterates:
+            made = self.call_result(("def", method)) if method else set()
+            subjects = [v[1] for v in ordered(made) if v[0] == "inst"]
+            for made_value in ordered(made):
+                if made_value[0] == "gen":
+                    out += self.protocol_targets(made_value, first, second, resolution)
         else:
             subjects = [value[1]]
         for subject in subjects:
@@ -1570,7 +1789,8 @@ class Linker:
                 return "annotation"
             if "fixture" in first:
                 return "fixture"
-            if "param" in first:
+            if first & {"param", "attrs"}:
+                # Bound to a value flowed in, or to an attribute whose name is computed: a guess.
                 return "heuristic"
             if "call" in first:
                 return "constructor"
@@ -1670,6 +1890,8 @@ class Linker:
             return "attribute_not_found"
         if any(v[0] == "many" for v in self.eval(callee)):
             return "ambiguous_target"
+        if kind == "attrs":
+            return "dynamic_getattr"
         if kind == "call":
             return "call_result"
         if kind in ("sub", "iter"):

@@ -67,6 +67,11 @@ WRAPPING_ANNOTATIONS = frozenset(
     }
 )
 UNION_ANNOTATIONS = frozenset({"Optional", "Union"})
+# Generics a module's type alias is made of (`Interval = tuple[A, B]`).
+TYPE_CONSTRUCTORS = frozenset(
+    {"tuple", "Tuple", "type", "Type", *ELEMENT_ANNOTATIONS, *MAPPING_ANNOTATIONS, *WRAPPING_ANNOTATIONS}
+    | UNION_ANNOTATIONS
+)
 # Names that declare no value of the tree.
 OPAQUE_ANNOTATIONS = frozenset(
     {
@@ -115,13 +120,47 @@ UNARY_DUNDERS: dict[type[ast.unaryop], str] = {
     ast.UAdd: "__pos__",
     ast.Invert: "__invert__",
 }
-COMPARE_DUNDERS: dict[type[ast.cmpop], tuple[str, ...]] = {
-    ast.Eq: ("__eq__",),
-    ast.NotEq: ("__ne__", "__eq__"),
-    ast.Lt: ("__lt__",),
-    ast.LtE: ("__le__",),
-    ast.Gt: ("__gt__",),
-    ast.GtE: ("__ge__",),
+# A comparison's dunders on its left operand, then the reflected ones Python tries on its right when
+# the left's returns NotImplemented (`a < b`: `a.__lt__(b)`, then `b.__gt__(a)`).
+COMPARE_DUNDERS: dict[type[ast.cmpop], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ast.Eq: (("__eq__",), ("__eq__",)),
+    ast.NotEq: (("__ne__", "__eq__"), ("__ne__", "__eq__")),
+    ast.Lt: (("__lt__",), ("__gt__",)),
+    ast.LtE: (("__le__",), ("__ge__",)),
+    ast.Gt: (("__gt__",), ("__lt__",)),
+    ast.GtE: (("__ge__",), ("__le__",)),
+}
+# The `operator` module's functions are the operators: `operator.lt(a, b)` is `a < b`. By function:
+# the dunders tried on the first argument, then those tried on the second.
+OPERATOR_FUNCTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    **{
+        name: COMPARE_DUNDERS[op]
+        for name, op in (
+            ("eq", ast.Eq), ("ne", ast.NotEq), ("lt", ast.Lt), ("le", ast.LtE), ("gt", ast.Gt),
+            ("ge", ast.GtE),
+        )
+    },
+    **{
+        name: ((BINARY_DUNDERS[op][0],), (BINARY_DUNDERS[op][1],))
+        for name, op in (
+            ("add", ast.Add), ("sub", ast.Sub), ("mul", ast.Mult), ("matmul", ast.MatMult),
+            ("truediv", ast.Div), ("floordiv", ast.FloorDiv), ("mod", ast.Mod), ("pow", ast.Pow),
+            ("lshift", ast.LShift), ("rshift", ast.RShift), ("or_", ast.BitOr), ("xor", ast.BitXor),
+            ("and_", ast.BitAnd),
+        )
+    },
+    **{
+        name: ((UNARY_DUNDERS[op],), ())
+        for name, op in (("neg", ast.USub), ("pos", ast.UAdd), ("invert", ast.Invert))
+    },
+    "getitem": (("__getitem__",), ()),
+    "setitem": (("__setitem__",), ()),
+    "delitem": (("__delitem__",), ()),
+    "contains": (("__contains__", "__iter__", "__getitem__"), ()),
+    "truth": (("__bool__", "__len__"), ()),
+    "not_": (("__bool__", "__len__"), ()),
+    "abs": (("__abs__",), ()),
+    "index": (("__index__",), ()),
 }
 # Builtins that call a dunder of their first argument, in the order Python tries them.
 BUILTIN_DUNDERS: dict[str, tuple[str, ...]] = {

@@ -28,7 +28,11 @@ PROTOCOL_SYNTAX = {
     "__aenter__": "with",
     "__aexit__": "with",
 }
-HIGHER_ORDER = frozenset({"map", "filter", "sorted", "min", "max", "iter"})
+# Builtins that call their argument, or iterate it (a generator's body runs in the builtin's call).
+HIGHER_ORDER = frozenset(
+    {"map", "filter", "sorted", "min", "max", "iter", "enumerate", "list", "tuple", "set", "frozenset",
+     "dict", "sum", "any", "all", "zip"}
+)
 # The syntax an operator's evidence spans, by the dunder it calls (f-strings format their values).
 OPERATOR_SYNTAX = {
     **{
@@ -41,10 +45,14 @@ OPERATOR_SYNTAX = {
         for dunder in (f"__{name}__", f"__r{name}__", f"__i{name}__")
     },
     "__getitem__": ("[",), "__setitem__": ("[",), "__delitem__": ("[",), "__contains__": (" in ",),
-    "__iter__": (" in ",), "__eq__": ("==",), "__ne__": ("!=",), "__lt__": ("<",), "__le__": ("<=",),
-    "__gt__": (">",), "__ge__": (">=",), "__neg__": ("-",), "__pos__": ("+",), "__invert__": ("~",),
-    "__format__": ("{",), "__str__": ("{",), "__repr__": ("{",), "__await__": ("await",),
+    "__iter__": (" in ",), "__eq__": ("==",), "__ne__": ("!=",), "__neg__": ("-",), "__pos__": ("+",),
+    "__invert__": ("~",), "__format__": ("{",), "__str__": ("{",), "__repr__": ("{",),
+    "__await__": ("await",),
+    # `a < b` calls `a.__lt__`, then the reflected `b.__gt__`.
+    "__lt__": ("<", ">"), "__le__": ("<=", ">="), "__gt__": (">", "<"), "__ge__": (">=", "<="),
 }
+# A value tested for truth (`bool(x)`: `__bool__`, else `__len__`), by the statement or operator testing it.
+TRUTH_SYNTAX = ("if", "while", "assert", "not", "and", "or")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +97,9 @@ def test_every_confirmed_call_names_its_callee_at_the_call_site(rich_ws: tuple[W
             at, line = _span_text(root, record, lines)
             name = target.removeprefix("semantic:").rsplit(".", 1)[-1]
             last = at.rsplit(".", 1)[-1].split("[", 1)[0]
-            if record["about"].endswith("(operator)"):
+            if record["about"].endswith("(operator)") and name in ("__bool__", "__len__"):
+                ok = any(re.search(rf"\b{word}\b", f"{line}\n{at}") for word in TRUTH_SYNTAX)
+            elif record["about"].endswith("(operator)"):
                 ok = any(symbol in at for symbol in OPERATOR_SYNTAX[name])
             elif at in BUILTIN_DUNDERS and name != at:
                 # `len(x)`: the builtin calls its argument's dunder; the evidence is the builtin's call.
@@ -99,7 +109,8 @@ def test_every_confirmed_call_names_its_callee_at_the_call_site(rich_ws: tuple[W
             elif name in at:
                 ok = True
             elif at in HIGHER_ORDER:
-                # `map(int, xs)`: the builtin calls its argument; the evidence is the builtin's call.
+                # `map(int, xs)`, `enumerate(gen())`: the builtin calls or iterates its argument; the
+                # evidence is the builtin's call.
                 ok = name in line
             elif name in ("__init__", "__call__"):
                 # A class or an instance called through a name or attribute bound to it.

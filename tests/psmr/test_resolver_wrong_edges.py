@@ -505,3 +505,50 @@ Index().add(Key(), 1)
 """,
     )
     assert ("m.Index.add", "m.Key.__iter__") not in edges
+
+
+def test_a_method_named_like_a_list_method_stores_nothing_in_its_receiver(tmp_path: Path) -> None:
+    # `list.append` takes one argument, `set.add` one, `dict.setdefault` two: a call with other
+    # arguments is the method of some other class, which decides itself what the receiver holds.
+    ws = _workspace(
+        tmp_path,
+        {
+            "m.py": """class Key:
+    def __eq__(self, other):
+        return True
+
+
+class Document:
+    def __init__(self):
+        self.items = []
+
+    def append(self, key, value):
+        self.items.append((key, value))
+
+    def __eq__(self, other):
+        return False
+
+
+def parse():
+    body = Document()
+    body.append(Key(), 1)
+    return body
+
+
+def check():
+    return parse() == {"a": 1}
+
+
+def listed():
+    keys = []
+    keys.append(Key())
+    return keys == [1]
+"""
+        },
+    )
+    called = {t for _, t, k in ws.graph.out_edges("semantic:m.check", keys=True) if k == "calls"}
+    assert "semantic:m.Document.__eq__" in called
+    assert "semantic:m.Key.__eq__" not in called
+    # A list's append stores its argument: comparing the list compares it.
+    listed = {t for _, t, k in ws.graph.out_edges("semantic:m.listed", keys=True) if k == "calls"}
+    assert "semantic:m.Key.__eq__" in listed

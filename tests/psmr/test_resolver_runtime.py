@@ -1,0 +1,532 @@
+"""Calls Python makes on the code's behalf, which the runtime-edge benchmark saw and the resolver missed
+(`bench/psmr_runtime_edges.py`), each case a tree built from strings.
+
+A generator's body runs where it is iterated; `from m import x` asks a module `__getattr__`; a
+container compared, hashed or sorted calls its elements' dunders; a descriptor's `__get__` runs on a
+read; copying and pickling call the copy and pickle protocols.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from psmr_trees import write_tree
+
+from slotrelay.psmr.build import build
+from slotrelay.psmr.store import Store
+
+
+def _edges(tmp_path: Path, files: dict[str, str] | str) -> dict[tuple[str, str], set[str]]:
+    """(caller, callee) -> the statuses of the call evidence (a one-module tree `m` for a string)."""
+    root = write_tree(tmp_path / "tree", {"m.py": files} if isinstance(files, str) else files)
+    summary = build(root, store=tmp_path / "store")
+    ws = Store.open(tmp_path / "store").load(summary["workspace_id"])
+    out: dict[tuple[str, str], set[str]] = {}
+    for caller, callee, key, data in ws.graph.edges(keys=True, data=True):
+        if key == "calls":
+            pair = (caller.removeprefix("semantic:"), callee.removeprefix("semantic:"))
+            out[pair] = {ws.evidence[ev]["status"] for ev in data["evidence"]}
+    return out
+
+
+def test_a_generator_runs_where_it_is_iterated(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """def numbers():
+    yield 1
+
+
+def words():
+    yield "a"
+
+
+def letters():
+    yield from words()
+
+
+def source():
+    return numbers()
+
+
+class Bar:
+    def generator(self):
+        yield 1
+
+    def __iter__(self):
+        return self.generator()
+
+
+def loop():
+    for n in source():
+        print(n)
+
+
+def listed():
+    return list(source())
+
+
+def counted():
+    for i, n in enumerate(source()):
+        print(i, n)
+
+
+def joined():
+    return ", ".join(letters())
+
+
+def bar():
+    for _ in Bar():
+        pass
+    return list(Bar())
+""",
+    )
+    for caller in ("m.loop", "m.listed", "m.counted"):
+        assert edges[(caller, "m.numbers")] == {"confirmed"}, caller
+    assert ("m.source", "m.numbers") in edges  # the call that makes the generator stays an edge
+    assert edges[("m.joined", "m.letters")] == {"confirmed"}
+    assert edges[("m.letters", "m.words")] == {"confirmed"}
+    assert edges[("m.bar", "m.Bar.__iter__")] == {"confirmed"}
+    assert edges[("m.bar", "m.Bar.generator")] == {"confirmed"}
+
+
+def test_from_import_asks_a_module_getattr(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .core import Command\nfrom .core import old_name\n",
+            "pkg/core.py": """class Command:
+    pass
+
+
+def __getattr__(name):
+    if name == "old_name":
+        return Command
+    raise AttributeError(name)
+""",
+            "pkg/plain.py": "class Thing:\n    pass\n",
+            "pkg/user.py": """from .plain import Thing
+
+
+def late():
+    from .core import old_name
+    return old_name
+""",
+        },
+    )
+    # Importing from a module (not a package) looks up its __path__ first: the module's __getattr__.
+    assert edges[("pkg", "pkg.core.__getattr__")] == {"confirmed"}
+    assert edges[("pkg.user.late", "pkg.core.__getattr__")] == {"confirmed"}
+    assert not any(callee.endswith("__getattr__") for caller, callee in edges if caller == "pkg.user")
+
+
+def test_containers_compared_hashed_or_ordered_call_their_elements_dunders(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """import functools
+from typing import TYPE_CHECKING
+
+
+@functools.total_ordering
+class Low:
+    def __lt__(self, other):
+        return True
+
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 1
+
+
+class Up:
+    def __eq__(self, other):
+        return True
+
+
+if TYPE_CHECKING:
+    Interval = tuple[Low, Up]
+
+
+class Range:
+    _bounds: tuple[Interval, ...]
+
+    def __init__(self, low: Low, up: Up):
+        self.low = low
+        self.up = up
+
+    def __eq__(self, other):
+        return self._bounds == other._bounds
+
+    def __hash__(self):
+        return hash((self.low, self.up))
+
+    def empty(self):
+        return self._bounds == ()
+
+
+def highest(a: Low, b: Low):
+    return max(a, b)
+
+
+def greater(a: Low, b: Low):
+    return a > b
+""",
+    )
+    assert edges[("m.Range.__eq__", "m.Low.__eq__")] == {"confirmed"}
+    # Compared with an empty tuple, a tuple compares none of its elements.
+    assert ("m.Range.empty", "m.Low.__eq__") not in edges
+    assert edges[("m.Range.__eq__", "m.Up.__eq__")] == {"confirmed"}
+    assert edges[("m.Range.__hash__", "m.Low.__hash__")] == {"confirmed"}
+    # total_ordering makes __gt__ of __lt__ and __eq__.
+    assert edges[("m.highest", "m.Low.__lt__")] == {"confirmed"}
+    assert edges[("m.highest", "m.Low.__eq__")] == {"confirmed"}
+    # a's derived __gt__ runs Low.__lt__; b's reflected __lt__ only if that returned NotImplemented.
+    assert edges[("m.greater", "m.Low.__lt__")] == {"confirmed", "heuristic"}
+    assert ("m.greater", "m.Up.__eq__") not in edges
+
+
+def test_an_instance_used_as_a_key_is_hashed(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Key:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return True
+
+
+class Table:
+    def __init__(self):
+        self._map: dict[Key, int] = {}
+
+    def __getitem__(self, key):
+        return 1
+
+    def find(self, key: Key):
+        if key in self._map:
+            return self._map[key]
+        return self._map.get(key)
+
+    def own(self, key: Key, other: "Table"):
+        return other[key]
+""",
+    )
+    assert edges[("m.Table.find", "m.Key.__hash__")] == {"confirmed"}
+    # __eq__ runs only where another key of the same hash is there: derived.
+    assert edges[("m.Table.find", "m.Key.__eq__")] == {"heuristic"}
+    # A container of the tree decides what its __getitem__ does with the key.
+    assert ("m.Table.own", "m.Key.__hash__") not in edges
+
+
+def test_a_subscripted_class_is_the_class(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Context(Generic[T]):
+    def __init__(self, value):
+        self.value = value
+
+    @classmethod
+    def get(cls):
+        return None
+
+
+class Param(Generic[T]):
+    def __class_getitem__(cls, item):
+        return super().__class_getitem__(item)
+
+
+class IntParam(Param[int]):
+    pass
+
+
+def use():
+    with_value = Context[dict]({"a": 1})
+    Context[dict].get()
+    return with_value
+""",
+    )
+    assert edges[("m.use", "m.Context.__init__")] == {"confirmed"}
+    assert edges[("m.use", "m.Context.get")] == {"confirmed"}
+    assert edges[("m", "m.Param.__class_getitem__")] == {"confirmed"}
+
+
+def test_getattr_with_a_constant_prefix_reaches_the_methods_it_may_name(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Validator:
+    def __init__(self, name):
+        self.name = name
+
+    def _process_name(self, value):
+        return value
+
+    def _process_version(self, value):
+        return value
+
+    def other(self, value):
+        return value
+
+    def get(self, value):
+        converter = getattr(self, f"_process_{self.name}")
+        return converter(value)
+
+
+class Handlers:
+    def on_start(self):
+        return 1
+
+    def on_stop(self):
+        return 2
+
+
+def dispatch(event):
+    return getattr(Handlers(), "on_" + event)()
+
+
+dispatch("start")
+""",
+    )
+    assert edges[("m.Validator.get", "m.Validator._process_name")] == {"heuristic"}
+    assert edges[("m.Validator.get", "m.Validator._process_version")] == {"heuristic"}
+    assert ("m.Validator.get", "m.Validator.other") not in edges
+    # The argument names the method exactly.
+    assert ("m.dispatch", "m.Handlers.on_start") in edges
+    assert ("m.dispatch", "m.Handlers.on_stop") not in edges
+
+
+def test_an_overloaded_function_returning_a_generator_runs_it_where_iterated(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """from typing import Iterator, overload
+
+
+def produce(items):
+    yield from items
+
+
+class Range:
+    @overload
+    def filter(self, items: list[str]) -> Iterator[str]: ...
+    @overload
+    def filter(self, items: list[int]) -> Iterator[int]: ...
+    def filter(self, items):
+        return produce(items)
+
+
+def use(r: Range):
+    return list(r.filter(["a"]))
+""",
+    )
+    assert edges[("m.use", "m.produce")] == {"confirmed"}
+
+
+def test_pytest_raises_with_match_formats_the_exception(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/errors.py": """class Problem(Exception):
+    def __str__(self):
+        return "problem"
+
+
+class Other(Exception):
+    def __str__(self):
+        return "other"
+""",
+            "tests/__init__.py": "",
+            "tests/test_errors.py": """import pytest
+
+from pkg.errors import Other, Problem
+
+
+def fail():
+    raise Problem()
+
+
+def test_match():
+    with pytest.raises(Problem, match="prob"):
+        fail()
+
+
+def test_exconly():
+    with pytest.raises(Other) as info:
+        fail()
+    assert info.exconly() == "other"
+
+
+def test_plain():
+    with pytest.raises(Problem):
+        fail()
+""",
+        },
+    )
+    assert edges[("tests.test_errors.test_match", "pkg.errors.Problem.__str__")] == {"confirmed"}
+    assert edges[("tests.test_errors.test_exconly", "pkg.errors.Other.__str__")] == {"confirmed"}
+    assert ("tests.test_errors.test_plain", "pkg.errors.Problem.__str__") not in edges
+
+
+def test_comparisons_try_the_reflected_dunder_and_truth_tests_call_bool_or_len(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Version:
+    def __lt__(self, other):
+        return NotImplemented
+
+
+class Boundary:
+    def __gt__(self, other):
+        return True
+
+
+class Bag:
+    def __len__(self):
+        return 0
+
+
+class Flag:
+    def __bool__(self):
+        return False
+
+
+def compare(a: Version, b: Boundary):
+    return a < b
+
+
+def compare_plain(n: int, b: Boundary):
+    return n < b
+
+
+def truth(bag: Bag, flag: Flag):
+    if bag:
+        return 1
+    while not flag:
+        return 2
+    return bag and flag
+""",
+    )
+    assert edges[("m.compare", "m.Version.__lt__")] == {"confirmed"}
+    # Only Version.__lt__ returning NotImplemented reaches Boundary.__gt__; an int's always does.
+    assert edges[("m.compare", "m.Boundary.__gt__")] == {"heuristic"}
+    assert edges[("m.compare_plain", "m.Boundary.__gt__")] == {"confirmed"}
+    assert edges[("m.truth", "m.Bag.__len__")] == {"confirmed"}
+    assert edges[("m.truth", "m.Flag.__bool__")] == {"confirmed"}
+
+
+def test_set_and_dict_literals_and_set_hash_their_elements(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Tag:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return True
+
+
+def literal(a: Tag, b: Tag):
+    return {a, b}
+
+
+def keys(a: Tag):
+    return {a: 1}
+
+
+def made(tags: list[Tag]):
+    return frozenset(tags)
+""",
+    )
+    for caller in ("m.literal", "m.keys", "m.made"):
+        assert edges[(caller, "m.Tag.__hash__")] == {"confirmed"}, caller
+
+
+def test_a_return_annotation_runs_class_getitem_only_where_annotations_are_evaluated(tmp_path: Path) -> None:
+    # A def evaluates its return annotation, unless `from __future__ import annotations` keeps it a
+    # string (the language reference, "Function definitions").
+    param = """class Param:
+    def __class_getitem__(cls, item):
+        return cls
+"""
+    edges = _edges(
+        tmp_path,
+        {
+            "param.py": param,
+            "now.py": "from param import Param\n\n\ndef pick() -> Param[int]:\n    return Param()\n",
+            "later.py": "from __future__ import annotations\n\nfrom param import Param\n\n\n"
+            "def pick() -> Param[int]:\n    return Param()\n",
+        },
+    )
+    assert edges[("now", "param.Param.__class_getitem__")] == {"confirmed"}
+    assert ("later", "param.Param.__class_getitem__") not in edges
+
+
+def test_the_operator_modules_functions_are_the_operators(tmp_path: Path) -> None:
+    # `operator.lt(a, b)` is `a < b` (the operator module's documentation), also where a test is
+    # handed the function by `parametrize`.
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/version.py": """class Version:
+    def __eq__(self, other):
+        return True
+
+    def __lt__(self, other):
+        return False
+
+    def __add__(self, other):
+        return self
+""",
+            "tests/__init__.py": "",
+            "tests/test_version.py": """import operator
+
+import pytest
+
+from pkg.version import Version
+
+
+def test_direct():
+    assert operator.lt(Version(), Version()) is False
+    assert operator.add(Version(), Version())
+
+
+@pytest.mark.parametrize("op", [operator.eq, operator.ne])
+def test_given(op):
+    assert op(Version(), Version())
+""",
+        },
+    )
+    assert edges[("tests.test_version.test_direct", "pkg.version.Version.__lt__")] == {"confirmed"}
+    assert edges[("tests.test_version.test_direct", "pkg.version.Version.__add__")] == {"confirmed"}
+    assert ("tests.test_version.test_direct", "pkg.version.Version.__eq__") not in edges
+    # parametrize states the values the test is given: as sure as a fixture.
+    assert edges[("tests.test_version.test_given", "pkg.version.Version.__eq__")] == {"confirmed"}
+
+
+def test_a_slice_is_the_sequence_not_an_element(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """class Group:
+    def __iter__(self):
+        return iter([])
+
+
+class Array:
+    def __init__(self, groups: list[Group]):
+        self.groups = groups
+
+    def last(self):
+        return next(g for g in self.groups[::-1])
+
+    def flat(self):
+        return [x for g in self.groups[1:] for x in g]
+""",
+    )
+    assert ("m.Array.last", "m.Group.__iter__") not in edges
+    assert edges[("m.Array.flat", "m.Group.__iter__")] == {"confirmed"}
