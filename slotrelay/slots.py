@@ -127,6 +127,17 @@ def refusal(path: str | Path, refused: fsio.RefusedPath) -> str:
     return f"cannot be reached: {refused.filename} is {kind}, not a folder (not followed)"
 
 
+def make_folder(folder: str | Path) -> None:
+    """Create a slot folder (and the folders above it) if missing, as fsio reaches it (`walked`).
+
+    Raises:
+        OSError: it cannot be created; `fsio.RefusedPath` when it, or a folder above it, is a link or
+            not a folder.
+    """
+    with fsio.open_dir(fsio.FS_ROOT, walked(folder), create=True):
+        pass
+
+
 def _write_atomic(path: str | Path, data: bytes) -> None:
     """Replace the file whole through fsio: a fresh temporary file beside it, fsync, rename, folder fsync.
 

@@ -18,13 +18,13 @@ import hashlib
 import io
 import os
 import stat
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO
 
+from slotrelay import fsio
 from slotrelay.chain.deploy_errors import CONFIG_INVALID, SOURCE_MISSING, folder_error
 from slotrelay.chain.errors import NodeError
 
@@ -145,33 +145,25 @@ class ChainFolder:
             return None
 
     def write(self, relative: str, content: bytes) -> None:
-        """Replace a file atomically: a temporary file beside it, fsync, rename, all inside its folder.
+        """Replace a file atomically through fsio: every folder from the chain's folder down opened
+        without following a link, a temporary file beside it, fsync, rename, all inside its folder.
 
         Raises:
-            NodeError: deploy_source_missing for a link on the way, write_denied or
+            NodeError: deploy_source_missing for a link (or a file) on the way, write_denied or
                 deploy_target_unwritable when the folder refuses the write.
         """
-        *folders, name = PurePosixPath(relative).parts
-        temporary = f".{name}.{uuid.uuid4().hex[:8]}.tmp"
         path = self.base / relative
-        with self._folder_fd(folders, relative, create=True) as parent:
-            try:
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o644, dir_fd=parent)
-                try:
-                    with os.fdopen(fd, "wb") as handle:
-                        handle.write(content)
-                        handle.flush()
-                        os.fsync(handle.fileno())
-                    os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-                finally:
-                    with suppress(FileNotFoundError):
-                        os.unlink(temporary, dir_fd=parent)
-            except OSError as failure:
-                raise folder_error(path, failure) from failure
+        try:
+            fsio.write_file(self.base, relative, content)
+        except fsio.RefusedPath as refused:
+            raise NodeError(SOURCE_MISSING, f"file to deploy {path}: {refused.filename} is "
+                            f"{refused.strerror}: refused (a deploy never follows a link in the chain's "
+                            "folder)") from None
+        except OSError as failure:
+            raise folder_error(path, failure) from failure
 
     @contextmanager
-    def _folder_fd(self, folders: list[str], relative: str, *, create: bool = False) -> Iterator[int]:
+    def _folder_fd(self, folders: list[str], relative: str) -> Iterator[int]:
         try:
             fd = os.open(self.base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as failure:
@@ -179,8 +171,6 @@ class ChainFolder:
         try:
             for number, folder in enumerate(folders):
                 try:
-                    if create:
-                        self._make_folder(fd, folder, relative)
                     inner = os.open(folder, _FOLDER_FLAGS, dir_fd=fd)
                 except OSError as failure:
                     walked = "/".join(folders[:number + 1])
@@ -190,14 +180,6 @@ class ChainFolder:
             yield fd
         finally:
             os.close(fd)
-
-    def _make_folder(self, parent: int, name: str, relative: str) -> None:
-        try:
-            os.mkdir(name, 0o755, dir_fd=parent)
-        except FileExistsError:
-            return
-        except OSError as failure:
-            raise folder_error(self.base / relative, failure, doing="make a folder for") from failure
 
     def _refused(self, relative: str, parent: int, name: str, failure: OSError, *,
                  on_the_way: str | None = None) -> NodeError:
