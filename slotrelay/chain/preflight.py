@@ -114,7 +114,10 @@ def path_problems(chain: Chain) -> list[str]:
     for folder in slot_folders(chain):
         try:
             with fsio.open_dir(fsio.FS_ROOT, walked(folder), create=True) as checked:
-                checked.unlink(checked.write_temp(".slotrelay-probe", b""))
+                # Created and removed, never synced: the probe proves the folder takes a new file.
+                probe = f".slotrelay-probe-{os.getpid()}-{threading.get_ident()}.tmp"
+                os.close(checked.open_append(probe))
+                checked.unlink(probe)
         except fsio.RefusedPath as refused:
             problems.append(f"slot folder {folder} is refused: {refused.filename} is {refused.strerror}")
         except OSError as denied:
