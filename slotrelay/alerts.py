@@ -1,14 +1,14 @@
 """Alerts (L4/L5): a structured record of a failure a person should see or decide on.
 
-An alert is one JSON file `alerts/alert-<UTC timestamp>-<node_id>.json`, written atomically. The
-engine writes it when a node fails for good (handling `fail`), escalates (retries ran out), or needs
-arbitration (an error of no declared type, or an escalation whose type says `on_escalation: pause`).
-Every alert waits for a person (the seed's L5: "wait for a person's decision; never guess"):
-arbitration pauses the flow run until a decision arrives; a `fail` and an escalation (`on_escalation:
-alert`) let the run go on without the node and pause it the same way before the run ends, if nobody
-has decided by then (an alert left unhandled). The pause has no time limit unless the chain sets
-`pause_timeout_seconds`. The decision (who, when, what) is written back into the same file by the run
-that receives it; `status` tells where it stands:
+An alert is one JSON file `alerts/alert-<UTC timestamp>-<node_id>.json`, written atomically as a slot is
+(slotrelay.slots: no link followed). The engine writes it when a node fails for good (handling `fail`),
+escalates (retries ran out), or needs arbitration (an error of no declared type, or an escalation whose
+type says `on_escalation: pause`). Every alert waits for a person (the seed's L5: "wait for a person's
+decision; never guess"): arbitration pauses the flow run until a decision arrives; a `fail` and an
+escalation (`on_escalation: alert`) let the run go on without the node and pause it the same way before
+the run ends, if nobody has decided by then (an alert left unhandled). The pause has no time limit
+unless the chain sets `pause_timeout_seconds`. The decision (who, when, what) is written back into the
+same file by the run that receives it; `status` tells where it stands:
 
     open       written; the pause has not begun yet
     paused     the run waits for a decision (continue | retry | terminate | reload)
@@ -18,6 +18,7 @@ that receives it; `status` tells where it stands:
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -110,14 +111,19 @@ def alert_path(alerts_dir: Path, node_id: str, *, moment: datetime | None = None
     base = f"alert-{utc_stamp(moment)}-{re.sub(r'[^A-Za-z0-9_.-]', '_', node_id)}"
     path = alerts_dir / f"{base}.json"
     counter = 1
-    while path.exists():
+    while os.path.lexists(path):
         counter += 1
         path = alerts_dir / f"{base}-{counter}.json"
     return path
 
 
 def write_alert(path: Path, alert: Alert) -> Path:
-    """Write (or rewrite) an alert file atomically; returns its path."""
+    """Write (or rewrite) an alert file atomically, as a slot is written (no link followed); returns its path.
+
+    Raises:
+        OSError: the file cannot be written; `fsio.RefusedPath` when it, or the alerts folder, is a
+            link or not what it should be.
+    """
     return write_json_atomic(path, alert.model_dump(mode="json"))
 
 

@@ -33,6 +33,8 @@ from types import TracebackType
 from typing import Self
 
 STATE_HOME_ENV = "SLOTRELAY_STATE_HOME"
+# The anchor of a path whose every folder is checked: the chain engine's files (slotrelay.slots.walked).
+FS_ROOT = Path("/")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _KINDS = (
@@ -288,8 +290,9 @@ class CheckedDir:
             raise
         self.sync()
 
-    def append(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
-        """Append `data` to `name` (created if missing) in one write, and fsync it.
+    def open_append(self, name: str, *, mode: int = 0o644) -> int:
+        """A descriptor appending to the regular file `name` (created if missing; a link is not
+        followed, a FIFO never blocked on).
 
         Raises:
             LinkRefused, NotRegular: `name` is not a regular file.
@@ -301,10 +304,20 @@ class CheckedDir:
             )  # fmt: skip
         except OSError as exc:
             raise self._refusal(name, exc, "a regular file") from exc
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise NotRegular(self.path / name, kind_of(info.st_mode))
+        return fd
+
+    def append(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Append `data` to `name` (created if missing) in one write, and fsync it.
+
+        Raises:
+            LinkRefused, NotRegular: `name` is not a regular file.
+        """
+        fd = self.open_append(name, mode=mode)
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise NotRegular(self.path / name, kind_of(info.st_mode))
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -420,6 +433,18 @@ def read_file(anchor: str | Path, path: str | PurePath, *, limit: int, links_ins
         if not target.is_relative_to(real_anchor) or target == real_anchor:
             raise
         return _read_fd(open_regular(real_anchor, target.relative_to(real_anchor)), anchor / path, limit)
+
+
+def read_file_status(anchor: str | Path, path: str | PurePath, *, limit: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file `path` below `anchor` (reached as `read_file` reaches it, no link
+    followed) and its status, both from the one open file.
+
+    Raises:
+        as `read_file` (without `links_inside`).
+    """
+    fd = open_regular(anchor, path)
+    status = os.fstat(fd)
+    return _read_fd(fd, Path(anchor) / path, limit), status
 
 
 def read_regular(path: str | Path, *, limit: int) -> bytes:

@@ -37,7 +37,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from slotrelay import fsio
+from slotrelay.errors import EnvironmentMissing
+from slotrelay.slots import walked
+
 LEDGER_FILE_NAME = ".slotrelay-routing-ledger.jsonl"
+# A ledger is read whole when a sensor or run opens it; one line is about 300 bytes.
+LEDGER_LIMIT = 256 * 1024 * 1024
 
 
 def route_key(chain_id: str, route_id: str, source_hash: str) -> str:
@@ -89,7 +95,8 @@ class RoutingLedger:
 
     The in-memory index is only a cache of the file, rebuilt on open; nothing is known that the file
     does not say. Appends are serialised by a lock and fsynced, so a line that was appended survives a
-    `kill -9` of the sensor.
+    `kill -9` of the sensor. The file is read and appended through fsio, as slots are: a ledger that is a
+    link, a FIFO or a folder is refused, never followed.
 
     Parameters:
         path: the ledger file; created (with its folder) on the first append.
@@ -111,9 +118,12 @@ class RoutingLedger:
 
     def _read_records(self) -> Iterator[dict[str, Any]]:
         try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+            raw = fsio.read_file(fsio.FS_ROOT, walked(self.path), limit=LEDGER_LIMIT)
+        except (FileNotFoundError, NotADirectoryError):
             return
+        except (fsio.RefusedPath, fsio.FileTooLarge) as refused:
+            raise EnvironmentMissing(f"the routing ledger {self.path} cannot be read: "
+                                     f"{refused.filename} is {refused.strerror}") from None
         for line in raw.splitlines():
             try:
                 record = json.loads(line)
@@ -221,28 +231,36 @@ class RoutingLedger:
             self._index(record)
 
     def _append(self, records: list[dict[str, Any]]) -> None:
+        """Append whole lines through fsio (no link followed, no FIFO blocked on) and fsync them.
+
+        Raises:
+            OSError: the ledger cannot be written; `fsio.RefusedPath` when it, or a folder on its way,
+                is a link or not a regular file.
+        """
         if not records:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
+        folders, name = os.path.split(walked(self.path))
+        with fsio.open_dir(fsio.FS_ROOT, folders, create=True) as folder:
             if not self._fenced:
                 # Only the file as found on open can end in a torn line; our own appends end in "\n".
-                if os.fstat(fd).st_size and not self._ends_with_newline():
+                if not self._ends_with_newline(folder, name):
                     payload = "\n" + payload
                 self._fenced = True
-            data = payload.encode()
-            while data:
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
+            folder.append(name, payload.encode(), mode=0o644)
+
+    @staticmethod
+    def _ends_with_newline(folder: fsio.CheckedDir, name: str) -> bool:
+        """Whether the ledger is empty, missing or ends in a newline (a torn last line does not)."""
+        try:
+            fd = folder.open_regular(name)
+        except FileNotFoundError:
+            return True
+        try:
+            size = os.fstat(fd).st_size
+            return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
         finally:
             os.close(fd)
-
-    def _ends_with_newline(self) -> bool:
-        with self.path.open("rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) == b"\n"
 
 
 def new_routed_entry(

@@ -2,10 +2,11 @@
 
 The chain's folder is a tree the product did not create (CONTRACTS.md#deploy-node): a listed
 `build/leak.html -> /etc/hostname` must not publish the host's file. So every path is walked one
-component at a time from a descriptor of the chain's folder: each folder on the way is opened with
-`O_NOFOLLOW | O_DIRECTORY`, the file itself with `O_NOFOLLOW | O_NONBLOCK` (a FIFO does not block the
-deploy), and `fstat` must say it is a regular file. A symlink anywhere on the path is refused with the
-component named; so is a path that leaves the folder (`..`, or an absolute path elsewhere).
+component at a time from a descriptor of the chain's folder, through `slotrelay.fsio`: each folder on
+the way is opened with `O_NOFOLLOW | O_DIRECTORY`, the file itself with `O_NOFOLLOW | O_NONBLOCK` (a
+FIFO does not block the deploy), and `fstat` must say it is a regular file. A symlink anywhere on the
+path is refused with the component named; so is a path that leaves the folder (`..`, or an absolute path
+elsewhere).
 
 Each file is hashed once when the deploy starts (`Upload.sha256`); the copies on every target must
 hash the same, so a source that changes during the deploy fails the proof instead of going live.
@@ -13,24 +14,20 @@ hash the same, so a source that changes during the deploy fails the proof instea
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import os
-import stat
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO
 
+from slotrelay import fsio
 from slotrelay.chain.deploy_errors import CONFIG_INVALID, SOURCE_MISSING, folder_error
 from slotrelay.chain.errors import NodeError
 
 CHUNK_BYTES = 1 << 20
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class SourceNotFound(NodeError):
@@ -118,22 +115,17 @@ class ChainFolder:
 
     @contextmanager
     def open(self, relative: str) -> Iterator[BinaryIO]:
-        """Open a file under the folder for reading, refusing links and anything but a regular file.
+        """Open a file under the folder for reading through fsio's reader: no link followed on the way or
+        at the file, a FIFO never blocked on, and only a regular file.
 
         Raises:
             NodeError: deploy_source_missing naming the file and what is wrong with it.
         """
-        *folders, name = PurePosixPath(relative).parts
-        with self._folder_fd(folders, relative) as parent:
-            try:
-                fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
-            except OSError as failure:
-                raise self._refused(relative, parent, name, failure) from None
-        handle = os.fdopen(fd, "rb")
-        with handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise NodeError(SOURCE_MISSING,
-                                f"file to deploy {self.base / relative} is not a regular file")
+        try:
+            fd = fsio.open_regular(self.base, relative)
+        except OSError as failure:
+            raise self._refused(relative, failure) from None
+        with os.fdopen(fd, "rb") as handle:
             yield handle
 
     def read(self, relative: str) -> bytes | None:
@@ -145,72 +137,33 @@ class ChainFolder:
             return None
 
     def write(self, relative: str, content: bytes) -> None:
-        """Replace a file atomically: a temporary file beside it, fsync, rename, all inside its folder.
+        """Replace a file atomically through fsio: every folder from the chain's folder down opened
+        without following a link, a temporary file beside it, fsync, rename, all inside its folder.
 
         Raises:
-            NodeError: deploy_source_missing for a link on the way, write_denied or
+            NodeError: deploy_source_missing for a link (or a file) on the way, write_denied or
                 deploy_target_unwritable when the folder refuses the write.
         """
-        *folders, name = PurePosixPath(relative).parts
-        temporary = f".{name}.{uuid.uuid4().hex[:8]}.tmp"
         path = self.base / relative
-        with self._folder_fd(folders, relative, create=True) as parent:
-            try:
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o644, dir_fd=parent)
-                try:
-                    with os.fdopen(fd, "wb") as handle:
-                        handle.write(content)
-                        handle.flush()
-                        os.fsync(handle.fileno())
-                    os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-                finally:
-                    with suppress(FileNotFoundError):
-                        os.unlink(temporary, dir_fd=parent)
-            except OSError as failure:
-                raise folder_error(path, failure) from failure
-
-    @contextmanager
-    def _folder_fd(self, folders: list[str], relative: str, *, create: bool = False) -> Iterator[int]:
         try:
-            fd = os.open(self.base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fsio.write_file(self.base, relative, content)
+        except fsio.RefusedPath as refused:
+            raise NodeError(SOURCE_MISSING, f"file to deploy {path}: {refused.filename} is "
+                            f"{refused.strerror}: refused (a deploy never follows a link in the chain's "
+                            "folder)") from None
         except OSError as failure:
-            raise NodeError(SOURCE_MISSING, f"the chain's folder {self.base}: {failure.strerror}") from None
-        try:
-            for number, folder in enumerate(folders):
-                try:
-                    if create:
-                        self._make_folder(fd, folder, relative)
-                    inner = os.open(folder, _FOLDER_FLAGS, dir_fd=fd)
-                except OSError as failure:
-                    walked = "/".join(folders[:number + 1])
-                    raise self._refused(relative, fd, folder, failure, on_the_way=walked) from None
-                os.close(fd)
-                fd = inner
-            yield fd
-        finally:
-            os.close(fd)
+            raise folder_error(path, failure) from failure
 
-    def _make_folder(self, parent: int, name: str, relative: str) -> None:
-        try:
-            os.mkdir(name, 0o755, dir_fd=parent)
-        except FileExistsError:
-            return
-        except OSError as failure:
-            raise folder_error(self.base / relative, failure, doing="make a folder for") from failure
-
-    def _refused(self, relative: str, parent: int, name: str, failure: OSError, *,
-                 on_the_way: str | None = None) -> NodeError:
+    def _refused(self, relative: str, failure: OSError) -> NodeError:
         where = f"file to deploy {self.base / relative}"
-        try:
-            kind = stat.S_IFMT(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
-        except OSError:
-            kind = None
-        if kind == stat.S_IFLNK:
-            link = f"{on_the_way} is a symlink" if on_the_way else "is a symlink"
+        if isinstance(failure, fsio.LinkRefused):
+            on_the_way = PurePath(failure.filename).relative_to(self.base).as_posix()
+            link = "is a symlink" if on_the_way == relative else f"{on_the_way} is a symlink"
             return NodeError(SOURCE_MISSING,
                              f"{where}: {link}: refused (a deploy never follows a link in the chain's "
                              "folder)")
-        if failure.errno in (errno.ENOENT, errno.ENOTDIR) or kind is None:
+        if isinstance(failure, fsio.NotRegular) and failure.filename == str(self.base / relative):
+            return NodeError(SOURCE_MISSING, f"{where} is not a regular file")
+        if isinstance(failure, FileNotFoundError | NotADirectoryError | fsio.NotRegular):
             return SourceNotFound(SOURCE_MISSING, f"{where} does not exist")
         return NodeError(SOURCE_MISSING, f"{where} cannot be read: {failure.strerror}")

@@ -54,6 +54,7 @@ from slotrelay.slots import (
     ask_again,
     content_hash,
     half_written_until,
+    make_folder,
     output_slot_from_bytes,
     read_slot_bytes,
 )
@@ -354,9 +355,13 @@ def wait_for_output(path: Path, *, since: float, timeout: float | None) -> Outpu
     """Wait, on file events (watchdog, no polling), for an external node's finished output slot.
 
     Raises:
-        NodeError: `timeout` when nothing acceptable arrives in `timeout` seconds.
+        NodeError: `timeout` when nothing acceptable arrives in `timeout` seconds; `slot_invalid` when
+            the slot's folder is a link or not a folder (it is not watched through it).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        make_folder(path.parent)
+    except OSError as refused:
+        raise NodeError(SLOT_INVALID, f"output slot {path} cannot be watched: {refused}") from None
     changed = threading.Event()
     observer = Observer()
     observer.schedule(_SlotChanged(path.resolve(), changed), str(path.parent.resolve()), recursive=False)

@@ -3,7 +3,8 @@
 L1 (dependencies): the Python version, the packages the engine and the chain's executors need, the
 `.env` (python-dotenv) with every variable the chain lists in `required_env`, and for pen nodes a
 sandbox (a Docker daemon that answers, or bwrap). L2 (paths): every
-slot folder exists (created if missing) and is writable. Anything missing stops the start with one
+slot folder exists (created if missing), is reached without following a link and is writable, and the
+routing ledger and engine log are regular files where they exist. Anything missing stops the start with one
 line per problem saying what to install or fix; nothing has run yet.
 
 `prepared_chain` loads, validates and checks a chain once per process: `slotrelay run` does it before
@@ -16,19 +17,22 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import stat
 import sys
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
 from dotenv import load_dotenv
 
+from slotrelay import fsio
 from slotrelay.chain.deploy_preload import preload
 from slotrelay.chain.executors import EXECUTORS
 from slotrelay.chain.models import Chain
 from slotrelay.chain.schema import load_chain
 from slotrelay.errors import EnvironmentMissing
+from slotrelay.ledger import LEDGER_FILE_NAME
+from slotrelay.slots import walked
 
 MIN_PYTHON = (3, 11)
 ENGINE_PACKAGES = {
@@ -98,18 +102,39 @@ def slot_folders(chain: Chain) -> list[Path]:
     return sorted(folders)
 
 
+def engine_files(chain: Chain) -> list[Path]:
+    """The files the engine itself keeps beside the slots: the routing ledger and the engine log."""
+    return [chain.work_dir / LEDGER_FILE_NAME, chain.logs_dir / "engine.log"]
+
+
 def path_problems(chain: Chain) -> list[str]:
-    """L2: create every slot folder and prove it writable with a real write."""
+    """L2: create every slot folder and prove it writable with a real write, each reached through fsio
+    (no link followed); and refuse an engine file that is there as a link, a FIFO or a folder."""
     problems = []
     for folder in slot_folders(chain):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            probe = folder / f".slotrelay-probe-{uuid.uuid4().hex[:8]}.tmp"
-            probe.write_bytes(b"")
-            probe.unlink()
+            with fsio.open_dir(fsio.FS_ROOT, walked(folder), create=True) as checked:
+                # Created and removed, never synced: the probe proves the folder takes a new file.
+                probe = f".slotrelay-probe-{os.getpid()}-{threading.get_ident()}.tmp"
+                os.close(checked.open_append(probe))
+                checked.unlink(probe)
+        except fsio.RefusedPath as refused:
+            problems.append(f"slot folder {folder} is refused: {refused.filename} is {refused.strerror}")
         except OSError as denied:
             problems.append(f"slot folder {folder} is not writable: {denied.strerror}")
+    for path in engine_files(chain):
+        info = _lstat(path)
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            problems.append(f"{path} is {fsio.kind_of(info.st_mode)}, not a regular file: it is not followed"
+                            " or written through")
     return problems
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def preflight(chain: Chain) -> None:

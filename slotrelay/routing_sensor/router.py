@@ -86,6 +86,7 @@ from slotrelay.slots import (
     SlotInvalid,
     content_hash,
     half_written_until,
+    make_folder,
     read_output_slot,
     read_slot,
     read_slot_bytes,
@@ -125,7 +126,11 @@ class ChainRouter:
         for node in self.chain.nodes:
             if node.node_id in self._external:
                 path = output_slot_path(self.chain, node.node_id)
-                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    make_folder(path.parent)
+                except OSError as refused:
+                    self._note(logging.ERROR, "output slot of %s not watched: %s", node.node_id, refused)
+                    continue
                 slots[path.parent.resolve() / path.name] = node.node_id
         return slots
 

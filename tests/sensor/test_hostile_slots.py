@@ -120,3 +120,22 @@ def test_an_external_node_waiting_on_a_fifo_fails_as_slot_invalid_at_once(tmp_pa
         wait_for_output(slot, since=0.0, timeout=30)
     assert failed.value.error_type == SLOT_INVALID and "FIFO" in failed.value.message
     assert time.monotonic() - began < 10
+
+
+def test_an_input_slot_that_is_a_link_out_of_the_chain_is_not_written_through(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "linked-input", 1)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.json"
+    outside.write_text("the agent's link points here\n")
+    (tmp_path / "slots").mkdir()
+    (tmp_path / "slots" / "work-0_input.json").symlink_to(outside)
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    agent_writes(tmp_path, "src-0", {"n": 1})
+    wait_for(lambda: recorder.runs, what="the hand-over")
+    assert sensor.coalescer.wait_idle(5)
+    # The link is refused, not replaced or followed; a run at src-0 applies the chain's rules.
+    assert outside.read_text() == "the agent's link points here\n"
+    assert (tmp_path / "slots" / "work-0_input.json").is_symlink()
+    assert recorder.started_nodes() == [("linked-input", "src-0")]
+    log = engine_log(tmp_path)
+    assert "work-0_input.json of work-0 cannot be written (slot_unwritable)" in log and "symbolic link" in log
