@@ -144,3 +144,29 @@ def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
                           check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 3
     assert "No Prefect API answers" in done.stderr
+
+
+@pytest.mark.prefect_server
+def test_ctrl_c_on_up_with_warm_processes_prints_no_traceback(prefect_server, tmp_path):
+    """One Ctrl-C stops `up` quietly: its warm processes, idle and waiting for a run on their pipe, are
+    stopped by their pool, not interrupted by the signal `up` sends the watcher's process group."""
+    chain = slow_chain(tmp_path / "slow")
+    home = migrated_home(tmp_path / "home")
+    log, errors = tmp_path / "up.log", tmp_path / "up.err"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    with log.open("w") as out, errors.open("w") as err:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(free_port()), "--home", str(home),
+             "--warm", "2", str(chain)],
+            cwd=ROOT, env={**env, "COLUMNS": "200"}, stdout=out, stderr=err,
+        )
+    try:
+        # Both warm processes idle, blocked on their pipe: where a Ctrl-C used to raise KeyboardInterrupt.
+        wait_for_up(lambda: len(re.findall(r"warm process \d+ ready", errors.read_text())) == 2, 240,
+                    "two warm processes ready", up, errors)
+    finally:
+        code = interrupt_up(up)
+    said = errors.read_text()
+    assert code == 0, said
+    assert "slotrelay up: stopped" in said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
