@@ -55,6 +55,7 @@ from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.exceptions import Abort, FlowPauseTimeout, Pause
 from prefect.input import Keyset, RunInput, keyset_from_paused_state
+from prefect.settings import PREFECT_API_URL
 from prefect.states import Paused, Suspended
 from prefect.utilities.engine import propose_state_sync
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
@@ -176,6 +177,7 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
         chain_id=chain.chain_id,
         chain_path=str(chain.source) if chain.source else None,
         flow_run_id=flow_run_id,
+        api_url=PREFECT_API_URL.value(),
         node_id=outcome["node_id"],
         error_type=outcome["error_type"] or "unknown",
         message=outcome["message"] or "",

@@ -80,6 +80,8 @@ class Alert(BaseModel):
     chain_id: str
     chain_path: str | None
     flow_run_id: str | None
+    api_url: str | None = Field(default=None, description="the Prefect API of the run (`slotrelay decide` "
+                                                          "resumes it there)")
     node_id: str
     error_type: str
     message: str
