@@ -50,6 +50,13 @@ DECISION_HELP: dict[DecisionName, str] = {
 }
 
 
+# The decision a form offers first. Terminating acts on no guess (CONTRACTS.md#dont-guess): nothing
+# downstream runs on data nobody checked (continue), nothing the node did is done again unasked (retry:
+# a deploy twice), no rule changes (reload); the alert file keeps the case, and the run can be started
+# again once a person knows more. `slotrelay decide` has no default: it names the decision.
+SAFE_DECISION = DecisionName.terminate
+
+
 class AlertError(SlotrelayError):
     """An alert file that cannot be read, or a decision it cannot take (input to fix: exit 2)."""
 
