@@ -1,7 +1,9 @@
 """The example content pipeline's python executors: real small work on the files beside this module.
 
 scan reads `inbox/`, dedup drops repeated articles, enrich adds word counts (its first attempt finds
-the source busy and asks for a retry), the reviewer agent plays an agent outside the engine that
+the source busy and asks for a retry; while a file named `store-busy` is beside this module, every
+attempt does, so the retries run out and the run pauses for a person: the tutorial's switch), the
+reviewer agent plays an agent outside the engine that
 writes the review node's output slot, publish writes an index and lists it in `files` (the chain's
 deploy node takes that list, `files_from`, and makes a release of it in `work/site` and
 `work/mirror-b`), check_site serves the site's live release (`work/site/current`) over HTTP on
@@ -29,6 +31,8 @@ from slotrelay.slots import output_slot_document, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
+# The switch that makes a run pause (docs/tutorial.md): while it exists, the article store stays busy.
+STORE_BUSY = HERE / "store-busy"
 
 
 def scan(data: dict) -> NodeOutput:
@@ -67,10 +71,13 @@ def empty_report(data: dict) -> dict:
 
 
 def enrich(data: dict) -> dict:
-    """Add word counts. The first attempt of a run finds the source busy (a retry type)."""
+    """Add word counts. The first attempt of a run finds the source busy (a retry type), and so does every
+    attempt while the `store-busy` switch is on."""
     marker = WORK / "enrich.attempts"
     attempts = int(marker.read_text()) + 1 if marker.exists() else 1
     marker.write_text(str(attempts))
+    if STORE_BUSY.exists():
+        raise NodeError("source_busy", f"the article store is busy while {STORE_BUSY} exists")
     if attempts == 1:
         raise NodeError("source_busy", "the article store is being re-indexed; try again shortly")
     unique = json.loads(Path(data["unique_file"]).read_text(encoding="utf-8"))
