@@ -32,7 +32,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from psmr_view.graph_svg import slice_svg
+from psmr_view.graph_svg import nearest, slice_svg
 from psmr_view.links import SYMBOL_RELATIONS, Links
 from psmr_view.paging import BUDGETS
 from slotrelay.psmr import api
@@ -130,7 +130,7 @@ def measure(base: str, store: Path, workspace_id: str, depth: int, loads: int, w
         return slice_svg(
             data["anchor"],
             data["nodes"],
-            data["edges"],
+            nearest(data["anchor"], data["nodes"], data["edges"]),
             node_url=links.symbol,
             edge_url=lambda e: links.evidence(e["evidence_refs"], e),
         )

@@ -2,8 +2,11 @@
 
 The core sensor (`slotrelay.routing_sensor`) decides WHAT runs; `DeploymentStarter` is the action it
 is given to start one run, through the Prefect API: a flow run created from the chain's deployment
-with parameters `chain_path`, `start_nodes` and `stop_at_external=True`, and the ledger's batch id as
-the idempotency key, so a request repeated after a crash returns the run already created.
+with parameters `chain_path`, `start_nodes`, `stop_at_external=True` and `resume=True`, and the
+ledger's batch id as the idempotency key, so a request repeated after a crash returns the run already
+created. Every such run goes on from the slots: a target whose output already answers the input the
+sensor wrote (a request repeated, a run picked up again) is not run twice, and a node handed over to the
+engine settles from its agent's slot and meets the routing step there.
 
 Why a direct API call and not an event with a deployment trigger: the call returns the run it
 created, so the ledger can record it; the event is fire-and-forget, the OSS server drops events past
@@ -29,16 +32,11 @@ CHAIN_FLOW_NAME = "chain"
 
 @dataclass(frozen=True)
 class ChainTarget:
-    """Where the runs of one chain go: its deployment (`flow/deployment`), chain file and slots root.
-
-    `resume` asks each run to go on from the slots (runs on a work pool: one picked up again after
-    its worker died must not run a completed node twice).
-    """
+    """Where the runs of one chain go: its deployment (`flow/deployment`), chain file and slots root."""
 
     deployment: str
     chain_path: Path
     slots_root: Path | None = None
-    resume: bool = False
 
 
 class DeploymentStarter:
@@ -80,9 +78,8 @@ class DeploymentStarter:
             "start_nodes": list(start_nodes),
             "slots_root": str(target.slots_root) if target.slots_root else None,
             "stop_at_external": True,
+            "resume": True,
         }
-        if target.resume:
-            parameters["resume"] = True
         # Reserved before the run exists: from its creation the runner's poll could find it.
         warm = self._warm if self._warm is not None and self._warm.reserve(idempotency_key) else None
         try:

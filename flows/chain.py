@@ -1,23 +1,24 @@
 """The chain compiled to one Prefect flow run: nodes as tasks, routes as conditional dependencies.
 
-The engine's decisions live in the core scheduler (`slotrelay.chain.schedule.ChainSchedule`); this
-flow only drives it: it submits the node tasks the schedule says to run (their sources' task runs
-as their inputs, for the UI's graph), feeds each finished task's outcome back, writes the alerts the
-schedule asks for, and waits for people's decisions (flows/arbitration.py).
+The engine's decisions live in the core scheduler (`slotrelay.chain.schedule.ChainSchedule`) and
+its routing step (`slotrelay.chain.routing`, the same the `watch` sensor asks); this flow only drives
+it: it submits the node tasks the schedule says to run (their sources' task runs as their inputs, for
+the UI's graph), makes the slot writes it asks for, feeds each finished task's outcome back, writes the
+alerts it asks for, and waits for people's decisions (flows/arbitration.py).
 
 How a run proceeds: the start nodes (or `start_nodes`) are submitted; whenever a node's task ends,
-its routes are evaluated from its output slot (priority order) and every route that holds writes
-its target's input slot; a target is submitted once every source has settled. A route that does not
-hold leaves its target unrun, and the summary says why.
+the routing step evaluates its routes from its output slot (priority order), the flow writes the input
+slot of every target they lead to, and a target is submitted once the step says it may run (a join
+once every source that can fire has settled). A route that does not hold leaves its target unrun, and
+the summary says why.
 
-Failures (L4/L5): `skip` goes on; `fail` writes an alert and stops that branch; an error of no
-declared type (or an escalation whose type says `pause`) writes an alert and, once the branches that
-do not depend on that node have finished, pauses the run for a decision (flows/arbitration.py):
-continue, retry, terminate or reload. An escalation whose type says `alert` writes the alert and
-fails the node, and the run goes on with everything that does not need it (a join whose other
-source fired runs); when nothing else can run and that alert is still undecided, it is "an alert
-left unhandled" (CONTRACTS.md#dont-guess): the run pauses on it the same way
-before it ends.
+Failures (L4/L5): `skip` goes on; an error of no declared type (or an escalation whose type says
+`pause`) writes an alert and, once the branches that do not depend on that node have finished, pauses
+the run for a decision (flows/arbitration.py): continue, retry, terminate or reload. `fail` (at once)
+and an escalation whose type says `alert` write the alert and fail the node, and the run goes on with
+everything that does not need it (a join whose other source fired runs); when nothing else can run and
+that alert is still undecided, it is "an alert left unhandled" (CONTRACTS.md#dont-guess): the run
+pauses on it the same way before it ends.
 
 Key contract: `run_chain(...)` returns the `slotrelay run --json` summary dict (a failed run returns
 `Failed` carrying the same dict, so `state.result(raise_on_failure=False)` gives it). The summary is
@@ -43,13 +44,24 @@ from prefect.utilities.callables import get_call_parameters
 from flows.arbitration import raise_alert, wait_for_decision
 from flows.notes import RunNotes
 from slotrelay.alerts import alerts_of_run
-from slotrelay.chain import Chain, load_chain
-from slotrelay.chain.preflight import preflight
-from slotrelay.chain.schedule import Arbitrate, ChainSchedule, RaiseAlert, Run, Wait
+from slotrelay.chain import Chain, ChainValidationError, NodeOutcome, load_chain
+from slotrelay.chain.preflight import prepared_chain
+from slotrelay.chain.schedule import (
+    Arbitrate,
+    ChainSchedule,
+    Escalation,
+    RaiseAlert,
+    Reload,
+    RetryBook,
+    Run,
+    SlotWrite,
+    Wait,
+    Write,
+    apply_write,
+)
+from slotrelay.lifetime import LifetimeUnavailable, die_with_parent
 from slotrelay.slots import read_slot, write_json_atomic
 from tasks.node import node_task
-
-FINAL = ("Completed", "Skipped", "Failed", "NotRun")
 
 
 def summary_path(chain: Chain, flow_run_id: str | None) -> Path:
@@ -80,6 +92,8 @@ class ChainDriver:
         self.executor_settings = executor_settings
         self.futures: dict[str, Any] = {}
         self.done: queue.Queue[str] = queue.Queue()
+        # Per-type failure counts of the node runs of this flow run, across their attempts.
+        self.retries = RetryBook()
 
     def submit(self, node_id: str) -> None:
         # The schedule's chain: a reload replaces it, and the node's retry policy with it.
@@ -97,7 +111,8 @@ class ChainDriver:
         # quote(): Prefect would otherwise walk the whole chain model looking for futures on every
         # submit (measured ~100 ms for a 100-node chain), making a run quadratic in its size.
         parameters = get_call_parameters(task.fn, (quote(chain), node_id),
-                                         {"executor_settings": quote(self.executor_settings)})
+                                         {"executor_settings": quote(self.executor_settings),
+                                          "retry_book": quote(self.retries)})
         future = context.task_runner.submit(task, parameters, dependencies={"chain": sources})
         self.futures[node_id] = future
         future.add_done_callback(lambda _, node_id=node_id: self.done.put(node_id))
@@ -111,21 +126,41 @@ class ChainDriver:
                     self.submit(node_id)
             elif isinstance(step, Wait):
                 node_id = self.done.get()
-                escalation = schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
-                if escalation is not None:
-                    path = raise_alert(schedule.chain, flow_run_id=self.flow_run_id,
-                                       outcome=escalation.outcome,
-                                       input_slot=escalation.input_slot, reason=escalation.reason)
-                    schedule.alerted(node_id, path)
+                schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
+            elif isinstance(step, Write):
+                failed: list[tuple[SlotWrite, OSError]] = []
+                for write in step.writes:
+                    try:
+                        apply_write(schedule.chain, write)
+                    except OSError as denied:
+                        failed.append((write, denied))
+                schedule.written(failed)
+            elif isinstance(step, RaiseAlert):
+                schedule.alerted(step.escalation.node_id, self.alert(step.escalation))
             elif isinstance(step, Arbitrate):
                 schedule.decided(step.node_id, step.alert, wait_for_decision(schedule.chain, step.alert))
-            elif isinstance(step, RaiseAlert):
-                escalation = step.escalation
-                schedule.alerted(escalation.node_id, raise_alert(
-                    schedule.chain, flow_run_id=self.flow_run_id, outcome=escalation.outcome,
-                    input_slot=escalation.input_slot, reason=escalation.reason))
+            elif isinstance(step, Reload):
+                self.reload(step)
             else:
                 return
+
+    def alert(self, escalation: Escalation) -> Path:
+        outcome: NodeOutcome = escalation.outcome
+        return raise_alert(self.schedule.chain, flow_run_id=self.flow_run_id, outcome={
+            "node_id": outcome.node_id, "handling": outcome.handling, "error_type": outcome.error_type,
+            "message": outcome.message, "attempts": outcome.attempts, "output_slot": outcome.output_slot,
+        }, input_slot=escalation.input_slot, reason=escalation.reason)
+
+    def reload(self, step: Reload) -> None:
+        chain = self.schedule.chain
+        assert chain.source is not None  # the schedule asks only for a chain loaded from a file
+        try:
+            reloaded = load_chain(chain.source, slots_root=chain.slots_root, alerts_dir=chain.alerts_dir,
+                                  logs_dir=chain.logs_dir)
+        except ChainValidationError as invalid:
+            self.schedule.reload_refused(step.node_id, step.alert, f"the chain is invalid: {invalid.message}")
+            return
+        self.schedule.reloaded(step.node_id, step.alert, reloaded)
 
 
 @flow(name="chain", flow_run_name=_run_name, log_prints=False, persist_result=False)
@@ -151,7 +186,7 @@ def run_chain(
         folders_block: the name of a saved `ChainFolders` Block: its slots root (unless `slots_root`
             is given), alerts and logs folders.
         resume: go on from what the slots say: a node whose output slot is completed, passes its
-            identity check and is not older than its input slot is not run again, and its routes
+            identity check and was made from its current input slot is not run again, and its routes
             are evaluated from that slot. Always so for a run started again after a suspend (it
             finds the alerts it wrote).
         model_block: the name of a saved `CodeModel` Block: the code model of the chain's `pen` nodes
@@ -162,13 +197,24 @@ def run_chain(
     Returns:
         The run summary (`slotrelay run --json`); a failed run returns `Failed` carrying it.
     """
-    chain = load_chain(chain_path, **chain_folders(folders_block, slots_root))
-    preflight(chain)
+    context = FlowRunContext.get()
+    unfenced = None
+    if context is not None and context.flow_run is not None and context.flow_run.work_pool_name:
+        # A worker's run: its process must not outlive the worker, which would have it marked Crashed and
+        # run again elsewhere while this process still wrote slots.
+        try:
+            die_with_parent(parent_command="worker")
+        except LifetimeUnavailable as unavailable:
+            unfenced = unavailable
+    # Loaded, validated and checked (L1, L2) once per process: `slotrelay run` did it before starting.
+    chain = prepared_chain(chain_path, **chain_folders(folders_block, slots_root))
     # Before anything runs: a block that is missing or unusable fails the run here.
     executor_settings = _executor_settings(chain, model_block, sandbox_policy)
-    context = FlowRunContext.get()
     flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
     notes = RunNotes(chain)
+    if unfenced is not None:
+        notes.warning("this run's process may outlive its worker (%s): a worker that dies leaves it running",
+                      unfenced)
     schedule = ChainSchedule(chain, notes=notes, stop_at_external=stop_at_external, resume=resume)
     if flow_run_id:
         # A run suspended for a person starts again from the top once decided (flows/arbitration.py):

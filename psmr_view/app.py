@@ -3,6 +3,7 @@
     /                         the store's workspaces (or the default workspace's overview)
     /ws/{id}/                 overview          /ws/{id}/search    search
     /ws/{id}/symbol?id=       symbol slice      /ws/{id}/evidence  evidence of an edge
+    /ws/{id}/neighbours?id=   a slice's nodes, nearest first (the list behind its picture)
     /ws/{id}/impact?id=       impact            /ws/{id}/unknowns  unknowns
     /ws/{id}/conflicts        conflicts         /ws/{id}/findings  findings
     /ws/{id}/diff             semantic diff     /ws/{id}/source    a file's lines
@@ -23,6 +24,7 @@ a 500 page with an incident id.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -54,13 +56,14 @@ TEMPLATES = Jinja2Templates(
     env=Environment(loader=PackageLoader("psmr_view", "templates"), autoescape=select_autoescape(["html"]))
 )
 HTTP_REASONS = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+WORKSPACE_PATH = re.compile(r"/ws/(ws_[0-9a-f]+)/")
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FORM_BYTES = 4096
 
 
-def error_page(request: Request | None, error: ViewError) -> Response:
-    """A refusal as an HTML page with its status."""
-    context = {"error": error, "title": f"{error.status} {error.code}"}
+def error_page(request: Request | None, error: ViewError, header: dict[str, Any] | None = None) -> Response:
+    """A refusal as an HTML page with its status; `header` gives it the navigation of a workspace."""
+    context = {"error": error, "title": f"{error.status} {error.code}", **(header or {})}
     if request is None:
         template = TEMPLATES.get_template("error.html")
         return Response(template.render(**context), status_code=error.status, media_type="text/html")
@@ -101,6 +104,19 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
     """
     store = Path(store).expanduser().resolve()
 
+    def header(request: Request) -> dict[str, Any]:
+        """The navigation of the workspace a refused request was about (its path's, else the one `/`
+        opens), when that workspace can be read; none otherwise."""
+        named = WORKSPACE_PATH.match(request.url.path)
+        about = named[1] if named else workspace_id
+        if about is None:
+            return {}
+        try:
+            reader = WorkspaceReader(store, about)
+        except ViewError:
+            return {}
+        return {"ws": reader.summary(), "links": Links(about)}
+
     def render(request: Request, built: pages.Page, reader: WorkspaceReader | None = None) -> Response:
         template, context = built
         if reader is not None:
@@ -140,7 +156,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
 
     async def view_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ViewError)
-        return error_page(request, exc)
+        return error_page(request, exc, await run_in_threadpool(header, request))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -153,6 +169,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
                 status=exc.status_code,
                 links=[("the workspaces", "/workspaces")],
             ),
+            await run_in_threadpool(header, request),
         )
 
     async def fault(request: Request, exc: Exception) -> Response:
@@ -165,6 +182,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
                 f"this page failed with an internal error (incident {incident}, logged as psmr_view)",
                 status=500,
             ),
+            await run_in_threadpool(header, request),
         )
 
     routes = [
@@ -176,6 +194,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
             for name in (
                 "search",
                 "symbol",
+                "neighbours",
                 "evidence",
                 "source",
                 "impact",

@@ -41,10 +41,17 @@ class Links:
     def search(self, text: str | None = None, kind: str | None = None) -> str:
         return self._page("search", [("q", text), ("kind", kind)])
 
-    def symbol(self, identity: str, depth: int = 1, relations: Iterable[str] = SYMBOL_RELATIONS) -> str:
+    def _slice(self, name: str, identity: str, depth: int, relations: Iterable[str]) -> str:
         chosen = list(relations)
         rels = [] if chosen == list(SYMBOL_RELATIONS) else [("rel", r) for r in chosen]
-        return self._page("symbol", [("id", identity), ("depth", depth if depth != 1 else None), *rels])
+        return self._page(name, [("id", identity), ("depth", depth if depth != 1 else None), *rels])
+
+    def symbol(self, identity: str, depth: int = 1, relations: Iterable[str] = SYMBOL_RELATIONS) -> str:
+        return self._slice("symbol", identity, depth, relations)
+
+    def neighbours(self, identity: str, depth: int = 1, relations: Iterable[str] = SYMBOL_RELATIONS) -> str:
+        """The list of a slice's nodes behind its picture."""
+        return self._slice("neighbours", identity, depth, relations)
 
     def evidence(self, ids: Iterable[str], edge: dict[str, Any] | None = None) -> str:
         about = [("edge", f"{edge['source']} {edge['relation']} {edge['target']}")] if edge else []
@@ -76,5 +83,5 @@ class Links:
     def delta(self, delta_id: str) -> str:
         return self._page("delta", [("id", delta_id)])
 
-    def source(self, artifact: str, line: int) -> str:
-        return self._page("source", [("artifact", artifact), ("line", line)])
+    def source(self, artifact: str, line: int, context: int | None = None) -> str:
+        return self._page("source", [("artifact", artifact), ("line", line), ("context", context)])

@@ -15,14 +15,21 @@ from urllib.parse import urlencode
 from starlette.datastructures import QueryParams
 
 from psmr_view.errors import ViewError
+from psmr_view.graph_svg import MAX_DRAWN
 
 # Per page, in the API's budget terms. Slices and impact share `max_nodes` between their node-like
 # sections (nodes, contracts, unknowns, conflicts), as the API counts them.
 BUDGETS: dict[str, dict[str, int]] = {
     "search": {"max_nodes": 50},
     "symbol": {"max_nodes": 120, "max_edges": 200, "max_text_bytes": 150_000},
+    # A slice's picture and its list of neighbours: pages of nodes. Nearest-first, the edges among
+    # nearer nodes come before a node, so these pages take edges freely and stop at their nodes.
+    "picture": {"max_nodes": MAX_DRAWN, "max_edges": 5_000, "max_text_bytes": 1_000_000},
+    "neighbours": {"max_nodes": 100, "max_edges": 15_000, "max_text_bytes": 2_000_000},
     "touching": {"max_nodes": 20},
     "evidence": {"max_evidence_items": 20},
+    # The records a page reads to tell a raise from a call, or an overload stub from a definition.
+    "sites": {"max_evidence_items": 500, "max_text_bytes": 500_000},
     "impact": {"max_nodes": 120},
     "unknowns": {"max_nodes": 100},
     "conflicts": {"max_nodes": 100},

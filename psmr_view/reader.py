@@ -1,6 +1,7 @@
 """One page's reads of one workspace: every answer from `slotrelay.psmr.api.call`, checked for one version.
 
-A page may call several operators (the overview asks describe, findings, unknowns and conflicts).
+A page may call several operators (the overview asks describe, unknowns, conflicts and deltas, and
+reads the loaded workspace for its orientation: `slotrelay.psmr.overview`).
 A rebuild that lands between two of those calls would mix two versions on one page, so the reader
 notes the workspace version from its manifest before the first call and checks it again after
 the last (`check_unchanged`): a page that straddles a rebuild is refused with 409, never shown mixed.
@@ -14,9 +15,10 @@ from typing import Any
 
 from psmr_view.errors import ViewError
 from psmr_view.paging import PageRef
+from psmr_view.source import SourceFiles
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import PsmrError
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.store import Store, Workspace
 
 WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
 
@@ -57,6 +59,7 @@ class WorkspaceReader:
         self.workspace_id = workspace_id
         self.manifest = self._manifest()
         self.version: str = self.manifest["version"]
+        self.files = SourceFiles(self.source_root, self.manifest["files"])
 
     def _manifest(self) -> dict[str, Any]:
         try:
@@ -88,6 +91,17 @@ class WorkspaceReader:
         if answer["status"] == "error":
             raise ViewError.from_envelope(answer["error"])
         return answer
+
+    def workspace(self) -> Workspace:
+        """The loaded workspace (as the operators load it; the process keeps the last few loaded).
+
+        Raises:
+            ViewError: the store's refusal (a damaged or half-replaced workspace: 409).
+        """
+        try:
+            return Store.open(self.store).load(self.workspace_id)
+        except PsmrError as exc:
+            raise ViewError(exc.code, exc.message) from exc
 
     def check_unchanged(self) -> None:
         """Refuse the page if the workspace was rebuilt while it was being read.

@@ -11,6 +11,10 @@ broken audit log) exits with `ExitCode.FAILED` itself: there is no error to repo
 Each part's commands are imported when one of them runs (or when help lists them all), not at
 start: `slotrelay mcp serve`, which an MCP host spawns for every session, loads neither the chain
 engine's, the pen's nor the servers' command modules and what they import.
+
+Help shows a flag (`--json`, `--help`, either side of a `--flag/--no-flag` pair) without a value: each
+command is passed through `show_flags_as_flags` as it is mounted, the root's own flags as help asks
+for them.
 """
 
 from __future__ import annotations
@@ -51,9 +55,37 @@ def show_error(error: SlotrelayError, *, as_json: bool) -> None:
     err.print(f"[bold red]{escape(error.code)}[/]: {escape(text)}", highlight=False)
 
 
+def show_flags_as_flags(command: Any, parent: Any = None) -> None:
+    """Show every flag of `command` and of the commands under it, `--help` included, with no metavar.
+
+    Click makes `--help` when first asked for it, from the context's help option names, and keeps it
+    on the command: it is asked for here through a context made as click would make it (the parent's
+    names, then the command's own `context_settings`).
+    """
+    context = typer.Context(command, parent=parent, **command.context_settings)
+    for param in [*command.params, command.get_help_option(context)]:
+        _without_metavar_if_flag(param)
+    for sub in getattr(command, "commands", {}).values():
+        show_flags_as_flags(sub, context)
+
+
+def _without_metavar_if_flag(param: Any) -> None:
+    # Typer's help panel prints each option's type after its name (`--port <int>`), flags too
+    # (`--json <bool>`), though a flag takes no value; a metavar, when set, is printed instead.
+    if param is not None and (getattr(param, "is_flag", False) or getattr(param, "count", False)):
+        param.metavar = ""
+
+
 class SlotrelayGroup(TyperGroup):
     """The root command group: loads each part's commands when they are asked for (click's lazy
     subcommands), and turns any `SlotrelayError` a command raises into its message and exit code."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        # Typer adds the root's completion options after making the group, so they are marked here.
+        params: list[Any] = super().get_params(ctx)
+        for param in params:
+            _without_metavar_if_flag(param)
+        return params
 
     # `ctx` is a context of typer's own copy of click, which typer does not export (typer._click): Any.
     def list_commands(self, ctx: Any) -> list[str]:
@@ -73,12 +105,17 @@ class SlotrelayGroup(TyperGroup):
         if name not in self.commands:
             group = typer.main.get_group(importlib.import_module(COMMAND_GROUPS[name]).app)
             group.name = name
-            self.add_command(group, name)
+            self._mount(name, group)
 
     def _load_top_level(self) -> None:
         for module in TOP_LEVEL_COMMANDS:
             for name, command in typer.main.get_group(importlib.import_module(module).app).commands.items():
-                self.commands.setdefault(name, command)
+                if name not in self.commands:
+                    self._mount(name, command)
+
+    def _mount(self, name: str, command: Any) -> None:
+        show_flags_as_flags(command, typer.Context(self, **self.context_settings))
+        self.add_command(command, name)
 
     def invoke(self, ctx: Any) -> Any:
         try:

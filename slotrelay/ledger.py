@@ -4,7 +4,9 @@ The sensor keeps no state in memory that matters; this file is its memory. Each 
 object, one of three kinds:
 
     {"kind": "routed",  "chain_id", "route_id", "source_hash", "from_node", "to_node",
-                        "input_slot", "at"}       a route fired: its input slot was written
+                        "input_slot", "starts", "at"}
+                                                  a route fired: its input slot was written; `starts`
+                                                  false when its target is a join still waiting
     {"kind": "run",     "chain_id", "batch_id", "start_nodes", "keys", "at"}
                                                   a run is about to be started for these routes
     {"kind": "started", "chain_id", "batch_id", "flow_run_id", "at"}
@@ -38,18 +40,6 @@ from typing import Any
 LEDGER_FILE_NAME = ".slotrelay-routing-ledger.jsonl"
 
 
-def content_hash(raw: bytes) -> str:
-    """The sha256 of a slot file's bytes, as the ledger stores it.
-
-    Parameters:
-        raw: the slot file's content.
-
-    Returns:
-        `sha256:<hex>`.
-    """
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
-
-
 def route_key(chain_id: str, route_id: str, source_hash: str) -> str:
     """The identity of one firing of a route on one output content."""
     return f"{chain_id}|{route_id}|{source_hash}"
@@ -76,6 +66,8 @@ class RoutedEntry:
     to_node: str
     input_slot: str
     at: str
+    # False when the target is a join still waiting for a source: the firing that completes it starts it.
+    starts: bool = True
 
     @property
     def key(self) -> str:
@@ -135,7 +127,9 @@ class RoutingLedger:
         kind = record.get("kind")
         try:
             if kind == "routed":
-                entry = RoutedEntry(**{name: record[name] for name in RoutedEntry.__dataclass_fields__})
+                # Lines written before `starts` existed started their target.
+                entry = RoutedEntry(**{name: record[name] for name in RoutedEntry.__dataclass_fields__
+                                       if name in record or name != "starts"})
                 self._routed[entry.key] = entry
             elif kind == "run":
                 run = PendingRun(
@@ -252,7 +246,8 @@ class RoutingLedger:
 
 
 def new_routed_entry(
-    *, chain_id: str, route_id: str, source_hash: str, from_node: str, to_node: str, input_slot: str
+    *, chain_id: str, route_id: str, source_hash: str, from_node: str, to_node: str, input_slot: str,
+    starts: bool = True,
 ) -> RoutedEntry:
     """A `routed` entry stamped now (UTC)."""
-    return RoutedEntry(chain_id, route_id, source_hash, from_node, to_node, input_slot, _now())
+    return RoutedEntry(chain_id, route_id, source_hash, from_node, to_node, input_slot, _now(), starts)

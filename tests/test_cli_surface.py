@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 import typer.main
 from typer.testing import CliRunner
 
-from slotrelay.cli import app
+from slotrelay.cli import app, show_flags_as_flags
 from slotrelay.errors import ExitCode, SlotrelayError
 
 COMMANDS = """
@@ -155,3 +159,79 @@ def test_with_json_a_pen_error_is_its_json_object_on_stdout(tmp_path: Path) -> N
         "code": "PEN_INVALID_REQUEST",
         "message": f"--root: {missing} does not exist (create the folder first, or name the pen's folder)",
     }
+
+
+def every_command(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """The root, every group and every command under `command`, each with its path."""
+    yield path, command
+    if hasattr(command, "list_commands"):
+        for name in command.list_commands(None):
+            yield from every_command(command.get_command(None, name), f"{path} {name}".strip())
+
+
+ALL_COMMANDS = dict(every_command(typer.main.get_command(app)))
+
+
+def takes_no_value(param: Any) -> bool:
+    return param.param_type_name == "option" and (param.is_flag or param.count)
+
+
+def test_every_option_and_argument_has_a_help_line() -> None:
+    missing = [f"{path or 'slotrelay'} {param.opts[0]}" for path, command in ALL_COMMANDS.items()
+               for param in command.params if not (getattr(param, "help", None) or "").strip()]
+    assert missing == []
+
+
+def check_help_shows_flags_as_flags(command: Any, shown: str) -> None:
+    """Every flag of `command` (and --help) is in its help with no value after it; every other option
+    with its value's type or metavar."""
+    options = [param for param in command.params if param.param_type_name == "option" and not param.hidden]
+    for param in [*options, command.get_help_option(typer.Context(command))]:
+        name = re.escape(param.opts[0] if param.opts[0].startswith("--") else param.opts[-1])
+        # Columns: the long name, a short one, the long and short names of a flag's other side, the type.
+        row = re.search(rf"^│\s+(\*\s+)?{name}((\s+-[\w-]+)*)\s+(\S+)", shown, re.MULTILINE)
+        assert row, f"{param.opts} not in\n{shown}"
+        value = row.group(4)
+        if takes_no_value(param):
+            assert value == param.help.split()[0], f"a value after a flag: {row[0]}"
+        else:
+            assert value == param.metavar if param.metavar else value.startswith("<"), f"no value: {row[0]}"
+
+
+@pytest.mark.parametrize("path", list(ALL_COMMANDS), ids=lambda path: path or "slotrelay")
+def test_help_shows_a_flag_with_no_value(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On main every flag read `--json <bool>`, `--help <bool>`: typer's panel prints a flag's type.
+    monkeypatch.setenv("COLUMNS", "80")
+    done = runner.invoke(app, [*path.split(), "--help"])
+    assert done.exit_code == 0, done.output
+    check_help_shows_flags_as_flags(ALL_COMMANDS[path], done.stdout)
+
+
+def test_a_flag_pair_shows_both_names_and_no_value(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    small = typer.Typer()
+
+    @small.command()
+    def draw(dry_run: bool = typer.Option(False, "--dry-run/--no-dry-run", help="only say what it would do"),
+             width: int = typer.Option(80, help="columns")) -> None:
+        """Draw."""
+
+    monkeypatch.setenv("COLUMNS", "80")
+    command = typer.main.get_command(small)
+    show_flags_as_flags(command)
+    assert command.main(["--help"], prog_name="draw", standalone_mode=False) == 0
+    shown = capsys.readouterr().out
+    assert re.search(r"--dry-run\s+--no-dry-run\s+only say what it would do", shown), shown
+    assert re.search(r"--width\s+<int>\s+columns", shown), shown
+
+
+@pytest.mark.parametrize(
+    "path", ALL_COMMANDS,
+    ids=lambda path: path or "slotrelay",
+)
+def test_no_help_text_is_cut_at_80_columns(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rich ends a word wider than its column with an ellipsis: `postgresql+asyncpg://user:passw…`.
+    monkeypatch.setenv("COLUMNS", "80")
+    done = runner.invoke(app, [*path.split(), "--help"])
+    assert done.exit_code == 0, done.output
+    assert "…" not in done.stdout, done.stdout

@@ -7,13 +7,9 @@ the watchdog sensor (`deployments/`) routes slots with the same functions.
 from slotrelay.chain.errors import ChainError, ChainValidationError, NodeError, Problem
 from slotrelay.chain.executors import EXECUTORS, ExecutionContext, NodeOutput
 from slotrelay.chain.models import Chain, ErrorType, Node, Route
-from slotrelay.chain.routing import (
-    RouteDecision,
-    evaluate_routes,
-    input_slot_path,
-    output_slot_path,
-    write_route_inputs,
-)
+from slotrelay.chain.outcomes import NodeOutcome, NodeState
+from slotrelay.chain.provenance import input_slot_path, output_slot_path
+from slotrelay.chain.routing import RouteDecision, evaluate_routes, route_finished
 from slotrelay.chain.schema import load_chain, validate_document
 from slotrelay.slots import input_slot_document
 
@@ -26,7 +22,9 @@ __all__ = [
     "ExecutionContext",
     "Node",
     "NodeError",
+    "NodeOutcome",
     "NodeOutput",
+    "NodeState",
     "Problem",
     "Route",
     "RouteDecision",
@@ -35,6 +33,6 @@ __all__ = [
     "input_slot_path",
     "load_chain",
     "output_slot_path",
+    "route_finished",
     "validate_document",
-    "write_route_inputs",
 ]

@@ -21,6 +21,8 @@ from slotrelay.errors import ExitCode, SlotrelayError
 # Error types the engine itself raises; a chain decides their handling by declaring them.
 INPUT_MISSING = "input_missing"
 SLOT_INVALID = "slot_invalid"
+# L2: a slot path that cannot be written (the seed: "不可写 → 升级到 L4 异常层").
+SLOT_UNWRITABLE = "slot_unwritable"
 EXECUTOR_MISSING = "executor_missing"
 OUTPUT_INVALID = "output_invalid"
 TIMEOUT = "timeout"

@@ -49,8 +49,10 @@ from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Nod
 from slotrelay.chain.network import unreachable_reason
 from slotrelay.slots import (
     OUTPUT_STATUSES,
+    OutputSlotRead,
     SlotInvalid,
     ask_again,
+    content_hash,
     half_written_until,
     output_slot_from_bytes,
     read_slot_bytes,
@@ -104,12 +106,14 @@ class NodeOutput:
         checks: free-text checks this run attests (`{"<check text>": true}`).
         capabilities_used: capabilities the work used (checked against the node's declared ones).
         document: the whole slot document when it was written outside the engine (external nodes).
+        digest: the hash of that slot's bytes (`slots.content_hash`), what its routes record.
     """
 
     data: dict[str, Any]
     checks: dict[str, bool] = field(default_factory=dict)
     capabilities_used: list[str] = field(default_factory=list)
     document: dict[str, Any] | None = None
+    digest: str | None = None
 
 
 def _import_target(target: str) -> Any:
@@ -326,7 +330,7 @@ class _SlotChanged(FileSystemEventHandler):
             self.changed.set()
 
 
-def fresh_output(path: Path, *, since: float) -> dict[str, Any] | None:
+def fresh_output(path: Path, *, since: float) -> OutputSlotRead | None:
     """An external node's output slot when it is finished and written after `since`, else None.
 
     The time and the content come from one open file: a writer replacing the slot between a
@@ -341,12 +345,12 @@ def fresh_output(path: Path, *, since: float) -> dict[str, Any] | None:
     if found is None or found[1] < since:
         return None
     document = output_slot_from_bytes(path, found[0], written_at=found[1])
-    if document is None:
+    if document is None or document.get("status") not in OUTPUT_STATUSES:
         return None
-    return document if document.get("status") in OUTPUT_STATUSES else None
+    return OutputSlotRead(document, found[0], found[1])
 
 
-def wait_for_output(path: Path, *, since: float, timeout: float | None) -> dict[str, Any]:
+def wait_for_output(path: Path, *, since: float, timeout: float | None) -> OutputSlotRead:
     """Wait, on file events (watchdog, no polling), for an external node's finished output slot.
 
     Raises:
@@ -363,11 +367,11 @@ def wait_for_output(path: Path, *, since: float, timeout: float | None) -> dict[
             # Clear before reading: an event between the read and the wait is not lost.
             changed.clear()
             try:
-                document = fresh_output(path, since=since)
+                found = fresh_output(path, since=since)
             except SlotInvalid as bad:
                 raise NodeError(SLOT_INVALID, bad.message) from None
-            if document is not None:
-                return document
+            if found is not None:
+                return found
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise NodeError(TIMEOUT, f"no output slot from the external agent at {path} in {timeout} s")
@@ -399,8 +403,9 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
     if context.attempt > 1 and context.input_slot is not None:
         since = ask_again(context.input_slot, attempt=context.attempt)
     timeout = context.node.timeout_seconds
-    document = wait_for_output(context.output_slot, since=since,
-                               timeout=None if timeout is None else max(0.0, since + timeout - time.time()))
+    found = wait_for_output(context.output_slot, since=since,
+                            timeout=None if timeout is None else max(0.0, since + timeout - time.time()))
+    document = found.document
     problems = identity_problems(context.node, document)
     if problems:
         raise NodeError(IDENTITY_MISMATCH, "; ".join(problems))
@@ -416,4 +421,5 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
         checks=checks if isinstance(checks, dict) else {},
         capabilities_used=used if isinstance(used, list) else [],
         document=document,
+        digest=content_hash(found.raw),
     )

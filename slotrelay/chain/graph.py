@@ -6,14 +6,16 @@ reached by a route, a route never targets a start node, and there is no cycle.
 
 Everything here is linear in the size of the chain and bounded in what it prints: a cycle is reported
 per strongly connected component (never every simple cycle, which is exponential), and the drawings
-cut long labels, because a chain file is input and may be hostile.
+cut long labels, because a chain file is input and may be hostile. Drawings run top to bottom; DOT and
+PNG wrap a long chain into columns so that it fits a page.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 import networkx as nx
@@ -26,6 +28,18 @@ MAX_NAMES_SHOWN = 10
 """Node names spelled out in one cycle message."""
 MAX_LABEL_CHARS = 120
 """Longest label drawn; longer ones end in an ellipsis (Graphviz crashes on labels of megabytes)."""
+
+# The drawing's size is estimated from the labels (see _columns), in pixels of Graphviz's 96-dpi PNG.
+PAGE_ASPECT = 0.8
+"""Width over height a drawing aims at: a page, a little taller than wide."""
+LAYER_PX = 125
+"""Height of one layer: a node, and the rank of the labels of the routes into it."""
+NODE_CHAR_PX, LABEL_CHAR_PX = 9, 7.5
+"""Width of a character of a node's label (Helvetica 14), and of a route's (Helvetica 11)."""
+NODE_PAD_PX, NODE_GAP_PX = 20, 40
+"""A node's box around its label, and the room between two nodes of a layer."""
+COLUMN_GAP_PX = 120
+"""Room between two columns for the route that climbs from the bottom of one to the top of the next."""
 
 
 def build_graph(chain: Chain) -> nx.MultiDiGraph[str]:
@@ -159,45 +173,98 @@ def _label(text: str) -> str:
     return printable(text, limit=MAX_LABEL_CHARS)
 
 
-def _condition_label(route: Route) -> str:
+def _route_lines(route: Route) -> list[str]:
+    """A route's label: its id, then its condition, each a line of at most half of MAX_LABEL_CHARS."""
+    line = MAX_LABEL_CHARS // 2
     if route.condition is None:
-        return _label(route.route_id)
+        return [printable(route.route_id, limit=line)]
     c = route.condition
     extra = f" +{len(c.additional_checks)} checks" if c.additional_checks else ""
     value = json.dumps(c.value, ensure_ascii=False)
-    return _label(f"{route.route_id}: {c.field} {c.operator} {value}{extra}")
+    condition = f"{c.field} {c.operator} {value}{extra}"
+    return [printable(route.route_id, limit=line), printable(condition, limit=line)]
+
+
+def _columns(chain: Chain) -> dict[str, int]:
+    """The column each node is drawn in, so that a long chain wraps into columns that fit a page.
+
+    A node's layer is one below the deepest node a route into it comes from (loop routes, those with
+    max_iterations, do not count); consecutive layers are cut into columns of as many layers each.
+    The number of columns is the one whose drawing comes closest to PAGE_ASPECT, estimated from the
+    labels' lengths, not by running Graphviz, so the DOT text and the PNG are one drawing. Linear in the
+    chain's size; an invalid chain with a cycle is drawn as it is, in one column.
+    """
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    graph.add_nodes_from(node.node_id for node in chain.nodes)
+    graph.add_edges_from((r.from_node, r.to_node) for r in chain.routes
+                         if r.max_iterations is None and r.from_node in graph and r.to_node in graph)
+    try:
+        layers = list(nx.topological_generations(graph))
+    except nx.NetworkXUnfeasible:
+        return dict.fromkeys(graph, 0)
+    if not layers:
+        return {}
+    labels_px: defaultdict[str, float] = defaultdict(float)
+    for route in chain.routes:
+        labels_px[route.to_node] += LABEL_CHAR_PX * max(map(len, _route_lines(route)))
+    node_px = {n.node_id: NODE_PAD_PX + NODE_CHAR_PX * max(len(_label(n.node_id)), len(n.executor.kind))
+               for n in chain.nodes}
+    # The labels of the routes into a node stand beside the route, right of the node's middle.
+    column_px = COLUMN_GAP_PX + max(
+        sum(NODE_GAP_PX + max(node_px[n], node_px[n] / 2 + labels_px[n]) for n in layer) for layer in layers)
+
+    def off_page(columns: int) -> float:
+        height = math.ceil(len(layers) / columns) * LAYER_PX
+        return abs(math.log(columns * column_px / height / PAGE_ASPECT))
+
+    per_column = math.ceil(len(layers) / min(range(1, len(layers) + 1), key=off_page))
+    return {node: index // per_column for index, layer in enumerate(layers) for node in layer}
 
 
 def render_mermaid(chain: Chain) -> str:
-    """The chain as a Mermaid flowchart (`flowchart LR`)."""
+    """The chain as a Mermaid flowchart, top to bottom (`flowchart TB`).
+
+    Mermaid cannot wrap ranks into columns (a subgraph's direction is ignored once its nodes link
+    outside it), so a long chain is a tall chart; the DOT and PNG drawings wrap.
+    """
     ids = {n.node_id: f"n{i}" for i, n in enumerate(chain.nodes)}
-    lines = ["flowchart LR"]
+    lines = ["flowchart TB"]
     for node in chain.nodes:
         label = f"{_label(node.node_id)}<br/>{node.executor.kind}"
         shape = ("([", "])") if node.input_slot is None else ("[", "]")
         lines.append(f'    {ids[node.node_id]}{shape[0]}"{label}"{shape[1]}')
     for route in chain.routes:
-        label = _condition_label(route).replace('"', "'")
+        label = "<br/>".join(_route_lines(route)).replace('"', "'")
         lines.append(f'    {ids[route.from_node]} -->|"{label}"| {ids[route.to_node]}')
     return "\n".join(lines) + "\n"
 
 
-def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def render_dot(chain: Chain) -> str:
-    """The chain as Graphviz DOT (vertices are named n0, n1, ... and labelled with the node ids)."""
+    """The chain as Graphviz DOT, top to bottom, a long chain wrapped into columns.
+
+    Vertices are named n0, n1, ... and labelled with the node ids. A route between two columns, and a
+    loop route, is drawn without constraining the ranks (`constraint=false`): that is what lets the
+    next column start again at the top.
+    """
     ids = {n.node_id: f"n{i}" for i, n in enumerate(chain.nodes)}
-    lines = [f"digraph {_dot_quote(_label(chain.chain_id))} {{", "    rankdir=LR;",
-             "    node [shape=box, fontname=Helvetica];"]
+    column = _columns(chain)
+    lines = [f'digraph "{_dot_escape(_label(chain.chain_id))}" {{', "    rankdir=TB;", "    nodesep=0.4;",
+             "    node [shape=box, fontname=Helvetica];",
+             "    edge [fontname=Helvetica, fontsize=11, fontcolor=gray25];"]
     for node in chain.nodes:
         shape = ", shape=oval" if node.input_slot is None else ""
-        label = _dot_quote(_label(node.node_id) + "\n" + node.executor.kind)
-        lines.append(f"    {ids[node.node_id]} [label={label}{shape}];")
+        label = f"{_dot_escape(_label(node.node_id))}\\n{node.executor.kind}"
+        lines.append(f'    {ids[node.node_id]} [label="{label}"{shape}];')
     for route in chain.routes:
-        label = _dot_quote(_condition_label(route))
-        lines.append(f"    {ids[route.from_node]} -> {ids[route.to_node]} [label={label}];")
+        # \l ends a left-justified line: the route id and its condition start at the same x.
+        label = "".join(f"{_dot_escape(line)}\\l" for line in _route_lines(route))
+        loose = route.max_iterations is not None or column.get(route.from_node) != column.get(route.to_node)
+        lines.append(f'    {ids[route.from_node]} -> {ids[route.to_node]} [label="{label}"'
+                     f'{", constraint=false" if loose else ""}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -1,10 +1,14 @@
-"""L1 and L2: what must hold before a chain's flow starts.
+"""L1 and L2: what must hold before a chain's flow starts, and before `watch` or `up` watches it.
 
 L1 (dependencies): the Python version, the packages the engine and the chain's executors need, the
 `.env` (python-dotenv) with every variable the chain lists in `required_env`, and for pen nodes a
 sandbox (a Docker daemon that answers, or bwrap). L2 (paths): every
 slot folder exists (created if missing) and is writable. Anything missing stops the start with one
 line per problem saying what to install or fix; nothing has run yet.
+
+`prepared_chain` loads, validates and checks a chain once per process: `slotrelay run` does it before
+it starts a flow run, and the flow run in the same process takes the same chain instead of doing it
+again (a flow run in a process of its own, on a worker or a runner, does it there).
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ import importlib.util
 import os
 import shutil
 import sys
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 from dotenv import load_dotenv
 
 from slotrelay.chain.deploy_preload import preload
 from slotrelay.chain.executors import EXECUTORS
 from slotrelay.chain.models import Chain
+from slotrelay.chain.schema import load_chain
 from slotrelay.errors import EnvironmentMissing
 
 MIN_PYTHON = (3, 11)
@@ -115,3 +122,54 @@ def preflight(chain: Chain) -> None:
     if problems:
         raise EnvironmentMissing("\n".join(f"cannot start: {problem}" for problem in problems))
     preload(chain)
+
+
+def preflight_chains(chains: list[Chain]) -> None:
+    """Run L1 then L2 for every chain `watch` or `up` is to watch, before anything starts.
+
+    Raises:
+        EnvironmentMissing: every problem of every chain, one line `cannot start: <chain file>: ...` each.
+    """
+    lines: list[str] = []
+    for chain in chains:
+        try:
+            preflight(chain)
+        except EnvironmentMissing as missing:
+            where = chain.source or chain.chain_id
+            lines.extend(line.replace("cannot start: ", f"cannot start: {where}: ", 1)
+                         for line in missing.message.splitlines())
+    if lines:
+        raise EnvironmentMissing("\n".join(lines))
+
+
+_prepared: dict[tuple[Any, ...], Chain] = {}
+_prepared_lock = threading.Lock()
+
+
+def prepared_chain(path: str | Path, **folders: Any) -> Chain:
+    """The chain at `path`, loaded, validated and checked (L1, L2) once per process and file version.
+
+    Parameters:
+        path: the chain file.
+        folders: `load_chain`'s folders (`slots_root`, `alerts_dir`, `logs_dir`).
+
+    Raises:
+        ChainError: the file is not a valid chain (exit 2).
+        EnvironmentMissing: L1 or L2 does not hold (exit 3).
+    """
+    resolved = Path(path).resolve()
+    try:
+        version = os.stat(resolved)
+        key: tuple[Any, ...] = (resolved, version.st_mtime_ns, version.st_size, version.st_ino,
+                                tuple(sorted((k, str(v)) for k, v in folders.items())))
+    except OSError:
+        return _checked(load_chain(path, **folders))
+    with _prepared_lock:
+        if key not in _prepared:
+            _prepared[key] = _checked(load_chain(path, **folders))
+        return _prepared[key]
+
+
+def _checked(chain: Chain) -> Chain:
+    preflight(chain)
+    return chain

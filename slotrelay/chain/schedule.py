@@ -1,71 +1,79 @@
-"""The chain scheduler: given node outcomes, what runs next (CONTRACTS.md#chain-engine). Plain Python.
+"""The chain scheduler: what runs next in a run of a chain (CONTRACTS.md#chain-engine). Plain Python.
 
-`ChainSchedule` is the engine's logic for one run of a chain; a driver (the Prefect flow in
-flows/chain.py, or a test) runs what it says and feeds the outcomes back:
+`ChainSchedule` is the engine's bookkeeping for one run of a chain; a driver (the Prefect flow in
+flows/chain.py, or a test) does what it says and feeds the outcomes back:
 
     step = schedule.next_step()
-      Run(nodes)          submit these nodes (their input slots are written)
-      Wait()              nodes are in flight: hand the next finished one to `settle(node_id, outcome)`
-                          (which returns an `Escalation` when an alert must be written: `alerted()`)
-      Arbitrate(node, alert)  a person decides: hand the decision to `decided(node, alert, decision)`
-      RaiseAlert(escalation)  write this alert, then `alerted()` (a rework loop past its bound)
+      Write(writes)       write these slots in order (`apply_write`), then hand the failures to `written`
+      Run(nodes)          submit these nodes
+      Wait()              nodes are in flight: hand the next finished one's `NodeOutcome` to `settle`
+      RaiseAlert(escalation)  write this alert, then hand its path to `alerted`
+      Arbitrate(node, alert)  a person decides: hand the decision to `decided`
+      Reload(node, alert)     load the chain file again: `reloaded(chain)` or `reload_refused(why)`
       Finished()          the run is over: `summary()`
 
-Rules it keeps (each tested in tests/chain/test_schedule.py):
-- A node runs once every source that can fire into it has settled, and only when some route fired
-  into it; with nothing in flight, nodes no route fired into are closed NotRun.
-- Completed: its routes are evaluated from its output slot, and each route that holds writes its
-  target's input slot. Skipped (CONTRACTS.md#skip-never-blocks): a route whose condition is only
-  on `status` fires, and conditions on `data` are evaluated on the data the node received.
+What a finished node leads to is decided by the one routing step, `routing.route_finished` (conditions,
+skip, joins, loop bounds, refused inputs), and waiting joins are released by
+`routing.release_held_joins`: the schedule only records where its nodes stand and hands the routing step
+that view (`pending`). What it adds is per run:
 - Failed: `fail` (at once) or `escalate` (a retry type ran out, on_escalation alert) -> an alert, the
   run goes on without the node (nothing downstream of it) and a person decides before it ends;
   `arbitrate` (no declared type, or on_escalation pause) -> an alert and a decision once nothing
-  else can run.
-- Rework loops: a route with `max_iterations` may close a cycle (it is left out of readiness). When
-  it fires, the loop's nodes (from its target back to its source) run again; the firing past the
-  bound does not loop but escalates: an alert (`loop_bound_exceeded`) and a person decides (continue
-  without data keeps the node's output and goes on without the loop).
-- Resume (CONTRACTS.md#stateless-engine): a node whose output slot is completed (or skipped), passes its
-  identity check and is not older than its input slot settles from that slot without running, its routes
-  evaluated from it; a run started again after a suspend takes back the alerts it wrote (`take_back`).
+  else can run. An input slot that cannot be written fails its target with `slot_unwritable`, and an
+  external target refused by its pre_execution checks fails with `check_failed`, by the same rules.
+- A rework loop that fires runs its nodes (from its target back to its source) again; past its bound
+  its source is asked about (`loop_bound_exceeded`): continue without data keeps the node's output and
+  goes on without the loop.
+- Resume (CONTRACTS.md#stateless-engine): a node whose output slot is done for its current input
+  (`provenance.done_from_slots`) settles from that slot without running; a run started again after a
+  suspend takes back the alerts it wrote (`take_back`).
+- With `stop_at_external` the run is one part of what `watch` does: an external node not answered yet
+  is left to the sensor, and a node this run has not touched may still fire by the slots' account.
 
-Per-type retry accounting (each error type within its own max_retries, across the attempts of one
-node run) is `RetryBook`, used by the node task.
+Per-type retry accounting of one node run (each error type within its own max_retries, across its
+attempts) is `RetryBook`: the flow run's driver keeps one and hands it to each node task.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from slotrelay.alerts import Alert, Decision, DecisionName
-from slotrelay.chain.errors import UNKNOWN, ChainValidationError, NodeError
+from slotrelay.chain.errors import SLOT_UNWRITABLE, UNKNOWN, NodeError
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain, Route
-from slotrelay.chain.routing import (
-    RouteDecision,
-    evaluate_routes,
-    evaluate_routes_from_skip,
+from slotrelay.chain.outcomes import FINAL, Handling, NodeOutcome, NodeState
+from slotrelay.chain.provenance import (
+    done_from_slots,
+    input_digest,
     input_slot_path,
     output_slot_path,
-    write_route_inputs,
+    slot_pending,
 )
-from slotrelay.chain.runner import (
-    Handling,
-    completed_from_slots,
-    decide_handling,
-    publish_output,
-    read_input,
-    write_ended,
+from slotrelay.chain.routing import (
+    HoldJoin,
+    LoopBoundExceeded,
+    RefuseInput,
+    ReleaseJoin,
+    RoutingStep,
+    StartNode,
+    WriteInput,
+    loop_body,
+    release_held_joins,
+    route_finished,
+    upstream,
+    write_input,
 )
-from slotrelay.chain.schema import load_chain
-from slotrelay.slots import SlotInvalid, ask_again, output_slot_document
+from slotrelay.chain.runner import decide_handling, ended_document, publish_output
+from slotrelay.slots import SlotInvalid, ask_again, content_hash, output_slot_document, slot_bytes
 
-FINAL = ("Completed", "Skipped", "Failed", "NotRun")
+LOOP_BOUND_EXCEEDED = "loop_bound_exceeded"
 
 
 class Notes(Protocol):
@@ -83,24 +91,50 @@ class Notes(Protocol):
     def error(self, msg: str, *args: Any) -> None: ...
 
 
-def node_outcome(node_id: str, state: str, *, attempts: int, error: NodeError | None = None,
-                 handling: str | None = None, output_slot: str | None = None,
-                 document: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What one node run ended with, as the node task returns it and `settle` takes it.
+@dataclass(frozen=True)
+class WriteOutput:
+    """Write a node's output slot (a person's decision), dual-written as every output is."""
 
-    `{"node_id", "state": "Completed|Skipped|Failed", "attempts", "error_type", "message", "handling",
-    "output_slot", "document"}`.
+    node_id: str
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AskAgain:
+    """Write an external node's input slot again, `pending` with this attempt: its agent is asked again."""
+
+    node_id: str
+    path: Path
+    attempt: int
+
+
+SlotWrite = WriteInput | ReleaseJoin | WriteOutput | AskAgain
+
+
+def apply_write(chain: Chain, write: SlotWrite) -> None:
+    """Carry out one write a `Write` step asks for.
+
+    Raises:
+        OSError: the slot cannot be written.
     """
-    return {
-        "node_id": node_id,
-        "state": state,
-        "attempts": attempts,
-        "error_type": error.error_type if error else None,
-        "message": error.message if error else None,
-        "handling": handling,
-        "output_slot": output_slot,
-        "document": document,
-    }
+    if isinstance(write, WriteOutput):
+        publish_output(chain, write.node_id, write.document)
+    elif isinstance(write, AskAgain):
+        ask_again(write.path, attempt=write.attempt)
+    else:
+        write_input(write)
+
+
+def target_of(write: SlotWrite) -> str:
+    """The node whose slot a write is."""
+    return write.to_node if isinstance(write, WriteInput) else write.node_id
+
+
+@dataclass(frozen=True)
+class Write:
+    """Write these slots, in order (`apply_write`), then hand the ones that failed to `written`."""
+
+    writes: list[SlotWrite]
 
 
 @dataclass(frozen=True)
@@ -124,6 +158,16 @@ class Arbitrate:
 
 
 @dataclass(frozen=True)
+class Escalation:
+    """An alert the driver writes for a failed node (then hands its path to `alerted`)."""
+
+    node_id: str
+    outcome: NodeOutcome
+    reason: str
+    input_slot: str | None
+
+
+@dataclass(frozen=True)
 class RaiseAlert:
     """Write the alert of this escalation, then hand its path to `alerted`."""
 
@@ -131,22 +175,19 @@ class RaiseAlert:
 
 
 @dataclass(frozen=True)
+class Reload:
+    """A person decided `reload` on this node: load the chain file again and hand it to `reloaded`."""
+
+    node_id: str
+    alert: Path
+
+
+@dataclass(frozen=True)
 class Finished:
     """Nothing more runs."""
 
 
-Step = Run | Wait | Arbitrate | RaiseAlert | Finished
-LOOP_BOUND_EXCEEDED = "loop_bound_exceeded"
-
-
-@dataclass(frozen=True)
-class Escalation:
-    """An alert the driver writes for a failed node (then hands its path to `alerted`)."""
-
-    node_id: str
-    outcome: dict[str, Any]
-    reason: str
-    input_slot: str | None
+Step = Write | Run | Wait | Arbitrate | RaiseAlert | Reload | Finished
 
 
 class ChainSchedule:
@@ -166,10 +207,9 @@ class ChainSchedule:
         self.notes = notes
         self.stop_at_external = stop_at_external
         self.resume = resume
-        self.status: dict[str, str | None] = {n.node_id: None for n in chain.nodes}
+        self.status: dict[str, NodeState | None] = {n.node_id: None for n in chain.nodes}
         self.attempts: dict[str, int] = {n.node_id: 0 for n in chain.nodes}
-        self.outcomes: dict[str, dict[str, Any]] = {}
-        self.fired_into: dict[str, list[str]] = {n.node_id: [] for n in chain.nodes}
+        self.outcomes: dict[str, NodeOutcome] = {}
         self.routes: dict[str, dict[str, Any]] = {}
         self.alerts: list[str] = []
         self.in_flight: set[str] = set()
@@ -177,43 +217,41 @@ class ChainSchedule:
         # Escalations (`on_escalation: alert`) not decided yet: asked before the run ends.
         self.unhandled: list[tuple[str, Path]] = []
         self.terminated: str | None = None
+        self.sources = self._sources_of(chain)
         self._to_run: list[str] = []
-        self.iterations: dict[str, int] = {}
+        self._writes: list[SlotWrite] = []
+        # Nodes to start once the writes before them are done.
+        self._after_writes: list[str] = []
+        self._release_due = False
         self._due_alerts: list[Escalation] = []
+        self._reload: Reload | None = None
         self._loop_paused: set[str] = set()
         # External nodes whose agent this run asked again (a retry decision): the run waits for the answer.
         self._asked_again: set[str] = set()
-        self.sources = self._sources_of(chain)
+        # External nodes left for the sensor: their agent may still answer, through `watch`.
+        self._waiting_for_agent: set[str] = set()
+        # A run that is a whole round of the chain on its own carries no join source from before it
+        # (slot times have milliseconds).
+        self._fresh_since = None if resume or stop_at_external else math.floor(time.time() * 1000) / 1000
 
     @staticmethod
     def _sources_of(chain: Chain) -> dict[str, list[str]]:
-        """Each node's upstream nodes; a rework loop's route (max_iterations) is not a dependency."""
-        sources: dict[str, list[str]] = {n.node_id: [] for n in chain.nodes}
-        for route in chain.routes:
-            if route.max_iterations is None:
-                sources[route.to_node].append(route.from_node)
-        return sources
+        """Each node's upstream nodes (the UI's graph of a run); a rework loop's route is not one."""
+        return {n.node_id: upstream(chain, n.node_id) for n in chain.nodes}
 
-    def _loop_body(self, route: Route) -> set[str]:
-        """The nodes a rework loop runs again: from its target, forward, to its source (unbounded routes)."""
-        forward: dict[str, set[str]] = {}
-        for r in self.chain.routes:
-            if r.max_iterations is None:
-                forward.setdefault(r.from_node, set()).add(r.to_node)
-        reached, stack = {route.to_node}, [route.to_node]
-        while stack:
-            for nxt in forward.get(stack.pop(), ()):
-                if nxt not in reached:
-                    reached.add(nxt)
-                    stack.append(nxt)
-        back, stack = {route.from_node}, [route.from_node]
-        while stack:
-            current = stack.pop()
-            for source in self.sources[current]:
-                if source not in back:
-                    back.add(source)
-                    stack.append(source)
-        return reached & back
+    # The routing step's view of this run.
+
+    def pending(self, node_id: str) -> bool:
+        """Whether the node may still write an output: running, waiting (for a person, its agent, its
+        start), or, when this run is a part of `watch`'s work, pending by the slots' account."""
+        state = self.status[node_id]
+        if state in (NodeState.RUNNING, NodeState.PAUSED) or node_id in self._waiting_for_agent:
+            return True
+        if node_id in self._to_run or node_id in self._after_writes:
+            return True
+        if state is not None:
+            return False
+        return self.stop_at_external and slot_pending(self.chain, node_id)
 
     # Starting.
 
@@ -237,17 +275,20 @@ class ChainSchedule:
         if not alerts:
             return
         self.resume = True
+        self._fresh_since = None
         for path, alert in alerts:
             if alert.node_id not in self.status or alert.status in ("decided", "timed_out"):
                 continue
             self.attempts[alert.node_id] = alert.attempts
             self.alerts.append(str(path))
-            self.outcomes[alert.node_id] = {"error_type": alert.error_type, "output_slot": alert.output_slot}
+            self.outcomes[alert.node_id] = NodeOutcome(alert.node_id, NodeState.FAILED, alert.attempts,
+                                                       alert.error_type, alert.message, alert.handling,
+                                                       alert.output_slot)
             if alert.handling in ("fail", "escalate") and alert.status == "open":
-                self.status[alert.node_id] = "Failed"
+                self.status[alert.node_id] = NodeState.FAILED
                 self.unhandled.append((alert.node_id, path))
             else:
-                self.status[alert.node_id] = "Paused"
+                self.status[alert.node_id] = NodeState.PAUSED
                 self.arbitrations.append((alert.node_id, path))
             self.notes.info("%s: taken back from alert %s (%s, %s)", alert.node_id, path.name, alert.handling,
                             alert.status)
@@ -257,70 +298,76 @@ class ChainSchedule:
     def next_step(self) -> Step:
         """What the driver does next (see the module docstring)."""
         while not self.terminated:
+            if self._writes:
+                writes, self._writes = self._writes, []
+                return Write(writes)
+            if self._release_due:
+                self._release_due = False
+                self._take(release_held_joins(self.chain, state=self, fresh_since=self._fresh_since))
+                continue
+            if self._after_writes:
+                for node_id in self._after_writes:
+                    if self.status[node_id] is None and node_id not in self._to_run:
+                        self._to_run.append(node_id)
+                self._after_writes.clear()
             if self._due_alerts:
                 return RaiseAlert(self._due_alerts.pop(0))
+            if self._reload is not None:
+                reload, self._reload = self._reload, None
+                return reload
             runnable = self._take_runnable()
             if runnable:
                 return Run(runnable)
+            if self._writes or self._due_alerts or self._after_writes or self._release_due:
+                continue
             if self.in_flight:
                 return Wait()
             if self.arbitrations:
                 node_id, path = self.arbitrations.pop(0)
-                self.status[node_id] = "Paused"
+                self.status[node_id] = NodeState.PAUSED
                 return Arbitrate(node_id, path)
             if self.unhandled:
                 # Before unstarted nodes are closed: a `continue` must still be able to feed them.
                 for node_id, path in self.unhandled:
-                    self.status[node_id] = "Paused"
+                    self.status[node_id] = NodeState.PAUSED
                     self.arbitrations.append((node_id, path))
                 self.unhandled.clear()
                 continue
-            if not self._close_unreachable():
-                break
+            break
         for node_id, state in self.status.items():
             if state not in FINAL:
-                self.status[node_id] = "NotRun"
+                self.status[node_id] = NodeState.NOT_RUN
         return Finished()
 
-    def ready(self) -> list[str]:
-        """Unstarted nodes some route fired into, whose every source has settled."""
-        return [
-            node_id for node_id, routes in self.fired_into.items()
-            if routes and self.status[node_id] is None
-            and all(self.status[source] in FINAL for source in self.sources[node_id])
-        ]
-
     def _take_runnable(self) -> list[str]:
-        """Nodes to submit now; those the slots say are done (resume) settle here and may ready more."""
+        """Nodes to submit now; those the slots say are done (resume) settle here and may lead to more."""
         runnable: list[str] = []
-        while True:
-            candidates = [n for n in self._to_run if self.status[n] is None] + [
-                n for n in self.ready() if n not in self._to_run]
-            self._to_run.clear()
-            if not candidates:
-                return runnable
-            for node_id in candidates:
-                if self.status[node_id] is not None:
-                    continue
-                if self._settled_from_slots(node_id) or self._left_for_sensor(node_id):
-                    continue
-                self.status[node_id] = "Running"
-                self.in_flight.add(node_id)
-                runnable.append(node_id)
+        candidates, self._to_run = [n for n in self._to_run if self.status[n] is None], []
+        for node_id in candidates:
+            if self.status[node_id] is not None:
+                continue
+            if self._settled_from_slots(node_id) or self._left_for_sensor(node_id):
+                continue
+            self.status[node_id] = NodeState.RUNNING
+            self.in_flight.add(node_id)
+            runnable.append(node_id)
+        return runnable
 
     def _settled_from_slots(self, node_id: str) -> bool:
         if not self.resume:
             return False
-        document = completed_from_slots(self.chain, node_id)
-        if document is None:
+        found = done_from_slots(self.chain, node_id)
+        if found is None:
             return False
-        state = "Completed" if document["status"] == "completed" else "Skipped"
+        document, digest = found
+        state = NodeState.COMPLETED if document["status"] == "completed" else NodeState.SKIPPED
         self.status[node_id] = state
-        self.outcomes[node_id] = node_outcome(node_id, state, attempts=0, document=document,
-                                              output_slot=str(output_slot_path(self.chain, node_id)))
-        self.notes.info("%s: its output slot says %s (not older than its input): not run again", node_id,
+        self.outcomes[node_id] = NodeOutcome(node_id, state, 0, output_slot=str(output_slot_path(self.chain,
+                                                                                                node_id)),
+                                             document=document, digest=digest)
+        self.notes.info("%s: its output slot says %s, made from its current input: not run again", node_id,
                         document["status"])
-        self.route(node_id, document, resumed=True)
+        self._route(node_id, document, digest, resumed=True)
         return True
 
     def _left_for_sensor(self, node_id: str) -> bool:
@@ -340,212 +387,249 @@ class ChainSchedule:
             # the chain's rules.
             waiting = time.time() < since + node.timeout_seconds
         if waiting:
-            self.status[node_id] = "NotRun"
+            self.status[node_id] = NodeState.NOT_RUN
+            self._waiting_for_agent.add(node_id)
             self.notes.info("%s waits for its external agent: left for the sensor to route", node_id)
         return waiting
 
-    def _close_unreachable(self) -> bool:
-        """With nothing running or waiting, unstarted nodes no route fired into will not run."""
-        closed = False
-        for node_id, state in self.status.items():
-            if state is None and not self.fired_into[node_id]:
-                self.status[node_id] = "NotRun"
-                closed = True
-        return closed
-
     # Outcomes.
 
-    def settle(self, node_id: str, result: Any) -> Escalation | None:
-        """Take in a finished node run: record it, route its output, or say which alert to write.
+    def settle(self, node_id: str, result: Any) -> None:
+        """Take in a finished node run: record it, route its output, or queue the alert to write.
 
         Parameters:
             node_id: the node.
-            result: its `node_outcome` dict (anything else is a crash of the machinery: `unknown`).
-
-        Returns:
-            The alert to write for a failed node, else None.
+            result: its `NodeOutcome` (anything else is a crash of the machinery: `unknown`).
         """
         self.in_flight.discard(node_id)
-        if not isinstance(result, dict):
+        if not isinstance(result, NodeOutcome):
             # Not our outcome: a crash of the task machinery (node tasks have no Prefect timeout).
             error = NodeError(UNKNOWN, f"{type(result).__name__}: {result}")
-            handling = decide_handling(self.chain, error, type_failures=10**9)
-            result = node_outcome(node_id, "Failed", attempts=1, error=error, handling=handling)
+            result = NodeOutcome.failure(node_id, NodeState.FAILED, attempts=1, error=error,
+                                         handling=decide_handling(self.chain, error, type_failures=10**9))
         self.outcomes[node_id] = result
-        self.attempts[node_id] += result["attempts"]
-        self.status[node_id] = result["state"]
-        if result["state"] in ("Completed", "Skipped"):
-            self.route(node_id, result["document"])
-            return None
-        declared = self.chain.error_type(result["error_type"] or UNKNOWN)
+        self.attempts[node_id] += result.attempts
+        self.status[node_id] = result.state
+        if result.state in (NodeState.COMPLETED, NodeState.SKIPPED) and result.document is not None:
+            self._route(node_id, result.document, result.digest)
+        else:
+            self._escalate(result)
+        self._release_due = True
+
+    def _escalate(self, outcome: NodeOutcome) -> None:
+        """Queue the alert of a failed node."""
+        declared = self.chain.error_type(outcome.error_type or UNKNOWN)
+        handling = outcome.handling or "arbitrate"
         reason = {
-            "fail": f"error type {result['error_type']!r} is handled by failing the node",
+            "fail": f"error type {outcome.error_type!r} is handled by failing the node",
             "escalate": (
-                f"retries of {result['error_type']!r} ran out (escalate_after: max_retries_exceeded);"
+                f"retries of {outcome.error_type!r} ran out (escalate_after: max_retries_exceeded);"
                 " the run goes on without this node, and a person decides before it ends"),
             "arbitrate": (
-                f"error type {result['error_type']!r} is not declared by the chain: a person decides"
+                f"error type {outcome.error_type!r} is not declared by the chain: a person decides"
                 if declared is None
-                else f"retries of {result['error_type']!r} ran out and its type says: pause for a person"),
-        }[result["handling"]]
-        in_path = input_slot_path(self.chain, node_id)
-        return Escalation(node_id, result, reason, str(in_path) if in_path else None)
+                else f"retries of {outcome.error_type!r} ran out and its type says: pause for a person"),
+        }.get(handling, f"handling {handling}")
+        in_path = input_slot_path(self.chain, outcome.node_id)
+        self._due_alerts.append(Escalation(outcome.node_id, outcome, reason,
+                                           str(in_path) if in_path else None))
 
     def alerted(self, node_id: str, path: Path) -> None:
         """The alert of an `Escalation` was written at `path`."""
         self.alerts.append(str(path))
-        handling = self.outcomes[node_id]["handling"]
+        handling = self.outcomes[node_id].handling
         if handling == "arbitrate":
-            self.status[node_id] = "Paused"
+            self.status[node_id] = NodeState.PAUSED
             self.arbitrations.append((node_id, path))
         elif handling in ("fail", "escalate"):
             # L5 for every alert: the run goes on without the node, and a person decides before it ends.
             self.unhandled.append((node_id, path))
 
-    def route(self, node_id: str, document: dict[str, Any], *, resumed: bool = False) -> list[RouteDecision]:
-        """Evaluate a settled node's routes and write the input slot of each that fired.
+    def written(self, failed: list[tuple[SlotWrite, OSError]]) -> None:
+        """The writes of a `Write` step are done; these could not be made (L2, then L4: `slot_unwritable`)."""
+        for write, denied in failed:
+            node_id = target_of(write)
+            if node_id in self._after_writes:
+                self._after_writes.remove(node_id)
+            error = NodeError(SLOT_UNWRITABLE, f"{type(write).__name__} of {node_id}: {denied}")
+            self.notes.error("%s: a slot cannot be written (%s): %s", node_id, SLOT_UNWRITABLE, denied)
+            self._fail(node_id, error)
 
-        A skipped node leads on (CONTRACTS.md#skip-never-blocks): see `routing.evaluate_routes_from_skip`.
-        A node settled from its slots (`resumed`) writes only input slots that are missing: one written
-        again would be newer than its target's finished output, and the target would run again.
-        """
-        if document.get("status") == "skipped":
-            try:
-                received = read_input(self.chain, node_id)[1]
-            except NodeError:
-                received = {}
-            decisions = evaluate_routes_from_skip(self.chain, node_id, document, received)
-            handed_on = {**document, "data": received}
-        else:
-            decisions = evaluate_routes(self.chain, node_id, document)
-            handed_on = document
-        if resumed:
-            decisions_to_write = [
-                d for d in decisions if (
-                    p := input_slot_path(self.chain, d.to_node)) is None or not p.exists()]
-        else:
-            decisions_to_write = decisions
-        write_route_inputs(self.chain, decisions_to_write, handed_on)
-        for decision in decisions:
-            fired, reason = decision.fired, decision.reason
-            bound = next(r for r in self.chain.routes if r.route_id == decision.route_id).max_iterations
-            if fired and bound is not None:
-                fired, reason = self._loop(decision, bound)
-            self.routes[decision.route_id] = {"fired": fired, "reason": reason}
-            if fired:
-                self.fired_into[decision.to_node].append(decision.route_id)
-            if fired:
-                self.notes.debug("route %s fired: %s", decision.route_id, reason)
+    def _fail(self, node_id: str, error: NodeError) -> None:
+        """A node fails without running (its slot cannot be written, its input was refused): the chain's
+        error types decide, as for a failure of its own, with no retry (the same input would fail again)."""
+        handling: Handling = decide_handling(self.chain, error, type_failures=10**9)
+        if handling == "skip":
+            document = ended_document(self.chain, node_id, status="skipped", error=error, attempt=0)
+            self._skip_refused(node_id, error, document)
+            return
+        outcome = NodeOutcome.failure(node_id, NodeState.FAILED, attempts=0, error=error, handling=handling)
+        self.outcomes[node_id] = outcome
+        self.status[node_id] = NodeState.FAILED
+        self._escalate(outcome)
+        self._release_due = True
+
+    def _skip_refused(self, node_id: str, error: NodeError, document: dict[str, Any],
+                      received: dict[str, Any] | None = None) -> None:
+        digest = content_hash(slot_bytes(document))
+        self.outcomes[node_id] = NodeOutcome.failure(node_id, NodeState.SKIPPED, attempts=0, error=error,
+                                                     handling="skip", document=document, digest=digest)
+        self.status[node_id] = NodeState.SKIPPED
+        self.notes.info("%s skipped (%s): %s", node_id, error.error_type, error.message)
+        self._writes.append(WriteOutput(node_id, document))
+        self._route(node_id, document, digest, received=received)
+        self._release_due = True
+
+    def _route(self, node_id: str, document: dict[str, Any], digest: str | None, *, resumed: bool = False,
+               received: dict[str, Any] | None = None) -> None:
+        """Hand a settled node to the routing step, and take what it says."""
+        routed = route_finished(self.chain, node_id, document, digest, state=self, resumed=resumed,
+                                received=received, fresh_since=self._fresh_since)
+        for decision in routed.decisions:
+            self.routes[decision.route_id] = {"fired": decision.fired, "reason": decision.reason}
+            if decision.fired:
+                self.notes.debug("route %s fired: %s", decision.route_id, decision.reason)
+                route = next(r for r in self.chain.routes if r.route_id == decision.route_id)
+                if route.max_iterations is not None:
+                    self._loop_again(route)
             else:
-                self.notes.info("route %s did not fire: %s", decision.route_id, reason)
-        return decisions
+                self.notes.info("route %s did not fire: %s", decision.route_id, decision.reason)
+        self._take(routed.steps)
 
-    def _loop(self, decision: RouteDecision, bound: int) -> tuple[bool, str]:
-        """A rework loop's route fired: run its body again, or escalate past the bound."""
-        count = self.iterations.get(decision.route_id, 0) + 1
-        self.iterations[decision.route_id] = count
-        if count > bound:
-            node_id = decision.from_node
-            message = (
-                f"rework loop {decision.route_id} reached its max_iterations ({bound}) and fired again:"
-                " a person decides")
-            self.outcomes[node_id] = {**self.outcomes.get(node_id, {}), "error_type": LOOP_BOUND_EXCEEDED,
-                                      "message": message, "handling": "arbitrate"}
-            outcome = {**node_outcome(node_id, "Failed", attempts=self.attempts[node_id],
-                                      error=NodeError(LOOP_BOUND_EXCEEDED, message), handling="arbitrate")}
-            in_path = input_slot_path(self.chain, node_id)
-            self._due_alerts.append(Escalation(node_id, outcome, message, str(in_path) if in_path else None))
-            self._loop_paused.add(node_id)
-            return False, f"not looped: {message}"
-        route = next(r for r in self.chain.routes if r.route_id == decision.route_id)
-        for node_id in self._loop_body(route):
+    def _take(self, steps: list[RoutingStep]) -> None:
+        for step in steps:
+            if isinstance(step, WriteInput | ReleaseJoin):
+                self._writes.append(step)
+            elif isinstance(step, StartNode):
+                self._after_writes.append(step.node_id)
+            elif isinstance(step, HoldJoin):
+                self.notes.info("%s waits for %s: a join runs once every source that can fire has settled",
+                                step.node_id, ", ".join(step.waiting_for))
+            elif isinstance(step, LoopBoundExceeded):
+                self._loop_bound_exceeded(step)
+            else:
+                self._refused(step)
+
+    def _loop_again(self, route: Route) -> None:
+        """A rework loop fired within its bound: the nodes from its target back to its source run again."""
+        for node_id in loop_body(self.chain, route):
             self.status[node_id] = None
-            self.fired_into[node_id] = []
-        return True, f"{decision.reason} (rework loop, iteration {count} of {bound})"
+            self._waiting_for_agent.discard(node_id)
+
+    def _loop_bound_exceeded(self, step: LoopBoundExceeded) -> None:
+        node_id = step.from_node
+        outcome = self.outcomes.get(node_id) or NodeOutcome(node_id, NodeState.COMPLETED, 0)
+        self.outcomes[node_id] = replace(outcome, error_type=LOOP_BOUND_EXCEEDED, message=step.message,
+                                         handling="arbitrate")
+        failure = NodeOutcome.failure(node_id, NodeState.FAILED, attempts=self.attempts[node_id],
+                                      error=NodeError(LOOP_BOUND_EXCEEDED, step.message),
+                                      handling="arbitrate")
+        in_path = input_slot_path(self.chain, node_id)
+        self._due_alerts.append(Escalation(node_id, failure, step.message, str(in_path) if in_path else None))
+        self._loop_paused.add(node_id)
+
+    def _refused(self, step: RefuseInput) -> None:
+        """An external target's pre_execution checks refused its input: nothing was written for it."""
+        self.notes.error("%s: its input slot is not written, its pre_execution checks do not hold: %s",
+                         step.to_node, step.error.message)
+        handling = decide_handling(self.chain, step.error, type_failures=10**9)
+        if handling == "skip":
+            document = ended_document(self.chain, step.to_node, status="skipped", error=step.error, attempt=0,
+                                      data=step.data)
+            self._skip_refused(step.to_node, step.error, document, received=step.data)
+            return
+        self._fail(step.to_node, step.error)
 
     def decided(self, node_id: str, alert: Path, decision: Decision) -> None:
         """Apply a person's decision on a paused node (continue, retry, terminate, reload)."""
         if decision.decision == DecisionName.terminate:
-            self.status[node_id] = "Failed"
+            self.status[node_id] = NodeState.FAILED
             self.terminated = f"terminated by a decision on {node_id}"
             return
         if decision.decision == DecisionName.continue_:
-            attempt = self.attempts[node_id]
-            if node_id in self._loop_paused and decision.data is None:
-                # Past a rework loop's bound: its output stands, and the run goes on without the loop.
-                self._loop_paused.discard(node_id)
-                self.status[node_id] = "Completed"
-                return
-            document: dict[str, Any] | None
-            if decision.data is not None:
-                document = output_slot_document(node_id, status="completed", data=decision.data,
-                                                attempt=attempt)
-                publish_output(self.chain, node_id, document)
-                self.status[node_id] = "Completed"
-            else:
-                document = write_ended(self.chain, node_id, status="skipped", error=None, attempt=attempt)
-                self.status[node_id] = "Skipped"
-            if document is not None:
-                self.route(node_id, document)
+            self._continue(node_id, decision)
             return
         if decision.decision == DecisionName.reload:
             if self.chain.source is None:
                 # a chain built in memory has no file to read again
-                self.notes.error("reload refused: this chain was not loaded from a file")
-                self.arbitrations.insert(0, (node_id, alert))
+                self.reload_refused(node_id, alert, "this chain was not loaded from a file")
                 return
-            try:
-                reloaded = load_chain(
-                    self.chain.source,
-                    slots_root=self.chain.slots_root,
-                    alerts_dir=self.chain.alerts_dir,
-                    logs_dir=self.chain.logs_dir,
-                )
-            except ChainValidationError as invalid:
-                self.notes.error("reload refused, the chain is invalid: %s", invalid.message)
-                self.arbitrations.insert(0, (node_id, alert))
-                return
-            if {n.node_id for n in reloaded.nodes} != set(self.status):
-                # A run's bookkeeping is per node: new rules yes, a different set of nodes no.
-                self.notes.error("reload refused: the chain file now has other nodes than this run")
-                self.arbitrations.insert(0, (node_id, alert))
-                return
-            self.chain = reloaded
-            self.sources = self._sources_of(reloaded)
-            self.notes.info("reloaded %s", self.chain.source)
+            self._reload = Reload(node_id, alert)
+            return
+        self._again(node_id)
+
+    def _continue(self, node_id: str, decision: Decision) -> None:
+        attempt = self.attempts[node_id]
+        if node_id in self._loop_paused and decision.data is None:
+            # Past a rework loop's bound: its output stands, and the run goes on without the loop.
+            self._loop_paused.discard(node_id)
+            self.status[node_id] = NodeState.COMPLETED
+            return
+        if decision.data is not None:
+            document = output_slot_document(node_id, status="completed", data=decision.data, attempt=attempt,
+                                            produced_from=input_digest(self.chain, node_id))
+            self.status[node_id] = NodeState.COMPLETED
+        else:
+            document = ended_document(self.chain, node_id, status="skipped", error=None, attempt=attempt)
+            self.status[node_id] = NodeState.SKIPPED
+        self._writes.append(WriteOutput(node_id, document))
+        self._route(node_id, document, content_hash(slot_bytes(document)))
+        self._release_due = True
+
+    def reloaded(self, node_id: str, alert: Path, chain: Chain) -> None:
+        """The chain file was loaded again for a `reload` decision: new rules, the node runs again."""
+        if {n.node_id for n in chain.nodes} != set(self.status):
+            # A run's bookkeeping is per node: new rules yes, a different set of nodes no.
+            self.reload_refused(node_id, alert, "the chain file now has other nodes than this run")
+            return
+        self.chain = chain
+        self.sources = self._sources_of(chain)
+        self.notes.info("reloaded %s", chain.source)
+        self._again(node_id)
+
+    def reload_refused(self, node_id: str, alert: Path, why: str) -> None:
+        """The chain could not be reloaded: the person is asked again."""
+        self.notes.error("reload refused: %s", why)
+        self.arbitrations.insert(0, (node_id, alert))
+
+    def _again(self, node_id: str) -> None:
+        """The node runs again (retry, reload); an external one's agent is asked again."""
         in_path = input_slot_path(self.chain, node_id)
         if self.chain.node(node_id).executor.kind == "external" and in_path is not None and in_path.exists():
-            # Its agent is asked again: only an output newer than this input answers the retry.
-            ask_again(in_path, attempt=self.attempts[node_id] + 1)
+            # Only an output newer than this input answers the retry.
+            self._writes.append(AskAgain(node_id, in_path, self.attempts[node_id] + 1))
             self._asked_again.add(node_id)
         self.status[node_id] = None
-        self._to_run.append(node_id)
+        self._after_writes.append(node_id)
 
     def fail_paused(self, message: str) -> None:
         """No decision came in time: paused nodes fail, the rest does not run."""
         self.terminated = message
         for node_id, state in self.status.items():
             if state not in FINAL:
-                self.status[node_id] = "Failed" if state == "Paused" else "NotRun"
+                self.status[node_id] = NodeState.FAILED if state == NodeState.PAUSED else NodeState.NOT_RUN
 
     # The result.
 
     def summary(self, flow_run_id: str | None) -> dict[str, Any]:
         """The `slotrelay run --json` summary: state, every node, every route, the alerts."""
-        failed = self.terminated or any(s == "Failed" for s in self.status.values())
+        failed = self.terminated or any(s == NodeState.FAILED for s in self.status.values())
         for route in self.chain.routes:
             if route.route_id not in self.routes:
                 source = self.status[route.from_node]
-                why = "the source did not run" if source == "NotRun" else f"the source ended {source}"
+                why = ("the source did not run" if source == NodeState.NOT_RUN
+                       else f"the source ended {source}")
                 self.routes[route.route_id] = {"fired": False, "reason": why}
         nodes = {}
         for node_id, state in self.status.items():
-            result = self.outcomes.get(node_id, {})
-            written = state in ("Completed", "Skipped") or (state == "Failed" and result.get("output_slot"))
+            outcome = self.outcomes.get(node_id)
+            written = state in (NodeState.COMPLETED, NodeState.SKIPPED) or (
+                state == NodeState.FAILED and outcome is not None and outcome.output_slot)
             nodes[node_id] = {
-                "state": state,
+                "state": str(state),
                 "attempts": self.attempts[node_id],
-                "error_type": result.get("error_type") if state != "Completed" else None,
+                "error_type": outcome.error_type if outcome is not None and state != NodeState.COMPLETED
+                else None,
                 "output_slot": str(output_slot_path(self.chain, node_id)) if written else None,
             }
         return {
@@ -560,7 +644,8 @@ class ChainSchedule:
 class RetryBook:
     """Failures per error type of each node run, across its attempts (each type within its own max_retries).
 
-    One node run is several attempts (Prefect retries of one task run); `key` names the node run.
+    One node run is several attempts (Prefect retries of one task run, in one process); `key` names the
+    node run. The flow run's driver keeps one book for its node tasks.
     """
 
     def __init__(self) -> None:

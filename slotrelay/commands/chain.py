@@ -105,7 +105,7 @@ def _short(path: Path) -> str:
 
 
 def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
-    from slotrelay.chain.routing import input_slot_path
+    from slotrelay.chain.provenance import input_slot_path
 
     colours = {"Completed": "green", "Skipped": "yellow", "Failed": "red", "NotRun": "dim"}
     table = Table(title=f"chain {chain.chain_id}: {summary['state']}")
@@ -143,8 +143,8 @@ def run(
     slots_root: Annotated[Path | None, checked(
         writable_folder, help="folder relative slot paths resolve against, an existing one")] = None,
     resume: Annotated[bool, typer.Option(
-        "--resume", help="go on from the slots: nodes whose output slot is completed (and not older than "
-                         "their input) are not run again")] = False,
+        "--resume", help="go on from the slots: nodes whose output slot is completed and made from their "
+                         "current input are not run again")] = False,
 ) -> None:
     """Run a chain as ONE Prefect flow run on a local Prefect server.
 
@@ -153,14 +153,14 @@ def run(
     127.0.0.1:4200, else one started there in the background with its home in the current folder,
     left running for the UI and the next run (`slotrelay up` from this folder reuses it).
     """
-    from slotrelay.chain.preflight import preflight
+    from slotrelay.chain.preflight import prepared_chain
 
     if chain_path is None:
         chain_path = Path.cwd() / "node_chain.json"
         if not chain_path.is_file():
             raise BadInput(f"no chain given, and no node_chain.json in {Path.cwd()}")
-    chain = _load(chain_path, slots_root)
-    preflight(chain)
+    # Loaded, validated and checked (L1, L2) here, once: the flow run below, in this process, takes it.
+    chain = prepared_chain(chain_path, slots_root=str(slots_root) if slots_root else None)
     from deployments.server import ensure_server
 
     with err.status("connecting to the Prefect server (starting one if none answers)"):

@@ -8,7 +8,6 @@ environment is missing something (no usable backend, no Docker daemon or no debo
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import closing
 from pathlib import Path
@@ -93,11 +92,7 @@ def run(
 ) -> None:
     """Run one program in a sandbox and print what it did."""
     from slotrelay import sandbox
-    from slotrelay.sandbox.backends import POOL_SIZE_VARIABLE
     from slotrelay.sandbox.limits import validation_problem
-
-    # One run, then exit: containers created ahead would only be removed again.
-    os.environ.setdefault(POOL_SIZE_VARIABLE, "0")
 
     if file == "-":
         code = sys.stdin.read()
@@ -114,7 +109,10 @@ def run(
         limits = sandbox.SandboxLimits.model_validate(_limits(timeout_ms, memory_mb, network, fs, allow_path))
     except ValidationError as error:
         raise BadInput(validation_problem(error)) from error
-    result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend)
+    # One run, then exit: containers created ahead would only be removed again. Asked of this run's backend,
+    # not of the process's environment, which outlives the command when the app runs in-process.
+    result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend,
+                         settings=sandbox.SandboxSettings(pool_size=0))
     if as_json:
         out.print_json(data=result.model_dump(mode="json"))
     else:

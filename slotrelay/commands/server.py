@@ -120,6 +120,13 @@ def _load_routers(chains: list[Path], slots_root: Path | None,
     return [ChainRouter(path, chain=load_chain(path, **folders)) for path in chains]
 
 
+def _preflight(routers: list[ChainRouter]) -> None:
+    """L1 and L2 for every chain, as `run` checks them: a problem stops the start (exit 3), named."""
+    from slotrelay.chain.preflight import preflight_chains
+
+    preflight_chains([router.chain for router in routers])
+
+
 def _api_url() -> str:
     from deployments.server import api_answers
 
@@ -182,6 +189,7 @@ def watch(
     if folders_block:
         _api_url()  # the ChainFolders block is read from the API before the chains load in its folders
     routers = _load_routers(chains_or_here(chains), slots_root, folders_block)
+    _preflight(routers)
     url = _api_url()
     # The chain flow's parameters of the same names, as defaults of the deployments created here.
     named = {"folders_block": folders_block, "model_block": model_block, "sandbox_policy": sandbox_policy}
@@ -258,7 +266,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     reports.start()
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,
-                                r.chain.work_dir if own_slots_root else None, resume=True)
+                                r.chain.work_dir if own_slots_root else None)
         for r in routers
     }
     starter = DeploymentStarter(targets)
@@ -334,8 +342,8 @@ def up(
         existing_folder, help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
     psmr_port: Annotated[int, checked(PORT, help="Port of the PSMR view on 127.0.0.1.")] = 8766,
     database: Annotated[str | None, typer.Option(
-        help="The server's database: postgresql+asyncpg://user:password@host:port/db (default: SQLite in "
-             "--home).",
+        help="The server's database: a postgresql+asyncpg:// URL, user:password@host:port/db (default: "
+             "SQLite in --home).",
     )] = None,
     warm: WarmOption = WARM_PROCESSES,
     folders_block: Annotated[str | None, checked(block_name(CHAIN_FOLDERS, on_the_api=False),
@@ -355,7 +363,7 @@ def up(
         raise BadInput(f"--host {host}: slotrelay up binds loopback only; the Prefect server has no "
                        "authentication. Put an authenticating proxy in front for remote use (README).")
     chain_files = [p.resolve() for p in chains_or_here(chains)]
-    _load_routers(chain_files, None)
+    _preflight(_load_routers(chain_files, None))
 
     from deployments.server import (
         HomeInUse,

@@ -18,13 +18,22 @@ Routing one output slot:
    sensor's half-written clock refuses it); anything at the path that can never be a slot (a
    symlink, FIFO or folder, JSON that is not an object or nests too deep, a field of the wrong type, a
    write stopped half way) is refused as `slot_invalid`, logged with file and field;
-2. check it: the node's identity (node_id, capabilities) must match, else nothing is routed;
-3. evaluate the node's routes on it (priority order), skipping routes the ledger has for this content;
-4. write each holding route's input slot (`status: pending`, atomic), then append the routes to the
-   ledger; targets that run inside the engine are handed to the coalescer to start a run.
+2. take it only if it answers the node's current input (slotrelay.chain.provenance): an answer to an
+   earlier input is not the agent's answer yet; dual-write it to the node's babel log, once per content
+   (whatever its status);
+3. check it: the node's identity (node_id, capabilities) and post checks must hold, else it is handed over;
+4. ask the one routing step (`slotrelay.chain.routing.route_finished`, the same a run asks) what it leads
+   to, and write each input slot it says (`status: pending`, or `waiting` for a join still waiting for a
+   source), then append the routes to the ledger; a target it says to start that runs inside the engine
+   is handed to the coalescer to start a run. What the routing step leaves to a person or to the chain's
+   error types (a rework loop past its bound, an external target refused by its pre_execution checks,
+   an input slot that cannot be written) is handed over to the engine: a run at this node, resuming
+   from the slots, comes to the same step and applies the chain's rules, alerts included;
+5. release the joins no source can fire into any more (`routing.release_held_joins`).
 
 Key contracts:
 - One lock per chain: an event and the start-up reconcile never route the same slot at once.
+- Join readiness and loop counts are read from the slots on each decision, never kept here.
 - The content hash is of the bytes read and parsed in this call, so the hash in the ledger always
   belongs to the content that was routed.
 - No slot content stops the sensor: `route_safely` is the one entry of the event path and of the
@@ -40,18 +49,29 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slotrelay.chain.errors import TIMEOUT, NodeError
+from slotrelay.chain.errors import SLOT_UNWRITABLE, TIMEOUT
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain
-from slotrelay.chain.routing import (
-    RouteDecision,
-    evaluate_routes,
-    evaluate_routes_from_skip,
+from slotrelay.chain.provenance import (
+    answer_key,
+    answers_input,
+    input_digest,
     input_slot_path,
     output_slot_path,
-    write_route_input,
 )
-from slotrelay.chain.runner import append_agent_babel, post_check_problems, read_input
+from slotrelay.chain.routing import (
+    JOIN_RELEASE,
+    LoopBoundExceeded,
+    RefuseInput,
+    ReleaseJoin,
+    SlotState,
+    StartNode,
+    WriteInput,
+    release_held_joins,
+    route_finished,
+    write_input,
+)
+from slotrelay.chain.runner import dual_write, post_check_problems
 from slotrelay.chain.schema import load_chain
 from slotrelay.enginelog import engine_logger
 from slotrelay.ledger import (
@@ -59,10 +79,17 @@ from slotrelay.ledger import (
     PendingRun,
     RoutedEntry,
     RoutingLedger,
-    content_hash,
     new_routed_entry,
 )
-from slotrelay.slots import SlotInvalid, half_written_until, read_output_slot, read_slot, read_slot_bytes
+from slotrelay.slots import (
+    OutputSlotRead,
+    SlotInvalid,
+    content_hash,
+    half_written_until,
+    read_output_slot,
+    read_slot,
+    read_slot_bytes,
+)
 
 logger = logging.getLogger("slotrelay.sensor")
 
@@ -87,6 +114,7 @@ class ChainRouter:
         self.ledger = RoutingLedger(self.chain.work_dir / LEDGER_FILE_NAME)
         self.lock = threading.Lock()
         self._engine_log = engine_logger(self.chain.logs_dir)
+        self.state = SlotState(self.chain)
         self._external = {n.node_id for n in self.chain.nodes if n.executor.kind == "external"}
         self._timed = [n.node_id for n in self.chain.nodes
                        if n.node_id in self._external and n.timeout_seconds is not None]
@@ -114,8 +142,8 @@ class ChainRouter:
         """Whether a node runs inside a flow run (anything but an external node)."""
         return node_id not in self._external
 
-    def _read_output(self, node_id: str) -> tuple[dict[str, Any], str] | None:
-        """The output slot's document and the hash of the very bytes it was parsed from.
+    def _read_output(self, node_id: str) -> OutputSlotRead | None:
+        """The output slot as read: the document, the very bytes it was parsed from, their write time.
 
         Read once, so the hash always belongs to the content routed; a missing or half-written file
         is "not there yet" (None).
@@ -123,8 +151,7 @@ class ChainRouter:
         Raises:
             SlotInvalid: something at the slot path that can never be taken (`slots.read_output_slot`).
         """
-        found = read_output_slot(output_slot_path(self.chain, node_id))
-        return (found.document, content_hash(found.raw)) if found is not None else None
+        return read_output_slot(output_slot_path(self.chain, node_id))
 
     def route_safely(self, node_id: str) -> list[RoutedEntry]:
         """`route_output`, with any failure logged (chain, node, slot file) instead of raised.
@@ -175,8 +202,9 @@ class ChainRouter:
         return isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1
 
     def needs_run(self, entry: RoutedEntry) -> bool:
-        """Whether a ledger entry asks for a run: its target runs inside the engine, or it is a hand-over."""
-        return entry.route_id.startswith(HANDOVER) or self.runs_inside(entry.to_node)
+        """Whether a ledger entry asks for a run: a hand-over, or a target that starts and runs inside the
+        engine (a join still waiting does not start)."""
+        return entry.route_id.startswith(HANDOVER) or (entry.starts and self.runs_inside(entry.to_node))
 
     def overdue_at(self, node_id: str) -> float | None:
         """When an external node waiting for its agent runs out of `timeout_seconds` (epoch seconds).
@@ -226,7 +254,7 @@ class ChainRouter:
             node_id: an external node of the chain.
 
         Returns:
-            The newly fired routes whose target runs inside the engine (to start a run for).
+            The newly recorded entries that ask for a run (targets inside the engine, hand-overs).
         """
         with self.lock:
             try:
@@ -239,58 +267,96 @@ class ChainRouter:
                                        f"{bad.code}: {bad.message}")
             if found is None or self._asked_again(node_id):
                 return []
-            document, digest = found
-            if document.get("status") not in FINISHED:
+            document, digest = found.document, content_hash(found.raw)
+            if document.get("status") not in FINISHED or not answers_input(self.chain, node_id, found):
+                # Not finished, or an answer to an earlier input: the agent has not answered this one yet.
                 return []
+            answer = answer_key(digest, input_digest(self.chain, node_id))
+            dual_write(self.chain, node_id, document, agent_answer=answer, ledger=self.ledger)
             problems = post_check_problems(self.chain, node_id, document)
             if document.get("status") == "failed" or problems:
                 why = "; ".join(problems) or f"the agent reported failure: {document.get('error')}"
                 self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id,
                            why)
-                return self._hand_over(node_id, digest, why)
-            if not self.ledger.has_babel(self.chain_id, node_id, digest):
-                append_agent_babel(self.chain, node_id, document)
-                self.ledger.record_babel(self.chain_id, node_id, digest)
-            decisions, data = self._decide(node_id, document)
-            fired: list[RoutedEntry] = []
-            for decision in decisions:
-                if not decision.fired or self.ledger.has_routed(self.chain_id, decision.route_id, digest):
-                    continue
-                input_path = write_route_input(self.chain, from_node=node_id, route_id=decision.route_id,
-                                               to_node=decision.to_node, data=data)
-                if input_path is None:
-                    continue
-                fired.append(new_routed_entry(
-                    chain_id=self.chain_id, route_id=decision.route_id, source_hash=digest,
-                    from_node=node_id, to_node=decision.to_node, input_slot=str(input_path),
-                ))
-            self.ledger.record_routed(fired)
-            for entry in fired:
-                self._note(logging.INFO, "chain %s: %s fired, %s written", self.chain_id, entry.route_id,
-                           entry.input_slot)
-            return [e for e in fired if self.needs_run(e)]
+                return self._hand_over(node_id, answer, why)
+            return self._route(node_id, document, digest, answer) + self._release()
 
-    def _decide(self, node_id: str, document: dict[str, Any]) -> tuple[list[RouteDecision], dict[str, Any]]:
-        """The routes of a finished slot, and the data its targets get: the same rules as inside a run.
+    def _route(self, node_id: str, document: dict[str, Any], digest: str, answer: str) -> list[RoutedEntry]:
+        """Carry out what the routing step says a finished agent's output leads to (module docstring).
 
-        A skipped slot leads on as in a run (`routing.evaluate_routes_from_skip`): its targets get the
-        data the node received.
+        The ledger keys each firing by the answer (`provenance.answer_key`): the output's bytes and the
+        input they answer.
         """
-        if document.get("status") != "skipped":
-            return evaluate_routes(self.chain, node_id, document), document.get("data") or {}
-        try:
-            received = read_input(self.chain, node_id)[1]
-        except NodeError:
-            received = {}
-        return evaluate_routes_from_skip(self.chain, node_id, document, received), received
+        routed = route_finished(self.chain, node_id, document, digest, state=self.state)
+        new = [d for d in routed.decisions
+               if d.fired and not self.ledger.has_routed(self.chain_id, d.route_id, answer)]
+        if not new and not any(isinstance(s, LoopBoundExceeded) for s in routed.steps):
+            return []
+        for step in routed.steps:
+            if isinstance(step, LoopBoundExceeded | RefuseInput):
+                why = (step.message if isinstance(step, LoopBoundExceeded)
+                       else f"{step.to_node}: {step.error.error_type}: {step.error.message}")
+                return self._hand_over(node_id, answer, why)
+        started = {s.node_id for s in routed.steps if isinstance(s, StartNode)}
+        fired: list[RoutedEntry] = []
+        handed: list[RoutedEntry] = []
+        for step in routed.steps:
+            if not isinstance(step, WriteInput) or self.ledger.has_routed(self.chain_id, step.route_id,
+                                                                          answer):
+                continue
+            try:
+                write_input(step)
+            except OSError as denied:
+                self._note(logging.ERROR, "chain %s: input slot %s of %s cannot be written (%s): %s",
+                           self.chain_id, step.path, step.to_node, SLOT_UNWRITABLE, denied)
+                handed = self._hand_over(node_id, answer, f"{SLOT_UNWRITABLE}: {step.path}: {denied}")
+                break
+            fired.append(new_routed_entry(
+                chain_id=self.chain_id, route_id=step.route_id, source_hash=answer, from_node=node_id,
+                to_node=step.to_node, input_slot=str(step.path), starts=step.to_node in started,
+            ))
+        self.ledger.record_routed(fired)
+        for entry in fired:
+            self._note(logging.INFO, "chain %s: %s fired, %s written%s", self.chain_id, entry.route_id,
+                       entry.input_slot, "" if entry.starts else " (a join waiting for other sources)")
+        return [e for e in fired if self.needs_run(e)] + handed
+
+    def _release(self) -> list[RoutedEntry]:
+        """Start the joins no source can fire into any more (`routing.release_held_joins`)."""
+        entries: list[RoutedEntry] = []
+        for step in release_held_joins(self.chain, state=self.state):
+            if isinstance(step, RefuseInput):
+                found = self._read_output(step.from_node) if step.from_node in self._external else None
+                if found is not None:
+                    why = f"{step.to_node}: {step.error.error_type}: {step.error.message}"
+                    answer = answer_key(content_hash(found.raw), input_digest(self.chain, step.from_node))
+                    entries += self._hand_over(step.from_node, answer, why)
+                else:
+                    self._note(logging.ERROR, "chain %s: %s not started: %s", self.chain_id, step.to_node,
+                               step.error.message)
+            elif isinstance(step, ReleaseJoin):
+                try:
+                    digest = write_input(step)
+                except OSError as denied:
+                    self._note(logging.ERROR, "chain %s: input slot %s of %s cannot be written (%s): %s",
+                               self.chain_id, step.path, step.node_id, SLOT_UNWRITABLE, denied)
+                    continue
+                entry = new_routed_entry(chain_id=self.chain_id, route_id=JOIN_RELEASE + step.node_id,
+                                         source_hash=digest, from_node=step.node_id, to_node=step.node_id,
+                                         input_slot=str(step.path))
+                self.ledger.record_routed([entry])
+                self._note(logging.INFO, "chain %s: %s has every source that can fire: %s written",
+                           self.chain_id, step.node_id, step.path)
+                entries += [entry] if self.needs_run(entry) else []
+        return entries
 
     def reconcile(self) -> tuple[list[RoutedEntry], list[PendingRun]]:
         """Bring the slots and the ledger back in step after a stop or a crash.
 
         Routes every finished output slot the ledger does not have, writes again every input slot of
-        a ledger entry that is missing (while its source still holds the routed content), and returns
-        what still needs a run: routed targets no run was requested for, and runs requested but not
-        confirmed.
+        a ledger entry that is missing (while its source still holds the routed content), releases the
+        joins no source can fire into any more, and returns what still needs a run: routed targets no
+        run was requested for, and runs requested but not confirmed.
 
         Returns:
             (routes whose target needs a run, runs to request again).
@@ -299,17 +365,23 @@ class ChainRouter:
             self.route_safely(node_id)
         with self.lock:
             for entry in self.ledger.routed_entries(self.chain_id):
-                if entry.route_id.startswith(HANDOVER) or Path(entry.input_slot).exists():
+                if entry.route_id.startswith((HANDOVER, JOIN_RELEASE)) or Path(entry.input_slot).exists():
                     continue
                 try:
                     found = self._read_output(entry.from_node)
                 except SlotInvalid:
                     continue
-                if found is None or found[1] != entry.source_hash:
+                if found is None:
                     continue
-                write_route_input(self.chain, from_node=entry.from_node, route_id=entry.route_id,
-                                  to_node=entry.to_node, data=self._decide(entry.from_node, found[0])[1])
-                self._note(logging.INFO, "chain %s: %s written again (it was missing)", self.chain_id,
-                           entry.input_slot)
+                digest = content_hash(found.raw)
+                if answer_key(digest, input_digest(self.chain, entry.from_node)) != entry.source_hash:
+                    continue
+                routed = route_finished(self.chain, entry.from_node, found.document, digest, state=self.state)
+                for step in routed.steps:
+                    if isinstance(step, WriteInput) and step.route_id == entry.route_id:
+                        write_input(step)
+                        self._note(logging.INFO, "chain %s: %s written again (it was missing)", self.chain_id,
+                                   entry.input_slot)
+            self._release()
             pending = [e for e in self.ledger.unbatched(self.chain_id) if self.needs_run(e)]
             return pending, self.ledger.unstarted_runs(self.chain_id)

@@ -15,13 +15,15 @@ shapes; it never refills past the budget. A cold hand-out is not held back by it
 always served.
 
 Key contracts: `acquire` never returns the same sandbox twice; `close` removes every sandbox the
-pool still holds, and waits for pending removals.
+pool still holds, and waits for pending removals. One condition guards the pool's state and is
+notified at each change of it (a task queued, a sandbox made ready, the worker done with a task), so
+the worker sleeps on it for work and a caller waits on it for a state (`wait_ready`, `wait_idle`)
+instead of polling.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
@@ -79,8 +81,9 @@ class ContainerPool(Generic[Shape, Item]):
         self._max_shapes = max_shapes
         self._ready: OrderedDict[Shape, deque[Item]] = OrderedDict()
         self._lock = threading.Lock()
-        self._tasks: queue.Queue[tuple[Literal["fill"], Shape] | tuple[Literal["remove"], Item] | None] = (
-            queue.Queue())
+        self._changed = threading.Condition(self._lock)
+        self._tasks: deque[tuple[Literal["fill"], Shape] | tuple[Literal["remove"], Item]] = deque()
+        self._working = False
         self._seen: set[str] = set()
         self._closed = False
         self.stats = PoolStats()
@@ -91,7 +94,7 @@ class ContainerPool(Generic[Shape, Item]):
         """Ask the worker to fill `shape` up to the pool size."""
         with self._lock:
             self._touch(shape)
-        self._tasks.put(("fill", shape))
+            self._queue(("fill", shape))
 
     def acquire(self, shape: Shape) -> Item:
         """Hand out a sandbox of `shape` no program ran in; it is the caller's to use and `release`.
@@ -116,12 +119,13 @@ class ContainerPool(Generic[Shape, Item]):
                 raise RuntimeError(f"sandbox pool handed out {name} twice")
             self._seen.add(name)
             self.stats.handed_out.append(name)
-        self._tasks.put(("fill", shape))
+            self._queue(("fill", shape))
         return item
 
     def release(self, item: Item) -> None:
         """Give back a used sandbox: it is removed in the background, never reused."""
-        self._tasks.put(("remove", item))
+        with self._lock:
+            self._queue(("remove", item))
 
     def ready(self, shape: Shape) -> list[Item]:
         """The sandboxes of `shape` ready now (a snapshot, for inspection: `acquire` hands them out)."""
@@ -133,18 +137,65 @@ class ContainerPool(Generic[Shape, Item]):
         with self._lock:
             return self._held()
 
+    def wait_ready(self, shape: Shape, count: int, timeout: float) -> list[Item]:
+        """Wait until `count` sandboxes of `shape` are ready, and return them (a snapshot, as `ready`).
+
+        Raises:
+            RuntimeError: the worker has nothing left to do and fewer are ready: no more will come
+                unless the shape is asked for again (the pool keeps fewer of a shape, the budget has
+                no room for them, or a creation failed: its warning is in the log).
+            TimeoutError: the worker was still at work after `timeout` seconds.
+        """
+        with self._changed:
+            self._changed.wait_for(
+                lambda: len(self._ready.get(shape, ())) >= count or self._idle(), timeout
+            )
+            ready = list(self._ready.get(shape, ()))
+            if len(ready) >= count:
+                return ready
+            if self._idle():
+                raise RuntimeError(
+                    f"the sandbox pool is idle with {len(ready)} of {count} ready for {shape}: it keeps "
+                    f"{self._size} a shape within a budget of {self._budget} ({self._held()} held)"
+                )
+            raise TimeoutError(
+                f"the sandbox pool's worker was still at work after {timeout} s, {len(ready)} of {count} "
+                f"ready for {shape} ({len(self._tasks)} tasks queued)"
+            )
+
+    def wait_idle(self, timeout: float) -> None:
+        """Wait until the worker has done every task queued so far (fills and removals).
+
+        Raises:
+            TimeoutError: it was still at work after `timeout` seconds.
+        """
+        with self._changed:
+            if not self._changed.wait_for(self._idle, timeout):
+                raise TimeoutError(
+                    f"the sandbox pool's worker was still at work after {timeout} s "
+                    f"({len(self._tasks)} tasks queued)"
+                )
+
     def close(self) -> None:
         """Stop the worker, then remove every ready sandbox and every pending removal."""
-        if self._closed:
-            return
-        self._closed = True
-        self._tasks.put(None)
+        with self._changed:
+            if self._closed:
+                return
+            self._closed = True
+            self._changed.notify_all()
         self._worker.join(timeout=120)
         with self._lock:
             leftovers = [item for ready in self._ready.values() for item in ready]
             self._ready.clear()
         for item in leftovers:
             self._safe_remove(item)
+
+    def _queue(self, task: tuple[Literal["fill"], Shape] | tuple[Literal["remove"], Item]) -> None:
+        self._tasks.append(task)
+        self._changed.notify_all()
+
+    def _idle(self) -> bool:
+        return not self._tasks and not self._working
 
     def _touch(self, shape: Shape) -> deque[Item]:
         ready = self._ready.get(shape)
@@ -154,7 +205,7 @@ class ContainerPool(Generic[Shape, Item]):
         while len(self._ready) > self._max_shapes:
             _, evicted = self._ready.popitem(last=False)
             for item in evicted:
-                self._tasks.put(("remove", item))
+                self._queue(("remove", item))
         return ready
 
     def _held(self) -> int:
@@ -163,9 +214,11 @@ class ContainerPool(Generic[Shape, Item]):
     def _safe_remove(self, item: Item) -> None:
         try:
             self._remove(item)
-            self.stats.removed += 1
         except Exception:  # a removal that fails must not stop the worker; the GC retries by label
             log.warning("could not remove sandbox %s", self._ident(item), exc_info=True)
+            return
+        with self._lock:
+            self.stats.removed += 1
 
     def _make_room(self, shape: Shape) -> list[Item] | None:
         """Take idle sandboxes of the least recently used other shapes until one more of `shape` fits.
@@ -200,29 +253,30 @@ class ContainerPool(Generic[Shape, Item]):
             except Exception:  # the next acquire creates inline and reports the real error
                 log.warning("could not pre-create a sandbox", exc_info=True)
                 return
-            with self._lock:
+            with self._changed:
                 self.stats.created += 1
                 target = self._ready.get(shape)
                 if target is not None and not self._closed:
                     target.append(item)
+                    self._changed.notify_all()
                     continue
             self._safe_remove(item)
             return
 
     def _work(self) -> None:
         while True:
-            task = self._tasks.get()
-            if task is None:
-                break
+            with self._changed:
+                self._working = False
+                self._changed.notify_all()
+                self._changed.wait_for(lambda: self._tasks or self._closed)
+                if self._closed:
+                    # Removals queued before close still happen; fills are moot.
+                    self._tasks = deque(task for task in self._tasks if task[0] == "remove")
+                if not self._tasks:
+                    return
+                task = self._tasks.popleft()
+                self._working = True
             if task[0] == "remove":
                 self._safe_remove(task[1])
             else:
                 self._fill(task[1])
-        # Removals queued before close still happen; fills are moot.
-        while True:
-            try:
-                task = self._tasks.get_nowait()
-            except queue.Empty:
-                return
-            if task is not None and task[0] == "remove":
-                self._safe_remove(task[1])

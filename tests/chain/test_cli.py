@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gc
 import json
+import struct
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
-from tests.chain.conftest import EXAMPLE, node
+from tests.chain.conftest import EXAMPLE, ROOT, node, route
 
 runner = CliRunner()
 CHAIN = str(EXAMPLE / "node_chain.json")
@@ -37,8 +39,8 @@ def test_validate_lists_every_problem_with_its_path_and_exits_2(tmp_path: Path) 
 
 def test_graph_formats(tmp_path: Path) -> None:
     mermaid = runner.invoke(app, ["graph", CHAIN, "--format", "mermaid"])
-    assert mermaid.exit_code == 0 and mermaid.output.startswith("flowchart LR")
-    assert '-->|"route-dedup-to-empty-report: data.items length_equals 0"|' in mermaid.output
+    assert mermaid.exit_code == 0 and mermaid.output.startswith("flowchart TB")
+    assert '-->|"route-dedup-to-empty-report<br/>data.items length_equals 0"|' in mermaid.output
     dot_file = tmp_path / "chain.dot"
     assert runner.invoke(app, ["graph", CHAIN, "--format", "dot", "-o", str(dot_file)]).exit_code == 0
     assert dot_file.read_text().startswith('digraph "phase2-content" {')
@@ -47,6 +49,54 @@ def test_graph_formats(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert runner.invoke(app, ["graph", CHAIN, "--format", "png"]).exit_code == 2
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """Width and height of a PNG, from the IHDR chunk that always follows its signature."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def line_of(length: int) -> dict:
+    """A chain of `length` nodes one after the other."""
+    names = [f"step-{i:02}" for i in range(length)]
+    return {"chain_id": f"line-{length}", "nodes": [node(name, start=name == names[0]) for name in names],
+            "routes": [route(a, b) for a, b in pairwise(names)]}
+
+
+def diamonds(count: int) -> dict:
+    """`count` diamonds one after the other (a node forks to two that join again), and a loop back."""
+    nodes, routes = [node("join-0", start=True)], []
+    for d in range(1, count + 1):
+        nodes += [node(f"left-{d}"), node(f"right-{d}"), node(f"join-{d}")]
+        routes += [route(f"join-{d - 1}", f"left-{d}"), route(f"join-{d - 1}", f"right-{d}"),
+                   route(f"left-{d}", f"join-{d}"), route(f"right-{d}", f"join-{d}")]
+    routes.append(route(f"join-{count}", "left-2", max_iterations=3))
+    return {"chain_id": f"diamonds-{count}", "nodes": nodes, "routes": routes}
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [ROOT / "examples" / "phase2" / "node_chain.json", ROOT / "examples" / "relay" / "node_chain.json",
+     line_of(12), line_of(40), line_of(80), diamonds(12)],
+    ids=lambda chain: chain.parent.name if isinstance(chain, Path) else chain["chain_id"],
+)
+def test_a_drawing_fits_a_page_however_long_the_chain(tmp_path: Path, chain: Path | dict) -> None:
+    # On main ranks ran left to right: the example was a 4,883x211 strip, 80 nodes one of 32,767x58.
+    if isinstance(chain, dict):
+        (tmp_path / "c.json").write_text(json.dumps(chain))
+        chain = tmp_path / "c.json"
+    done = runner.invoke(app, ["graph", str(chain), "-f", "png", "-o", str(tmp_path / "c.png")])
+    assert done.exit_code == 0, done.output
+    width, height = png_size((tmp_path / "c.png").read_bytes())
+    assert 1 / 2 <= width / height <= 2, (width, height)
+    if chain.parent.parent.name == "examples":
+        assert width <= 1000, "shown 1000 px wide, an example's text is drawn at its own size"
+    dot = runner.invoke(app, ["graph", str(chain), "-f", "dot"])
+    assert dot.exit_code == 0, dot.output
+    for spec in json.loads(chain.read_text())["nodes"]:
+        assert f'[label="{spec["node_id"]}\\n' in dot.output, spec["node_id"]
 
 
 def test_run_refuses_bad_input_and_a_missing_environment_before_any_flow(tmp_path: Path, monkeypatch) -> None:
@@ -168,7 +218,7 @@ def test_a_lone_surrogate_in_a_condition_is_escaped_when_drawn(tmp_path: Path) -
     chain.write_text(minimal_chain(tmp_path).read_text().replace('"equals"', '"equals", "value": "\\ud800"'))
     done = runner.invoke(app, ["graph", str(chain), "-f", "dot", "-o", str(tmp_path / "c.dot")])
     assert done.exit_code == 0, done.output
-    assert 'status equals \\"\\\\ud800\\""' in (tmp_path / "c.dot").read_text(encoding="utf-8")
+    assert 'status equals \\"\\\\ud800\\"\\l"' in (tmp_path / "c.dot").read_text(encoding="utf-8")
     mermaid = runner.invoke(app, ["graph", str(chain)])
     assert mermaid.exit_code == 0 and 'status equals \'\\ud800\'"|' in mermaid.output, mermaid.output
 

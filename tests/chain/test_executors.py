@@ -42,7 +42,8 @@ def test_input_slot_missing_and_malformed(write_chain) -> None:
     with pytest.raises(NodeError, match='"data" is list'):
         execute_node(chain, "b")
     write_json_atomic(slot, {"status": "pending", "data": {"n": 4}})
-    assert execute_node(chain, "b")["data"] == {"n": 8}
+    document, _digest = execute_node(chain, "b")
+    assert document["data"] == {"n": 8}
 
 
 def test_an_executor_kind_whose_module_is_missing_is_named(write_chain, monkeypatch) -> None:
@@ -69,7 +70,7 @@ def test_external_node_waits_for_a_fresh_output_slot_on_file_events(write_chain)
 
     threading.Thread(target=agent).start()
     started = time.monotonic()
-    document = execute_node(chain, "ext", since=time.time())
+    document, _digest = execute_node(chain, "ext", since=time.time())
     assert document["data"] == {"fresh": True}
     assert time.monotonic() - started < 5
 
@@ -158,7 +159,7 @@ def test_command_executor(write_chain) -> None:
     chain = build(write_chain, [node("cmd", start=True, executor=echo),
                                 node("gone", start=True,
                                      executor={"kind": "command", "argv": ["/no/such/program"]})])
-    assert execute_node(chain, "cmd")["data"] == {"got": {}}
+    assert execute_node(chain, "cmd")[0]["data"] == {"got": {}}
     with pytest.raises(NodeError) as gone:
         execute_node(chain, "gone")
     assert gone.value.error_type == "executor_missing"

@@ -94,6 +94,72 @@ def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_serv
     assert [name for name, _ in runs(folder)] == ["first", "second", "second", "third"]
     assert json.loads((folder / "slots" / "third_output.json").read_text())["data"] == {"n": 3}
     log = (folder / "logs" / "engine.log").read_text()
-    assert "first: its output slot says completed (not older than its input): not run again" in log
+    assert "first: its output slot says completed, made from its current input: not run again" in log
     second_again = runs(folder)[2][1]
     print(f"\nresume: {second_again - began:.2f} s from `run --resume` to the first node with work left")
+
+
+ROUNDS = '''
+import pathlib
+
+HERE = pathlib.Path(__file__).parent
+
+
+def mark(name, n):
+    with (HERE / "runs.txt").open("a") as runs:
+        runs.write(f"{name} {n}\\n")
+
+
+def first(data):
+    n = int((HERE / "value.txt").read_text())
+    mark("first", n)
+    return {"n": n}
+
+
+def step(name):
+    def run(data):
+        mark(name, data["n"])
+        return {"n": data["n"]}
+    return run
+
+
+second, third, fourth = step("second"), step("third"), step("fourth")
+'''
+
+
+def test_a_crash_between_an_output_and_its_routes_then_resume_runs_everything_downstream_on_the_new_data(
+        prefect_server, write_chain, tmp_path) -> None:
+    python = {"kind": "python"}
+    path = write_chain({
+        "chain_id": "cut",
+        "nodes": [node("first", start=True, executor={**python, "callable": "rounds:first"}),
+                  *(node(n, executor={**python, "callable": f"rounds:{n}"})
+                    for n in ("second", "third", "fourth"))],
+        "routes": [route("first", "second"), route("second", "third"), route("third", "fourth")],
+    }, {"rounds.py": ROUNDS})
+    folder = path.parent
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+
+    def run(*options: str, **extra_env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([SLOTRELAY, "run", str(path), "--json", *options], env={**env, **extra_env},
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    (folder / "value.txt").write_text("1")
+    assert run().returncode == 0
+    # The second run: `second` writes its output for the new value, then the process dies (the test-only
+    # fault hook, kill -9) before second's route writes third's input.
+    (folder / "value.txt").write_text("2")
+    crashed = run(SLOTRELAY_TEST_CRASH_BEFORE_ROUTE="second")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    assert json.loads((folder / "slots" / "second_output.json").read_text())["data"] == {"n": 2}
+    assert json.loads((folder / "slots" / "third_input.json").read_text())["data"] == {"n": 1}
+
+    resumed = run("--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout)
+    assert {n: (s["state"], s["attempts"]) for n, s in summary["nodes"].items()} == {
+        "first": ("Completed", 0), "second": ("Completed", 0), "third": ("Completed", 1),
+        "fourth": ("Completed", 1)}
+    marks = (folder / "runs.txt").read_text().split("\n")
+    assert marks[-3:-1] == ["third 2", "fourth 2"]
+    assert json.loads((folder / "slots" / "fourth_output.json").read_text())["data"] == {"n": 2}

@@ -220,3 +220,47 @@ def test_a_join_of_two_sources_keeps_both_and_runs_once(prefect_server: str, wri
     expected = {"left": 1, "right": 2, "shared": "right"}
     assert joined["data"] == expected
     assert json.loads((path.parent / "slots" / "join_output.json").read_text())["data"] == {"got": expected}
+
+
+WAITS = '''
+import pathlib
+from slotrelay.chain import NodeError
+
+HERE = pathlib.Path(__file__).parent
+
+
+def twice(data):
+    tries = HERE / "tries.txt"
+    tries.write_text(tries.read_text() + "x" if tries.exists() else "x")
+    attempt = len(tries.read_text())
+    if attempt == 1:
+        raise NodeError("quick", "retry me at once")
+    if attempt == 2:
+        raise NodeError("patient", "retry me in 2 s")
+    return {"attempts": attempt}
+'''
+
+
+def test_each_retry_waits_its_own_error_types_interval(prefect_server: str, write_chain) -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.chain import read_summary, run_chain
+    from slotrelay.chain import load_chain
+
+    path = write_chain({
+        "chain_id": "waits",
+        "nodes": [node("twice", start=True, executor={"kind": "python", "callable": "waits:twice"})],
+        "error_types": [
+            {"error_type": "quick", "handling": "retry", "max_retries": 2, "retry_interval_seconds": 0},
+            {"error_type": "patient", "handling": "retry", "max_retries": 2, "retry_interval_seconds": 2}],
+    }, {"waits.py": WAITS})
+    state = run_chain(str(path), return_state=True)
+    summary = read_summary(load_chain(path), state)
+    assert summary["nodes"]["twice"]["attempts"] == 3
+    [task_run] = recorded_task_runs([summary["flow_run_id"]], 1)
+    with get_client(sync_client=True) as client:
+        states = client.read_task_run_states(task_run.id)
+    # What Prefect scheduled each retry for, from the moment it did: the W of the failure's own type.
+    waits = [(s.state_details.scheduled_time - s.timestamp).total_seconds() for s in states
+             if s.name == "AwaitingRetry"]
+    assert [round(wait) for wait in waits] == [0, 2], waits

@@ -2,7 +2,8 @@
 
 `run_plain` is what flows/chain.py does with Prefect tasks, done synchronously: it runs each node the
 schedule hands out (with the node's retries, counted per error type by `RetryBook`), feeds the
-outcome back, writes the alerts asked for, and answers arbitrations from a script of decisions.
+outcome back, makes the writes and writes the alerts asked for, and answers arbitrations from a script
+of decisions.
 """
 
 from __future__ import annotations
@@ -14,19 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.alerts import Alert, Decision, alert_path, write_alert
-from slotrelay.chain import NodeError, load_chain
+from slotrelay.chain import NodeError, NodeOutcome, NodeState, load_chain
 from slotrelay.chain.runner import execute_node, write_ended
 from slotrelay.chain.schedule import (
     Arbitrate,
     ChainSchedule,
     Finished,
     RaiseAlert,
+    Reload,
     RetryBook,
     Run,
     Wait,
-    node_outcome,
+    Write,
+    apply_write,
 )
-from slotrelay.slots import now_iso, read_slot
+from slotrelay.slots import now_iso, read_slot, write_json_atomic
 from tests.chain.conftest import node, route
 
 STEPS = '''
@@ -66,6 +69,11 @@ def review(data):
     return {"verdict": "rework", "draft": data.get("n")}
 
 
+def source(data):
+    count("source")
+    return {"n": int((HERE / "value.txt").read_text())}
+
+
 def flaky(data):
     count("flaky")
     marker = HERE / "flaky.ok"
@@ -92,23 +100,23 @@ def build(write_chain, nodes: list, routes: list, **extra: Any):
     return load_chain(path)
 
 
-def attempt_node(chain, node_id: str, book: RetryBook) -> dict[str, Any]:
+def attempt_node(chain, node_id: str, book: RetryBook) -> NodeOutcome:
     """What tasks/node.py does, without Prefect: attempts with the node's retries, then one outcome."""
     retries = chain.node(node_id).retry.max_retries if chain.node(node_id).retry else 0
     for attempt in range(1, retries + 2):
         try:
-            document = execute_node(chain, node_id, attempt=attempt)
+            document, digest = execute_node(chain, node_id, attempt=attempt)
         except NodeError as error:
             handling = book.failed(node_id, chain, error, attempt=attempt, retries=retries)
             if handling == "retry":
                 continue
             status = "skipped" if handling == "skip" else "failed"
             written = write_ended(chain, node_id, status=status, error=error, attempt=attempt)
-            return node_outcome(node_id, status.capitalize(), attempts=attempt, error=error,
-                                handling=handling,
-                                document=written)
+            return NodeOutcome.failure(node_id, NodeState(status.capitalize()), attempts=attempt, error=error,
+                                       handling=handling, document=written[0] if written else None,
+                                       digest=written[1] if written else None)
         book.forget(node_id)
-        return node_outcome(node_id, "Completed", attempts=attempt, document=document)
+        return NodeOutcome(node_id, NodeState.COMPLETED, attempt, document=document, digest=digest)
     raise AssertionError("unreachable: the last attempt never retries")
 
 
@@ -124,9 +132,15 @@ def run_plain(chain, *, start: list[str] | None = None, resume: bool = False,
         elif isinstance(step, Wait):
             node_id = pending.pop(0)
             ran.append(node_id)
-            escalation = schedule.settle(node_id, attempt_node(schedule.chain, node_id, book))
-            if escalation is not None:
-                schedule.alerted(node_id, write_test_alert(chain, escalation.outcome, escalation.reason))
+            schedule.settle(node_id, attempt_node(schedule.chain, node_id, book))
+        elif isinstance(step, Write):
+            failed = []
+            for write in step.writes:
+                try:
+                    apply_write(schedule.chain, write)
+                except OSError as denied:
+                    failed.append((write, denied))
+            schedule.written(failed)
         elif isinstance(step, RaiseAlert):
             escalation = step.escalation
             schedule.alerted(escalation.node_id,
@@ -137,20 +151,22 @@ def run_plain(chain, *, start: list[str] | None = None, resume: bool = False,
             name, _, data = answer.partition(":")
             schedule.decided(step.node_id, step.alert, Decision(
                 decision=name, data={"given": data} if data else None, decided_at=now_iso(), via="cli"))
+        elif isinstance(step, Reload):
+            schedule.reloaded(step.node_id, step.alert, load_chain(schedule.chain.source))
         else:
             assert isinstance(step, Finished)
             return schedule, ran, asked
 
 
-def write_test_alert(chain, outcome: dict[str, Any], reason: str, *, flow_run_id: str = "plain-run",
+def write_test_alert(chain, outcome: NodeOutcome, reason: str, *, flow_run_id: str = "plain-run",
                      status: str = "open") -> Path:
-    alert = Alert(alert_id=outcome["node_id"], created_at=now_iso(), chain_id=chain.chain_id, chain_path=None,
-                  flow_run_id=flow_run_id, node_id=outcome["node_id"],
-                  error_type=outcome["error_type"] or "unknown",
-                  message=outcome["message"] or "", attempts=outcome["attempts"], input_slot=None,
+    alert = Alert(alert_id=outcome.node_id, created_at=now_iso(), chain_id=chain.chain_id, chain_path=None,
+                  flow_run_id=flow_run_id, node_id=outcome.node_id,
+                  error_type=outcome.error_type or "unknown",
+                  message=outcome.message or "", attempts=outcome.attempts, input_slot=None,
                   output_slot=None,
-                  handling=outcome["handling"], reason=reason, status=status)
-    return write_alert(alert_path(chain.work_dir / "alerts", outcome["node_id"]), alert)
+                  handling=outcome.handling, reason=reason, status=status)
+    return write_alert(alert_path(chain.work_dir / "alerts", outcome.node_id), alert)
 
 
 def states(schedule: ChainSchedule) -> dict[str, str]:
@@ -289,11 +305,45 @@ def test_resume_runs_only_what_the_slots_do_not_say_is_done(write_chain) -> None
     assert again.summary(None)["state"] == "COMPLETED"
     assert states(again) == {"a": "Completed", "b": "Completed", "f": "Completed"}
 
-    # New input for b (written after its output): b runs again, and f after it.
+    # Touching b's input changes nothing: b's output was made from these very bytes.
     later = time.time() + 5
     os.utime(chain.resolve("slots/b_input.json"), (later, later))
     _, ran, _ = run_plain(chain, resume=True)
+    assert ran == []
+    # New input for b: b runs again, and f after it.
+    write_json_atomic(chain.resolve("slots/b_input.json"),
+                      {**read_slot(chain.resolve("slots/b_input.json")), "data": {"n": 7}})
+    _, ran, _ = run_plain(chain, resume=True)
     assert ran == ["b", "f"]
+
+
+def test_a_crash_between_an_output_and_its_routes_is_routed_again_on_resume(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("source")), node("b", executor=py("ok")),
+                                node("c", executor=py("ok"))], [route("a", "b"), route("b", "c")])
+    (chain.base_dir / "value.txt").write_text("1")
+    run_plain(chain)
+    assert read_slot(chain.resolve("slots/c_output.json"))["data"] == {"n": 3}
+    # A second run: a writes its output for new content, and the process dies before a's routes are
+    # written. Every slot after a still holds the first run's work, each consistent with the one before.
+    (chain.base_dir / "value.txt").write_text("10")
+    execute_node(chain, "a")
+    _, ran, _ = run_plain(chain, resume=True)
+    assert ran == ["b", "c"], "b's input was not made from a's output now there: b and c have work"
+    assert read_slot(chain.resolve("slots/c_output.json"))["data"] == {"n": 12}
+
+
+def test_an_input_slot_with_new_content_is_new_work_whatever_its_write_time(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok"))],
+                  [route("a", "b")])
+    run_plain(chain)
+    # New content for b, with a write time older than b's output (a copy that kept its times, a clock set
+    # back): b's output was not made from it.
+    path = chain.resolve("slots/b_input.json")
+    write_json_atomic(path, {**read_slot(path), "data": {"n": 41}})
+    earlier = os.stat(chain.resolve("slots/b_output.json")).st_mtime - 60
+    os.utime(path, (earlier, earlier))
+    _, ran, _ = run_plain(chain, resume=True)
+    assert ran == ["b"] and read_slot(chain.resolve("slots/b_output.json"))["data"] == {"n": 42}
 
 
 def test_a_run_started_again_after_a_suspend_asks_instead_of_running_the_node_again(write_chain) -> None:
@@ -322,7 +372,7 @@ def test_a_rework_loop_bounded_at_3_escalates_on_the_4th_firing(write_chain) -> 
                          condition={"field": "data.verdict", "operator": "equals", "value": "ok"})])
     schedule, ran, asked = run_plain(chain, decisions={"review": ["continue"]})
     assert ran == ["draft"] + ["work", "review"] * 4
-    assert asked == ["review"] and schedule.iterations == {"review-to-work": 4}
+    assert asked == ["review"]
     summary = schedule.summary(None)
     assert summary["routes"]["review-to-work"]["fired"] is False
     assert "reached its max_iterations (3) and fired again" in summary["routes"]["review-to-work"]["reason"]
@@ -335,6 +385,8 @@ def test_a_rework_loop_bounded_at_3_escalates_on_the_4th_firing(write_chain) -> 
     # The work node was sent back with the review's data.
     sent_back = read_slot(chain.resolve("slots/work_input.json"))
     assert (sent_back["route_id"], sent_back["data"]) == ("review-to-work", {"verdict": "rework", "draft": 1})
+    # The loop's firings are counted in the slots inside it, not in the run's memory.
+    assert sent_back["loops"] == {"review-to-work": 3}
 
 
 def test_validate_refuses_a_cycle_without_a_bound(write_chain) -> None:
@@ -346,3 +398,20 @@ def test_validate_refuses_a_cycle_without_a_bound(write_chain) -> None:
         build(write_chain, [node("a", start=True, executor=py("ok")), node("b", executor=py("ok")),
                             node("c", executor=py("ok"))],
                             [route("a", "b"), route("b", "c"), route("c", "b")])
+
+
+def test_an_input_slot_that_cannot_be_written_fails_its_target_with_slot_unwritable(write_chain) -> None:
+    chain = build(write_chain, [node("a", start=True, executor=py("ok")),
+                                node("b", executor=py("ok"), input_slot={"slot_id": "b-in",
+                                                                          "path": "blocked/b_input.json"})],
+                  [route("a", "b")])
+    # A file where b's input slot folder should be: the route's write fails (L2), after L1/L2 were checked.
+    (chain.base_dir / "blocked").write_text("not a folder")
+    schedule, ran, asked = run_plain(chain, decisions={"b": ["terminate"]})
+    assert ran == ["a"] and asked == ["b"]
+    assert states(schedule)["b"] == "Failed" and schedule.summary(None)["nodes"]["b"]["error_type"] == \
+        "slot_unwritable"
+    from slotrelay.alerts import read_alert
+
+    [alert] = schedule.alerts
+    assert (read_alert(alert).error_type, read_alert(alert).handling) == ("slot_unwritable", "arbitrate")

@@ -28,7 +28,7 @@ def test_write_then_read(tmp_path: Path) -> None:
     document = read_slot(path)
     assert document["node_id"] == "a" and document["data"] == {"x": 1} and document["status"] == "completed"
     assert set(document) == {"node_id", "status", "data", "error", "capabilities_used", "checks", "attempt",
-                             "updated_at"}
+                             "updated_at", "produced_from"}
     assert [p.name for p in path.parent.iterdir()] == ["a_output.json"], "no .tmp left behind"
 
 

@@ -65,7 +65,7 @@ def check_drawings(chain: Chain) -> None:
     for text in (render_mermaid(chain), render_dot(chain)):
         text.encode("utf-8")
         lines = text.splitlines()
-        assert len(lines) == len(chain.nodes) + len(chain.routes) + (1 if text.startswith("flowchart") else 4)
+        assert len(lines) == len(chain.nodes) + len(chain.routes) + (1 if text.startswith("flowchart") else 6)
         assert max(map(len, lines)) < 4 * MAX_LABEL_CHARS
 
 

@@ -133,8 +133,10 @@ def test_a_shipped_pickle_or_json_store_runs_nothing_through_the_cli(tmp_path: P
     ws = Store.open().load(summary["workspace_id"])
     assert "semantic:pkg.mod.real" in ws.graph and "semantic:pkg.mod.injected" not in ws.graph
     assert ws.graph.has_edge("semantic:pkg.use", "semantic:pkg.mod.real")
-    # The store holds only sealed JSON records; the shipped store was neither read nor written.
-    written = [p for p in Store.open().path.rglob("*") if p.is_file() and p.suffix == ".json"]
+    # The workspace's records are sealed JSON; the shipped store was neither read nor written.
+    # (Only this workspace's: the session's store also holds records other tests damage on purpose.)
+    folder = Store.open().path / "workspaces" / summary["workspace_id"]
+    written = [p for p in folder.rglob("*") if p.is_file() and p.suffix == ".json"]
     assert written and all(p.read_bytes().startswith(b"psmr-sealed-1 ") for p in written)
     assert {p: p.read_bytes() for p in (root / ".psmr").rglob("*") if p.is_file()} == shipped
     assert not marker.exists()

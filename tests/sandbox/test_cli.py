@@ -177,3 +177,38 @@ def test_regression_a_lone_surrogate_in_the_result_prints_as_json(backend: str, 
     assert json.loads(done.stdout)["result"] == {"s": "\ufffd"}
     plain = slotrelay("run", "--backend", backend, str(program))
     assert plain.returncode == 0 and 'result: {"s": "\\ufffd"}' in plain.stderr, plain.stderr
+
+
+@pytest.mark.docker
+def test_regression_a_run_command_in_this_process_leaves_its_pool_alone(docker_backend) -> None:
+    """`sandbox run` runs one program and exits, so it asks for no pool. It once did so by setting
+    SLOTRELAY_SANDBOX_POOL_SIZE=0 in the environment: run in a process that goes on (the CLI's app called
+    in-process, as tests/test_cli_surface.py does), every docker backend that process opened later kept
+    nothing ready. Under `pytest -n 2 --dist loadfile` (files dealt out by size: test_cli_surface.py before
+    test_docker.py) that failed the four pool tests of test_docker.py whenever both files landed on a worker
+    that opened its docker backend after the CLI's run ("waited 90 s for 2 ready", the worker idle)."""
+    from unittest import mock
+
+    from typer.testing import CliRunner
+
+    from slotrelay.cli import app
+    from slotrelay.sandbox import SandboxLimits, get_backend
+    from slotrelay.sandbox.backends import POOL_SIZE_VARIABLE, close_backends
+
+    # The backends opened so far go, so the next one opens with this process's environment as it is now;
+    # and those opened here go with it, so that no later test inherits what this one changed.
+    close_backends()
+    try:
+        with mock.patch.dict(os.environ):
+            os.environ.pop(POOL_SIZE_VARIABLE, None)
+            done = CliRunner().invoke(app, ["sandbox", "run", "--backend", "docker", "--json", "-"],
+                                      input="result = 6 * 7\n")
+            assert done.exit_code == 0, done.output
+            assert json.loads(done.stdout)["result"] == 42
+            assert POOL_SIZE_VARIABLE not in os.environ
+            process_wide = get_backend("docker", lang="python")
+            shape = process_wide.shape_for("python", SandboxLimits(), [])
+            # Opened warm for python's default shape: two started containers, not none.
+            assert len(process_wide.pool.wait_ready(shape, 2, timeout=120)) == 2
+    finally:
+        close_backends()

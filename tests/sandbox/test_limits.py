@@ -65,8 +65,8 @@ def test_the_deadline_kills_the_program_from_outside(backend: str) -> None:
     assert result.status == "timeout"
     assert kinds(result) == ["timeout"]
     assert result.stdout == "started\n"
-    assert result.duration_ms < 60_000
-    assert result.exit_code == 137  # 128 + SIGKILL
+    # Killed (128 + SIGKILL), so the run ended at its deadline, not when the 120 s sleep would have.
+    assert result.exit_code == 137
 
 
 @pytest.mark.parametrize("sleep_ms", [20, 35, 45, 50, 55, 60])
@@ -355,7 +355,7 @@ def test_a_flood_until_the_deadline_is_drained_and_killed(backend: str) -> None:
     assert result.status == "timeout"
     assert (len(result.stdout), result.truncated.stdout) == (10_000, True)
     assert kinds(result) == ["timeout", "output"]
-    assert result.duration_ms < 60_000
+    assert result.exit_code == 137  # killed at the deadline: the flood never ends by itself
 
 
 def test_a_program_that_closes_its_output_is_still_held_to_the_deadline(backend: str) -> None:

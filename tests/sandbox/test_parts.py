@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import struct
-import time
+import threading
 
 import pytest
 from pydantic import ValidationError
@@ -176,24 +176,23 @@ def test_a_result_nested_past_the_recursion_limit_is_a_violation() -> None:
     assert [v.detail for v in outcome.violations] == ["the result is nested too deeply to read"]
 
 
-def _pool(budget: int, removed: list[str]) -> ContainerPool[int, str]:
+# How long a test waits for the pool's worker before it fails (it returns as soon as the pool's state is
+# reached: this bounds a hang, it does not time anything).
+WAIT_S = 120
+
+
+def _pool(budget: int, removed: list[str], size: int = 2,
+          create=None) -> ContainerPool[int, str]:
     """A pool of plain strings whose shape is their memory cap in MB (no daemon: the pool's own logic)."""
     made = itertools.count()
     return ContainerPool(
-        create=lambda shape: f"{shape}-{next(made)}",
+        create=create or (lambda shape: f"{shape}-{next(made)}"),
         remove=removed.append,
         ident=lambda item: item,
         cost=lambda shape: shape,
         budget=budget,
-        size=2,
+        size=size,
     )
-
-
-def _settle(pool: ContainerPool[int, str], check) -> None:
-    deadline = time.monotonic() + 30
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert check()
 
 
 def test_the_pool_keeps_idle_caps_within_its_budget_emptying_the_least_recently_used_shape() -> None:
@@ -201,15 +200,62 @@ def test_the_pool_keeps_idle_caps_within_its_budget_emptying_the_least_recently_
     pool = _pool(300, removed)
     try:
         pool.warm(100)
-        _settle(pool, lambda: len(pool.ready(100)) == 2)
+        pool.wait_ready(100, 2, WAIT_S)
         pool.warm(150)  # 200 + 150 > 300: the 100 MB shape gives way, one container at a time
-        _settle(pool, lambda: len(pool.ready(150)) == 2)
+        pool.wait_ready(150, 2, WAIT_S)
+        pool.wait_idle(WAIT_S)
         assert pool.ready(100) == [] and pool.held() == 300
         assert sorted(removed) == ["100-0", "100-1"]
         pool.warm(400)  # one alone would break the budget: nothing is emptied for it
         assert pool.acquire(400) == "400-4"  # served all the same, made on the spot
+        pool.wait_idle(WAIT_S)  # the fills that warm and acquire asked for are done
         assert pool.held() == 300 and len(pool.ready(150)) == 2
     finally:
+        pool.close()
+
+
+def test_waiting_for_more_than_the_pool_keeps_fails_at_once_and_says_why() -> None:
+    """A pool that keeps none of a shape (size 0, as SLOTRELAY_SANDBOX_POOL_SIZE=0 makes it) never fills:
+    a wait for it ends as soon as the worker is idle, naming the pool's size, instead of running out its
+    time (the pool tests' "waited 90 s for 2 ready")."""
+    pool = _pool(1024, [], size=0)
+    try:
+        pool.warm(96)
+        with pytest.raises(RuntimeError, match=r"idle with 0 of 2 ready for 96: it keeps 0 a shape"):
+            pool.wait_ready(96, 2, timeout=WAIT_S)  # a TimeoutError after WAIT_S would fail the match
+    finally:
+        pool.close()
+
+
+def test_a_wait_for_the_pool_ends_on_its_signal_not_on_a_clock() -> None:
+    """The worker blocked in a creation (a daemon slow to answer): a wait for ready sandboxes runs out with
+    the worker still at work; released, the worker makes them and the wait returns them."""
+    removed: list[str] = []
+    released = threading.Event()
+    entered = threading.Event()
+    made = itertools.count()
+
+    def create(shape: int) -> str:
+        entered.set()
+        released.wait()
+        return f"{shape}-{next(made)}"
+
+    pool = _pool(1024, removed, create=create)
+    try:
+        pool.warm(96)
+        assert entered.wait(WAIT_S)
+        with pytest.raises(TimeoutError, match="still at work"):
+            pool.wait_ready(96, 2, timeout=0.05)
+        with pytest.raises(TimeoutError, match="still at work"):
+            pool.wait_idle(timeout=0.05)
+        released.set()
+        assert pool.wait_ready(96, 2, WAIT_S) == ["96-0", "96-1"]
+        taken = pool.acquire(96)
+        pool.release(taken)
+        pool.wait_idle(WAIT_S)  # the refill and the removal are both done
+        assert removed == ["96-0"] and pool.ready(96) == ["96-1", "96-2"]
+    finally:
+        released.set()
         pool.close()
 
 

@@ -4,6 +4,7 @@ bench."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -321,3 +322,128 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: 
             stop(worker)
         code = stop(watch)
     return WorkerDeath(killed, seconds, code)
+
+
+# The second-run chain's nodes: each notes the content it ran for and its process; `slow` then waits for
+# that content's `release-<n>` file, so its worker can be killed while it runs.
+ROUNDS_NODES = '''
+import os
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def _note(node, n):
+    with open(HERE / "executions.log", "a") as log:
+        log.write(f"{node} {n} {os.getpid()}\\n")
+
+
+def first(data):
+    _note("first", data["n"])
+    return {"n": data["n"]}
+
+
+def slow(data):
+    _note("slow", data["n"])
+    while not (HERE / f"release-{data['n']}").exists():
+        time.sleep(0.1)
+    return {"n": data["n"]}
+
+
+def third(data):
+    _note("third", data["n"])
+    return {"n": data["n"]}
+
+
+def fourth(data):
+    _note("fourth", data["n"])
+    return {"n": data["n"]}
+'''
+ROUNDS_CHAIN = ("first", "slow", "third", "fourth")
+
+
+def rounds_chain(folder: Path, chain_id: str) -> Path:
+    """src (an agent) -> first -> slow -> third -> fourth, all python but src."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rounds_nodes.py").write_text(ROUNDS_NODES)
+    nodes = [{"node_id": "src", "output_slot": {"slot_id": "src", "path": "slots/src_output.json"},
+              "capabilities": ["Write"], "executor": {"kind": "external"}}]
+    nodes += [{"node_id": name, "input_slot": {"slot_id": f"{name}-in", "path": f"slots/{name}_input.json"},
+               "output_slot": {"slot_id": name, "path": f"slots/{name}_output.json"},
+               "executor": {"kind": "python", "callable": f"rounds_nodes:{name}"}} for name in ROUNDS_CHAIN]
+    routes = [{"route_id": f"{a}-{b}", "from_node": a, "to_node": b}
+              for a, b in itertools.pairwise(("src", *ROUNDS_CHAIN))]
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps({"chain_id": chain_id, "nodes": nodes, "routes": routes}, indent=1))
+    return path
+
+
+def completed_runs(chain_id: str) -> int:
+    """How many runs of the chain's deployment have completed."""
+    return sum(r.state is not None and r.state.is_completed() for r in chain_runs([chain_id]))
+
+
+def round_executions(folder: Path) -> list[tuple[str, int, int]]:
+    """(node, content n, pid) for each run of a `rounds_chain` node, in order."""
+    log = folder / "executions.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(node, int(n), int(pid)) for node, n, pid in (line.split() for line in lines)]
+
+
+@dataclass(frozen=True)
+class SecondRunDeath:
+    """What `kill_a_worker_in_a_second_run` saw: the flow-run processes worker-a had when it was killed,
+    those still alive 30 s after the kill, and `watch`'s exit code."""
+
+    orphans: list[int]
+    alive_after_kill: list[int]
+    watch_exit: int
+
+
+def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
+                                  crash_after: float) -> SecondRunDeath:
+    """`watch --pool` on `rounds_chain(folder)`: a first run completes on worker-a; in the second (new
+    content from the agent), once `slow` runs, worker-b starts and worker-a alone is killed (kill -9: its
+    flow-run process is not); then `slow` may go on, and, unless that process outlived its worker, the
+    test waits for the second run to complete. The chain's id is the folder's name; logs go beside it."""
+    import psutil
+
+    from tests.sensor.chains import agent_writes
+
+    chain_id = folder.name
+    chain = rounds_chain(folder, chain_id)
+    logs = folder.parent
+    watch = start_watch(api_url, pool, [chain], folder / "watch.log", "--crash-after", f"{crash_after:g}")
+    workers: dict[str, subprocess.Popen] = {}
+    try:
+        wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 90, "watch to create the pool")
+        workers["worker-a"] = start_worker(api_url, pool, "worker-a", logs / f"{chain_id}-a.log", limit=2)
+        wait_for(lambda: "watching" in (folder / "watch.log").read_text() or watch.poll() is not None, 90,
+                 "watch to start")
+        if watch.poll() is not None:
+            raise RuntimeError((folder / "watch.log").read_text())
+        wait_for(lambda: "started!" in (logs / f"{chain_id}-a.log").read_text(), 120, "worker-a to start")
+        (folder / "release-1").touch()
+        agent_writes(folder, "src", {"n": 1})
+        wait_for(lambda: completed_runs(chain_id) == 1, 300, "the first run to complete")
+        agent_writes(folder, "src", {"n": 2})
+        wait_for(lambda: ("slow", 2) in [(node, n) for node, n, _ in round_executions(folder)], 300,
+                 "worker-a to run slow for the new content")
+        workers["worker-b"] = start_worker(api_url, pool, "worker-b", logs / f"{chain_id}-b.log", limit=2)
+        wait_for(lambda: "started!" in (logs / f"{chain_id}-b.log").read_text(), 120, "worker-b to start")
+        worker_a = workers.pop("worker-a")
+        orphans = flow_run_processes(worker_a)
+        worker_a.kill()
+        worker_a.wait(timeout=30)
+        _gone, alive = psutil.wait_procs(orphans, timeout=30)
+        (folder / "release-2").touch()
+        if not alive:
+            wait_for(lambda: completed_runs(chain_id) == 2, 600, "the second run to complete on worker-b")
+            wait_for(lambda: not flow_run_processes(workers["worker-b"]), 120,
+                     "worker-b's flow-run process to end")
+    finally:
+        for worker in workers.values():
+            stop(worker)
+        code = stop(watch)
+    return SecondRunDeath([p.pid for p in orphans], [p.pid for p in alive], code)

@@ -111,7 +111,7 @@ def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
         client.delete_flow_run(first)
         client.delete_flow_run(other)
     assert run.parameters == {"chain_path": str(chain.source), "start_nodes": ["work"],
-                              "slots_root": None, "stop_at_external": True}
+                              "slots_root": None, "stop_at_external": True, "resume": True}
 
 
 @pytest.fixture
@@ -353,6 +353,6 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
     # finished writing its output before it ended (the node's thread outlives the flow's cancellation).
     log = (folder / "logs" / "engine.log").read_text()
     if attempts.read_text() == "started\n":
-        assert "work-0: its output slot says completed (not older than its input): not run again" in log
+        assert "work-0: its output slot says completed, made from its current input: not run again" in log
     else:
         assert attempts.read_text() == "started\nstarted\n"

@@ -259,3 +259,21 @@ def test_sigint_finishes_and_flushes_waiting_runs_then_exits_0(tmp_path):
     assert process.wait(timeout=20) == 0
     started = sorted(node for r in recorded_runs(runs_file) for node in r["start_nodes"])
     assert started == [f"work-{i}" for i in range(5)]
+
+
+def test_an_input_slot_the_sensor_cannot_write_is_logged_and_handed_to_the_engine(tmp_path, sensor_for):
+    chain = make_chain(tmp_path, "blocked", 1)
+    document = json.loads(chain.read_text())
+    document["nodes"][1]["input_slot"]["path"] = "blocked/work-0_input.json"
+    chain.write_text(json.dumps(document))
+    (tmp_path / "blocked").write_text("a file where the input slot's folder should be")
+    recorder = RunRecorder()
+    sensor = sensor_for([chain], recorder)
+    agent_writes(tmp_path, "src-0", {"n": 1})
+    wait_for(lambda: recorder.runs, what="the hand-over")
+    assert sensor.coalescer.wait_idle(5)
+    # Nothing routed; a run of the chain at src-0 applies the chain's rules (`slot_unwritable`, an alert).
+    assert recorder.started_nodes() == [("blocked", "src-0")]
+    assert [route for _, route, _ in routed_keys(tmp_path)] == ["engine:src-0"]
+    log = (tmp_path / "logs" / "engine.log").read_text()
+    assert "work-0_input.json of work-0 cannot be written (slot_unwritable)" in log

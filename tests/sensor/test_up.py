@@ -231,3 +231,25 @@ def test_a_second_up_on_a_home_in_use_is_refused(prefect_server, tmp_path):
         assert "Traceback" not in said
     finally:
         assert interrupt_up(first) == 0, log.read_text()
+
+
+@pytest.mark.prefect_server
+def test_watch_and_up_refuse_to_start_without_a_required_variable_and_name_it(prefect_server, tmp_path):
+    chain = slow_chain(tmp_path / "needs")
+    document = json.loads(chain.read_text())
+    chain.write_text(json.dumps({**document, "required_env": ["SLOTRELAY_TEST_NEVER_SET"]}))
+    (chain.parent / ".env").write_text("SLOTRELAY_TEST_OTHER=1\n")
+    env = {**{k: v for k, v in os.environ.items() if k != "SLOTRELAY_TEST_NEVER_SET"}, "COLUMNS": "400"}
+    watched = subprocess.run([sys.executable, "-m", "slotrelay.cli", "watch", str(chain)], check=False,
+                             cwd=ROOT, env={**env, "PREFECT_API_URL": prefect_server}, capture_output=True,
+                             text=True, timeout=180)
+    assert watched.returncode == 3, watched.stderr
+    assert f"cannot start: {chain}: SLOTRELAY_TEST_NEVER_SET is not set" in " ".join(watched.stderr.split())
+    assert not (chain.parent / ".slotrelay-routing-ledger.jsonl").exists(), "nothing was watched"
+    # `up` checks before it starts a server.
+    upped = subprocess.run([sys.executable, "-m", "slotrelay.cli", "up", "--home", str(tmp_path / "home"),
+                            "--port", str(free_port()), str(chain)], check=False, cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=180)
+    assert upped.returncode == 3, upped.stderr
+    assert "SLOTRELAY_TEST_NEVER_SET is not set" in " ".join(upped.stderr.split())
+    assert not (tmp_path / "home").exists(), "no server was started"

@@ -200,6 +200,10 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
                 lambda: all(
                     r.state.is_final() for r in client.read_flow_runs() if r.name.startswith("wr-fail")),
                 120, "the fail run to end")
+        # babel: an agent's failed slot is dual-written too, once, though the sensor and a run both took it.
+        for name in ("fail", "skip"):
+            lines = (cases[name] / "slots" / "ext_babel.jsonl").read_text().splitlines()
+            assert [json.loads(line)["type"] for line in lines] == ["slot.failed"], name
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=90)

@@ -21,6 +21,20 @@
 // opens that page, follows the link, goes back, submits the form, and prints
 // {ok, followed: {status, url, forms, diff}, posted: {status, url, code}}.
 //
+// With `steps` it reads, one step after another, what a new user reads first on a real package
+// (each step opens its own page, so a failing step does not hide the others' results):
+//   overview: the overview `orient` (rich's): its module map and entry points; PNG `overview_screenshot`.
+//   depth2: the symbol page `busy`, switched to depth 2 with the page's own form; the anchor's box
+//     must be inside the window as the page opens (PNG `symbol_screenshot`, the window as it opens);
+//     then the link to the list of the neighbours, drawn or not.
+//   raising: the symbol page `raising` (code that raises): its picture and edge rows, and the raise
+//     edge followed to its evidence.
+//   source: from `raising`, its file at its line, widened with "more context" until no more is offered.
+//   overload: on `overload_overview` (click's), search `overload_query`, open `overload_symbol` and
+//     its impact.
+//   missing: a page that does not exist (`missing`).
+// It prints {ok, <step>: {...}, ...}.
+//
 // With `loads` (and `url` the page to load) it measures instead, for bench/psmr_view_bench.py: the page
 // is loaded `loads` times after one warm-up, and each load's time from navigation start to the load
 // event (Navigation Timing) is printed as {ok, load_ms: [...]}.
@@ -199,6 +213,165 @@ async function attack(page, job) {
     return result;
 }
 
+// Every node and edge of a slice's picture, with the tooltip dot wrote for it.
+const picture = (page) => page.$eval('#slice-graph svg', (root, xlink) => ({
+    nodes: [...root.querySelectorAll('g.node')].map((g) => ({
+        id: g.id, cls: g.getAttribute('class'), title: g.querySelector('a').getAttributeNS(xlink, 'title'),
+    })),
+    edges: [...root.querySelectorAll('g.edge')].map((g) => ({
+        id: g.id, cls: g.getAttribute('class'), title: g.querySelector('a').getAttributeNS(xlink, 'title'),
+    })),
+}), XLINK);
+
+const edgeRows = (page) => page.$$eval('table.edges tbody tr', (rows) => rows.map((r) => ({
+    source: r.dataset.source, relation: r.dataset.relation, target: r.dataset.target, stored: r.dataset.stored || null,
+})));
+
+const navigation = (page) => page.$$eval('header nav a', (links) => links.map((a) => a.textContent.trim()));
+
+const STEPS = {
+    async overview(page, job) {
+        await page.goto(job.orient);
+        await page.locator('#module-map-graph svg').waitFor();
+        const seen = {
+            url: page.url(),
+            heading: (await page.locator('h1').innerText()).trim(),
+            modules: await page.$$eval('#module-map-graph g.node', (nodes, xlink) => nodes.map(
+                (g) => g.querySelector('a').getAttributeNS(xlink, 'title')), XLINK),
+            packages: await page.$$eval('#module-map-graph g.cluster > text', (texts) => texts.map((t) => t.textContent)),
+            imports: await page.$$eval('#module-map-graph g.edge', (edges) => edges.length),
+            left_out: await page.$$eval('#modules-left-out a.sym', (links) => links.map((a) => a.dataset.id)),
+            // The map as drawn, and the page it is on: nothing of it is cut off.
+            map_box: await page.$eval('#module-map-graph svg', (svg) => {
+                const box = svg.getBoundingClientRect();
+                return { left: box.left, right: box.right, width: box.width };
+            }),
+            page_width: await page.evaluate(() => document.documentElement.clientWidth),
+            main_modules: await page.$$eval('#main-modules li', (items) => items.map((li) => li.textContent.trim())),
+            main_blocks: await page.$$eval('#entry-points a.where[data-id]', (links) => links.map((a) => a.dataset.id)),
+            public_api: await page.$$eval('.public-api', (blocks) => blocks.map((b) => ({
+                package: b.dataset.package,
+                names: [...b.querySelectorAll('.inline-list a.sym')].map((a) => a.textContent),
+            }))),
+            busiest: await page.$$eval('#busiest tbody tr', (rows) => rows.map((r) => ({
+                id: r.dataset.id, callers: Number(r.cells[0].textContent),
+            }))),
+            read_first: await page.$$eval('#read-first tbody tr', (rows) => rows.map((r) => r.dataset.kind)),
+            // Where each part starts: what leads the page.
+            tops: await page.evaluate(() => Object.fromEntries(['module-map', 'entry-points', 'busiest', 'read-first', 'numbers'].map(
+                (id) => [id, document.getElementById(id).getBoundingClientRect().top]))),
+        };
+        await page.screenshot({ path: job.overview_screenshot, fullPage: true });
+        return seen;
+    },
+
+    async depth2(page, job) {
+        await page.goto(job.busy);
+        await page.locator('#slice-graph svg').waitFor();
+        await page.locator('form.relations input[name="depth"][value="2"]').check();
+        await Promise.all([page.waitForNavigation(), page.locator('form.relations button[type="submit"]').click()]);
+        await page.locator('#slice-graph svg g.node.anchor').waitFor();
+        // As the page opens: the anchor's box where the window shows it (the page's script ran before load).
+        const seen = {
+            url: page.url(),
+            anchor: await page.$eval('#slice-graph g.node.anchor', (g) => {
+                const box = g.getBoundingClientRect();
+                return {
+                    top: box.top, bottom: box.bottom, left: box.left, right: box.right,
+                    window: { width: window.innerWidth, height: window.innerHeight },
+                };
+            }),
+            note: await page.$eval('#picture-note', (p) => ({
+                drawn: Number(p.dataset.drawn), left_out: Number(p.dataset.leftOut), text: p.textContent.trim(),
+            })),
+            svg: await picture(page),
+        };
+        await page.screenshot({ path: job.symbol_screenshot });
+        await page.locator('#left-out-link').click();
+        await page.locator('#neighbours').waitFor();
+        seen.list = {
+            url: page.url(),
+            total: Number(await page.locator('#neighbours-total').getAttribute('data-count')),
+            ids: await page.$$eval('#neighbours tbody tr', (rows) => rows.map((r) => r.dataset.id)),
+            next: await page.$$eval('nav.pager a[rel="next"]', (links) => links.length),
+        };
+        return seen;
+    },
+
+    async raising(page, job) {
+        await page.goto(job.raising);
+        await page.locator('#slice-graph svg').waitFor();
+        const seen = { url: page.url(), svg: await picture(page), rows: await edgeRows(page) };
+        const raised = seen.svg.edges.find((e) => e.cls.includes('rel-raises'));
+        if (!raised) throw new Error('no edge drawn as raises');
+        await page.locator(`#slice-graph g[id="${raised.id}"] polygon`).first().click();
+        await page.locator('section.evidence').first().waitFor();
+        seen.evidence = {
+            about: (await page.locator('#edge-about').innerText()).trim(),
+            records: await page.$$eval('section.evidence h2', (hs) => hs.map((h) => h.textContent.trim())),
+        };
+        return seen;
+    },
+
+    async source(page, job) {
+        await page.goto(job.raising);
+        await page.locator('p.kind a.where').click();
+        await page.locator('table.source tr.hl').waitFor();
+        const shown = () => page.evaluate(() => {
+            const hl = document.querySelector('table.source tr.hl');
+            const box = hl.getBoundingClientRect();
+            return {
+                context: Number(document.querySelector('#context').dataset.context),
+                rows: document.querySelectorAll('table.source tbody tr').length,
+                line: Number(hl.dataset.line),
+                in_view: box.top >= 0 && box.bottom <= window.innerHeight,
+            };
+        });
+        const seen = { url: page.url(), steps: [await shown()], nav: await navigation(page) };
+        for (let step = 0; step < 10 && await page.locator('#more-context').count(); step += 1) {
+            await Promise.all([page.waitForNavigation(), page.locator('#more-context').click()]);
+            await page.locator('table.source tr.hl').waitFor();
+            seen.steps.push(await shown());
+        }
+        return seen;
+    },
+
+    async overload(page, job) {
+        await page.goto(job.overload_overview);
+        await page.locator('form.quick input[name="q"]').fill(job.overload_query);
+        await page.locator('form.quick input[name="q"]').press('Enter');
+        await page.locator('table.matches').waitFor();
+        await page.locator(`table.matches a.sym[data-id="${job.overload_symbol}"]`).click();
+        await page.locator('h1.symbol').waitFor();
+        const seen = {
+            url: page.url(),
+            where: (await page.locator('p.kind a.where').innerText()).trim(),
+            signature: (await page.locator('#signature').innerText()).trim(),
+            stubs: await page.$$eval('#overloads', (found) => (found.length ? Number(found[0].dataset.count) : null)),
+            conflicts: await page.$$eval('section.touching table.conflicts tbody tr', (rows) => rows.length),
+        };
+        await page.locator('#impact-link').click();
+        await page.locator('#direct').waitFor();
+        seen.impact = page.url();
+        return seen;
+    },
+
+    async missing(page, job) {
+        const answer = await page.goto(job.missing);
+        return {
+            status: answer.status(),
+            code: await page.$eval('[data-code]', (e) => e.dataset.code),
+            nav: await navigation(page),
+            search_box: await page.$$eval('header form.quick input', (inputs) => inputs.length),
+        };
+    },
+};
+
+async function steps(page, job, done) {
+    for (const name of job.steps) done[name] = await STEPS[name](page, job);
+    return done;
+}
+
 async function measure(page, job) {
     await page.goto(job.url);
     const times = [];
@@ -222,7 +395,9 @@ async function main() {
     const done = {};
     let outcome;
     try {
-        const run = job.loads ? measure(page, job) : job.attack ? attack(page, job) : read(page, job, done);
+        const run = job.loads ? measure(page, job)
+            : job.attack ? attack(page, job)
+                : job.steps ? steps(page, job, done) : read(page, job, done);
         outcome = { ok: true, ...await run };
     } catch (error) {
         outcome = { ...done, ok: false, error: String(error.message || error), at: page.url() };

@@ -14,6 +14,7 @@ mid-rebuild) gets an HTML page with a 4xx status, through Starlette's TestClient
 
 from __future__ import annotations
 
+import ast
 import html
 import json
 import os
@@ -22,11 +23,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import click
 import httpx
 import pytest
+import rich
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
@@ -34,11 +38,15 @@ from starlette.testclient import TestClient
 
 from psmr_view import create_app
 from psmr_view.errors import ViewError
+from psmr_view.graph_svg import MAX_DRAWN
 from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
 from slotrelay.psmr import api
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.graph import qname, sid
+from slotrelay.psmr.operators import FINDING_KINDS
+from slotrelay.psmr.overview import MAP_MODULES, SYMBOL_KINDS
+from slotrelay.psmr.store import Store, Workspace
 from tests.conftest import (
     free_port,
     interrupt_up,
@@ -264,9 +272,7 @@ def test_a_person_reads_the_workspace_in_a_browser(
             "constraints",
         )
     ]
-    recorded = _ok(
-        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}
-    )
+    recorded = _ok("delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]})
     assert [(e["kind"], e["evidence"]) for e in delta["edits"]] == [
         (e["kind"], e.get("evidence_ref")) for e in recorded["edits"]
     ]
@@ -291,10 +297,308 @@ def test_a_person_reads_the_workspace_in_a_browser(
     assert revisions["counts"]["symbols_added"] == len(revisions["symbols_added"])
 
 
+@dataclass(frozen=True)
+class RealView:
+    """Copies of the installed rich and click built into a store of their own, and the view over it."""
+
+    url: str
+    store: Path
+    roots: dict[str, Path]
+    workspaces: dict[str, str]
+
+    def workspace(self, name: str) -> Workspace:
+        return Store.open(self.store).load(self.workspaces[name])
+
+    def page(self, name: str, path: str = "") -> str:
+        return f"{self.url}ws/{self.workspaces[name]}/{path}"
+
+
+@pytest.fixture(scope="module")
+def real_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealView]:
+    work = tmp_path_factory.mktemp("real")
+    store, roots, workspaces = work / "store", {}, {}
+    for package in (rich, click):
+        name = package.__name__
+        roots[name] = work / name
+        shutil.copytree(
+            Path(package.__file__).parent, roots[name], ignore=shutil.ignore_patterns("__pycache__")
+        )
+        workspaces[name] = api.build_workspace(roots[name], store=store)["workspace_id"]
+    server = start_view(["--store", str(store), "--port", str(free_port())], work / "err.log")
+    try:
+        yield RealView(wait_for_url(server, START_TIMEOUT_S), store, roots, workspaces)
+    finally:
+        output = stop_server(server)
+    assert "Traceback" not in output, output
+
+
+def _browse(
+    real_view: RealView, tmp_path: Path, step: str, *, refused: tuple[str, ...] = (), **job: object
+) -> dict:
+    """One step of tests/ui/psmr_view.js in Chromium; its answer for that step. The pages answered
+    with a 4xx or 5xx must be exactly `refused` (URLs)."""
+    job = {
+        "steps": [step],
+        "profile": str(tmp_path / "chromium-profile"),
+        "failure_screenshot": str(tmp_path / "failure.png"),
+        "timeout_ms": BROWSER_TIMEOUT_MS,
+        **job,
+    }
+    done = subprocess.run(
+        [str(NODE), str(SCRIPT), json.dumps(job)],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    seen = json.loads(lines[-1]) if lines else {"ok": False}
+    assert done.returncode == 0 and seen["ok"], (
+        f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
+    )
+    assert seen["refused"] == [f"404 {url}" for url in refused]
+    return seen[step]
+
+
+def _callers(ws: Workspace, node: str) -> int:
+    return len({s for s, _, k in ws.graph.in_edges(node, keys=True) if k == "calls" and s != node})
+
+
+@pytest.mark.browser
+def test_regression_the_overview_orients_on_a_real_package(
+    real_view: RealView, browser_tools: None, tmp_path: Path
+) -> None:
+    """Issue 33: the overview led with counts and a conflicts table. On rich it now opens on a map of
+    its modules (the largest, framed by package, the rest listed), its entry points (`python -m rich`,
+    the `__main__` blocks, the public API from `__all__`), its busiest symbols and the findings worth
+    reading first; the counts follow."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / "overview.png"
+    seen = _browse(
+        real_view, tmp_path, "overview", orient=real_view.page("rich"), overview_screenshot=str(screenshot)
+    )
+    print(f"overview screenshot: {screenshot}")
+    ws, root = real_view.workspace("rich"), real_view.roots["rich"]
+    modules = {n for n, d in ws.graph.nodes(data=True) if d["kind"] == "module"}
+    drawn = [title.split(":")[0] for title in seen["modules"]]
+    assert len(drawn) == MAP_MODULES < len(modules)
+    assert {"rich.console", "rich.text", "rich.progress"} <= set(drawn)
+    assert sorted(drawn + [qname(m) for m in seen["left_out"]]) == sorted(qname(m) for m in modules)
+    assert any(p.startswith(f"rich ({MAP_MODULES} of ") for p in seen["packages"]), seen["packages"]
+    assert 0 < seen["imports"] <= 2 * MAP_MODULES
+    assert seen["map_box"]["left"] >= 0 and seen["map_box"]["right"] <= seen["page_width"]
+
+    assert seen["main_modules"] == ["python -m rich runs __main__.py:1"]
+    blocks = {
+        f"semantic:{ws.files[p.name]['module']}"
+        for p in sorted(root.glob("*.py"))
+        if p.name != "__main__.py"
+        and re.search(r'^if __name__ == "__main__":', p.read_text(), flags=re.MULTILINE)
+    }
+    assert blocks and blocks <= set(seen["main_blocks"])
+    declared = next(
+        node.value
+        for node in ast.parse((root / "__init__.py").read_text()).body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__"
+    )
+    assert seen["public_api"] == [{"package": "rich", "names": [e.value for e in declared.elts]}]
+
+    busiest = [(b["id"], b["callers"]) for b in seen["busiest"]]
+    assert busiest == [(node, _callers(ws, node)) for node, _ in busiest]
+    # The most called of rich's symbols, whichever they are (the resolver decides): none left out is
+    # called from more places (a dunder's callers are its class's).
+    ranked = sorted(
+        (
+            _callers(ws, node)
+            for node, data in ws.graph.nodes(data=True)
+            if data["kind"] in SYMBOL_KINDS
+            and (node.endswith(".__call__") or not re.fullmatch(r"__\w+__", node.rsplit(".", 1)[-1]))
+        ),
+        reverse=True,
+    )
+    assert [n for _, n in busiest] == ranked[: len(busiest)] and busiest[0][1] >= 20
+    # Findings worth reading first: rich has no confirmed defect; its own anomalies, then hotspots.
+    kinds = seen["read_first"]
+    assert kinds == sorted(kinds, key=FINDING_KINDS.index) and {"anomaly", "hotspot"} <= set(kinds)
+    tops = seen["tops"]
+    assert tops["module-map"] < tops["entry-points"] == tops["busiest"] < tops["read-first"] < tops["numbers"]
+    assert screenshot.stat().st_size > 50_000
+
+
+@pytest.mark.browser
+def test_regression_the_depth_2_picture_opens_on_its_symbol(
+    real_view: RealView, browser_tools: None, tmp_path: Path
+) -> None:
+    """Issue 33: the depth-2 graph was 1,830 by 4,275 px in a 720-px box and opened on an empty corner.
+    Switched to depth 2 with the page's form, rich's busiest symbol now draws its nearest neighbours
+    (at most MAX_DRAWN), says how many it left out with a link to the list of all of them (paged), and
+    opens with the anchor inside the window."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / "symbol-depth-2.png"
+    seen = _browse(
+        real_view,
+        tmp_path,
+        "depth2",
+        busy=real_view.page("rich", "symbol?id=rich.text.Text"),
+        symbol_screenshot=str(screenshot),
+    )
+    print(f"depth-2 screenshot: {screenshot}")
+    box = seen["anchor"]
+    assert 0 <= box["top"] < box["bottom"] <= box["window"]["height"], box
+    assert 0 <= box["left"] < box["right"] <= box["window"]["width"], box
+    whole = api.call(
+        "query.subgraph",
+        {
+            "workspace_id": real_view.workspaces["rich"],
+            "anchor": {"kind": "symbol", "value": "rich.text.Text"},
+            "depth": 2,
+            "relations": list(SYMBOL_RELATIONS),
+            "budget": {"max_nodes": 1},
+        },
+        store=real_view.store,
+    )["data"]["paging"]["nodes"]["total"]
+    note = seen["note"]
+    drawn = {n["title"] for n in seen["svg"]["nodes"]}
+    assert len(drawn) == note["drawn"] and 10 <= note["drawn"] <= MAX_DRAWN
+    assert note["left_out"] == whole - note["drawn"] > 0
+    assert f"{note['left_out']} more of the slice's {whole} nodes are not drawn" in note["text"]
+    # The link goes to the slice's nodes, nearest first, a page at a time: the drawn ones lead it.
+    listed = seen["list"]
+    assert listed["total"] == whole and listed["next"] == 1 and MAX_DRAWN < len(listed["ids"]) < whole
+    assert drawn <= set(listed["ids"][:MAX_DRAWN])
+    assert screenshot.stat().st_size > 20_000
+
+
+def _raise_sites(path: Path) -> set[tuple[int, int]]:
+    """Where each `raise` statement's exception is named (its class, or the callee that builds it)."""
+    sites = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            named = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            sites.add((named.lineno, named.col_offset))
+    return sites
+
+
+@pytest.mark.browser
+def test_regression_no_raise_is_drawn_as_a_call(
+    real_view: RealView, browser_tools: None, tmp_path: Path
+) -> None:
+    """Issue 33: `raise ColorParseError(...)` was drawn and listed as "calls ColorParseError". Every
+    edge of Color.parse's picture and table is checked against the raise statements of the source
+    (parsed here): an edge whose every site is a raise's exception reads "raises", no other does."""
+    seen = _browse(
+        real_view, tmp_path, "raising", raising=real_view.page("rich", "symbol?id=rich.color.Color.parse")
+    )
+    ws, root = real_view.workspace("rich"), real_view.roots["rich"]
+    raised: dict[str, set[tuple[int, int]]] = {}
+
+    def is_raise(source: str, target: str) -> bool:
+        records = [ws.evidence[e] for e in ws.graph.edges[sid(source), sid(target), "calls"]["evidence"]]
+        for record in records:
+            raised.setdefault(record["artifact"], _raise_sites(root / record["artifact"]))
+        return all((r["span"]["line"], r["span"]["col"]) in raised[r["artifact"]] for r in records)
+
+    drawn = [e["title"].split(" (")[0].split(" ") for e in seen["svg"]["edges"]]
+    calls = [(s, t) for s, relation, t in drawn if relation in ("calls", "raises")]
+    assert ["rich.color.Color.parse", "raises", "rich.color.ColorParseError"] in drawn
+    for source, relation, target in drawn:
+        if relation in ("calls", "raises"):
+            assert (relation == "raises") is is_raise(source, target), (source, relation, target)
+    assert len(calls) >= 3
+    for row in seen["rows"]:
+        if row["relation"] in ("calls", "raises"):
+            assert (row["relation"] == "raises") is is_raise(row["source"], row["target"]), row
+            assert row["stored"] == ("calls" if row["relation"] == "raises" else None), row
+    evidence = seen["evidence"]
+    assert evidence["about"] == "rich.color.Color.parse raises rich.color.ColorParseError"
+    assert evidence["records"] and all(" raises rich.color.ColorParseError" in r for r in evidence["records"])
+
+
+@pytest.mark.browser
+def test_regression_the_source_view_expands(real_view: RealView, browser_tools: None, tmp_path: Path) -> None:
+    """Issue 33: the source view showed 12 lines either side with no way to see more. From a symbol's
+    file link, "more context" widens it step by step (25, 50, 100, 200 lines either side) and stops
+    there; the highlighted line stays in view and the header keeps its navigation."""
+    seen = _browse(
+        real_view, tmp_path, "source", raising=real_view.page("rich", "symbol?id=rich.color.Color.parse")
+    )
+    lines = (real_view.roots["rich"] / "color.py").read_bytes().splitlines()
+    line = _line_of((real_view.roots["rich"] / "color.py").read_text(), "def parse(")
+    steps = seen["steps"]
+    assert [s["context"] for s in steps] == [12, 25, 50, 100, 200]
+    for step in steps:
+        first, last = max(1, line - step["context"]), min(len(lines), line + step["context"])
+        assert (step["line"], step["rows"], step["in_view"]) == (line, last - first + 1, True), step
+    assert {"Overview", "Search", "Conflicts"} <= set(seen["nav"])
+
+
+@pytest.mark.browser
+def test_regression_an_overload_opens_on_its_implementation(
+    real_view: RealView, browser_tools: None, tmp_path: Path
+) -> None:
+    """Issue 33: click's `command` (four `@t.overload` stubs, then the function) opened on the first
+    stub and was listed as a conflict. Searched and opened in the browser, it now shows the
+    implementation's line and signature, names the stubs, has no conflict, and its impact opens."""
+    seen = _browse(
+        real_view,
+        tmp_path,
+        "overload",
+        overload_overview=real_view.page("click"),
+        overload_query="command",
+        overload_symbol="semantic:click.decorators.command",
+    )
+    source = (real_view.roots["click"] / "decorators.py").read_text()
+    defs = [
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name == "command"
+    ]
+    stubs = [d for d in defs if any(ast.unparse(x).endswith("overload") for x in d.decorator_list)]
+    [implementation] = [d for d in defs if d not in stubs]
+    assert len(stubs) == 4 == seen["stubs"]
+    assert seen["where"] == f"decorators.py:{implementation.lineno}"
+    assert (
+        seen["signature"]
+        == f"command({ast.unparse(implementation.args)}) -> {ast.unparse(implementation.returns)}"
+    )
+    assert seen["conflicts"] == 0
+    assert "/impact?id=semantic%3Aclick.decorators.command" in seen["impact"]
+
+
+@pytest.mark.browser
+def test_regression_the_404_page_keeps_the_navigation(
+    real_view: RealView, browser_tools: None, tmp_path: Path
+) -> None:
+    """Issue 33: the 404 page dropped the navigation. A page of a workspace that does not exist keeps
+    the header: the workspace's pages and its search box."""
+    missing = real_view.page("rich", "no-such-page")
+    seen = _browse(real_view, tmp_path, "missing", missing=missing, refused=(missing,))
+    assert (seen["status"], seen["code"]) == (404, "NOT_FOUND")
+    assert seen["nav"] == [
+        "Workspaces",
+        "Overview",
+        "Search",
+        "Unknowns",
+        "Conflicts",
+        "Findings",
+        "Diff",
+        "Deltas",
+    ]
+    assert seen["search_box"] == 1
+
+
 def _rows(page: str) -> tuple[list[str], list[tuple[str, ...]]]:
-    """The node ids and (source, relation, target) edges listed in a symbol page's tables, in order."""
+    """The node ids and (source, relation, target) edges listed in a symbol page's tables, in order; an
+    edge's relation as the store holds it (a row reading "raises" is a stored `calls`)."""
     nodes = re.findall(r'<tr data-id="([^"]+)"><td><a class="sym"', page.split('class="nodes"')[1])
-    edges = re.findall(r'data-source="([^"]+)" data-relation="([^"]+)" data-target="([^"]+)"', page)
+    edges = [
+        (source, stored or relation, target)
+        for source, relation, target, stored in re.findall(
+            r'data-source="([^"]+)" data-relation="([^"]+)" data-target="([^"]+)"(?: data-stored="([^"]+)")?',
+            page,
+        )
+    ]
     return [html.unescape(n) for n in nodes], [tuple(html.unescape(part) for part in e) for e in edges]
 
 
@@ -307,7 +611,7 @@ def _svg_edges(page: str) -> set[tuple[str, str, str]]:
     svg = page.split('id="slice-graph"', 1)[1].split("</svg>", 1)[0]
     titles = [
         html.unescape(t)
-        for t in re.findall(r'<g id="a_edge[^"]*"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)
+        for t in re.findall(r'<g id="a_edge&#45;\d+"><a xlink:href="[^"]*" xlink:title="([^"]*)"', svg)
     ]
     return {tuple(t.split(" (")[0].split(" ")) for t in titles}
 
@@ -350,7 +654,10 @@ def test_the_page_and_the_mcp_tools_show_one_state(view: str, workspace_id: str,
     assert set(page_nodes) == {n["id"] for n in sliced["nodes"]}
     mcp_edges = {(e["source"], e["relation"], e["target"]) for e in sliced["edges"]}
     assert set(page_edges) == mcp_edges and len(mcp_edges) >= 4
-    assert _svg_edges(symbol) == {
+    # The picture draws `raise ValueError(...)` as what it is; the store holds it as a call.
+    drawn = _svg_edges(symbol)
+    assert ("shop.auth.login", "raises", "<builtin>.ValueError") in drawn
+    assert {(s, "calls" if r == "raises" else r, t) for s, r, t in drawn} == {
         (s.removeprefix("semantic:"), r, t.removeprefix("semantic:")) for s, r, t in mcp_edges
     }
 
@@ -553,9 +860,7 @@ def test_a_delta_is_paged_by_continuation_tokens(
     """With two items a page, the delta's edits, contract and diffs come over several pages whose
     concatenation is delta.describe's whole answer; the recorded summary heads page 1 only."""
     monkeypatch.setitem(BUDGETS, "delta", {"max_nodes": 2})
-    whole = _ok(
-        "delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]}
-    )
+    whole = _ok("delta.describe", {"workspace_id": workspace_id, "delta_id": proposed["signature"]})
     url: str | None = f"/ws/{workspace_id}/delta?id={proposed['signature']}"
     kinds, files, pages = [], [], 0
     while url:
@@ -677,6 +982,14 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
         ("delta", 400, "INVALID_QUERY", "parameter &#39;id&#39; is missing"),
         ("deltas?page=2", 400, "INVALID_QUERY", "page 2 needs the continuation token"),
         ("nowhere", 404, "NOT_FOUND", "no such page"),
+        (
+            "source?artifact=shop/cart.py&line=1&context=13",
+            400,
+            "INVALID_QUERY",
+            "parameter &#39;context&#39; takes 12, 25, 50, 100, 200",
+        ),
+        ("neighbours", 400, "INVALID_QUERY", "parameter &#39;id&#39; is missing"),
+        ("neighbours?id=shop.auth.logn", 404, "OBJECT_NOT_FOUND", "did you mean shop.auth.login"),
     ],
 )
 def test_bad_input_gets_a_clear_page_with_a_4xx_status(
@@ -688,6 +1001,131 @@ def test_bad_input_gets_a_clear_page_with_a_4xx_status(
     assert answer.headers["content-type"].startswith("text/html")
     assert f'data-code="{code}"' in answer.text and says in answer.text, answer.text
     assert "Traceback" not in answer.text
+
+
+OVERLOADED = {
+    "lib/__init__.py": "",
+    "lib/conv.py": """import typing as t
+
+
+@t.overload
+def convert(value: int) -> str: ...
+
+
+@t.overload
+def convert(value: str) -> int: ...
+
+
+def convert(value):
+    \"\"\"Turn an int into text and text into an int.\"\"\"
+    if isinstance(value, int):
+        return str(value)
+    raise TypeError(value)
+
+
+def use():
+    return convert(1), convert("2")
+""",
+    # Stubs the store itself makes one symbol with their implementation (`overload` by its own name).
+    "lib/parse.py": """from typing import overload
+
+
+@overload
+def parse(text: str) -> int: ...
+
+
+@overload
+def parse(text: bytes) -> int: ...
+
+
+def parse(text):
+    \"\"\"Read a number.\"\"\"
+    return int(text)
+""",
+}
+
+
+def test_regression_overload_stubs_and_their_implementation_are_one_function(tmp_path: Path) -> None:
+    """Issue 33: a function with `@t.overload` stubs opened on the first stub and was a conflict. Its
+    page now opens on the implementation (line, signature, docstring, raises), names the stubs, and
+    neither the overview, the conflicts page nor impact treats it as a conflict. A function whose
+    `@overload` stubs the store itself folds into it names its stubs the same way."""
+    root = tmp_path / "tree"
+    for name, text in OVERLOADED.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    workspace_id = api.build_workspace(root)["workspace_id"]
+    client = TestClient(create_app(Store.open().path, hosts=["testserver"]))
+    base = f"/ws/{workspace_id}"
+    text = OVERLOADED["lib/conv.py"]
+    implementation = _line_of(text, "def convert(value):")
+
+    page = client.get(f"{base}/symbol", params={"id": "lib.conv.convert"})
+    assert page.status_code == 200, page.text
+    assert (
+        f'<a class="where" href="{base}/source?artifact=lib%2Fconv.py&amp;line={implementation}"' in page.text
+    )
+    assert re.search(
+        r'<pre class="signature" id="signature" data-line="(\d+)">convert\(value\)</pre>', page.text
+    )[1] == str(implementation)
+    assert 'id="overloads" data-count="2"' in page.text
+    assert "Turn an int into text" in page.text and "<li>raises <code>TypeError</code></li>" in page.text
+    touching = page.text.split("Conflicts touching it")[1]
+    assert touching.startswith(" (0)")
+
+    assert 'data-count="0"' in client.get(f"{base}/").text.split('id="conflict-total"')[1][:40]
+    listed = client.get(f"{base}/conflicts").text
+    assert (
+        'id="overload-groups" data-count="1"' in listed
+        and "lib.conv.convert" not in _main(listed).split("</p>", 2)[-1]
+    )
+    impact = client.get(f"{base}/impact", params={"id": "lib.conv.convert"})
+    assert impact.status_code == 200 and "semantic:lib.conv.use" in impact.text
+
+    # The raise in the implementation is drawn and listed as one.
+    raised = 'data-relation="raises" data-target="semantic:&lt;builtin&gt;.TypeError" data-stored="calls"'
+    assert f'data-source="semantic:lib.conv.convert" {raised}' in page.text
+
+    # Stubs the store already made one symbol with their implementation are named all the same.
+    parsed = client.get(f"{base}/symbol", params={"id": "lib.parse.parse"})
+    parse_text = OVERLOADED["lib/parse.py"]
+    assert re.search(
+        r'<pre class="signature" id="signature" data-line="(\d+)">parse\(text\)</pre>', parsed.text
+    )[1] == str(_line_of(parse_text, "def parse(text):"))
+    stub_lines = [str(n) for n, line in enumerate(parse_text.splitlines(), start=1) if line.endswith(": ...")]
+    assert 'id="overloads" data-count="2"' in parsed.text
+    named = parsed.text.split('id="overloads"')[1].split("</p>")[0]
+    assert re.findall(r"artifact=lib%2Fparse.py&amp;line=(\d+)", named) == stub_lines
+
+
+def test_regression_a_symbol_page_reads_more_evidence_than_one_request_takes(tmp_path: Path) -> None:
+    """A page tells a raise from a call by reading its edges' evidence; query.evidence takes at most
+    200 ids a request (docs/mcp.md#request-size-limits), and a page asking for more in one was a 400
+    (rich.text.Text's, 277 records). Edges of 250 sites to a class now read in pieces."""
+    sites = 250
+    root = tmp_path / "tree"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "__init__.py").write_text("")
+    built = "".join(f"    Oops({n})\n" for n in range(sites))
+    raised = "".join(f"    if x == {n}:\n        raise Oops({n})\n" for n in range(sites))
+    (root / "lib" / "noisy.py").write_text(
+        f"class Oops(Exception):\n    pass\n\n\ndef noisy():\n{built}\n\ndef loud(x):\n{raised}"
+    )
+    workspace_id = api.build_workspace(root)["workspace_id"]
+    client = TestClient(create_app(Store.open().path, hosts=["testserver"]))
+
+    # Built, not raised: a call. Raised at every one of its sites, the last read in a second request:
+    # raises.
+    for function, shown in (("noisy", ("calls", None)), ("loud", ("raises", "calls"))):
+        page = client.get(f"/ws/{workspace_id}/symbol", params={"id": f"lib.noisy.{function}"})
+        assert page.status_code == 200, page.text
+        row = re.search(
+            rf'data-source="semantic:lib.noisy.{function}" data-relation="([^"]+)" '
+            r'data-target="semantic:lib.noisy.Oops"(?: data-stored="([^"]+)")?',
+            page.text,
+        )
+        assert row is not None and (row[1], row[2]) == shown
+        assert f"{sites} record(s)" in page.text
 
 
 @pytest.mark.parametrize(
@@ -717,6 +1155,7 @@ PAGES = (
     "",
     "search",
     "symbol",
+    "neighbours",
     "evidence",
     "source",
     "impact",
@@ -744,6 +1183,7 @@ PARAMS = (
     "accept_conflicts",
     "against",
     "rev_a",
+    "context",
 )
 VALUES = st.one_of(
     st.text(max_size=30),
@@ -878,7 +1318,6 @@ def own_view(shop: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
     assert "Traceback" not in output, output
 
 
-
 def test_regression_no_request_from_another_site_makes_the_view_build(
     own_view: tuple[Path, Path, str],
 ) -> None:
@@ -950,7 +1389,11 @@ def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
     }
     try:
         done = subprocess.run(
-            [str(NODE), str(SCRIPT), json.dumps(job)], cwd=HERE, capture_output=True, text=True, timeout=600,
+            [str(NODE), str(SCRIPT), json.dumps(job)],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            timeout=600,
             check=False,
         )
     finally:
