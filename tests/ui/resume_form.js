@@ -7,8 +7,11 @@
 //   form ({decision, comment?, decided_by?, data?: the text typed into the JSON editor}),
 //   refused (true: the run will refuse this answer and ask again, so do not wait for it to go on),
 //   profile (a fresh Chromium user-data-dir), screenshot (where to save a PNG of the page as the
-//   script leaves it), timeout_ms (for every wait).
-// Prints one JSON line: {ok, ui, page, decision_shown, fields, form_text, resume_busy (503s before the
+//   script leaves it), form_screenshot (optional: a PNG of the form as it opens), timeout_ms (for every
+//   wait).
+// Prints one JSON line: {ok, ui, page, preselected (the Decision the form opens with), alert_text (the
+// Decision field's description: the alert and what each decision does), alert_unclipped (that text wholly
+// on screen, cut by no scroll box), decision_shown, fields, form_text, resume_busy (503s before the
 // answer), resume_status, run_input, resume_answer, state_after?, final_state?, api_errors, screenshot,
 // elapsed_ms}, or with ok: false, an error and whatever it had done before it (exit code 1).
 //
@@ -37,11 +40,15 @@ const v1 = {
         has: form.page().locator('.schema-form-property__label', { hasText: exact(label) }),
     }),
     labels: (form) => form.locator('.schema-form-property__label').allInnerTexts(),
+    selected: async (form, label) => (await v1.property(form, label).locator('.p-select-button__control')
+        .innerText()).trim(),
     async choose(form, label, value) {
         const control = this.property(form, label).locator('.p-select-button__control');
         // A click leaves this select closed in headless Chromium; ArrowDown opens it, as for a keyboard user.
         await control.press('ArrowDown');
         await form.page().locator('.p-select-option', { hasText: exact(value) }).click();
+        // The control shows the choice once the form has taken it (it opens on the preselected one).
+        await control.filter({ hasText: exact(value) }).waitFor();
         return (await control.innerText()).trim();
     },
     async fillText(form, label, text) {
@@ -68,10 +75,13 @@ const v2 = {
     property: (form, label) => form.locator('label', { hasText: exact(label) })
         .locator("xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' group ')][1]"),
     labels: (form) => form.locator('label').allInnerTexts(),
+    selected: async (form, label) => (await v2.property(form, label).locator('fieldset button').first()
+        .innerText()).trim(),
     async choose(form, label, value) {
         const control = this.property(form, label).locator('fieldset button').first();
         await control.click();
         await form.page().getByRole('option', { name: value, exact: true }).click();
+        await control.filter({ hasText: exact(value) }).waitFor();
         return (await control.innerText()).trim();
     },
     async fillText(form, label, text) {
@@ -84,6 +94,19 @@ const v2 = {
     submit: (form) => form.getByRole('button', { name: 'Resume', exact: true }).click(),
 };
 
+// Whether an element is wholly on screen: inside the window and inside every box around it that clips or
+// scrolls (a person reads it without scrolling).
+const unclipped = (locator) => locator.evaluate((element) => {
+    const box = element.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > window.innerHeight) return false;
+    for (let around = element.parentElement; around; around = around.parentElement) {
+        if (getComputedStyle(around).overflowY === 'visible') continue;
+        const frame = around.getBoundingClientRect();
+        if (box.top < frame.top - 1 || box.bottom > frame.bottom + 1) return false;
+    }
+    return true;
+});
+
 // Fills `done` as it goes, so a failure still reports what happened before it.
 async function resume(page, job, done) {
     const ui = { v1, v2 }[job.ui];
@@ -93,10 +116,15 @@ async function resume(page, job, done) {
     await ui.stateBadge(page).filter({ hasText: 'Paused' }).waitFor();
     const form = await ui.openForm(page);
     await form.waitFor();
+    done.preselected = await ui.selected(form, 'Decision');
+    const alert = form.getByText(/Why you decide:/).first();
+    done.alert_text = (await alert.innerText()).trim();
+    done.alert_unclipped = await unclipped(alert);
+    if (job.form_screenshot) await page.screenshot({ path: job.form_screenshot });
     done.decision_shown = await ui.choose(form, 'Decision', job.form.decision);
     // Read once a field could be used: the whole form is on the page.
     done.fields = (await ui.labels(form)).map((label) => label.trim());
-    done.form_text = (await form.innerText()).slice(0, 500);
+    done.form_text = (await form.innerText()).slice(0, 3000);
     if (job.form.comment !== undefined) await ui.fillText(form, 'Comment (Optional)', job.form.comment);
     if (job.form.decided_by !== undefined) await ui.fillText(form, 'Decided By (Optional)', job.form.decided_by);
     if (job.form.data !== undefined) await ui.fillJson(form, 'Data (Optional)', job.form.data);
