@@ -3,7 +3,7 @@
 scan reads `inbox/`, dedup drops repeated articles, enrich adds word counts (its first attempt finds
 the source busy and asks for a retry; while a file named `store-busy` is beside this module, every
 attempt does, so the retries run out and the run pauses for a person: the tutorial's switch), the
-reviewer agent plays an agent outside the engine that
+reviewer agent plays an agent outside the engine (a process of its own, `python pipeline.py review`) that
 writes the review node's output slot, publish writes an index and lists it in `files` (the chain's
 deploy node takes that list, `files_from`, and makes a release of it in `work/site` and
 `work/mirror-b`), check_site serves the site's live release (`work/site/current`) over HTTP on
@@ -18,6 +18,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -88,21 +90,26 @@ def enrich(data: dict) -> dict:
 
 
 def reviewer_agent(data: dict) -> dict:
-    """Stand in for a reviewer outside the engine: a moment later it writes the review node's output slot."""
-    def review_later() -> None:
-        time.sleep(0.5)
-        enriched = json.loads(Path(data["enriched_file"]).read_text(encoding="utf-8"))
-        approved = [item for item in enriched if item["words"] >= 5]
-        document = output_slot_document(
-            "exec-review", status="completed",
-            data={"approved": True, "enriched_file": data["enriched_file"],
-                  "titles": [i["title"] for i in approved]},
-            capabilities_used=["Read"], checks={"a person read every article": True},
-        )
-        write_json_atomic(HERE / "slots" / "exec-review_output.json", document)
-
-    threading.Thread(target=review_later, name="reviewer-agent", daemon=True).start()
+    """Stand in for a reviewer outside the engine: a process of its own writes the review node's output slot
+    a moment later. A process, not a thread: a served run that stops at the review node ends its process
+    before the answer, and an agent outside outlives the run that asked it."""
+    subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "review", data["enriched_file"]],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
     return {"asked": "exec-review"}
+
+
+def review(enriched_file: str) -> None:
+    """The reviewer's answer: the articles of at least five words approved."""
+    time.sleep(0.5)
+    enriched = json.loads(Path(enriched_file).read_text(encoding="utf-8"))
+    approved = [item for item in enriched if item["words"] >= 5]
+    document = output_slot_document(
+        "exec-review", status="completed",
+        data={"approved": True, "enriched_file": enriched_file, "titles": [i["title"] for i in approved]},
+        capabilities_used=["Read"], checks={"a person read every article": True},
+    )
+    write_json_atomic(HERE / "slots" / "exec-review_output.json", document)
 
 
 def publish(data: dict) -> dict:
@@ -162,3 +169,7 @@ def archive(data: dict) -> dict:
     target = WORK / f"archive-{stamp}.md"
     shutil.copyfile(index, target)
     return {"archive_file": str(target), "bytes": target.stat().st_size}
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["review"]:
+    review(sys.argv[2])
