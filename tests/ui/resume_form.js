@@ -1,6 +1,6 @@
 // Resumes a paused flow run through the form the Prefect UI renders for it, as a person would:
 // open the run's page, press Resume, fill the form Prefect generates from the RunInput model's JSON
-// schema, submit, and watch the run's state badge leave Paused and reach a final state.
+// schema, submit, and watch the run's state badge leave Paused (or Suspended) and reach a final state.
 //
 // Usage: node resume_form.js '<job JSON>' with keys
 //   ui_url, flow_run_id, ui ("v1": the Vue UI at /, "v2": the React UI at /v2),
@@ -22,6 +22,7 @@
 const { openPage } = require('./browser');
 
 const FINAL = /^(Completed|Failed|Crashed|Cancelled)$/;
+const WAITING = /Paused|Suspended/;
 // Submits of one answer that Prefect may turn away as busy (503) before the script gives up.
 const MAX_BUSY = 5;
 
@@ -65,7 +66,7 @@ const v1 = {
 const v2 = {
     path: (id) => `/v2/runs/flow-run/${id}`,
     stateBadge: (page) => page.locator('[data-slot="badge"]').filter({
-        hasText: /^(Scheduled|Pending|Running|Paused|Completed|Failed|Crashed|Cancelled|Cancelling)$/,
+        hasText: /^(Scheduled|Pending|Running|Paused|Suspended|Completed|Failed|Crashed|Cancelled|Cancelling)$/,
     }).first(),
     async openForm(page) {
         await page.getByRole('button', { name: 'Open menu', exact: true }).click();
@@ -113,7 +114,8 @@ async function resume(page, job, done) {
     const url = new URL(ui.path(job.flow_run_id), job.ui_url).href;
     done.page = url;
     await page.goto(url);
-    await ui.stateBadge(page).filter({ hasText: 'Paused' }).waitFor();
+    // A run of a deployment waits Suspended (no process), one of `slotrelay run` Paused.
+    await ui.stateBadge(page).filter({ hasText: WAITING }).waitFor();
     const form = await ui.openForm(page);
     await form.waitFor();
     done.preselected = await ui.selected(form, 'Decision');
@@ -148,9 +150,9 @@ async function resume(page, job, done) {
     done.resume_answer = { status: answer.status, reason: answer.details?.reason };
     await form.waitFor({ state: 'hidden' });
     if (job.refused) return done;
-    // The page follows the run by itself: it goes on (no longer Paused), then ends.
+    // The page follows the run by itself: it goes on (no longer Paused or Suspended), then ends.
     const badge = ui.stateBadge(page);
-    await badge.filter({ hasNotText: 'Paused' }).waitFor();
+    await badge.filter({ hasNotText: WAITING }).waitFor();
     done.state_after = (await badge.innerText()).trim();
     await badge.filter({ hasText: FINAL }).waitFor();
     done.final_state = (await badge.innerText()).trim();
