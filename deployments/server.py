@@ -2,18 +2,26 @@
 
 Runs go to a real server, never to Prefect's ephemeral API (measured on Prefect 3.9.1: a temporary
 server per process costs ~9 s and loses most task-run records at exit). `ensure_server` reuses the
-server at PREFECT_API_URL when one answers there, else starts `prefect server start` in the
-background on 127.0.0.1 with SQLite under the project's PREFECT_HOME (`.slotrelay/prefect`).
-`start_server(database=...)` (`slotrelay up --database`) puts the server on PostgreSQL through asyncpg
-instead; a PREFECT_API_DATABASE_CONNECTION_URL already in the environment does the same.
+server at PREFECT_API_URL, or the one holding the current folder's home, when one answers there, else
+starts `prefect server start` in the background on 127.0.0.1 with SQLite under the current folder's
+PREFECT_HOME (`.slotrelay/prefect`). `start_server(database=...)` (`slotrelay up --database`) puts the
+server on PostgreSQL through asyncpg instead; a PREFECT_API_DATABASE_CONNECTION_URL already in the
+environment does the same.
+
+One server to a home: a server's home holds its SQLite database, and two servers writing one database
+(or serving one set of runs twice) is what the lock prevents. `start_server` takes an exclusive
+`flock` on `<home>/server.lock` and hands the locked descriptor to the server process, so the lock is
+held exactly as long as that process lives, whoever started it (`slotrelay up`, or `slotrelay run`
+leaving it in the background), and is released by the kernel however it ends. The file also says who
+holds it (`HomeHolder`), for the refusal's message and for `up` to reuse a server `run` left running.
 
 The server encrypts stored Block secrets with PREFECT_SERVER_ENCRYPTION_KEY. That key lives in the
-project's `.env` (git-ignored): it is generated on first start and reused afterwards, so secrets
+current folder's `.env` (git-ignored): it is generated on first start and reused afterwards, so secrets
 stored by one server start can be read by the next.
 
 Contract for callers (`slotrelay run`, `slotrelay up`):
 - `start_server` returns a `ServerHandle`; `handle.stop()` ships this process's queued run logs, then
-  ends the server and its process group.
+  ends the server and its process group. It raises `HomeInUse` when another server holds the home.
 - `ensure_server` returns an API URL (`http://host:port/api`) and leaves a server it started running,
   detached, so the next command reuses it; its log is `<home>/server.log`.
 """
@@ -21,11 +29,15 @@ Contract for callers (`slotrelay run`, `slotrelay up`):
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +46,14 @@ from dotenv import dotenv_values, set_key
 
 from slotrelay.errors import EnvironmentMissing
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_HOME = PROJECT_ROOT / ".slotrelay" / "prefect"
-ENV_FILE = PROJECT_ROOT / ".env"
+# Relative to the current folder: a user's project keeps its own server home, and `.env` its key.
+HOME_FOLDER = Path(".slotrelay") / "prefect"
+ENV_FILE_NAME = ".env"
+LOCK_NAME = "server.lock"
+# What a lock record is read as: one short JSON object.
+LOCK_RECORD_LIMIT = 4096
+# Hosts of a PREFECT_API_URL that `ensure_server` may start a server on (it binds 127.0.0.1).
+STARTABLE_HOSTS = ("127.0.0.1", "localhost")
 ENCRYPTION_KEY_NAME = "PREFECT_SERVER_ENCRYPTION_KEY"
 DATABASE_URL_NAME = "PREFECT_API_DATABASE_CONNECTION_URL"
 # Prefect 3 reads the newer name first: a value left there would win over --database.
@@ -47,6 +64,101 @@ class ServerStartError(EnvironmentMissing):
     """The Prefect server did not start or did not answer on /api/health in time."""
 
     code = "PREFECT_SERVER_UNAVAILABLE"
+
+
+class HomeInUse(EnvironmentMissing):
+    """Another Prefect server holds this home (its lock): a second one would share its database."""
+
+    code = "HOME_IN_USE"
+
+
+def default_home() -> Path:
+    """The server home of the current folder: `.slotrelay/prefect` in it."""
+    return Path.cwd() / HOME_FOLDER
+
+
+@dataclass(frozen=True)
+class HomeHolder:
+    """What `<home>/server.lock` says about the server holding the home.
+
+    Attributes:
+        pid: the server process (leader of its process group), once started.
+        api_url: its API address.
+        started_by: `up` (stopped with that `up`) or `run` (left running in the background).
+    """
+
+    pid: int | None
+    api_url: str | None
+    started_by: str | None
+
+    def refusal(self, home: Path) -> str:
+        """Why a second server cannot start on `home`, and what to do instead."""
+        if self.started_by == "run":
+            who = "started by `slotrelay run` and left running in the background"
+            instead = (f"`slotrelay up --port {loopback_port(self.api_url or '') or '?'}` uses it; or stop "
+                       f"it (kill -- -{self.pid or 'PID'})")
+        else:
+            who = "started by `slotrelay up`"
+            instead = "stop that `up` (Ctrl-C in its terminal)"
+        return (f"{home} is the home of the Prefect server at {self.api_url or '(starting)'} (pid "
+                f"{self.pid or '?'}, {who}): a second server would share its database. Use that server "
+                f"(export PREFECT_API_URL={self.api_url}), {instead}, or give --home another folder.")
+
+
+def _read_holder(fd: int) -> HomeHolder:
+    """The record of the lock file open at `fd`; what it does not hold (a server starting) is None."""
+    try:
+        record = json.loads(os.pread(fd, LOCK_RECORD_LIMIT, 0) or b"{}")
+    except ValueError:
+        record = {}
+    if not isinstance(record, dict):
+        record = {}
+    pid, url, by = record.get("pid"), record.get("api_url"), record.get("started_by")
+    return HomeHolder(pid if isinstance(pid, int) else None, url if isinstance(url, str) else None,
+                      by if isinstance(by, str) else None)
+
+
+def _open_lock(home: Path, *, create: bool) -> int:
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    return os.open(home / LOCK_NAME, flags, 0o600)
+
+
+def home_holder(home: Path) -> HomeHolder | None:
+    """The server holding `home`, or None when no live process holds its lock."""
+    try:
+        fd = _open_lock(home, create=False)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        return None
+    finally:
+        os.close(fd)  # a shared lock taken here goes with it
+
+
+def _lock_home(home: Path) -> int:
+    """Take `home`'s lock for a new server: the locked descriptor, to hand to the server process.
+
+    Raises:
+        HomeInUse: another process holds it.
+    """
+    fd = _open_lock(home, create=True)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        raise HomeInUse(holder.refusal(home)) from None
+    return fd
+
+
+def _write_holder(fd: int, holder: HomeHolder) -> None:
+    record = json.dumps({"pid": holder.pid, "api_url": holder.api_url, "started_by": holder.started_by})
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, record.encode(), 0)
 
 
 @dataclass
@@ -98,15 +210,16 @@ def api_answers(api_url: str, *, timeout: float = 2.0) -> bool:
         return False
 
 
-def encryption_key(env_file: Path = ENV_FILE) -> str:
+def encryption_key(env_file: Path | None = None) -> str:
     """The project's PREFECT_SERVER_ENCRYPTION_KEY, generated into `env_file` on first use.
 
     Parameters:
-        env_file: the project's `.env` (git-ignored).
+        env_file: the project's `.env` (git-ignored); default: the current folder's.
 
     Returns:
         A Fernet key (url-safe base64 of 32 random bytes).
     """
+    env_file = env_file or Path.cwd() / ENV_FILE_NAME
     key = dotenv_values(env_file).get(ENCRYPTION_KEY_NAME) if env_file.exists() else None
     if key:
         return key
@@ -152,19 +265,20 @@ def start_server(
     *,
     host: str = "127.0.0.1",
     port: int = 4200,
-    home: Path = DEFAULT_HOME,
+    home: Path | None = None,
     ready_timeout: float = 90.0,
     detach: bool = False,
     database: str | None = None,
 ) -> ServerHandle:
-    """Start `prefect server start` in the background and wait until its API answers.
+    """Start `prefect server start` in the background, holding `home`'s lock, and wait until its API answers.
 
     Parameters:
         host: interface to bind; keep 127.0.0.1 (the server has no authentication).
         port: TCP port.
-        home: PREFECT_HOME (SQLite database, server log).
+        home: PREFECT_HOME (SQLite database, server log, lock); default: the current folder's.
         ready_timeout: seconds to wait for /api/health.
-        detach: when True the server outlives this process (it ignores the caller's Ctrl-C).
+        detach: when True the server outlives this process (`slotrelay run` leaves it for the UI and
+            the next run; it ignores the caller's Ctrl-C).
         database: the server's database URL (see `server_database`); None: PREFECT_API_DATABASE_CONNECTION_URL
             from the environment, else SQLite in `home`.
 
@@ -172,8 +286,10 @@ def start_server(
         A handle whose `stop()` ends the server.
 
     Raises:
+        HomeInUse: another server holds `home`.
         ServerStartError: the process exited or did not answer in `ready_timeout` seconds.
     """
+    home = home or default_home()
     home.mkdir(parents=True, exist_ok=True)
     api_url = f"http://{host}:{port}/api"
     env = {
@@ -192,16 +308,25 @@ def start_server(
             env.pop(name, None)
         env[DATABASE_URL_NAME] = server_database(database)
     log_path = home / "server.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            # Its own session: the caller's Ctrl-C does not reach it, and stop() can end the whole group.
-            start_new_session=True,
-        )
+    lock = _lock_home(home)
+    try:
+        holder = HomeHolder(None, api_url, "run" if detach else "up")
+        _write_holder(lock, holder)
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                # Its own session: the caller's Ctrl-C does not reach it, and stop() can end the whole group.
+                start_new_session=True,
+                # The locked descriptor: the home stays locked as long as the server process lives.
+                pass_fds=(lock,),
+            )
+        _write_holder(lock, HomeHolder(process.pid, api_url, holder.started_by))
+    finally:
+        os.close(lock)
     handle = ServerHandle(process, api_url, f"http://{host}:{port}", home, log_path)
     deadline = time.monotonic() + ready_timeout
     while not api_answers(api_url, timeout=1.0):
@@ -214,32 +339,55 @@ def start_server(
                 f"the Prefect server did not answer {api_url}/health in {ready_timeout:.0f} s; "
                 f"see {log_path}")
         time.sleep(0.25)
-    if detach:
-        (home / "server.pid").write_text(f"{process.pid}\n")
     return handle
 
 
-def ensure_server(*, host: str = "127.0.0.1", port: int = 4200, home: Path = DEFAULT_HOME) -> str:
-    """An API URL that answers: PREFECT_API_URL's server, or one started here and left running.
+def loopback_port(api_url: str) -> int | None:
+    """The port of an `http://127.0.0.1:port/api` address (one slotrelay may start a server on), else None."""
+    parsed = urllib.parse.urlsplit(api_url)
+    with contextlib.suppress(ValueError):
+        if parsed.scheme == "http" and parsed.hostname in STARTABLE_HOSTS and parsed.port:
+            return parsed.port
+    return None
+
+
+def ensure_server(*, home: Path | None = None) -> tuple[str, ServerHandle | None]:
+    """An API URL that answers, and the server started for it here if one was.
+
+    In order: the server at PREFECT_API_URL when it answers (when it does not and names a port of
+    127.0.0.1, a server is started there); the server holding `home`; one answering on 127.0.0.1:4200;
+    else one started on 127.0.0.1:4200. A server started here is left running, detached, for the UI
+    and the next run.
 
     Parameters:
-        host: interface for a server started here.
-        port: port for a server started here (also checked first: a server from an earlier run).
-        home: PREFECT_HOME for a server started here.
+        home: PREFECT_HOME for a server started here; default: the current folder's.
 
     Returns:
-        The API URL, also exported as PREFECT_API_URL in `os.environ` for this process and its children.
+        The API URL (also exported as PREFECT_API_URL in `os.environ` for this process and its
+        children), and the handle of the server started here, or None when one answered already.
 
     Raises:
+        HomeInUse: the server holding `home` does not answer, and another cannot start on it.
         ServerStartError: no server answers and none could be started.
+        EnvironmentMissing: PREFECT_API_URL names a server that does not answer and is not on 127.0.0.1.
     """
+    home = home or default_home()
     configured = os.environ.get("PREFECT_API_URL")
-    candidates = [configured] if configured else []
-    candidates.append(f"http://{host}:{port}/api")
+    port = 4200
+    if configured:
+        candidates = [configured]
+        port = loopback_port(configured) or 0
+        if not port and not api_answers(configured):
+            raise EnvironmentMissing(f"no Prefect API answers at {configured} (PREFECT_API_URL)",
+                                     code="PREFECT_SERVER_UNAVAILABLE")
+    else:
+        holder = home_holder(home)
+        candidates = [holder.api_url] if holder and holder.api_url else []
+        candidates.append(f"http://127.0.0.1:{port}/api")
     for url in candidates:
         if api_answers(url):
             os.environ["PREFECT_API_URL"] = url
-            return url
-    handle = start_server(host=host, port=port, home=home, detach=True)
+            return url, None
+    handle = start_server(port=port, home=home, detach=True)
     os.environ["PREFECT_API_URL"] = handle.api_url
-    return handle.api_url
+    return handle.api_url, handle

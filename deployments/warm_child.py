@@ -23,6 +23,12 @@ runner says "cancel" before it sends SIGTERM) in module globals that it configur
 (`prefect_compat.configure_control_listener`); a second run in the same process would have
 no working cancellation channel.
 
+A warm process takes no Ctrl-C (SIGINT) of its own: it shares the process group of the `watch` that
+started it, which receives SIGINT from a terminal or from `slotrelay up` stopping it, and its pool stops
+it (an idle one reads end-of-file on its pipe, a running one is cancelled through Prefect's
+cancellation, control channel then SIGTERM). Interrupted instead, each idle one died with a
+`KeyboardInterrupt` traceback on the terminal of a clean Ctrl-C.
+
 The module imports nothing heavy at its top: `multiprocessing` imports it in the fresh interpreter to
 find `wait_and_run`, and the import cost belongs inside it, before `ready`.
 """
@@ -32,8 +38,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import signal
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from deployments import prefect_compat
@@ -59,6 +67,14 @@ class HandOff:
     run_env: dict[str, str]
 
 
+def _left_to_the_pool(signum: int, frame: FrameType | None) -> None:
+    """SIGINT: nothing here; the pool stops this process (module docstring).
+
+    A handler rather than SIG_IGN: an ignored signal stays ignored in the programs a node's executor
+    starts, a handled one is reset to its default there.
+    """
+
+
 def load_entrypoint(entrypoint: str) -> Any:
     """The object `module.path:attribute` names (the served flow)."""
     module_name, _, attribute = entrypoint.partition(":")
@@ -78,6 +94,7 @@ def wait_and_run(
         remove_env: variables to drop from the environment first.
         chains: the chain files the pool's runs may load, checked ahead (`slotrelay.chain.schema.warm_up`).
     """
+    signal.signal(signal.SIGINT, _left_to_the_pool)
     for key in remove_env:
         os.environ.pop(key, None)
     os.environ.update(env)

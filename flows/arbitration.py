@@ -45,6 +45,7 @@ import itertools
 import json
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
@@ -56,15 +57,17 @@ from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.exceptions import Abort, FlowPauseTimeout, Pause
 from prefect.input import Keyset, RunInput, keyset_from_paused_state
+from prefect.settings import PREFECT_API_URL
 from prefect.states import Paused, Suspended
 from prefect.utilities.engine import propose_state_sync
-from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, create_model
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from flows.notes import RunNotes
 from slotrelay.alerts import (
     DECISION_HELP,
+    SAFE_DECISION,
     Alert,
     Decision,
     DecisionName,
@@ -77,6 +80,8 @@ from slotrelay.chain import Chain
 from slotrelay.slots import now_iso
 
 POLL_SECONDS = 0.5
+# How much of a failure's message the form shows (the alert file and the run's artifact keep it all).
+MESSAGE_SHOWN = 300
 JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
               float: "a number", type(None): "null"}
 
@@ -109,17 +114,29 @@ def _via_outside_the_form(schema: dict[str, Any]) -> None:
     schema["patternProperties"] = {"^via$": {"enum": ["ui", "cli", "mcp"]}}
 
 
+def _decision_help() -> str:
+    """What each decision does, the safe one first."""
+    order = [SAFE_DECISION, *(name for name in DecisionName if name is not SAFE_DECISION)]
+    said = [f"{name.value}: {DECISION_HELP[name]}." for name in order]
+    said[0] = (f"{SAFE_DECISION.value} (preselected, the safe choice: nothing runs on a guess): "
+               f"{DECISION_HELP[SAFE_DECISION]}.")
+    return " ".join(said)
+
+
+def _decision_schema(description: str) -> dict[str, Any]:
+    # The schema Prefect's forms render: a plain list of choices (an enum's $ref is not one they all follow),
+    # the safe one preselected (a `default` of the schema only: the model has none, so an answer that
+    # names no decision is refused).
+    return {"enum": [name.value for name in DecisionName], "title": "Decision", "type": "string",
+            "default": SAFE_DECISION.value, "description": description}
+
+
 class ArbitrationDecision(RunInput):
-    """What a person decides for a paused node. `decision` has no default: an empty resume is refused."""
+    """What a person decides for a paused node; `decision_form` makes the form of one alert."""
 
     model_config = ConfigDict(json_schema_extra=_via_outside_the_form)
 
-    # The schema Prefect's forms render: a plain list of choices (an enum's $ref is not one they all follow).
-    decision: Annotated[
-        DecisionName,
-        WithJsonSchema(
-            {"enum": [name.value for name in DecisionName], "title": "Decision", "type": "string"}),
-    ]
+    decision: Annotated[DecisionName, WithJsonSchema(_decision_schema(_decision_help()))]
     comment: str | None = None
     data: Annotated[
         dict[str, Any] | None,
@@ -133,7 +150,8 @@ class ArbitrationDecision(RunInput):
 
 
 def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | None,
-                  data: dict[str, Any] | None, decided_by: str, via: Literal["cli", "mcp"]) -> Alert:
+                  data: dict[str, Any] | None, decided_by: str, via: Literal["cli", "mcp"],
+                  server_hint: str = "") -> Alert:
     """Resume the run paused on an alert with a decision, as the UI form does (the Prefect API must answer).
 
     Parameters:
@@ -143,6 +161,8 @@ def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | No
         data: with continue, the node's output data.
         decided_by: who decided (recorded in the alert file by the run that takes the decision).
         via: `cli` (`slotrelay decide`) or `mcp` (the tool `alert_decide`).
+        server_hint: said after the server's address when the run does not exist there (where the
+            address came from, and how to give another).
 
     Returns:
         The alert as it was when the decision was sent.
@@ -170,15 +190,43 @@ def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | No
         raise AlertError(f"flow run {alert.flow_run_id} is no longer paused: refused") from None
     except ObjectNotFound:
         raise AlertError(
-            f"flow run {alert.flow_run_id} does not exist on {PREFECT_API_URL.value()}") from None
+            f"flow run {alert.flow_run_id} does not exist on {PREFECT_API_URL.value()}{server_hint}") from None
     return alert
+
+
+def decision_form(alert: Alert, path: Path, *, refused: str | None = None) -> type[ArbitrationDecision]:
+    """The form of one alert: the alert and what each decision does right under the Decision field.
+
+    Under a field, not in the form's description: Prefect's v1 UI gives the description box what the
+    fields leave (three lines on a laptop screen, fewer than that once the decisions are explained), and
+    v2 shows it above the fields; a field's description is shown whole. The description keeps the
+    details (attempts, slots, alert file).
+
+    Parameters:
+        alert: the alert the run waits on.
+        path: its file.
+        refused: why the last answer could not be taken, said first.
+    """
+    again = f"Your last answer was refused, decide again. {refused} " if refused else ""
+    said = alert.message if len(alert.message) <= MESSAGE_SHOWN else f"{alert.message[:MESSAGE_SHOWN]}…"
+    essence = (f"{again}{alert.node_id} failed with {alert.error_type}: {said.rstrip('.')}. Why you decide: "
+               f"{alert.reason}. {_decision_help()}")
+    form = create_model(
+        ArbitrationDecision.__name__, __base__=ArbitrationDecision,
+        decision=(Annotated[DecisionName, WithJsonSchema(_decision_schema(essence))], ...),
+    )
+    details = (f"Alert file `{path}` (attempts {alert.attempts}; input slot `{alert.input_slot or '-'}`; "
+               f"the run's Artifacts tab shows it whole). From a shell: `slotrelay decide <alert file> "
+               "<decision>`.")
+    return form.with_initial_data(description=details)
 
 
 def _refusal(bad: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in bad.errors())
 
 
-def _markdown(alert: Alert, path: Path, *, refused: str | None = None) -> str:
+def _markdown(alert: Alert, path: Path) -> str:
+    """The alert as the run's artifact shows it: every field, and what each decision does."""
     rows = [
         ("node", alert.node_id), ("error type", alert.error_type), ("message", alert.message),
         ("attempts", str(alert.attempts)), ("handling", alert.handling), ("reason", alert.reason),
@@ -191,8 +239,7 @@ def _markdown(alert: Alert, path: Path, *, refused: str | None = None) -> str:
         options = "\n".join(f"- **{name}**: {what}" for name, what in alert.decisions.items())
         decide = (f"\n\nDecide in the form of this paused run, or: `slotrelay decide {path} <decision>`"
                   f"\n\n{options}")
-    again = f"**Your last answer was refused, decide again.** {refused}\n\n" if refused else ""
-    return (f"{again}## Alert: {alert.node_id} ({alert.error_type})\n\n"
+    return (f"## Alert: {alert.node_id} ({alert.error_type})\n\n"
             f"| field | value |\n|---|---|\n{table}{decide}\n")
 
 
@@ -219,6 +266,7 @@ def raise_alert(chain: Chain, *, flow_run_id: str | None, outcome: dict[str, Any
         chain_id=chain.chain_id,
         chain_path=str(chain.source) if chain.source else None,
         flow_run_id=flow_run_id,
+        api_url=PREFECT_API_URL.value(),
         node_id=outcome["node_id"],
         error_type=outcome["error_type"] or "unknown",
         message=outcome["message"] or "",
@@ -273,8 +321,11 @@ def _answer(form: type[Form], keyset: Keyset) -> Form:
 
 
 def _pause(form: type[Form], *, flow_run_id: UUID, key: str, timeout: int | None, suspend: bool,
-           message: str) -> Form:
+           message: str, began: Callable[[], None]) -> Form:
     """Wait in a Paused (or Suspended) state carrying `message` until `form` is answered (module docstring).
+
+    `began` is called once the run waits: not when the key has been answered already (a suspended run
+    started again after the decision, which takes the answer at once).
 
     Raises:
         Pause: (Prefect's signal) a suspended run's process ends here; it starts again on a decision.
@@ -296,6 +347,7 @@ def _pause(form: type[Form], *, flow_run_id: UUID, key: str, timeout: int | None
         if not state.is_paused():
             raise RuntimeError(f"the flow run cannot wait for a decision: the API says {state.type.value}")
         form.save(keyset)
+        began()
         if suspend:
             # The schedule asks for a decision only with no node in flight: nothing else runs in this
             # process, and Prefect's engine ends it on this signal as it does for suspend_flow_run.
@@ -336,14 +388,19 @@ def wait_for_decision(chain: Chain, path: Path) -> Decision:
     key = pause_key(path, len(history))
     timeout = chain.pause_timeout_seconds
     notes = RunNotes(chain)
-    notes.warning("paused for a decision on %s (%s); alert %s; %s", alert.node_id, alert.error_type, path,
-                  "no time limit" if timeout is None else f"the run fails with no decision in {timeout} s")
+    limit = "no time limit" if timeout is None else f"the run fails with no decision in {timeout} s"
+
+    def began() -> None:
+        notes.warning("paused for a decision on %s (%s); alert %s; %s", alert.node_id, alert.error_type, path,
+                      limit)
+
     refused: str | None = None
     for asked in itertools.count():
-        form = ArbitrationDecision.with_initial_data(description=_markdown(alert, path, refused=refused))
+        form = decision_form(alert, path, refused=refused)
         try:
             answer = _pause(form, flow_run_id=context.flow_run.id, key=f"{key}-{asked}" if asked else key,
-                            timeout=timeout, suspend=suspend, message=pause_message(alert, path, timeout))
+                            timeout=timeout, suspend=suspend, message=pause_message(alert, path, timeout),
+                            began=began)
         except FlowPauseTimeout:
             _set_status(path, status="timed_out")
             notes.error("no decision on %s within pause_timeout_seconds (%d s): the run fails",

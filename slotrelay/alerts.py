@@ -51,6 +51,13 @@ DECISION_HELP: dict[DecisionName, str] = {
 }
 
 
+# The decision a form offers first. Terminating acts on no guess (CONTRACTS.md#dont-guess): nothing
+# downstream runs on data nobody checked (continue), nothing the node did is done again unasked (retry:
+# a deploy twice), no rule changes (reload); the alert file keeps the case, and the run can be started
+# again once a person knows more. `slotrelay decide` has no default: it names the decision.
+SAFE_DECISION = DecisionName.terminate
+
+
 class AlertError(SlotrelayError):
     """An alert file that cannot be read, or a decision it cannot take (input to fix: exit 2)."""
 
@@ -81,6 +88,8 @@ class Alert(BaseModel):
     chain_id: str
     chain_path: str | None
     flow_run_id: str | None
+    api_url: str | None = Field(default=None, description="the Prefect API of the run (`slotrelay decide` "
+                                                          "resumes it there)")
     node_id: str
     error_type: str
     message: str

@@ -1,7 +1,9 @@
 """The example content pipeline's python executors: real small work on the files beside this module.
 
 scan reads `inbox/`, dedup drops repeated articles, enrich adds word counts (its first attempt finds
-the source busy and asks for a retry), the reviewer agent plays an agent outside the engine that
+the source busy and asks for a retry; while a file named `store-busy` is beside this module, every
+attempt does, so the retries run out and the run pauses for a person: the tutorial's switch), the
+reviewer agent plays an agent outside the engine (a process of its own, `python pipeline.py review`) that
 writes the review node's output slot, publish writes an index and lists it in `files` (the chain's
 deploy node takes that list, `files_from`, and makes a release of it in `work/site` and
 `work/mirror-b`), check_site serves the site's live release (`work/site/current`) over HTTP on
@@ -16,6 +18,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -29,6 +33,8 @@ from slotrelay.slots import output_slot_document, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
+# The switch that makes a run pause (docs/tutorial.md): while it exists, the article store stays busy.
+STORE_BUSY = HERE / "store-busy"
 
 
 def scan(data: dict) -> NodeOutput:
@@ -67,10 +73,13 @@ def empty_report(data: dict) -> dict:
 
 
 def enrich(data: dict) -> dict:
-    """Add word counts. The first attempt of a run finds the source busy (a retry type)."""
+    """Add word counts. The first attempt of a run finds the source busy (a retry type), and so does every
+    attempt while the `store-busy` switch is on."""
     marker = WORK / "enrich.attempts"
     attempts = int(marker.read_text()) + 1 if marker.exists() else 1
     marker.write_text(str(attempts))
+    if STORE_BUSY.exists():
+        raise NodeError("source_busy", f"the article store is busy while {STORE_BUSY} exists")
     if attempts == 1:
         raise NodeError("source_busy", "the article store is being re-indexed; try again shortly")
     unique = json.loads(Path(data["unique_file"]).read_text(encoding="utf-8"))
@@ -81,21 +90,26 @@ def enrich(data: dict) -> dict:
 
 
 def reviewer_agent(data: dict) -> dict:
-    """Stand in for a reviewer outside the engine: a moment later it writes the review node's output slot."""
-    def review_later() -> None:
-        time.sleep(0.5)
-        enriched = json.loads(Path(data["enriched_file"]).read_text(encoding="utf-8"))
-        approved = [item for item in enriched if item["words"] >= 5]
-        document = output_slot_document(
-            "exec-review", status="completed",
-            data={"approved": True, "enriched_file": data["enriched_file"],
-                  "titles": [i["title"] for i in approved]},
-            capabilities_used=["Read"], checks={"a person read every article": True},
-        )
-        write_json_atomic(HERE / "slots" / "exec-review_output.json", document)
-
-    threading.Thread(target=review_later, name="reviewer-agent", daemon=True).start()
+    """Stand in for a reviewer outside the engine: a process of its own writes the review node's output slot
+    a moment later. A process, not a thread: a served run that stops at the review node ends its process
+    before the answer, and an agent outside outlives the run that asked it."""
+    subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "review", data["enriched_file"]],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
     return {"asked": "exec-review"}
+
+
+def review(enriched_file: str) -> None:
+    """The reviewer's answer: the articles of at least five words approved."""
+    time.sleep(0.5)
+    enriched = json.loads(Path(enriched_file).read_text(encoding="utf-8"))
+    approved = [item for item in enriched if item["words"] >= 5]
+    document = output_slot_document(
+        "exec-review", status="completed",
+        data={"approved": True, "enriched_file": enriched_file, "titles": [i["title"] for i in approved]},
+        capabilities_used=["Read"], checks={"a person read every article": True},
+    )
+    write_json_atomic(HERE / "slots" / "exec-review_output.json", document)
 
 
 def publish(data: dict) -> dict:
@@ -155,3 +169,7 @@ def archive(data: dict) -> dict:
     target = WORK / f"archive-{stamp}.md"
     shutil.copyfile(index, target)
     return {"archive_file": str(target), "bytes": target.stat().st_size}
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["review"]:
+    review(sys.argv[2])

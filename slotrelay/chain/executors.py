@@ -391,6 +391,16 @@ def wait_for_output(path: Path, *, since: float, timeout: float | None) -> Outpu
         observer.join()
 
 
+def reported_failure(document: dict[str, Any]) -> NodeError:
+    """The error an agent wrote in its `failed` output slot: its `error_type` (`unknown` if none) and
+    `message`, as the engine and the sensor both name it."""
+    error = document.get("error")
+    if not isinstance(error, dict):
+        error = {}
+    return NodeError(str(error.get("error_type") or UNKNOWN),
+                     str(error.get("message") or "the agent reported failure"))
+
+
 def run_external(spec: ExternalExecutor, data: dict[str, Any], context: ExecutionContext) -> NodeOutput:
     """Wait for the agent outside the engine to write the output slot (up to the node's timeout).
 
@@ -415,11 +425,7 @@ def run_external(spec: ExternalExecutor, data: dict[str, Any], context: Executio
     if problems:
         raise NodeError(IDENTITY_MISMATCH, "; ".join(problems))
     if document.get("status") == "failed":
-        error = document.get("error")
-        if not isinstance(error, dict):
-            error = {}
-        raise NodeError(str(error.get("error_type") or UNKNOWN),
-                        str(error.get("message") or "the agent reported failure"))
+        raise reported_failure(document)
     raw_data, checks, used = document.get("data"), document.get("checks"), document.get("capabilities_used")
     return NodeOutput(
         data=raw_data if isinstance(raw_data, dict) else {},

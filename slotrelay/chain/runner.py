@@ -30,7 +30,7 @@ from slotrelay.chain.errors import (
     UNKNOWN,
     NodeError,
 )
-from slotrelay.chain.executors import ExecutionContext, run_executor
+from slotrelay.chain.executors import ExecutionContext, reported_failure, run_executor
 from slotrelay.chain.models import Chain, Node
 from slotrelay.chain.outcomes import Handling
 from slotrelay.chain.provenance import (
@@ -221,12 +221,16 @@ def execute_node(
     return document, digest
 
 
-def post_check_problems(chain: Chain, node_id: str, document: dict[str, Any]) -> list[str]:
-    """L2/L3 on a finished output slot: the identity check, then the node's post checks (empty: it passes)."""
+def output_problems(chain: Chain, node_id: str, document: dict[str, Any]) -> list[str]:
+    """What stops a finished output slot, as the engine names it (empty: it passes), in the engine's order:
+    the identity check, then the agent's own failure, then the node's post checks (L2/L3)."""
     node = chain.node(node_id)
     identity = identity_problems(node, document)
     if identity:
         return [f"{IDENTITY_MISMATCH}: {'; '.join(identity)}"]
+    if document.get("status") == "failed":
+        failure = reported_failure(document)
+        return [f"{failure.error_type}: {failure.message}"]
     failures = failed_checks(node.check_rules.post_execution, document, chain=chain)
     return [f"{CHECK_FAILED}: post_execution: {'; '.join(failures)}"] if failures else []
 

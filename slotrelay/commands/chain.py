@@ -136,7 +136,8 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
 
 @app.command()
 def run(
-    chain_path: ChainPath,
+    chain_path: Annotated[Path | None, typer.Argument(
+        help="the node_chain.json; default: the one in the current folder", show_default=False)] = None,
     as_json: Annotated[bool,
                        typer.Option("--json", help="print only the summary, as one JSON object")] = False,
     slots_root: Annotated[Path | None, checked(
@@ -147,23 +148,29 @@ def run(
 ) -> None:
     """Run a chain as ONE Prefect flow run on a local Prefect server.
 
-    The server is started in the background if none answers."""
+    The server: PREFECT_API_URL's (started there if it names a free port of 127.0.0.1), else the one
+    holding the current folder's .slotrelay/prefect (a `slotrelay up` there), else one on
+    127.0.0.1:4200, else one started there in the background with its home in the current folder,
+    left running for the UI and the next run (`slotrelay up` from this folder reuses it).
+    """
     from slotrelay.chain.preflight import prepared_chain
 
+    if chain_path is None:
+        chain_path = Path.cwd() / "node_chain.json"
+        if not chain_path.is_file():
+            raise BadInput(f"no chain given, and no node_chain.json in {Path.cwd()}")
     # Loaded, validated and checked (L1, L2) here, once: the flow run below, in this process, takes it.
     chain = prepared_chain(chain_path, slots_root=str(slots_root) if slots_root else None)
-    from deployments.server import DEFAULT_HOME, api_answers, ensure_server
+    from deployments.server import ensure_server
 
-    answering = [url for url in (os.environ.get("PREFECT_API_URL"), "http://127.0.0.1:4200/api")
-                 if url and api_answers(url)]
     with err.status("connecting to the Prefect server (starting one if none answers)"):
-        api_url = ensure_server()
-    if api_url in answering:
+        api_url, started = ensure_server()
+    if started is None:
         err.print(f"using the Prefect server at {api_url}", markup=False, highlight=False)
     else:
-        err.print(f"started a Prefect server at {api_url} in the background; it keeps running for the UI "
-                  f"and the next run (stop it: kill -- -$(cat {DEFAULT_HOME / 'server.pid'}))",
-                  markup=False, highlight=False)
+        err.print(f"started a Prefect server at {api_url} in the background (home {started.home}); it keeps "
+                  f"running for the UI and the next run, and `slotrelay up` from this folder reuses it "
+                  f"(stop it: kill -- -{started.process.pid})", markup=False, highlight=False)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.chain import read_summary, run_chain
@@ -192,11 +199,15 @@ def decide(
     comment: Annotated[str | None, typer.Option(help="why; kept in the alert file")] = None,
     data: Annotated[str | None,
                     typer.Option(help="with continue: the node's output data, a JSON object")] = None,
+    api_url: Annotated[str | None, typer.Option(
+        help="the Prefect API the paused run lives on; default: the one the alert records (the server "
+             "that ran it), else PREFECT_API_URL, else http://127.0.0.1:4200/api",
+        show_default=False)] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
     from slotrelay.alerts import decidable_alert
 
-    decidable_alert(alert_file)
+    alert = decidable_alert(alert_file)
     payload: dict[str, Any] | None = None
     if data is not None:
         try:
@@ -207,17 +218,19 @@ def decide(
             raise BadInput("--data must be a JSON object")
     from deployments.server import api_answers
 
-    api_url = os.environ.get("PREFECT_API_URL", "http://127.0.0.1:4200/api")
-    if not api_answers(api_url):
-        raise EnvironmentMissing(f"no Prefect server answers at {api_url} (set PREFECT_API_URL)",
-                                 code="PREFECT_SERVER_UNAVAILABLE")
-    os.environ["PREFECT_API_URL"] = api_url
+    url, source = next((url, source) for url, source in (
+        (api_url, "--api-url"), (alert.api_url, "recorded in the alert"),
+        (os.environ.get("PREFECT_API_URL"), "PREFECT_API_URL"), ("http://127.0.0.1:4200/api", "the default"),
+    ) if url)
+    if not api_answers(url):
+        raise EnvironmentMissing(f"no Prefect server answers at {url} ({source}); give the server of the "
+                                 "paused run with --api-url", code="PREFECT_SERVER_UNAVAILABLE")
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.arbitration import send_decision
 
-    with temporary_settings(updates={PREFECT_API_URL: api_url}):
-        alert = send_decision(alert_file, decision, comment=comment, data=payload,
-                              decided_by=getpass.getuser(), via="cli")
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        send_decision(alert_file, decision, comment=comment, data=payload, decided_by=getpass.getuser(),
+                      via="cli", server_hint=f" ({source}); give the server of the paused run with --api-url")
     out.print(f"resumed flow run {alert.flow_run_id}: {decision.value} on {alert.node_id}", markup=False,
               highlight=False)

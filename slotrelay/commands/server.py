@@ -10,6 +10,11 @@ addresses, and on one Ctrl-C stops everything it started: the watch process and 
 process under it, the view, then the server and its process group, killing what does not stop in
 time (a worker has been seen ignoring SIGTERM for 70 s).
 
+Both work from the current folder, a user's project: the default chain is its `node_chain.json`, and
+`up`'s server home is its `.slotrelay/prefect`. A home takes one server (deployments/server.py locks
+it): `up` refuses a home another `up` holds, and reuses the server `slotrelay run` left running on it
+(on the same port), which its Ctrl-C then leaves running.
+
 Exit codes (printed and mapped in slotrelay.cli): 0 after a clean stop, 2 for a bad chain or option, 3 when no
 Prefect API answers or the server cannot start (for `up`, also when its watcher ended with 2 or 3), 1 when the
 watcher failed.
@@ -56,11 +61,15 @@ if TYPE_CHECKING:
 app = typer.Typer()
 console = Console(stderr=True)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_CHAIN = PROJECT_ROOT / "examples" / "phase2" / "node_chain.json"
+CHAIN_FILE = "node_chain.json"
+CHAINS_HELP = (f"Chain files (node_chain.json) to watch; default: {CHAIN_FILE} in the current folder, if "
+               "there is one.")
 LOCAL_API = "http://127.0.0.1:4200/api"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 STOP_GRACE_SECONDS = 10.0
+# How a watcher `up` stopped ends: 0, killed by the signal, or typer's 130 (128 + SIGINT) for a
+# KeyboardInterrupt, raised when the SIGINT came while it was still starting.
+STOPPED = (0, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGINT)
 
 # The options `watch` and `up` share (`up` hands them to the `watch` it starts). `up` checks a block's
 # name only: its server starts later, and the `watch` it starts looks the block up there.
@@ -83,6 +92,14 @@ def _log_to_console() -> None:
     root.addHandler(RichHandler(console=console, show_path=False, rich_tracebacks=False))
     # Prefect, once imported, logs to the console from the root logger too: say each line once.
     root.propagate = False
+
+
+def chains_or_here(chains: list[Path] | None) -> list[Path]:
+    """The chain files given, or the current folder's node_chain.json when none is (none if it has none)."""
+    if chains:
+        return chains
+    here = Path.cwd() / CHAIN_FILE
+    return [here] if here.is_file() else []
 
 
 def _load_routers(chains: list[Path], slots_root: Path | None,
@@ -126,8 +143,7 @@ def _api_url() -> str:
 
 @app.command("watch")
 def watch(
-    chains: Annotated[list[Path] | None,
-                      typer.Argument(help="Chain files (node_chain.json) to watch.")] = None,
+    chains: Annotated[list[Path] | None, typer.Argument(help=CHAINS_HELP, show_default=False)] = None,
     slots_root: Annotated[Path | None, checked(
         writable_folder,
         help="Folder relative slot paths resolve against, an existing one (default: each chain's folder).")
@@ -172,7 +188,7 @@ def watch(
         raise BadInput("--no-serve runs your deployment with its own parameters: name the blocks there")
     if folders_block:
         _api_url()  # the ChainFolders block is read from the API before the chains load in its folders
-    routers = _load_routers(list(chains or []), slots_root, folders_block)
+    routers = _load_routers(chains_or_here(chains), slots_root, folders_block)
     _preflight(routers)
     url = _api_url()
     # The chain flow's parameters of the same names, as defaults of the deployments created here.
@@ -313,14 +329,15 @@ def _shown(database: str) -> str:
 
 @app.command("up")
 def up(
-    chains: Annotated[list[Path] | None, typer.Argument(help="Chain files to watch (default: the example "
-                                                             "chain).")] = None,
+    chains: Annotated[list[Path] | None, typer.Argument(help=CHAINS_HELP, show_default=False)] = None,
     host: Annotated[str, typer.Option(
         help="Interface to bind: loopback only (see the README for remote use).")] = "127.0.0.1",
     port: Annotated[int, checked(PORT, help="Port of the Prefect server and its UI.")] = 4200,
     home: Annotated[Path | None, checked(
         created_folder,
-        help="PREFECT_HOME of the server, created if missing (default: .slotrelay/prefect).")] = None,
+        help="PREFECT_HOME of the server (its SQLite database, log and lock), created if missing; one "
+             "server to a home. Default: .slotrelay/prefect in the current folder.",
+        show_default=False)] = None,
     psmr: Annotated[Path | None, checked(
         existing_folder, help="Also serve the PSMR view of this code root (`slotrelay psmr view`).")] = None,
     psmr_port: Annotated[int, checked(PORT, help="Port of the PSMR view on 127.0.0.1.")] = 8766,
@@ -336,22 +353,42 @@ def up(
     sandbox_policy: Annotated[str | None, checked(block_name(SANDBOX_POLICY, on_the_api=False),
                                                   help=SANDBOX_POLICY_HELP)] = None,
 ) -> None:
-    """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all."""
+    """Start a Prefect server with its UI, serve the flows, watch the chains; Ctrl-C stops it all.
+
+    Run it from your project's folder: its node_chain.json is watched and its .slotrelay/prefect holds
+    the server's data. The server `slotrelay run` left running there (same port) is reused, not started
+    again.
+    """
     if host not in LOOPBACK:
         raise BadInput(f"--host {host}: slotrelay up binds loopback only; the Prefect server has no "
                        "authentication. Put an authenticating proxy in front for remote use (README).")
-    chain_files = [p.resolve() for p in (chains or ([EXAMPLE_CHAIN] if EXAMPLE_CHAIN.exists() else []))]
+    chain_files = [p.resolve() for p in chains_or_here(chains)]
     _preflight(_load_routers(chain_files, None))
 
-    from deployments.server import DEFAULT_HOME, api_answers, server_database, start_server
+    from deployments.server import (
+        HomeInUse,
+        ServerHandle,
+        api_answers,
+        default_home,
+        home_holder,
+        server_database,
+        start_server,
+    )
 
     if database is not None:
         try:
             server_database(database)
         except ValueError as bad:
             raise BadInput(f"--database: {bad}") from None
-
-    if api_answers(f"http://{host}:{port}/api"):
+    home = (home or default_home()).absolute()
+    api_url = f"http://{host}:{port}/api"
+    holder = home_holder(home)
+    if holder is not None:
+        # `slotrelay run` (as `make run` does) leaves its server up for the UI: `up` takes it as it is.
+        reusable = holder.started_by == "run" and holder.api_url == api_url and database is None
+        if not (reusable and api_answers(api_url)):
+            raise HomeInUse(holder.refusal(home))
+    elif api_answers(api_url):
         raise EnvironmentMissing(f"Something already answers on {host}:{port}; stop it or choose --port.",
                                  code="PORT_IN_USE")
     named = {"--folders-block": folders_block, "--model-block": model_block,
@@ -359,16 +396,18 @@ def up(
     watch_blocks = [part for option, name in named.items() if name for part in (option, name)]
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server: ServerHandle | None = None
     watcher: subprocess.Popen[bytes] | None = None
     view: subprocess.Popen[bytes] | None = None
     try:
-        with console.status(f"starting the Prefect server on {host}:{port} ..."):
-            server = start_server(host=host, port=port, home=home or DEFAULT_HOME, database=database)
+        if holder is None:
+            with console.status(f"starting the Prefect server on {host}:{port} ..."):
+                server = start_server(host=host, port=port, home=home, database=database)
         try:
             watcher = subprocess.Popen(
                 [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", str(warm), *watch_blocks,
                  *map(str, chain_files)],
-                env={**os.environ, "PREFECT_API_URL": server.api_url},
+                env={**os.environ, "PREFECT_API_URL": api_url},
                 stdin=subprocess.DEVNULL,
                 # Its own group: the terminal's Ctrl-C reaches `up` only, which stops the child in order.
                 start_new_session=True,
@@ -386,14 +425,8 @@ def up(
                      str(psmr_port)],
                     stdin=subprocess.DEVNULL, start_new_session=True,
                 )
-            console.print(Panel.fit(
-                f"Prefect UI  [bold]{server.ui_url}[/bold]\nAPI         {server.api_url}\n"
-                + (f"database    {_shown(database)}\n" if database else "")
-                + (f"PSMR view   [bold]http://127.0.0.1:{psmr_port}/[/bold] ({psmr})\n" if psmr else "")
-                + f"watching    {', '.join(map(str, chain_files)) or '(no chain)'}\n"
-                "Ctrl-C stops the server, the watcher and every run they started.",
-                title="slotrelay up",
-            ))
+            console.print(_panel(api_url, home, reused=holder.pid if holder else None, database=database,
+                                 psmr=psmr, psmr_port=psmr_port, chain_files=chain_files))
             stop.wait()
         finally:
             with console.status("stopping ..."):
@@ -401,14 +434,34 @@ def up(
                     _stop_tree(watcher, signal.SIGINT, STOP_GRACE_SECONDS)
                 if view is not None:
                     _stop_tree(view, signal.SIGINT, STOP_GRACE_SECONDS)
-                _stop_tree(server.process, signal.SIGTERM, STOP_GRACE_SECONDS)
+                if server is not None:
+                    _stop_tree(server.process, signal.SIGTERM, STOP_GRACE_SECONDS)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if watcher is not None and watcher.returncode not in (0, -signal.SIGINT, -signal.SIGTERM,
-                                                          -signal.SIGKILL):
+    if watcher is not None and watcher.returncode not in STOPPED:
         # Bad input (2) or a missing environment (3) seen by the watcher is the same for `up`; else it failed.
         same = watcher.returncode in (ExitCode.BAD_INPUT, ExitCode.ENVIRONMENT_MISSING)
         raise SlotrelayError(f"the watcher ended with exit code {watcher.returncode}", code="WATCHER_FAILED",
                              exit_code=ExitCode(watcher.returncode) if same else ExitCode.FAILED)
-    console.print("slotrelay up: stopped")
+    console.print("slotrelay up: stopped" + (f" (the server `slotrelay run` started, pid {holder.pid}, is "
+                                             "still running)" if holder else ""))
+
+
+def _panel(api_url: str, home: Path, *, reused: int | None, database: str | None, psmr: Path | None,
+           psmr_port: int, chain_files: list[Path]) -> Panel:
+    """What `up` prints once everything runs: where to look, and the line other shells need."""
+    ui_url = api_url.removesuffix("/api")
+    server = (f"reused: the one `slotrelay run` left running (pid {reused}); Ctrl-C leaves it running"
+              if reused else "started here; Ctrl-C stops it")
+    return Panel.fit(
+        f"Prefect UI  [bold]{ui_url}[/bold]\nAPI         {api_url}\n"
+        f"server      {server}\nhome        {home}\n"
+        + (f"database    {_shown(database)}\n" if database else "")
+        + (f"PSMR view   [bold]http://127.0.0.1:{psmr_port}/[/bold] ({psmr})\n" if psmr else "")
+        + f"watching    {', '.join(map(str, chain_files)) or f'(no chain: no {CHAIN_FILE} here)'}\n"
+        "Other shells (slotrelay run, slotrelay decide, prefect) reach this server with:\n"
+        f"  [bold]export PREFECT_API_URL={api_url}[/bold]\n"
+        "Ctrl-C stops the watcher and every run it started.",
+        title="slotrelay up",
+    )

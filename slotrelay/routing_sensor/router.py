@@ -71,7 +71,7 @@ from slotrelay.chain.routing import (
     route_finished,
     write_input,
 )
-from slotrelay.chain.runner import dual_write, post_check_problems
+from slotrelay.chain.runner import dual_write, output_problems
 from slotrelay.chain.schema import load_chain
 from slotrelay.enginelog import engine_logger
 from slotrelay.ledger import (
@@ -183,10 +183,15 @@ class ChainRouter:
             written = 0
         return content_hash(f"{bad.message}\0{written}".encode())
 
+    def _handed(self, node_id: str, digest: str) -> bool:
+        """Whether this content of the node was given to the engine already (before a restart, too): its
+        refusal was said then."""
+        return self.ledger.has_routed(self.chain_id, HANDOVER + node_id, digest)
+
     def _hand_over(self, node_id: str, digest: str, reason: str) -> list[RoutedEntry]:
         """Give a node to the engine's rules: a run of the chain starting at it (once per content)."""
         route_id = HANDOVER + node_id
-        if self.ledger.has_routed(self.chain_id, route_id, digest):
+        if self._handed(node_id, digest):
             return []
         in_path = input_slot_path(self.chain, node_id)
         entry = new_routed_entry(chain_id=self.chain_id, route_id=route_id, source_hash=digest,
@@ -265,11 +270,11 @@ class ChainRouter:
             try:
                 found = self._read_output(node_id)
             except SlotInvalid as bad:
-                self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id,
-                           node_id,
-                           bad.code, bad.message)
-                return self._hand_over(node_id, self._refusal_digest(node_id, bad),
-                                       f"{bad.code}: {bad.message}")
+                refusal = self._refusal_digest(node_id, bad)
+                if not self._handed(node_id, refusal):
+                    self._note(logging.ERROR, "chain %s: output slot of %s refused (%s): %s", self.chain_id,
+                               node_id, bad.code, bad.message)
+                return self._hand_over(node_id, refusal, f"{bad.code}: {bad.message}")
             if found is None or self._asked_again(node_id):
                 return []
             document, digest = found.document, content_hash(found.raw)
@@ -278,11 +283,12 @@ class ChainRouter:
                 return []
             answer = answer_key(digest, input_digest(self.chain, node_id))
             dual_write(self.chain, node_id, document, agent_answer=answer, ledger=self.ledger)
-            problems = post_check_problems(self.chain, node_id, document)
-            if document.get("status") == "failed" or problems:
-                why = "; ".join(problems) or f"the agent reported failure: {document.get('error')}"
-                self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id, node_id,
-                           why)
+            problems = output_problems(self.chain, node_id, document)
+            if problems:
+                why = "; ".join(problems)
+                if not self._handed(node_id, answer):
+                    self._note(logging.ERROR, "chain %s: output of %s not routed: %s", self.chain_id,
+                               node_id, why)
                 return self._hand_over(node_id, answer, why)
             return self._route(node_id, document, digest, answer) + self._release()
 

@@ -17,6 +17,7 @@ import pytest
 
 from slotrelay.alerts import read_alert, write_alert
 from tests.chain.conftest import node, route
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.prefect_server
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
@@ -150,6 +151,32 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     stale_path = write_alert(tmp_path / "stale-alert.json", stale)
     refused = decide(stale_path, "continue")
     assert refused.returncode == 2 and "no longer paused" in refused.stderr
+
+
+def test_decide_finds_the_server_the_run_lives_on_with_no_environment(prefect_server: str,
+                                                                      tmp_path: Path) -> None:
+    """The session's server listens on a free port, never 4200: `decide` in a shell without
+    PREFECT_API_URL resumes the run on the server its alert records; `--api-url` overrides it."""
+    path = make_chain(tmp_path / "elsewhere")
+    run = subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env={**os.environ})
+    alert = wait_paused(path.parent, run)
+    bare = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+
+    def decide_bare(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([SLOTRELAY, "decide", str(alert), *args], check=False, capture_output=True,
+                              text=True, timeout=120, env=bare, cwd=tmp_path)
+
+    nobody = f"http://127.0.0.1:{free_port()}/api"
+    wrong = decide_bare("terminate", "--api-url", nobody)
+    assert wrong.returncode == 3 and f"no Prefect server answers at {nobody} (--api-url)" in wrong.stderr
+    done = decide_bare("terminate", "--comment", "from another shell")
+    assert done.returncode == 0, done.stderr
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode == 1 and json.loads(out)["nodes"]["flaky"]["state"] == "Failed"
+    recorded = read_alert(alert)
+    assert (recorded.api_url, recorded.status, recorded.decision.comment) == (
+        prefect_server, "decided", "from another shell")
 
 
 def test_the_form_offers_data_as_json_text_and_the_flow_gets_an_object() -> None:

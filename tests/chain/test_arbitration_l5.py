@@ -246,3 +246,9 @@ def test_a_suspended_run_with_no_timeout_outlives_the_servers_expiry_of_one_with
     assert code == 0, log.read_text()
     assert json.loads((waiting.parent / "slots" / "after_output.json").read_text())["data"] == {
         "fine": True, "by": "hand"}
+    # Started again once decided, the run takes the answer at once: it says it paused once, not again
+    # just before the decision.
+    said = (waiting.parent / "logs" / "engine.log").read_text().splitlines()
+    pauses = [line for line in said if "paused for a decision on denied" in line]
+    decision = [n for n, line in enumerate(said) if "decision on denied: continue" in line]
+    assert len(pauses) == 1 and len(decision) == 1, "\n".join(said)

@@ -277,3 +277,35 @@ def test_an_input_slot_the_sensor_cannot_write_is_logged_and_handed_to_the_engin
     assert [route for _, route, _ in routed_keys(tmp_path)] == ["engine:src-0"]
     log = (tmp_path / "logs" / "engine.log").read_text()
     assert "work-0_input.json of work-0 cannot be written (slot_unwritable)" in log
+
+
+def test_a_failed_agent_slot_names_the_agents_error_type_and_is_not_an_error_again_on_restart(tmp_path,
+                                                                                            sensor_for):
+    chain = make_chain(tmp_path, "failing", 1)
+    document = json.loads(chain.read_text())
+    # A post check the failed slot cannot pass: the engine reports the agent's own error type regardless.
+    document["nodes"][0]["check_rules"] = {"post_execution": [{"path_exists": "data.review_file"}]}
+    chain.write_text(json.dumps(document))
+    slot = tmp_path / "slots" / "src-0_output.json"
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    failed = {"node_id": "src-0", "status": "failed", "data": {}, "capabilities_used": ["Write"],
+              "error": {"error_type": "source_busy", "message": "the reviewer's queue is full"}}
+    slot.write_text(json.dumps(failed))
+    log = tmp_path / "logs" / "engine.log"
+    first = sensor_for([chain], RunRecorder())
+    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 1, what="the hand-over")
+    assert first.coalescer.wait_idle(5)
+    said = log.read_text()
+    assert "output of src-0 not routed: source_busy: the reviewer's queue is full" in said, said
+    assert "src-0 handed to the engine's rules (source_busy: the reviewer's queue is full)" in said, said
+    assert "check_failed" not in said, said
+    first.stop()
+
+    # Started again (up restarted): the slot was handled, so it is neither an ERROR nor handed over again.
+    before = log.read_text().splitlines()
+    again = RunRecorder()
+    second = sensor_for([chain], again)
+    assert second.coalescer.wait_idle(5)
+    new = log.read_text().splitlines()[len(before):]
+    assert not [line for line in new if "ERROR" in line], new
+    assert sum(routed_keys(tmp_path).values()) == 1 and not again.runs

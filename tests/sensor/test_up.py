@@ -147,6 +147,93 @@ def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
 
 
 @pytest.mark.prefect_server
+def test_ctrl_c_on_up_with_warm_processes_prints_no_traceback(prefect_server, tmp_path):
+    """One Ctrl-C stops `up` quietly: its warm processes, idle and waiting for a run on their pipe, are
+    stopped by their pool, not interrupted by the signal `up` sends the watcher's process group."""
+    chain = slow_chain(tmp_path / "slow")
+    home = migrated_home(tmp_path / "home")
+    log, errors = tmp_path / "up.log", tmp_path / "up.err"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    with log.open("w") as out, errors.open("w") as err:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(free_port()), "--home", str(home),
+             "--warm", "2", str(chain)],
+            cwd=ROOT, env={**env, "COLUMNS": "200"}, stdout=out, stderr=err,
+        )
+    try:
+        # Both warm processes idle, blocked on their pipe: where a Ctrl-C used to raise KeyboardInterrupt.
+        wait_for_up(lambda: len(re.findall(r"warm process \d+ ready", errors.read_text())) == 2, 240,
+                    "two warm processes ready", up, errors)
+    finally:
+        code = interrupt_up(up)
+    said = errors.read_text()
+    assert code == 0, said
+    assert "slotrelay up: stopped" in said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
+
+
+def start_up(args: list[str], *, cwd: Path, log: Path) -> subprocess.Popen:
+    """`slotrelay up ARGS` from `cwd`, with no PREFECT_API_URL, its output (both streams) in `log`."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    with log.open("w") as handle:
+        return subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "up", *args], cwd=cwd,
+                                env={**env, "COLUMNS": "250"}, stdout=handle, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.prefect_server
+def test_up_from_a_users_folder_watches_its_chain_and_keeps_its_server_there(prefect_server, tmp_path):
+    project = tmp_path / "project"
+    slow_chain(project)
+    # The folder's own home, its database migrated ahead (a fresh one would only take longer to start).
+    home = migrated_home(project / ".slotrelay" / "prefect")
+    port, log = free_port(), tmp_path / "up.log"
+    base = f"http://127.0.0.1:{port}"
+    up = start_up(["--port", str(port), "--warm", "0"], cwd=project, log=log)
+    try:
+        wait_for_up(lambda: "Ctrl-C stops" in log.read_text(), 240, "the panel", up, log)
+        said = log.read_text()
+        assert f"watching    {project / 'node_chain.json'}" in said, said
+        assert f"home        {home}" in said and f"export PREFECT_API_URL={base}/api" in said, said
+        from deployments.server import home_holder
+
+        holder = home_holder(home)
+        assert holder is not None and (holder.api_url, holder.started_by) == (f"{base}/api", "up")
+        wait_for_up(lambda: http_status(f"{base}/api/deployments/name/chain/slow") == 200, 180,
+                    "the folder's chain served", up, log)
+    finally:
+        code = interrupt_up(up)
+    assert code == 0, log.read_text()
+    assert home_holder(home) is None  # the lock goes with the server (killed by then: `up` waits for it)
+
+
+@pytest.mark.prefect_server
+def test_a_second_up_on_a_home_in_use_is_refused(prefect_server, tmp_path):
+    chain = slow_chain(tmp_path / "slow")
+    home = migrated_home(tmp_path / "home")
+    port, log = free_port(), tmp_path / "up.log"
+    first = start_up(["--port", str(port), "--home", str(home), "--warm", "0", str(chain)], cwd=tmp_path,
+                     log=log)
+    try:
+        wait_for_up(lambda: "Ctrl-C stops" in log.read_text(), 240, "the panel", first, log)
+        # Another folder, another port, the same home: two servers would write one database.
+        second_log = tmp_path / "second.log"
+        second = start_up(["--port", str(free_port()), "--home", str(home), "--warm", "0", str(chain)],
+                          cwd=chain.parent, log=second_log)
+        try:
+            code = second.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            interrupt_up(second)
+            pytest.fail(f"a second `up` started on the home in use:\n{second_log.read_text()}")
+        said = " ".join(second_log.read_text().split())
+        assert code == 3, said
+        assert f"HOME_IN_USE: {home} is the home of the Prefect server at http://127.0.0.1:{port}/api" in said
+        assert "started by `slotrelay up`): a second server would share its database" in said, said
+        assert "Traceback" not in said
+    finally:
+        assert interrupt_up(first) == 0, log.read_text()
+
+
+@pytest.mark.prefect_server
 def test_watch_and_up_refuse_to_start_without_a_required_variable_and_name_it(prefect_server, tmp_path):
     chain = slow_chain(tmp_path / "needs")
     document = json.loads(chain.read_text())

@@ -7,8 +7,10 @@ no saved preference. tests/ui/resume_form.js drives Debian's headless Chromium w
 it presses Resume, fills the form Prefect generates from ArbitrationDecision's JSON schema, submits,
 and follows the run's state on the page. In both UIs a person continues with data typed into the
 form's JSON editor; in v2 a first answer whose data is not JSON is refused and the run asks again,
-saying why. The runs then end as the decisions say, the data reaches the output slot, and the alert
-files record the decision (its data an object), who made it and when.
+saying why. Each form opens on the alert: the node, its error and message, why a person decides and what
+each decision does, under the Decision field, wholly on screen without scrolling, with the safe decision
+(terminate) preselected. The runs then end as the decisions say, the data reaches the output slot, and
+the alert files record the decision (its data an object), who made it and when.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert
+from slotrelay.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.chain.test_arbitration import SLOTRELAY, make_chain, wait_paused
 from tests.conftest import require_service
 
@@ -61,9 +63,11 @@ FIELDS = ["Decision", "Comment (Optional)", "Data (Optional)", "Decided By (Opti
 
 
 def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, refused: bool, name: str,
-                      tmp_path: Path) -> dict:
-    """Run resume_form.js on one paused run; returns what it did, with a screenshot of the page it left."""
-    screenshot = tmp_path / f"{name}-page.png"
+                      tmp_path: Path, screenshot: Path | None = None,
+                      form_screenshot: Path | None = None) -> dict:
+    """Run resume_form.js on one paused run; returns what it did, with a screenshot of the page it left
+    (`screenshot`, default in `tmp_path`) and, with `form_screenshot`, one of the form as it opened."""
+    screenshot = screenshot or tmp_path / f"{name}-page.png"
     job = {
         "ui_url": ui_url,
         "flow_run_id": flow_run_id,
@@ -72,6 +76,7 @@ def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, ref
         "refused": refused,
         "profile": str(tmp_path / f"{name}-chromium-profile"),
         "screenshot": str(screenshot),
+        "form_screenshot": str(form_screenshot) if form_screenshot else None,
         "timeout_ms": BROWSER_TIMEOUT_MS,
     }
     done = subprocess.run([str(NODE), str(SCRIPT), json.dumps(job)], cwd=HERE, capture_output=True, text=True,
@@ -108,13 +113,22 @@ def wait_asked_again(flow_run_id: str, refused_key: str, timeout: float = 120) -
 def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path) -> None:
     """Give the answers of RUNS[name] in turn through its UI, checking what each form sent and did."""
     ui, answers = RUNS[name]
-    flow_run_id = read_alert(alert).flow_run_id
+    waiting = read_alert(alert)
+    flow_run_id = waiting.flow_run_id
     for turn, form in enumerate(answers):
         refused = turn < len(answers) - 1
         key = pause_key(flow_run_id)
         did = resume_in_browser(ui_url, flow_run_id, ui=ui, form=form, refused=refused, name=f"{name}-{turn}",
                                 tmp_path=tmp_path)
         shown = f"the {ui} UI did {did}; screenshot: {did['screenshot']}"
+        # The alert first, readable as the form opens; the safe decision chosen unless a person changes it.
+        said = " ".join(did["alert_text"].split())
+        assert did["preselected"] == SAFE_DECISION.value and did["alert_unclipped"], shown
+        assert said.startswith(("flaky failed with", "Your last answer was refused")), shown
+        assert f"flaky failed with {waiting.error_type}: {waiting.message.rstrip('.')}" in said, shown
+        assert f"Why you decide: {waiting.reason}" in said, shown
+        for choice, what in DECISION_HELP.items():
+            assert f"{choice.value}" in said and what in said, shown
         assert did["fields"] == FIELDS and did["decision_shown"] == form["decision"], shown
         # What the form sent: the fields filled, `data` as the text typed, no `via`.
         sent = {field: value for field, value in did["run_input"].items() if value is not None}

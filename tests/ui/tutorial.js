@@ -1,0 +1,76 @@
+// The UI steps of docs/tutorial.md, as a person does them in the Prefect UI (v2, at /v2), each ending with
+// a screenshot of the page as it is then.
+//
+// Usage: node tutorial.js '<job JSON>' with keys
+//   ui_url, profile (a fresh Chromium user-data-dir), screenshot (PNG path), timeout_ms (every wait), and
+//   step: "deployment" (the served deployment's page; deployment: its name),
+//         "quick-run" (the same page, Run > Quick run > Run: starts a flow run of it), or
+//         "run" (a flow run's page, flow_run_id, until its state badge reads one of `states`).
+// Prints one JSON line: {ok, step, page, flow_run_id? and busy (503s before it: quick-run), state? (run), text (the start of the
+// page's text), screenshot}, or with ok: false, an error (exit code 1).
+//
+// Every wait is on an element or a response, never a sleep.
+'use strict';
+
+const { openPage } = require('./browser');
+
+// Presses of Run that Prefect may turn away as busy (503) before the script gives up.
+const MAX_BUSY = 5;
+const STATE = /^(Scheduled|Pending|Running|Paused|Suspended|Completed|Failed|Crashed|Cancelled|Cancelling)$/;
+
+async function openDeployment(page, job) {
+    await page.goto(new URL('/v2/deployments', job.ui_url).href);
+    await page.getByRole('link', { name: job.deployment, exact: true }).first().click();
+    await page.getByRole('button', { name: 'Run', exact: true }).waitFor();
+}
+
+const steps = {
+    async deployment(page, job, done) {
+        await openDeployment(page, job);
+    },
+    async 'quick-run'(page, job, done) {
+        await openDeployment(page, job);
+        await page.getByRole('button', { name: 'Run', exact: true }).click();
+        await page.getByText('Quick run', { exact: true }).click();
+        const dialog = page.getByRole('dialog');
+        // Prefect answers 503 when its SQLite database was busy (a loaded machine): the dialog stays open,
+        // and a person presses Run again, as here (resume_form.js does the same for the form).
+        let response;
+        for (done.busy = 0; ; done.busy += 1) {
+            const created = page.waitForResponse(
+                (r) => r.request().method() === 'POST' && /\/api\/deployments\/[^/]+\/create_flow_run$/.test(r.url()));
+            await dialog.getByRole('button', { name: 'Run', exact: true }).click();
+            response = await created;
+            if (response.status() !== 503 || done.busy === MAX_BUSY) break;
+        }
+        const answer = await response.json();
+        if (response.status() !== 201) throw new Error(`create_flow_run answered ${response.status()}: ${JSON.stringify(answer)}`);
+        done.flow_run_id = answer.id;
+    },
+    async run(page, job, done) {
+        await page.goto(new URL(`/v2/runs/flow-run/${job.flow_run_id}`, job.ui_url).href);
+        const badge = page.locator('[data-slot="badge"]').filter({ hasText: STATE }).first();
+        await badge.filter({ hasText: new RegExp(`^(${job.states.join('|')})$`) }).waitFor();
+        done.state = (await badge.innerText()).trim();
+    },
+};
+
+async function main() {
+    const job = JSON.parse(process.argv[2]);
+    const { context, page } = await openPage(job.profile, job.timeout_ms);
+    const done = { step: job.step };
+    try {
+        await steps[job.step](page, job, done);
+        done.page = page.url();
+        done.text = (await page.locator('body').innerText()).slice(0, 3000);
+        done.ok = true;
+    } catch (error) {
+        Object.assign(done, { ok: false, page: page.url(), error: String(error.message || error) });
+        process.exitCode = 1;
+    }
+    await page.screenshot({ path: job.screenshot });
+    await context.close();
+    console.log(JSON.stringify({ ...done, screenshot: job.screenshot }));
+}
+
+main();
