@@ -189,8 +189,8 @@ def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | No
     except (NotPausedError, FlowPauseTimeout):
         raise AlertError(f"flow run {alert.flow_run_id} is no longer paused: refused") from None
     except ObjectNotFound:
-        raise AlertError(
-            f"flow run {alert.flow_run_id} does not exist on {PREFECT_API_URL.value()}{server_hint}") from None
+        where = PREFECT_API_URL.value()
+        raise AlertError(f"flow run {alert.flow_run_id} does not exist on {where}{server_hint}") from None
     return alert
 
 

@@ -10,7 +10,7 @@ sensor's function:
    from `node_inbox`), that input is still the one there (CONTRACTS.md#provenance);
 2. the document's bytes pass the one reader of output slots (`slots.output_slot_from_bytes`);
 3. a completed (or skipped) slot passes the identity check and the node's post checks
-   (`runner.post_check_problems`,
+   (`runner.output_problems`,
    the sensor's gate); a failed one passes the identity check and names an
    error type the chain declares (`Chain.error_type`);
 4. it is written atomically (`slots.write_slot`) under a lock per node, so of two submits for one
@@ -45,7 +45,7 @@ from slotrelay.chain.routing import (
     WriteInput,
     route_finished,
 )
-from slotrelay.chain.runner import decide_handling, post_check_problems
+from slotrelay.chain.runner import decide_handling, output_problems
 from slotrelay.fsio import tree_state
 from slotrelay.psmr.errors import InvalidQuery, UnresolvedRequiredInput, ValidationFailed
 from slotrelay.slots import (
@@ -217,7 +217,7 @@ def _violations(chain: Chain, node: Node, document: dict[str, Any], raw: bytes) 
     identity = _identity_violations(node, document)
     if document["status"] == "failed":
         return _error_type_violations(chain, document) + identity
-    problems = post_check_problems(chain, node.node_id, document)
+    problems = output_problems(chain, node.node_id, document)
     if not problems or identity:
         return identity
     violations = []
