@@ -1601,9 +1601,11 @@ class Linker:
                 methods = self.operator_methods(frozenset({value}), item["name"], elementwise=elementwise)
                 targets = [CallTarget(m, "method", resolution) for m in methods]
                 after = item.get("after")
-                if after is not None and self.operator_methods(self.eval(after[0]), after[1]):
-                    # The left operand's dunder runs first; only its NotImplemented reaches this one.
-                    targets = [CallTarget(m, "method", "heuristic") for m in methods]
+                first = self.operator_methods(self.eval(after[0]), after[1]) if after is not None else ()
+                if first:
+                    # The left operand's dunder runs first; only its NotImplemented reaches this one
+                    # (and where it is the same function, `a == b` of one class, the call is already its).
+                    targets = [CallTarget(m, "method", "heuristic") for m in methods if m not in first]
                 if not methods and value[0] == "inst" and not self.strict:
                     # A value declared as a base its subclasses give the dunder to: derived.
                     dispatched = self.subclass_methods(value[1], item["name"])
