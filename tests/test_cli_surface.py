@@ -43,6 +43,7 @@ watch
 # Every error the CLI can report: its class, stable code and exit code (1 failed, 2 bad input,
 # 3 environment missing). slotrelay.cli prints `CODE: message` and exits with the code.
 ERROR_EXITS = """
+deployments.server.HomeInUse HOME_IN_USE 3
 deployments.server.ServerStartError PREFECT_SERVER_UNAVAILABLE 3
 slotrelay.alerts.AlertError ALERT_INVALID 2
 slotrelay.chain.errors.ChainError CHAIN_INVALID 2
