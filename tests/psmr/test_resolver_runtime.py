@@ -10,23 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from psmr_trees import write_tree
-
-from slotrelay.psmr.build import build
-from slotrelay.psmr.store import Store
+from tests.support.call_edges import built, call_statuses
 
 
 def _edges(tmp_path: Path, files: dict[str, str] | str) -> dict[tuple[str, str], set[str]]:
     """(caller, callee) -> the statuses of the call evidence (a one-module tree `m` for a string)."""
-    root = write_tree(tmp_path / "tree", {"m.py": files} if isinstance(files, str) else files)
-    summary = build(root, store=tmp_path / "store")
-    ws = Store.open(tmp_path / "store").load(summary["workspace_id"])
-    out: dict[tuple[str, str], set[str]] = {}
-    for caller, callee, key, data in ws.graph.edges(keys=True, data=True):
-        if key == "calls":
-            pair = (caller.removeprefix("semantic:"), callee.removeprefix("semantic:"))
-            out[pair] = {ws.evidence[ev]["status"] for ev in data["evidence"]}
-    return out
+    return call_statuses(built(tmp_path, files))
 
 
 def test_a_generator_runs_where_it_is_iterated(tmp_path: Path) -> None:

@@ -8,27 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from psmr_trees import write_tree
-
-from slotrelay.psmr.build import build
-from slotrelay.psmr.store import Store, Workspace
-
-
-def _workspace(tmp_path: Path, files: dict[str, str]) -> Workspace:
-    root = write_tree(tmp_path / "tree", files)
-    summary = build(root, store=tmp_path / "store")
-    return Store.open(tmp_path / "store").load(summary["workspace_id"])
+from tests.support.call_edges import built, call_statuses
 
 
 def _edges(tmp_path: Path, files: dict[str, str] | str) -> dict[tuple[str, str], set[str]]:
     """(caller, callee) -> the statuses of the call evidence (a one-module tree `m` for a string)."""
-    ws = _workspace(tmp_path, {"m.py": files} if isinstance(files, str) else files)
-    out: dict[tuple[str, str], set[str]] = {}
-    for caller, callee, key, data in ws.graph.edges(keys=True, data=True):
-        if key == "calls":
-            pair = (caller.removeprefix("semantic:"), callee.removeprefix("semantic:"))
-            out[pair] = {ws.evidence[ev]["status"] for ev in data["evidence"]}
-    return out
+    return call_statuses(built(tmp_path, files))
 
 
 REG = """
@@ -196,7 +181,7 @@ def use(thing):
 
 
 def test_overload_stubs_are_one_symbol_located_at_the_implementation(tmp_path: Path) -> None:
-    ws = _workspace(
+    ws = built(
         tmp_path,
         {
             "m.py": """from typing import overload
@@ -437,7 +422,7 @@ def use(a: Vec, b: Vec):
 
 
 def test_subscripted_generic_bases_are_bases(tmp_path: Path) -> None:
-    ws = _workspace(
+    ws = built(
         tmp_path,
         {
             "m.py": """from typing import Generic, TypeVar

@@ -12,24 +12,12 @@ from psmr_trees import write_tree
 
 from slotrelay.psmr.api import call
 from slotrelay.psmr.build import build
-from slotrelay.psmr.store import Store, Workspace
-
-
-def _workspace(tmp_path: Path, files: dict[str, str]) -> Workspace:
-    root = write_tree(tmp_path / "tree", files)
-    summary = build(root, store=tmp_path / "store")
-    return Store.open(tmp_path / "store").load(summary["workspace_id"])
+from tests.support.call_edges import built, call_statuses
 
 
 def _statuses(tmp_path: Path, source: str) -> dict[tuple[str, str], set[str]]:
     """(caller, callee) -> the statuses of the call evidence, for a one-module tree `m`."""
-    ws = _workspace(tmp_path, {"m.py": source})
-    out: dict[tuple[str, str], set[str]] = {}
-    for caller, callee, key, data in ws.graph.edges(keys=True, data=True):
-        if key == "calls":
-            pair = (caller.removeprefix("semantic:"), callee.removeprefix("semantic:"))
-            out[pair] = {ws.evidence[ev]["status"] for ev in data["evidence"]}
-    return out
+    return call_statuses(built(tmp_path, source))
 
 
 def test_classmethod_lru_cache_parse_of_another_class_is_not_a_recursion(tmp_path: Path) -> None:
@@ -193,7 +181,7 @@ Panel().draw()
 
 
 def test_dynamic_calls_are_unknowns_not_edges(tmp_path: Path) -> None:
-    ws = _workspace(
+    ws = built(
         tmp_path,
         {
             "m.py": """class Handlers:
@@ -221,7 +209,7 @@ def run(code):
 
 
 def test_implicit_calls_are_edges_with_their_statement(tmp_path: Path) -> None:
-    ws = _workspace(
+    ws = built(
         tmp_path,
         {
             "m.py": """class Gauge:
@@ -282,7 +270,7 @@ def use():
 
 
 def test_property_pairs_and_overloads_are_not_conflicts(tmp_path: Path) -> None:
-    ws = _workspace(
+    ws = built(
         tmp_path,
         {
             "m.py": """import sys
@@ -510,7 +498,7 @@ Index().add(Key(), 1)
 def test_a_method_named_like_a_list_method_stores_nothing_in_its_receiver(tmp_path: Path) -> None:
     # `list.append` takes one argument, `set.add` one, `dict.setdefault` two: a call with other
     # arguments is the method of some other class, which decides itself what the receiver holds.
-    ws = _workspace(
+    ws = built(
         tmp_path,
         {
             "m.py": """class Key:
