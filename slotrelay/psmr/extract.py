@@ -29,6 +29,7 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["narrowcls", ref, [refs]]   ref where `issubclass(ref, classes)` holds (inside the `if` body)
     ["fixture", module, name]    a test's parameter: what the pytest fixture of that name gives
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
+    ["without", ref, [sentinel]] ref where `ref is not sentinel` holds (see `_IdentityGuards`)
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
@@ -54,6 +55,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from slotrelay.psmr.facts_version import FACTS_VERSION
@@ -156,8 +158,10 @@ class FileExtractor(ast.NodeVisitor):
         self.exports: list[str] | None = None
         self.lambdas: dict[int, str] = {}
         self.implicit: list[dict[str, Any]] = []
-        # Names narrowed by an enclosing `if isinstance(name, C):`, per scope: name -> class refs.
+        # Names narrowed by an enclosing `if isinstance(name, C):` (or `x is not SENTINEL`), per scope.
         self.narrowed: list[tuple[str, str, list[Ref], str]] = []
+        # The module's identity tests against a sentinel (set when the walk enters the module).
+        self.identity = _IdentityGuards(ast.Module(body=[], type_ignores=[]))
         # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
         self.none_guards: list[tuple[str, str, bool]] = []
         # Names some nested scope declares global or nonlocal: rebound from elsewhere at any time.
@@ -234,9 +238,9 @@ class FileExtractor(ast.NodeVisitor):
         match node:
             case ast.Name(id=name):
                 plain = self._name_ref(name)
-                for scope, narrowed, classes, kind in reversed(self.narrowed):
+                for scope, narrowed, classes, kind in self.narrowed:
                     if scope == q and narrowed == name:
-                        return [kind, plain, classes]
+                        plain = [kind, plain, classes]
                 return plain
             case ast.Attribute(value=ast.Name(id=name), attr="value") if (q, name) in self.raises:
                 raised = self.raises[(q, name)]
@@ -355,7 +359,27 @@ class FileExtractor(ast.NodeVisitor):
 
     # statements
 
+    def visit(self, node: ast.AST) -> Any:
+        # A statement past `if x is SENTINEL: continue` (or return, raise, break) sees x without it.
+        pushed = 0
+        for name, sentinel in self.identity.after.get(id(node), ()):
+            pushed += self._exclude(name, sentinel)
+        try:
+            return super().visit(node)
+        finally:
+            del self.narrowed[len(self.narrowed) - pushed :]
+
+    def _exclude(self, name: str, sentinel: ast.expr) -> int:
+        """Narrow name to what is not the sentinel, from here to the end of the enclosing block or
+        branch (the caller pops it); 1 if it did."""
+        ref = self.ref(sentinel)
+        if ref is None:
+            return 0
+        self.narrowed.append((self.scope.qualname, name, [ref], "without"))
+        return 1
+
     def visit_Module(self, node: ast.Module) -> None:
+        self.identity = _IdentityGuards(node)
         self._docstring_scope(node, self.module)
         self.generic_visit(node)
 
@@ -1081,14 +1105,20 @@ class FileExtractor(ast.NodeVisitor):
         guard = _none_test(node.test)
         if guard is not None:
             self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
+        identity = self.identity.tests.get(id(node))
+        # `x is not S` holds in the body, `x is S` fails in the else branch: there x is not S.
+        excluded = self._exclude(identity[0], identity[1]) if identity and not identity[2] else 0
         for stmt in node.body:
             self.visit(stmt)
+        del self.narrowed[len(self.narrowed) - excluded :]
         if narrowed is not None:
             self.narrowed.pop()
         if guard is not None:
             self.none_guards[-1] = (self.scope.qualname, guard[0], not guard[1])
+        excluded = self._exclude(identity[0], identity[1]) if identity and identity[2] else 0
         for stmt in node.orelse:
             self.visit(stmt)
+        del self.narrowed[len(self.narrowed) - excluded :]
         if guard is not None:
             self.none_guards.pop()
 
@@ -1370,6 +1400,73 @@ def _parametrized(deco: ast.expr) -> list[tuple[str, list[ast.expr]]]:
         for (_, values), part in zip(out, parts, strict=False):
             values.append(part)
     return [(name, [ast.List(elts=values, ctx=ast.Load())]) for name, values in out]
+
+
+class _IdentityGuards:
+    """The `if x is S` / `if x is not S` tests of a module whose S is a sentinel: a name (or a module's
+    attribute) the function does not bind, so one object, not a local that may hold any. `tests`: an
+    `if` -> (x, S, whether the test is `is`); `after`: a statement -> the (x, S) of the `if x is S:`
+    tests before it in its block whose body always leaves the block (continue, break, return, raise).
+    The statements after one that rebinds x are left out."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tests: dict[int, tuple[str, ast.expr, bool]] = {}
+        self.after: dict[int, list[tuple[str, ast.expr]]] = {}
+        for scope in ast.walk(tree):
+            if isinstance(scope, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
+                self._scope(scope)
+
+    def _scope(self, scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        own = list(_own_nodes(scope))
+        local: set[str] = set()
+        if not isinstance(scope, ast.Module):
+            args = scope.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            local = {a.arg for a in every if a is not None}
+            local |= {n.id for n in own if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in own:
+            if isinstance(node, ast.If) and (test := _identity_test(node.test, local)) is not None:
+                self.tests[id(node)] = test
+        for node in own:
+            for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+                if isinstance(block, list):
+                    self._block(block)
+
+    def _block(self, block: list[ast.stmt]) -> None:
+        for index, stmt in enumerate(block):
+            test = self.tests.get(id(stmt))
+            if test is None or not test[2] or not isinstance(stmt, ast.If):
+                continue
+            if not isinstance(stmt.body[-1], ast.Continue | ast.Break | ast.Return | ast.Raise):
+                continue
+            for later in block[index + 1 :]:
+                self.after.setdefault(id(later), []).append((test[0], test[1]))
+                if any(isinstance(n, ast.Name) and n.id == test[0] and isinstance(n.ctx, ast.Store)
+                       for n in ast.walk(later)):
+                    break
+
+
+def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a scope's body, not those of the functions, classes and lambdas defined in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo += ast.iter_child_nodes(node)
+
+
+def _identity_test(test: ast.expr, local: set[str]) -> tuple[str, ast.expr, bool] | None:
+    """For `name is S` / `name is not S` where S is a name outside `local` or an attribute of one:
+    (name, S, whether the test is `is`)."""
+    match test:
+        case ast.Compare(left=ast.Name(id=name), ops=[ast.Is() | ast.IsNot() as op], comparators=[sentinel]):
+            root = sentinel
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id not in local and root.id != name:
+                return name, sentinel, isinstance(op, ast.Is)
+    return None
 
 
 def _none_test(test: ast.expr) -> tuple[str, bool] | None:

@@ -96,7 +96,9 @@ PROTOCOLS = {
     "awith": ("__aenter__", "__aexit__"),
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
-ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow"})
+ATTRIBUTE_KINDS = frozenset(
+    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow", "without"}
+)
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
@@ -403,6 +405,8 @@ class Linker:
             return {("coll", ref)}
         if kind == "narrow":
             return self.narrow(self.eval(ref[1]), ref[2])
+        if kind == "without":
+            return self.without(self.eval(ref[1]), ref[2])
         if kind == "typed":
             return set(self.eval(ref[1]))
         if kind == "cast":
@@ -507,6 +511,16 @@ class Linker:
         if classes is None:
             return set(values)
         return self.admit(values, class_refs) | {("inst", c) for c in classes[0]}
+
+    def without(self, values: frozenset[Value], sentinel_refs: Any) -> set[Value]:
+        """The values that pass `value is not sentinel`: a sentinel that denotes one instance, and
+        nothing else, is that one object (`missing = _Missing()`), so its class's instance is left out."""
+        out = set(values)
+        for ref in sentinel_refs:
+            sentinel = self.eval(ref)
+            if len(sentinel) == 1 and next(iter(sentinel))[0] == "inst":
+                out -= sentinel
+        return out
 
     def admit(self, values: set[Value] | frozenset[Value], class_refs: Any) -> set[Value]:
         """The values that can be instances of the classes (all of them when the classes are unknown)."""
@@ -845,7 +859,7 @@ class Linker:
                 (r[0] == "param" and r[1] == func) or self._mentions_param(r, func, depth + 1)
                 for r in self.binding_refs(ref)
             )
-        if kind in ("attr", "sub", "iter", "narrow"):
+        if kind in ("attr", "sub", "iter", "narrow", "without"):
             return self._mentions_param(ref[1], func, depth)
         if kind == "call":
             return (

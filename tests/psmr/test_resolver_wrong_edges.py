@@ -540,3 +540,67 @@ def listed():
     # A list's append stores its argument: comparing the list compares it.
     listed = {t for _, t, k in ws.graph.out_edges("semantic:m.listed", keys=True) if k == "calls"}
     assert "semantic:m.Key.__eq__" in listed
+
+
+def test_a_sentinel_tested_by_identity_stays_out_of_what_flows_on(tmp_path: Path) -> None:
+    # `x is missing` is true of that one object only (the language reference: `is` tests identity),
+    # so past `if value is missing: continue`, and inside `if value is not missing:`, value is not
+    # it. marshmallow's `missing = _Missing()` is never stored in a dumped dict.
+    edges = _statuses(
+        tmp_path,
+        """class _Missing:
+    def __bool__(self):
+        return False
+
+    def __len__(self):
+        return 0
+
+
+missing = _Missing()
+
+
+class Node:
+    def __len__(self):
+        return 1
+
+    def visit(self):
+        for child in [Node(), self]:
+            if child is self:
+                continue
+            len(child)
+
+
+def get(obj, key):
+    if key in obj:
+        return obj[key]
+    return missing
+
+
+def dump(obj):
+    ret = {}
+    for key in ("a", "b"):
+        value = get(obj, key)
+        if value is missing:
+            continue
+        ret[key] = value
+    return ret
+
+
+def load(obj):
+    ret = {}
+    value = get(obj, "a")
+    if value is not missing:
+        ret["a"] = value
+    return ret
+
+
+def check():
+    assert dump({"a": 1})["a"]
+    assert len(load({"a": [1]})["a"]) == 1
+
+""",
+    )
+    assert ("m.check", "m._Missing.__bool__") not in edges
+    assert ("m.check", "m._Missing.__len__") not in edges
+    # `child is self` tests one instance of many: the other Nodes still flow on.
+    assert edges[("m.Node.visit", "m.Node.__len__")] == {"confirmed"}
