@@ -21,6 +21,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
     ["typed", ref]               what an annotation declares (ref: `slotrelay.psmr.typerefs`)
+    ["returns", typed]           a callable an annotation declares (`Callable[[..], R]`): its call
+                                 returns what typed declares
     ["alias", typed]             a module's type alias (`Interval = tuple[A, B]`): an annotation naming it
                                  declares what `typed` does
     ["cast", typed, ref]         `typing.cast(T, x)`: what T declares, or x where T names none of the tree's
@@ -76,7 +78,7 @@ SCALAR_BUILTINS = frozenset(
     {"len", "str", "repr", "int", "float", "bool", "abs", "round", "hash", "id", "ord", "chr", "format",
      "isinstance", "issubclass", "callable", "hasattr", "sum", "divmod", "bin", "hex", "oct"}
 )
-OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
+
 # The list, set and dict methods that store their arguments in the receiver: how many positional
 # arguments each takes (least, most), and whether it takes keywords (`d.update(k=v)`).
 CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
@@ -91,6 +93,12 @@ CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
 KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
 Ref = list[Any]
+
+
+def is_overload(decorators: list[str]) -> bool:
+    """Whether a definition is an `@overload` stub: `overload`, or `overload` of a module however it
+    is imported (`typing.overload`, `t.overload` under `import typing as t`)."""
+    return any(d.rsplit(".", 1)[-1] == "overload" and d.count(".") <= 1 for d in decorators)
 
 
 def freeze(ref: Any) -> Any:
@@ -413,7 +421,7 @@ class FileExtractor(ast.NodeVisitor):
         )
         if self._is_test_module() or self.module.rsplit(".", 1)[-1] == "conftest":
             self._bind_test_values(node, is_method=is_method)
-        overload = bool(OVERLOAD_DECORATORS & set(decorators))
+        overload = is_overload(decorators)
         if overload:
             bound_first = is_method and "staticmethod" not in decorators
             signature = self._overload_params(node.args, skip_first=bound_first)
@@ -1441,8 +1449,10 @@ class _IdentityGuards:
                 continue
             for later in block[index + 1 :]:
                 self.after.setdefault(id(later), []).append((test[0], test[1]))
-                if any(isinstance(n, ast.Name) and n.id == test[0] and isinstance(n.ctx, ast.Store)
-                       for n in ast.walk(later)):
+                if any(
+                    isinstance(n, ast.Name) and n.id == test[0] and isinstance(n.ctx, ast.Store)
+                    for n in ast.walk(later)
+                ):
                     break
 
 

@@ -13,6 +13,7 @@ Values a ref can denote:
     ("prop", q)    a property whose getter (and setter) is method q
     ("extinst", d) an instance of the external class d (a call of a capitalised external name)
     ("extm", d)    an attribute of an external class reached through an instance or an external base
+    ("returns", r) a callable an annotation declares, whose call returns what ref r declares
 
 Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
 the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
@@ -381,6 +382,8 @@ class Linker:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
+                elif value[0] == "returns":
+                    out |= self.eval(value[1])
                 elif value[0] == "def" and self.scopes.get(value[1], {}).get("overloads"):
                     out |= self.overload_result(value[1], ref[2], ref[3])
                 elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
@@ -462,6 +465,8 @@ class Linker:
             return out
         if kind == "alias":
             return {("alias", ref[1])}
+        if kind == "returns":
+            return {("returns", ref[1])}
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -1140,6 +1145,9 @@ class Linker:
                     # A class used as decorator wraps the function in an instance; the function
                     # itself stays reachable, so keep both.
                     applied |= {("inst", d[1]), *values}
+                elif d[0] == "returns":
+                    # A decorator its factory's annotation types (`-> Callable[[F], Group]`).
+                    applied |= self.eval(d[1])
             if applied:
                 values = frozenset(applied)
         return set(values)
@@ -1203,8 +1211,13 @@ class Linker:
             kwargs = {k: frozenset(self.eval_in(v, env, depth)) for k, v in ref[3]}
             out = set()
             for value in callees:
-                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
+                if value[0] == "def" and self.scopes.get(value[1], {}).get("overloads"):
+                    # The overloads its arguments select say what it returns, as out of context.
+                    out |= self.overload_result(value[1], ref[2], ref[3])
+                elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
                     out |= self.apply(value[1], args, kwargs, depth + 1)
+                elif value[0] == "returns":
+                    out |= self.eval(value[1])
                 elif value == ("ext", "functools.partial") and args:
                     out |= args[0]
                 elif value[0] == "builtin":

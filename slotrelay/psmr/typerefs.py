@@ -3,9 +3,10 @@
 An annotation becomes the ref of the values it declares: `Reg` an instance of Reg (`["annot", ref]`),
 `list[Foo]` a container of Foo instances, `Optional[X]`, `X | None`, `Union[..]` any of their parts,
 `Annotated[X, ..]`, `Final[X]`, `ClassVar[X]` X, `type[X]` the class itself, `Self` an instance of the
-enclosing class, a user generic `Registry[D]` an instance of Registry; a string is parsed as the
-annotation it holds. Anything else (a type variable, `Callable`, `Literal`, `Any`) declares nothing
-the tree defines, and evaluates to no value.
+enclosing class, a user generic `Registry[D]` an instance of Registry, `Callable[[..], R]` a callable
+whose call returns what R declares (`["returns", ref]`); a string is parsed as the annotation it
+holds. Anything else (a type variable, a bare `Callable`, `Literal`, `Any`) declares nothing the tree
+defines, and evaluates to no value.
 
 Operators are calls of the operand's dunder: `a + b` calls `a.__add__` (or `b.__radd__`), `x[k]`
 `x.__getitem__`, `k in x` `x.__contains__`, `len(x)` `x.__len__`; `OPERATOR_DUNDERS` and
@@ -241,6 +242,10 @@ def _subscripted(
         return _collection([of(elts[0])], [None])
     if kind in MAPPING_ANNOTATIONS:
         return _collection([of(elts[-1])], [None]) if len(elts) > 1 else None
+    if kind == "Callable" and len(elts) == 2:
+        # `Callable[[A], R]`: something whose call returns what R declares.
+        result = of(elts[1])
+        return ["returns", result] if result is not None else None
     if kind in OPAQUE_ANNOTATIONS:
         return None
     # A generic class of its own (`Registry[D]`): an instance of that class.

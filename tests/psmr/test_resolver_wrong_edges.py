@@ -604,3 +604,59 @@ def check():
     assert ("m.check", "m._Missing.__len__") not in edges
     # `child is self` tests one instance of many: the other Nodes still flow on.
     assert edges[("m.Node.visit", "m.Node.__len__")] == {"confirmed"}
+
+
+def test_a_decorator_factory_typed_by_its_overloads_makes_what_they_declare(tmp_path: Path) -> None:
+    # click's `@click.group()`: the overload that takes no argument declares
+    # `Callable[[F], Group]`, so what the decorator makes is a Group, whose own parse_args runs;
+    # the body's `command(name, cls)` would make a Command or a Group.
+    edges = _statuses(
+        tmp_path,
+        """import typing as t
+
+
+class Command:
+    def __init__(self, callback):
+        self.callback = callback
+
+    def parse_args(self, args):
+        return args
+
+
+class Group(Command):
+    def parse_args(self, args):
+        return super().parse_args(args)
+
+
+def command(name=None, cls=None):
+    if cls is None:
+        cls = Command
+
+    def decorator(f):
+        return cls(f)
+
+    if callable(name):
+        return decorator(name)
+    return decorator
+
+
+@t.overload
+def group(name: t.Callable[..., t.Any]) -> Group: ...
+@t.overload
+def group(name: str | None = None) -> t.Callable[[t.Callable[..., t.Any]], Group]: ...
+def group(name=None):
+    if callable(name):
+        return command(cls=Group)(name)
+    return command(name, Group)
+
+
+def use():
+    @group()
+    def cli():
+        pass
+
+    cli.parse_args([])
+""",
+    )
+    assert edges[("m.use", "m.Group.parse_args")] == {"confirmed"}
+    assert ("m.use", "m.Command.parse_args") not in edges
