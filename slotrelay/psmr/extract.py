@@ -435,7 +435,9 @@ class FileExtractor(ast.NodeVisitor):
         if node.returns is not None and not self.deferred_annotations:
             # The return annotation is evaluated when the def runs (not under the __future__ import).
             self.visit(node.returns)
-        returns = annotation_ref(node.returns, self.ref, parent.qualname if is_method else parent.class_q)
+        returns = annotation_ref(
+            node.returns, self.ref, parent.qualname if is_method else parent.class_q, callables=overload
+        )
         info = self.scopes[qualname]
         if overload:
             # One signature of the function: which arguments select it, and what it then returns.

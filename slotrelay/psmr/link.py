@@ -394,7 +394,7 @@ class Linker:
                     out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
-            return out
+            return self.declared_call(self.eval(ref[1]), out)
         if kind in ("sub", "iter"):
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
@@ -466,7 +466,9 @@ class Linker:
         if kind == "alias":
             return {("alias", ref[1])}
         if kind == "returns":
-            return {("returns", ref[1])}
+            # A callable whose result declares nothing of the tree (`Callable[P, R]` of a TypeVar)
+            # says nothing: what the body returns answers alone.
+            return {("returns", ref[1])} if self.eval(ref[1]) else set()
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -736,8 +738,30 @@ class Linker:
                 break
         out: set[Value] = set()
         for returns in kept:
-            out |= self.eval(returns) if returns is not None else self.call_result(("def", func))
+            if returns is None:
+                out |= self.call_result(("def", func))
+                continue
+            stated = self.eval(returns)
+            out |= stated
+            if any(v[0] == "returns" for v in stated):
+                # The callable it declares is one the body makes (a decorator factory's inner
+                # function): calling it calls that, and `declared_call` types its result.
+                out |= {v for v in self.call_result(("def", func)) if v[0] == "def"}
         return out or self.call_result(("def", func))
+
+    def declared_call(self, callees: set[Value] | frozenset[Value], out: set[Value]) -> set[Value]:
+        """A call's results where an annotation declares what the callable returns (`Callable[.., R]`
+        beside the tree's function it is): of the instances found, those of R's classes and their
+        subclasses; R itself where none is."""
+        stated: set[Value] = set()
+        for value in callees:
+            if value[0] == "returns":
+                stated |= self.eval(value[1])
+        bases = {v[1] for v in stated if v[0] == "inst"}
+        if not bases:
+            return out
+        kept = {v for v in out if v[0] == "inst" and bases & set(self.mro(v[1]))}
+        return kept or stated
 
     def overload_fits(self, params: Any, args: Any, kwargs: Any) -> bool | None:
         """Whether an overload's annotations admit the arguments (None: no argument tells); False
@@ -1138,7 +1162,8 @@ class Linker:
         values = self.eval(ref[2])
         for deco in reversed(ref[1]):
             applied: set[Value] = set()
-            for d in self.eval_in(deco, {}, 0):
+            decorators = self.eval_in(deco, {}, 0)
+            for d in decorators:
                 if d[0] == "def" and self.defs.get(d[1], {}).get("kind") != "class":
                     applied |= self.apply(d[1], [values], {}, 0)
                 elif d[0] == "def":
@@ -1149,7 +1174,7 @@ class Linker:
                     # A decorator its factory's annotation types (`-> Callable[[F], Group]`).
                     applied |= self.eval(d[1])
             if applied:
-                values = frozenset(applied)
+                values = frozenset(self.declared_call(decorators, applied))
         return set(values)
 
     def apply(
@@ -1224,7 +1249,7 @@ class Linker:
                     out |= self.builtin_result(value[1], ref[2])
                 else:
                     out |= self.call_result(value)
-            return out
+            return self.declared_call(callees, out)
         return set(self.eval(ref))
 
     def _name_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:

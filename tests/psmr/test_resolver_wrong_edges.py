@@ -660,3 +660,5 @@ def use():
     )
     assert edges[("m.use", "m.Group.parse_args")] == {"confirmed"}
     assert ("m.use", "m.Command.parse_args") not in edges
+    # Decorating still calls the function the factory's body returns.
+    assert ("m.use", "m.command.decorator") in edges
