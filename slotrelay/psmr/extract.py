@@ -89,6 +89,13 @@ CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
     "update": (0, 1, True),
     "setdefault": (1, 2, False),
 }
+# Builtins that make a list or a tuple: `x in` one compares, never hashes.
+SEQUENCE_BUILTINS = frozenset({"list", "tuple", "sorted"})
+# Annotations of a set or a dict: it stores its elements' (its keys') hashes.
+HASHED_SET_ANNOTATIONS = frozenset(
+    {"set", "Set", "frozenset", "FrozenSet", "AbstractSet", "MutableSet", "dict", "Dict", "Mapping",
+     "MutableMapping"}
+)
 # Methods of dicts and sets that hash their first argument.
 KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
@@ -168,6 +175,8 @@ class FileExtractor(ast.NodeVisitor):
         self.implicit: list[dict[str, Any]] = []
         # Names narrowed by an enclosing `if isinstance(name, C):` (or `x is not SENTINEL`), per scope.
         self.narrowed: list[tuple[str, str, list[Ref], str]] = []
+        # Parameters annotated as a set or a dict, per scope: `set(p)` hashes none of their elements.
+        self.set_params: set[tuple[str, str]] = set()
         # The module's identity tests against a sentinel (set when the walk enters the module).
         self.identity = _IdentityGuards(ast.Module(body=[], type_ignores=[]))
         # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
@@ -521,6 +530,10 @@ class FileExtractor(ast.NodeVisitor):
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(
             args.defaults
         )
+        for arg in positional + args.kwonlyargs:
+            note = arg.annotation.value if isinstance(arg.annotation, ast.Subscript) else arg.annotation
+            if isinstance(note, ast.Name | ast.Attribute) and _last_name(note) in HASHED_SET_ANNOTATIONS:
+                self.set_params.add((qualname, arg.arg))
         for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
             if index == 0 and method_of and "staticmethod" not in decorators:
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
@@ -920,7 +933,9 @@ class FileExtractor(ast.NodeVisitor):
         for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, ast.In | ast.NotIn):
                 self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
-                self._key(right, left, node)
+                if not self._is_sequence(right):
+                    # A list's or tuple's `in` compares with each element; a set's or dict's hashes.
+                    self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
                 forward, reflected = COMPARE_DUNDERS[type(op)]
                 self._operator([(left, forward), (right, reflected)], node, reflected=True)
@@ -945,6 +960,29 @@ class FileExtractor(ast.NodeVisitor):
         or set hashes it (the linker keeps the keys whose class defines `__hash__`)."""
         if _may_be_instance(key) and not isinstance(key, ast.Slice):
             self._hashed(self.ref(container), self.ref(key), node)
+
+    def _is_sequence(self, node: ast.expr) -> bool:
+        """Whether an expression is a list or tuple: a display, a comprehension, a call of `list`,
+        `tuple` or `sorted`, or a name of this scope bound only to those so far."""
+        if isinstance(node, ast.List | ast.Tuple | ast.ListComp):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return node.func.id in SEQUENCE_BUILTINS
+        if isinstance(node, ast.Name) and node.id not in self.scope.globals:
+            refs = self.bindings.get(self.scope.qualname, {}).get(node.id, [])
+            return bool(refs) and all(
+                r[0] == "call" and r[1][0] == "name" and r[1][2] in SEQUENCE_BUILTINS for r in refs
+            )
+        return False
+
+    def _is_hashed_set(self, node: ast.expr) -> bool:
+        """Whether an expression is a set or dict, whose elements' hashes are stored: a display, a
+        comprehension, a call of `set`, `frozenset` or `dict`, or a parameter annotated as one."""
+        if isinstance(node, ast.Set | ast.SetComp | ast.Dict | ast.DictComp):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return node.func.id in ("set", "frozenset", "dict")
+        return isinstance(node, ast.Name) and (self.scope.qualname, node.id) in self.set_params
 
     def _hashed(self, receiver: Ref | None, ref: Ref | None, node: ast.AST) -> None:
         if ref is not None:
@@ -1181,8 +1219,13 @@ class FileExtractor(ast.NodeVisitor):
                 ) in self.raises:
                     # `info.match(...)`, `info.exconly()` of `pytest.raises(E) as info` format the E.
                     self._formats(self.raises[(self.scope.qualname, info)], node)
-            if isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset") and node.args:
-                # `set(xs)` hashes each element of xs.
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id in ("set", "frozenset")
+                and node.args
+                and not self._is_hashed_set(node.args[0])
+            ):
+                # `set(xs)` hashes each element of xs (a set's or dict's stored hashes are reused).
                 arg = self.ref(node.args[0])
                 self._hashed(ref[1], ["iter", arg] if arg is not None else None, node)
         elif _is_str_join(node):
@@ -1479,6 +1522,10 @@ def _identity_test(test: ast.expr, local: set[str]) -> tuple[str, ast.expr, bool
             if isinstance(root, ast.Name) and root.id not in local and root.id != name:
                 return name, sentinel, isinstance(op, ast.Is)
     return None
+
+
+def _last_name(node: ast.Name | ast.Attribute) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr
 
 
 def _none_test(test: ast.expr) -> tuple[str, bool] | None:

@@ -466,9 +466,7 @@ class Linker:
         if kind == "alias":
             return {("alias", ref[1])}
         if kind == "returns":
-            # A callable whose result declares nothing of the tree (`Callable[P, R]` of a TypeVar)
-            # says nothing: what the body returns answers alone.
-            return {("returns", ref[1])} if self.eval(ref[1]) else set()
+            return {("returns", ref[1])}
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))

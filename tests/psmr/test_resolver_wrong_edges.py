@@ -662,3 +662,64 @@ def use():
     assert ("m.use", "m.Command.parse_args") not in edges
     # Decorating still calls the function the factory's body returns.
     assert ("m.use", "m.command.decorator") in edges
+
+
+def test_in_on_a_list_compares_and_hashes_nothing(tmp_path: Path) -> None:
+    # `x in seq` on a list or tuple compares x with each element (`any(x is e or x == e for e in
+    # seq)`, the language reference); only a set's or dict's `in` hashes x.
+    edges = _statuses(
+        tmp_path,
+        """class Tag:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return True
+
+
+def tags():
+    yield Tag()
+
+
+def listed():
+    result = list(tags())
+    assert Tag() in result
+    assert Tag() in [Tag()]
+    return Tag() in sorted(tags())
+
+
+def hashed():
+    return Tag() in set(tags())
+""",
+    )
+    assert ("m.listed", "m.Tag.__hash__") not in edges
+    assert edges[("m.hashed", "m.Tag.__hash__")] == {"confirmed"}
+
+
+def test_a_set_made_of_a_set_hashes_nothing_again(tmp_path: Path) -> None:
+    # `frozenset(s)` of a set or dict takes the hashes s stored with its elements (CPython's
+    # set_update_internal); only another iterable's elements are hashed.
+    edges = _statuses(
+        tmp_path,
+        """class Tag:
+    def __hash__(self):
+        return 1
+
+
+def tags():
+    yield Tag()
+
+
+def copied(given: set[Tag], pairs: dict[Tag, int]):
+    return frozenset(given), set(pairs), frozenset({1}), set(frozenset())
+
+
+def hashed():
+    return frozenset(tags())
+
+
+copied(set(tags()), {})
+""",
+    )
+    assert ("m.copied", "m.Tag.__hash__") not in edges
+    assert edges[("m.hashed", "m.Tag.__hash__")] == {"confirmed"}
