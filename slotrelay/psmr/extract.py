@@ -933,8 +933,11 @@ class FileExtractor(ast.NodeVisitor):
         for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, ast.In | ast.NotIn):
                 self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
-                if not self._is_sequence(right):
-                    # A list's or tuple's `in` compares with each element; a set's or dict's hashes.
+                if self._is_sequence(right):
+                    # A list's or tuple's `in` compares x with each element (`e is x or e == x`).
+                    self._operator([(left, ("__eq__",))], node)
+                else:
+                    # A set's or dict's hashes x.
                     self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
                 forward, reflected = COMPARE_DUNDERS[type(op)]

@@ -693,6 +693,7 @@ def hashed():
 """,
     )
     assert ("m.listed", "m.Tag.__hash__") not in edges
+    assert ("m.listed", "m.Tag.__eq__") in edges
     assert edges[("m.hashed", "m.Tag.__hash__")] == {"confirmed"}
 
 
