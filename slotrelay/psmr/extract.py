@@ -21,6 +21,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  classes: its annotation's classes (only their instances flow in), or None
     ["annot", ref]               an instance of the class an annotation names
     ["typed", ref]               what an annotation declares (ref: `slotrelay.psmr.typerefs`)
+    ["returns", typed]           a callable an annotation declares (`Callable[[..], R]`): its call
+                                 returns what typed declares
     ["alias", typed]             a module's type alias (`Interval = tuple[A, B]`): an annotation naming it
                                  declares what `typed` does
     ["cast", typed, ref]         `typing.cast(T, x)`: what T declares, or x where T names none of the tree's
@@ -29,6 +31,7 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["narrowcls", ref, [refs]]   ref where `issubclass(ref, classes)` holds (inside the `if` body)
     ["fixture", module, name]    a test's parameter: what the pytest fixture of that name gives
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
+    ["without", ref, [sentinel]] ref where `ref is not sentinel` holds (see `_IdentityGuards`)
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
@@ -54,6 +57,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from slotrelay.psmr.facts_version import FACTS_VERSION
@@ -74,7 +78,7 @@ SCALAR_BUILTINS = frozenset(
     {"len", "str", "repr", "int", "float", "bool", "abs", "round", "hash", "id", "ord", "chr", "format",
      "isinstance", "issubclass", "callable", "hasattr", "sum", "divmod", "bin", "hex", "oct"}
 )
-OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
+
 # The list, set and dict methods that store their arguments in the receiver: how many positional
 # arguments each takes (least, most), and whether it takes keywords (`d.update(k=v)`).
 CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
@@ -85,10 +89,23 @@ CONTAINER_ARITY: dict[str, tuple[int, int, bool]] = {
     "update": (0, 1, True),
     "setdefault": (1, 2, False),
 }
+# Builtins that make a list or a tuple: `x in` one compares, never hashes.
+SEQUENCE_BUILTINS = frozenset({"list", "tuple", "sorted"})
+# Annotations of a set or a dict: it stores its elements' (its keys') hashes.
+HASHED_SET_ANNOTATIONS = frozenset(
+    {"set", "Set", "frozenset", "FrozenSet", "AbstractSet", "MutableSet", "dict", "Dict", "Mapping",
+     "MutableMapping"}
+)
 # Methods of dicts and sets that hash their first argument.
 KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
 Ref = list[Any]
+
+
+def is_overload(decorators: list[str]) -> bool:
+    """Whether a definition is an `@overload` stub: `overload`, or `overload` of a module however it
+    is imported (`typing.overload`, `t.overload` under `import typing as t`)."""
+    return any(d.rsplit(".", 1)[-1] == "overload" and d.count(".") <= 1 for d in decorators)
 
 
 def freeze(ref: Any) -> Any:
@@ -156,8 +173,12 @@ class FileExtractor(ast.NodeVisitor):
         self.exports: list[str] | None = None
         self.lambdas: dict[int, str] = {}
         self.implicit: list[dict[str, Any]] = []
-        # Names narrowed by an enclosing `if isinstance(name, C):`, per scope: name -> class refs.
+        # Names narrowed by an enclosing `if isinstance(name, C):` (or `x is not SENTINEL`), per scope.
         self.narrowed: list[tuple[str, str, list[Ref], str]] = []
+        # Parameters annotated as a set or a dict, per scope: `set(p)` hashes none of their elements.
+        self.set_params: set[tuple[str, str]] = set()
+        # The module's identity tests against a sentinel (set when the walk enters the module).
+        self.identity = _IdentityGuards(ast.Module(body=[], type_ignores=[]))
         # Names an enclosing `if name is None:` (True) or `is not None` / `else` (False) tests, per scope.
         self.none_guards: list[tuple[str, str, bool]] = []
         # Names some nested scope declares global or nonlocal: rebound from elsewhere at any time.
@@ -234,9 +255,9 @@ class FileExtractor(ast.NodeVisitor):
         match node:
             case ast.Name(id=name):
                 plain = self._name_ref(name)
-                for scope, narrowed, classes, kind in reversed(self.narrowed):
+                for scope, narrowed, classes, kind in self.narrowed:
                     if scope == q and narrowed == name:
-                        return [kind, plain, classes]
+                        plain = [kind, plain, classes]
                 return plain
             case ast.Attribute(value=ast.Name(id=name), attr="value") if (q, name) in self.raises:
                 raised = self.raises[(q, name)]
@@ -355,7 +376,27 @@ class FileExtractor(ast.NodeVisitor):
 
     # statements
 
+    def visit(self, node: ast.AST) -> Any:
+        # A statement past `if x is SENTINEL: continue` (or return, raise, break) sees x without it.
+        pushed = 0
+        for name, sentinel in self.identity.after.get(id(node), ()):
+            pushed += self._exclude(name, sentinel)
+        try:
+            return super().visit(node)
+        finally:
+            del self.narrowed[len(self.narrowed) - pushed :]
+
+    def _exclude(self, name: str, sentinel: ast.expr) -> int:
+        """Narrow name to what is not the sentinel, from here to the end of the enclosing block or
+        branch (the caller pops it); 1 if it did."""
+        ref = self.ref(sentinel)
+        if ref is None:
+            return 0
+        self.narrowed.append((self.scope.qualname, name, [ref], "without"))
+        return 1
+
     def visit_Module(self, node: ast.Module) -> None:
+        self.identity = _IdentityGuards(node)
         self._docstring_scope(node, self.module)
         self.generic_visit(node)
 
@@ -389,7 +430,7 @@ class FileExtractor(ast.NodeVisitor):
         )
         if self._is_test_module() or self.module.rsplit(".", 1)[-1] == "conftest":
             self._bind_test_values(node, is_method=is_method)
-        overload = bool(OVERLOAD_DECORATORS & set(decorators))
+        overload = is_overload(decorators)
         if overload:
             bound_first = is_method and "staticmethod" not in decorators
             signature = self._overload_params(node.args, skip_first=bound_first)
@@ -403,7 +444,9 @@ class FileExtractor(ast.NodeVisitor):
         if node.returns is not None and not self.deferred_annotations:
             # The return annotation is evaluated when the def runs (not under the __future__ import).
             self.visit(node.returns)
-        returns = annotation_ref(node.returns, self.ref, parent.qualname if is_method else parent.class_q)
+        returns = annotation_ref(
+            node.returns, self.ref, parent.qualname if is_method else parent.class_q, callables=overload
+        )
         info = self.scopes[qualname]
         if overload:
             # One signature of the function: which arguments select it, and what it then returns.
@@ -487,6 +530,10 @@ class FileExtractor(ast.NodeVisitor):
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(
             args.defaults
         )
+        for arg in positional + args.kwonlyargs:
+            note = arg.annotation.value if isinstance(arg.annotation, ast.Subscript) else arg.annotation
+            if isinstance(note, ast.Name | ast.Attribute) and _last_name(note) in HASHED_SET_ANNOTATIONS:
+                self.set_params.add((qualname, arg.arg))
         for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
             if index == 0 and method_of and "staticmethod" not in decorators:
                 self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
@@ -886,7 +933,12 @@ class FileExtractor(ast.NodeVisitor):
         for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, ast.In | ast.NotIn):
                 self._operator([(right, ("__contains__", "__iter__", "__getitem__"))], node)
-                self._key(right, left, node)
+                if self._is_sequence(right):
+                    # A list's or tuple's `in` compares x with each element (`e is x or e == x`).
+                    self._operator([(left, ("__eq__",))], node)
+                else:
+                    # A set's or dict's hashes x.
+                    self._key(right, left, node)
             elif type(op) in COMPARE_DUNDERS:
                 forward, reflected = COMPARE_DUNDERS[type(op)]
                 self._operator([(left, forward), (right, reflected)], node, reflected=True)
@@ -911,6 +963,29 @@ class FileExtractor(ast.NodeVisitor):
         or set hashes it (the linker keeps the keys whose class defines `__hash__`)."""
         if _may_be_instance(key) and not isinstance(key, ast.Slice):
             self._hashed(self.ref(container), self.ref(key), node)
+
+    def _is_sequence(self, node: ast.expr) -> bool:
+        """Whether an expression is a list or tuple: a display, a comprehension, a call of `list`,
+        `tuple` or `sorted`, or a name of this scope bound only to those so far."""
+        if isinstance(node, ast.List | ast.Tuple | ast.ListComp):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return node.func.id in SEQUENCE_BUILTINS
+        if isinstance(node, ast.Name) and node.id not in self.scope.globals:
+            refs = self.bindings.get(self.scope.qualname, {}).get(node.id, [])
+            return bool(refs) and all(
+                r[0] == "call" and r[1][0] == "name" and r[1][2] in SEQUENCE_BUILTINS for r in refs
+            )
+        return False
+
+    def _is_hashed_set(self, node: ast.expr) -> bool:
+        """Whether an expression is a set or dict, whose elements' hashes are stored: a display, a
+        comprehension, a call of `set`, `frozenset` or `dict`, or a parameter annotated as one."""
+        if isinstance(node, ast.Set | ast.SetComp | ast.Dict | ast.DictComp):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return node.func.id in ("set", "frozenset", "dict")
+        return isinstance(node, ast.Name) and (self.scope.qualname, node.id) in self.set_params
 
     def _hashed(self, receiver: Ref | None, ref: Ref | None, node: ast.AST) -> None:
         if ref is not None:
@@ -1081,14 +1156,20 @@ class FileExtractor(ast.NodeVisitor):
         guard = _none_test(node.test)
         if guard is not None:
             self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
+        identity = self.identity.tests.get(id(node))
+        # `x is not S` holds in the body, `x is S` fails in the else branch: there x is not S.
+        excluded = self._exclude(identity[0], identity[1]) if identity and not identity[2] else 0
         for stmt in node.body:
             self.visit(stmt)
+        del self.narrowed[len(self.narrowed) - excluded :]
         if narrowed is not None:
             self.narrowed.pop()
         if guard is not None:
             self.none_guards[-1] = (self.scope.qualname, guard[0], not guard[1])
+        excluded = self._exclude(identity[0], identity[1]) if identity and identity[2] else 0
         for stmt in node.orelse:
             self.visit(stmt)
+        del self.narrowed[len(self.narrowed) - excluded :]
         if guard is not None:
             self.none_guards.pop()
 
@@ -1141,8 +1222,13 @@ class FileExtractor(ast.NodeVisitor):
                 ) in self.raises:
                     # `info.match(...)`, `info.exconly()` of `pytest.raises(E) as info` format the E.
                     self._formats(self.raises[(self.scope.qualname, info)], node)
-            if isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset") and node.args:
-                # `set(xs)` hashes each element of xs.
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id in ("set", "frozenset")
+                and node.args
+                and not self._is_hashed_set(node.args[0])
+            ):
+                # `set(xs)` hashes each element of xs (a set's or dict's stored hashes are reused).
                 arg = self.ref(node.args[0])
                 self._hashed(ref[1], ["iter", arg] if arg is not None else None, node)
         elif _is_str_join(node):
@@ -1370,6 +1456,79 @@ def _parametrized(deco: ast.expr) -> list[tuple[str, list[ast.expr]]]:
         for (_, values), part in zip(out, parts, strict=False):
             values.append(part)
     return [(name, [ast.List(elts=values, ctx=ast.Load())]) for name, values in out]
+
+
+class _IdentityGuards:
+    """The `if x is S` / `if x is not S` tests of a module whose S is a sentinel: a name (or a module's
+    attribute) the function does not bind, so one object, not a local that may hold any. `tests`: an
+    `if` -> (x, S, whether the test is `is`); `after`: a statement -> the (x, S) of the `if x is S:`
+    tests before it in its block whose body always leaves the block (continue, break, return, raise).
+    The statements after one that rebinds x are left out."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tests: dict[int, tuple[str, ast.expr, bool]] = {}
+        self.after: dict[int, list[tuple[str, ast.expr]]] = {}
+        for scope in ast.walk(tree):
+            if isinstance(scope, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
+                self._scope(scope)
+
+    def _scope(self, scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        own = list(_own_nodes(scope))
+        local: set[str] = set()
+        if not isinstance(scope, ast.Module):
+            args = scope.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            local = {a.arg for a in every if a is not None}
+            local |= {n.id for n in own if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in own:
+            if isinstance(node, ast.If) and (test := _identity_test(node.test, local)) is not None:
+                self.tests[id(node)] = test
+        for node in own:
+            for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+                if isinstance(block, list):
+                    self._block(block)
+
+    def _block(self, block: list[ast.stmt]) -> None:
+        for index, stmt in enumerate(block):
+            test = self.tests.get(id(stmt))
+            if test is None or not test[2] or not isinstance(stmt, ast.If):
+                continue
+            if not isinstance(stmt.body[-1], ast.Continue | ast.Break | ast.Return | ast.Raise):
+                continue
+            for later in block[index + 1 :]:
+                self.after.setdefault(id(later), []).append((test[0], test[1]))
+                if any(
+                    isinstance(n, ast.Name) and n.id == test[0] and isinstance(n.ctx, ast.Store)
+                    for n in ast.walk(later)
+                ):
+                    break
+
+
+def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a scope's body, not those of the functions, classes and lambdas defined in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo += ast.iter_child_nodes(node)
+
+
+def _identity_test(test: ast.expr, local: set[str]) -> tuple[str, ast.expr, bool] | None:
+    """For `name is S` / `name is not S` where S is a name outside `local` or an attribute of one:
+    (name, S, whether the test is `is`)."""
+    match test:
+        case ast.Compare(left=ast.Name(id=name), ops=[ast.Is() | ast.IsNot() as op], comparators=[sentinel]):
+            root = sentinel
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id not in local and root.id != name:
+                return name, sentinel, isinstance(op, ast.Is)
+    return None
+
+
+def _last_name(node: ast.Name | ast.Attribute) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr
 
 
 def _none_test(test: ast.expr) -> tuple[str, bool] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from slotrelay.psmr.extract import OVERLOAD_DECORATORS
+from slotrelay.psmr.extract import is_overload
 from slotrelay.psmr.identity import qname, sid, stable_id
 from slotrelay.psmr.link import RESOLVED_STATUS, CallTarget, LinkResult
 from slotrelay.psmr.parts import OUTSIDE_KINDS, Assembly, ModulePart, merge
@@ -407,7 +407,7 @@ def _module_links(
 
 
 def _is_overload(definition: dict[str, Any]) -> bool:
-    return bool(OVERLOAD_DECORATORS & set(definition.get("decorators", [])))
+    return is_overload(definition.get("decorators", []))
 
 
 def _one_definition(defs: list[dict[str, Any]]) -> bool:

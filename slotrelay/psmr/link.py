@@ -13,6 +13,7 @@ Values a ref can denote:
     ("prop", q)    a property whose getter (and setter) is method q
     ("extinst", d) an instance of the external class d (a call of a capitalised external name)
     ("extm", d)    an attribute of an external class reached through an instance or an external base
+    ("returns", r) a callable an annotation declares, whose call returns what ref r declares
 
 Evaluation is memoised and flow-insensitive, except that a name in straight-line code denotes only
 the bindings that reach it; arguments flow into parameters at call sites, which is iterated to a
@@ -96,7 +97,9 @@ PROTOCOLS = {
     "awith": ("__aenter__", "__aexit__"),
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
-ATTRIBUTE_KINDS = frozenset({"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow"})
+ATTRIBUTE_KINDS = frozenset(
+    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow", "without"}
+)
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
@@ -379,6 +382,8 @@ class Linker:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
+                elif value[0] == "returns":
+                    out |= self.eval(value[1])
                 elif value[0] == "def" and self.scopes.get(value[1], {}).get("overloads"):
                     out |= self.overload_result(value[1], ref[2], ref[3])
                 elif value[0] == "def" and ref[1][0] == "attr" and self.returns_receiver(value[1]):
@@ -389,7 +394,7 @@ class Linker:
                     out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
-            return out
+            return self.declared_call(self.eval(ref[1]), out)
         if kind in ("sub", "iter"):
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
@@ -403,6 +408,8 @@ class Linker:
             return {("coll", ref)}
         if kind == "narrow":
             return self.narrow(self.eval(ref[1]), ref[2])
+        if kind == "without":
+            return self.without(self.eval(ref[1]), ref[2])
         if kind == "typed":
             return set(self.eval(ref[1]))
         if kind == "cast":
@@ -458,6 +465,8 @@ class Linker:
             return out
         if kind == "alias":
             return {("alias", ref[1])}
+        if kind == "returns":
+            return {("returns", ref[1])}
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -507,6 +516,16 @@ class Linker:
         if classes is None:
             return set(values)
         return self.admit(values, class_refs) | {("inst", c) for c in classes[0]}
+
+    def without(self, values: frozenset[Value], sentinel_refs: Any) -> set[Value]:
+        """The values that pass `value is not sentinel`: a sentinel that denotes one instance, and
+        nothing else, is that one object (`missing = _Missing()`), so its class's instance is left out."""
+        out = set(values)
+        for ref in sentinel_refs:
+            sentinel = self.eval(ref)
+            if len(sentinel) == 1 and next(iter(sentinel))[0] == "inst":
+                out -= sentinel
+        return out
 
     def admit(self, values: set[Value] | frozenset[Value], class_refs: Any) -> set[Value]:
         """The values that can be instances of the classes (all of them when the classes are unknown)."""
@@ -717,8 +736,30 @@ class Linker:
                 break
         out: set[Value] = set()
         for returns in kept:
-            out |= self.eval(returns) if returns is not None else self.call_result(("def", func))
+            if returns is None:
+                out |= self.call_result(("def", func))
+                continue
+            stated = self.eval(returns)
+            out |= stated
+            if any(v[0] == "returns" for v in stated):
+                # The callable it declares is one the body makes (a decorator factory's inner
+                # function): calling it calls that, and `declared_call` types its result.
+                out |= {v for v in self.call_result(("def", func)) if v[0] == "def"}
         return out or self.call_result(("def", func))
+
+    def declared_call(self, callees: set[Value] | frozenset[Value], out: set[Value]) -> set[Value]:
+        """A call's results where an annotation declares what the callable returns (`Callable[.., R]`
+        beside the tree's function it is): of the instances found, those of R's classes and their
+        subclasses; R itself where none is."""
+        stated: set[Value] = set()
+        for value in callees:
+            if value[0] == "returns":
+                stated |= self.eval(value[1])
+        bases = {v[1] for v in stated if v[0] == "inst"}
+        if not bases:
+            return out
+        kept = {v for v in out if v[0] == "inst" and bases & set(self.mro(v[1]))}
+        return kept or stated
 
     def overload_fits(self, params: Any, args: Any, kwargs: Any) -> bool | None:
         """Whether an overload's annotations admit the arguments (None: no argument tells); False
@@ -845,7 +886,7 @@ class Linker:
                 (r[0] == "param" and r[1] == func) or self._mentions_param(r, func, depth + 1)
                 for r in self.binding_refs(ref)
             )
-        if kind in ("attr", "sub", "iter", "narrow"):
+        if kind in ("attr", "sub", "iter", "narrow", "without"):
             return self._mentions_param(ref[1], func, depth)
         if kind == "call":
             return (
@@ -1119,15 +1160,19 @@ class Linker:
         values = self.eval(ref[2])
         for deco in reversed(ref[1]):
             applied: set[Value] = set()
-            for d in self.eval_in(deco, {}, 0):
+            decorators = self.eval_in(deco, {}, 0)
+            for d in decorators:
                 if d[0] == "def" and self.defs.get(d[1], {}).get("kind") != "class":
                     applied |= self.apply(d[1], [values], {}, 0)
                 elif d[0] == "def":
                     # A class used as decorator wraps the function in an instance; the function
                     # itself stays reachable, so keep both.
                     applied |= {("inst", d[1]), *values}
+                elif d[0] == "returns":
+                    # A decorator its factory's annotation types (`-> Callable[[F], Group]`).
+                    applied |= self.eval(d[1])
             if applied:
-                values = frozenset(applied)
+                values = frozenset(self.declared_call(decorators, applied))
         return set(values)
 
     def apply(
@@ -1189,15 +1234,20 @@ class Linker:
             kwargs = {k: frozenset(self.eval_in(v, env, depth)) for k, v in ref[3]}
             out = set()
             for value in callees:
-                if value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
+                if value[0] == "def" and self.scopes.get(value[1], {}).get("overloads"):
+                    # The overloads its arguments select say what it returns, as out of context.
+                    out |= self.overload_result(value[1], ref[2], ref[3])
+                elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
                     out |= self.apply(value[1], args, kwargs, depth + 1)
+                elif value[0] == "returns":
+                    out |= self.eval(value[1])
                 elif value == ("ext", "functools.partial") and args:
                     out |= args[0]
                 elif value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
                 else:
                     out |= self.call_result(value)
-            return out
+            return self.declared_call(callees, out)
         return set(self.eval(ref))
 
     def _name_in(self, ref: Any, env: dict[str, Any], depth: int) -> set[Value]:

@@ -3,9 +3,10 @@
 An annotation becomes the ref of the values it declares: `Reg` an instance of Reg (`["annot", ref]`),
 `list[Foo]` a container of Foo instances, `Optional[X]`, `X | None`, `Union[..]` any of their parts,
 `Annotated[X, ..]`, `Final[X]`, `ClassVar[X]` X, `type[X]` the class itself, `Self` an instance of the
-enclosing class, a user generic `Registry[D]` an instance of Registry; a string is parsed as the
-annotation it holds. Anything else (a type variable, `Callable`, `Literal`, `Any`) declares nothing
-the tree defines, and evaluates to no value.
+enclosing class, a user generic `Registry[D]` an instance of Registry, and in an `@overload`'s return
+type `Callable[[..], R]` a callable whose call returns what R declares (`["returns", ref]`); a string is
+parsed as the annotation it holds. Anything else (a type variable, `Callable` elsewhere, `Literal`,
+`Any`) declares nothing the tree defines, and evaluates to no value.
 
 Operators are calls of the operand's dunder: `a + b` calls `a.__add__` (or `b.__radd__`), `x[k]`
 `x.__getitem__`, `k in x` `x.__contains__`, `len(x)` `x.__len__`; `OPERATOR_DUNDERS` and
@@ -184,7 +185,11 @@ BUILTIN_DUNDERS: dict[str, tuple[str, ...]] = {
 
 
 def annotation_ref(
-    note: ast.expr | None, name_ref: Callable[[ast.expr], Ref | None], class_q: str | None
+    note: ast.expr | None,
+    name_ref: Callable[[ast.expr], Ref | None],
+    class_q: str | None,
+    *,
+    callables: bool = False,
 ) -> Ref | None:
     """The ref of the values an annotation declares, or None when it declares none of the tree's.
 
@@ -192,6 +197,9 @@ def annotation_ref(
         note: the annotation.
         name_ref: the ref of a name or attribute where the annotation is evaluated.
         class_q: the class whose body encloses the annotation (what `Self` is), if any.
+        callables: whether `Callable[[..], R]` declares a callable returning R (an `@overload`'s
+            return type, which picks what a decorator factory's decorator makes); elsewhere it
+            declares nothing, and what the code passes or returns answers alone.
     """
     match note:
         case ast.Constant(value=str(text)):
@@ -199,7 +207,7 @@ def annotation_ref(
                 parsed = ast.parse(text.strip(), mode="eval").body
             except SyntaxError:
                 return None
-            return annotation_ref(parsed, name_ref, class_q)
+            return annotation_ref(parsed, name_ref, class_q, callables=callables)
         case ast.Name(id=name) | ast.Attribute(attr=name):
             if name == "Self":
                 return ["self", class_q] if class_q else None
@@ -208,10 +216,12 @@ def annotation_ref(
             ref = name_ref(note)
             return ["annot", ref] if ref is not None else None
         case ast.BinOp(left=left, op=ast.BitOr(), right=right):
-            return _union([annotation_ref(part, name_ref, class_q) for part in (left, right)])
+            return _union(
+                [annotation_ref(part, name_ref, class_q, callables=callables) for part in (left, right)]
+            )
         case ast.Subscript(value=ast.Name(id=kind) | ast.Attribute(attr=kind) as base, slice=inner):
             elts = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
-            return _subscripted(kind, base, elts, name_ref, class_q)
+            return _subscripted(kind, base, elts, name_ref, class_q, callables=callables)
     return None
 
 
@@ -221,9 +231,11 @@ def _subscripted(
     elts: list[ast.expr],
     name_ref: Callable[[ast.expr], Ref | None],
     class_q: str | None,
+    *,
+    callables: bool,
 ) -> Ref | None:
     def of(node: ast.expr) -> Ref | None:
-        return annotation_ref(node, name_ref, class_q)
+        return annotation_ref(node, name_ref, class_q, callables=callables)
 
     if kind in UNION_ANNOTATIONS:
         return _union([of(e) for e in elts])
@@ -241,6 +253,10 @@ def _subscripted(
         return _collection([of(elts[0])], [None])
     if kind in MAPPING_ANNOTATIONS:
         return _collection([of(elts[-1])], [None]) if len(elts) > 1 else None
+    if kind == "Callable" and len(elts) == 2 and callables:
+        # `Callable[[A], R]`: something whose call returns what R declares.
+        result = of(elts[1])
+        return ["returns", result] if result is not None else None
     if kind in OPAQUE_ANNOTATIONS:
         return None
     # A generic class of its own (`Registry[D]`): an instance of that class.

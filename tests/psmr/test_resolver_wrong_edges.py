@@ -540,3 +540,187 @@ def listed():
     # A list's append stores its argument: comparing the list compares it.
     listed = {t for _, t, k in ws.graph.out_edges("semantic:m.listed", keys=True) if k == "calls"}
     assert "semantic:m.Key.__eq__" in listed
+
+
+def test_a_sentinel_tested_by_identity_stays_out_of_what_flows_on(tmp_path: Path) -> None:
+    # `x is missing` is true of that one object only (the language reference: `is` tests identity),
+    # so past `if value is missing: continue`, and inside `if value is not missing:`, value is not
+    # it. marshmallow's `missing = _Missing()` is never stored in a dumped dict.
+    edges = _statuses(
+        tmp_path,
+        """class _Missing:
+    def __bool__(self):
+        return False
+
+    def __len__(self):
+        return 0
+
+
+missing = _Missing()
+
+
+class Node:
+    def __len__(self):
+        return 1
+
+    def visit(self):
+        for child in [Node(), self]:
+            if child is self:
+                continue
+            len(child)
+
+
+def get(obj, key):
+    if key in obj:
+        return obj[key]
+    return missing
+
+
+def dump(obj):
+    ret = {}
+    for key in ("a", "b"):
+        value = get(obj, key)
+        if value is missing:
+            continue
+        ret[key] = value
+    return ret
+
+
+def load(obj):
+    ret = {}
+    value = get(obj, "a")
+    if value is not missing:
+        ret["a"] = value
+    return ret
+
+
+def check():
+    assert dump({"a": 1})["a"]
+    assert len(load({"a": [1]})["a"]) == 1
+
+""",
+    )
+    assert ("m.check", "m._Missing.__bool__") not in edges
+    assert ("m.check", "m._Missing.__len__") not in edges
+    # `child is self` tests one instance of many: the other Nodes still flow on.
+    assert edges[("m.Node.visit", "m.Node.__len__")] == {"confirmed"}
+
+
+def test_a_decorator_factory_typed_by_its_overloads_makes_what_they_declare(tmp_path: Path) -> None:
+    # click's `@click.group()`: the overload that takes no argument declares
+    # `Callable[[F], Group]`, so what the decorator makes is a Group, whose own parse_args runs;
+    # the body's `command(name, cls)` would make a Command or a Group.
+    edges = _statuses(
+        tmp_path,
+        """import typing as t
+
+
+class Command:
+    def __init__(self, callback):
+        self.callback = callback
+
+    def parse_args(self, args):
+        return args
+
+
+class Group(Command):
+    def parse_args(self, args):
+        return super().parse_args(args)
+
+
+def command(name=None, cls=None):
+    if cls is None:
+        cls = Command
+
+    def decorator(f):
+        return cls(f)
+
+    if callable(name):
+        return decorator(name)
+    return decorator
+
+
+@t.overload
+def group(name: t.Callable[..., t.Any]) -> Group: ...
+@t.overload
+def group(name: str | None = None) -> t.Callable[[t.Callable[..., t.Any]], Group]: ...
+def group(name=None):
+    if callable(name):
+        return command(cls=Group)(name)
+    return command(name, Group)
+
+
+def use():
+    @group()
+    def cli():
+        pass
+
+    cli.parse_args([])
+""",
+    )
+    assert edges[("m.use", "m.Group.parse_args")] == {"confirmed"}
+    assert ("m.use", "m.Command.parse_args") not in edges
+    # Decorating still calls the function the factory's body returns.
+    assert ("m.use", "m.command.decorator") in edges
+
+
+def test_in_on_a_list_compares_and_hashes_nothing(tmp_path: Path) -> None:
+    # `x in seq` on a list or tuple compares x with each element (`any(x is e or x == e for e in
+    # seq)`, the language reference); only a set's or dict's `in` hashes x.
+    edges = _statuses(
+        tmp_path,
+        """class Tag:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return True
+
+
+def tags():
+    yield Tag()
+
+
+def listed():
+    result = list(tags())
+    assert Tag() in result
+    assert Tag() in [Tag()]
+    return Tag() in sorted(tags())
+
+
+def hashed():
+    return Tag() in set(tags())
+""",
+    )
+    assert ("m.listed", "m.Tag.__hash__") not in edges
+    assert ("m.listed", "m.Tag.__eq__") in edges
+    assert edges[("m.hashed", "m.Tag.__hash__")] == {"confirmed"}
+
+
+def test_a_set_made_of_a_set_hashes_nothing_again(tmp_path: Path) -> None:
+    # `frozenset(s)` of a set or dict takes the hashes s stored with its elements (CPython's
+    # set_update_internal); only another iterable's elements are hashed.
+    edges = _statuses(
+        tmp_path,
+        """class Tag:
+    def __hash__(self):
+        return 1
+
+
+def tags():
+    yield Tag()
+
+
+def copied(given: set[Tag], pairs: dict[Tag, int]):
+    return frozenset(given), set(pairs), frozenset({1}), set(frozenset())
+
+
+def hashed():
+    return frozenset(tags())
+
+
+copied(set(tags()), {})
+""",
+    )
+    assert ("m.copied", "m.Tag.__hash__") not in edges
+    assert edges[("m.hashed", "m.Tag.__hash__")] == {"confirmed"}
