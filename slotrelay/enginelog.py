@@ -60,7 +60,7 @@ class CheckedRotatingFileHandler(RotatingFileHandler):
             self.stream.write(line)
             self.stream.flush()
             self._size += size
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's rule: a line that cannot be written never raises
             self.handleError(record)
 
     def doRollover(self) -> None:

@@ -49,7 +49,7 @@ def test_the_log_rotates_by_size_keeping_its_backups(tmp_path: Path) -> None:
     logger.propagate = False
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    lines = [f"line {n:02d} é" + "-" * 20 for n in range(12)]  # 32 bytes a line with its newline: three a file
+    lines = [f"line {n:02d} é" + "-" * 20 for n in range(12)]  # 32 bytes with its newline: three a file
     try:
         for line in lines:
             logger.info(line)
