@@ -152,14 +152,15 @@ def make_folder(folder: str | Path) -> None:
         pass
 
 
-def _write_atomic(path: str | Path, data: bytes) -> None:
-    """Replace the file whole through fsio: a fresh temporary file beside it, fsync, rename, folder fsync.
+def _write_atomic(path: str | Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace the file whole through fsio: a fresh temporary file beside it, fsync, rename, folder fsync
+    (without `sync`, no fsync: see `write_slot`).
 
     Raises:
         OSError: it cannot be written; `fsio.RefusedPath` when it, or a folder on its way, is a link or
             not what it should be (nothing is written through it).
     """
-    fsio.write_file(fsio.FS_ROOT, walked(path), data, mode=FILE_MODE)
+    fsio.write_file(fsio.FS_ROOT, walked(path), data, mode=FILE_MODE, sync=sync)
 
 
 def write_json_atomic(path: str | Path, document: Any) -> Path:
@@ -180,14 +181,18 @@ def write_json_atomic(path: str | Path, document: Any) -> Path:
     return path
 
 
-def write_slot(path: str | Path, document: Any) -> str:
+def write_slot(path: str | Path, document: Any, *, sync: bool = True) -> str:
     """Write a slot document atomically (as `write_json_atomic`) and return the hash of its bytes.
+
+    Parameters:
+        sync: fsync the slot and its folder. Only a slot a resumed run writes again when a power cut
+            has lost it goes without (`routing.rebuilt_on_resume`).
 
     Raises:
         OSError: the slot (or its folder) cannot be written, or is a link or not a regular file.
     """
     data = slot_bytes(document)
-    _write_atomic(path, data)
+    _write_atomic(path, data, sync=sync)
     return content_hash(data)
 
 
