@@ -5,8 +5,9 @@ Invariants (other agents and the watchdog sensor rely on them):
   (CONTRACTS.md#files-the-product-writes): each folder from `/` down is opened without following a
   link, the file goes to a fresh `.<name>.<random>.tmp` beside the target, is fsynced and renamed over
   it within that folder, and the folder is fsynced (a routed input slot a resume rebuilds goes without
-  fsync: `write_slot`). A reader sees the old document or the new one, never half of one. A slot path that is, or lies under, a symbolic link, or that holds a FIFO or a
-  folder, is refused (`fsio.RefusedPath`, an OSError: `slot_unwritable` for the node), never followed.
+  fsync: `write_slot`). A reader sees the old document or the new one, never half of one. A slot
+  path that is, or lies under, a symbolic link, or that holds a FIFO or a folder, is refused
+  (`fsio.RefusedPath`, an OSError: `slot_unwritable` for the node), never followed.
 - Readers ignore `.tmp` files and treat a missing, half-written or invalid document as "not there
   yet" (`None`), never as a crash: an agent outside the engine may write without renaming. A slot
   still half written HALF_WRITTEN_SECONDS after its last write is refused (`SlotInvalid`): its writer
