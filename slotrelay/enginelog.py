@@ -30,16 +30,38 @@ class CheckedRotatingFileHandler(RotatingFileHandler):
     """A RotatingFileHandler whose file is opened, and whose backups are renamed, within folders fsio
     opened without following a link.
 
+    It rotates as RotatingFileHandler does (before a line that would bring the file to `maxBytes`),
+    but formats each line once and keeps the file's size in memory: read from the file when it is
+    opened, then counted line by line. RotatingFileHandler formats every line twice and stats the file
+    twice per line (about 0.1 ms a line on a busy machine), to learn what this process already knows.
+
     Raises (on construction):
         OSError: the file cannot be opened; `fsio.RefusedPath` when it, or a folder on its way, is a
             link or not what it should be.
     """
 
+    _size = 0
+
     def _open(self) -> TextIOWrapper:
         folders, name = os.path.split(self.baseFilename)
         with fsio.open_dir(fsio.FS_ROOT, folders, create=True) as folder:
             fd = folder.open_append(name)
+        self._size = os.fstat(fd).st_size
         return open(fd, "a", encoding=self.encoding, errors=self.errors)  # the handler closes it
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+            size = len(line.encode(self.encoding or "utf-8", self.errors or "strict"))
+            if self.stream is None:
+                self.stream = self._open()
+            if self.maxBytes > 0 and self._size + size >= self.maxBytes:
+                self.doRollover()
+            self.stream.write(line)
+            self.stream.flush()
+            self._size += size
+        except Exception:  # noqa: BLE001 - logging's rule: a line that cannot be written never raises
+            self.handleError(record)
 
     def doRollover(self) -> None:
         if self.stream:

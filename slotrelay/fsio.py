@@ -235,8 +235,9 @@ class CheckedDir:
             raise NotRegular(self.path / name, kind_of(info.st_mode))
         return stat.S_IMODE(info.st_mode), True
 
-    def write_temp(self, name: str, data: bytes, *, mode: int = 0o644) -> str:
-        """Write `data` to a fresh temporary file beside `name` (flushed to disk) and return its name.
+    def write_temp(self, name: str, data: bytes, *, mode: int = 0o644, sync: bool = True) -> str:
+        """Write `data` to a fresh temporary file beside `name` (flushed to disk unless `sync` is off)
+        and return its name.
 
         The temporary keeps the mode of an existing `name` (else `mode`, less the umask).
 
@@ -255,7 +256,8 @@ class CheckedDir:
                 view = view[os.write(fd, view) :]
             if keep:
                 os.fchmod(fd, wanted)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except BaseException:
             os.close(fd)
             self.unlink(temporary)
@@ -276,19 +278,25 @@ class CheckedDir:
         """Flush the folder's entries (a rename) to disk."""
         os.fsync(self.fd)
 
-    def write(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
+    def write(self, name: str, data: bytes, *, mode: int = 0o644, sync: bool = True) -> None:
         """Replace `name` atomically: a reader sees the old file or the new one, never a part.
+
+        Parameters:
+            sync: fsync the file and then the folder, so the new file outlives a power cut. Without
+                it the replacement is as atomic for readers, but after a power cut `name` may be the
+                old file, missing, empty or cut short: only for a file its writer rebuilds.
 
         Raises:
             LinkRefused, NotRegular: `name` exists and is not a regular file.
         """
-        temporary = self.write_temp(name, data, mode=mode)
+        temporary = self.write_temp(name, data, mode=mode, sync=sync)
         try:
             self.replace(temporary, name)
         except BaseException:
             self.unlink(temporary)
             raise
-        self.sync()
+        if sync:
+            self.sync()
 
     def open_append(self, name: str, *, mode: int = 0o644) -> int:
         """A descriptor appending to the regular file `name` (created if missing; a link is not
@@ -367,8 +375,10 @@ def _split(anchor: Path, path: str | PurePath) -> tuple[list[str], str]:
     return parts[:-1], parts[-1]
 
 
-def write_file(anchor: str | Path, path: str | PurePath, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace the file `path` below `anchor` atomically, through checked folders (created if missing).
+def write_file(anchor: str | Path, path: str | PurePath, data: bytes, *, mode: int = 0o644,
+               sync: bool = True) -> None:
+    """Replace the file `path` below `anchor` atomically, through checked folders (created if missing);
+    `sync` as `CheckedDir.write`.
 
     Raises:
         LinkRefused, NotRegular: a folder on the way, or the file itself, is not what it should be.
@@ -376,7 +386,7 @@ def write_file(anchor: str | Path, path: str | PurePath, data: bytes, *, mode: i
     """
     folders, name = _split(Path(anchor), path)
     with open_dir(anchor, folders, create=True) as folder:
-        folder.write(name, data, mode=mode)
+        folder.write(name, data, mode=mode, sync=sync)
 
 
 def append_line(anchor: str | Path, path: str | PurePath, data: bytes, *, mode: int = 0o644) -> None:

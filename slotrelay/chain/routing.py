@@ -333,15 +333,35 @@ def loop_body(chain: Chain, route: Route) -> set[str]:
     return reached & back
 
 
-def write_input(step: WriteInput | ReleaseJoin) -> str:
+def write_input(step: WriteInput | ReleaseJoin, *, sync: bool = True) -> str:
     """Write a target's input slot; returns the hash of what was written.
+
+    Parameters:
+        sync: fsync it (`slots.write_slot`); a run turns it off where `rebuilt_on_resume` allows.
 
     Raises:
         OSError: the slot cannot be written (L2: the target fails with `slot_unwritable`, an L4 alert).
     """
     if isinstance(step, WriteInput) and os.environ.get(CRASH_BEFORE_ROUTE_ENV) == step.from_node:
         os.kill(os.getpid(), signal.SIGKILL)
-    return write_slot(step.path, step.document)
+    return write_slot(step.path, step.document, sync=sync)
+
+
+# Executors whose input slot nothing but the engine reads: an external node's agent reads its own.
+ENGINE_READ_INPUTS = frozenset({"python", "command", "deploy", "pen"})
+
+
+def rebuilt_on_resume(chain: Chain, step: WriteInput) -> bool:
+    """Whether a run's write of this input slot may go without fsync
+    (CONTRACTS.md#files-the-product-writes): it holds nothing but what its source's output slot
+    (fsynced) holds, and `run --resume` writes it again when it does not hold that output
+    (`provenance.routed_from`), be it missing, empty, cut short or older after a power cut.
+
+    Not so for a join's (`sources`: what each source sent lives nowhere else), one inside a rework
+    loop (`loops`: the count), or an external node's (its agent reads it, perhaps before a resume).
+    """
+    return (chain.node(step.to_node).executor.kind in ENGINE_READ_INPUTS
+            and "sources" not in step.document and "loops" not in step.document)
 
 
 def _deliver(chain: Chain, route: Route, data: dict[str, Any], digest: str | None, loops: dict[str, int],

@@ -65,6 +65,7 @@ from slotrelay.chain.routing import (
     StartNode,
     WriteInput,
     loop_body,
+    rebuilt_on_resume,
     release_held_joins,
     route_finished,
     upstream,
@@ -121,6 +122,8 @@ def apply_write(chain: Chain, write: SlotWrite) -> None:
         publish_output(chain, write.node_id, write.document)
     elif isinstance(write, AskAgain):
         ask_again(write.path, attempt=write.attempt)
+    elif isinstance(write, WriteInput):
+        write_input(write, sync=not rebuilt_on_resume(chain, write))
     else:
         write_input(write)
 

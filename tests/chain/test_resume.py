@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from slotrelay.slots import content_hash
 from tests.chain.conftest import node, route
 
 pytestmark = pytest.mark.prefect_server
@@ -163,3 +164,58 @@ def test_a_crash_between_an_output_and_its_routes_then_resume_runs_everything_do
     marks = (folder / "runs.txt").read_text().split("\n")
     assert marks[-3:-1] == ["third 2", "fourth 2"]
     assert json.loads((folder / "slots" / "fourth_output.json").read_text())["data"] == {"n": 2}
+
+
+def _lose(slot: Path, how: str, earlier: bytes) -> None:
+    """Leave a slot as a power cut can leave a file written without fsync: gone, empty, cut short, or
+    the version before (the rename lost); its write time long past, as after a reboot."""
+    if how == "missing":
+        slot.unlink()
+        return
+    content = {"empty": b"", "truncated": slot.read_bytes()[:40], "previous": earlier}[how]
+    slot.write_bytes(content)
+    past = time.time() - 3600
+    os.utime(slot, (past, past))
+
+
+@pytest.mark.parametrize("how", ["missing", "empty", "truncated", "previous"])
+def test_a_routed_input_slot_a_power_cut_lost_is_written_again_on_resume_and_its_node_runs_on_it(
+        prefect_server, write_chain, tmp_path, how) -> None:
+    """The durability contract (CONTRACTS.md#files-the-product-writes): a python node's input slot a
+    route writes is not fsynced, because resume writes it again from its source's output."""
+    python = {"kind": "python"}
+    path = write_chain({
+        "chain_id": "power-cut",
+        "nodes": [node("first", start=True, executor={**python, "callable": "rounds:first"}),
+                  *(node(n, executor={**python, "callable": f"rounds:{n}"})
+                    for n in ("second", "third", "fourth"))],
+        "routes": [route("first", "second"), route("second", "third"), route("third", "fourth")],
+    }, {"rounds.py": ROUNDS})
+    folder, slots = path.parent, path.parent / "slots"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+
+    def run(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run([SLOTRELAY, "run", str(path), "--json", *options], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    (folder / "value.txt").write_text("1")
+    assert run().returncode == 0
+    earlier = (slots / "third_input.json").read_bytes()
+    (folder / "value.txt").write_text("2")
+    assert run().returncode == 0
+    # The power cut: every fsynced slot survived (second's and third's outputs among them), third's
+    # input, written without fsync, did not.
+    _lose(slots / "third_input.json", how, earlier)
+    (folder / "runs.txt").write_text("")
+
+    resumed = run("--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout)
+    assert {n: (s["state"], s["attempts"]) for n, s in summary["nodes"].items()} == {
+        "first": ("Completed", 0), "second": ("Completed", 0), "third": ("Completed", 1),
+        "fourth": ("Completed", 1)}, "third's output no longer answers an input that is there: it runs again"
+    assert (folder / "runs.txt").read_text().split() == ["third", "2", "fourth", "2"]
+    rebuilt = json.loads((slots / "third_input.json").read_text())
+    second_output = (slots / "second_output.json").read_bytes()
+    assert rebuilt["data"] == {"n": 2} and rebuilt["from_output"] == content_hash(second_output)
+    assert json.loads((slots / "fourth_output.json").read_text())["data"] == {"n": 2}

@@ -16,6 +16,7 @@ from typing import Any
 
 from slotrelay.alerts import Alert, Decision, alert_path, write_alert
 from slotrelay.chain import NodeError, NodeOutcome, NodeState, load_chain
+from slotrelay.chain.routing import WriteInput
 from slotrelay.chain.runner import execute_node, write_ended
 from slotrelay.chain.schedule import (
     Arbitrate,
@@ -27,9 +28,10 @@ from slotrelay.chain.schedule import (
     Run,
     Wait,
     Write,
+    WriteOutput,
     apply_write,
 )
-from slotrelay.slots import now_iso, read_slot, write_json_atomic
+from slotrelay.slots import input_slot_document, now_iso, output_slot_document, read_slot, write_json_atomic
 from tests.chain.conftest import node, route
 
 STEPS = '''
@@ -415,3 +417,40 @@ def test_an_input_slot_that_cannot_be_written_fails_its_target_with_slot_unwrita
 
     [alert] = schedule.alerts
     assert (read_alert(alert).error_type, read_alert(alert).handling) == ("slot_unwritable", "arbitrate")
+
+
+def test_only_an_input_slot_a_resume_writes_again_is_written_without_fsync(write_chain, monkeypatch) -> None:
+    """The durability contract (CONTRACTS.md#files-the-product-writes): a route's input slot for a
+    python, command, deploy or pen node is rebuilt by `run --resume` from its source's output, so it is
+    renamed into place unsynced; outputs, an agent's input, a join's and a rework loop's are fsynced."""
+    chain = load_chain(write_chain({"chain_id": "durable", "nodes": [
+        node("a", start=True, executor=py("ok")), node("b", executor=py("ok")), node("agent")],
+        "routes": [route("a", "b"), route("a", "agent")]}))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    def syncs(write: Any) -> list[str]:
+        synced.clear()
+        apply_write(chain, write)
+        return list(synced)
+
+    def to(target: str, **extra: Any) -> WriteInput:
+        document = input_slot_document(from_node="a", route_id=f"a-to-{target}", data={"n": 1},
+                                       from_output="sha256:" + "ab" * 32, **extra)
+        path = chain.resolve(f"slots/{target}_input.json")
+        return WriteInput(f"a-to-{target}", "a", target, path, document)
+
+    assert syncs(to("b")) == [], "a python node's routed input: renamed into place, not fsynced"
+    assert read_slot(chain.resolve("slots/b_input.json"))["data"] == {"n": 1}
+    assert syncs(to("agent")), "an agent's input slot (another process reads it)"
+    assert syncs(to("b", loops={"b-to-a": 1})), "an input inside a rework loop (its count lives nowhere else)"
+    joined = to("b")
+    assert syncs(WriteInput(joined.route_id, "a", "b", joined.path,
+                            {**joined.document, "sources": {"a": {"data": {"n": 1}}}})), "a join's sources"
+    assert syncs(WriteOutput("a", output_slot_document("a", status="completed", data={}))), "an output slot"

@@ -13,12 +13,15 @@ from slotrelay.slots import (
     HALF_WRITTEN_SECONDS,
     SlotInvalid,
     append_babel,
+    content_hash,
     half_written_until,
     input_slot_document,
     output_slot_document,
     parse_slot,
     read_slot,
+    slot_bytes,
     write_json_atomic,
+    write_slot,
 )
 
 
@@ -100,3 +103,37 @@ def test_half_an_object_is_refused_once_its_writer_has_stopped(tmp_path: Path) -
         parse_slot(path, path.read_bytes(), written_at=time.time() - HALF_WRITTEN_SECONDS)
     path.write_bytes(b'{"node_id": "x", "status": "completed"}')
     assert half_written_until(path) is None
+
+
+def test_a_slot_is_encoded_without_the_pure_python_json_encoder(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """json.dumps(indent=2) runs json's pure-Python encoder (up to 0.5 ms a slot); a slot must not."""
+    import json.encoder
+
+    def pure_python_encoder(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a slot was encoded by json's pure-Python encoder")
+
+    document = output_slot_document("a", status="completed", data={"x": 1.5, "name": "é", "items": [1, {}]})
+    layout = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    monkeypatch.setattr(json.encoder, "_make_iterencode", pure_python_encoder)
+    path = write_json_atomic(tmp_path / "a_output.json", document)
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(text) == document
+    assert text == layout, "the same layout: two-space indent, UTF-8, one newline at the end"
+
+
+@pytest.mark.parametrize("data", [
+    {"nan": float("nan"), "inf": float("inf"), "minus_inf": float("-inf")},
+    {"big": 2**70, "small": -(2**64)},
+    {"lone": "\ud800 half of a pair"},
+    {"deep": json.loads("[" * 300 + "]" * 300)},
+    {"floats": [1e-7, 1e16, -0.0, 0.1]},
+], ids=["non-finite", "big-integers", "lone-surrogate", "deep", "floats"])
+def test_slot_bytes_mean_what_json_writes_for_values_orjson_would_change(tmp_path: Path, data: dict) -> None:
+    document = {"status": "pending", "data": data}
+    raw = slot_bytes(document)
+    assert raw.endswith(b"\n")
+    expected = json.loads(json.dumps(document, ensure_ascii=True))
+    assert json.dumps(json.loads(raw)) == json.dumps(expected), "the slot reads back as json would write it"
+    digest = write_slot(tmp_path / "b_input.json", document)
+    assert digest == content_hash((tmp_path / "b_input.json").read_bytes()) == content_hash(raw)
