@@ -92,7 +92,7 @@ def run(
 ) -> None:
     """Run one program in a sandbox and print what it did."""
     from slotrelay import sandbox
-    from slotrelay.sandbox.limits import validation_problem
+    from slotrelay.validation_text import first_problem
 
     if file == "-":
         code = sys.stdin.read()
@@ -108,7 +108,7 @@ def run(
     try:
         limits = sandbox.SandboxLimits.model_validate(_limits(timeout_ms, memory_mb, network, fs, allow_path))
     except ValidationError as error:
-        raise BadInput(validation_problem(error)) from error
+        raise BadInput(first_problem(error)) from error
     # One run, then exit: containers created ahead would only be removed again. Asked of this run's backend,
     # not of the process's environment, which outlives the command when the app runs in-process.
     result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend,
