@@ -40,7 +40,7 @@ from slotrelay.validation_text import schema_problem
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
-logger = logging.getLogger("psmr_mcp")
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "slotrelay-psmr"
 INSTRUCTIONS = (

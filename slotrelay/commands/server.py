@@ -258,6 +258,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
     them; a run silent for `crash_after` is crashed and rescheduled."""
     from deployments.pool import PoolRunReports, apply_on_pool, pool_chain_deployment
+    from deployments.pool import logger as pool_logger
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
     from slotrelay.routing_sensor import SlotSensor
@@ -265,7 +266,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     deployments = [pool_chain_deployment(r.chain, blocks) for r in routers]
     deployment_ids = apply_on_pool(deployments, pool, crash_after)
     # A run no worker could start (the flow does not import there, its process died) is an error here.
-    reports = PoolRunReports(deployment_ids, logging.getLogger("slotrelay.pool").error)
+    reports = PoolRunReports(deployment_ids, pool_logger.error)
     reports.start()
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
-logger = logging.getLogger("slotrelay.psmr")
+logger = logging.getLogger(__name__)
 
 
 @functools.cache
