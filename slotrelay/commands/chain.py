@@ -21,6 +21,7 @@ from rich.table import Table
 
 from slotrelay.alerts import DecisionName
 from slotrelay.commands.options import checked, writable_folder
+from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import BadInput, ExitCode, SlotrelayError
 
 if TYPE_CHECKING:
@@ -137,8 +138,7 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
 def run(
     chain_path: Annotated[Path | None, typer.Argument(
         help="the node_chain.json; default: the one in the current folder", show_default=False)] = None,
-    as_json: Annotated[bool,
-                       typer.Option("--json", help="print only the summary, as one JSON object")] = False,
+    as_json: AsJson = False,
     slots_root: Annotated[Path | None, checked(
         writable_folder, help="folder relative slot paths resolve against, an existing one")] = None,
     resume: Annotated[bool, typer.Option(
@@ -183,7 +183,7 @@ def run(
             f"the flow run ended {state.type.value} before it could summarise: {state.message}",
             code="CHAIN_RUN_FAILED")
     if as_json:
-        print(json.dumps(summary, ensure_ascii=False))
+        print_json(summary)
     else:
         _summary_table(chain, summary, api.url.removesuffix("/api"))
     if summary["state"] != "COMPLETED":

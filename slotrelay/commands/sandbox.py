@@ -18,13 +18,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import BadInput, ExitCode
 
 app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
 
 @app.command()
@@ -114,7 +114,7 @@ def run(
     result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend,
                          settings=sandbox.SandboxSettings(pool_size=0))
     if as_json:
-        out.print_json(data=result.model_dump(mode="json"))
+        print_json(result.model_dump(mode="json"))
     else:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
@@ -142,7 +142,7 @@ def doctor(as_json: AsJson = False) -> None:
 
     reports = sandbox.doctor()
     if as_json:
-        out.print_json(data=[asdict(report) for report in reports])
+        print_json([asdict(report) for report in reports])
     else:
         for report in reports:
             verdict = "[green]usable[/]" if report.usable else "[red]not usable[/]"
