@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 
     from slotrelay.chain.models import Chain
 
+# Under "slotrelay", not this module's name: `watch` and `up` show the 'slotrelay' loggers on the
+# console (slotrelay.commands.server._log_to_console); a name under "deployments" would be silent there.
 logger = logging.getLogger("slotrelay.pool")
 
 POOL_TYPE = "process"
@@ -219,7 +222,10 @@ class PoolRunReports:
         self._listening = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        self._thread = threading.Thread(target=self._run, name="slotrelay-pool-reports", daemon=True)
+        # Run in the context it is made in: the command's `temporary_settings` (its API address) are a
+        # context variable, which a new thread does not otherwise see.
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                        name="slotrelay-pool-reports", daemon=True)
 
     def start(self) -> None:
         """Subscribe, and return once the subscription is live (reports from now on)."""

@@ -16,6 +16,7 @@ silently creates no run.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,12 +60,15 @@ class DeploymentStarter:
         self._ids: dict[str, UUID] = {}
         self._client: SyncPrefectClient | None = None
         self._lock = threading.Lock()
+        # The settings in force where the starter is made (the command's `temporary_settings`: its API
+        # address): the client is made on the coalescer's thread, which a context variable does not reach.
+        self._settings = contextvars.copy_context()
 
     def _client_and_id(self, deployment: str) -> tuple[SyncPrefectClient, UUID]:
         from prefect.client.orchestration import get_client
 
         if self._client is None:
-            self._client = get_client(sync_client=True)
+            self._client = self._settings.run(get_client, sync_client=True)
             self._client.__enter__()
         if deployment not in self._ids:
             self._ids[deployment] = self._client.read_deployment_by_name(deployment).id

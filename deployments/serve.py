@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from deployments.warm import WarmPool
     from slotrelay.chain.models import Chain
 
+# Under "slotrelay", not this module's name: `watch` and `up` show the 'slotrelay' loggers on the
+# console (slotrelay.commands.server._log_to_console); a name under "deployments" would be silent there.
 logger = logging.getLogger("slotrelay.serve")
 
 POLL_SECONDS = 1.0

@@ -1,12 +1,12 @@
 """The local Prefect API server slotrelay runs its flows against.
 
 Runs go to a real server, never to Prefect's ephemeral API (measured on Prefect 3.9.1: a temporary
-server per process costs ~9 s and loses most task-run records at exit). `ensure_server` reuses the
-server at PREFECT_API_URL, or the one holding the current folder's home, when one answers there, else
-starts `prefect server start` in the background on 127.0.0.1 with SQLite under the current folder's
-PREFECT_HOME (`.slotrelay/prefect`). `start_server(database=...)` (`slotrelay up --database`) puts the
-server on PostgreSQL through asyncpg instead; a PREFECT_API_DATABASE_CONNECTION_URL already in the
-environment does the same.
+server per process costs ~9 s and loses most task-run records at exit). `require_api` finds the server
+a command was given, else PREFECT_API_URL's, else the one holding the current folder's home, when one
+answers there; with `start=True` it else starts `prefect server start` in the background on 127.0.0.1
+with SQLite under the current folder's PREFECT_HOME (`.slotrelay/prefect`). `start_server(database=...)`
+(`slotrelay up --database`) puts the server on PostgreSQL through asyncpg instead; a
+PREFECT_API_DATABASE_CONNECTION_URL already in the environment does the same.
 
 One server to a home: a server's home holds its SQLite database, and two servers writing one database
 (or serving one set of runs twice) is what the lock prevents. `start_server` takes an exclusive
@@ -19,11 +19,12 @@ The server encrypts stored Block secrets with PREFECT_SERVER_ENCRYPTION_KEY. Tha
 current folder's `.env` (git-ignored): it is generated on first start and reused afterwards, so secrets
 stored by one server start can be read by the next.
 
-Contract for callers (`slotrelay run`, `slotrelay up`):
+Contract for callers (`slotrelay run`, `slotrelay up`, `watch`, `decide`, the MCP engine tools):
 - `start_server` returns a `ServerHandle`; `handle.stop()` ships this process's queued run logs, then
   ends the server and its process group. It raises `HomeInUse` when another server holds the home.
-- `ensure_server` returns an API URL (`http://host:port/api`) and leaves a server it started running,
-  detached, so the next command reuses it; its log is `<home>/server.log`.
+- `require_api` is the one place a command's Prefect API address is worked out; it returns an `Api`
+  that answers and never writes PREFECT_API_URL into `os.environ`. With `start=True` it leaves a
+  server it started running, detached, so the next command reuses it; its log is `<home>/server.log`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ ENV_FILE_NAME = ".env"
 LOCK_NAME = "server.lock"
 # What a lock record is read as: one short JSON object.
 LOCK_RECORD_LIMIT = 4096
-# Hosts of a PREFECT_API_URL that `ensure_server` may start a server on (it binds 127.0.0.1).
+# Hosts of an API address that `require_api` may start a server on (it binds 127.0.0.1).
 STARTABLE_HOSTS = ("127.0.0.1", "localhost")
 ENCRYPTION_KEY_NAME = "PREFECT_SERVER_ENCRYPTION_KEY"
 DATABASE_URL_NAME = "PREFECT_API_DATABASE_CONNECTION_URL"
@@ -351,43 +352,66 @@ def loopback_port(api_url: str) -> int | None:
     return None
 
 
-def ensure_server(*, home: Path | None = None) -> tuple[str, ServerHandle | None]:
-    """An API URL that answers, and the server started for it here if one was.
+LOCAL_API = "http://127.0.0.1:4200/api"
 
-    In order: the server at PREFECT_API_URL when it answers (when it does not and names a port of
-    127.0.0.1, a server is started there); the server holding `home`; one answering on 127.0.0.1:4200;
-    else one started on 127.0.0.1:4200. A server started here is left running, detached, for the UI
-    and the next run.
+
+@dataclass(frozen=True)
+class Api:
+    """The Prefect API a command talks to.
+
+    Attributes:
+        url: its address, `http://host:port/api`; it answered when `require_api` returned.
+        source: where the address came from, for a message (`--api-url`, `PREFECT_API_URL`, ...).
+        started: the server started for it by `require_api(start=True)`, else None.
+    """
+
+    url: str
+    source: str
+    started: ServerHandle | None = None
+
+
+def require_api(url: str | None = None, *, source: str = "--api-url", home: Path | None = None,
+                start: bool = False) -> Api:
+    """The Prefect API that answers, for a command: the one place its address is worked out.
+
+    In order: `url` (a command's flag), else PREFECT_API_URL, else the server holding `home`, else
+    127.0.0.1:4200. An address that was given (the flag, PREFECT_API_URL) is the only one tried. With
+    `start`, a server is started when none answers: on the given address's port when it is one of
+    127.0.0.1, else on 127.0.0.1:4200, and left running, detached, for the UI and the next run.
+
+    PREFECT_API_URL is never written to `os.environ`: a command runs what needs the API under
+    `prefect.settings.temporary_settings(updates={PREFECT_API_URL: api.url})`, so nothing of one
+    command outlives it in the process (a test suite, an MCP server).
 
     Parameters:
-        home: PREFECT_HOME for a server started here; default: the current folder's.
-
-    Returns:
-        The API URL (also exported as PREFECT_API_URL in `os.environ` for this process and its
-        children), and the handle of the server started here, or None when one answered already.
+        url: the address a command was given, tried first and alone.
+        source: what gave `url`, named when it does not answer.
+        home: PREFECT_HOME whose server is looked for and started (default: the current folder's).
+        start: start a server when none answers.
 
     Raises:
-        HomeInUse: the server holding `home` does not answer, and another cannot start on it.
-        ServerStartError: no server answers and none could be started.
-        EnvironmentMissing: PREFECT_API_URL names a server that does not answer and is not on 127.0.0.1.
+        EnvironmentMissing: no API answers (and none may be started there); code PREFECT_SERVER_UNAVAILABLE.
+        HomeInUse: with `start`, the server holding `home` does not answer, and another cannot start on it.
+        ServerStartError: with `start`, no server answers and none could be started.
     """
     home = home or default_home()
-    configured = os.environ.get("PREFECT_API_URL")
-    port = 4200
-    if configured:
-        candidates = [configured]
-        port = loopback_port(configured) or 0
-        if not port and not api_answers(configured):
-            raise EnvironmentMissing(f"no Prefect API answers at {configured} (PREFECT_API_URL)",
-                                     code="PREFECT_SERVER_UNAVAILABLE")
+    if url is None and os.environ.get("PREFECT_API_URL"):
+        url, source = os.environ["PREFECT_API_URL"], "PREFECT_API_URL"
+    if url:
+        candidates = [(url, source)]
+        port = loopback_port(url)
     else:
         holder = home_holder(home)
-        candidates = [holder.api_url] if holder and holder.api_url else []
-        candidates.append(f"http://127.0.0.1:{port}/api")
-    for url in candidates:
-        if api_answers(url):
-            os.environ["PREFECT_API_URL"] = url
-            return url, None
-    handle = start_server(port=port, home=home, detach=True)
-    os.environ["PREFECT_API_URL"] = handle.api_url
-    return handle.api_url, handle
+        candidates = [(holder.api_url, f"the server of {home}")] if holder and holder.api_url else []
+        candidates.append((LOCAL_API, "the default"))
+        port = loopback_port(LOCAL_API)
+    for candidate, named in candidates:
+        if api_answers(candidate):
+            return Api(candidate, named)
+    if start and port:
+        handle = start_server(port=port, home=home, detach=True)
+        return Api(handle.api_url, "started here", handle)
+    tried, named = candidates[0]
+    raise EnvironmentMissing(
+        f"no Prefect server answers at {tried} ({named}); start one with `slotrelay up`, or point "
+        "PREFECT_API_URL (or a command's --api-url) at a running one", code="PREFECT_SERVER_UNAVAILABLE")

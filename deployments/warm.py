@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
     from deployments.prefect_compat import FlowRunExecutorContext, ProcessHandle
 
+# Under "slotrelay", not this module's name: `watch` and `up` show the 'slotrelay' loggers on the
+# console (slotrelay.commands.server._log_to_console); a name under "deployments" would be silent there.
 logger = logging.getLogger("slotrelay.warm")
 
 CHAIN_FLOW_ENTRYPOINT = "flows.chain:run_chain"

@@ -102,7 +102,11 @@ def cli_page() -> str:
 
     runner = CliRunner()
     parts = [
-        "# CLI\n\nThe help of every `slotrelay` command, taken from typer's command tree at build time.\n"
+        ("# CLI\n\nThe help of every `slotrelay` command, taken from typer's command tree at build time.\n\n"
+        "**`--json`**, on every command that has it, means the same: the result is printed as JSON on "
+        "stdout, one document a line, and so is an error, as `{\"error\": {\"code\": ..., \"message\": "
+        "...}}`, with the exit code it has without `--json` (0 done, 1 the work failed, 2 bad input, "
+        "3 something missing). Without it, an error is one `CODE: message` line on stderr.\n")
     ]
     for path in command_paths(typer.main.get_command(app)):
         result = runner.invoke(app, [*path, "--help"], prog_name="slotrelay", env=HELP_ENV)

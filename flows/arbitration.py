@@ -78,6 +78,7 @@ from slotrelay.alerts import (
 )
 from slotrelay.chain import Chain
 from slotrelay.slots import now_iso
+from slotrelay.validation_text import model_problems
 
 POLL_SECONDS = 0.5
 # How much of a failure's message the form shows (the alert file and the run's artifact keep it all).
@@ -222,7 +223,7 @@ def decision_form(alert: Alert, path: Path, *, refused: str | None = None) -> ty
 
 
 def _refusal(bad: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in bad.errors())
+    return "; ".join(model_problems(bad))
 
 
 def _markdown(alert: Alert, path: Path) -> str:

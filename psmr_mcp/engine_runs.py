@@ -9,7 +9,6 @@ every run keeps in `logs/runs/<flow_run_id>.json`, `flows.chain.summary_path`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -18,25 +17,25 @@ from slotrelay.alerts import AlertError, DecisionName, decidable_alert
 from slotrelay.chain.models import Chain
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, ObjectNotFound
 
-DEFAULT_API_URL = "http://127.0.0.1:4200/api"
 RECENT_RUNS = 5
 
 
 def api_url() -> str:
-    """The Prefect API the server was started against (PREFECT_API_URL), answering.
+    """The Prefect API the server was started against (`deployments.server.require_api`), answering.
 
     Raises:
         ExecutionFailed: no Prefect server answers there.
     """
-    from deployments.server import api_answers
+    from deployments.server import require_api
+    from slotrelay.errors import EnvironmentMissing
 
-    url = os.environ.get("PREFECT_API_URL", DEFAULT_API_URL)
-    if not api_answers(url):
+    try:
+        return require_api().url
+    except EnvironmentMissing as missing:
         raise ExecutionFailed(
-            f"no Prefect server answers at {url}: start `slotrelay up`, or start this MCP "
-            "server with PREFECT_API_URL naming the server `slotrelay watch` uses"
-        )
-    return url
+            f"{missing.message}; start this MCP server with PREFECT_API_URL naming the server "
+            "`slotrelay watch` uses"
+        ) from None
 
 
 def decide(

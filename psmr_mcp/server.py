@@ -35,11 +35,12 @@ from slotrelay.psmr import api, envelope, request_limits
 from slotrelay.psmr.errors import InvalidQuery, PsmrError, TypeMismatch
 from slotrelay.psmr.grants import READ_ONLY, Grants
 from slotrelay.psmr.request_schema import RequestSchema
+from slotrelay.validation_text import schema_problem
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
-logger = logging.getLogger("psmr_mcp")
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "slotrelay-psmr"
 INSTRUCTIONS = (
@@ -213,10 +214,7 @@ def _client_name(ctx: ServerRequestContext[Any] | None) -> str | None:
 
 def _argument_error(name: str, errors: list[ValidationError]) -> PsmrError:
     """One PSMR error naming every bad argument: TYPE_MISMATCH if all are wrong JSON types."""
-    parts = []
-    for error in errors[:5]:
-        where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-        parts.append(f"{where}: {error.message}")
+    parts = [schema_problem(error) for error in errors[:5]]
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     message = f"{name}: " + "; ".join(parts) + more + "; the tool's inputSchema lists the allowed values"
     if all(error.validator == "type" for error in errors):

@@ -50,7 +50,7 @@ from psmr_view.links import Links
 from psmr_view.paging import PageRef, first_page_url
 from psmr_view.reader import WorkspaceReader
 
-logger = logging.getLogger("psmr_view")
+logger = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 TEMPLATES = Jinja2Templates(
     env=Environment(loader=PackageLoader("psmr_view", "templates"), autoescape=select_autoescape(["html"]))

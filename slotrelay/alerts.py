@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slotrelay.errors import ExitCode, SlotrelayError
 from slotrelay.slots import read_slot, write_json_atomic
+from slotrelay.validation_text import first_problem
 
 
 class DecisionName(StrEnum):
@@ -148,9 +149,7 @@ def read_alert(path: str | Path) -> Alert:
     try:
         return Alert.model_validate(document)
     except ValidationError as invalid:
-        first = invalid.errors()[0]
-        raise AlertError(
-            f"{path}: not an alert ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+        raise AlertError(f"{path}: not an alert ({first_problem(invalid)})") from None
 
 
 def decidable_alert(path: str | Path) -> Alert:

@@ -2,8 +2,8 @@
 
 Errors become exits here, once: a command raises a `SlotrelayError` (the core's own, or `BadInput` /
 `EnvironmentMissing` for what the command itself checks), and `SlotrelayGroup` prints it as
-`CODE: message` on stderr (its JSON object on stdout when the command was given `--json` with
-`slotrelay.commands.json_errors`) and exits with its `exit_code` (`slotrelay.errors.ExitCode`):
+`CODE: message` on stderr (its JSON object on stdout when the command was given `--json`:
+`slotrelay.commands.output`) and exits with its `exit_code` (`slotrelay.errors.ExitCode`):
 0 success, 1 the work ran and failed, 2 bad input, 3 the environment is missing something.
 A command whose work ran and failed after printing its result (a failed flow run or program, a
 broken audit log) exits with `ExitCode.FAILED` itself: there is no error to report twice.
@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from slotrelay.commands import JSON_ERRORS
+from slotrelay.commands.output import JSON_ERRORS, print_json
 from slotrelay.errors import SlotrelayError
 
 # `slotrelay NAME ...`: the module whose Typer app is that group of commands.
@@ -42,13 +42,12 @@ COMMAND_GROUPS = {
 TOP_LEVEL_COMMANDS = ("slotrelay.commands.chain", "slotrelay.commands.server")
 
 err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
 
 
 def show_error(error: SlotrelayError, *, as_json: bool) -> None:
     """Print an error for a person (stderr) or, under `--json`, for a program (stdout)."""
     if as_json:
-        out.print_json(data=error.to_json())
+        print_json(error.to_json())
         return
     # A message may quote a file holding lone surrogates (valid JSON escapes) that no stream can encode.
     text = error.format_message().encode("utf-8", "backslashreplace").decode("utf-8")

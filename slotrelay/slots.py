@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slotrelay import fsio
 from slotrelay.errors import SlotrelayError
+from slotrelay.validation_text import model_problems
 
 TMP_SUFFIX = ".tmp"
 OUTPUT_STATUSES = ("completed", "failed", "skipped")
@@ -371,9 +372,7 @@ def output_slot_from_bytes(path: str | Path, raw: bytes, *, written_at: float) -
     try:
         OutputSlotShape.model_validate(document)
     except ValidationError as bad:
-        raise SlotInvalid(path, [
-            f"{'.'.join(map(str, error['loc'])) or '$'}: {error['msg']}" for error in bad.errors()[:5]
-        ]) from None
+        raise SlotInvalid(path, model_problems(bad, limit=5)) from None
     return document
 
 

@@ -162,6 +162,35 @@ def test_with_json_a_pen_error_is_its_json_object_on_stdout(tmp_path: Path) -> N
     }
 
 
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["run", "{missing}/c.json", "--json"], "CHAIN_INVALID"),
+        (["psmr", "build", "{missing}", "--json"], "INVALID_QUERY"),
+        (["sandbox", "run", "{missing}/prog.py", "--json"], "BAD_INPUT"),
+        (["pen", "audit", "verify", "--root", "{missing}", "--json"], "PEN_INVALID_REQUEST"),
+    ],
+)
+def test_with_json_every_command_prints_its_error_as_json_on_stdout(tmp_path: Path, args: list[str],
+                                                                    code: str) -> None:
+    done = runner.invoke(app, [arg.replace("{missing}", str(tmp_path / "absent")) for arg in args])
+    # stderr keeps what is for a person (psmr build's progress bar), never the error.
+    assert done.exit_code == 2 and code not in done.stderr, done.output
+    assert json.loads(done.stdout)["error"]["code"] == code
+
+
+def test_json_is_one_option_everywhere() -> None:
+    from slotrelay.commands.output import AsJson
+
+    with_json = [(path, param) for path, command in every_command(typer.main.get_command(app))
+                 for param in getattr(command, "params", []) if "--json" in param.opts]
+    assert {path for path, _ in with_json} == {
+        "run", "psmr build", "sandbox run", "sandbox doctor", "pen write", "pen decide", "pen review",
+        "pen audit verify"}
+    help_text = AsJson.__metadata__[0].help
+    assert all(param.help == help_text and param.callback is not None for _, param in with_json)
+
+
 def every_command(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """The root, every group and every command under `command`, each with its path."""
     yield path, command

@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from slotrelay.chain.models import Chain, Check, FieldEqualsCheck, JsonSchemaCheck, Node, PathExistsCheck
+from slotrelay.validation_text import json_path, schema_problem
 
 _MISSING = object()
 
@@ -130,7 +131,7 @@ def _json_schema_check(check: JsonSchemaCheck, document: dict[str, Any], *, chai
         return CheckResult(False, f"schema {check.json_schema} unusable: {validator}")
     errors = sorted(validator.iter_errors(document), key=lambda e: e.json_path)
     if errors:
-        return CheckResult(False, "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]))
+        return CheckResult(False, "; ".join(schema_problem(e, path=json_path) for e in errors[:3]))
     return CheckResult(True, "valid")
 
 

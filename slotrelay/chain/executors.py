@@ -94,6 +94,7 @@ class ExecutionContext:
     output_slot: Path
     since: float = 0.0
     flow_run_id: str | None = None
+    # The parent of every chain's engine log (`slotrelay.enginelog.engine_logger`), not this module's name.
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("slotrelay.engine"))
     executor_settings: Mapping[str, Any] = field(default_factory=dict)
 

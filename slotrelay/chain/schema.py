@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from slotrelay.chain.errors import ChainValidationError, Problem
 from slotrelay.chain.graph import graph_problems, printable
 from slotrelay.chain.models import Chain
+from slotrelay.validation_text import json_path
 
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 MAX_NESTING = 64
@@ -54,13 +55,6 @@ def generate_schema() -> dict[str, Any]:
 @cache
 def _validator() -> Draft202012Validator:
     return Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
-
-
-def _json_path(location: tuple[Any, ...] | list[Any]) -> str:
-    path = "$"
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
 
 
 def _schema_problem(violation: SchemaViolation) -> Problem:
@@ -102,7 +96,7 @@ def _too_deep(document: Any) -> str | None:
         value, location = pending.pop()
         if isinstance(value, dict | list):
             if len(location) >= MAX_NESTING:
-                return _json_path(location)
+                return json_path(location)
             children = value.items() if isinstance(value, dict) else enumerate(value)
             pending.extend((child, (*location, key)) for key, child in children)
     return None
@@ -145,7 +139,7 @@ def validate_document(document: Any, *, source: str = "<chain>") -> Chain:
     try:
         chain = Chain.model_validate(document)
     except ValidationError as invalid:
-        problems = [_problem(_json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
+        problems = [_problem(json_path(e["loc"]), e["msg"]) for e in invalid.errors()]
         raise ChainValidationError(source, problems) from None
     problems = [_problem(p.path, p.message) for p in graph_problems(chain)]
     if problems:

@@ -7,14 +7,3 @@ functions so that `slotrelay --help` stays fast.
 """
 
 from __future__ import annotations
-
-import typer
-
-JSON_ERRORS = "slotrelay.json_errors"
-"""`typer.Context.meta` key: the command prints an error as its JSON object on stdout."""
-
-
-def json_errors(ctx: typer.Context, as_json: bool) -> bool:
-    """Callback of a `--json` option whose command prints its errors as JSON too (for a program on stdout)."""
-    ctx.meta[JSON_ERRORS] = as_json
-    return as_json

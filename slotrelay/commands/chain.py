@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -22,7 +21,8 @@ from rich.table import Table
 
 from slotrelay.alerts import DecisionName
 from slotrelay.commands.options import checked, writable_folder
-from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
+from slotrelay.commands.output import AsJson, print_json
+from slotrelay.errors import BadInput, ExitCode, SlotrelayError
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
@@ -138,8 +138,7 @@ def _summary_table(chain: Any, summary: dict[str, Any], ui_url: str) -> None:
 def run(
     chain_path: Annotated[Path | None, typer.Argument(
         help="the node_chain.json; default: the one in the current folder", show_default=False)] = None,
-    as_json: Annotated[bool,
-                       typer.Option("--json", help="print only the summary, as one JSON object")] = False,
+    as_json: AsJson = False,
     slots_root: Annotated[Path | None, checked(
         writable_folder, help="folder relative slot paths resolve against, an existing one")] = None,
     resume: Annotated[bool, typer.Option(
@@ -161,21 +160,21 @@ def run(
             raise BadInput(f"no chain given, and no node_chain.json in {Path.cwd()}")
     # Loaded, validated and checked (L1, L2) here, once: the flow run below, in this process, takes it.
     chain = prepared_chain(chain_path, slots_root=str(slots_root) if slots_root else None)
-    from deployments.server import ensure_server
+    from deployments.server import require_api
 
     with err.status("connecting to the Prefect server (starting one if none answers)"):
-        api_url, started = ensure_server()
-    if started is None:
-        err.print(f"using the Prefect server at {api_url}", markup=False, highlight=False)
+        api = require_api(start=True)
+    if api.started is None:
+        err.print(f"using the Prefect server at {api.url}", markup=False, highlight=False)
     else:
-        err.print(f"started a Prefect server at {api_url} in the background (home {started.home}); it keeps "
-                  f"running for the UI and the next run, and `slotrelay up` from this folder reuses it "
-                  f"(stop it: kill -- -{started.process.pid})", markup=False, highlight=False)
+        err.print(f"started a Prefect server at {api.url} in the background (home {api.started.home}); it "
+                  f"keeps running for the UI and the next run, and `slotrelay up` from this folder reuses it "
+                  f"(stop it: kill -- -{api.started.process.pid})", markup=False, highlight=False)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.chain import read_summary, run_chain
 
-    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+    with temporary_settings(updates={PREFECT_API_URL: api.url}):
         state = cast("State[Any]", run_chain(str(chain_path), resume=resume, return_state=True,
                                              slots_root=str(slots_root) if slots_root else None))
         summary = read_summary(chain, state)
@@ -184,9 +183,9 @@ def run(
             f"the flow run ended {state.type.value} before it could summarise: {state.message}",
             code="CHAIN_RUN_FAILED")
     if as_json:
-        print(json.dumps(summary, ensure_ascii=False))
+        print_json(summary)
     else:
-        _summary_table(chain, summary, api_url.removesuffix("/api"))
+        _summary_table(chain, summary, api.url.removesuffix("/api"))
     if summary["state"] != "COMPLETED":
         # The summary above says what failed: exit without a second report.
         raise typer.Exit(ExitCode.FAILED)
@@ -201,7 +200,8 @@ def decide(
                     typer.Option(help="with continue: the node's output data, a JSON object")] = None,
     api_url: Annotated[str | None, typer.Option(
         help="the Prefect API the paused run lives on; default: the one the alert records (the server "
-             "that ran it), else PREFECT_API_URL, else http://127.0.0.1:4200/api",
+             "that ran it), else PREFECT_API_URL, else the current folder's server, else "
+             "http://127.0.0.1:4200/api",
         show_default=False)] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
@@ -216,21 +216,16 @@ def decide(
             raise BadInput(f"--data is not JSON: {bad.msg}") from None
         if not isinstance(payload, dict):
             raise BadInput("--data must be a JSON object")
-    from deployments.server import api_answers
+    from deployments.server import require_api
 
-    url, source = next((url, source) for url, source in (
-        (api_url, "--api-url"), (alert.api_url, "recorded in the alert"),
-        (os.environ.get("PREFECT_API_URL"), "PREFECT_API_URL"), ("http://127.0.0.1:4200/api", "the default"),
-    ) if url)
-    if not api_answers(url):
-        raise EnvironmentMissing(f"no Prefect server answers at {url} ({source}); give the server of the "
-                                 "paused run with --api-url", code="PREFECT_SERVER_UNAVAILABLE")
+    api = require_api(api_url or alert.api_url, source="--api-url" if api_url else "recorded in the alert")
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.arbitration import send_decision
 
-    with temporary_settings(updates={PREFECT_API_URL: url}):
+    with temporary_settings(updates={PREFECT_API_URL: api.url}):
         send_decision(alert_file, decision, comment=comment, data=payload, decided_by=getpass.getuser(),
-                      via="cli", server_hint=f" ({source}); give the server of the paused run with --api-url")
+                      via="cli", server_hint=f" ({api.source}); give the server of the paused run with "
+                                             "--api-url")
     out.print(f"resumed flow run {alert.flow_run_id}: {decision.value} on {alert.node_id}", markup=False,
               highlight=False)

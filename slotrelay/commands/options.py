@@ -167,7 +167,7 @@ def block_name(block_class: str, *, on_the_api: bool) -> Parse:
 
     Parameters:
         block_class: the block type.
-        on_the_api: also check that the Prefect API (PREFECT_API_URL, else the local one) has it; `up`
+        on_the_api: also check that the Prefect API (`deployments.server.require_api`) has it; `up`
             checks the name only, as its server starts later (its `watch` checks the block).
     """
     def parse(option: str, text: str) -> str:
@@ -182,19 +182,18 @@ def block_name(block_class: str, *, on_the_api: bool) -> Parse:
 
 def _saved_block(block_class: str, option: str, block: str) -> None:
     import importlib
-    import os
 
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from deployments.server import api_answers
+    from deployments.server import require_api
 
-    api_url = os.environ.get("PREFECT_API_URL") or "http://127.0.0.1:4200/api"
-    if not api_answers(api_url):
-        raise EnvironmentMissing(f"{option} {block}: no Prefect API answers at {api_url} to look the block "
-                                 "up (start one with `slotrelay up`, or point PREFECT_API_URL at it)",
-                                 code="PREFECT_SERVER_UNAVAILABLE")
+    try:
+        api_url = require_api().url
+    except EnvironmentMissing as missing:
+        raise EnvironmentMissing(f"{option} {block}: {missing.message}, to look the block up",
+                                 code=missing.code) from None
     module, _, cls = block_class.partition(":")
     kind = getattr(importlib.import_module(module), cls)
     with temporary_settings(updates={PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:

@@ -27,7 +27,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from slotrelay.commands import json_errors
+from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import ExitCode
 from slotrelay.pen.terms import PenAction, Verdict
 
@@ -45,7 +45,6 @@ err = Console(stderr=True, soft_wrap=True)
 Root = Annotated[
     Path, typer.Option("--root", help="the existing folder where the pen keeps its files and audit log")
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object", callback=json_errors)]
 
 
 class Backend(StrEnum):
@@ -209,7 +208,7 @@ def write(
     with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
         outcome = pen_write(body, root=root, model=model, backend=backend.value if backend else None)
     if as_json:
-        out.print_json(data=outcome.to_json())
+        print_json(outcome.to_json())
     else:
         _show_outcome(outcome)
     if outcome.output.execution.status != "success":
@@ -230,7 +229,7 @@ def decide(
 
     outcome = pen_decide(root, pen_id, action)
     if as_json:
-        out.print_json(data=outcome.to_json())
+        print_json(outcome.to_json())
     else:
         out.print(
             f"{pen_id}: {outcome.state} -> {outcome.location or 'erased (only the audit record stays)'}",
@@ -256,7 +255,7 @@ def review(
             root, pen_id, verdict, reviewer=reviewer, backend=backend.value if backend else None
         )
     if as_json:
-        out.print_json(data=outcome.to_json())
+        print_json(outcome.to_json())
     else:
         table = Table("example", "status", "expected", "got", "passed")
         for test in outcome.report.tests:
@@ -286,7 +285,7 @@ def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
 
     report = verify_audit(root)
     if as_json:
-        out.print_json(data=report.to_json())
+        print_json(report.to_json())
     elif report.ok:
         out.print(f"{report.path}: {report.records} records, chain intact", markup=False)
     else:

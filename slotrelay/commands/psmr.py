@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import BadInput
 from slotrelay.psmr.errors import ERROR_CLASSES, ERROR_CODES
 
@@ -43,7 +44,7 @@ def build(
         str | None, typer.Option("--rev", help="analyse this git revision (through a worktree)")
     ] = None,
     store: StoreOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the build summary as JSON")] = False,
+    as_json: AsJson = False,
     watch: Annotated[
         bool,
         typer.Option(
@@ -105,7 +106,7 @@ def build(
 
         summary = build_workspace(path, rev=rev, store=store, progress=progress, budget=budget)
     if as_json:
-        out.print_json(json.dumps(summary))
+        print_json(summary)
         return
     out.print(summary["workspace_id"])
     err.print(_counts(summary))
@@ -133,7 +134,7 @@ def _watch(path: Path, store: Path | None, as_json: bool) -> None:
         builds += 1
         if as_json:
             # One line per build (JSON Lines), flushed: a script reads each as it comes.
-            print(json.dumps(summary), flush=True)
+            print_json(summary)
             return
         if builds == 1:
             out.print(summary["workspace_id"])

@@ -18,13 +18,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import BadInput, ExitCode
 
 app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
 
 @app.command()
@@ -92,7 +92,7 @@ def run(
 ) -> None:
     """Run one program in a sandbox and print what it did."""
     from slotrelay import sandbox
-    from slotrelay.sandbox.limits import validation_problem
+    from slotrelay.validation_text import first_problem
 
     if file == "-":
         code = sys.stdin.read()
@@ -108,13 +108,13 @@ def run(
     try:
         limits = sandbox.SandboxLimits.model_validate(_limits(timeout_ms, memory_mb, network, fs, allow_path))
     except ValidationError as error:
-        raise BadInput(validation_problem(error)) from error
+        raise BadInput(first_problem(error)) from error
     # One run, then exit: containers created ahead would only be removed again. Asked of this run's backend,
     # not of the process's environment, which outlives the command when the app runs in-process.
     result = sandbox.run(code, lang=lang, limits=limits, inputs=parsed_inputs, backend=backend,
                          settings=sandbox.SandboxSettings(pool_size=0))
     if as_json:
-        out.print_json(data=result.model_dump(mode="json"))
+        print_json(result.model_dump(mode="json"))
     else:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
@@ -142,7 +142,7 @@ def doctor(as_json: AsJson = False) -> None:
 
     reports = sandbox.doctor()
     if as_json:
-        out.print_json(data=[asdict(report) for report in reports])
+        print_json([asdict(report) for report in reports])
     else:
         for report in reports:
             verdict = "[green]usable[/]" if report.usable else "[red]not usable[/]"

@@ -64,7 +64,6 @@ console = Console(stderr=True)
 CHAIN_FILE = "node_chain.json"
 CHAINS_HELP = (f"Chain files (node_chain.json) to watch; default: {CHAIN_FILE} in the current folder, if "
                "there is one.")
-LOCAL_API = "http://127.0.0.1:4200/api"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 STOP_GRACE_SECONDS = 10.0
 # How a watcher `up` stopped ends: 0, killed by the signal, or typer's 130 (128 + SIGINT) for a
@@ -127,20 +126,6 @@ def _preflight(routers: list[ChainRouter]) -> None:
     preflight_chains([router.chain for router in routers])
 
 
-def _api_url() -> str:
-    from deployments.server import api_answers
-
-    url = os.environ.get("PREFECT_API_URL") or LOCAL_API
-    if not api_answers(url):
-        raise EnvironmentMissing(
-            f"No Prefect API answers at {url}. Start one with `slotrelay up`, "
-            "or point PREFECT_API_URL at a running server.",
-            code="PREFECT_SERVER_UNAVAILABLE",
-        )
-    os.environ["PREFECT_API_URL"] = url
-    return url
-
-
 @app.command("watch")
 def watch(
     chains: Annotated[list[Path] | None, typer.Argument(help=CHAINS_HELP, show_default=False)] = None,
@@ -186,11 +171,29 @@ def watch(
     crashed_after = _crash_window(crash_after)
     if no_serve and (folders_block or model_block or sandbox_policy):
         raise BadInput("--no-serve runs your deployment with its own parameters: name the blocks there")
-    if folders_block:
-        _api_url()  # the ChainFolders block is read from the API before the chains load in its folders
-    routers = _load_routers(chains_or_here(chains), slots_root, folders_block)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from deployments.server import require_api
+
+    # The ChainFolders block is read from the API before the chains load in its folders; without one,
+    # a bad chain is named before a missing server.
+    api = require_api() if folders_block else None
+    with temporary_settings(updates={PREFECT_API_URL: api.url}) if api else contextlib.nullcontext():
+        routers = _load_routers(chains_or_here(chains), slots_root, folders_block)
     _preflight(routers)
-    url = _api_url()
+    api = api or require_api()
+    # In force for everything below, the threads and processes it starts included (they are made here).
+    with temporary_settings(updates={PREFECT_API_URL: api.url}):
+        _route_and_serve(routers, api.url, slots_root=slots_root, no_serve=no_serve, deployment=deployment,
+                         window=window, pool=pool, crashed_after=crashed_after, warm=warm,
+                         folders_block=folders_block, model_block=model_block, sandbox_policy=sandbox_policy)
+
+
+def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path | None, no_serve: bool,
+                     deployment: str, window: float, pool: str | None, crashed_after: timedelta, warm: int,
+                     folders_block: str | None, model_block: str | None, sandbox_policy: str | None) -> None:
+    """`watch` once its chains are loaded and checked: serve the deployments here, or request runs of
+    them (`--no-serve`, `--pool`), and route the slots until stopped."""
     # The chain flow's parameters of the same names, as defaults of the deployments created here.
     named = {"folders_block": folders_block, "model_block": model_block, "sandbox_policy": sandbox_policy}
     blocks = {parameter: name for parameter, name in named.items() if name}
@@ -255,6 +258,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     """`watch --pool`: one `chain/<chain_id>` deployment per chain on the pool; the sensor requests runs of
     them; a run silent for `crash_after` is crashed and rescheduled."""
     from deployments.pool import PoolRunReports, apply_on_pool, pool_chain_deployment
+    from deployments.pool import logger as pool_logger
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
     from slotrelay.routing_sensor import SlotSensor
@@ -262,7 +266,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     deployments = [pool_chain_deployment(r.chain, blocks) for r in routers]
     deployment_ids = apply_on_pool(deployments, pool, crash_after)
     # A run no worker could start (the flow does not import there, its process died) is an error here.
-    reports = PoolRunReports(deployment_ids, logging.getLogger("slotrelay.pool").error)
+    reports = PoolRunReports(deployment_ids, pool_logger.error)
     reports.start()
     targets = {
         r.chain_id: ChainTarget(chain_flow_deployment_name(r.chain_id), r.chain_path,

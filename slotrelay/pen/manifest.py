@@ -23,6 +23,7 @@ from slotrelay.pen.intent_screen import find_personal_numbers, find_secrets
 from slotrelay.pen.json_shape import document_schema
 from slotrelay.pen.models import Lang, PenOutput, PenRequest
 from slotrelay.slots import now_iso
+from slotrelay.validation_text import json_path, schema_problem
 
 COPYRIGHT = "国作登字-2026-A-00037559"
 _NODE_REQUIRE = re.compile(r"""(?:require\(\s*|from\s+)['"]([^'"./][^'"]*)['"]""")
@@ -71,7 +72,7 @@ def validate_manifest(manifest: Any, *, source: str | None = None) -> None:
     validator = Draft202012Validator(manifest_schema(), format_checker=FormatChecker())
     errors = sorted(validator.iter_errors(manifest), key=lambda error: list(error.absolute_path))
     if errors:
-        problems = [f"{error.json_path}: {error.message}" for error in errors]
+        problems = [schema_problem(error, path=json_path) for error in errors]
         where = f"{source}: " if source else ""
         raise InvalidPenRequest(
             f"{where}invalid share manifest: " + "; ".join(problems), details={"fields": problems}

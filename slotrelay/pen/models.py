@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.terms import PenAction
+from slotrelay.validation_text import model_problems
 
 Lang = Literal["python", "node", "shell"]
 PersistHint = Literal["auto", "erase", "keep", "share"]
@@ -128,9 +129,7 @@ def parse_request(data: Any) -> PenRequest:
     try:
         request = PenRequest.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(part) for part in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-        ]
+        problems = model_problems(exc)
         raise InvalidPenRequest(
             "invalid pen.write request: " + "; ".join(problems), details={"fields": problems}
         ) from exc

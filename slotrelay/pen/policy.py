@@ -24,7 +24,7 @@ from slotrelay.pen.errors import InvalidPenRequest, PenNotFound
 from slotrelay.pen.models import Execution, PersistHint
 from slotrelay.pen.store import read_text
 from slotrelay.pen.terms import PenAction
-from slotrelay.sandbox.limits import validation_problem
+from slotrelay.validation_text import first_problem
 
 POLICY_FILE = "pen-policy.json"
 
@@ -76,7 +76,7 @@ def load_policy(root: str | Path, persona_id: str) -> PersonaPolicy:
     try:
         return PersonaPolicy.model_validate(data)
     except ValidationError as exc:
-        raise InvalidPenRequest(f"{path}: not a valid persona policy: {validation_problem(exc)}") from exc
+        raise InvalidPenRequest(f"{path}: not a valid persona policy: {first_problem(exc)}") from exc
 
 
 def decide(policy: PersonaPolicy, suggestion: PenAction, execution: Execution, hint: PersistHint) -> Decision:

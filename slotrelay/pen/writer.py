@@ -238,13 +238,14 @@ def sandbox_limits_for(request: PenRequest) -> Any:
     Raises:
         InvalidPenRequest: when the sandbox refuses the options (e.g. an IP address in network.allow).
     """
-    from slotrelay.sandbox.limits import SandboxLimits, validation_problem
+    from slotrelay.sandbox.limits import SandboxLimits
+    from slotrelay.validation_text import first_problem
 
     options = request.options.sandbox.model_dump(mode="json", exclude={"lang"})
     try:
         return SandboxLimits.model_validate(options)
     except ValidationError as exc:
-        problem = f"options.sandbox.{validation_problem(exc)}"
+        problem = f"options.sandbox.{first_problem(exc)}"
         raise InvalidPenRequest(
             f"invalid pen.write request: {problem}", details={"fields": [problem]}
         ) from exc

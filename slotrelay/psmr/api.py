@@ -29,13 +29,14 @@ from slotrelay.psmr.errors import (
 from slotrelay.psmr.grants import READ_ONLY, Grants
 from slotrelay.psmr.operators import OPERATIONS
 from slotrelay.psmr.request_schema import RequestSchema
+from slotrelay.validation_text import schema_problem
 
 if TYPE_CHECKING:
     from slotrelay.psmr.buildbudget import BuildBudget
 
 __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
-logger = logging.getLogger("slotrelay.psmr")
+logger = logging.getLogger(__name__)
 
 
 @functools.cache
@@ -55,11 +56,11 @@ def _validate(operation: str, request: Any) -> None:
     from jsonschema.exceptions import best_match
 
     error = best_match(violations)
-    where = "/".join(str(p) for p in error.absolute_path) or "(request)"
     hint = f"see operator.describe {{'operator': '{operation}'}} for the request schema"
+    message = f"{operation}: {schema_problem(error)}; {hint}"
     if error.validator == "type":
-        raise TypeMismatch(f"{operation}: field {where}: {error.message}; {hint}")
-    raise InvalidQuery(f"{operation}: field {where}: {error.message}; {hint}")
+        raise TypeMismatch(message)
+    raise InvalidQuery(message)
 
 
 def _check_operation(operation: str) -> None:

@@ -47,6 +47,7 @@ from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.rewrite import RewriteError, render
 from slotrelay.psmr.slicing import CODE_KINDS, find_node, tests_reaching
 from slotrelay.psmr.store import Store, Workspace
+from slotrelay.validation_text import schema_problem
 
 DELTA_SCHEMA = "psmr-semantic-delta-0.1"
 AUTHORITY = "ai_proposal"
@@ -246,9 +247,8 @@ def load(store: Store, ws: Workspace, delta_id: str) -> dict[str, Any]:
         raise ObjectNotFound(f"{store.path / name} is not JSON; propose the delta again") from exc
     error = jsonschema.exceptions.best_match(_RECORD_VALIDATOR.iter_errors(delta))
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "the record"
         raise ObjectNotFound(
-            f"{store.path / name} is not a {DELTA_SCHEMA} record ({where}: {error.message}); "
+            f"{store.path / name} is not a {DELTA_SCHEMA} record ({schema_problem(error)}); "
             "propose the delta again"
         )
     if delta["workspace_id"] != ws.workspace_id or delta["delta_id"] != delta_id:

@@ -40,6 +40,7 @@ from slotrelay.psmr.identity import sid, stable_id
 from slotrelay.psmr.observations import AUTHORITY, record_runs
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
+from slotrelay.validation_text import schema_problem
 
 DEFAULT_TIMEOUT_S = 120
 # The failed test ids an answer and a delta's run record list (the paged results list them all).
@@ -282,9 +283,8 @@ def _report(result: sandbox.ExecutionResult) -> dict[str, Any]:
     report = result.result
     error = jsonschema.exceptions.best_match(_REPORT.iter_errors(report))
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(report)"
         raise ExecutionFailed(
-            f"the sandbox's test report is malformed at {where} ({error.message[:200]}); nothing was "
+            f"the sandbox's test report is malformed ({schema_problem(error)[:200]}); nothing was "
             "recorded. The code under test may have written it: run fewer tests to find which"
         )
     checked: dict[str, Any] = report

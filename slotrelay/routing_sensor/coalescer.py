@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from slotrelay.ledger import PendingRun, RoutedEntry, RoutingLedger
 
-logger = logging.getLogger("slotrelay.sensor")
+logger = logging.getLogger(__name__)
 
 StartRun = Callable[[str, list[str], str], str]
 """`start_run(chain_id, start_nodes, idempotency_key) -> flow_run_id`: starts one run of the chain."""

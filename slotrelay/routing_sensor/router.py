@@ -92,7 +92,7 @@ from slotrelay.slots import (
     read_slot_bytes,
 )
 
-logger = logging.getLogger("slotrelay.sensor")
+logger = logging.getLogger(__name__)
 
 FINISHED = {"completed", "failed", "skipped"}
 HANDOVER = "engine:"

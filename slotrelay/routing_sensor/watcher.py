@@ -39,7 +39,7 @@ from watchdog.observers import Observer
 from slotrelay.routing_sensor.coalescer import RunCoalescer, StartRun
 from slotrelay.routing_sensor.router import ChainRouter
 
-logger = logging.getLogger("slotrelay.sensor")
+logger = logging.getLogger(__name__)
 
 _ROUTABLE_EVENTS = {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED, EVENT_TYPE_CLOSED}
 # A node's clocks: its agent's `timeout_seconds`, and its output slot left half written.

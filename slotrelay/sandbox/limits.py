@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from slotrelay.validation_text import first_problem
+
 LANGUAGES = ("python", "node", "shell")
 
 # A DNS name, optionally with a port: letters, digits, hyphens, dots; "*." admits subdomains.
@@ -97,32 +99,12 @@ class FsAllowPaths(BaseModel):
         return tuple(normal)
 
 
-def validation_problem(error: ValidationError) -> str:
-    """The first problem of a failed validation, as "field: what is wrong".
-
-    Pydantic starts a validator's message with "Value error, "; that is dropped. A message that
-    already names its field (`_nested` writes "network.allow: ...") is kept as it is.
-
-    Parameters:
-        error: the validation error of `SandboxLimits` (or any pydantic model).
-
-    Returns:
-        One line naming the field.
-    """
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    if not where or message.startswith((f"{where}.", f"{where}:")):
-        return message
-    return f"{where}: {message}"
-
-
 def _nested(model: type[BaseModel], value: dict[str, Any], field: str) -> BaseModel:
     """Validate a union's object branch, reporting its own first error rather than the union's."""
     try:
         return model.model_validate(value)
     except ValidationError as error:
-        problem = validation_problem(error)
+        problem = first_problem(error)
         raise ValueError(problem if problem.startswith(f"{field}.") else f"{field}.{problem}") from None
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import struct
+import sys
 from itertools import pairwise
 from pathlib import Path
 
@@ -233,3 +235,25 @@ def test_line_breaks_and_escape_sequences_in_a_condition_stay_on_one_line(tmp_pa
         assert len(
             edge) == 1 and "\\x85" in edge[0] and "\\u2028" in edge[0] and "\\u001b[31m" in edge[0], edge
         assert "\x1b" not in done.output
+
+
+@pytest.mark.prefect_server
+def test_run_in_process_leaves_no_prefect_api_url_in_the_environment(tmp_path: Path, monkeypatch) -> None:
+    """`run` finds the server of the current folder's home, and runs on it under `temporary_settings`:
+    a command run in-process (a test, the MCP server) leaves nothing in `os.environ` for the next one."""
+    from deployments.server import HOME_FOLDER, start_server
+    from tests.conftest import free_port
+
+    server = start_server(port=free_port(), home=tmp_path / HOME_FOLDER, ready_timeout=240)
+    try:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("PREFECT_API_URL", raising=False)
+        chain = tmp_path / "c.json"
+        echo = {"kind": "command", "argv": [sys.executable, "-c", "print('{}')"]}
+        chain.write_text(json.dumps({"chain_id": "c", "nodes": [node("a", start=True, executor=echo)]}))
+        done = runner.invoke(app, ["run", str(chain), "--json"])
+        assert f"using the Prefect server at {server.api_url}" in done.stderr, done.output
+        assert json.loads(done.stdout)["flow_run_id"], done.output
+        assert "PREFECT_API_URL" not in os.environ
+    finally:
+        server.stop()

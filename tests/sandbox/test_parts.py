@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from slotrelay.sandbox import SandboxLimits, seccomp
 from slotrelay.sandbox.egress import host_allowed, request_target
-from slotrelay.sandbox.limits import validation_problem
 from slotrelay.sandbox.pool import ContainerPool
 from slotrelay.sandbox.protocol import CappedCapture, decode_output
+from slotrelay.validation_text import first_problem
 
 MARKER = "@@m@@"
 
@@ -125,7 +125,7 @@ def test_limits_name_the_field_that_is_wrong(limits, message) -> None:
     with pytest.raises(ValidationError) as caught:
         SandboxLimits.model_validate(limits)
     # What the CLI and the pen show: one line that starts with the field, without pydantic's "Value error, ".
-    assert validation_problem(caught.value).startswith(message)
+    assert first_problem(caught.value).startswith(message)
 
 
 def test_the_seed_defaults_and_tmp_inside_the_memory_budget() -> None:

@@ -143,7 +143,8 @@ def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
     done = subprocess.run([sys.executable, "-m", "slotrelay.cli", "watch", str(good)],
                           check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 3
-    assert "No Prefect API answers" in done.stderr
+    # The one message of deployments.server.require_api, naming where the address came from.
+    assert f"no Prefect server answers at {env['PREFECT_API_URL']} (PREFECT_API_URL)" in done.stderr
 
 
 @pytest.mark.prefect_server
