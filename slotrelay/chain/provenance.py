@@ -27,6 +27,7 @@ from slotrelay.slots import (
     OutputSlotRead,
     SlotInvalid,
     content_hash,
+    parse_slot,
     read_output_slot,
     read_slot,
     read_slot_bytes,
@@ -112,10 +113,23 @@ def done_from_slots(chain: Chain, node_id: str) -> tuple[dict[str, Any], str] | 
 
 
 def routed_from(chain: Chain, target: str, source: str, digest: str) -> bool:
-    """Whether the target's input slot already holds what the source's output (of hash `digest`) handed on."""
+    """Whether the target's input slot already holds what this answer of the source handed on.
+
+    This answer: the source's output of hash `digest`, to the input the source holds now. The target's
+    input slot must record `digest` as the source's `from_output` and be no older than the source's
+    input slot. The same bytes written again to a newer input (an agent's answer, which records nothing
+    of its input: a reviewer sending work back twice in the same words) are another answer, not handed
+    on yet; an engine node's output records its input (`produced_from`), so its bytes differ anyway.
+    """
     in_path = input_slot_path(chain, target)
-    document = read_slot(in_path) if in_path is not None else None
-    if document is None:
+    source_input = input_slot_path(chain, source)
+    try:
+        found = read_slot_bytes(in_path) if in_path is not None else None
+        document = parse_slot(in_path, found[0]) if in_path is not None and found is not None else None
+        answered = read_slot_bytes(source_input) if source_input is not None else None
+    except SlotInvalid:
+        return False
+    if found is None or document is None or (answered is not None and found[1] < answered[1]):
         return False
     sources = document.get("sources")
     if isinstance(sources, dict):

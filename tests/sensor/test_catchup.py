@@ -17,7 +17,7 @@ import pytest
 
 from slotrelay.chain.routing import CRASH_BEFORE_ROUTE_ENV
 
-from .test_deployment_path import deployment_runs, wait_for
+from .test_deployment_path import deployment_runs, runs_finished, wait_for
 from .test_watch_engine import (
     agent,
     agent_node,
@@ -134,8 +134,9 @@ def test_watch_after_a_run_cut_before_the_agents_route_routes_it(prefect_server,
     try:
         routed = [e for e in ledger(folder) if e["kind"] == "routed"]
         assert [(e["route_id"], e["starts"]) for e in routed] == [("review-to-publish", True)]
-        wait_for(lambda: ran(folder) == ["draft", "publish", "archive"], 180, "publish and archive to run")
+        wait_for(lambda: runs_finished("catchup-cut"), 180, "the run the catch-up started to end")
     finally:
         stop_watch(watch, log)
-    assert len(deployment_runs("catchup-cut")) == 1
+    assert ran(folder) == ["draft", "publish", "archive"]
+    assert [r.state_name for r in deployment_runs("catchup-cut")] == ["Completed"]
     assert [e["route_id"] for e in ledger(folder) if e["kind"] == "routed"] == ["review-to-publish"]
