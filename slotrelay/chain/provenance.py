@@ -27,6 +27,7 @@ from slotrelay.slots import (
     OutputSlotRead,
     SlotInvalid,
     content_hash,
+    parse_slot,
     read_output_slot,
     read_slot,
     read_slot_bytes,
@@ -112,10 +113,24 @@ def done_from_slots(chain: Chain, node_id: str) -> tuple[dict[str, Any], str] | 
 
 
 def routed_from(chain: Chain, target: str, source: str, digest: str) -> bool:
-    """Whether the target's input slot already holds what the source's output (of hash `digest`) handed on."""
+    """Whether the target's input slot already holds what this answer of the source handed on.
+
+    This answer: the source's output of hash `digest`, made from the input the source holds now. The
+    target's input slot must record `digest` as the source's `from_output`. An engine node's output
+    records its input (`produced_from`), so its hash names the answer; an agent's records nothing of
+    it, and answers the input written before it (`answers_input`): the target's input slot must then be
+    no older than the agent's input slot, as the same words written again to a newer input (a reviewer
+    sending work back twice) are another answer, not handed on yet.
+    """
     in_path = input_slot_path(chain, target)
-    document = read_slot(in_path) if in_path is not None else None
-    if document is None:
+    agent_input = input_slot_path(chain, source) if chain.node(source).executor.kind == "external" else None
+    try:
+        found = read_slot_bytes(in_path) if in_path is not None else None
+        document = parse_slot(in_path, found[0]) if in_path is not None and found is not None else None
+        answered = read_slot_bytes(agent_input) if agent_input is not None else None
+    except SlotInvalid:
+        return False
+    if found is None or document is None or (answered is not None and found[1] < answered[1]):
         return False
     sources = document.get("sources")
     if isinstance(sources, dict):

@@ -27,6 +27,9 @@ kept:
   for an input the join has since answered were consumed and are not carried over.
 - A rework loop's count travels in `loops` along the input slots inside the loop and is dropped where
   the data leaves it.
+- A fired route whose target's input slot already holds what this very answer handed on
+  (`provenance.routed_from`) is not written again, whoever wrote it (a run, `watch`, either cut short
+  by a crash): its target starts, and a target done for that input settles from its slots.
 """
 
 from __future__ import annotations
@@ -214,7 +217,7 @@ def _decide(chain: Chain, node_id: str, document: dict[str, Any],
 
 
 def route_finished(chain: Chain, node_id: str, document: dict[str, Any], digest: str | None, *,
-                   state: RoutingState, resumed: bool = False, received: dict[str, Any] | None = None,
+                   state: RoutingState, received: dict[str, Any] | None = None,
                    fresh_since: float | None = None) -> Routed:
     """What a finished node (completed or skipped) leads to: the one routing step (module docstring).
 
@@ -224,8 +227,6 @@ def route_finished(chain: Chain, node_id: str, document: dict[str, Any], digest:
         document: its output slot document (for a skipped external node, the engine's view of it).
         digest: the `content_hash` of its output slot's bytes (recorded as `from_output`).
         state: where the other nodes stand (a run's schedule, or `SlotState`).
-        resumed: the node was settled from its slots: an input slot already holding this output is not
-            written again (its target may have answered it).
         received: the data the node received, when it is not in its input slot (a refused input).
         fresh_since: join sources recorded before this time are not carried over (a run that is a whole
             round of the chain on its own; None: carry every source not yet consumed).
@@ -261,7 +262,9 @@ def route_finished(chain: Chain, node_id: str, document: dict[str, Any], digest:
             decision = replace(decision, reason=f"{decision.reason} (rework loop, iteration {count} of "
                                                 f"{route.max_iterations})")
         final.append(decision)
-        if resumed and digest is not None and routed_from(chain, route.to_node, node_id, digest):
+        if digest is not None and routed_from(chain, route.to_node, node_id, digest):
+            # Handed on already (by this run before a crash, by `run`, or by `watch`): not written again, as
+            # its target may have answered it; the target starts, and settles from its slots if it has.
             if (read_slot(input_slot_path(chain, route.to_node) or Path()) or {}).get("status") != WAITING:
                 steps.append(StartNode(route.to_node))
             continue

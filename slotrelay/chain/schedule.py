@@ -370,7 +370,7 @@ class ChainSchedule:
                                              document=document, digest=digest)
         self.notes.info("%s: its output slot says %s, made from its current input: not run again", node_id,
                         document["status"])
-        self._route(node_id, document, digest, resumed=True)
+        self._route(node_id, document, digest)
         return True
 
     def _left_for_sensor(self, node_id: str) -> bool:
@@ -483,10 +483,10 @@ class ChainSchedule:
         self._route(node_id, document, digest, received=received)
         self._release_due = True
 
-    def _route(self, node_id: str, document: dict[str, Any], digest: str | None, *, resumed: bool = False,
+    def _route(self, node_id: str, document: dict[str, Any], digest: str | None, *,
                received: dict[str, Any] | None = None) -> None:
         """Hand a settled node to the routing step, and take what it says."""
-        routed = route_finished(self.chain, node_id, document, digest, state=self, resumed=resumed,
+        routed = route_finished(self.chain, node_id, document, digest, state=self,
                                 received=received, fresh_since=self._fresh_since)
         for decision in routed.decisions:
             self.routes[decision.route_id] = {"fired": decision.fired, "reason": decision.reason}

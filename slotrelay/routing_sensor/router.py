@@ -25,7 +25,9 @@ Routing one output slot:
 4. ask the one routing step (`slotrelay.chain.routing.route_finished`, the same a run asks) what it leads
    to, and write each input slot it says (`status: pending`, or `waiting` for a join still waiting for a
    source), then append the routes to the ledger; a target it says to start that runs inside the engine
-   is handed to the coalescer to start a run. What the routing step leaves to a person or to the chain's
+   is handed to the coalescer to start a run. A route whose target already holds what this answer handed
+   on (`slotrelay run`, or this sensor before a crash, wrote it) is not written again: its target starts
+   only if it has not answered that input yet. What the routing step leaves to a person or to the chain's
    error types (a rework loop past its bound, an external target refused by its pre_execution checks,
    an input slot that cannot be written) is handed over to the engine: a run at this node, resuming
    from the slots, comes to the same step and applies the chain's rules, alerts included;
@@ -309,27 +311,37 @@ class ChainRouter:
                        else f"{step.to_node}: {step.error.error_type}: {step.error.message}")
                 return self._hand_over(node_id, answer, why)
         started = {s.node_id for s in routed.steps if isinstance(s, StartNode)}
+        writes = {s.route_id: s for s in routed.steps if isinstance(s, WriteInput)}
         fired: list[RoutedEntry] = []
         handed: list[RoutedEntry] = []
-        for step in routed.steps:
-            if not isinstance(step, WriteInput) or self.ledger.has_routed(self.chain_id, step.route_id,
-                                                                          answer):
+        for decision in new:
+            write = writes.get(decision.route_id)
+            path = write.path if write is not None else input_slot_path(self.chain, decision.to_node)
+            if path is None:
                 continue
-            try:
-                write_input(step)
-            except OSError as denied:
-                self._note(logging.ERROR, "chain %s: input slot %s of %s cannot be written (%s): %s",
-                           self.chain_id, step.path, step.to_node, SLOT_UNWRITABLE, denied)
-                handed = self._hand_over(node_id, answer, f"{SLOT_UNWRITABLE}: {step.path}: {denied}")
-                break
+            if write is None:
+                # Its input slot already holds what this answer handed on (`run` or an earlier `watch`
+                # wrote it): a target done for that input has nothing left, one that is not yet is started.
+                if not (decision.to_node in started and self.runs_inside(decision.to_node)
+                        and self.state.pending(decision.to_node)):
+                    continue
+            else:
+                try:
+                    write_input(write)
+                except OSError as denied:
+                    self._note(logging.ERROR, "chain %s: input slot %s of %s cannot be written (%s): %s",
+                               self.chain_id, write.path, write.to_node, SLOT_UNWRITABLE, denied)
+                    handed = self._hand_over(node_id, answer, f"{SLOT_UNWRITABLE}: {write.path}: {denied}")
+                    break
             fired.append(new_routed_entry(
-                chain_id=self.chain_id, route_id=step.route_id, source_hash=answer, from_node=node_id,
-                to_node=step.to_node, input_slot=str(step.path), starts=step.to_node in started,
+                chain_id=self.chain_id, route_id=decision.route_id, source_hash=answer, from_node=node_id,
+                to_node=decision.to_node, input_slot=str(path), starts=decision.to_node in started,
             ))
         self.ledger.record_routed(fired)
         for entry in fired:
-            self._note(logging.INFO, "chain %s: %s fired, %s written%s", self.chain_id, entry.route_id,
-                       entry.input_slot, "" if entry.starts else " (a join waiting for other sources)")
+            done = "written" if entry.route_id in writes else "already written from this answer"
+            self._note(logging.INFO, "chain %s: %s fired, %s %s%s", self.chain_id, entry.route_id,
+                       entry.input_slot, done, "" if entry.starts else " (a join waiting for other sources)")
         return [e for e in fired if self.needs_run(e)] + handed
 
     def _release(self) -> list[RoutedEntry]:

@@ -7,6 +7,7 @@ that may still write an output.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from slotrelay.chain import load_chain
@@ -174,12 +175,33 @@ def test_an_external_targets_pre_execution_checks_hold_before_its_input_slot_is_
     assert kinds(ready.steps) == [("WriteInput", "ext"), ("StartNode", "ext")]
 
 
-def test_a_resumed_node_does_not_write_again_what_its_target_already_holds(write_chain) -> None:
+def test_a_route_already_written_from_this_answer_is_not_written_again(write_chain) -> None:
     chain = build(write_chain, [node("a", start=True), node("b")], [route("a", "b")])
     output = done("a", n=1)
     digest = content_hash(b"the output's bytes")
     write_input(route_finished(chain, "a", output, digest, state=Pending()).steps[0])
-    assert route_finished(chain, "a", output, digest, state=Pending(), resumed=True).steps == [StartNode("b")]
+    assert route_finished(chain, "a", output, digest, state=Pending()).steps == [StartNode("b")]
     # Another output of a (a crash cut its routes short): written again.
-    other = route_finished(chain, "a", output, "sha256:other", state=Pending(), resumed=True)
+    other = route_finished(chain, "a", output, "sha256:other", state=Pending())
     assert kinds(other.steps) == [("WriteInput", "b"), ("StartNode", "b")]
+
+
+def test_the_same_bytes_answering_a_newer_input_are_another_answer(write_chain) -> None:
+    # An agent's output records nothing of its input: the same words to a newer input (a reviewer sending
+    # the work back twice) are handed on again.
+    chain = build(write_chain, [node("a", start=True), node("review", executor={"kind": "external"}),
+                                node("b")], [route("a", "review"), route("review", "b")])
+    answer = done("review", verdict="rework")
+    digest = content_hash(b"the reviewer's bytes")
+    write_slot(chain.resolve("slots/review_input.json"), input_slot_document(
+        from_node="a", route_id="a-to-review", data={"draft": 1}, from_output="sha256:" + "01" * 32))
+    write_input(route_finished(chain, "review", answer, digest, state=Pending()).steps[0])
+    assert route_finished(chain, "review", answer, digest, state=Pending()).steps == [StartNode("b")]
+    review_input = chain.resolve("slots/review_input.json")
+    write_slot(review_input, input_slot_document(
+        from_node="a", route_id="a-to-review", data={"draft": 2}, from_output="sha256:" + "02" * 32))
+    # Newer than b's input, whatever the file system's clock granularity.
+    later = chain.resolve("slots/b_input.json").stat().st_mtime_ns + 10_000_000
+    os.utime(review_input, ns=(later, later))
+    again = route_finished(chain, "review", answer, digest, state=Pending())
+    assert kinds(again.steps) == [("WriteInput", "b"), ("StartNode", "b")]

@@ -309,3 +309,38 @@ def test_a_failed_agent_slot_names_the_agents_error_type_and_is_not_an_error_aga
     new = log.read_text().splitlines()[len(before):]
     assert not [line for line in new if "ERROR" in line], new
     assert sum(routed_keys(tmp_path).values()) == 1 and not again.runs
+
+
+def _routed_by_run(folder: Path, chain_path: Path, *, target_ran: bool) -> None:
+    """What `slotrelay run` leaves: src-0's answer carried to work-0's input slot (no ledger line), and,
+    when the target ran, work-0's output made from that input."""
+    from slotrelay.chain import load_chain
+    from slotrelay.chain.routing import SlotState, WriteInput, route_finished, write_input
+    from slotrelay.slots import content_hash, output_slot_document, write_slot
+
+    chain = load_chain(chain_path)
+    raw = agent_writes(folder, "src-0", {"n": 1}).read_bytes()
+    routed = route_finished(chain, "src-0", json.loads(raw), content_hash(raw), state=SlotState(chain))
+    written = write_input(next(s for s in routed.steps if isinstance(s, WriteInput)))
+    if target_ran:
+        write_slot(folder / "slots" / "work-0_output.json", output_slot_document(
+            "work-0", status="completed", data={"stamped": True}, produced_from=written))
+
+
+def test_start_routes_nothing_a_run_already_carried_and_starts_a_target_that_did_not_run(tmp_path,
+                                                                                        sensor_for):
+    done, cut = tmp_path / "done", tmp_path / "cut"
+    chains = [make_chain(done, "carried", 1), make_chain(cut, "not-run", 1)]
+    _routed_by_run(done, chains[0], target_ran=True)
+    _routed_by_run(cut, chains[1], target_ran=False)
+    inputs = {folder: (folder / "slots" / "work-0_input.json").read_bytes() for folder in (done, cut)}
+    recorder = RunRecorder()
+    sensor = sensor_for(chains, recorder)
+    assert sensor.coalescer.wait_idle(5)
+    # work-0 answered the input src-0's answer gave it: nothing to route, nothing to run.
+    assert ledger_lines(done) == []
+    # work-0 never ran on it: started, from the input slot as it is (not written again).
+    assert recorder.started_nodes() == [("not-run", "work-0")]
+    assert [(r["route_id"], r["starts"]) for r in ledger_lines(cut) if r["kind"] == "routed"] == [
+        ("route-0", True)]
+    assert {folder: (folder / "slots" / "work-0_input.json").read_bytes() for folder in (done, cut)} == inputs
