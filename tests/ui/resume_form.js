@@ -119,9 +119,12 @@ async function resume(page, job, done) {
     const form = await ui.openForm(page);
     await form.waitFor();
     done.preselected = await ui.selected(form, 'Decision');
-    const alert = form.getByText(/Why you decide:/).first();
-    done.alert_text = (await alert.innerText()).trim();
-    done.alert_unclipped = await unclipped(alert);
+    if (job.alert) {
+        // An alert's form says why a person decides right under the Decision field (a pen's says what waits).
+        const alert = form.getByText(/Why you decide:/).first();
+        done.alert_text = (await alert.innerText()).trim();
+        done.alert_unclipped = await unclipped(alert);
+    }
     if (job.form_screenshot) await page.screenshot({ path: job.form_screenshot });
     done.decision_shown = await ui.choose(form, 'Decision', job.form.decision);
     // Read once a field could be used: the whole form is on the page.

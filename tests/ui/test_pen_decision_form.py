@@ -35,7 +35,7 @@ def test_a_person_decides_a_pen_node_in_the_ui_form(
     worker, results = start_chain(chain_path)
     flow_run = wait_paused(chain_path, worker)
     did = resume_in_browser(prefect_server.removesuffix("/api"), str(flow_run.id), ui="v2", form=FORM,
-                            refused=False, name="pen-v2", tmp_path=tmp_path)
+                            refused=False, name="pen-v2", tmp_path=tmp_path, alert=False)
     shown = f"the v2 UI did {did}; screenshot: {did['screenshot']}"
     assert did["fields"] == ["Decision", "Comment (Optional)", "Decided By (Optional)"], shown
     assert did["decision_shown"] == "share", shown

@@ -64,9 +64,10 @@ FIELDS = ["Decision", "Comment (Optional)", "Data (Optional)", "Decided By (Opti
 
 def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, refused: bool, name: str,
                       tmp_path: Path, screenshot: Path | None = None,
-                      form_screenshot: Path | None = None) -> dict:
+                      form_screenshot: Path | None = None, alert: bool = True) -> dict:
     """Run resume_form.js on one paused run; returns what it did, with a screenshot of the page it left
-    (`screenshot`, default in `tmp_path`) and, with `form_screenshot`, one of the form as it opened."""
+    (`screenshot`, default in `tmp_path`) and, with `form_screenshot`, one of the form as it opened.
+    With `alert` (a run paused on an alert, not a pen's decision) it reads the alert under the Decision field."""
     screenshot = screenshot or tmp_path / f"{name}-page.png"
     job = {
         "ui_url": ui_url,
@@ -77,6 +78,7 @@ def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, ref
         "profile": str(tmp_path / f"{name}-chromium-profile"),
         "screenshot": str(screenshot),
         "form_screenshot": str(form_screenshot) if form_screenshot else None,
+        "alert": alert,
         "timeout_ms": BROWSER_TIMEOUT_MS,
     }
     done = subprocess.run([str(NODE), str(SCRIPT), json.dumps(job)], cwd=HERE, capture_output=True, text=True,

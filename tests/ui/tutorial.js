@@ -19,7 +19,12 @@ const MAX_BUSY = 5;
 const STATE = /^(Scheduled|Pending|Running|Paused|Suspended|Completed|Failed|Crashed|Cancelled|Cancelling)$/;
 
 async function openDeployment(page, job) {
-    await page.goto(new URL('/v2/deployments', job.ui_url).href);
+    // Searched by its name, as the page's search box does (it keeps the search in the address): a server
+    // with more deployments than a page lists (the suite's shared server, or a user's) may not show it
+    // on the first page. Typing instead races the box's debounced search, which re-renders the list.
+    const list = new URL('/v2/deployments', job.ui_url);
+    list.searchParams.set('flowOrDeploymentName', job.deployment);
+    await page.goto(list.href);
     await page.getByRole('link', { name: job.deployment, exact: true }).first().click();
     await page.getByRole('button', { name: 'Run', exact: true }).waitFor();
 }
