@@ -67,7 +67,8 @@ def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, ref
                       form_screenshot: Path | None = None, alert: bool = True) -> dict:
     """Run resume_form.js on one paused run; returns what it did, with a screenshot of the page it left
     (`screenshot`, default in `tmp_path`) and, with `form_screenshot`, one of the form as it opened.
-    With `alert` (a run paused on an alert, not a pen's decision) it reads the alert under the Decision field."""
+    With `alert` (a run paused on an alert, not a pen's decision) it reads the alert under the Decision
+    field."""
     screenshot = screenshot or tmp_path / f"{name}-page.png"
     job = {
         "ui_url": ui_url,
