@@ -279,7 +279,7 @@ def test_a_constraint_nobody_can_check_is_refused(tmp_path: Path) -> None:
         {"workspace_id": ws, "intent": "t", "operations": [RENAME], "constraints": ["keep it fast"]},
         store,
     )
-    assert vague["error"]["code"] == "INVALID_QUERY" and "constraints/0" in vague["error"]["message"]
+    assert vague["error"]["code"] == "INVALID_QUERY" and "constraints.0" in vague["error"]["message"]
     missing = answer(
         "delta.propose",
         {

@@ -975,7 +975,7 @@ def test_a_stale_delta_is_shown_as_stale(shop: Path, tmp_path: Path) -> None:
             "INVALID_QUERY",
             "not both",
         ),
-        ("search?q=x&kind=banana", 400, "INVALID_QUERY", "field kind"),
+        ("search?q=x&kind=banana", 400, "INVALID_QUERY", "kind: &#39;banana&#39; is not one of"),
         ("source?artifact=shop/cart.py&line=x", 400, "INVALID_QUERY", "parameter &#39;line&#39; takes"),
         ("delta?id=dl_000000000000", 404, "OBJECT_NOT_FOUND", "no delta dl_000000000000"),
         ("delta?id=../../manifest", 404, "OBJECT_NOT_FOUND", "is not a delta id"),
@@ -1075,10 +1075,8 @@ def test_regression_overload_stubs_and_their_implementation_are_one_function(tmp
 
     assert 'data-count="0"' in client.get(f"{base}/").text.split('id="conflict-total"')[1][:40]
     listed = client.get(f"{base}/conflicts").text
-    assert (
-        'id="overload-groups" data-count="1"' in listed
-        and "lib.conv.convert" not in _main(listed).split("</p>", 2)[-1]
-    )
+    # The build folds `@t.overload` stubs into their implementation: no conflict group is left to list.
+    assert "lib.conv.convert" not in _main(listed).split("</p>", 2)[-1]
     impact = client.get(f"{base}/impact", params={"id": "lib.conv.convert"})
     assert impact.status_code == 200 and "semantic:lib.conv.use" in impact.text
 
