@@ -65,7 +65,8 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from flows.notes import RunNotes
-from slotrelay.alerts import (
+from slotrelay.chain import Chain
+from slotrelay.chain.alerts import (
     DECISION_HELP,
     SAFE_DECISION,
     Alert,
@@ -76,8 +77,7 @@ from slotrelay.alerts import (
     utc_stamp,
     write_alert,
 )
-from slotrelay.chain import Chain
-from slotrelay.slots import now_iso
+from slotrelay.chain.slots import now_iso
 from slotrelay.validation_text import model_problems
 
 POLL_SECONDS = 0.5
@@ -176,7 +176,7 @@ def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | No
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL
 
-    from slotrelay.alerts import AlertError, decidable_alert
+    from slotrelay.chain.alerts import AlertError, decidable_alert
 
     alert = decidable_alert(alert_file)
     assert alert.flow_run_id is not None  # decidable_alert refuses an alert outside a flow run

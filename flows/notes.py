@@ -1,6 +1,6 @@
 """A chain flow run's notes: each line said once, written to both the run log and the engine log.
 
-The run log is what the Prefect UI shows; the engine log (`logs/engine.log`, slotrelay.enginelog)
+The run log is what the Prefect UI shows; the engine log (`logs/engine.log`, slotrelay.chain.enginelog)
 is what stays on disk beside the slots. `RunNotes` is the `Notes` the schedule takes
 (slotrelay.chain.schedule), and what the flow's own code (arbitration, the node task) says through.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from prefect import get_run_logger
 
 from slotrelay.chain import Chain
-from slotrelay.enginelog import engine_logger
+from slotrelay.chain.enginelog import engine_logger
 
 
 class RunNotes:

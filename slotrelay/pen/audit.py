@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay import fsio
-from slotrelay.slots import now_iso
+from slotrelay.chain.slots import now_iso
 
 GENESIS = "0" * 64
 LOG_NAME = "pen-audit.jsonl"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from slotrelay.chain.slots import now_iso
 from slotrelay.pen import store
 from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.code_screen import enforce_screen
@@ -57,7 +58,6 @@ from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_stat
 from slotrelay.pen.steps import Step, ask_a_person, run_step
 from slotrelay.pen.suggest import suggest
 from slotrelay.pen.terms import PenAction
-from slotrelay.slots import now_iso
 
 if TYPE_CHECKING:
     from slotrelay.sandbox.settings import SandboxSettings
