@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slotrelay.pen.audit import AuditLog, AuditReport
+from slotrelay.audit_log import AuditLog, AuditReport
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.models import PenOutput, PenRequest, parse_request

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.pen import store
-from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.code_screen import enforce_screen
 from slotrelay.pen.codegen import generate_code
 from slotrelay.pen.errors import (
@@ -57,7 +57,7 @@ from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_stat
 from slotrelay.pen.steps import Step, ask_a_person, run_step
 from slotrelay.pen.suggest import suggest
 from slotrelay.pen.terms import PenAction
-from slotrelay.slots import now_iso
+from slotrelay.timestamps import now_iso
 
 if TYPE_CHECKING:
     from slotrelay.sandbox.settings import SandboxSettings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import IllegalTransition, IntentRejected, InvalidPenRequest
 from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
 from slotrelay.pen.intent_screen import screen_intent
