@@ -29,6 +29,7 @@ from rich.table import Table
 
 from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import AlreadyReported, ExitCode
+from slotrelay.pen.reports import fence_name
 from slotrelay.pen.terms import PenAction, Verdict
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def _show_outcome(outcome: PenOutcome) -> None:
     output = outcome.output
     out.print(
         Panel(
-            Syntax(output.code, {"node": "javascript", "shell": "bash"}.get(output.lang, output.lang)),
+            Syntax(output.code, fence_name(output.lang)),
             title=f"{output.pen_id} ({output.lang})",
         )
     )
