@@ -42,7 +42,7 @@ from slotrelay.pen.steps import PersonAnswer, Step, use_asker, use_runner
 from slotrelay.pen.terms import PenAction, Verdict
 
 if TYPE_CHECKING:
-    from slotrelay.pen.writer import PenOutcome, PenRun
+    from slotrelay.pen.run import PenOutcome, PenRun
     from slotrelay.sandbox.settings import SandboxSettings
 
 # How often a paused run asks the API whether it was resumed (Prefect's default is 10 s).

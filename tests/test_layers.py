@@ -45,3 +45,9 @@ def test_every_core_module_is_held_free_of_prefect_and_mcp() -> None:
                     and contract["forbidden_modules"] == ["prefect", "mcp"])
     cli = {"slotrelay.cli", "slotrelay.commands"}
     assert sorted(contract["source_modules"]) == sorted(set(core_children()) - cli)
+
+
+def test_no_import_contract_ignores_an_import() -> None:
+    contracts = pyproject()["tool"]["importlinter"]["contracts"]
+    assert [contract["name"] for contract in contracts if contract.get("ignore_imports")] == []
+    assert {contract["type"] for contract in contracts} == {"layers", "forbidden", "acyclic_siblings"}

@@ -33,7 +33,7 @@ from slotrelay.pen.reports import fence_name
 from slotrelay.pen.terms import PenAction, Verdict
 
 if TYPE_CHECKING:
-    from slotrelay.pen.writer import PenOutcome
+    from slotrelay.pen.run import PenOutcome
 
 app = typer.Typer(
     no_args_is_help=True, help="The magic pen: intent -> code -> sandbox -> erase, keep or share."

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from slotrelay.pen.terms import PenAction
 
 if TYPE_CHECKING:
-    from slotrelay.pen.writer import PenOutcome, PenRun
+    from slotrelay.pen.run import PenOutcome, PenRun
 
 ACTION_HELP = {
     PenAction.erase: "destroy the code and its output; only the audit record stays",

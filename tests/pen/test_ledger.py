@@ -17,8 +17,8 @@ from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
 from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.manifest import build_manifest, code_dependencies, validate_manifest
 from slotrelay.pen.models import parse_request
+from slotrelay.pen.run import PenRun
 from slotrelay.pen.states import current_state, transition
-from slotrelay.pen.writer import PenRun
 
 
 @pytest.mark.parametrize(
