@@ -22,7 +22,7 @@ from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.intent_screen import find_personal_numbers, find_secrets
 from slotrelay.pen.json_shape import document_schema
 from slotrelay.pen.models import Lang, PenOutput, PenRequest
-from slotrelay.slots import now_iso
+from slotrelay.timestamps import now_iso
 from slotrelay.validation_text import json_path, schema_problem
 
 COPYRIGHT = "国作登字-2026-A-00037559"

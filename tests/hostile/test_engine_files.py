@@ -29,7 +29,8 @@ from slotrelay.chain.runner import dual_write, publish_output
 from slotrelay.enginelog import engine_logger
 from slotrelay.errors import EnvironmentMissing
 from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger, new_routed_entry
-from slotrelay.slots import now_iso, output_slot_document, read_slot, write_slot
+from slotrelay.slots import output_slot_document, read_slot, write_slot
+from slotrelay.timestamps import now_iso
 
 OUTSIDE_TEXT = "the outside file: nothing of the chain's may land here\n"
 STEPS = "def ok(data):\n    return {'ok': True}\n"
