@@ -265,7 +265,10 @@ def errors_page() -> str:
         "and the `exit_code` the `slotrelay` command ends with: the chain's codes, the sandbox's, the pen's "
         "MPP codes (MPP-E001..E006 and `PEN_*`) and the twelve PSMR codes. One handler in `slotrelay/cli.py` "
         "prints `CODE: message` on stderr (with `--json`, `{\"error\": {\"code\", \"message\"}}` on stdout) "
-        "and exits with the error's exit code. Generated from the code at build time.\n\n"
+        "and exits with the error's exit code. A command that has already printed how its work ended "
+        "(a failed run's summary, a program's output, a PSMR error envelope) raises `AlreadyReported` "
+        "with its exit code, and the same handler exits with it, printing nothing more. "
+        "Generated from the code at build time.\n\n"
         "## Exit codes\n\n| exit | name | meaning |\n|---|---|---|\n" + "\n".join(exits) + "\n\n"
         "## Error classes\n\n| code | exit | meaning | class |\n|---|---|---|---|\n"
         + "\n".join(rows)

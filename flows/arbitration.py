@@ -64,7 +64,6 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJs
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from flows.notes import RunNotes
 from slotrelay.chain import Chain
 from slotrelay.chain.alerts import (
     DECISION_HELP,
@@ -77,8 +76,9 @@ from slotrelay.chain.alerts import (
     utc_stamp,
     write_alert,
 )
-from slotrelay.chain.slots import now_iso
+from slotrelay.timestamps import now_iso
 from slotrelay.validation_text import model_problems
+from tasks.notes import RunNotes
 
 POLL_SECONDS = 0.5
 # How much of a failure's message the form shows (the alert file and the run's artifact keep it all).

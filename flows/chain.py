@@ -42,7 +42,6 @@ from prefect.utilities.annotations import quote
 from prefect.utilities.callables import get_call_parameters
 
 from flows.arbitration import raise_alert, wait_for_decision
-from flows.notes import RunNotes
 from slotrelay.chain import Chain, ChainValidationError, NodeOutcome, load_chain
 from slotrelay.chain.alerts import alerts_of_run
 from slotrelay.chain.preflight import prepared_chain
@@ -62,6 +61,7 @@ from slotrelay.chain.schedule import (
 from slotrelay.chain.slots import read_slot, write_json_atomic
 from slotrelay.lifetime import LifetimeUnavailable, die_with_parent
 from tasks.node import node_task
+from tasks.notes import RunNotes
 
 
 def summary_path(chain: Chain, flow_run_id: str | None) -> Path:

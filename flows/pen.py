@@ -21,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact
 from slotrelay.pen import config, writer
 from slotrelay.pen.errors import InvalidPenRequest, PenError, SandboxStartFailed
 from slotrelay.pen.model_client import ModelSettings
-from slotrelay.pen.writer import PenRun
+from slotrelay.pen.run import PenRun
 from slotrelay.sandbox.backends import check_policy_images
 from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.settings import SandboxSettings

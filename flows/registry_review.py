@@ -8,7 +8,6 @@ review itself worked, and returns the error in its result.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -17,6 +16,7 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
 from flows.pen import sandbox_settings
+from slotrelay.pen.reports import review_markdown
 from slotrelay.pen.terms import Verdict
 from tasks import pen as pen_tasks
 from tasks.pen import artifact_key
@@ -29,22 +29,6 @@ class ReviewVerdictInput(RunInput):
 
     verdict: Verdict
     reviewer: str = "reviewer"
-
-
-def _report_markdown(pen_id: str, report: dict[str, Any]) -> str:
-    rows = "\n".join(
-        f"| {t['index']} | {t['status']} | `{json.dumps(t['expected'])[:80]}` | "
-        f"`{json.dumps(t['got'])[:80]}` | "
-        f"{'yes' if t['passed'] else '**no**'} |"
-        for t in report["tests"]
-    )
-    findings = "\n".join(f"- line {f['line']}: {f['detail']}" for f in report["static_findings"]) or "- none"
-    verdict = "all checks passed" if report["passed"] else "**checks failed: it cannot be accepted**"
-    return (
-        f"# Review of {pen_id}: {verdict}\n\n| example | status | expected | got | passed "
-        "|\n|---|---|---|---|---|\n"
-        f"{rows}\n\n## Static screen\n{findings}\n"
-    )
 
 
 @flow(name="registry-review")
@@ -74,7 +58,7 @@ def registry_review(
     log = get_run_logger()
     report = pen_tasks.registry_check(root, pen_id, backend, sandbox_settings(sandbox_policy))
     create_markdown_artifact(
-        _report_markdown(pen_id, report),
+        review_markdown(pen_id, report),
         key=artifact_key("pen-review", pen_id),
         description="test examples and static screen",
     )

@@ -56,8 +56,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from slotrelay.loopback import is_loopback, listening_socket, loopback_hosts, loopback_url
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
-from slotrelay.psmr.loopback import is_loopback, listening_socket, loopback_hosts, loopback_url
 
 MCP_PATH = "/mcp"
 SESSION_IDLE_TIMEOUT_VARIABLE = "PSMR_MCP_SESSION_IDLE_TIMEOUT_S"

@@ -96,7 +96,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
 
     Parameters:
         store: the PSMR store folder.
-        hosts: the Host header values to answer (see `slotrelay.psmr.loopback.loopback_hosts`).
+        hosts: the Host header values to answer (see `slotrelay.loopback.loopback_hosts`).
         workspace_id: the workspace `/` opens; None lists the store's workspaces there.
 
     Returns:

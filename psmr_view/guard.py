@@ -29,7 +29,7 @@ class LoopbackGuard:
 
     Parameters:
         app: the application to guard.
-        hosts: the Host header values accepted (see `slotrelay.psmr.loopback.loopback_hosts`).
+        hosts: the Host header values accepted (see `slotrelay.loopback.loopback_hosts`).
         refuse: renders a refusal as `(status, code, message) -> ASGI app`.
     """
 

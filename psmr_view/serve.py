@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from psmr_view.app import create_app
-from slotrelay.psmr.loopback import bind_address, is_loopback, listening_socket, loopback_hosts, loopback_url
+from slotrelay.loopback import bind_address, is_loopback, listening_socket, loopback_hosts, loopback_url
 
 
 class NotLoopback(ValueError):

@@ -6,7 +6,8 @@ Errors become exits here, once: a command raises a `SlotrelayError` (the core's 
 `slotrelay.commands.output`) and exits with its `exit_code` (`slotrelay.errors.ExitCode`):
 0 success, 1 the work ran and failed, 2 bad input, 3 the environment is missing something.
 A command whose work ran and failed after printing its result (a failed flow run or program, a
-broken audit log) exits with `ExitCode.FAILED` itself: there is no error to report twice.
+broken audit log, a PSMR error envelope) raises `AlreadyReported` with its exit code: there is no
+error to report twice. Only this module exits.
 
 Each part's commands are imported when one of them runs (or when help lists them all), not at
 start: `slotrelay mcp serve`, which an MCP host spawns for every session, loads neither the chain
@@ -29,7 +30,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from slotrelay.commands.output import JSON_ERRORS, print_json
-from slotrelay.errors import SlotrelayError
+from slotrelay.errors import AlreadyReported, SlotrelayError
 
 # `slotrelay NAME ...`: the module whose Typer app is that group of commands.
 COMMAND_GROUPS = {
@@ -77,7 +78,8 @@ def _without_metavar_if_flag(param: Any) -> None:
 
 class SlotrelayGroup(TyperGroup):
     """The root command group: loads each part's commands when they are asked for (click's lazy
-    subcommands), and turns any `SlotrelayError` a command raises into its message and exit code."""
+    subcommands), turns any `SlotrelayError` a command raises into its message and exit code, and an
+    `AlreadyReported` into its exit code alone."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         # Typer adds the root's completion options after making the group, so they are marked here.
@@ -122,6 +124,8 @@ class SlotrelayGroup(TyperGroup):
         except SlotrelayError as error:
             show_error(error, as_json=bool(ctx.meta.get(JSON_ERRORS)))
             raise typer.Exit(int(error.exit_code)) from None
+        except AlreadyReported as reported:
+            raise typer.Exit(int(reported.exit_code)) from None
 
 
 app = typer.Typer(

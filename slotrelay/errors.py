@@ -13,7 +13,8 @@ its own subtree in its package:
      +-- PsmrError             slotrelay.psmr.errors     (the twelve PSMR codes)
 
 Only `slotrelay.cli` turns these into an exit and a message (`CODE: message` on stderr), in one
-place, the way click handles its `ClickException` once.
+place, the way click handles its `ClickException` once. A command that has already printed how its
+work ended raises `AlreadyReported`, which `slotrelay.cli` turns into the exit alone.
 """
 
 from __future__ import annotations
@@ -78,3 +79,20 @@ class EnvironmentMissing(SlotrelayError, RuntimeError):
 
     code = "ENVIRONMENT_MISSING"
     exit_code = ExitCode.ENVIRONMENT_MISSING
+
+
+class AlreadyReported(BaseException):
+    """Control signal: the command printed how its work ended; `slotrelay` exits with `exit_code`.
+
+    A failed flow run's summary, a program's error output, a broken audit log's lines or a PSMR error
+    envelope is the report: `slotrelay.cli` prints nothing more. Not a `SlotrelayError`, since there is
+    no message left to print, and a `BaseException`, like Prefect's Pause and Abort, so that no
+    `except Exception` on the way out swallows it.
+
+    Parameters:
+        exit_code: the `slotrelay` command's exit status.
+    """
+
+    def __init__(self, exit_code: ExitCode) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code

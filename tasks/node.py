@@ -11,7 +11,7 @@ its data, so the flow can escalate or arbitrate.
 The task returns (or carries as its final state's data) a `slotrelay.chain.NodeOutcome`, which the
 flow hands to the scheduler; it decides nothing about what runs next.
 
-The node task and the chain flow say what happened through `flows.notes.RunNotes`: the engine log
+The node task and the chain flow say what happened through `tasks.notes.RunNotes`: the engine log
 beside the slots, and (but for the per-node details of a healthy run) the run's log in Prefect.
 """
 
@@ -27,12 +27,12 @@ from prefect.client.schemas.objects import State, TaskRun
 from prefect.context import TaskRunContext
 from prefect.states import Completed, Failed
 
-from flows.notes import RunNotes
 from slotrelay.chain import Chain, Node, NodeError, NodeOutcome, NodeState
 from slotrelay.chain.errors import SLOT_UNWRITABLE
 from slotrelay.chain.provenance import output_slot_path
 from slotrelay.chain.runner import decide_handling, execute_node, retry_interval, write_ended
 from slotrelay.chain.schedule import RetryBook
+from tasks.notes import RunNotes
 
 
 class _DelayOfThisFailure(list[float]):

@@ -4,7 +4,8 @@ Importing this module installs `run_as_task` as the pen's step runner and `ask_i
 asker (`slotrelay.pen.steps`). Inside a flow or task run, each step of `slotrelay.pen.writer.complete`
 becomes a task run named `pen-<step>`, in the `pen-write` flow and, nested under the node's task run,
 in a chain's `pen` node; outside Prefect (the CLI) a step is called directly. The generated code and
-the sandbox run (its limits, backend, image and exit) are Markdown artifacts of their task runs.
+the sandbox run (its limits, backend, image and exit) are Markdown artifacts of their task runs, in the
+words of the pen's own reports (`slotrelay.pen.reports`), as is the decision form's description.
 
 When a persona's policy asks a person, `ask_in_the_run` pauses the flow run (the `pen-write` run, or
 the chain's run from inside its `pen` node) with `PenDecisionInput`, a form built as the engine's
@@ -22,7 +23,6 @@ and a chain without a pen node must not pay for the pen. Caching is off: a pen c
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from pathlib import Path
@@ -37,11 +37,12 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from pydantic import ConfigDict, Field, WithJsonSchema
 
+from slotrelay.pen.reports import code_markdown, decision_markdown, limits_text, sandbox_markdown
 from slotrelay.pen.steps import PersonAnswer, Step, use_asker, use_runner
 from slotrelay.pen.terms import PenAction, Verdict
 
 if TYPE_CHECKING:
-    from slotrelay.pen.writer import PenOutcome, PenRun
+    from slotrelay.pen.run import PenOutcome, PenRun
     from slotrelay.sandbox.settings import SandboxSettings
 
 # How often a paused run asks the API whether it was resumed (Prefect's default is 10 s).
@@ -63,55 +64,10 @@ def artifact_key(kind: str, pen_id: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", f"{kind}-{pen_id}".lower())
 
 
-def limits_text(run: PenRun) -> str:
-    """The run's sandbox limits in one line: language, timeout, memory, network, files."""
-    options = run.request.options.sandbox
-    network = (
-        options.network if isinstance(options.network, str) else f"allow {','.join(options.network.allow)}"
-    )
-    fs = options.fs if isinstance(options.fs, str) else f"read {','.join(options.fs.allow_paths)}"
-    return f"{options.lang}, {options.timeout_ms} ms, {options.memory_mb} MB, network {network}, fs {fs}"
-
-
 def _run_name(step: Step, run: PenRun) -> str:
     if step.name == "sandbox-run":
         return f"pen-sandbox-run {run.pen_id} ({limits_text(run)})"
     return f"pen-{step.name} {run.pen_id}"
-
-
-def code_markdown(run: PenRun) -> str:
-    """The generated code, fenced for its language."""
-    lang = run.request.options.sandbox.lang
-    fence = {"node": "javascript", "shell": "bash"}.get(lang, lang)
-    return (
-        f"# {run.pen_id}: generated code\n\n**Intent:** {run.request.intent}\n\n```{fence}\n{run.code}\n```\n"
-    )
-
-
-def sandbox_markdown(run: PenRun, error: BaseException | None) -> str:
-    """The sandbox run: its limits, backend, image and exit, then what the program printed."""
-    execution = run.execution
-    stopped = f"stopped: {getattr(error, 'code', type(error).__name__)}"
-    rows = [
-        ("status", execution.status if execution else stopped),
-        ("exit code", str(run.sandbox.get("exit_code"))),
-        ("limits", limits_text(run)),
-        ("backend", str(run.sandbox.get("backend"))),
-        ("image", run.sandbox.get("image") or "none (the host's interpreter, under bwrap)"),
-    ]
-    if execution is not None:
-        rows += [
-            ("duration", f"{execution.duration_ms} ms"),
-            ("result", f"`{json.dumps(execution.result, ensure_ascii=False, default=str)[:500]}`"),
-        ]
-    rows += [(f"violation ({v['kind']})", v["detail"]) for v in run.sandbox.get("violations", [])]
-    table = "\n".join(f"| {key} | {value} |" for key, value in rows)
-    parts = [f"# {run.pen_id}: sandbox run\n\n| field | value |\n|---|---|\n{table}\n"]
-    if execution is not None:
-        for name, text in (("stdout", execution.stdout), ("stderr", execution.stderr)):
-            if text.strip():
-                parts.append(f"\n**{name}**\n\n```\n{text[-2000:]}\n```\n")
-    return "".join(parts)
 
 
 def _show(step: Step, run: PenRun, error: BaseException | None) -> None:
@@ -176,44 +132,6 @@ class PenDecisionInput(RunInput):
     ] = PenAction.keep
     comment: str | None = Field(default=None, description="why, kept in the pen's audit record")
     decided_by: str | None = None
-
-
-ACTION_HELP = {
-    PenAction.erase: "destroy the code and its output; only the audit record stays",
-    PenAction.keep: "store the pen in the persona's private folder",
-    PenAction.share: "deliver it to the registry inbox for review (with its manifest)",
-}
-
-
-def _fenced(text: str, fence: str = "") -> str:
-    # A fence longer than any run of backticks in the text, so the text cannot close it.
-    ticks = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
-    return f"{ticks}{fence}\n{text}\n{ticks}"
-
-
-def decision_markdown(run: PenRun, pending: PenOutcome) -> str:
-    """What a person reads before deciding: the pen, the suggestion, the result, the output and the code."""
-    output = pending.output
-    execution = output.execution
-    rows = [
-        ("pen", output.pen_id),
-        ("persona", run.persona_id),
-        ("asked by", run.where or "the pen-write flow"),
-        ("intent", run.request.intent.strip()),
-        ("suggestion", f"{output.suggestion} ({run.suggestion_source})"),
-        ("execution", f"{execution.status} in {execution.duration_ms} ms"),
-        ("result", f"`{json.dumps(execution.result, ensure_ascii=False, default=str)[:500]}`"),
-    ]
-    table = "\n".join(f"| {key} | {str(value).replace('|', '/')} |" for key, value in rows)
-    choices = "\n".join(f"- **{action.value}**: {what}" for action, what in ACTION_HELP.items())
-    fence = {"node": "javascript", "shell": "bash"}.get(output.lang, output.lang)
-    parts = [f"## Pen {output.pen_id} waits for a decision\n\n| field | value |\n|---|---|\n{table}\n"]
-    parts.append(f"\n{choices}\n")
-    for name, text in (("stdout", execution.stdout), ("stderr", execution.stderr)):
-        if text.strip():
-            parts.append(f"\n**{name}**\n\n{_fenced(text[-2000:])}\n")
-    parts.append(f"\n**code**\n\n{_fenced(output.code, fence)}\n")
-    return "".join(parts)
 
 
 def ask_in_the_run(run: PenRun, pending: PenOutcome) -> PersonAnswer | None:

@@ -272,3 +272,23 @@ def test_no_help_text_is_cut_at_80_columns(path: str, monkeypatch: pytest.Monkey
     done = runner.invoke(app, [*path.split(), "--help"])
     assert done.exit_code == 0, done.output
     assert "…" not in done.stdout, done.stdout
+
+
+SHIPPED_PACKAGES = ("slotrelay", "flows", "tasks", "blocks", "deployments", "psmr_mcp", "psmr_view")
+
+
+def test_only_the_cli_exits() -> None:
+    # A command that already printed how its work ended raises AlreadyReported; slotrelay.cli exits.
+    root = Path(__file__).resolve().parents[1]
+    exiting = [f"{path.relative_to(root)}:{number}"
+               for package in SHIPPED_PACKAGES for path in sorted((root / package).rglob("*.py"))
+               for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+               if re.search(r"\b(typer|click)\.Exit\b|\bimport\b.*\bExit\b", line)]
+    assert exiting and all(place.startswith("slotrelay/cli.py:") for place in exiting), exiting
+
+
+def test_a_reported_failure_is_printed_once_and_exits_with_its_error_code(tmp_path: Path) -> None:
+    # The envelope on stdout is the report: nothing on stderr, and the exit code of its error's class.
+    done = runner.invoke(app, ["psmr", "call", "query.search", "{}", "--store", str(tmp_path)])
+    envelope = json.loads(done.stdout)
+    assert (done.exit_code, done.stderr, envelope["error"]["code"]) == (2, "", "INVALID_QUERY")

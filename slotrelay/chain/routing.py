@@ -59,11 +59,11 @@ from slotrelay.chain.slots import (
     OutputSlotRead,
     SlotInvalid,
     input_slot_document,
-    now_iso,
     read_output_slot,
     read_slot,
     write_slot,
 )
+from slotrelay.timestamps import now_iso
 
 # Test-only fault hook: the name of a node whose routes' writes kill this process (kill -9) before the
 # first of them, as a crash between the node's output write and its routes' writes would.

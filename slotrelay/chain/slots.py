@@ -35,7 +35,6 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slotrelay import fsio
 from slotrelay.errors import SlotrelayError
+from slotrelay.timestamps import now_iso
 from slotrelay.validation_text import model_problems
 
 TMP_SUFFIX = ".tmp"
@@ -88,11 +88,6 @@ def content_hash(raw: bytes) -> str:
         `sha256:<hex>`.
     """
     return "sha256:" + hashlib.sha256(raw).hexdigest()
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO-8601 with an offset."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _json_text(document: Any, *, indent: int | None = None) -> str:

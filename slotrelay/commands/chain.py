@@ -22,7 +22,7 @@ from rich.table import Table
 from slotrelay.chain.alerts import DecisionName
 from slotrelay.commands.options import checked, writable_folder
 from slotrelay.commands.output import AsJson, print_json
-from slotrelay.errors import BadInput, ExitCode, SlotrelayError
+from slotrelay.errors import AlreadyReported, BadInput, ExitCode, SlotrelayError
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
@@ -188,7 +188,7 @@ def run(
         _summary_table(chain, summary, api.url.removesuffix("/api"))
     if summary["state"] != "COMPLETED":
         # The summary above says what failed: exit without a second report.
-        raise typer.Exit(ExitCode.FAILED)
+        raise AlreadyReported(ExitCode.FAILED)
 
 
 @app.command()

@@ -28,11 +28,12 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from slotrelay.commands.output import AsJson, print_json
-from slotrelay.errors import ExitCode
+from slotrelay.errors import AlreadyReported, ExitCode
+from slotrelay.pen.reports import fence_name
 from slotrelay.pen.terms import PenAction, Verdict
 
 if TYPE_CHECKING:
-    from slotrelay.pen.writer import PenOutcome
+    from slotrelay.pen.run import PenOutcome
 
 app = typer.Typer(
     no_args_is_help=True, help="The magic pen: intent -> code -> sandbox -> erase, keep or share."
@@ -100,7 +101,7 @@ def _show_outcome(outcome: PenOutcome) -> None:
     output = outcome.output
     out.print(
         Panel(
-            Syntax(output.code, {"node": "javascript", "shell": "bash"}.get(output.lang, output.lang)),
+            Syntax(output.code, fence_name(output.lang)),
             title=f"{output.pen_id} ({output.lang})",
         )
     )
@@ -213,7 +214,7 @@ def write(
         _show_outcome(outcome)
     if outcome.output.execution.status != "success":
         # The outcome above shows the program's error: exit without a second report.
-        raise typer.Exit(ExitCode.FAILED)
+        raise AlreadyReported(ExitCode.FAILED)
 
 
 @app.command()
@@ -274,7 +275,7 @@ def review(
             err.print(f"{outcome.error.code}: {outcome.error.message} (sent to the persona)", markup=False)
     if outcome.error is not None:
         # Reported above (or in the JSON outcome) as a result sent to the persona, not raised.
-        raise typer.Exit(outcome.error.exit_code)
+        raise AlreadyReported(outcome.error.exit_code)
 
 
 @audit_app.command("verify")
@@ -292,4 +293,4 @@ def audit_verify(root: Root = Path("."), as_json: AsJson = False) -> None:
         for problem in report.problems:
             err.print(f"{report.path}:{problem['line']}: {problem['problem']}", markup=False)
     if not report.ok:
-        raise typer.Exit(ExitCode.FAILED)
+        raise AlreadyReported(ExitCode.FAILED)

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slotrelay.commands.output import AsJson, print_json
-from slotrelay.errors import BadInput
+from slotrelay.errors import AlreadyReported, BadInput
 from slotrelay.psmr.errors import ERROR_CLASSES, ERROR_CODES
 
 app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its API.")
@@ -196,7 +196,7 @@ def call_operation(
     typer.echo(render(result))
     if result["status"] == "error":
         # The envelope printed above is the report; the exit code is its error class's.
-        raise typer.Exit(ERROR_CLASSES[ERROR_CODES.index(result["error"]["code"])].exit_code)
+        raise AlreadyReported(ERROR_CLASSES[ERROR_CODES.index(result["error"]["code"])].exit_code)
 
 
 @app.command()

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slotrelay.commands.output import AsJson, print_json
-from slotrelay.errors import BadInput, ExitCode
+from slotrelay.errors import AlreadyReported, BadInput, ExitCode
 
 app = typer.Typer(no_args_is_help=True, help="Run untrusted code under limits (docker or bwrap).")
 out = Console(soft_wrap=True)
@@ -130,7 +130,7 @@ def run(
             err.print(f"[yellow]{violation.kind}[/]: {violation.detail}", highlight=False)
     if result.status != "success":
         # The lines above say how the program ended: exit without a second report.
-        raise typer.Exit(ExitCode.FAILED)
+        raise AlreadyReported(ExitCode.FAILED)
 
 
 @app.command()
@@ -154,4 +154,4 @@ def doctor(as_json: AsJson = False) -> None:
                 out.print(f"  note: {note}", highlight=False)
     if not any(report.usable for report in reports):
         # Each backend's problems are listed above.
-        raise typer.Exit(ExitCode.ENVIRONMENT_MISSING)
+        raise AlreadyReported(ExitCode.ENVIRONMENT_MISSING)

@@ -7,13 +7,15 @@ audited, and is erased, kept or shared to the module registry for review.
     verify_audit(root)                    check the hash-chained audit log
 
 Module map: models (the contract), terms (its enums), intent_screen (the intent), model_client +
-codegen (the code model), code_screen (the generated code), writer (the steps, in order) and steps
-(how each is run), policy + suggest (decisions), states (the state machine), audit, ids, store (folders),
-manifest (for a share), registry (review), node (the chain executor), api (the names above).
+codegen (the code model), code_screen (the generated code), writer (the steps, in order), run (one
+call as it goes, and its outcome) and steps (how each step is run), policy + suggest (decisions), states
+(the state machine), ids, store (folders), manifest (for a share), registry (review), reports (what a
+person reads, as Markdown), node (the chain executor), api (the names above). The audit log is
+`slotrelay.audit_log`, shared with PSMR.
 
-The names come from `api` on first use (PEP 562): `terms` and `steps` import nothing heavy, so the
-CLI builds its choices from `terms`, and the Prefect shell installs its step runner, without loading
-the pen (its screens, the model client and the sandbox).
+The names come from `api` on first use (PEP 562): `terms`, `steps` and `reports` import nothing heavy,
+so the CLI builds its choices from `terms`, and the Prefect shell installs its step runner and shows
+the pen's reports, without loading the pen (its screens, the model client and the sandbox).
 """
 
 from __future__ import annotations

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slotrelay.pen.audit import AuditLog, AuditReport
+from slotrelay.audit_log import AuditLog, AuditReport
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.models import PenOutput, PenRequest, parse_request
 from slotrelay.pen.registry import ReviewOutcome, review
+from slotrelay.pen.run import PenOutcome
 from slotrelay.pen.states import check_index
 from slotrelay.pen.terms import PenAction, Verdict
-from slotrelay.pen.writer import PenOutcome, apply_decision, write
+from slotrelay.pen.writer import apply_decision, write
 
 
 def decide(root: str | Path, pen_id: str, action: PenAction, *, decided_by: str = "person") -> PenOutcome:

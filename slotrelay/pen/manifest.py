@@ -18,11 +18,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
-from slotrelay.chain.slots import now_iso
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.intent_screen import find_personal_numbers, find_secrets
 from slotrelay.pen.json_shape import document_schema
 from slotrelay.pen.models import Lang, PenOutput, PenRequest
+from slotrelay.timestamps import now_iso
 from slotrelay.validation_text import json_path, schema_problem
 
 COPYRIGHT = "国作登字-2026-A-00037559"

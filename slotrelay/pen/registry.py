@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from slotrelay.chain.slots import now_iso
+from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.pen import store
-from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.code_screen import screen_code
 from slotrelay.pen.errors import InvalidPenRequest, SandboxStartFailed, ShareRejected
 from slotrelay.pen.ids import parse_pen_id
@@ -26,6 +25,7 @@ from slotrelay.pen.models import FILE_SUFFIX, PenRequest
 from slotrelay.pen.states import require_state, transition
 from slotrelay.pen.terms import Verdict
 from slotrelay.pen.writer import program_result, sandbox_limits_for
+from slotrelay.timestamps import now_iso
 
 if TYPE_CHECKING:
     from slotrelay.sandbox.settings import SandboxSettings

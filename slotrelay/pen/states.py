@@ -26,7 +26,7 @@ import json
 from typing import Any, Literal
 
 from slotrelay import fsio
-from slotrelay.pen.audit import HEAD_LIMIT, AuditLog
+from slotrelay.audit_log import HEAD_LIMIT, AuditLog
 from slotrelay.pen.errors import IllegalTransition, PenNotFound
 from slotrelay.pen.terms import PenAction
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from slotrelay.pen.terms import PenAction
 
 if TYPE_CHECKING:
-    from slotrelay.pen.writer import PenOutcome, PenRun
+    from slotrelay.pen.run import PenOutcome, PenRun
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,13 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from slotrelay.chain.slots import now_iso
+from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.pen import store
-from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.code_screen import enforce_screen
 from slotrelay.pen.codegen import generate_code
 from slotrelay.pen.errors import (
@@ -45,7 +43,6 @@ from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.manifest import build_manifest, sensitive_examples
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import (
-    EXTENSION_KEY,
     FILE_SUFFIX,
     AuditRef,
     Execution,
@@ -54,10 +51,12 @@ from slotrelay.pen.models import (
     parse_request,
 )
 from slotrelay.pen.policy import Decision, decide, load_policy
+from slotrelay.pen.run import PenOutcome, PenRun, execution_error
 from slotrelay.pen.states import FINAL_ACTION_STATE, current_state, require_state, transition
 from slotrelay.pen.steps import Step, ask_a_person, run_step
 from slotrelay.pen.suggest import suggest
 from slotrelay.pen.terms import PenAction
+from slotrelay.timestamps import now_iso
 
 if TYPE_CHECKING:
     from slotrelay.sandbox.settings import SandboxSettings
@@ -65,101 +64,6 @@ if TYPE_CHECKING:
 # Sandbox violations that mean "tried to reach a forbidden resource" (MPP-E005); memory and output
 # caps are limits the run hit, reported as an execution error instead.
 ACCESS_VIOLATIONS = frozenset({"network", "fs"})
-
-
-@dataclass
-class PenRun:
-    """Everything one `pen.write` call has produced so far."""
-
-    root: Path
-    request: PenRequest
-    pen_id: str
-    intent_hash: str
-    started_at: str
-    code: str | None = None
-    execution: Execution | None = None
-    sandbox: dict[str, Any] = field(default_factory=dict)
-    suggestion: PenAction | None = None
-    suggestion_source: str | None = None
-    decision: Decision | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    # Where the code model and the sandbox policy came from (`config_report`), for the output.
-    config: dict[str, Any] | None = None
-    # What runs the pen (a chain's node), told to a person asked to decide, and how long they have.
-    where: str | None = None
-    decision_timeout_s: int | None = None
-
-    @property
-    def persona_id(self) -> str:
-        """The persona holding the pen."""
-        return self.request.context.persona_id
-
-    @property
-    def log(self) -> AuditLog:
-        """The audit log under the run's root."""
-        return AuditLog(self.root)
-
-    @property
-    def code_hash(self) -> str | None:
-        """sha256 of the code, once there is code."""
-        return sha256_text(self.code) if self.code is not None else None
-
-    def output(self, syslog_id: str) -> PenOutput:
-        """The `pen.write` output object (once the run has completed)."""
-        if self.code is None or self.execution is None or self.suggestion is None:
-            raise PenError(f"pen {self.pen_id} has not completed: no output yet")
-        return PenOutput(
-            pen_id=self.pen_id,
-            code=self.code,
-            lang=self.request.options.sandbox.lang,
-            execution=self.execution,
-            suggestion=self.suggestion,
-            audit=AuditRef(syslog_id=syslog_id, intent_hash=self.intent_hash, code_hash=self.code_hash),
-        )
-
-
-@dataclass
-class PenOutcome:
-    """What `write` and `decide` hand back: the output and what became of the pen."""
-
-    output: PenOutput
-    state: str
-    final_action: PenAction | None
-    decided_by: str
-    location: str | None
-    timings: dict[str, float] = field(default_factory=dict)
-    config: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The seed's output object, with what slotrelay adds under its one extension key.
-
-        `x-slotrelay`: `decision` (final action, state, who decided, where the files are), `config`
-        (where the code model and the sandbox policy came from; null for a later `pen decide`) and
-        `error` (the MPP code a completed run recorded, MPP-E004 for a timeout; else null).
-        """
-        return {
-            **self.output.model_dump(mode="json"),
-            EXTENSION_KEY: {
-                "decision": {
-                    "final_action": self.final_action,
-                    "state": self.state,
-                    "decided_by": self.decided_by,
-                    "location": self.location,
-                },
-                "config": self.config,
-                "error": execution_error(self.output.execution),
-            },
-        }
-
-
-def execution_error(execution: Execution) -> dict[str, str] | None:
-    """The MPP error a completed run recorded: MPP-E004 when the program was killed at its deadline."""
-    if execution.status != "timeout":
-        return None
-    return {
-        "code": ExecutionTimedOut.code,
-        "message": f"the program ran past timeout_ms and was killed after {execution.duration_ms} ms",
-    }
 
 
 @contextmanager

@@ -19,7 +19,7 @@ then:
    every file already replaced gets its original text back (atomically too) and the apply answers
    EXECUTION_FAILED;
 3. each apply is one record of a hash-chained audit log of its own in the tree's state folder
-   (`psmr-apply.jsonl`, the pen's chain: `slotrelay.pen.audit.AuditLog`), held locked for the whole
+   (`psmr-apply.jsonl`, the pen's kind of chain: `slotrelay.audit_log.AuditLog`), held locked for the whole
    apply so that two applies of one delta cannot both write.
 
 Before writing, the workspace as it stands (W) is kept beside the delta as a sealed record
@@ -33,7 +33,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from slotrelay import fsio
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.psmr import delta as deltas
 from slotrelay.psmr.diff import side_of
 from slotrelay.psmr.errors import (

@@ -31,13 +31,8 @@ from slotrelay.chain.schedule import (
     WriteOutput,
     apply_write,
 )
-from slotrelay.chain.slots import (
-    input_slot_document,
-    now_iso,
-    output_slot_document,
-    read_slot,
-    write_json_atomic,
-)
+from slotrelay.chain.slots import input_slot_document, output_slot_document, read_slot, write_json_atomic
+from slotrelay.timestamps import now_iso
 from tests.chain.conftest import node, route
 
 STEPS = '''

@@ -28,8 +28,9 @@ from slotrelay.chain.enginelog import engine_logger
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger, new_routed_entry
 from slotrelay.chain.preflight import path_problems
 from slotrelay.chain.runner import dual_write, publish_output
-from slotrelay.chain.slots import now_iso, output_slot_document, read_slot, write_slot
+from slotrelay.chain.slots import output_slot_document, read_slot, write_slot
 from slotrelay.errors import EnvironmentMissing
+from slotrelay.timestamps import now_iso
 
 OUTSIDE_TEXT = "the outside file: nothing of the chain's may land here\n"
 STEPS = "def ok(data):\n    return {'ok': True}\n"

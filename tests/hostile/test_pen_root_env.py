@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from tests.hostile.conftest import slotrelay
 from tests.pen.stub_model import StubModel
 

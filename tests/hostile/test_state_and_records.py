@@ -24,7 +24,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.psmr import sealed
 from slotrelay.psmr.build import workspace_id
 from tests.conftest import free_port

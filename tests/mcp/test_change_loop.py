@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from psmr_mcp import WorkspaceRegistry, build_server
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.grants import Grants
 from slotrelay.sandbox import SandboxUnavailable, get_backend
 from tests.conftest import require_service

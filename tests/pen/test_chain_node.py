@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact, recorded_task_runs

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from slotrelay.audit_log import sha256_text
 from slotrelay.pen import write
-from slotrelay.pen.audit import sha256_text
 from slotrelay.pen.codegen import build_messages, extract_code, generate_code
 from slotrelay.pen.errors import CodeGenerationFailed
 from slotrelay.pen.model_client import ChatClient, ModelSettings

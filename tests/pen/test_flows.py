@@ -19,7 +19,7 @@ from blocks.code_model import CodeModel
 from flows.pen import pen_write
 from flows.registry_review import registry_review
 from slotrelay import fsio, pen
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import DecisionTimedOut, PermissionViolation
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import IllegalTransition, IntentRejected, InvalidPenRequest
 from slotrelay.pen.ids import allocate_pen_id, parse_pen_id
 from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.manifest import build_manifest, code_dependencies, validate_manifest
 from slotrelay.pen.models import parse_request
+from slotrelay.pen.run import PenRun
 from slotrelay.pen.states import current_state, transition
-from slotrelay.pen.writer import PenRun
 
 
 @pytest.mark.parametrize(

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.pen import ModelSettings, write
-from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.config import model_settings
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.ids import parse_pen_id

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from slotrelay import pen
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import SandboxStartFailed
 from slotrelay.sandbox import SandboxRequestError, SandboxSettings, get_backend
 from slotrelay.sandbox.backends import close_backends

@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from slotrelay import fsio
+from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.cli import app
 from slotrelay.pen import store
-from slotrelay.pen.audit import AuditLog, sha256_text
 from slotrelay.pen.manifest import validate_manifest
 from tests.conftest import require_service
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.pen.audit import AuditLog
+from slotrelay.audit_log import AuditLog
 from tests.pen.conftest import sandbox_backend, stub, stub_server  # noqa: F401
 from tests.pen.contract import assert_output_shape, decision_of
 from tests.pen.test_chain_node import person_chain, start_chain, wait_paused

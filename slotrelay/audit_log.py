@@ -1,8 +1,10 @@
-"""The pen's append-only, hash-chained audit log (`pen-audit.jsonl` in the root's state folder).
+"""An append-only, hash-chained audit log in a tree's state folder, shared by the pen and PSMR.
 
-The log of a root lives in slotrelay's state folder, keyed by the root's resolved path
-(`slotrelay.fsio.tree_state`), never in the root: a root can be a cloned repository, and one that
-ships `.slotrelay/pen-audit.head.tmp` as a link must not get a file overwritten through it
+The pen keeps its calls, transitions and reviews in `pen-audit.jsonl` (the default name), and PSMR's
+`projection.apply` keeps each apply in `psmr-apply.jsonl`: the same chain under another name, so the
+log lives here, below both. The log of a root lives in slotrelay's state folder, keyed by the root's
+resolved path (`slotrelay.fsio.tree_state`), never in the root: a root can be a cloned repository, and
+one that ships `.slotrelay/pen-audit.head.tmp` as a link must not get a file overwritten through it
 (CONTRACTS.md#files-the-product-writes). Its files are written through `slotrelay.fsio`.
 
 Invariants (they break silently if forgotten):
@@ -10,9 +12,9 @@ Invariants (they break silently if forgotten):
   `hash`, 64 zeros for the first) and `hash` = sha256 of the record's canonical JSON without `hash`.
   Changing, inserting, reordering or deleting a record breaks the chain at that line.
 - Cutting records off the end leaves a valid chain, so the last `seq` and `hash` are also kept in
-  `pen-audit.head`; `verify` compares the two.
+  `<name>.head`; `verify` compares the two.
 - Appends (and read-check-append sequences such as state transitions) hold an exclusive `flock` on
-  `pen-audit.lock`, so two writers, in two processes or two threads, never fork the chain.
+  `<name>.lock`, so two writers, in two processes or two threads, never fork the chain.
 - The log and the head are read without following a link and without blocking (`slotrelay.fsio`), the
   head within a size limit.
 - Records hold hashes of the intent and code, never the texts: an erased pen leaves only these.
@@ -33,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay import fsio
-from slotrelay.chain.slots import now_iso
+from slotrelay.timestamps import now_iso
 
 GENESIS = "0" * 64
-LOG_NAME = "pen-audit.jsonl"
 # A head is one short JSON object.
 HEAD_LIMIT = 4096
 

@@ -1,8 +1,9 @@
-"""Loopback addresses for the PSMR servers (the MCP HTTP transport and the view), which have no
-authentication.
+"""Loopback addresses for the two servers without authentication: the MCP server's HTTP transport
+(`psmr_mcp`) and the PSMR view (`psmr_view`).
 
 Both bind a loopback address only, accept only the Host values a browser sends to it, and bind their
-socket before announcing the URL; the pieces they share live here.
+socket before announcing the URL; the pieces they share live here, below both, so neither imports the
+other.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 The run log is what the Prefect UI shows; the engine log (`logs/engine.log`, slotrelay.chain.enginelog)
 is what stays on disk beside the slots. `RunNotes` is the `Notes` the schedule takes
 (slotrelay.chain.schedule), and what the flow's own code (arbitration, the node task) says through.
+It lives with the tasks, the layer below the flows, since the node task says through it too.
 """
 
 from __future__ import annotations

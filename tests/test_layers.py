@@ -1,0 +1,53 @@
+"""The layers of the shipped packages are one import-linter `layers` contract (pyproject.toml), which
+`make lint` checks. This holds that contract to placing every package: a new top-level package, or a new
+module or package directly under `slotrelay/`, fails here until it is given its layer."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def shipped_packages() -> list[str]:
+    return [name.rstrip("*") for name in pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]]
+
+
+def core_children() -> list[str]:
+    core = REPO / "slotrelay"
+    return [f"slotrelay.{path.stem}" for path in core.iterdir()
+            if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()]
+
+
+def test_import_linter_reads_every_shipped_package() -> None:
+    assert sorted(pyproject()["tool"]["importlinter"]["root_packages"]) == sorted(shipped_packages())
+
+
+def test_one_layers_contract_places_every_package_and_ignores_no_import() -> None:
+    contracts = [contract for contract in pyproject()["tool"]["importlinter"]["contracts"]
+                 if contract["type"] == "layers"]
+    assert len(contracts) == 1
+    placed = [module.strip() for layer in contracts[0]["layers"] for module in re.split(r"[|:]", layer)]
+    expected = [package for package in shipped_packages() if package != "slotrelay"] + core_children()
+    assert sorted(placed) == sorted(expected)
+    assert "ignore_imports" not in contracts[0]
+
+
+def test_every_core_module_is_held_free_of_prefect_and_mcp() -> None:
+    contracts = pyproject()["tool"]["importlinter"]["contracts"]
+    contract = next(contract for contract in contracts if contract["type"] == "forbidden"
+                    and contract["forbidden_modules"] == ["prefect", "mcp"])
+    cli = {"slotrelay.cli", "slotrelay.commands"}
+    assert sorted(contract["source_modules"]) == sorted(set(core_children()) - cli)
+
+
+def test_no_import_contract_ignores_an_import() -> None:
+    contracts = pyproject()["tool"]["importlinter"]["contracts"]
+    assert [contract["name"] for contract in contracts if contract.get("ignore_imports")] == []
+    assert {contract["type"] for contract in contracts} == {"layers", "forbidden", "acyclic_siblings"}
