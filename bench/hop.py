@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chains import agent_writes, make_chain
 from spread import described, goal_note, ratio, spread_note
 
-from slotrelay.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
 
 console = Console()
 GOAL_P50 = 0.3

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT / "tests" / "sensor"))
 
 from chains import RunRecorder, agent_writes, make_chain
 
-from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
-from slotrelay.routing_sensor import ChainRouter, SlotSensor
+from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
+from slotrelay.chain.sensor import ChainRouter, SlotSensor
 
 console = Console()
 

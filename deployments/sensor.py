@@ -1,6 +1,6 @@
 """The Prefect side of the sensor: how a routed target becomes a run of the chain's deployment.
 
-The core sensor (`slotrelay.routing_sensor`) decides WHAT runs; `DeploymentStarter` is the action it
+The core sensor (`slotrelay.chain.sensor`) decides WHAT runs; `DeploymentStarter` is the action it
 is given to start one run, through the Prefect API: a flow run created from the chain's deployment
 with parameters `chain_path`, `start_nodes`, `stop_at_external=True` and `resume=True`, and the
 ledger's batch id as the idempotency key, so a request repeated after a crash returns the run already

@@ -34,8 +34,8 @@ HELP_ENV = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}
 CONTRACT_PAGES = {"CONTRACTS.md": "contracts.md", "slotrelay/sandbox/CONTRACTS.md": "sandbox-contracts.md"}
 ERROR_MODULES = (
     "slotrelay.errors",
-    "slotrelay.slots",
-    "slotrelay.alerts",
+    "slotrelay.chain.slots",
+    "slotrelay.chain.alerts",
     "slotrelay.chain.errors",
     "slotrelay.chain.preflight",
     "slotrelay.sandbox.errors",
@@ -49,7 +49,7 @@ RAISING_FOLDERS = ("slotrelay", "deployments")
 # that defines a type comes before those that import it, so each type is listed where it is defined.
 ERROR_TYPE_MODULES = (
     "slotrelay.chain.errors",
-    "slotrelay.chain.deploy_errors",
+    "slotrelay.chain.executors.deploy.errors",
 )
 
 

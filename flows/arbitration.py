@@ -64,7 +64,8 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJs
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from slotrelay.alerts import (
+from slotrelay.chain import Chain
+from slotrelay.chain.alerts import (
     DECISION_HELP,
     SAFE_DECISION,
     Alert,
@@ -75,7 +76,6 @@ from slotrelay.alerts import (
     utc_stamp,
     write_alert,
 )
-from slotrelay.chain import Chain
 from slotrelay.timestamps import now_iso
 from slotrelay.validation_text import model_problems
 from tasks.notes import RunNotes
@@ -176,7 +176,7 @@ def send_decision(alert_file: Path, decision: DecisionName, *, comment: str | No
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL
 
-    from slotrelay.alerts import AlertError, decidable_alert
+    from slotrelay.chain.alerts import AlertError, decidable_alert
 
     alert = decidable_alert(alert_file)
     assert alert.flow_run_id is not None  # decidable_alert refuses an alert outside a flow run

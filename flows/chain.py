@@ -42,8 +42,8 @@ from prefect.utilities.annotations import quote
 from prefect.utilities.callables import get_call_parameters
 
 from flows.arbitration import raise_alert, wait_for_decision
-from slotrelay.alerts import alerts_of_run
 from slotrelay.chain import Chain, ChainValidationError, NodeOutcome, load_chain
+from slotrelay.chain.alerts import alerts_of_run
 from slotrelay.chain.preflight import prepared_chain
 from slotrelay.chain.schedule import (
     Arbitrate,
@@ -58,8 +58,8 @@ from slotrelay.chain.schedule import (
     Write,
     apply_write,
 )
+from slotrelay.chain.slots import read_slot, write_json_atomic
 from slotrelay.lifetime import LifetimeUnavailable, die_with_parent
-from slotrelay.slots import read_slot, write_json_atomic
 from tasks.node import node_task
 from tasks.notes import RunNotes
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from slotrelay.alerts import AlertError, DecisionName, decidable_alert
+from slotrelay.chain.alerts import AlertError, DecisionName, decidable_alert
 from slotrelay.chain.models import Chain
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, ObjectNotFound
 
@@ -115,7 +115,7 @@ def run_status(chains: dict[str, Chain], flow_run_id: str) -> dict[str, Any]:
         }
     chain = next((c for c in chains.values() if run.name.split("@", 1)[0] == c.chain_id), None)
     summary_file = summary_path(chain, flow_run_id) if chain is not None else None
-    from slotrelay.slots import read_slot
+    from slotrelay.chain.slots import read_slot
 
     answer: dict[str, Any] = {
         "flow_run_id": flow_run_id,

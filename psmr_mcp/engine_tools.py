@@ -8,7 +8,7 @@ magic pen's `pen.write`, answering MPP-001's output.
 The tools share the PSMR tools' SDK, transports, envelope, error codes, annotations and output schema
 (`psmr_mcp.server.ToolSurface` lists and checks them with its own, and answers their errors); the logic
 is the core's (`slotrelay.chain.agent_view`, `slotrelay.chain.agent_submit`,
-`slotrelay.routing_sensor.inbox_wait`), and this module only maps a call onto it. The core is imported
+`slotrelay.chain.sensor.inbox_wait`), and this module only maps a call onto it. The core is imported
 on the first engine call: a server serving only workspaces starts without the chain engine
 (docs/mcp.md#cold-start).
 """
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from psmr_mcp.catalog import ToolSpec
+from slotrelay.chain.slots import OUTPUT_STATUSES
 from slotrelay.psmr import envelope
-from slotrelay.slots import OUTPUT_STATUSES
 
 if TYPE_CHECKING:
     from slotrelay.chain.agent_view import AgentGrants, ServedChains
-    from slotrelay.routing_sensor.inbox_wait import SlotWaiter
+    from slotrelay.chain.sensor.inbox_wait import SlotWaiter
 
 INSTRUCTIONS = (
     "The chain engine's tools let you act as a node of a chain: chain_list and chain_describe (a node's "
@@ -385,7 +385,7 @@ class EngineTools:
     def _node_inbox(self, request: dict[str, Any]) -> dict[str, Any]:
         from slotrelay.chain.agent_view import inbox
         from slotrelay.chain.provenance import input_slot_path, output_slot_path
-        from slotrelay.routing_sensor.inbox_wait import SlotWaiter
+        from slotrelay.chain.sensor.inbox_wait import SlotWaiter
 
         chain, node = self.chains.node(request.get("chain_id"), request["node_id"])
         wait_s = float(request["wait_s"])
@@ -426,7 +426,7 @@ class EngineTools:
         return {"chain_id": chain.chain_id, "nodes": nodes, "runs": engine_runs.recent_runs(chain)}
 
     def _alerts_list(self, request: dict[str, Any]) -> dict[str, Any]:
-        from slotrelay.alerts import chain_alerts
+        from slotrelay.chain.alerts import chain_alerts
 
         chains = (
             [self.chains.chain(request["chain_id"])]

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Self
 
 STATE_HOME_ENV = "SLOTRELAY_STATE_HOME"
-# The anchor of a path whose every folder is checked: the chain engine's files (slotrelay.slots.walked).
+# The anchor of a path whose every folder is checked: the chain engine's files (slotrelay.chain.slots.walked).
 FS_ROOT = Path("/")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -1,6 +1,6 @@
 """A chain flow run's notes: each line said once, written to both the run log and the engine log.
 
-The run log is what the Prefect UI shows; the engine log (`logs/engine.log`, slotrelay.enginelog)
+The run log is what the Prefect UI shows; the engine log (`logs/engine.log`, slotrelay.chain.enginelog)
 is what stays on disk beside the slots. `RunNotes` is the `Notes` the schedule takes
 (slotrelay.chain.schedule), and what the flow's own code (arbitration, the node task) says through.
 It lives with the tasks, the layer below the flows, since the node task says through it too.
@@ -17,7 +17,7 @@ from typing import Any
 from prefect import get_run_logger
 
 from slotrelay.chain import Chain
-from slotrelay.enginelog import engine_logger
+from slotrelay.chain.enginelog import engine_logger
 
 
 class RunNotes:

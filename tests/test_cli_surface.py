@@ -45,7 +45,7 @@ watch
 ERROR_EXITS = """
 deployments.server.HomeInUse HOME_IN_USE 3
 deployments.server.ServerStartError PREFECT_SERVER_UNAVAILABLE 3
-slotrelay.alerts.AlertError ALERT_INVALID 2
+slotrelay.chain.alerts.AlertError ALERT_INVALID 2
 slotrelay.chain.errors.ChainError CHAIN_INVALID 2
 slotrelay.chain.errors.ChainValidationError CHAIN_INVALID 2
 slotrelay.chain.errors.ExecutorUnavailable SLOTRELAY_ERROR 1
@@ -86,8 +86,15 @@ slotrelay.sandbox.errors.SandboxNotFound SANDBOX_UNAVAILABLE 3
 slotrelay.sandbox.errors.SandboxRequestError SANDBOX_BAD_REQUEST 2
 slotrelay.sandbox.errors.SandboxUnavailable SANDBOX_UNAVAILABLE 3
 """
-ERROR_MODULES = ("slotrelay.errors", "slotrelay.alerts", "slotrelay.chain.errors", "slotrelay.pen.errors",
-                 "slotrelay.psmr.errors", "slotrelay.sandbox.errors", "deployments.server")
+ERROR_MODULES = (
+    "slotrelay.errors",
+    "slotrelay.chain.alerts",
+    "slotrelay.chain.errors",
+    "slotrelay.pen.errors",
+    "slotrelay.psmr.errors",
+    "slotrelay.sandbox.errors",
+    "deployments.server",
+)
 
 runner = CliRunner()
 

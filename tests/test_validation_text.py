@@ -9,11 +9,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError, field_validator
 
-from slotrelay.alerts import AlertError, read_alert
+from slotrelay.chain.alerts import AlertError, read_alert
+from slotrelay.chain.slots import SlotInvalid, output_slot_from_bytes
 from slotrelay.pen.errors import InvalidPenRequest
 from slotrelay.pen.models import parse_request
 from slotrelay.psmr.api import call
-from slotrelay.slots import SlotInvalid, output_slot_from_bytes
 from slotrelay.validation_text import first_problem, json_path, model_problems, problem_text, schema_problem
 
 

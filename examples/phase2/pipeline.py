@@ -29,7 +29,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from slotrelay.chain import NodeError, NodeOutput
-from slotrelay.slots import output_slot_document, write_json_atomic
+from slotrelay.chain.slots import output_slot_document, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"

@@ -46,9 +46,7 @@ from slotrelay.chain.routing import (
     route_finished,
 )
 from slotrelay.chain.runner import decide_handling, output_problems
-from slotrelay.fsio import tree_state
-from slotrelay.psmr.errors import InvalidQuery, UnresolvedRequiredInput, ValidationFailed
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     SlotInvalid,
     content_hash,
     output_slot_document,
@@ -58,6 +56,8 @@ from slotrelay.slots import (
     slot_bytes,
     write_slot,
 )
+from slotrelay.fsio import tree_state
+from slotrelay.psmr.errors import InvalidQuery, UnresolvedRequiredInput, ValidationFailed
 
 # What an agent's failure means, per handling, in the words of the answer.
 _HANDLING_WORDS = {

@@ -23,8 +23,7 @@ from typing import Any
 from slotrelay.chain.models import Chain, FieldEqualsCheck, JsonSchemaCheck, Node, PathExistsCheck
 from slotrelay.chain.provenance import WAITING, input_slot_path, output_slot_path, slot_pending
 from slotrelay.chain.schema import load_chain
-from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery, ObjectNotFound
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     OUTPUT_STATUSES,
     OutputSlotShape,
     SlotInvalid,
@@ -33,6 +32,7 @@ from slotrelay.slots import (
     read_output_slot,
     read_slot_bytes,
 )
+from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery, ObjectNotFound
 
 
 @dataclass(frozen=True)

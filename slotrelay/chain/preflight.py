@@ -26,13 +26,13 @@ from typing import Any
 from dotenv import load_dotenv
 
 from slotrelay import fsio
-from slotrelay.chain.deploy_preload import preload
 from slotrelay.chain.executors import EXECUTORS
+from slotrelay.chain.executors.deploy.preload import preload
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.models import Chain
 from slotrelay.chain.schema import load_chain
+from slotrelay.chain.slots import walked
 from slotrelay.errors import EnvironmentMissing
-from slotrelay.ledger import LEDGER_FILE_NAME
-from slotrelay.slots import walked
 
 MIN_PYTHON = (3, 11)
 ENGINE_PACKAGES = {

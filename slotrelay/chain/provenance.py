@@ -22,7 +22,7 @@ from typing import Any
 
 from slotrelay.chain.checks import identity_problems
 from slotrelay.chain.models import Chain
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     OUTPUT_STATUSES,
     OutputSlotRead,
     SlotInvalid,

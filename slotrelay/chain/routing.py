@@ -55,7 +55,7 @@ from slotrelay.chain.provenance import (
     routed_from,
     slot_pending,
 )
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     OutputSlotRead,
     SlotInvalid,
     input_slot_document,

@@ -31,6 +31,7 @@ from slotrelay.chain.errors import (
     NodeError,
 )
 from slotrelay.chain.executors import ExecutionContext, reported_failure, run_executor
+from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.models import Chain, Node
 from slotrelay.chain.outcomes import Handling
 from slotrelay.chain.provenance import (
@@ -40,8 +41,7 @@ from slotrelay.chain.provenance import (
     input_slot_path,
     output_slot_path,
 )
-from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     SlotInvalid,
     append_babel,
     content_hash,

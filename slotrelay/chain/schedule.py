@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from slotrelay.alerts import Alert, Decision, DecisionName
+from slotrelay.chain.alerts import Alert, Decision, DecisionName
 from slotrelay.chain.errors import SLOT_UNWRITABLE, UNKNOWN, NodeError
 from slotrelay.chain.executors import fresh_output
 from slotrelay.chain.models import Chain, Route
@@ -72,7 +72,7 @@ from slotrelay.chain.routing import (
     write_input,
 )
 from slotrelay.chain.runner import decide_handling, ended_document, publish_output
-from slotrelay.slots import SlotInvalid, ask_again, content_hash, output_slot_document, slot_bytes
+from slotrelay.chain.slots import SlotInvalid, ask_again, content_hash, output_slot_document, slot_bytes
 
 LOOP_BOUND_EXCEEDED = "loop_bound_exceeded"
 

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slotrelay.alerts import DecisionName
+from slotrelay.chain.alerts import DecisionName
 from slotrelay.commands.options import checked, writable_folder
 from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import AlreadyReported, BadInput, ExitCode, SlotrelayError
@@ -205,7 +205,7 @@ def decide(
         show_default=False)] = None,
 ) -> None:
     """Resume a run paused on an alert, with a decision (the same as the form in the Prefect UI)."""
-    from slotrelay.alerts import decidable_alert
+    from slotrelay.chain.alerts import decidable_alert
 
     alert = decidable_alert(alert_file)
     payload: dict[str, Any] | None = None

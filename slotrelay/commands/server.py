@@ -56,7 +56,7 @@ from slotrelay.commands.options import (
 from slotrelay.errors import BadInput, EnvironmentMissing, ExitCode, SlotrelayError
 
 if TYPE_CHECKING:
-    from slotrelay.routing_sensor import ChainRouter
+    from slotrelay.chain.sensor import ChainRouter
 
 app = typer.Typer()
 console = Console(stderr=True)
@@ -103,7 +103,7 @@ def chains_or_here(chains: list[Path] | None) -> list[Path]:
 
 def _load_routers(chains: list[Path], slots_root: Path | None,
                   folders_block: str | None = None) -> list[ChainRouter]:
-    from slotrelay.routing_sensor import ChainRouter
+    from slotrelay.chain.sensor import ChainRouter
 
     if not folders_block:
         return [ChainRouter(path, slots_root=slots_root) for path in chains]
@@ -211,7 +211,7 @@ def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path |
         serve_until_stopped,
     )
     from deployments.warm import WarmPool
-    from slotrelay.routing_sensor import SlotSensor
+    from slotrelay.chain.sensor import SlotSensor
 
     served = []
     if not no_serve:
@@ -261,7 +261,7 @@ def _watch_on_pool(routers: list[ChainRouter], pool: str, own_slots_root: bool, 
     from deployments.pool import logger as pool_logger
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import chain_flow_deployment_name
-    from slotrelay.routing_sensor import SlotSensor
+    from slotrelay.chain.sensor import SlotSensor
 
     deployments = [pool_chain_deployment(r.chain, blocks) for r in routers]
     deployment_ids = apply_on_pool(deployments, pool, crash_after)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
-from slotrelay.chain.deploy import run_deploy
+from slotrelay.chain.executors.deploy.node import run_deploy
 from slotrelay.chain.models import DeployExecutor
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert, write_alert
+from slotrelay.chain.alerts import read_alert, write_alert
 from tests.chain.conftest import node, route
 from tests.conftest import free_port
 

@@ -22,7 +22,7 @@ from uuid import UUID
 
 import pytest
 
-from slotrelay.alerts import read_alert
+from slotrelay.chain.alerts import read_alert
 from tests.chain.conftest import node, route
 
 pytestmark = pytest.mark.prefect_server

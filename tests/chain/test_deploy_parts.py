@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from slotrelay.chain.deploy import run_deploy
-from slotrelay.chain.deploy_ssh import RemoteSettings
 from slotrelay.chain.errors import NodeError
-from slotrelay.chain.feature_points import PageView, read_points
+from slotrelay.chain.executors.deploy.feature_points import PageView, read_points
+from slotrelay.chain.executors.deploy.node import run_deploy
+from slotrelay.chain.executors.deploy.sitemap import SitemapInvalid, listed_locs, update_sitemap
+from slotrelay.chain.executors.deploy.ssh import RemoteSettings
 from slotrelay.chain.models import CssPoint, DeployExecutor, HeaderPoint, TitlePoint
-from slotrelay.chain.sitemap import SitemapInvalid, listed_locs, update_sitemap
 from tests.chain.conftest import ROOT
 from tests.chain.deploy_site import in_chain
 
@@ -93,7 +93,7 @@ def test_a_file_that_climbs_out_of_its_folder_is_refused(tmp_path):
 
 
 def test_release_ids_sort_by_time_and_current_names_only_a_release():
-    from slotrelay.chain.deploy_release import RELEASE_ID, new_release_id, release_of_link
+    from slotrelay.chain.executors.deploy.release import RELEASE_ID, new_release_id, release_of_link
 
     earlier = new_release_id(datetime(2026, 12, 4, 10, 15, 0, 123456, tzinfo=UTC))
     later = new_release_id(datetime(2026, 12, 4, 11, 0, 0, tzinfo=UTC))
@@ -104,7 +104,7 @@ def test_release_ids_sort_by_time_and_current_names_only_a_release():
 
 
 def test_pruning_keeps_the_newest_and_the_live_one_and_leaves_other_folders_alone():
-    from slotrelay.chain.deploy_release import new_release_id, to_prune
+    from slotrelay.chain.executors.deploy.release import new_release_id, to_prune
 
     names = [new_release_id(datetime(2026, 1, day, tzinfo=UTC)) for day in range(1, 6)]
     assert to_prune([*names, "shared", "uploads"], keep=2, live=names[-1]) == names[:3]
@@ -115,7 +115,7 @@ def test_pruning_keeps_the_newest_and_the_live_one_and_leaves_other_folders_alon
 def test_a_deploy_module_loads_asyncssh_requests_and_bs4_only_when_a_deploy_needs_them():
     # The flow, the node task and the deploy executor itself load without them: a deploy to a folder
     # without a served URL, and every chain without a deploy node, never pays for their import.
-    probe = ("import sys, flows.chain, tasks.node, slotrelay.chain.deploy\n"
+    probe = ("import sys, flows.chain, tasks.node, slotrelay.chain.executors.deploy.node\n"
              "print(sorted(m for m in ('asyncssh', 'requests', 'bs4') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, check=True)

@@ -270,7 +270,7 @@ def test_a_hash_mismatch_leaves_everything_as_it_was(side, chain_dir, monkeypatc
         before = deployed_once(side, chain_dir, c_url)
         index = chain_dir / "build" / "index.html"
         index.write_text(PAGES["build/index.html"].replace("Front", "Later"))
-        from slotrelay.chain import deploy_sources
+        from slotrelay.chain.executors.deploy import sources as deploy_sources
 
         real = deploy_sources.sha256_of
 
@@ -334,7 +334,7 @@ def _deploy_without_dac_override(chain_dir: Path, spec: dict[str, Any]) -> dict[
     script = (
         "import json, logging, sys\n"
         "from types import SimpleNamespace\n"
-        "from slotrelay.chain.deploy import run_deploy\n"
+        "from slotrelay.chain.executors.deploy.node import run_deploy\n"
         "from slotrelay.chain.errors import NodeError\n"
         "from slotrelay.chain.models import DeployExecutor\n"
         "context = SimpleNamespace(chain=SimpleNamespace(base_dir=sys.argv[1]),\n"

@@ -17,10 +17,10 @@ import pytest
 
 from slotrelay.chain import load_chain
 from slotrelay.chain.conditions import evaluate_condition
-from slotrelay.chain.deploy import run_deploy
 from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.node import run_deploy
+from slotrelay.chain.executors.deploy.sitemap import listed_locs
 from slotrelay.chain.models import DeployExecutor
-from slotrelay.chain.sitemap import listed_locs
 from tests.chain.conftest import EXAMPLE
 from tests.chain.deploy_site import in_chain, picture, serving
 from tests.chain.deploy_sshd import Sshd, new_key, running_sshd, sshd_available

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay import enginelog
-from slotrelay.enginelog import CheckedRotatingFileHandler, engine_logger
+from slotrelay.chain import enginelog
+from slotrelay.chain.enginelog import CheckedRotatingFileHandler, engine_logger
 
 
 class CountingFormatter(logging.Formatter):

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from slotrelay.alerts import read_alert
+from slotrelay.chain.alerts import read_alert
 from tests.chain.conftest import node, route
 from tests.chain.test_arbitration import SLOTRELAY, decide, wait_paused
 from tests.conftest import recorded_task_runs

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.slots import content_hash
+from slotrelay.chain.slots import content_hash
 from tests.chain.conftest import node, route
 
 pytestmark = pytest.mark.prefect_server

@@ -22,7 +22,7 @@ from slotrelay.chain.routing import (
     route_finished,
     write_input,
 )
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     content_hash,
     input_slot_document,
     output_slot_document,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert
+from slotrelay.chain.alerts import read_alert
 from tests.chain.conftest import node, route
 from tests.conftest import recorded_task_runs
 
@@ -166,7 +166,7 @@ def test_a_run_can_begin_mid_chain_and_stop_at_an_external_node(prefect_server: 
     """What the watchdog sensor's runs do: begin at routed nodes, leave an unfinished external node alone."""
     from flows.chain import run_chain
     from slotrelay.chain import load_chain
-    from slotrelay.slots import input_slot_document, write_json_atomic
+    from slotrelay.chain.slots import input_slot_document, write_json_atomic
 
     chain = load_chain(example_copy)
     write_json_atomic(chain.resolve("slots/exec-review_input.json"),

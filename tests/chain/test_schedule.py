@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slotrelay.alerts import Alert, Decision, alert_path, write_alert
 from slotrelay.chain import NodeError, NodeOutcome, NodeState, load_chain
+from slotrelay.chain.alerts import Alert, Decision, alert_path, write_alert
 from slotrelay.chain.routing import WriteInput
 from slotrelay.chain.runner import execute_node, write_ended
 from slotrelay.chain.schedule import (
@@ -31,7 +31,7 @@ from slotrelay.chain.schedule import (
     WriteOutput,
     apply_write,
 )
-from slotrelay.slots import input_slot_document, output_slot_document, read_slot, write_json_atomic
+from slotrelay.chain.slots import input_slot_document, output_slot_document, read_slot, write_json_atomic
 from slotrelay.timestamps import now_iso
 from tests.chain.conftest import node, route
 
@@ -356,7 +356,7 @@ def test_a_run_started_again_after_a_suspend_asks_instead_of_running_the_node_ag
     assert ran == ["a", "m"]
     outcome = schedule.outcomes["m"]
     paused = write_test_alert(chain, outcome, "suspended", flow_run_id="suspended-run", status="paused")
-    from slotrelay.alerts import alerts_of_run
+    from slotrelay.chain.alerts import alerts_of_run
 
     again = ChainSchedule(chain, notes=LOG)
     again.take_back(alerts_of_run(chain.work_dir / "alerts", "suspended-run"))
@@ -382,7 +382,7 @@ def test_a_rework_loop_bounded_at_3_escalates_on_the_4th_firing(write_chain) -> 
     assert states(schedule) == {"draft": "Completed", "work": "Completed", "review": "Completed",
                                 "publish": "NotRun"}
     [alert] = summary["alerts"]
-    from slotrelay.alerts import read_alert
+    from slotrelay.chain.alerts import read_alert
 
     assert read_alert(alert).error_type == "loop_bound_exceeded"
     # The work node was sent back with the review's data.
@@ -414,7 +414,7 @@ def test_an_input_slot_that_cannot_be_written_fails_its_target_with_slot_unwrita
     assert ran == ["a"] and asked == ["b"]
     assert states(schedule)["b"] == "Failed" and schedule.summary(None)["nodes"]["b"]["error_type"] == \
         "slot_unwritable"
-    from slotrelay.alerts import read_alert
+    from slotrelay.chain.alerts import read_alert
 
     [alert] = schedule.alerts
     assert (read_alert(alert).error_type, read_alert(alert).handling) == ("slot_unwritable", "arbitrate")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     HALF_WRITTEN_SECONDS,
     SlotInvalid,
     append_babel,

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slotrelay.routing_sensor import ChainRouter, SlotSensor
+from slotrelay.chain.sensor import ChainRouter, SlotSensor
 from tests.support.waiting import wait_until
 
 ROUTER_EXAMPLES = 1000

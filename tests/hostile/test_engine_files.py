@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 
 from slotrelay import fsio
-from slotrelay.alerts import Alert, alert_path, read_alert, write_alert
 from slotrelay.chain import Chain, load_chain
+from slotrelay.chain.alerts import Alert, alert_path, read_alert, write_alert
+from slotrelay.chain.enginelog import engine_logger
+from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger, new_routed_entry
 from slotrelay.chain.preflight import path_problems
 from slotrelay.chain.runner import dual_write, publish_output
-from slotrelay.enginelog import engine_logger
+from slotrelay.chain.slots import output_slot_document, read_slot, write_slot
 from slotrelay.errors import EnvironmentMissing
-from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger, new_routed_entry
-from slotrelay.slots import output_slot_document, read_slot, write_slot
 from slotrelay.timestamps import now_iso
 
 OUTSIDE_TEXT = "the outside file: nothing of the chain's may land here\n"

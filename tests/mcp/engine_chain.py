@@ -12,7 +12,7 @@ from pathlib import Path
 
 from slotrelay.chain.routing import WriteInput, route_finished, write_input
 from slotrelay.chain.schema import load_chain
-from slotrelay.slots import content_hash, output_slot_document, slot_bytes
+from slotrelay.chain.slots import content_hash, output_slot_document, slot_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "exec-review"

@@ -20,7 +20,7 @@ from mcp import Client
 from psmr_mcp import WorkspaceRegistry, build_server
 from psmr_mcp.engine_tools import EngineTools
 from slotrelay.chain.agent_view import AgentGrants, ServedChains
-from slotrelay.slots import content_hash, read_slot
+from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, ATTESTED, phase2_copy, right_answer, route_to_review
 from tests.mcp.test_tools import call, ok, refused
 
@@ -264,7 +264,7 @@ async def test_a_slot_the_sensor_would_refuse_is_never_written(chain_path: Path)
 
 
 async def test_alerts_are_listed_and_deciding_needs_its_grant(chain_path: Path) -> None:
-    from slotrelay.alerts import Alert, alert_path, write_alert
+    from slotrelay.chain.alerts import Alert, alert_path, write_alert
     from slotrelay.chain.schema import load_chain
 
     chain = load_chain(chain_path)

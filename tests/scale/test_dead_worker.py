@@ -20,8 +20,8 @@ import uuid
 import pytest
 
 from deployments.pool import HEARTBEAT_TAG, MIN_CRASH_AFTER, RESCHEDULE_MESSAGE, crash_message
-from slotrelay.ledger import LEDGER_FILE_NAME
-from slotrelay.slots import content_hash
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import content_hash
 from tests.scale.workers import (
     ROUNDS_CHAIN,
     chain_runs,

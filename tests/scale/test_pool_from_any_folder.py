@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.slots import read_slot
+from slotrelay.chain.slots import read_slot
 from tests.scale.workers import ROOT, chain_runs, pool_exists, stop, wait_for
 from tests.sensor.chains import agent_writes, make_chain
 

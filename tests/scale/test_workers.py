@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from deployments.pool import MIN_CRASH_AFTER
-from slotrelay.ledger import LEDGER_FILE_NAME
-from slotrelay.slots import read_slot
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import read_slot
 from tests.scale.test_readme_beyond import PAGE
 from tests.scale.workers import (
     BURST_SOURCES,

@@ -8,7 +8,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from slotrelay.slots import output_slot_document
+from slotrelay.chain.slots import output_slot_document
 
 WORK_CALLABLE = "sensor_work:stamp"
 WORK_MODULE = '''

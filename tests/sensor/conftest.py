@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.routing_sensor import ChainRouter, SlotSensor
+from slotrelay.chain.sensor import ChainRouter, SlotSensor
 
 from .chains import RunRecorder
 

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from chains import RunRecorder
 
-from slotrelay.routing_sensor import ChainRouter, SlotSensor
+from slotrelay.chain.sensor import ChainRouter, SlotSensor
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")

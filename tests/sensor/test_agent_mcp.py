@@ -25,7 +25,7 @@ import anyio.to_thread
 import pytest
 from mcp import Client, StdioServerParameters
 
-from slotrelay.slots import content_hash, read_slot
+from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, phase2_copy, right_answer, route_to_review
 from tests.mcp.processes import SLOTRELAY
 

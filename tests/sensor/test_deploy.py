@@ -16,9 +16,9 @@ from typing import ClassVar
 
 import pytest
 
-from slotrelay.chain import deploy_folder
-from slotrelay.chain.deploy import run_deploy
 from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy import folder as deploy_folder
+from slotrelay.chain.executors.deploy.node import run_deploy
 from slotrelay.chain.models import DeployExecutor
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.ledger import LEDGER_FILE_NAME
-from slotrelay.slots import read_slot
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import read_slot
 from tests.conftest import free_port, http_status, recorded_task_runs
 from tests.scale.workers import environment, start_worker, stop
 

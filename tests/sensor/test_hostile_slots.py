@@ -20,7 +20,7 @@ import pytest
 from slotrelay.chain import NodeError
 from slotrelay.chain.errors import SLOT_INVALID
 from slotrelay.chain.executors import wait_for_output
-from slotrelay.slots import SlotInvalid, read_output_slot
+from slotrelay.chain.slots import SlotInvalid, read_output_slot
 
 from .chains import RunRecorder, agent_writes, make_chain
 from .test_routing import _start_sensor_process, routed_keys, wait_for

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.ledger import LEDGER_FILE_NAME, RoutingLedger
-from slotrelay.slots import read_slot
+from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
+from slotrelay.chain.slots import read_slot
 
 from .chains import RunRecorder, agent_writes, make_chain, recorded_runs
 
@@ -316,7 +316,7 @@ def _routed_by_run(folder: Path, chain_path: Path, *, target_ran: bool) -> None:
     when the target ran, work-0's output made from that input."""
     from slotrelay.chain import load_chain
     from slotrelay.chain.routing import SlotState, WriteInput, route_finished, write_input
-    from slotrelay.slots import content_hash, output_slot_document, write_slot
+    from slotrelay.chain.slots import content_hash, output_slot_document, write_slot
 
     chain = load_chain(chain_path)
     raw = agent_writes(folder, "src-0", {"n": 1}).read_bytes()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert
+from slotrelay.chain.alerts import read_alert
 
 from .test_deployment_path import ROOT, deployment_runs, wait_for
 

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from deployments import prefect_compat
-from slotrelay.slots import read_slot
+from slotrelay.chain.slots import read_slot
 
 from .chains import agent_writes, make_chain
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert
-from slotrelay.ledger import LEDGER_FILE_NAME
-from slotrelay.slots import read_slot
+from slotrelay.chain.alerts import read_alert
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import read_slot
 
 from .test_deployment_path import ROOT, wait_for
 

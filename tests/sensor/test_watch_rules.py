@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert
-from slotrelay.slots import input_slot_document, read_slot, write_json_atomic
+from slotrelay.chain.alerts import read_alert
+from slotrelay.chain.slots import input_slot_document, read_slot, write_json_atomic
 
 from .chains import WORK_CALLABLE, WORK_MODULE
 from .test_deployment_path import ROOT, wait_for

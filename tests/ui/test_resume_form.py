@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import DECISION_HELP, SAFE_DECISION, read_alert
+from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.chain.test_arbitration import SLOTRELAY, make_chain, wait_paused
 from tests.conftest import require_service
 

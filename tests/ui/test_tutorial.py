@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from slotrelay.alerts import read_alert
-from slotrelay.slots import read_slot
+from slotrelay.chain.alerts import read_alert
+from slotrelay.chain.slots import read_slot
 from tests.chain.test_arbitration import SLOTRELAY, wait_paused
 from tests.conftest import free_port, http_status, interrupt_up, migrated_home, wait_for_up
 from tests.sensor.test_up import start_up

@@ -1,7 +1,7 @@
 """Alerts (L4/L5): a structured record of a failure a person should see or decide on.
 
 An alert is one JSON file `alerts/alert-<UTC timestamp>-<node_id>.json`, written atomically as a slot is
-(slotrelay.slots: no link followed). The engine writes it when a node fails for good (handling `fail`),
+(slotrelay.chain.slots: no link followed). The engine writes it when a node fails for good (handling `fail`),
 escalates (retries ran out), or needs arbitration (an error of no declared type, or an escalation whose
 type says `on_escalation: pause`). Every alert waits for a person (the seed's L5: "wait for a person's
 decision; never guess"): arbitration pauses the flow run until a decision arrives; a `fail` and an
@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from slotrelay.chain.slots import read_slot, write_json_atomic
 from slotrelay.errors import ExitCode, SlotrelayError
-from slotrelay.slots import read_slot, write_json_atomic
 from slotrelay.validation_text import first_problem
 
 

@@ -47,7 +47,7 @@ from slotrelay.chain.errors import (
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
 from slotrelay.chain.network import unreachable_reason
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     OUTPUT_STATUSES,
     OutputSlotRead,
     SlotInvalid,
@@ -65,7 +65,7 @@ EXECUTORS: dict[str, str] = {
     "python": "slotrelay.chain.executors:run_python",
     "command": "slotrelay.chain.executors:run_command",
     "external": "slotrelay.chain.executors:run_external",
-    "deploy": "slotrelay.chain.deploy:run_deploy",
+    "deploy": "slotrelay.chain.executors.deploy.node:run_deploy",
     "pen": "slotrelay.pen.node:run_pen_node",
 }
 
@@ -94,7 +94,8 @@ class ExecutionContext:
     output_slot: Path
     since: float = 0.0
     flow_run_id: str | None = None
-    # The parent of every chain's engine log (`slotrelay.enginelog.engine_logger`), not this module's name.
+    # The parent of every chain's engine log (`slotrelay.chain.enginelog.engine_logger`), not this module's
+    # name.
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("slotrelay.engine"))
     executor_settings: Mapping[str, Any] = field(default_factory=dict)
 

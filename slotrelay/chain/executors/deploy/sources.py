@@ -24,8 +24,8 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO
 
 from slotrelay import fsio
-from slotrelay.chain.deploy_errors import CONFIG_INVALID, SOURCE_MISSING, folder_error
 from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.errors import CONFIG_INVALID, SOURCE_MISSING, folder_error
 
 CHUNK_BYTES = 1 << 20
 

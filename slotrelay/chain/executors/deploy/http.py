@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urljoin
 
-from slotrelay.chain.deploy_errors import URL_UNREACHABLE
 from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.errors import URL_UNREACHABLE
 from slotrelay.chain.models import UrlRetry
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from slotrelay.routing_sensor.coalescer import RunCoalescer, StartRun
-from slotrelay.routing_sensor.router import ChainRouter
+from slotrelay.chain.sensor.coalescer import RunCoalescer, StartRun
+from slotrelay.chain.sensor.router import ChainRouter
 
 logger = logging.getLogger(__name__)
 

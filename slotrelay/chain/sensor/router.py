@@ -51,8 +51,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from slotrelay.chain.enginelog import engine_logger
 from slotrelay.chain.errors import SLOT_UNWRITABLE, TIMEOUT
 from slotrelay.chain.executors import fresh_output
+from slotrelay.chain.ledger import (
+    LEDGER_FILE_NAME,
+    PendingRun,
+    RoutedEntry,
+    RoutingLedger,
+    new_routed_entry,
+)
 from slotrelay.chain.models import Chain
 from slotrelay.chain.provenance import (
     answer_key,
@@ -75,15 +83,7 @@ from slotrelay.chain.routing import (
 )
 from slotrelay.chain.runner import dual_write, output_problems
 from slotrelay.chain.schema import load_chain
-from slotrelay.enginelog import engine_logger
-from slotrelay.ledger import (
-    LEDGER_FILE_NAME,
-    PendingRun,
-    RoutedEntry,
-    RoutingLedger,
-    new_routed_entry,
-)
-from slotrelay.slots import (
+from slotrelay.chain.slots import (
     OutputSlotRead,
     SlotInvalid,
     content_hash,

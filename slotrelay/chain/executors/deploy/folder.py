@@ -1,6 +1,6 @@
 """Releases in a local folder (a B mirror, or a C side served from this machine).
 
-The layout and the steps are slotrelay.chain.deploy_release's. Here a release is made with the file
+The layout and the steps are deploy.release's. Here a release is made with the file
 system's own calls: missing folders level by level (a refusal at any level is `write_denied`), files of
 the previous release hard-linked (`link(2)`, same file system: `releases/` is inside the folder), each
 upload copied from the chain's folder into a file created exclusively, fsynced, and read back from
@@ -18,8 +18,9 @@ import uuid
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
-from slotrelay.chain.deploy_errors import HASH_MISMATCH, TARGET_UNWRITABLE, folder_error
-from slotrelay.chain.deploy_release import (
+from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.errors import HASH_MISMATCH, TARGET_UNWRITABLE, folder_error
+from slotrelay.chain.executors.deploy.release import (
     CURRENT,
     RELEASE_ID,
     RELEASES,
@@ -28,8 +29,7 @@ from slotrelay.chain.deploy_release import (
     release_of_link,
     to_prune,
 )
-from slotrelay.chain.deploy_sources import Upload, sha256_of
-from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.sources import Upload, sha256_of
 
 
 def _digest(path: Path) -> str:
@@ -105,7 +105,7 @@ class FolderReleases:
             raise NodeError(TARGET_UNWRITABLE, f"{path} is not a folder")
 
     def stage(self, uploads: list[Upload], release: str) -> Staged:
-        """Make `releases/<release>/` (see slotrelay.chain.deploy_release)."""
+        """Make `releases/<release>/` (see deploy.release)."""
         self._previous = self._live()
         self._ensure_folder(self.folder)
         releases = self.folder / RELEASES

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay import fsio
+from slotrelay.chain.slots import walked
 from slotrelay.errors import EnvironmentMissing
-from slotrelay.slots import walked
 
 LEDGER_FILE_NAME = ".slotrelay-routing-ledger.jsonl"
 # A ledger is read whole when a sensor or run opens it; one line is about 300 bytes.

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from slotrelay.chain.models import Chain, DeployExecutor
 
-REMOTE_SUPPORT = "slotrelay.chain.deploy_ssh"
+REMOTE_SUPPORT = "slotrelay.chain.executors.deploy.ssh"
 _started = threading.Event()
 
 

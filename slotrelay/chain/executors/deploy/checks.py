@@ -1,7 +1,7 @@
 """The deploy's checks on a served target: every file answers 200 with its bytes, then 紧追-L3.
 
 A target is checked where its new release is served: at its preview URL before the switch
-(`<preview_url>/<release>/<path>`), or at its base URL right after it (slotrelay.chain.deploy switches
+(`<preview_url>/<release>/<path>`), or at its base URL right after it (deploy.node switches
 it back when a check fails there). Dev pages are read once for all targets; every feature-point
 difference is collected before the check fails, so the message names them all.
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from slotrelay.chain.deploy_errors import FEATURE_POINTS_DIFFER, URL_MISMATCH
-from slotrelay.chain.deploy_http import Served, fetch, session_for, url_of
-from slotrelay.chain.deploy_sources import Upload
 from slotrelay.chain.errors import NodeError
-from slotrelay.chain.feature_points import PageView, describe, read_points
+from slotrelay.chain.executors.deploy.errors import FEATURE_POINTS_DIFFER, URL_MISMATCH
+from slotrelay.chain.executors.deploy.feature_points import PageView, describe, read_points
+from slotrelay.chain.executors.deploy.http import Served, fetch, session_for, url_of
+from slotrelay.chain.executors.deploy.sources import Upload
 from slotrelay.chain.models import FeaturePoints, UrlRetry
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from slotrelay.chain.deploy_sources import Upload
+from slotrelay.chain.executors.deploy.sources import Upload
 
 RELEASES = "releases"
 CURRENT = "current"

@@ -5,11 +5,11 @@
     coalescer.RunCoalescer  routed targets -> one run per chain per short window
 
 The action that starts a run is injected (`StartRun`), so this package never imports Prefect; the
-Prefect implementation is `deployments.sensor.DeploymentStarter`. The ledger is `slotrelay.ledger`.
+Prefect implementation is `deployments.sensor.DeploymentStarter`. The ledger is `slotrelay.chain.ledger`.
 """
 
-from slotrelay.routing_sensor.coalescer import RunCoalescer, StartRun
-from slotrelay.routing_sensor.router import ChainRouter
-from slotrelay.routing_sensor.watcher import SlotSensor
+from slotrelay.chain.sensor.coalescer import RunCoalescer, StartRun
+from slotrelay.chain.sensor.router import ChainRouter
+from slotrelay.chain.sensor.watcher import SlotSensor
 
 __all__ = ["ChainRouter", "RunCoalescer", "SlotSensor", "StartRun"]

@@ -5,21 +5,21 @@ The rule it keeps: CONTRACTS.md#deploy-node. The seed was written after deploys 
 of the step, and a failed one leaves every target serving exactly what it served before:
 
 1. the files (`files`, and `files_from`: a list a previous node wrote into the input slot) are read
-   from the chain's folder without following a link (slotrelay.chain.deploy_sources) and hashed once;
-2. with a sitemap, the Dev copy's update (one `<url>` per deployed page, slotrelay.chain.sitemap) is
+   from the chain's folder without following a link (deploy.sources) and hashed once;
+2. with a sitemap, the Dev copy's update (one `<url>` per deployed page, deploy.sitemap) is
    made in memory and deployed with the files; the Dev copy is written back only when all is done;
-3. every target (a local folder, slotrelay.chain.deploy_folder, or a remote over SSH,
-   slotrelay.chain.deploy_ssh) gets the batch as a new release, unchanged files hard-linked to the
-   release before, every copy proven by its sha256 (slotrelay.chain.deploy_release);
+3. every target (a local folder, deploy.folder, or a remote over SSH,
+   deploy.ssh) gets the batch as a new release, unchanged files hard-linked to the
+   release before, every copy proven by its sha256 (deploy.release);
 4. a target with a preview URL is checked there before anything goes live: every file answers 200
-   with its bytes, and each page's feature points equal Dev's (紧追-L3, slotrelay.chain.deploy_checks);
+   with its bytes, and each page's feature points equal Dev's (紧追-L3, deploy.checks);
 5. every target switches (`current` renamed over); targets served without a preview are checked
    right after; any failure switches every target back and removes the new releases;
 6. old releases beyond `keep_releases` are removed.
 
 The output lists each check on each target as `passed` or `skipped` with the reason (a failure fails
 the node, and its message lists them); a check named in `require` that cannot run anywhere fails the
-node with deploy_config_invalid before anything is copied. Error types: slotrelay.chain.deploy_errors.
+node with deploy_config_invalid before anything is copied. Error types: deploy.errors.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 from dotenv import dotenv_values
 
 from slotrelay.chain.checks import field_value, is_missing
-from slotrelay.chain.deploy_errors import (
+from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.errors import (
     CONFIG_INVALID,
     FEATURE_POINTS_DIFFER,
     HASH_MISMATCH,
@@ -46,17 +47,16 @@ from slotrelay.chain.deploy_errors import (
     URL_MISMATCH,
     URL_UNREACHABLE,
 )
-from slotrelay.chain.deploy_folder import FolderReleases
-from slotrelay.chain.deploy_http import url_of
-from slotrelay.chain.deploy_release import ReleaseTarget, Staged, new_release_id
-from slotrelay.chain.deploy_sources import ChainFolder, Upload
-from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.folder import FolderReleases
+from slotrelay.chain.executors.deploy.http import url_of
+from slotrelay.chain.executors.deploy.release import ReleaseTarget, Staged, new_release_id
+from slotrelay.chain.executors.deploy.sitemap import SitemapInvalid, update_sitemap
+from slotrelay.chain.executors.deploy.sources import ChainFolder, Upload
 from slotrelay.chain.models import DeployExecutor, FeaturePoints, Sitemap
-from slotrelay.chain.sitemap import SitemapInvalid, update_sitemap
 
 if TYPE_CHECKING:
-    from slotrelay.chain.deploy_checks import ServedChecks
     from slotrelay.chain.executors import ExecutionContext
+    from slotrelay.chain.executors.deploy.checks import ServedChecks
 
 PAGE_SUFFIXES = (".html", ".htm")
 BEFORE_SWITCH = "before_switch"
@@ -103,7 +103,7 @@ def _targets(spec: DeployExecutor, base: Path, env: dict[str, str]) -> list[Rele
     for target in spec.target_specs:
         if target.ssh and env.get(f"{target.ssh}_HOST", "").strip():
             # Only a deploy to a remote pays for asyncssh's import.
-            from slotrelay.chain.deploy_ssh import RemoteReleases, RemoteSettings
+            from slotrelay.chain.executors.deploy.ssh import RemoteReleases, RemoteSettings
 
             settings = RemoteSettings.from_env(target.ssh, env, base_dir=base)
             assert settings is not None  # <ssh>_HOST is set
@@ -227,7 +227,7 @@ class _Deploy:
     def served_checks(self) -> ServedChecks:
         if self.checks is None:
             # requests and BeautifulSoup load only for a deploy that checks a served target.
-            from slotrelay.chain.deploy_checks import ServedChecks
+            from slotrelay.chain.executors.deploy.checks import ServedChecks
 
             self.checks = ServedChecks(self.spec.url_retry, self.spec.feature_points, self.pages)
         return self.checks
@@ -350,7 +350,7 @@ def run_deploy(spec: DeployExecutor, data: dict[str, Any], context: ExecutionCon
         target, page and point: served and Dev values) and `input`.
 
     Raises:
-        NodeError: with one of the types of slotrelay.chain.deploy_errors; after a failure every
+        NodeError: with one of the types of deploy.errors; after a failure every
             target serves what it served before, and the message says what was undone.
     """
     base = Path(context.chain.base_dir)

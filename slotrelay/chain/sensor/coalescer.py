@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from slotrelay.ledger import PendingRun, RoutedEntry, RoutingLedger
+from slotrelay.chain.ledger import PendingRun, RoutedEntry, RoutingLedger
 
 logger = logging.getLogger(__name__)
 

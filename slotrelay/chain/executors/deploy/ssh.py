@@ -13,7 +13,7 @@ Where a remote is comes from the environment or `.env`, never from the chain fil
     SITE_C_URL          where PATH/current is served, for the URL check and the feature points (optional)
     SITE_C_PREVIEW_URL  where PATH/releases is served, to check a release before it goes live (optional)
 
-The layout and the steps are slotrelay.chain.deploy_release's. One connection and one SFTP session
+The layout and the steps are deploy.release's. One connection and one SFTP session
 serve the whole deploy of a target, from the first look at `current` to the switch and the pruning.
 A release is made with SFTP: missing folders level by level (asyncssh's `makedirs` passes over a
 refusal on every level but the last; here a refusal at any level is `write_denied`), the previous
@@ -27,7 +27,7 @@ remote host from its own disk, and only a line per file crosses the network inst
 second time (the deploy's cost stays near one transfer, see bench/deploy_bench.py). Its cost is that
 the login needs a shell with coreutils; an SFTP-only account fails with `deploy_proof_failed`, named.
 
-asyncssh is imported by this module only, and slotrelay.chain.deploy imports this module only for a
+asyncssh is imported by this module only, and deploy.node imports this module only for a
 deploy that has a remote target: loading a chain or a flow never pays for it.
 """
 
@@ -46,7 +46,8 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from slotrelay.chain.deploy_errors import (
+from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.errors import (
     AUTH_REFUSED,
     CONFIG_INVALID,
     HASH_MISMATCH,
@@ -56,7 +57,7 @@ from slotrelay.chain.deploy_errors import (
     TARGET_UNWRITABLE,
     WRITE_DENIED,
 )
-from slotrelay.chain.deploy_release import (
+from slotrelay.chain.executors.deploy.release import (
     CURRENT,
     RELEASE_ID,
     RELEASES,
@@ -65,8 +66,7 @@ from slotrelay.chain.deploy_release import (
     release_of_link,
     to_prune,
 )
-from slotrelay.chain.deploy_sources import CHUNK_BYTES, Upload
-from slotrelay.chain.errors import NodeError
+from slotrelay.chain.executors.deploy.sources import CHUNK_BYTES, Upload
 
 CONNECT_TIMEOUT_SECONDS = 15
 # Files in flight at once on the one SFTP session (each an open, its writes and a close).
@@ -271,7 +271,7 @@ class RemoteReleases:
             self._sftp = await self._connection.start_sftp_client()
 
     def stage(self, uploads: list[Upload], release: str) -> Staged:
-        """Make `releases/<release>/` on the remote (see slotrelay.chain.deploy_release)."""
+        """Make `releases/<release>/` on the remote (see deploy.release)."""
         return self._run(self._stage(uploads, release))
 
     async def _live(self) -> str | None:

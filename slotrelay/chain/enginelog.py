@@ -19,7 +19,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from slotrelay import fsio
-from slotrelay.slots import walked
+from slotrelay.chain.slots import walked
 
 MAX_BYTES = 5 * 1024 * 1024
 BACKUP_COUNT = 5

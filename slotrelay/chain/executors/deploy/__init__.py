@@ -1,0 +1,1 @@
+"""The built-in `deploy` executor (`node`) and its parts: sources, releases, targets, checks."""
