@@ -32,6 +32,7 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["fixture", module, name]    a test's parameter: what the pytest fixture of that name gives
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
     ["without", ref, [sentinel]] ref where `ref is not sentinel` holds (see `_IdentityGuards`)
+    ["unlike", ref, [refs]]      ref where `isinstance(ref, classes)` fails (the `else` branch)
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
@@ -592,6 +593,14 @@ class FileExtractor(ast.NodeVisitor):
         for keyword in node.keywords:
             if keyword.arg == "metaclass":
                 extra["metaclass"] = self.ref(keyword.value) or ["unk", "opaque_value"]
+        abstract = sorted(
+            stmt.name
+            for stmt in node.body
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(ast.unparse(d).endswith("abstractmethod") for d in stmt.decorator_list)
+        )
+        if abstract:
+            extra["abstract"] = abstract
         self._add_def(
             node,
             qualname,
@@ -1153,6 +1162,11 @@ class FileExtractor(ast.NodeVisitor):
             name, classes, kind = narrowed
             refs = [r for r in map(self.ref, classes) if r is not None]
             self.narrowed.append((self.scope.qualname, name, refs, kind))
+        # `if isinstance(x, C): ... else: ...` (one test, not a conjunction): in the else branch x is no C.
+        failed = _isinstance_test(node.test) if isinstance(node.test, ast.Call) else None
+        failed_refs = [r for r in map(self.ref, failed[1]) if r is not None] if failed else []
+        if failed is None or failed[2] != "narrow" or len(failed_refs) != len(failed[1]):
+            failed = None
         guard = _none_test(node.test)
         if guard is not None:
             self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
@@ -1167,6 +1181,9 @@ class FileExtractor(ast.NodeVisitor):
         if guard is not None:
             self.none_guards[-1] = (self.scope.qualname, guard[0], not guard[1])
         excluded = self._exclude(identity[0], identity[1]) if identity and identity[2] else 0
+        if failed is not None:
+            self.narrowed.append((self.scope.qualname, failed[0], failed_refs, "unlike"))
+            excluded += 1
         for stmt in node.orelse:
             self.visit(stmt)
         del self.narrowed[len(self.narrowed) - excluded :]

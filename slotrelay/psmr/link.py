@@ -98,7 +98,7 @@ PROTOCOLS = {
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
 ATTRIBUTE_KINDS = frozenset(
-    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow", "without"}
+    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow", "without", "unlike"}
 )
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
@@ -410,6 +410,8 @@ class Linker:
             return self.narrow(self.eval(ref[1]), ref[2])
         if kind == "without":
             return self.without(self.eval(ref[1]), ref[2])
+        if kind == "unlike":
+            return self.unlike(self.eval(ref[1]), ref[2])
         if kind == "typed":
             return set(self.eval(ref[1]))
         if kind == "cast":
@@ -515,7 +517,13 @@ class Linker:
         classes = self.checkable_classes(class_refs)
         if classes is None:
             return set(values)
-        return self.admit(values, class_refs) | {("inst", c) for c in classes[0]}
+        out = self.admit(values, class_refs)
+        for value in ordered(values - out):
+            if value[0] == "inst":
+                # An instance of a base the check rejects may be one of its subclasses the check admits
+                # (`item: Item`, then `isinstance(item, dict)` holds for Item's dict subclasses).
+                out |= self.admit({("inst", sub) for sub in self.subclasses(value[1])}, class_refs)
+        return out | {("inst", c) for c in classes[0]}
 
     def without(self, values: frozenset[Value], sentinel_refs: Any) -> set[Value]:
         """The values that pass `value is not sentinel`: a sentinel that denotes one instance, and
@@ -526,6 +534,14 @@ class Linker:
             if len(sentinel) == 1 and next(iter(sentinel))[0] == "inst":
                 out -= sentinel
         return out
+
+    def unlike(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
+        """The values that fail `isinstance(value, classes)`: less the instances of the tree's classes
+        named and of their subclasses."""
+        classes = self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        return {v for v in values if not (v[0] == "inst" and classes[0] & set(self.mro(v[1])))}
 
     def admit(self, values: set[Value] | frozenset[Value], class_refs: Any) -> set[Value]:
         """The values that can be instances of the classes (all of them when the classes are unknown)."""
@@ -886,7 +902,7 @@ class Linker:
                 (r[0] == "param" and r[1] == func) or self._mentions_param(r, func, depth + 1)
                 for r in self.binding_refs(ref)
             )
-        if kind in ("attr", "sub", "iter", "narrow", "without"):
+        if kind in ("attr", "sub", "iter", "narrow", "without", "unlike"):
             return self._mentions_param(ref[1], func, depth)
         if kind == "call":
             return (
@@ -1398,9 +1414,10 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
-        # A receiver the code binds to instances of several classes: which one runs is a guess.
-        several = callee[0] == "attr" and len(self.receiver_classes(callee[1])) > 1
-        if resolution in ("attribute", "constructor") and several:
+        # A receiver the code binds to instances of several classes whose methods of that name differ:
+        # which one runs is a guess.
+        several = callee[0] == "attr" and len(self.method_owners(callee[1], callee[2])) > 1
+        if resolution in ("attribute", "constructor", "annotation") and several:
             resolution = "heuristic"
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
@@ -1435,7 +1452,14 @@ class Linker:
                 for target in self.operator_function_targets(function, site, resolution):
                     found.setdefault(target.target, target)
         if not self.strict:
-            for method in self.dispatched(callee, found):
+            dispatched = self.dispatched(callee, found)
+            if dispatched and callee[0] == "attr":
+                # Where an override may run instead, which of them runs depends on the receiver's
+                # class at run time: the method the declared class finds is a guess too.
+                for name, target in list(found.items()):
+                    if target.kind == "method" and name.endswith(f".{callee[2]}") and not self.is_abstract(name):
+                        found[name] = CallTarget(name, "method", "heuristic")
+            for method in dispatched:
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
 
@@ -1470,8 +1494,28 @@ class Linker:
         return "implicit"
 
     def receiver_classes(self, receiver: Any) -> set[Any]:
-        """The classes (or modules) a receiver's values belong to, for telling one from several."""
-        return {v[1] for v in self.eval(receiver) if v[0] in ("inst", "def", "super", "mod", "extinst")}
+        """The classes (or modules) a receiver's values belong to, for telling one from several; a
+        container literal counts as one class of its own (`return missing` on one path and a list on
+        another: which `len` runs depends on the data)."""
+        values = self.eval(receiver)
+        classes = {v[1] for v in values if v[0] in ("inst", "def", "super", "mod", "extinst")}
+        return classes | {("coll",) for v in values if v[0] == "coll"}
+
+    def method_owners(self, receiver: Any, name: str) -> set[Any]:
+        """What an attribute call on the receiver runs, per class of its values: the method their MRO
+        finds (one for a class and a subclass that inherits it), else the class or module itself. An
+        abstract method is a declaration its implementations answer for: it is none of them."""
+        out: set[Any] = set()
+        for kind, subject in self.eval(receiver):
+            if kind in ("inst", "def"):
+                method = self.find_method(subject, name)
+                if method is None or not self.is_abstract(method):
+                    out.add(method or subject)
+            elif kind in ("super", "mod", "extinst"):
+                out.add(subject)
+            elif kind == "coll":
+                out.add(("coll",))
+        return out
 
     @staticmethod
     def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
@@ -1801,7 +1845,10 @@ class Linker:
             if info is None:
                 return []
             if info["kind"] == "class":
-                out = [CallTarget(subject, "class", "constructor")]
+                # A class abc refuses to instantiate raises TypeError before it is made: only a call
+                # whose class is a guess (a subclass at run time) constructs anything.
+                how = "heuristic" if self.is_abstract_class(subject) else "constructor"
+                out = [CallTarget(subject, "class", how)]
                 # A metaclass's __call__ runs the construction, __new__ makes the instance, __init__
                 # sets it up.
                 meta = self.metaclass(subject)
@@ -1809,7 +1856,7 @@ class Linker:
                 made = self.find_method(subject, "__new__")
                 for method in (called, made, self.find_method(subject, "__init__")):
                     if method:
-                        out.append(CallTarget(method, "method", "constructor"))
+                        out.append(CallTarget(method, "method", how))
                 return out
             return [CallTarget(subject, info["kind"], resolution)]
         if kind == "inst":
@@ -1823,6 +1870,22 @@ class Linker:
             # A method of an external class: the class was guessed from a name or a base.
             return [CallTarget(subject, "external", "heuristic")]
         return []
+
+    def is_abstract_class(self, cls: str) -> bool:
+        """Whether abc refuses to instantiate cls: its metaclass is `abc.ABCMeta` (declared, or through
+        `abc.ABC`) and a name its MRO binds first is an `@abstractmethod`."""
+        mro = self.mro(cls)
+        abc_meta = "abc.ABC" in self.external_bases(cls) or any(
+            ("ext", "abc.ABCMeta") in self.eval(self.defs.get(klass, {}).get("metaclass")) for klass in mro
+        )
+        if not abc_meta:
+            return False
+        for klass in mro:
+            for name in self.defs.get(klass, {}).get("abstract", ()):
+                first = next((k for k in mro if name in self.bindings.get(k, {})), None)
+                if first == klass:
+                    return True
+        return False
 
     def find_method(self, cls: str, name: str) -> str | None:
         for klass in self.mro(cls):
