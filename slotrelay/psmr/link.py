@@ -1457,7 +1457,8 @@ class Linker:
                 # Where an override may run instead, which of them runs depends on the receiver's
                 # class at run time: the method the declared class finds is a guess too.
                 for name, target in list(found.items()):
-                    if target.kind == "method" and name.endswith(f".{callee[2]}") and not self.is_abstract(name):
+                    overridden = target.kind == "method" and name.endswith(f".{callee[2]}")
+                    if overridden and not self.is_abstract(name):
                         found[name] = CallTarget(name, "method", "heuristic")
             for method in dispatched:
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
