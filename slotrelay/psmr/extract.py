@@ -33,6 +33,7 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
     ["without", ref, [sentinel]] ref where `ref is not sentinel` holds (see `_IdentityGuards`)
     ["unlike", ref, [refs]]      ref where `isinstance(ref, classes)` fails (the `else` branch)
+    ["rows", ref]                a test parameter's values `@pytest.mark.parametrize` lists (ref's elements)
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
@@ -560,7 +561,7 @@ class FileExtractor(ast.NodeVisitor):
             for name, values in _parametrized(deco):
                 if name in names:
                     for ref in filter(None, map(self._outer_ref, values)):
-                        self.bind(name, ["iter", ref], adds=True)
+                        self.bind(name, ["rows", ref], adds=True)
         is_fixture = any("fixture" in ast.unparse(d) for d in node.decorator_list)
         if node.name.startswith("test") or is_fixture:
             for arg in params:

@@ -53,6 +53,9 @@ MAX_ROUNDS = 6
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
+# A test parameter `@pytest.mark.parametrize` gives its values: each of them runs (pytest runs every
+# row), so a long list of them is no imprecision; a name bound to them may denote this many.
+MAX_ROWS = 64
 # Past this many values a function's body returns, its return annotation answers instead.
 MAX_PRECISE_RETURNS = 4
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
@@ -98,7 +101,7 @@ PROTOCOLS = {
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
 ATTRIBUTE_KINDS = frozenset(
-    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow", "without", "unlike"}
+    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "rows", "narrow", "without", "unlike"}
 )
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
@@ -333,7 +336,9 @@ class Linker:
         tag = key[0]
         if tag[0] != "@":
             result = frozenset(self._eval(key))
-            return frozenset({("many", len(result))}) if len(result) > MAX_VALUES else result
+            if len(result) > MAX_VALUES and not (len(result) <= MAX_ROWS and self.parametrized(key)):
+                return frozenset({("many", len(result))})
+            return result
         if tag == "@modattr":
             return frozenset(self._module_attr(key[1], key[2]))
         if tag == "@apply":
@@ -395,7 +400,7 @@ class Linker:
                 else:
                     out |= self.call_result(value)
             return self.declared_call(self.eval(ref[1]), out)
-        if kind in ("sub", "iter"):
+        if kind in ("sub", "iter", "rows"):
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
             for value in ordered(self.eval(ref[1])):
@@ -480,6 +485,12 @@ class Linker:
         if kind == "super":
             return {("super", ref[1])}
         return set()
+
+    def parametrized(self, ref: Any) -> bool:
+        """Whether a ref is a test parameter's `parametrize` values, or a name bound to them."""
+        if ref[0] == "rows":
+            return True
+        return ref[0] == "name" and "rows" in self.binding_kinds(ref)
 
     def completions(self, rest: Any) -> list[str] | None:
         """The strings that complete an attribute name (`getattr(x, prefix + rest)`): rest's constant,
@@ -1496,11 +1507,11 @@ class Linker:
 
     def receiver_classes(self, receiver: Any) -> set[Any]:
         """The classes (or modules) a receiver's values belong to, for telling one from several; a
-        container literal counts as one class of its own (`return missing` on one path and a list on
-        another: which `len` runs depends on the data)."""
+        container literal, a generator and too many values to tell each count as a class of their own
+        (`return missing` on one path and a list on another: which `len` runs depends on the data)."""
         values = self.eval(receiver)
         classes = {v[1] for v in values if v[0] in ("inst", "def", "super", "mod", "extinst")}
-        return classes | {("coll",) for v in values if v[0] == "coll"}
+        return classes | {(v[0],) for v in values if v[0] in ("coll", "gen", "many")}
 
     def method_owners(self, receiver: Any, name: str) -> set[Any]:
         """What an attribute call on the receiver runs, per class of its values: the method their MRO
@@ -1514,8 +1525,8 @@ class Linker:
                     out.add(method or subject)
             elif kind in ("super", "mod", "extinst"):
                 out.add(subject)
-            elif kind == "coll":
-                out.add(("coll",))
+            elif kind in ("coll", "gen", "many"):
+                out.add((kind,))
         return out
 
     @staticmethod
@@ -1989,7 +2000,7 @@ class Linker:
             if kinds == {"unk"}:
                 # Bound only to what the fast pass refused to model: say why (e.g. variadic_parameter).
                 return str(self.binding_refs(callee)[0][1])
-            if kinds <= {"sub", "iter"}:
+            if kinds <= {"sub", "iter", "rows"}:
                 return "container_element"
             if kinds == {"call"}:
                 return "call_result"

@@ -520,3 +520,32 @@ class Array:
     )
     assert ("m.Array.last", "m.Group.__iter__") not in edges
     assert edges[("m.Array.flat", "m.Group.__iter__")] == {"confirmed"}
+
+
+def test_every_class_a_long_parametrize_list_names_is_constructed_by_the_test(tmp_path: Path) -> None:
+    # pytest runs the test once per value listed: twenty classes are twenty calls, not an imprecise
+    # value (a list kept in another module, as test suites keep theirs).
+    init = "    def __init__(self, allow_none=False):\n        pass\n\n\n"
+    classes = "".join(f"class F{i}:\n{init}" for i in range(20))
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/fields.py": classes,
+            "tests/__init__.py": "",
+            "tests/base.py": "from pkg import fields\n\nALL_FIELDS = ["
+            + ", ".join(f"fields.F{i}" for i in range(20))
+            + "]\n",
+            "tests/test_fields.py": """import pytest
+
+from tests.base import ALL_FIELDS
+
+
+@pytest.mark.parametrize("field_class", ALL_FIELDS)
+def test_allow_none(field_class):
+    field_class(allow_none=True)
+""",
+        },
+    )
+    for i in range(20):
+        assert edges[("tests.test_fields.test_allow_none", f"pkg.fields.F{i}.__init__")] == {"confirmed"}

@@ -766,11 +766,25 @@ def use(obj):
     return len(result)
 
 
+class Box:
+    def __init__(self, value=missing):
+        self.value = value
+
+    def get(self):
+        return self.value
+
+
+def passed():
+    # Without the argument flowing in, only the sentinel is seen: the list arrives by argument.
+    return len(Box([1, 2]).get())
+
+
 def always():
     return len(missing)
 """,
     )
     assert edges[("m.use", "m._Missing.__len__")] == {"heuristic"}
+    assert edges[("m.passed", "m._Missing.__len__")] == {"heuristic"}
     assert edges[("m.always", "m._Missing.__len__")] == {"confirmed"}
 
 
@@ -929,3 +943,38 @@ def main():
     )
     assert ("m.show", "m.Text.render") not in edges
     assert edges[("m.show", "m.Group.render")] == {"confirmed"}
+
+
+def test_a_dunder_on_a_sentinel_or_too_many_values_to_tell_is_derived(tmp_path: Path) -> None:
+    # Without argument flow only the default sentinel is seen; with it, more values than the resolver
+    # tells apart: which `__len__` runs depends on what was passed.
+    classes = "".join(f"class C{i}:\n    pass\n\n\n" for i in range(20))
+    made = "".join(f"    Box(C{i}())\n" for i in range(20))
+    edges = _statuses(
+        tmp_path,
+        f"""class _Missing:
+    def __len__(self):
+        return 0
+
+
+missing = _Missing()
+
+
+{classes}class Box:
+    def __init__(self, value=missing):
+        self.value = value
+
+    def get(self):
+        if self.value is missing:
+            return missing
+        return self.value
+
+
+def fill():
+{made}
+
+def size():
+    return len(Box().get())
+""",
+    )
+    assert edges[("m.size", "m._Missing.__len__")] == {"heuristic"}
