@@ -74,6 +74,8 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "min": ((), ("key",)),
     "max": ((), ("key",)),
 }
+# The descriptor method an attribute read or write runs.
+DESCRIPTOR_DUNDERS = {"get": "__get__", "set": "__set__"}
 # Builtins that iterate their first argument (see `Linker.iterated_arguments`).
 ITERATING_BUILTINS = frozenset(
     {"list", "tuple", "set", "frozenset", "dict", "sorted", "sum", "any", "all", "min", "max", "enumerate"}
@@ -1062,6 +1064,9 @@ class Linker:
             return self.class_attr(subject, name, instance=False)
         if kind == "inst":
             found = self.class_attr(subject, name, instance=True)
+            if not found and name in ORDERING_DUNDERS and self.total_ordering(subject):
+                # The comparison `functools.total_ordering` adds runs the one it derives it from.
+                return {("def", m) for m in self.instance_operator(subject, (name,))}
             return found or ({("def", subject)} if name == "__class__" else set())
         if kind == "super":
             return self.super_attr(subject, name)
@@ -1682,7 +1687,8 @@ class Linker:
         if kind in ("get", "set"):
             if self.record:
                 self.memo.use(("property", item["name"]))
-            if item["name"] not in self.property_names:
+            descriptor = DESCRIPTOR_DUNDERS[kind]
+            if item["name"] not in self.property_names and not self.defines_dunder((descriptor,)):
                 return []
         if kind == "op" and not self.defines_dunder(self.operator_names(item["name"])):
             return []
@@ -1694,7 +1700,8 @@ class Linker:
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
-                method = self.property_of(value, item["name"])
+                name = item["name"]
+                method = self.property_of(value, name) or self.descriptor_of(value, name, kind)
                 targets = [CallTarget(method, "method", resolution)] if method else []
                 if value[0] == "inst" and not self.strict and not self.constructed_here(ref):
                     # The property a subclass overrides it with, for a value declared as the base.
@@ -1835,6 +1842,29 @@ class Linker:
             if refs:
                 props = [r[1] for r in refs if r[0] == "prop"]
                 return props[0] if props else None
+        return None
+
+    def descriptor_of(self, value: Value, name: str, mode: str) -> str | None:
+        """The descriptor method `value.name` runs (`__get__` for a read, `__set__` for a write) where
+        the attribute its class's MRO finds is an instance of the tree's class defining it; a
+        descriptor without `__set__` is hidden by an instance attribute of that name."""
+        on_class = value[0] == "def" and mode == "get" and self.is_class(value)
+        if not (on_class or value[0] == "inst"):
+            return None
+        cls, dunder = value[1], DESCRIPTOR_DUNDERS[mode]
+        # An attribute the instance stores (not a field's declaration, `name: T = D()`).
+        stored = value[0] == "inst" and any(
+            r[0] != "typed" for k in self.mro(cls) for r in self.instance_attrs.get(k, {}).get(name, ())
+        )
+        for klass in self.mro(cls):
+            refs = self.bindings.get(klass, {}).get(name)
+            if not refs:
+                continue
+            for kind, subject in ordered({v for r in refs for v in self.eval(r)}):
+                method = self.find_method(subject, dunder) if kind == "inst" else None
+                if method and not (stored and not self.find_method(subject, "__set__")):
+                    return method
+            return None
         return None
 
     def subclasses(self, cls: str) -> list[str]:

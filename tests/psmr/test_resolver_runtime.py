@@ -549,3 +549,81 @@ def test_allow_none(field_class):
     )
     for i in range(20):
         assert edges[("tests.test_fields.test_allow_none", f"pkg.fields.F{i}.__init__")] == {"confirmed"}
+
+
+def test_reading_an_attribute_a_descriptor_holds_runs_its_get(tmp_path: Path) -> None:
+    # The data model: a class attribute whose value's class defines `__get__` is a descriptor; a read
+    # through the instance or the class calls it, unless (without `__set__`) the instance stores its own.
+    edges = _edges(
+        tmp_path,
+        """from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Validator(Generic[T]):
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, owner) -> T:
+        return instance._raw[self.name]
+
+
+class Plain:
+    def __get__(self, instance, owner):
+        return 1
+
+
+class Metadata:
+    name: Validator[str] = Validator()
+    version = Validator()
+    hidden = Plain()
+
+    def __init__(self):
+        self._raw = {}
+        self.hidden = 2
+
+    def write(self):
+        return self.name, self.hidden
+
+
+def read(meta: Metadata):
+    return meta.version
+
+
+def on_class():
+    return Metadata.name
+""",
+    )
+    assert edges[("m.Metadata.write", "m.Validator.__get__")] == {"confirmed"}
+    assert edges[("m.read", "m.Validator.__get__")] == {"confirmed"}
+    assert edges[("m.on_class", "m.Validator.__get__")] == {"confirmed"}
+    assert ("m.Metadata.write", "m.Plain.__get__") not in edges
+
+
+def test_a_comparison_total_ordering_adds_read_as_an_attribute_runs_the_one_defined(tmp_path: Path) -> None:
+    # `functools.total_ordering` fills in `__ge__` from `__lt__` (and `__eq__`): the bound method kept
+    # to be called later runs those.
+    edges = _edges(
+        tmp_path,
+        """import functools
+
+
+@functools.total_ordering
+class Boundary:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other
+
+    def __lt__(self, other):
+        return self.v < other
+
+
+def bound(version: Boundary):
+    below = version.__ge__
+    return below(1)
+""",
+    )
+    assert edges[("m.bound", "m.Boundary.__lt__")] == {"confirmed"}
