@@ -99,6 +99,7 @@ HASHED_SET_ANNOTATIONS = frozenset(
      "MutableMapping"}
 )
 # Methods of dicts and sets that hash their first argument.
+CLASS_DUNDERS = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
 KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
 Ref = list[Any]
@@ -538,7 +539,9 @@ class FileExtractor(ast.NodeVisitor):
                 self.set_params.add((qualname, arg.arg))
         for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
             if index == 0 and method_of and "staticmethod" not in decorators:
-                self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
+                # `__new__` and `__init_subclass__` take the class (implicitly static or class methods).
+                takes_class = "classmethod" in decorators or qualname.rsplit(".", 1)[-1] in CLASS_DUNDERS
+                self.bind(arg.arg, ["cls" if takes_class else "self", method_of])
                 continue
             classes = self._annotation(arg)
             self.bind(

@@ -74,6 +74,8 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "min": ((), ("key",)),
     "max": ((), ("key",)),
 }
+# The standard library's copying and pickling: what each returns of its argument (see `serialized`).
+SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
 # The descriptor method an attribute read or write runs.
 DESCRIPTOR_DUNDERS = {"get": "__get__", "set": "__set__"}
 # Builtins that iterate their first argument (see `Linker.iterated_arguments`).
@@ -387,6 +389,8 @@ class Linker:
                 elif value == ("ext", "functools.partial") and ref[2]:
                     # Calling a partial calls the function it wraps.
                     out |= self.eval(ref[2][0])
+                elif value[0] == "ext" and value[1] in SERIALIZERS and ref[2]:
+                    out |= self.serialized(value[1], ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
                 elif value[0] == "returns":
@@ -401,6 +405,9 @@ class Linker:
                     out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
+            if ref[1][0] == "attr" and ref[1][2] == "__new__" and ref[2]:
+                # `C.__new__(cls)` (object's, or `super().__new__(cls)`) makes an instance of cls.
+                out |= {("inst", v[1]) for v in self.eval(ref[2][0]) if self.is_class(v)}
             return self.declared_call(self.eval(ref[1]), out)
         if kind in ("sub", "iter", "rows"):
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
@@ -774,6 +781,9 @@ class Linker:
                 # The callable it declares is one the body makes (a decorator factory's inner
                 # function): calling it calls that, and `declared_call` types its result.
                 out |= {v for v in self.call_result(("def", func)) if v[0] == "def"}
+            # A generator the body returns (`-> Iterator[T]` over `return other_generator(...)`):
+            # iterating the result runs its body, which no annotation says.
+            out |= {v for v in self.call_result(("def", func)) if v[0] == "gen"}
         return out or self.call_result(("def", func))
 
     def declared_call(self, callees: set[Value] | frozenset[Value], out: set[Value]) -> set[Value]:
@@ -1463,6 +1473,9 @@ class Linker:
                         found.setdefault(method, CallTarget(method, "method", how))
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
+            elif value[0] == "ext" and value[1] in SERIALIZERS and site["args"]:
+                for method in self.serializer_methods(value[1], site["args"][0]):
+                    found.setdefault(method.target, method)
             elif value[0] == "ext" and value[1].startswith("operator."):
                 function = value[1].removeprefix("operator.")
                 for target in self.operator_function_targets(function, site, resolution):
@@ -1843,6 +1856,49 @@ class Linker:
                 props = [r[1] for r in refs if r[0] == "prop"]
                 return props[0] if props else None
         return None
+
+    def serialized(self, function: str, arg: Any) -> set[Value]:
+        """What copying or pickling returns: a copy is of its argument's class, `pickle.dumps(x)`
+        the bytes of x's instances (`("pickled", cls)`), and `pickle.loads` of those bytes their class's
+        instance again (bytes read from anywhere else are of no class the code states)."""
+        values = self.eval(arg)
+        if function == "pickle.loads":
+            return {("inst", v[1]) for v in values if v[0] == "pickled"}
+        kind = "pickled" if function == "pickle.dumps" else "inst"
+        return {(kind, v[1]) for v in values if v[0] == "inst"}
+
+    def serializer_methods(self, function: str, arg: Any) -> list[CallTarget]:
+        """The methods copying or pickling runs of the tree's classes (the `copy` and `pickle` modules'
+        protocol): `__copy__`/`__deepcopy__` where defined, else the object is reduced
+        (`__reduce_ex__`, `__reduce__`, `__getstate__`) and, for a copy or `pickle.loads`, rebuilt: the
+        callable the reduction names (a class is constructed) or `__new__`, then `__setstate__`."""
+        how = self.implicit_resolution(arg)
+        values = self.eval(arg)
+        if function == "pickle.loads":
+            classes = sorted({v[1] for v in values if v[0] == "pickled"})
+        else:
+            classes = sorted({v[1] for v in values if v[0] == "inst"})
+        out: list[str] = []
+        for cls in classes:
+            own = {"copy.copy": "__copy__", "copy.deepcopy": "__deepcopy__"}.get(function)
+            method = self.find_method(cls, own) if own else None
+            if method:
+                out.append(method)
+                continue
+            reducers = (self.find_method(cls, n) for n in ("__reduce_ex__", "__reduce__"))
+            reduce = next(filter(None, reducers), None)
+            if function != "pickle.loads":
+                out += [m for m in (reduce, self.find_method(cls, "__getstate__")) if m]
+            if function == "pickle.dumps":
+                continue
+            if reduce is None:
+                out += [m for m in (self.find_method(cls, "__new__"),) if m]
+            else:
+                for result in ordered(self.call_result(("def", reduce))):
+                    for made in ordered(self.elements(result, 0)):
+                        out += [t.target for t in self.value_targets(made, how) if t.kind == "method"]
+            out += [m for m in (self.find_method(cls, "__setstate__"),) if m]
+        return [CallTarget(m, "method", how) for m in dict.fromkeys(out)]
 
     def descriptor_of(self, value: Value, name: str, mode: str) -> str | None:
         """The descriptor method `value.name` runs (`__get__` for a read, `__set__` for a write) where

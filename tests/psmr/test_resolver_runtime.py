@@ -627,3 +627,125 @@ def bound(version: Boundary):
 """,
     )
     assert edges[("m.bound", "m.Boundary.__lt__")] == {"confirmed"}
+
+
+def test_an_overloaded_function_returning_a_generator_runs_it_when_iterated(tmp_path: Path) -> None:
+    # The overloads declare `Iterator[...]`; the implementation returns a generator function's call,
+    # whose body runs where the result is iterated.
+    edges = _edges(
+        tmp_path,
+        """from collections.abc import Iterable, Iterator
+from typing import overload
+
+
+def filter_by_ranges(items):
+    for item in items:
+        yield item
+
+
+class Range:
+    @overload
+    def filter(self, items: Iterable[str]) -> Iterator[str]: ...
+
+    @overload
+    def filter(self, items: Iterable[int], key: int) -> Iterator[int]: ...
+
+    def filter(self, items, key=None):
+        return filter_by_ranges(items)
+
+
+def use():
+    return list(Range().filter(["a"]))
+""",
+    )
+    assert edges[("m.use", "m.filter_by_ranges")] == {"confirmed"}
+
+
+def test_new_called_with_a_class_makes_an_instance_of_it(tmp_path: Path) -> None:
+    # `object.__new__(cls)` returns an instance of cls (the data model's `__new__`), and `__new__`
+    # takes the class as its first parameter.
+    edges = _edges(
+        tmp_path,
+        """class Version:
+    def __setstate__(self, state):
+        self._version = state
+
+
+class Key:
+    def __new__(cls, name):
+        self = super().__new__(cls)
+        self.setup(name)
+        return self
+
+    def setup(self, name):
+        self.name = name
+
+
+def restore():
+    v = Version.__new__(Version)
+    v.__setstate__({})
+""",
+    )
+    assert edges[("m.restore", "m.Version.__setstate__")] == {"confirmed"}
+    assert edges[("m.Key.__new__", "m.Key.setup")] == {"confirmed"}
+
+
+def test_copying_and_pickling_run_the_protocol_methods_of_the_class(tmp_path: Path) -> None:
+    # The `copy` and `pickle` modules' protocol: `__copy__` where defined, else reduce
+    # (`__reduce_ex__`, `__getstate__`) and rebuild (the callable the reduction names, `__setstate__`);
+    # what `pickle.loads` gives back of `pickle.dumps(x)` is of x's class.
+    edges = _edges(
+        tmp_path,
+        """import copy
+import pickle
+
+
+class Item:
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce_ex__(self, protocol):
+        return self.__class__, (self.value,)
+
+    def as_string(self):
+        return str(self.value)
+
+
+class Version:
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+class Doc:
+    def __copy__(self):
+        return Doc()
+
+
+def round_trip():
+    s = pickle.dumps(Item(12))
+    assert pickle.loads(s).as_string() == "12"
+
+
+def dumped():
+    return pickle.dumps(Version())
+
+
+def copies():
+    copy.copy(Doc())
+    copy.deepcopy(Version())
+
+
+def from_bytes(data):
+    return pickle.loads(data)
+""",
+    )
+    for callee in ("m.Item.__reduce_ex__", "m.Item.as_string", "m.Item.__init__"):
+        assert edges[("m.round_trip", callee)] == {"confirmed"}, callee
+    assert edges[("m.dumped", "m.Version.__getstate__")] == {"confirmed"}
+    assert ("m.dumped", "m.Version.__setstate__") not in edges
+    assert edges[("m.copies", "m.Doc.__copy__")] == {"confirmed"}
+    assert edges[("m.copies", "m.Version.__setstate__")] == {"confirmed"}
+    assert not any(caller == "m.from_bytes" and callee.startswith("m.") for caller, callee in edges)
