@@ -1525,11 +1525,12 @@ class Linker:
 
     def receiver_classes(self, receiver: Any) -> set[Any]:
         """The classes (or modules) a receiver's values belong to, for telling one from several; a
-        container literal, a generator and too many values to tell each count as a class of their own
+        container literal, each generator and too many values to tell count as a class of their own
         (`return missing` on one path and a list on another: which `len` runs depends on the data)."""
         values = self.eval(receiver)
         classes = {v[1] for v in values if v[0] in ("inst", "def", "super", "mod", "extinst")}
-        return classes | {(v[0],) for v in values if v[0] in ("coll", "gen", "many")}
+        classes |= {v for v in values if v[0] == "gen"}
+        return classes | {(v[0],) for v in values if v[0] in ("coll", "many")}
 
     def method_owners(self, receiver: Any, name: str) -> set[Any]:
         """What an attribute call on the receiver runs, per class of its values: the method their MRO
@@ -1543,8 +1544,10 @@ class Linker:
                     out.add(method or subject)
             elif kind in ("super", "mod", "extinst"):
                 out.add(subject)
-            elif kind in ("coll", "gen", "many"):
+            elif kind in ("coll", "many"):
                 out.add((kind,))
+            elif kind == "gen":
+                out.add((kind, subject))
         return out
 
     @staticmethod

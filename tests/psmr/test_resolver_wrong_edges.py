@@ -978,3 +978,29 @@ def size():
 """,
     )
     assert edges[("m.size", "m._Missing.__len__")] == {"heuristic"}
+
+
+def test_iterating_what_may_be_either_of_two_generators_runs_one_of_them(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """def fast(items):
+    yield from items
+
+
+def slow(items):
+    for item in items:
+        yield item
+
+
+def pick(items, quick=True):
+    if quick:
+        return fast(items)
+    return slow(items)
+
+
+def use():
+    return list(pick([1]))
+""",
+    )
+    assert edges[("m.use", "m.fast")] == {"heuristic"}
+    assert edges[("m.use", "m.slow")] == {"heuristic"}
