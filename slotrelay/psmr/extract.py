@@ -190,6 +190,8 @@ class FileExtractor(ast.NodeVisitor):
         self.callee_attrs: set[int] = set()
         # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
         self.raises: dict[tuple[str, str], Ref | None] = {}
+        # How many `if TYPE_CHECKING:` bodies enclose the statement visited: their imports never run.
+        self.type_checking = 0
         # `from __future__ import annotations`: annotations stay strings, never evaluated.
         self.deferred_annotations = False
         self.scope = self._open(module, "module", None, None)
@@ -747,7 +749,7 @@ class FileExtractor(ast.NodeVisitor):
             module = node.module or ""
         if module == "__future__" and any(a.name == "annotations" for a in node.names):
             self.deferred_annotations = True
-        if module:
+        if module and not self.type_checking:
             # Importing from a module asks it for each name (and a plain module for its `__path__`):
             # a module-level `__getattr__` may answer.
             self._implicit("import", ["imp", module], node, [a.name for a in node.names if a.name != "*"])
@@ -1177,8 +1179,11 @@ class FileExtractor(ast.NodeVisitor):
         identity = self.identity.tests.get(id(node))
         # `x is not S` holds in the body, `x is S` fails in the else branch: there x is not S.
         excluded = self._exclude(identity[0], identity[1]) if identity and not identity[2] else 0
+        checking = _is_type_checking(node.test)
+        self.type_checking += checking
         for stmt in node.body:
             self.visit(stmt)
+        self.type_checking -= checking
         del self.narrowed[len(self.narrowed) - excluded :]
         if narrowed is not None:
             self.narrowed.pop()
@@ -1560,6 +1565,12 @@ def _none_test(test: ast.expr) -> tuple[str, bool] | None:
         ):
             return name, isinstance(op, ast.Is)
     return None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """Whether an `if` test is `TYPE_CHECKING` (or `typing.TYPE_CHECKING`): false at run time."""
+    name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+    return name == "TYPE_CHECKING"
 
 
 def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr], str] | None:

@@ -84,6 +84,8 @@ ITERATING_BUILTINS = frozenset(
 )
 # Comparisons and hashing: a container (a tuple) runs its elements' own.
 ORDERING_DUNDERS = ("__lt__", "__le__", "__gt__", "__ge__")
+# What `functools.total_ordering` derives by negating the comparison defined alone.
+OPPOSITE_ORDERING = {"__lt__": "__ge__", "__le__": "__gt__", "__gt__": "__le__", "__ge__": "__lt__"}
 ELEMENTWISE_DUNDERS = frozenset({"__eq__", "__ne__", "__hash__", *ORDERING_DUNDERS})
 # The comparison a builtin asks of the values it orders, then the reflected one.
 ORDERED_BY = {"max": ("__gt__", "__lt__"), "min": ("__lt__", "__gt__"), "sorted": ("__lt__", "__gt__")}
@@ -689,7 +691,9 @@ class Linker:
             if name in ORDERING_DUNDERS and self.total_ordering(cls):
                 root = next(filter(None, (self.find_method(cls, n) for n in ORDERING_DUNDERS)), None)
                 if root:
-                    equal = self.find_method(cls, "__eq__")
+                    # The negation of the one defined (`__ge__` from `__lt__`) asks no equality.
+                    opposite = OPPOSITE_ORDERING[root.rsplit(".", 1)[1]] == name
+                    equal = None if opposite else self.find_method(cls, "__eq__")
                     return [m for m in (root, equal) if m]
         return []
 
@@ -1878,11 +1882,18 @@ class Linker:
         how = self.implicit_resolution(arg)
         values = self.eval(arg)
         if function == "pickle.loads":
-            classes = sorted({v[1] for v in values if v[0] == "pickled"})
+            declared = sorted({v[1] for v in values if v[0] == "pickled"})
         else:
-            classes = sorted({v[1] for v in values if v[0] == "inst"})
+            declared = sorted({v[1] for v in values if v[0] == "inst"})
+        # A value declared as a base may be any subclass the tree instantiates: which class's protocol
+        # runs is then a guess.
+        subclasses = []
+        if not self.constructed_here(arg):
+            subclasses = [s for c in declared for s in self.live_subclasses(c) if s not in declared]
+        if subclasses:
+            how = "heuristic"
         out: list[str] = []
-        for cls in classes:
+        for cls in dict.fromkeys(declared + subclasses):
             own = {"copy.copy": "__copy__", "copy.deepcopy": "__deepcopy__"}.get(function)
             method = self.find_method(cls, own) if own else None
             if method:
@@ -1897,8 +1908,11 @@ class Linker:
             if reduce is None:
                 out += [m for m in (self.find_method(cls, "__new__"),) if m]
             else:
+                owner = reduce.rsplit(".", 1)[0]
                 for result in ordered(self.call_result(("def", reduce))):
                     for made in ordered(self.elements(result, 0)):
+                        # `self.__class__` in the base's reduction is the class being copied.
+                        made = ("def", cls) if made == ("def", owner) else made
                         out += [t.target for t in self.value_targets(made, how) if t.kind == "method"]
             out += [m for m in (self.find_method(cls, "__setstate__"),) if m]
         return [CallTarget(m, "method", how) for m in dict.fromkeys(out)]

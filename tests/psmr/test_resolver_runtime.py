@@ -93,7 +93,12 @@ def __getattr__(name):
     raise AttributeError(name)
 """,
             "pkg/plain.py": "class Thing:\n    pass\n",
-            "pkg/user.py": """from .plain import Thing
+            "pkg/user.py": """import typing as t
+
+from .plain import Thing
+
+if t.TYPE_CHECKING:
+    from .core import Command
 
 
 def late():
@@ -105,6 +110,7 @@ def late():
     # Importing from a module (not a package) looks up its __path__ first: the module's __getattr__.
     assert edges[("pkg", "pkg.core.__getattr__")] == {"confirmed"}
     assert edges[("pkg.user.late", "pkg.core.__getattr__")] == {"confirmed"}
+    # An import under `if TYPE_CHECKING:` never runs.
     assert not any(callee.endswith("__getattr__") for caller, callee in edges if caller == "pkg.user")
 
 
@@ -627,6 +633,8 @@ def bound(version: Boundary):
 """,
     )
     assert edges[("m.bound", "m.Boundary.__lt__")] == {"confirmed"}
+    # `__ge__` is `not self < other`: no equality is asked.
+    assert ("m.bound", "m.Boundary.__eq__") not in edges
 
 
 def test_an_overloaded_function_returning_a_generator_runs_it_when_iterated(tmp_path: Path) -> None:
@@ -749,3 +757,40 @@ def from_bytes(data):
     assert edges[("m.copies", "m.Doc.__copy__")] == {"confirmed"}
     assert edges[("m.copies", "m.Version.__setstate__")] == {"confirmed"}
     assert not any(caller == "m.from_bytes" and callee.startswith("m.") for caller, callee in edges)
+
+
+def test_copying_a_value_declared_as_a_base_runs_one_of_its_subclasses_protocols(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """import copy
+
+
+class Item:
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce_ex__(self, protocol):
+        return self.__class__, (self.value,)
+
+    def copy(self):
+        return copy.copy(self)
+
+
+class Table(Item):
+    def __copy__(self):
+        return Table(self.value)
+
+
+class Integer(Item):
+    def __init__(self, value):
+        super().__init__(value)
+
+
+def make():
+    return Table(1), Integer(2)
+""",
+    )
+    # `self` may be a Table (its `__copy__`) or an Integer (reduced and rebuilt as an Integer).
+    assert edges[("m.Item.copy", "m.Table.__copy__")] == {"heuristic"}
+    assert edges[("m.Item.copy", "m.Integer.__init__")] == {"heuristic"}
+    assert edges[("m.Item.copy", "m.Item.__reduce_ex__")] == {"heuristic"}
