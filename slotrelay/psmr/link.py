@@ -1478,8 +1478,8 @@ class Linker:
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
             elif value[0] == "ext" and value[1] in SERIALIZERS and site["args"]:
-                for method in self.serializer_methods(value[1], site["args"][0]):
-                    found.setdefault(method.target, method)
+                for target in self.serializer_methods(value[1], site["args"][0]):
+                    found.setdefault(target.target, target)
             elif value[0] == "ext" and value[1].startswith("operator."):
                 function = value[1].removeprefix("operator.")
                 for target in self.operator_function_targets(function, site, resolution):
