@@ -32,6 +32,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
     ["fixture", module, name]    a test's parameter: what the pytest fixture of that name gives
     ["narrow", ref, [refs]]      ref where `isinstance(ref, classes)` holds (inside the `if` body)
     ["without", ref, [sentinel]] ref where `ref is not sentinel` holds (see `_IdentityGuards`)
+    ["unlike", ref, [refs]]      ref where `isinstance(ref, classes)` fails (the `else` branch)
+    ["rows", ref]                a test parameter's values `@pytest.mark.parametrize` lists (ref's elements)
     ["guard", name, none, ref]   a value returned where parameter `name` is None (none=True) or is not
     ["prop", qualname]           a method made a property (@property, @x.setter, @cached_property)
     ["self", class] / ["cls", class] / ["super", class]   first parameter of a method, super()
@@ -97,6 +99,7 @@ HASHED_SET_ANNOTATIONS = frozenset(
      "MutableMapping"}
 )
 # Methods of dicts and sets that hash their first argument.
+CLASS_DUNDERS = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
 KEYED_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
 
 Ref = list[Any]
@@ -187,6 +190,8 @@ class FileExtractor(ast.NodeVisitor):
         self.callee_attrs: set[int] = set()
         # Names bound by `with pytest.raises(E) as name`, per scope: the ref of E.
         self.raises: dict[tuple[str, str], Ref | None] = {}
+        # How many `if TYPE_CHECKING:` bodies enclose the statement visited: their imports never run.
+        self.type_checking = 0
         # `from __future__ import annotations`: annotations stay strings, never evaluated.
         self.deferred_annotations = False
         self.scope = self._open(module, "module", None, None)
@@ -536,7 +541,9 @@ class FileExtractor(ast.NodeVisitor):
                 self.set_params.add((qualname, arg.arg))
         for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
             if index == 0 and method_of and "staticmethod" not in decorators:
-                self.bind(arg.arg, ["cls" if "classmethod" in decorators else "self", method_of])
+                # `__new__` and `__init_subclass__` take the class (implicitly static or class methods).
+                takes_class = "classmethod" in decorators or qualname.rsplit(".", 1)[-1] in CLASS_DUNDERS
+                self.bind(arg.arg, ["cls" if takes_class else "self", method_of])
                 continue
             classes = self._annotation(arg)
             self.bind(
@@ -559,7 +566,7 @@ class FileExtractor(ast.NodeVisitor):
             for name, values in _parametrized(deco):
                 if name in names:
                     for ref in filter(None, map(self._outer_ref, values)):
-                        self.bind(name, ["iter", ref], adds=True)
+                        self.bind(name, ["rows", ref], adds=True)
         is_fixture = any("fixture" in ast.unparse(d) for d in node.decorator_list)
         if node.name.startswith("test") or is_fixture:
             for arg in params:
@@ -592,6 +599,14 @@ class FileExtractor(ast.NodeVisitor):
         for keyword in node.keywords:
             if keyword.arg == "metaclass":
                 extra["metaclass"] = self.ref(keyword.value) or ["unk", "opaque_value"]
+        abstract = sorted(
+            stmt.name
+            for stmt in node.body
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(ast.unparse(d).endswith("abstractmethod") for d in stmt.decorator_list)
+        )
+        if abstract:
+            extra["abstract"] = abstract
         self._add_def(
             node,
             qualname,
@@ -734,7 +749,7 @@ class FileExtractor(ast.NodeVisitor):
             module = node.module or ""
         if module == "__future__" and any(a.name == "annotations" for a in node.names):
             self.deferred_annotations = True
-        if module:
+        if module and not self.type_checking:
             # Importing from a module asks it for each name (and a plain module for its `__path__`):
             # a module-level `__getattr__` may answer.
             self._implicit("import", ["imp", module], node, [a.name for a in node.names if a.name != "*"])
@@ -1153,20 +1168,31 @@ class FileExtractor(ast.NodeVisitor):
             name, classes, kind = narrowed
             refs = [r for r in map(self.ref, classes) if r is not None]
             self.narrowed.append((self.scope.qualname, name, refs, kind))
+        # `if isinstance(x, C): ... else: ...` (one test, not a conjunction): in the else branch x is no C.
+        failed = _isinstance_test(node.test) if isinstance(node.test, ast.Call) else None
+        failed_refs = [r for r in map(self.ref, failed[1]) if r is not None] if failed else []
+        if failed is None or failed[2] != "narrow" or len(failed_refs) != len(failed[1]):
+            failed = None
         guard = _none_test(node.test)
         if guard is not None:
             self.none_guards.append((self.scope.qualname, guard[0], guard[1]))
         identity = self.identity.tests.get(id(node))
         # `x is not S` holds in the body, `x is S` fails in the else branch: there x is not S.
         excluded = self._exclude(identity[0], identity[1]) if identity and not identity[2] else 0
+        checking = _is_type_checking(node.test)
+        self.type_checking += checking
         for stmt in node.body:
             self.visit(stmt)
+        self.type_checking -= checking
         del self.narrowed[len(self.narrowed) - excluded :]
         if narrowed is not None:
             self.narrowed.pop()
         if guard is not None:
             self.none_guards[-1] = (self.scope.qualname, guard[0], not guard[1])
         excluded = self._exclude(identity[0], identity[1]) if identity and identity[2] else 0
+        if failed is not None:
+            self.narrowed.append((self.scope.qualname, failed[0], failed_refs, "unlike"))
+            excluded += 1
         for stmt in node.orelse:
             self.visit(stmt)
         del self.narrowed[len(self.narrowed) - excluded :]
@@ -1539,6 +1565,12 @@ def _none_test(test: ast.expr) -> tuple[str, bool] | None:
         ):
             return name, isinstance(op, ast.Is)
     return None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """Whether an `if` test is `TYPE_CHECKING` (or `typing.TYPE_CHECKING`): false at run time."""
+    name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+    return name == "TYPE_CHECKING"
 
 
 def _isinstance_test(test: ast.expr) -> tuple[str, list[ast.expr], str] | None:

@@ -449,7 +449,7 @@ def _describe(ref: Any) -> str:
             return f"{_describe(base)}.{prefix}*"
         case ["call", callee, *_]:
             return f"{_describe(callee)}()"
-        case ["sub", base] | ["iter", base]:
+        case ["sub", base] | ["iter", base] | ["rows", base]:
             return f"{_describe(base)}[...]"
         case ["unk", reason]:
             return f"<{reason}>"

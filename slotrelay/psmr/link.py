@@ -53,6 +53,9 @@ MAX_ROUNDS = 6
 # A ref denoting more than this many values is too imprecise to draw edges from: it becomes
 # the sentinel ("many", n), which every operation ignores and which makes the call site an unknown.
 MAX_VALUES = 16
+# A test parameter `@pytest.mark.parametrize` gives its values: each of them runs (pytest runs every
+# row), so a long list of them is no imprecision; a name bound to them may denote this many.
+MAX_ROWS = 64
 # Past this many values a function's body returns, its return annotation answers instead.
 MAX_PRECISE_RETURNS = 4
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
@@ -71,12 +74,18 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "min": ((), ("key",)),
     "max": ((), ("key",)),
 }
+# The standard library's copying and pickling: what each returns of its argument (see `serialized`).
+SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
+# The descriptor method an attribute read or write runs.
+DESCRIPTOR_DUNDERS = {"get": "__get__", "set": "__set__"}
 # Builtins that iterate their first argument (see `Linker.iterated_arguments`).
 ITERATING_BUILTINS = frozenset(
     {"list", "tuple", "set", "frozenset", "dict", "sorted", "sum", "any", "all", "min", "max", "enumerate"}
 )
 # Comparisons and hashing: a container (a tuple) runs its elements' own.
 ORDERING_DUNDERS = ("__lt__", "__le__", "__gt__", "__ge__")
+# What `functools.total_ordering` derives by negating the comparison defined alone.
+OPPOSITE_ORDERING = {"__lt__": "__ge__", "__le__": "__gt__", "__gt__": "__le__", "__ge__": "__lt__"}
 ELEMENTWISE_DUNDERS = frozenset({"__eq__", "__ne__", "__hash__", *ORDERING_DUNDERS})
 # The comparison a builtin asks of the values it orders, then the reflected one.
 ORDERED_BY = {"max": ("__gt__", "__lt__"), "min": ("__lt__", "__gt__"), "sorted": ("__lt__", "__gt__")}
@@ -98,7 +107,7 @@ PROTOCOLS = {
 }
 # Receivers whose value the code binds (an attribute, a call's or operator's result, an element).
 ATTRIBUTE_KINDS = frozenset(
-    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "narrow", "without"}
+    {"attr", "call", "op", "typed", "cast", "annot", "sub", "iter", "rows", "narrow", "without", "unlike"}
 )
 # What a parameter's binding adds besides the arguments: what its annotation or pytest states.
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
@@ -333,7 +342,9 @@ class Linker:
         tag = key[0]
         if tag[0] != "@":
             result = frozenset(self._eval(key))
-            return frozenset({("many", len(result))}) if len(result) > MAX_VALUES else result
+            if len(result) > MAX_VALUES and not (len(result) <= MAX_ROWS and self.parametrized(key)):
+                return frozenset({("many", len(result))})
+            return result
         if tag == "@modattr":
             return frozenset(self._module_attr(key[1], key[2]))
         if tag == "@apply":
@@ -380,6 +391,8 @@ class Linker:
                 elif value == ("ext", "functools.partial") and ref[2]:
                     # Calling a partial calls the function it wraps.
                     out |= self.eval(ref[2][0])
+                elif value[0] == "ext" and value[1] in SERIALIZERS and ref[2]:
+                    out |= self.serialized(value[1], ref[2][0])
                 elif value[0] == "collm":
                     out |= self.collection_result(value[1], ref[2])
                 elif value[0] == "returns":
@@ -394,8 +407,11 @@ class Linker:
                     out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
+            if ref[1][0] == "attr" and ref[1][2] == "__new__" and ref[2]:
+                # `C.__new__(cls)` (object's, or `super().__new__(cls)`) makes an instance of cls.
+                out |= {("inst", v[1]) for v in self.eval(ref[2][0]) if self.is_class(v)}
             return self.declared_call(self.eval(ref[1]), out)
-        if kind in ("sub", "iter"):
+        if kind in ("sub", "iter", "rows"):
             key = ref[2] if kind == "sub" and len(ref) > 2 else None
             out = set()
             for value in ordered(self.eval(ref[1])):
@@ -410,6 +426,8 @@ class Linker:
             return self.narrow(self.eval(ref[1]), ref[2])
         if kind == "without":
             return self.without(self.eval(ref[1]), ref[2])
+        if kind == "unlike":
+            return self.unlike(self.eval(ref[1]), ref[2])
         if kind == "typed":
             return set(self.eval(ref[1]))
         if kind == "cast":
@@ -479,6 +497,12 @@ class Linker:
             return {("super", ref[1])}
         return set()
 
+    def parametrized(self, ref: Any) -> bool:
+        """Whether a ref is a test parameter's `parametrize` values, or a name bound to them."""
+        if ref[0] == "rows":
+            return True
+        return ref[0] == "name" and "rows" in self.binding_kinds(ref)
+
     def completions(self, rest: Any) -> list[str] | None:
         """The strings that complete an attribute name (`getattr(x, prefix + rest)`): rest's constant,
         or the constants the tree passes to the parameter rest is (none where it passes none: the
@@ -515,7 +539,13 @@ class Linker:
         classes = self.checkable_classes(class_refs)
         if classes is None:
             return set(values)
-        return self.admit(values, class_refs) | {("inst", c) for c in classes[0]}
+        out = self.admit(values, class_refs)
+        for value in ordered(values - out):
+            if value[0] == "inst":
+                # An instance of a base the check rejects may be one of its subclasses the check admits
+                # (`item: Item`, then `isinstance(item, dict)` holds for Item's dict subclasses).
+                out |= self.admit({("inst", sub) for sub in self.subclasses(value[1])}, class_refs)
+        return out | {("inst", c) for c in classes[0]}
 
     def without(self, values: frozenset[Value], sentinel_refs: Any) -> set[Value]:
         """The values that pass `value is not sentinel`: a sentinel that denotes one instance, and
@@ -526,6 +556,14 @@ class Linker:
             if len(sentinel) == 1 and next(iter(sentinel))[0] == "inst":
                 out -= sentinel
         return out
+
+    def unlike(self, values: frozenset[Value], class_refs: Any) -> set[Value]:
+        """The values that fail `isinstance(value, classes)`: less the instances of the tree's classes
+        named and of their subclasses."""
+        classes = self.checkable_classes(class_refs)
+        if classes is None:
+            return set(values)
+        return {v for v in values if not (v[0] == "inst" and classes[0] & set(self.mro(v[1])))}
 
     def admit(self, values: set[Value] | frozenset[Value], class_refs: Any) -> set[Value]:
         """The values that can be instances of the classes (all of them when the classes are unknown)."""
@@ -653,7 +691,9 @@ class Linker:
             if name in ORDERING_DUNDERS and self.total_ordering(cls):
                 root = next(filter(None, (self.find_method(cls, n) for n in ORDERING_DUNDERS)), None)
                 if root:
-                    equal = self.find_method(cls, "__eq__")
+                    # The negation of the one defined (`__ge__` from `__lt__`) asks no equality.
+                    opposite = OPPOSITE_ORDERING[root.rsplit(".", 1)[1]] == name
+                    equal = None if opposite else self.find_method(cls, "__eq__")
                     return [m for m in (root, equal) if m]
         return []
 
@@ -745,6 +785,9 @@ class Linker:
                 # The callable it declares is one the body makes (a decorator factory's inner
                 # function): calling it calls that, and `declared_call` types its result.
                 out |= {v for v in self.call_result(("def", func)) if v[0] == "def"}
+            # A generator the body returns (`-> Iterator[T]` over `return other_generator(...)`):
+            # iterating the result runs its body, which no annotation says.
+            out |= {v for v in self.call_result(("def", func)) if v[0] == "gen"}
         return out or self.call_result(("def", func))
 
     def declared_call(self, callees: set[Value] | frozenset[Value], out: set[Value]) -> set[Value]:
@@ -886,7 +929,7 @@ class Linker:
                 (r[0] == "param" and r[1] == func) or self._mentions_param(r, func, depth + 1)
                 for r in self.binding_refs(ref)
             )
-        if kind in ("attr", "sub", "iter", "narrow", "without"):
+        if kind in ("attr", "sub", "iter", "narrow", "without", "unlike"):
             return self._mentions_param(ref[1], func, depth)
         if kind == "call":
             return (
@@ -1035,6 +1078,9 @@ class Linker:
             return self.class_attr(subject, name, instance=False)
         if kind == "inst":
             found = self.class_attr(subject, name, instance=True)
+            if not found and name in ORDERING_DUNDERS and self.total_ordering(subject):
+                # The comparison `functools.total_ordering` adds runs the one it derives it from.
+                return {("def", m) for m in self.instance_operator(subject, (name,))}
             return found or ({("def", subject)} if name == "__class__" else set())
         if kind == "super":
             return self.super_attr(subject, name)
@@ -1398,9 +1444,10 @@ class Linker:
         callee = site["callee"]
         found: dict[str, CallTarget] = {}
         resolution = self.resolution(callee)
-        # A receiver the code binds to instances of several classes: which one runs is a guess.
-        several = callee[0] == "attr" and len(self.receiver_classes(callee[1])) > 1
-        if resolution in ("attribute", "constructor") and several:
+        # A receiver the code binds to instances of several classes whose methods of that name differ:
+        # which one runs is a guess.
+        several = callee[0] == "attr" and len(self.method_owners(callee[1], callee[2])) > 1
+        if resolution in ("attribute", "constructor", "annotation") and several:
             resolution = "heuristic"
         # A decorator site calls the decorator (or what `@factory(...)` returned for this site alone).
         values = self.eval_in(callee, {}, 0) if site.get("decorates") else self.eval(callee)
@@ -1430,12 +1477,23 @@ class Linker:
                         found.setdefault(method, CallTarget(method, "method", how))
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
+            elif value[0] == "ext" and value[1] in SERIALIZERS and site["args"]:
+                for target in self.serializer_methods(value[1], site["args"][0]):
+                    found.setdefault(target.target, target)
             elif value[0] == "ext" and value[1].startswith("operator."):
                 function = value[1].removeprefix("operator.")
                 for target in self.operator_function_targets(function, site, resolution):
                     found.setdefault(target.target, target)
         if not self.strict:
-            for method in self.dispatched(callee, found):
+            dispatched = self.dispatched(callee, found)
+            if dispatched and callee[0] == "attr":
+                # Where an override may run instead, which of them runs depends on the receiver's
+                # class at run time: the method the declared class finds is a guess too.
+                for name, target in list(found.items()):
+                    overridden = target.kind == "method" and name.endswith(f".{callee[2]}")
+                    if overridden and not self.is_abstract(name):
+                        found[name] = CallTarget(name, "method", "heuristic")
+            for method in dispatched:
                 found.setdefault(method, CallTarget(method, "method", "heuristic"))
         return sorted(found.values(), key=lambda t: t.target)
 
@@ -1470,8 +1528,31 @@ class Linker:
         return "implicit"
 
     def receiver_classes(self, receiver: Any) -> set[Any]:
-        """The classes (or modules) a receiver's values belong to, for telling one from several."""
-        return {v[1] for v in self.eval(receiver) if v[0] in ("inst", "def", "super", "mod", "extinst")}
+        """The classes (or modules) a receiver's values belong to, for telling one from several; a
+        container literal, each generator and too many values to tell count as a class of their own
+        (`return missing` on one path and a list on another: which `len` runs depends on the data)."""
+        values = self.eval(receiver)
+        classes = {v[1] for v in values if v[0] in ("inst", "def", "super", "mod", "extinst")}
+        classes |= {v for v in values if v[0] == "gen"}
+        return classes | {(v[0],) for v in values if v[0] in ("coll", "many")}
+
+    def method_owners(self, receiver: Any, name: str) -> set[Any]:
+        """What an attribute call on the receiver runs, per class of its values: the method their MRO
+        finds (one for a class and a subclass that inherits it), else the class or module itself. An
+        abstract method is a declaration its implementations answer for: it is none of them."""
+        out: set[Any] = set()
+        for kind, subject in self.eval(receiver):
+            if kind in ("inst", "def"):
+                method = self.find_method(subject, name)
+                if method is None or not self.is_abstract(method):
+                    out.add(method or subject)
+            elif kind in ("super", "mod", "extinst"):
+                out.add(subject)
+            elif kind in ("coll", "many"):
+                out.add((kind,))
+            elif kind == "gen":
+                out.add((kind, subject))
+        return out
 
     @staticmethod
     def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
@@ -1626,7 +1707,8 @@ class Linker:
         if kind in ("get", "set"):
             if self.record:
                 self.memo.use(("property", item["name"]))
-            if item["name"] not in self.property_names:
+            descriptor = DESCRIPTOR_DUNDERS[kind]
+            if item["name"] not in self.property_names and not self.defines_dunder((descriptor,)):
                 return []
         if kind == "op" and not self.defines_dunder(self.operator_names(item["name"])):
             return []
@@ -1638,7 +1720,8 @@ class Linker:
         found: dict[str, CallTarget] = {}
         for value in ordered(self.eval(ref)):
             if kind in ("get", "set"):
-                method = self.property_of(value, item["name"])
+                name = item["name"]
+                method = self.property_of(value, name) or self.descriptor_of(value, name, kind)
                 targets = [CallTarget(method, "method", resolution)] if method else []
                 if value[0] == "inst" and not self.strict and not self.constructed_here(ref):
                     # The property a subclass overrides it with, for a value declared as the base.
@@ -1781,6 +1864,82 @@ class Linker:
                 return props[0] if props else None
         return None
 
+    def serialized(self, function: str, arg: Any) -> set[Value]:
+        """What copying or pickling returns: a copy is of its argument's class, `pickle.dumps(x)`
+        the bytes of x's instances (`("pickled", cls)`), and `pickle.loads` of those bytes their class's
+        instance again (bytes read from anywhere else are of no class the code states)."""
+        values = self.eval(arg)
+        if function == "pickle.loads":
+            return {("inst", v[1]) for v in values if v[0] == "pickled"}
+        kind = "pickled" if function == "pickle.dumps" else "inst"
+        return {(kind, v[1]) for v in values if v[0] == "inst"}
+
+    def serializer_methods(self, function: str, arg: Any) -> list[CallTarget]:
+        """The methods copying or pickling runs of the tree's classes (the `copy` and `pickle` modules'
+        protocol): `__copy__`/`__deepcopy__` where defined, else the object is reduced
+        (`__reduce_ex__`, `__reduce__`, `__getstate__`) and, for a copy or `pickle.loads`, rebuilt: the
+        callable the reduction names (a class is constructed) or `__new__`, then `__setstate__`."""
+        how = self.implicit_resolution(arg)
+        values = self.eval(arg)
+        if function == "pickle.loads":
+            declared = sorted({v[1] for v in values if v[0] == "pickled"})
+        else:
+            declared = sorted({v[1] for v in values if v[0] == "inst"})
+        # A value declared as a base may be any subclass the tree instantiates: which class's protocol
+        # runs is then a guess.
+        subclasses = []
+        if not self.constructed_here(arg):
+            subclasses = [s for c in declared for s in self.live_subclasses(c) if s not in declared]
+        if subclasses:
+            how = "heuristic"
+        out: list[str] = []
+        for cls in dict.fromkeys(declared + subclasses):
+            own = {"copy.copy": "__copy__", "copy.deepcopy": "__deepcopy__"}.get(function)
+            method = self.find_method(cls, own) if own else None
+            if method:
+                out.append(method)
+                continue
+            reducers = (self.find_method(cls, n) for n in ("__reduce_ex__", "__reduce__"))
+            reduce = next(filter(None, reducers), None)
+            if function != "pickle.loads":
+                out += [m for m in (reduce, self.find_method(cls, "__getstate__")) if m]
+            if function == "pickle.dumps":
+                continue
+            if reduce is None:
+                out += [m for m in (self.find_method(cls, "__new__"),) if m]
+            else:
+                owner = reduce.rsplit(".", 1)[0]
+                for result in ordered(self.call_result(("def", reduce))):
+                    for made in ordered(self.elements(result, 0)):
+                        # `self.__class__` in the base's reduction is the class being copied.
+                        made = ("def", cls) if made == ("def", owner) else made
+                        out += [t.target for t in self.value_targets(made, how) if t.kind == "method"]
+            out += [m for m in (self.find_method(cls, "__setstate__"),) if m]
+        return [CallTarget(m, "method", how) for m in dict.fromkeys(out)]
+
+    def descriptor_of(self, value: Value, name: str, mode: str) -> str | None:
+        """The descriptor method `value.name` runs (`__get__` for a read, `__set__` for a write) where
+        the attribute its class's MRO finds is an instance of the tree's class defining it; a
+        descriptor without `__set__` is hidden by an instance attribute of that name."""
+        on_class = value[0] == "def" and mode == "get" and self.is_class(value)
+        if not (on_class or value[0] == "inst"):
+            return None
+        cls, dunder = value[1], DESCRIPTOR_DUNDERS[mode]
+        # An attribute the instance stores (not a field's declaration, `name: T = D()`).
+        stored = value[0] == "inst" and any(
+            r[0] != "typed" for k in self.mro(cls) for r in self.instance_attrs.get(k, {}).get(name, ())
+        )
+        for klass in self.mro(cls):
+            refs = self.bindings.get(klass, {}).get(name)
+            if not refs:
+                continue
+            for kind, subject in ordered({v for r in refs for v in self.eval(r)}):
+                method = self.find_method(subject, dunder) if kind == "inst" else None
+                if method and not (stored and not self.find_method(subject, "__set__")):
+                    return method
+            return None
+        return None
+
     def subclasses(self, cls: str) -> list[str]:
         """Every class of the tree that has cls in its MRO, except cls."""
         if self.record:
@@ -1801,7 +1960,10 @@ class Linker:
             if info is None:
                 return []
             if info["kind"] == "class":
-                out = [CallTarget(subject, "class", "constructor")]
+                # A class abc refuses to instantiate raises TypeError before it is made: only a call
+                # whose class is a guess (a subclass at run time) constructs anything.
+                how = "heuristic" if self.is_abstract_class(subject) else "constructor"
+                out = [CallTarget(subject, "class", how)]
                 # A metaclass's __call__ runs the construction, __new__ makes the instance, __init__
                 # sets it up.
                 meta = self.metaclass(subject)
@@ -1809,7 +1971,7 @@ class Linker:
                 made = self.find_method(subject, "__new__")
                 for method in (called, made, self.find_method(subject, "__init__")):
                     if method:
-                        out.append(CallTarget(method, "method", "constructor"))
+                        out.append(CallTarget(method, "method", how))
                 return out
             return [CallTarget(subject, info["kind"], resolution)]
         if kind == "inst":
@@ -1823,6 +1985,22 @@ class Linker:
             # A method of an external class: the class was guessed from a name or a base.
             return [CallTarget(subject, "external", "heuristic")]
         return []
+
+    def is_abstract_class(self, cls: str) -> bool:
+        """Whether abc refuses to instantiate cls: its metaclass is `abc.ABCMeta` (declared, or through
+        `abc.ABC`) and a name its MRO binds first is an `@abstractmethod`."""
+        mro = self.mro(cls)
+        abc_meta = "abc.ABC" in self.external_bases(cls) or any(
+            ("ext", "abc.ABCMeta") in self.eval(self.defs.get(klass, {}).get("metaclass")) for klass in mro
+        )
+        if not abc_meta:
+            return False
+        for klass in mro:
+            for name in self.defs.get(klass, {}).get("abstract", ()):
+                first = next((k for k in mro if name in self.bindings.get(k, {})), None)
+                if first == klass:
+                    return True
+        return False
 
     def find_method(self, cls: str, name: str) -> str | None:
         for klass in self.mro(cls):
@@ -1925,7 +2103,7 @@ class Linker:
             if kinds == {"unk"}:
                 # Bound only to what the fast pass refused to model: say why (e.g. variadic_parameter).
                 return str(self.binding_refs(callee)[0][1])
-            if kinds <= {"sub", "iter"}:
+            if kinds <= {"sub", "iter", "rows"}:
                 return "container_element"
             if kinds == {"call"}:
                 return "call_result"

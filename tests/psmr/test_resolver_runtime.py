@@ -93,7 +93,12 @@ def __getattr__(name):
     raise AttributeError(name)
 """,
             "pkg/plain.py": "class Thing:\n    pass\n",
-            "pkg/user.py": """from .plain import Thing
+            "pkg/user.py": """import typing as t
+
+from .plain import Thing
+
+if t.TYPE_CHECKING:
+    from .core import Command
 
 
 def late():
@@ -105,6 +110,7 @@ def late():
     # Importing from a module (not a package) looks up its __path__ first: the module's __getattr__.
     assert edges[("pkg", "pkg.core.__getattr__")] == {"confirmed"}
     assert edges[("pkg.user.late", "pkg.core.__getattr__")] == {"confirmed"}
+    # An import under `if TYPE_CHECKING:` never runs.
     assert not any(callee.endswith("__getattr__") for caller, callee in edges if caller == "pkg.user")
 
 
@@ -520,3 +526,271 @@ class Array:
     )
     assert ("m.Array.last", "m.Group.__iter__") not in edges
     assert edges[("m.Array.flat", "m.Group.__iter__")] == {"confirmed"}
+
+
+def test_every_class_a_long_parametrize_list_names_is_constructed_by_the_test(tmp_path: Path) -> None:
+    # pytest runs the test once per value listed: twenty classes are twenty calls, not an imprecise
+    # value (a list kept in another module, as test suites keep theirs).
+    init = "    def __init__(self, allow_none=False):\n        pass\n\n\n"
+    classes = "".join(f"class F{i}:\n{init}" for i in range(20))
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/fields.py": classes,
+            "tests/__init__.py": "",
+            "tests/base.py": "from pkg import fields\n\nALL_FIELDS = ["
+            + ", ".join(f"fields.F{i}" for i in range(20))
+            + "]\n",
+            "tests/test_fields.py": """import pytest
+
+from tests.base import ALL_FIELDS
+
+
+@pytest.mark.parametrize("field_class", ALL_FIELDS)
+def test_allow_none(field_class):
+    field_class(allow_none=True)
+""",
+        },
+    )
+    for i in range(20):
+        assert edges[("tests.test_fields.test_allow_none", f"pkg.fields.F{i}.__init__")] == {"confirmed"}
+
+
+def test_reading_an_attribute_a_descriptor_holds_runs_its_get(tmp_path: Path) -> None:
+    # The data model: a class attribute whose value's class defines `__get__` is a descriptor; a read
+    # through the instance or the class calls it, unless (without `__set__`) the instance stores its own.
+    edges = _edges(
+        tmp_path,
+        """from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Validator(Generic[T]):
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, owner) -> T:
+        return instance._raw[self.name]
+
+
+class Plain:
+    def __get__(self, instance, owner):
+        return 1
+
+
+class Metadata:
+    name: Validator[str] = Validator()
+    version = Validator()
+    hidden = Plain()
+
+    def __init__(self):
+        self._raw = {}
+        self.hidden = 2
+
+    def write(self):
+        return self.name, self.hidden
+
+
+def read(meta: Metadata):
+    return meta.version
+
+
+def on_class():
+    return Metadata.name
+""",
+    )
+    assert edges[("m.Metadata.write", "m.Validator.__get__")] == {"confirmed"}
+    assert edges[("m.read", "m.Validator.__get__")] == {"confirmed"}
+    assert edges[("m.on_class", "m.Validator.__get__")] == {"confirmed"}
+    assert ("m.Metadata.write", "m.Plain.__get__") not in edges
+
+
+def test_a_comparison_total_ordering_adds_read_as_an_attribute_runs_the_one_defined(tmp_path: Path) -> None:
+    # `functools.total_ordering` fills in `__ge__` from `__lt__` (and `__eq__`): the bound method kept
+    # to be called later runs those.
+    edges = _edges(
+        tmp_path,
+        """import functools
+
+
+@functools.total_ordering
+class Boundary:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other
+
+    def __lt__(self, other):
+        return self.v < other
+
+
+def bound(version: Boundary):
+    below = version.__ge__
+    return below(1)
+""",
+    )
+    assert edges[("m.bound", "m.Boundary.__lt__")] == {"confirmed"}
+    # `__ge__` is `not self < other`: no equality is asked.
+    assert ("m.bound", "m.Boundary.__eq__") not in edges
+
+
+def test_an_overloaded_function_returning_a_generator_runs_it_when_iterated(tmp_path: Path) -> None:
+    # The overloads declare `Iterator[...]`; the implementation returns a generator function's call,
+    # whose body runs where the result is iterated.
+    edges = _edges(
+        tmp_path,
+        """from collections.abc import Iterable, Iterator
+from typing import overload
+
+
+def filter_by_ranges(items):
+    for item in items:
+        yield item
+
+
+class Range:
+    @overload
+    def filter(self, items: Iterable[str]) -> Iterator[str]: ...
+
+    @overload
+    def filter(self, items: Iterable[int], key: int) -> Iterator[int]: ...
+
+    def filter(self, items, key=None):
+        return filter_by_ranges(items)
+
+
+def use():
+    return list(Range().filter(["a"]))
+""",
+    )
+    assert edges[("m.use", "m.filter_by_ranges")] == {"confirmed"}
+
+
+def test_new_called_with_a_class_makes_an_instance_of_it(tmp_path: Path) -> None:
+    # `object.__new__(cls)` returns an instance of cls (the data model's `__new__`), and `__new__`
+    # takes the class as its first parameter.
+    edges = _edges(
+        tmp_path,
+        """class Version:
+    def __setstate__(self, state):
+        self._version = state
+
+
+class Key:
+    def __new__(cls, name):
+        self = super().__new__(cls)
+        self.setup(name)
+        return self
+
+    def setup(self, name):
+        self.name = name
+
+
+def restore():
+    v = Version.__new__(Version)
+    v.__setstate__({})
+""",
+    )
+    assert edges[("m.restore", "m.Version.__setstate__")] == {"confirmed"}
+    assert edges[("m.Key.__new__", "m.Key.setup")] == {"confirmed"}
+
+
+def test_copying_and_pickling_run_the_protocol_methods_of_the_class(tmp_path: Path) -> None:
+    # The `copy` and `pickle` modules' protocol: `__copy__` where defined, else reduce
+    # (`__reduce_ex__`, `__getstate__`) and rebuild (the callable the reduction names, `__setstate__`);
+    # what `pickle.loads` gives back of `pickle.dumps(x)` is of x's class.
+    edges = _edges(
+        tmp_path,
+        """import copy
+import pickle
+
+
+class Item:
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce_ex__(self, protocol):
+        return self.__class__, (self.value,)
+
+    def as_string(self):
+        return str(self.value)
+
+
+class Version:
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+class Doc:
+    def __copy__(self):
+        return Doc()
+
+
+def round_trip():
+    s = pickle.dumps(Item(12))
+    assert pickle.loads(s).as_string() == "12"
+
+
+def dumped():
+    return pickle.dumps(Version())
+
+
+def copies():
+    copy.copy(Doc())
+    copy.deepcopy(Version())
+
+
+def from_bytes(data):
+    return pickle.loads(data)
+""",
+    )
+    for callee in ("m.Item.__reduce_ex__", "m.Item.as_string", "m.Item.__init__"):
+        assert edges[("m.round_trip", callee)] == {"confirmed"}, callee
+    assert edges[("m.dumped", "m.Version.__getstate__")] == {"confirmed"}
+    assert ("m.dumped", "m.Version.__setstate__") not in edges
+    assert edges[("m.copies", "m.Doc.__copy__")] == {"confirmed"}
+    assert edges[("m.copies", "m.Version.__setstate__")] == {"confirmed"}
+    assert not any(caller == "m.from_bytes" and callee.startswith("m.") for caller, callee in edges)
+
+
+def test_copying_a_value_declared_as_a_base_runs_one_of_its_subclasses_protocols(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """import copy
+
+
+class Item:
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce_ex__(self, protocol):
+        return self.__class__, (self.value,)
+
+    def copy(self):
+        return copy.copy(self)
+
+
+class Table(Item):
+    def __copy__(self):
+        return Table(self.value)
+
+
+class Integer(Item):
+    def __init__(self, value):
+        super().__init__(value)
+
+
+def make():
+    return Table(1), Integer(2)
+""",
+    )
+    # `self` may be a Table (its `__copy__`) or an Integer (reduced and rebuilt as an Integer).
+    assert edges[("m.Item.copy", "m.Table.__copy__")] == {"heuristic"}
+    assert edges[("m.Item.copy", "m.Integer.__init__")] == {"heuristic"}
+    assert edges[("m.Item.copy", "m.Item.__reduce_ex__")] == {"heuristic"}

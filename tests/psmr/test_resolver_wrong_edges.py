@@ -724,3 +724,283 @@ copied(set(tags()), {})
     )
     assert ("m.copied", "m.Tag.__hash__") not in edges
     assert edges[("m.hashed", "m.Tag.__hash__")] == {"confirmed"}
+
+
+def test_a_dunder_on_a_value_that_is_a_sentinel_or_a_list_depends_on_the_data(tmp_path: Path) -> None:
+    # `serialize` returns the `missing` sentinel on one path and a list on the other: which `len` runs
+    # depends on the object given, so the sentinel's `__len__` is derived, never confirmed.
+    edges = _statuses(
+        tmp_path,
+        """class _Missing:
+    def __len__(self):
+        return 0
+
+
+missing = _Missing()
+
+
+def get_value(obj, key, default=missing):
+    return getattr(obj, key, default)
+
+
+class Field:
+    def __init__(self, dump_default=missing):
+        self.dump_default = dump_default
+
+    def serialize(self, attr, obj):
+        value = get_value(obj, attr)
+        if value is missing:
+            value = self.dump_default
+        if value is missing:
+            return value
+        return self._serialize(value)
+
+    def _serialize(self, value):
+        if value is None:
+            return None
+        return [v for v in value]
+
+
+def use(obj):
+    result = Field().serialize("ints", obj)
+    return len(result)
+
+
+class Box:
+    def __init__(self, value=missing):
+        self.value = value
+
+    def get(self):
+        return self.value
+
+
+def passed():
+    # Without the argument flowing in, only the sentinel is seen: the list arrives by argument.
+    return len(Box([1, 2]).get())
+
+
+def always():
+    return len(missing)
+""",
+    )
+    assert edges[("m.use", "m._Missing.__len__")] == {"heuristic"}
+    assert edges[("m.passed", "m._Missing.__len__")] == {"heuristic"}
+    assert edges[("m.always", "m._Missing.__len__")] == {"confirmed"}
+
+
+def test_an_isinstance_check_on_a_declared_base_admits_its_subclasses_that_pass(tmp_path: Path) -> None:
+    # `lookup` returns a proxy or an Item; `isinstance(owner, dict)` holds for the proxy and for
+    # Item's dict subclasses: which `__getitem__` runs depends on the data.
+    edges = _statuses(
+        tmp_path,
+        """class Item:
+    pass
+
+
+class Table(Item, dict):
+    def __getitem__(self, key):
+        return 1
+
+
+class Proxy(dict):
+    def __getitem__(self, key):
+        return 2
+
+
+def lookup(key, found) -> Item | Proxy:
+    if isinstance(found, tuple):
+        return Proxy()
+    return found
+
+
+def use(found):
+    owner = lookup("owner", found)
+    assert isinstance(owner, dict)
+    return owner["name"]
+""",
+    )
+    assert edges[("m.use", "m.Proxy.__getitem__")] == {"heuristic"}
+    assert edges[("m.use", "m.Table.__getitem__")] == {"heuristic"}
+
+
+def test_a_method_a_subclass_overrides_is_derived_through_a_declared_base(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """class Formatter:
+    def write(self, text):
+        return text
+
+    def indent(self):
+        return 2
+
+
+class Fancy(Formatter):
+    def write(self, text):
+        return "*" + text
+
+
+def render(formatter: Formatter):
+    formatter.write("x")
+    formatter.indent()
+
+
+def unused(formatter: Formatter):
+    formatter.write("y")
+
+
+def main():
+    render(Formatter())
+    render(Fancy())
+""",
+    )
+    assert edges[("m.render", "m.Formatter.write")] == {"heuristic"}
+    assert edges[("m.render", "m.Fancy.write")] == {"heuristic"}
+    assert edges[("m.unused", "m.Formatter.write")] == {"heuristic"}
+    # Every class the receiver may hold finds the same `indent`.
+    assert edges[("m.render", "m.Formatter.indent")] == {"confirmed"}
+
+
+def test_a_class_abc_refuses_to_instantiate_is_not_a_confirmed_construction(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """import abc
+from abc import ABC, abstractmethod
+
+
+class Field:
+    def __init__(self, name=None):
+        self.name = name
+
+
+class Mapping(Field, metaclass=abc.ABCMeta):
+    @property
+    @abc.abstractmethod
+    def mapping_type(self):
+        ...
+
+    def __init__(self, keys=None):
+        super().__init__()
+
+
+class Dict(Mapping):
+    mapping_type = dict
+
+
+class Base(ABC):
+    @abstractmethod
+    def run(self):
+        ...
+
+    def __init__(self):
+        pass
+
+
+class Impl(Base):
+    def run(self):
+        return 1
+
+
+def refused():
+    Mapping()
+    Base()
+
+
+def made():
+    Dict()
+    Impl()
+""",
+    )
+    for callee in ("m.Mapping", "m.Mapping.__init__", "m.Base", "m.Base.__init__"):
+        assert edges[("m.refused", callee)] == {"heuristic"}, callee
+    for callee in ("m.Dict", "m.Mapping.__init__", "m.Impl", "m.Base.__init__"):
+        assert edges[("m.made", callee)] == {"confirmed"}, callee
+
+
+def test_the_else_branch_of_an_isinstance_check_excludes_its_classes(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """class Text:
+    def render(self):
+        return "t"
+
+
+class Group:
+    def render(self):
+        return "g"
+
+
+def show(item: Text | Group):
+    if isinstance(item, Text):
+        return 1
+    else:
+        return item.render()
+
+
+def main():
+    show(Text())
+    show(Group())
+""",
+    )
+    assert ("m.show", "m.Text.render") not in edges
+    assert edges[("m.show", "m.Group.render")] == {"confirmed"}
+
+
+def test_a_dunder_on_a_sentinel_or_too_many_values_to_tell_is_derived(tmp_path: Path) -> None:
+    # Without argument flow only the default sentinel is seen; with it, more values than the resolver
+    # tells apart: which `__len__` runs depends on what was passed.
+    classes = "".join(f"class C{i}:\n    pass\n\n\n" for i in range(20))
+    made = "".join(f"    Box(C{i}())\n" for i in range(20))
+    edges = _statuses(
+        tmp_path,
+        f"""class _Missing:
+    def __len__(self):
+        return 0
+
+
+missing = _Missing()
+
+
+{classes}class Box:
+    def __init__(self, value=missing):
+        self.value = value
+
+    def get(self):
+        if self.value is missing:
+            return missing
+        return self.value
+
+
+def fill():
+{made}
+
+def size():
+    return len(Box().get())
+""",
+    )
+    assert edges[("m.size", "m._Missing.__len__")] == {"heuristic"}
+
+
+def test_iterating_what_may_be_either_of_two_generators_runs_one_of_them(tmp_path: Path) -> None:
+    edges = _statuses(
+        tmp_path,
+        """def fast(items):
+    yield from items
+
+
+def slow(items):
+    for item in items:
+        yield item
+
+
+def pick(items, quick=True):
+    if quick:
+        return fast(items)
+    return slow(items)
+
+
+def use():
+    return list(pick([1]))
+""",
+    )
+    assert edges[("m.use", "m.fast")] == {"heuristic"}
+    assert edges[("m.use", "m.slow")] == {"heuristic"}
