@@ -7,16 +7,31 @@ callee code of the tree, is an imported name a node or outside the tree) is sett
 are merged (`merge`). So an update assembles again only the modules whose facts or resolution
 changed, the store keeps each part as a record of its own and writes only the parts that changed,
 and the same parts merge into the same graph whichever build made them.
+
+A stored part (`to_payload`) is two JSON documents on two lines: the graph (nodes, refs, edges,
+state, imports), then the details (evidence, unknowns, conflicts). A workspace read from the store
+merges the graphs and parses the details only when a call first asks for them (`Details`): a search
+or a subgraph's nodes do not wait for the evidence, about half of the bytes. Both halves are under the
+record's one seal, checked when the record is read.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from slotrelay.psmr.errors import ValidationFailed
+
 EdgeKey = tuple[str, str, str]
+GRAPH_FIELDS = ("nodes", "refs", "edges", "state", "imports")
+DETAIL_FIELDS = ("evidence", "unknowns", "conflicts")
+# Evidence, unknowns and conflicts, each by id.
+Records = tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]
 # Kinds of nodes that are not code of the tree: a test's call to one is not what it tests.
 OUTSIDE_KINDS = frozenset({"external", "builtin"})
 
@@ -53,29 +68,35 @@ class ModulePart:
         ends += [scope for scope, *_ in self.state] + [importer for importer, *_ in self.imports]
         return tests, [end for end in dict.fromkeys(ends) if end not in self.nodes and end not in self.refs]
 
-    def to_json(self) -> dict[str, Any]:
-        """The part as a JSON document (`from_json` reads it back)."""
-        return {
+    def to_payload(self) -> bytes:
+        """The part as stored: its graph, a newline, its details (`from_payload` reads it back).
+
+        orjson writes a document on one line (a newline inside a string is escaped), so the first
+        newline ends the graph.
+        """
+        graph = {
             "nodes": list(self.nodes.items()),
             "refs": list(self.refs.items()),
             "edges": [[*key, data] for key, data in self.edges.items()],
             "state": self.state,
             "imports": self.imports,
-            "evidence": self.evidence,
-            "unknowns": self.unknowns,
-            "conflicts": self.conflicts,
         }
+        details = {"evidence": self.evidence, "unknowns": self.unknowns, "conflicts": self.conflicts}
+        return orjson.dumps(graph) + b"\n" + orjson.dumps(details)
 
     @classmethod
-    def from_json(cls, document: Any) -> ModulePart | None:
-        """The part a JSON document holds, or None when its shape or types are wrong."""
+    def from_payload(cls, payload: bytes) -> tuple[ModulePart, bytes] | None:
+        """The part a stored payload holds, without its details, and the details' unparsed bytes; None
+        when the graph's shape or types are wrong."""
+        graph, newline, details = payload.partition(b"\n")
+        try:
+            document = orjson.loads(graph)
+        except orjson.JSONDecodeError:
+            return None
         if not (
-            isinstance(document, dict)
-            and all(
-                isinstance(document.get(name), list)
-                for name in ("nodes", "refs", "edges", "state", "imports")
-            )
-            and all(isinstance(document.get(name), dict) for name in ("evidence", "unknowns", "conflicts"))
+            newline
+            and isinstance(document, dict)
+            and all(isinstance(document.get(name), list) for name in GRAPH_FIELDS)
             and all(_is_node(item) for name in ("nodes", "refs") for item in document[name])
             and all(
                 _is_row(item, 4, 3) and isinstance(item[3].get("evidence"), list)
@@ -85,16 +106,14 @@ class ModulePart:
             and all(_is_row(item, 4, 4) for item in document["imports"])
         ):
             return None
-        return cls(
+        part = cls(
             nodes=dict(document["nodes"]),
             refs=dict(document["refs"]),
             edges={(u, v, k): data for u, v, k, data in document["edges"]},
             state=[tuple(item) for item in document["state"]],
             imports=[tuple(item) for item in document["imports"]],
-            evidence=document["evidence"],
-            unknowns=document["unknowns"],
-            conflicts=document["conflicts"],
         )
+        return part, details
 
 
 def _is_node(item: Any) -> bool:
@@ -109,6 +128,66 @@ def _is_row(item: Any, length: int, strings: int) -> bool:
         and all(type(x) is str for x in item[:strings])
         and all(type(x) is dict for x in item[strings:])
     )
+
+
+class Details:
+    """A workspace's evidence, unknown and conflict records: given, or parsed on first use from its
+    stored parts' detail halves (whose seal was checked when they were read).
+
+    Parameters:
+        evidence, unknowns, conflicts: the records, when they are at hand.
+        pending: the parts' detail halves, in the parts' order, to parse on first use; the evidence
+            `evidence` already holds (the merge's state accesses) comes after theirs.
+    """
+
+    def __init__(
+        self,
+        evidence: dict[str, dict[str, Any]] | None = None,
+        unknowns: dict[str, dict[str, Any]] | None = None,
+        conflicts: dict[str, dict[str, Any]] | None = None,
+        *,
+        pending: tuple[bytes, ...] | None = None,
+    ) -> None:
+        self._records = (evidence or {}, unknowns or {}, conflicts or {})
+        self._pending = pending
+        # Calls share a loaded workspace across threads: one parses, the others wait for it.
+        self._lock = threading.Lock()
+
+    def records(self) -> Records:
+        """Evidence, unknowns and conflicts, by id.
+
+        Raises:
+            ValidationFailed: a detail half is not the JSON of a part's details (the part was sealed
+                by this user's slotrelay, so only a fault of the writer makes one).
+        """
+        if self._pending is None:
+            return self._records
+        with self._lock:
+            if self._pending is not None:
+                self._records = _parse_details(self._pending, self._records[0])
+                self._pending = None
+        return self._records
+
+
+def _parse_details(pending: tuple[bytes, ...], merged: dict[str, dict[str, Any]]) -> Records:
+    evidence: dict[str, dict[str, Any]] = {}
+    unknowns: dict[str, dict[str, Any]] = {}
+    conflicts: dict[str, dict[str, Any]] = {}
+    for payload in pending:
+        try:
+            document = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            document = None
+        if not (isinstance(document, dict) and all(type(document.get(n)) is dict for n in DETAIL_FIELDS)):
+            raise ValidationFailed(
+                "a stored part of the workspace's graph holds no evidence, unknowns and conflicts; "
+                "rebuild with `slotrelay psmr build`"
+            )
+        evidence.update(document["evidence"])
+        unknowns.update(document["unknowns"])
+        conflicts.update(document["conflicts"])
+    evidence.update(merged)
+    return evidence, unknowns, conflicts
 
 
 @dataclass
