@@ -8,11 +8,12 @@ are merged (`merge`). So an update assembles again only the modules whose facts 
 changed, the store keeps each part as a record of its own and writes only the parts that changed,
 and the same parts merge into the same graph whichever build made them.
 
-A stored part (`to_payload`) is two JSON documents on two lines: the graph (nodes, refs, edges,
-state, imports), then the details (evidence, unknowns, conflicts). A workspace read from the store
-merges the graphs and parses the details only when a call first asks for them (`Details`): a search
-or a subgraph's nodes do not wait for the evidence, about half of the bytes. Both halves are under the
-record's one seal, checked when the record is read.
+A stored part (`to_payload`) is three JSON documents on three lines: the nodes it defines (nodes, refs),
+its edges (edges, state, imports), then its details (evidence, unknowns, conflicts). A workspace read
+from the store parses the nodes when it is loaded, and merges the edges and parses the details only
+when a call first asks for them (`Content`): a search answers from the nodes alone, without two thirds
+of the bytes and without the merge. All three lines are under the record's one seal, checked when the
+record is read.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import orjson
 from slotrelay.psmr.errors import ValidationFailed
 
 EdgeKey = tuple[str, str, str]
-GRAPH_FIELDS = ("nodes", "refs", "edges", "state", "imports")
+NODE_FIELDS = ("nodes", "refs")
+EDGE_FIELDS = ("edges", "state", "imports")
 DETAIL_FIELDS = ("evidence", "unknowns", "conflicts")
 # The rows of a stored graph: a node (identity, data); an edge or a state access (source, target,
 # relation, data); an import (importer, imported, qualname, evidence id).
@@ -74,35 +76,57 @@ class ModulePart:
         return tests, [end for end in dict.fromkeys(ends) if end not in self.nodes and end not in self.refs]
 
     def to_payload(self) -> bytes:
-        """The part as stored: its graph, a newline, its details (`from_payload` reads it back).
+        """The part as stored: its nodes, its edges and its details, one line each (`StoredPart.read`
+        reads it back).
 
-        orjson writes a document on one line (a newline inside a string is escaped), so the first
-        newline ends the graph.
+        orjson writes a document on one line (a newline inside a string is escaped), so the lines
+        are the documents.
         """
-        graph = {
-            "nodes": list(self.nodes.items()),
-            "refs": list(self.refs.items()),
+        nodes = {"nodes": list(self.nodes.items()), "refs": list(self.refs.items())}
+        edges = {
             "edges": [[*key, data] for key, data in self.edges.items()],
             "state": self.state,
             "imports": self.imports,
         }
         details = {"evidence": self.evidence, "unknowns": self.unknowns, "conflicts": self.conflicts}
-        return orjson.dumps(graph) + b"\n" + orjson.dumps(details)
+        return b"\n".join(orjson.dumps(document) for document in (nodes, edges, details))
+
+
+@dataclass
+class StoredPart:
+    """A part read back from the store: its nodes parsed, its edges and details still bytes."""
+
+    nodes: dict[str, dict[str, Any]]
+    refs: dict[str, dict[str, Any]]
+    edges: bytes
+    details: bytes
 
     @classmethod
-    def from_payload(cls, payload: bytes) -> tuple[ModulePart, bytes] | None:
-        """The part a stored payload holds, without its details, and the details' unparsed bytes; None
-        when the graph's shape or types are wrong."""
-        graph, newline, details = payload.partition(b"\n")
-        try:
-            document = orjson.loads(graph)
-        except orjson.JSONDecodeError:
+    def read(cls, payload: bytes) -> StoredPart | None:
+        """The part a stored payload holds, or None when it is not three lines or its nodes' shape or
+        types are wrong."""
+        lines = payload.split(b"\n")
+        if len(lines) != 3:
             return None
+        document = _loads(lines[0])
         if not (
-            newline
-            and isinstance(document, dict)
-            and all(isinstance(document.get(name), list) for name in GRAPH_FIELDS)
-            and all(_typed(item, NODE_ROW) for name in ("nodes", "refs") for item in document[name])
+            isinstance(document, dict)
+            and all(isinstance(document.get(name), list) for name in NODE_FIELDS)
+            and all(_typed(item, NODE_ROW) for name in NODE_FIELDS for item in document[name])
+        ):
+            return None
+        return cls(dict(document["nodes"]), dict(document["refs"]), lines[1], lines[2])
+
+    def part(self) -> ModulePart:
+        """The part with its edges (without its details).
+
+        Raises:
+            ValidationFailed: the edges' shape or types are wrong.
+        """
+        document = _loads(self.edges)
+        if not (
+            isinstance(document, dict)
+            and all(isinstance(document.get(name), list) for name in EDGE_FIELDS)
             and all(
                 _typed(item, EDGE_ROW) and isinstance(item[3].get("evidence"), list)
                 for item in document["edges"]
@@ -110,15 +134,24 @@ class ModulePart:
             and all(_typed(item, EDGE_ROW) and type(item[3].get("id")) is str for item in document["state"])
             and all(_typed(item, IMPORT_ROW) for item in document["imports"])
         ):
-            return None
-        part = cls(
-            nodes=dict(document["nodes"]),
-            refs=dict(document["refs"]),
+            raise ValidationFailed(
+                "a stored part of the workspace's graph holds no edges of the expected shape; "
+                "rebuild with `slotrelay psmr build`"
+            )
+        return ModulePart(
+            nodes=self.nodes,
+            refs=self.refs,
             edges={(u, v, k): data for u, v, k, data in document["edges"]},
             state=[tuple(item) for item in document["state"]],
             imports=[tuple(item) for item in document["imports"]],
         )
-        return part, details
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _typed(item: Any, types: tuple[type, ...]) -> bool:
@@ -126,54 +159,79 @@ def _typed(item: Any, types: tuple[type, ...]) -> bool:
     return type(item) is list and tuple(map(type, item)) == types
 
 
-class Details:
-    """A workspace's evidence, unknown and conflict records: given, or parsed on first use from its
-    stored parts' detail halves (whose seal was checked when they were read).
+class Content:
+    """A workspace's graph and records: an assembly at hand, or stored parts read on first use.
+
+    Read from the store, the nodes the parts define are merged at once (`defined_nodes`, what a
+    search needs); the parts' edges are parsed and merged on the first use of `nodes` or `edges` (the
+    merge settles the nodes no part defines: imported names, loose ends), their details on the first
+    use of the records.
 
     Parameters:
-        evidence, unknowns, conflicts: the records, when they are at hand.
-        pending: the parts' detail halves, in the parts' order, to parse on first use; the evidence
-            `evidence` already holds (the merge's state accesses) comes after theirs.
+        assembly: the merged graph, when it is at hand (a build's).
+        stored: the parts read from the store, in the merge's order.
     """
 
-    def __init__(
-        self,
-        evidence: dict[str, dict[str, Any]] | None = None,
-        unknowns: dict[str, dict[str, Any]] | None = None,
-        conflicts: dict[str, dict[str, Any]] | None = None,
-        *,
-        pending: tuple[bytes, ...] | None = None,
-    ) -> None:
-        self._records = (evidence or {}, unknowns or {}, conflicts or {})
-        self._pending = pending
+    def __init__(self, assembly: Assembly | None = None, *, stored: tuple[StoredPart, ...] = ()) -> None:
+        self._assembly = assembly
+        self._records: Records | None = None
+        if assembly is not None:
+            self._records = (assembly.evidence, assembly.unknowns, assembly.conflicts)
+        self._stored = stored
+        self._defined: dict[str, dict[str, Any]] | None = None
         # Calls share a loaded workspace across threads: one parses, the others wait for it.
         self._lock = threading.Lock()
+
+    def defined_nodes(self) -> dict[str, dict[str, Any]]:
+        """The nodes the parts define and the outside nodes they name (external, builtin), as the merge
+        gives them; without the bare ends the merge adds for imported names and edges."""
+        if self._assembly is not None:
+            return self._assembly.nodes
+        with self._lock:
+            if self._defined is None:
+                nodes: dict[str, dict[str, Any]] = {}
+                for part in self._stored:
+                    _add_nodes(nodes, part.nodes)
+                for part in self._stored:
+                    for node, data in part.refs.items():
+                        nodes.setdefault(node, data)
+                self._defined = nodes
+            return self._defined
+
+    def assembly(self) -> Assembly:
+        """The merged graph (its evidence only the merge's own, of state accesses, until `records`).
+
+        Raises:
+            ValidationFailed: a stored part's edges are not of the expected shape.
+        """
+        if self._assembly is None:
+            with self._lock:
+                if self._assembly is None:
+                    self._assembly = merge(part.part() for part in self._stored)
+        return self._assembly
 
     def records(self) -> Records:
         """Evidence, unknowns and conflicts, by id.
 
         Raises:
-            ValidationFailed: a detail half is not the JSON of a part's details (the part was sealed
-                by this user's slotrelay, so only a fault of the writer makes one).
+            ValidationFailed: a stored part's edges or details are not of the expected shape (the part
+                was sealed by this user's slotrelay, so only a fault of the writer makes one).
         """
-        if self._pending is None:
-            return self._records
-        with self._lock:
-            if self._pending is not None:
-                self._records = _parse_details(self._pending, self._records[0])
-                self._pending = None
+        if self._records is None:
+            merged = self.assembly().evidence
+            with self._lock:
+                if self._records is None:
+                    self._records = _parse_details(tuple(part.details for part in self._stored), merged)
         return self._records
 
 
 def _parse_details(pending: tuple[bytes, ...], merged: dict[str, dict[str, Any]]) -> Records:
+    """The parts' details, in order, then the merge's own evidence (of state accesses)."""
     evidence: dict[str, dict[str, Any]] = {}
     unknowns: dict[str, dict[str, Any]] = {}
     conflicts: dict[str, dict[str, Any]] = {}
     for payload in pending:
-        try:
-            document = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            document = None
+        document = _loads(payload)
         if not (isinstance(document, dict) and all(type(document.get(n)) is dict for n in DETAIL_FIELDS)):
             raise ValidationFailed(
                 "a stored part of the workspace's graph holds no evidence, unknowns and conflicts; "

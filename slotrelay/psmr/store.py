@@ -51,7 +51,7 @@ from slotrelay import fsio
 from slotrelay.psmr import sealed
 from slotrelay.psmr.errors import ValidationFailed, WorkspaceNotFound
 from slotrelay.psmr.facts_version import FACTS_VERSION
-from slotrelay.psmr.parts import Assembly, Details, EdgeKey, ModulePart, Records, merge
+from slotrelay.psmr.parts import Assembly, Content, EdgeKey, ModulePart, Records, StoredPart
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -77,7 +77,8 @@ class Workspace:
 
     The graph is its nodes (identity -> data) and edges ((source, target, relation) -> data) as the
     stored parts make them (`slotrelay.psmr.parts.merge`); `edges_from` and `edges_to` walk them.
-    Its evidence, unknowns and conflicts are read from the parts on first use (`details`).
+    Read from the store, a workspace merges its parts' edges and parses their evidence, unknowns and
+    conflicts on first use (`content`); `defined_nodes` needs neither.
     `graph` is the same graph as a networkx MultiDiGraph, built on first use, for the code that
     walks it with networkx's API: reading nodes and edges needs neither networkx nor that copy.
     """
@@ -89,26 +90,40 @@ class Workspace:
     commit: str | None
     version: str
     files: dict[str, dict[str, Any]]
-    nodes: dict[str, dict[str, Any]]
-    edges: dict[EdgeKey, dict[str, Any]]
-    details: Details = field(default_factory=Details)
+    content: Content
     warnings: list[str] = field(default_factory=list)
     updated: str = ""
 
     @property
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """Every node of the graph by identity."""
+        return _assembly_of(self.content).nodes
+
+    @property
+    def edges(self) -> dict[EdgeKey, dict[str, Any]]:
+        """Every edge by (source, target, relation)."""
+        return _assembly_of(self.content).edges
+
+    @property
+    def defined_nodes(self) -> dict[str, dict[str, Any]]:
+        """The nodes the tree's modules define and the outside names they call (`Content.defined_nodes`):
+        every node of a kind a search looks for, without merging the edges."""
+        return self.content.defined_nodes()
+
+    @property
     def evidence(self) -> dict[str, dict[str, Any]]:
         """Evidence records by id."""
-        return _records_of(self.details)[0]
+        return _records_of(self.content)[0]
 
     @property
     def unknowns(self) -> dict[str, dict[str, Any]]:
         """What the analysis could not resolve, by id."""
-        return _records_of(self.details)[1]
+        return _records_of(self.content)[1]
 
     @property
     def conflicts(self) -> dict[str, dict[str, Any]]:
         """The analysis' open conflicts, by id."""
-        return _records_of(self.details)[2]
+        return _records_of(self.content)[2]
 
     def edges_from(self, node: str) -> list[EdgeKey]:
         """The edges leaving a node, in the order they were stored."""
@@ -289,24 +304,21 @@ class Store:
             if cached is not None:
                 return cached
             try:
-                parts, details = self._parts(workspace_id, manifest)
+                parts = self._parts(workspace_id, manifest)
             except ValidationFailed:
                 # A build that saved since the manifest was read removes the parts it no longer names.
                 if attempt == LOAD_ATTEMPTS or self.manifest(workspace_id)["version"] == manifest["version"]:
                     raise
                 continue
-            workspace = _workspace(merge(parts), manifest, details)
+            workspace = _workspace(Content(stored=parts), manifest)
             _remember(key, workspace)
             return workspace
         raise AssertionError("unreachable")
 
-    def _parts(
-        self, workspace_id: str, manifest: dict[str, Any]
-    ) -> tuple[tuple[ModulePart, ...], tuple[bytes, ...]]:
-        """The workspace's parts without their details, and the details' unparsed halves, in order."""
+    def _parts(self, workspace_id: str, manifest: dict[str, Any]) -> tuple[StoredPart, ...]:
+        """The workspace's parts in the merge's order, their seals checked, their nodes parsed."""
         records = self._part_records(workspace_id, manifest)
         parts = []
-        details = []
         for module in sorted(manifest["parts"]):
             name, seal, _ = manifest["parts"][module]
             record = records.get(name)
@@ -315,15 +327,14 @@ class Store:
                     f"{self.path}/workspaces/{workspace_id}/parts/{name} (the graph of {module}) is missing, "
                     "damaged or does not match its manifest; rebuild with `slotrelay psmr build`"
                 )
-            read = ModulePart.from_payload(record[0])
-            if read is None:
+            part = StoredPart.read(record[0])
+            if part is None:
                 raise ValidationFailed(
                     f"{self.path}/workspaces/{workspace_id}/parts/{name} is not a part of a PSMR graph; "
                     "rebuild with `slotrelay psmr build`"
                 )
-            parts.append(read[0])
-            details.append(read[1])
-        return tuple(parts), tuple(details)
+            parts.append(part)
+        return tuple(parts)
 
     def _part_records(self, workspace_id: str, manifest: dict[str, Any]) -> dict[str, tuple[bytes, str]]:
         """The part records the manifest names that read back sealed, by file name; the parts folder is
@@ -531,14 +542,19 @@ def _is_facts(facts: Any) -> bool:
 
 
 @without_cyclic_gc
-def _records_of(details: Details) -> Records:
-    """The records, parsed (on first use) as a load parses: without the cyclic collector."""
-    return details.records()
+def _assembly_of(content: Content) -> Assembly:
+    """The merged graph, merged (on first use) as a load would: without the cyclic collector."""
+    return content.assembly()
 
 
-def _workspace(assembly: Assembly, manifest: dict[str, Any], pending: tuple[bytes, ...]) -> Workspace:
-    """The workspace a manifest and its merged graph parts make; `pending`, the parts' details, are
-    parsed on first use (the merge's own evidence, of state accesses, after theirs)."""
+@without_cyclic_gc
+def _records_of(content: Content) -> Records:
+    """The records, parsed (on first use) as a load would: without the cyclic collector."""
+    return content.records()
+
+
+def _workspace(content: Content, manifest: dict[str, Any]) -> Workspace:
+    """The workspace a manifest and its graph parts make."""
     return Workspace(
         workspace_id=manifest["workspace_id"],
         root=manifest["root"],
@@ -547,9 +563,7 @@ def _workspace(assembly: Assembly, manifest: dict[str, Any], pending: tuple[byte
         commit=manifest["commit"],
         version=manifest["version"],
         files=manifest["files"],
-        nodes=assembly.nodes,
-        edges=assembly.edges,
-        details=Details(assembly.evidence, pending=pending),
+        content=content,
         warnings=manifest["warnings"],
         updated=manifest["updated"],
     )

@@ -1,26 +1,38 @@
-"""A workspace read from the store parses its parts' details (evidence, unknowns, conflicts) only when a
-call first asks for them (docs/psmr.md#store): a search answers from the graph alone, the details
-then read back equal the build's, and a part whose details are damaged under a valid seal is a clean
-VALIDATION_FAILED, never a traceback nor a wrong answer."""
+"""A workspace read from the store parses its parts' nodes when it is loaded, and merges their edges and
+parses their details (evidence, unknowns, conflicts) only when a call first asks for them
+(docs/psmr.md#store): a search answers from the nodes alone and finds what it finds in the whole
+graph, what is read back later equals what the build assembled, and a part whose edges or details
+are damaged under a valid seal is a clean VALIDATION_FAILED, never a traceback nor a wrong answer."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+import pytest
 from conftest import SHOP
 from psmr_trees import write_tree
 
+from slotrelay.psmr import build as build_module
+from slotrelay.psmr import queries
 from slotrelay.psmr import store as store_module
 from slotrelay.psmr.api import build_workspace, call
-from slotrelay.psmr.graph import GraphAssembler
-from slotrelay.psmr.link import Linker
-from slotrelay.psmr.parts import merge
+from slotrelay.psmr.parts import Content, merge
 from slotrelay.psmr.store import Store
 
 
+@pytest.fixture
+def kept() -> Iterator[None]:
+    """Builds keep their assembled parts in memory, as the MCP server's do."""
+    build_module.keep_resolved(1)
+    yield
+    build_module.keep_resolved(0)
+
+
 def _fresh(store: Path, workspace_id: str) -> store_module.Workspace:
-    """The workspace as a new process reads it (nothing kept in memory)."""
+    """The workspace as a new process reads it (nothing loaded in memory)."""
     with store_module._LOADED_LOCK:
         store_module._LOADED.clear()
     return Store.open(store).load(workspace_id)
@@ -32,48 +44,59 @@ def _built(tmp_path: Path) -> tuple[str, Path]:
     return summary["workspace_id"], tmp_path / "store"
 
 
-def test_the_details_read_back_equal_those_the_build_assembled(tmp_path: Path) -> None:
+def test_what_a_load_reads_later_equals_what_the_build_assembled(tmp_path: Path, kept: None) -> None:
     workspace_id, store = _built(tmp_path)
+    with build_module._RESOLVED_LOCK:
+        (resolved,) = build_module._RESOLVED.values()
+    assembly = merge(resolved.assembled.parts.values())
     ws = _fresh(store, workspace_id)
-    facts = {}
-    for entry in ws.files.values():
-        facts[entry["module"]] = Store.open(store).get_facts(entry["key"])
-    paths = {entry["module"]: rel for rel, entry in ws.files.items()}
-    # The same resolution and assembly in memory, with no store between (import edges are in the
-    # graph, not in the details).
-    assembled = GraphAssembler({m: f for m, f in facts.items() if f}, paths, None).assemble(
-        Linker({m: f for m, f in facts.items() if f}).run(), []
-    )
-    expected = merge(assembled.parts.values())
-    assert ws.unknowns == expected.unknowns
-    assert ws.conflicts == expected.conflicts
-    assert ws.evidence.keys() >= expected.evidence.keys()
-    assert list(ws.evidence) == list(ws.evidence)  # stable once parsed
-    for key, data in ws.edges.items():
-        assert all(ev in ws.evidence for ev in data["evidence"]), key
+    whole = dataclasses.replace(ws, content=Content(assembly))
+    # A search sees only the nodes the modules define, and finds what a search of the whole graph finds.
+    searches = [("", "symbol"), ("cart", "symbol"), ("", "state"), ("", "contract"), ("price", "symbol")]
+    for text, kind in searches:
+        request = {"text": text, "kind": kind}
+        assert queries.search(ws, request, motifs=list, findings=dict) == queries.search(
+            whole, request, motifs=list, findings=dict
+        ), (text, kind)
+    assert list(ws.nodes.items()) == list(assembly.nodes.items())
+    assert list(ws.edges.items()) == list(assembly.edges.items())
+    assert list(ws.evidence.items()) == list(assembly.evidence.items())
+    assert ws.unknowns == assembly.unknowns and ws.conflicts == assembly.conflicts
+    assert ws.unknowns, "the shop has unknowns: the comparison is not of empty records"
 
 
-def test_a_search_answers_without_the_details_and_damaged_details_are_a_clean_error(tmp_path: Path) -> None:
-    workspace_id, store = _built(tmp_path)
+def _damage(store: Path, workspace_id: str, line: int, replacement: bytes) -> None:
+    """Replace one line of every part, sealed again with this user's key and named by the manifest:
+    only the line's own check can find it."""
     opened = Store.open(store)
     manifest = opened.manifest(workspace_id)
-    # Damage every part's details, sealed again with this user's key and named by the manifest: only
-    # the details' own check can find it.
     for module, (name, _, _) in list(manifest["parts"].items()):
         record = f"workspaces/{workspace_id}/parts/{name}"
         found = opened.read_record(record)
         assert found is not None
-        graph, newline, _ = found[0].partition(b"\n")
-        assert newline
-        seal = opened.write_record(record, graph + b'\n{"evidence": []}')
+        lines = found[0].split(b"\n")
+        assert len(lines) == 3
+        lines[line] = replacement
+        seal = opened.write_record(record, b"\n".join(lines))
         info = (store / record).stat()
         manifest["parts"][module] = [name, seal, [info.st_size, info.st_mtime_ns, info.st_ino]]
     opened.write_record(f"workspaces/{workspace_id}/manifest.json", orjson.dumps(manifest))
     with store_module._LOADED_LOCK:
         store_module._LOADED.clear()
 
+
+@pytest.mark.parametrize(("line", "later"), [(1, "query.subgraph"), (2, "query.unknowns")])
+def test_a_search_answers_from_the_nodes_and_damaged_parts_are_a_clean_error(
+    tmp_path: Path, line: int, later: str
+) -> None:
+    workspace_id, store = _built(tmp_path)
+    _damage(store, workspace_id, line, b'{"edges": {}, "evidence": []}')
+
     found = call("query.search", {"workspace_id": workspace_id, "text": "checkout"}, store=store)
     assert found["status"] == "ok", found
     assert any(item["id"].endswith("Cart.checkout") for item in found["data"]["matches"]), found
-    answer = call("query.unknowns", {"workspace_id": workspace_id}, store=store)
+    request = {"workspace_id": workspace_id}
+    if later == "query.subgraph":
+        request["anchor"] = {"kind": "symbol", "value": "shop.cart.Cart.checkout"}
+    answer = call(later, request, store=store)
     assert answer["status"] == "error" and answer["error"]["code"] == "VALIDATION_FAILED", answer
