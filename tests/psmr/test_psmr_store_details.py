@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import SHOP
 from psmr_trees import write_tree
 
 from slotrelay.psmr import build as build_module
@@ -21,6 +20,20 @@ from slotrelay.psmr import store as store_module
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.parts import Content, merge
 from slotrelay.psmr.store import Store
+
+# A shop: a class with state, calls across modules, an import from outside, a call nothing resolves.
+SHOP = {
+    "shop/__init__.py": "from shop.cart import Cart\n",
+    "shop/pricing.py": (
+        "import json\n\nRATE = 2\n\n\ndef price(item):\n    return len(json.dumps(item)) * RATE\n"
+    ),
+    "shop/cart.py": (
+        "from shop.pricing import price\n\n\nclass Cart:\n"
+        "    def __init__(self):\n        self.items = []\n\n"
+        "    def add(self, item):\n        self.items.append(item)\n        return price(item)\n\n"
+        "    def checkout(self, pay):\n        assert self.items\n        return pay(self.add(None))\n"
+    ),
+}
 
 
 @pytest.fixture
