@@ -184,7 +184,8 @@ class Content:
 
     def defined_nodes(self) -> dict[str, dict[str, Any]]:
         """The nodes the parts define and the outside nodes they name (external, builtin), as the merge
-        gives them; without the bare ends the merge adds for imported names and edges."""
+        gives them: before the merge, without the nodes it adds for imported names and loose ends
+        (none of a kind a search looks for); once merged, every node."""
         if self._assembly is not None:
             return self._assembly.nodes
         with self._lock:
@@ -222,6 +223,8 @@ class Content:
             with self._lock:
                 if self._records is None:
                     self._records = _parse_details(tuple(part.details for part in self._stored), merged)
+                    # Everything is parsed: the stored bytes would only double the workspace's memory.
+                    self._stored = ()
         return self._records
 
 
