@@ -29,7 +29,6 @@ DEFAULT_MAX_SESSIONS = 100
 app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
 
 
-
 def _say(line: str) -> None:
     """Print one line for a person on stderr: on stdio, stdout carries only MCP messages.
 
