@@ -12,7 +12,9 @@ less than the wall time.
 The workspace is a copy of an installed package (rich), so the numbers come from real code.
 `--base-tree PATH` adds a third server to the same interleaved rounds: `slotrelay mcp serve` of another
 checkout (e.g. `git archive main | tar -x -C PATH`), run with this venv and PYTHONPATH=PATH, so a change
-and its base are compared under the same load. `--calls 0` measures the cold start only.
+and its base are compared under the same load; it keeps its workspace in a state folder of its own
+(built by its untimed first start), so a change of the store's format does not make either server
+rebuild the other's. `--calls 0` measures the cold start only.
 
     .venv/bin/python bench/mcp_latency.py [--calls 50] [--cold 15] [--base-tree PATH]
 """
@@ -74,7 +76,7 @@ def _serve_args(root: Path) -> list[str]:
 def _stdio(root: Path, tree: Path | None = None) -> Client:
     """A client that spawns `slotrelay mcp serve` on stdio, its start-up lines sent to /dev/null; with
     `tree`, that checkout's code (first on PYTHONPATH) instead of this one's."""
-    env = SERVER_ENV if tree is None else {**SERVER_ENV, "PYTHONPATH": str(tree)}
+    env = _server_env(tree)
     params = StdioServerParameters(command=SLOTRELAY, args=_serve_args(root), cwd=root, env=env)
     return Client(stdio_client(params, errlog=QUIET))
 
@@ -90,9 +92,17 @@ async def _minimal_cold_start() -> float:
     return await _first_answer(Client(stdio_client(params, errlog=QUIET)), "search", {"text": "Console"})
 
 
+def _server_env(tree: Path | None) -> dict[str, str]:
+    """The environment of this checkout's server, or of another checkout's (its code first on
+    PYTHONPATH, its own state folder beside this run's)."""
+    if tree is None:
+        return SERVER_ENV
+    state = Path(SERVER_ENV[fsio.STATE_HOME_ENV]).with_name("state-of-base-tree")
+    return {**SERVER_ENV, "PYTHONPATH": str(tree), fsio.STATE_HOME_ENV: str(state)}
+
+
 def _server_command(root: Path, tree: Path | None = None) -> tuple[list[str], dict[str, str]]:
-    env = SERVER_ENV if tree is None else {**SERVER_ENV, "PYTHONPATH": str(tree)}
-    return [SLOTRELAY, *_serve_args(root)], env
+    return [SLOTRELAY, *_serve_args(root)], _server_env(tree)
 
 
 def _cold_cpu(command: list[str], env: dict[str, str], tool: str) -> float:

@@ -25,8 +25,6 @@ from typing import Any
 
 import typer
 import typer.main
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from slotrelay.commands.output import JSON_ERRORS, print_json
@@ -42,16 +40,19 @@ COMMAND_GROUPS = {
 # The modules whose commands sit at the top level (`slotrelay validate`, `slotrelay up`), in help's order.
 TOP_LEVEL_COMMANDS = ("slotrelay.commands.chain", "slotrelay.commands.server")
 
-err = Console(stderr=True, soft_wrap=True)
-
 
 def show_error(error: SlotrelayError, *, as_json: bool) -> None:
     """Print an error for a person (stderr) or, under `--json`, for a program (stdout)."""
     if as_json:
         print_json(error.to_json())
         return
+    # rich only when there is an error to show: `slotrelay mcp serve` answers without it (docs/mcp.md).
+    from rich.console import Console
+    from rich.markup import escape
+
     # A message may quote a file holding lone surrogates (valid JSON escapes) that no stream can encode.
     text = error.format_message().encode("utf-8", "backslashreplace").decode("utf-8")
+    err = Console(stderr=True, soft_wrap=True)
     err.print(f"[bold red]{escape(error.code)}[/]: {escape(text)}", highlight=False)
 
 

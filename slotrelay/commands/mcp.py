@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from slotrelay.errors import BadInput, EnvironmentMissing
 from slotrelay.psmr.grants import Grants
@@ -29,9 +28,14 @@ DEFAULT_MAX_SESSIONS = 100
 
 app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
 
-# Everything human-readable goes to stderr: on stdio, stdout carries only MCP messages. No emoji codes:
-# a folder named like one (":fire:") is printed as it is (and the emoji table is not loaded at start).
-console = Console(stderr=True, emoji=False)
+
+def _say(line: str) -> None:
+    """Print one line for a person on stderr: on stdio, stdout carries only MCP messages.
+
+    Plain text, not rich: a folder named like markup or an emoji code (`[b]`, `:fire:`) is printed as
+    it is, and the first answer does not wait for rich's import (docs/mcp.md#cold-start).
+    """
+    print(line, file=sys.stderr, flush=True)
 
 
 @app.command("serve")
@@ -161,20 +165,20 @@ def serve(
     served = ", ".join([*(w.workspace_id for w in registry.served()),
                         *(f"chain {c}" for c in (engine.chains.chains if chain else ()))])
     if grants.names():
-        console.print(
+        _say(
             f"granted: {', '.join(grants.names())} (write roots: "
             f"{', '.join(map(str, grants.write_roots)) or 'none'})"
         )
     try:
         if address is None:
-            console.print(f"PSMR MCP server on stdio, serving {served}")
+            _say(f"PSMR MCP server on stdio, serving {served}")
             anyio.run(serve_stdio, server)
         else:
             host, port = address
 
             def ready(url: str) -> None:
-                # One unwrapped line: scripts and tests read the URL from it.
-                console.print(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)", soft_wrap=True)
+                # One line: scripts and tests read the URL from it.
+                _say(f"PSMR MCP server at {url} serving {served} (Ctrl-C stops it)")
 
             anyio.run(
                 lambda: serve_http(
@@ -189,7 +193,7 @@ def serve(
     except OSError as exc:
         raise BadInput(f"--http {http}: cannot listen ({exc.strerror or exc}); pick another port") from exc
     except KeyboardInterrupt:
-        console.print("PSMR MCP server stopped")
+        _say("PSMR MCP server stopped")
 
 
 def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
@@ -216,9 +220,9 @@ def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
             raise BadInput(f"--agent {node_id}: that node runs inside the engine ({known[node_id]} "
                            "executor); only an agent's node (executor external) can be granted")
     if agents:
-        console.print(f"granted: node_submit as {', '.join(agents)}")
+        _say(f"granted: node_submit as {', '.join(agents)}")
     if allow_decide:
-        console.print("granted: alert_decide")
+        _say("granted: alert_decide")
     return EngineTools(served, grants=AgentGrants(nodes=frozenset(agents), decide=allow_decide))
 
 
@@ -226,12 +230,12 @@ def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
     """Build or load one `--workspace` folder, with a progress bar when stderr is a terminal."""
     if not folder.is_dir():
         raise BadInput(f"--workspace {folder}: not a folder")
-    if console.is_terminal:
+    if sys.stderr.isatty():
         summary = _build_with_bar(registry, folder)
     else:
         # An MCP host keeps stderr as a log: a bar is noise there, and loading it delays the first answer.
         summary = registry.build(folder, at_startup=True)
-    console.print(
+    _say(
         f"workspace {summary['workspace_id']} <- {summary['root']}: {summary['files']} files "
         f"({summary['analysed']} analysed, {summary['reused']} reused) in {summary['duration_s']:.1f}s"
     )
@@ -239,6 +243,7 @@ def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
 
 def _build_with_bar(registry: WorkspaceRegistry, folder: Path) -> dict[str, Any]:
     """`registry.build` under a transient progress bar on stderr."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -246,7 +251,7 @@ def _build_with_bar(registry: WorkspaceRegistry, folder: Path) -> dict[str, Any]
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=Console(stderr=True, emoji=False),
         transient=True,
     ) as bar:
         task = bar.add_task(f"workspace {folder}", total=None)

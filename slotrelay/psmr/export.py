@@ -41,6 +41,7 @@ def callgraph_of(facts: dict[str, Any]) -> dict[str, list[str]]:
     from slotrelay.psmr.extract import extract
     from slotrelay.psmr.graph import GraphAssembler
     from slotrelay.psmr.link import Linker
+    from slotrelay.psmr.parts import Content
     from slotrelay.psmr.store import Workspace as _Workspace
 
     parsed = {m: extract(src, m, is_package=is_pkg) for m, (src, is_pkg) in facts.items()}
@@ -53,7 +54,6 @@ def callgraph_of(facts: dict[str, Any]) -> dict[str, list[str]]:
         commit=None,
         version="",
         files={},
-        nodes=assembly.nodes,
-        edges=assembly.edges,
+        content=Content(assembly),
     )
     return callgraph(ws)

@@ -7,16 +7,38 @@ callee code of the tree, is an imported name a node or outside the tree) is sett
 are merged (`merge`). So an update assembles again only the modules whose facts or resolution
 changed, the store keeps each part as a record of its own and writes only the parts that changed,
 and the same parts merge into the same graph whichever build made them.
+
+A stored part (`to_payload`) is three JSON documents on three lines: the nodes it defines (nodes, refs),
+its edges (edges, state, imports), then its details (evidence, unknowns, conflicts). A workspace read
+from the store parses the nodes when it is loaded, and merges the edges and parses the details only
+when a call first asks for them (`Content`): a search answers from the nodes alone, without two thirds
+of the bytes and without the merge. All three lines are under the record's one seal, checked when the
+record is read.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from slotrelay.psmr.errors import ValidationFailed
+
 EdgeKey = tuple[str, str, str]
+NODE_FIELDS = ("nodes", "refs")
+EDGE_FIELDS = ("edges", "state", "imports")
+DETAIL_FIELDS = ("evidence", "unknowns", "conflicts")
+# The rows of a stored graph: a node (identity, data); an edge or a state access (source, target,
+# relation, data); an import (importer, imported, qualname, evidence id).
+NODE_ROW = (str, dict)
+EDGE_ROW = (str, str, str, dict)
+IMPORT_ROW = (str, str, str, str)
+# Evidence, unknowns and conflicts, each by id.
+Records = tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]
 # Kinds of nodes that are not code of the tree: a test's call to one is not what it tests.
 OUTSIDE_KINDS = frozenset({"external", "builtin"})
 
@@ -53,62 +75,176 @@ class ModulePart:
         ends += [scope for scope, *_ in self.state] + [importer for importer, *_ in self.imports]
         return tests, [end for end in dict.fromkeys(ends) if end not in self.nodes and end not in self.refs]
 
-    def to_json(self) -> dict[str, Any]:
-        """The part as a JSON document (`from_json` reads it back)."""
-        return {
-            "nodes": list(self.nodes.items()),
-            "refs": list(self.refs.items()),
+    def to_payload(self) -> bytes:
+        """The part as stored: its nodes, its edges and its details, one line each (`StoredPart.read`
+        reads it back).
+
+        orjson writes a document on one line (a newline inside a string is escaped), so the lines
+        are the documents.
+        """
+        nodes = {"nodes": list(self.nodes.items()), "refs": list(self.refs.items())}
+        edges = {
             "edges": [[*key, data] for key, data in self.edges.items()],
             "state": self.state,
             "imports": self.imports,
-            "evidence": self.evidence,
-            "unknowns": self.unknowns,
-            "conflicts": self.conflicts,
         }
+        details = {"evidence": self.evidence, "unknowns": self.unknowns, "conflicts": self.conflicts}
+        return b"\n".join(orjson.dumps(document) for document in (nodes, edges, details))
+
+
+@dataclass
+class StoredPart:
+    """A part read back from the store: its nodes parsed, its edges and details still bytes."""
+
+    nodes: dict[str, dict[str, Any]]
+    refs: dict[str, dict[str, Any]]
+    edges: bytes
+    details: bytes
 
     @classmethod
-    def from_json(cls, document: Any) -> ModulePart | None:
-        """The part a JSON document holds, or None when its shape or types are wrong."""
+    def read(cls, payload: bytes) -> StoredPart | None:
+        """The part a stored payload holds, or None when it is not three lines or its nodes' shape or
+        types are wrong."""
+        lines = payload.split(b"\n")
+        if len(lines) != 3:
+            return None
+        document = _loads(lines[0])
         if not (
             isinstance(document, dict)
-            and all(
-                isinstance(document.get(name), list)
-                for name in ("nodes", "refs", "edges", "state", "imports")
-            )
-            and all(isinstance(document.get(name), dict) for name in ("evidence", "unknowns", "conflicts"))
-            and all(_is_node(item) for name in ("nodes", "refs") for item in document[name])
-            and all(
-                _is_row(item, 4, 3) and isinstance(item[3].get("evidence"), list)
-                for item in document["edges"]
-            )
-            and all(_is_row(item, 4, 3) and type(item[3].get("id")) is str for item in document["state"])
-            and all(_is_row(item, 4, 4) for item in document["imports"])
+            and all(isinstance(document.get(name), list) for name in NODE_FIELDS)
+            and all(_typed(item, NODE_ROW) for name in NODE_FIELDS for item in document[name])
         ):
             return None
-        return cls(
-            nodes=dict(document["nodes"]),
-            refs=dict(document["refs"]),
+        return cls(dict(document["nodes"]), dict(document["refs"]), lines[1], lines[2])
+
+    def part(self) -> ModulePart:
+        """The part with its edges (without its details).
+
+        Raises:
+            ValidationFailed: the edges' shape or types are wrong.
+        """
+        document = _loads(self.edges)
+        if not (
+            isinstance(document, dict)
+            and all(isinstance(document.get(name), list) for name in EDGE_FIELDS)
+            and all(
+                _typed(item, EDGE_ROW) and isinstance(item[3].get("evidence"), list)
+                for item in document["edges"]
+            )
+            and all(_typed(item, EDGE_ROW) and type(item[3].get("id")) is str for item in document["state"])
+            and all(_typed(item, IMPORT_ROW) for item in document["imports"])
+        ):
+            raise ValidationFailed(
+                "a stored part of the workspace's graph holds no edges of the expected shape; "
+                "rebuild with `slotrelay psmr build`"
+            )
+        return ModulePart(
+            nodes=self.nodes,
+            refs=self.refs,
             edges={(u, v, k): data for u, v, k, data in document["edges"]},
             state=[tuple(item) for item in document["state"]],
             imports=[tuple(item) for item in document["imports"]],
-            evidence=document["evidence"],
-            unknowns=document["unknowns"],
-            conflicts=document["conflicts"],
         )
 
 
-def _is_node(item: Any) -> bool:
-    return type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is dict
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
 
 
-def _is_row(item: Any, length: int, strings: int) -> bool:
-    """A list of `length` items whose first `strings` are strings and the rest, if any, a dict."""
-    return (
-        type(item) is list
-        and len(item) == length
-        and all(type(x) is str for x in item[:strings])
-        and all(type(x) is dict for x in item[strings:])
-    )
+def _typed(item: Any, types: tuple[type, ...]) -> bool:
+    """A list whose items have exactly these types (compared in C: a load checks tens of thousands)."""
+    return type(item) is list and tuple(map(type, item)) == types
+
+
+class Content:
+    """A workspace's graph and records: an assembly at hand, or stored parts read on first use.
+
+    Read from the store, the nodes the parts define are merged at once (`defined_nodes`, what a
+    search needs); the parts' edges are parsed and merged on the first use of `nodes` or `edges` (the
+    merge settles the nodes no part defines: imported names, loose ends), their details on the first
+    use of the records.
+
+    Parameters:
+        assembly: the merged graph, when it is at hand (a build's).
+        stored: the parts read from the store, in the merge's order.
+    """
+
+    def __init__(self, assembly: Assembly | None = None, *, stored: tuple[StoredPart, ...] = ()) -> None:
+        self._assembly = assembly
+        self._records: Records | None = None
+        if assembly is not None:
+            self._records = (assembly.evidence, assembly.unknowns, assembly.conflicts)
+        self._stored = stored
+        self._defined: dict[str, dict[str, Any]] | None = None
+        # Calls share a loaded workspace across threads: one parses, the others wait for it.
+        self._lock = threading.Lock()
+
+    def defined_nodes(self) -> dict[str, dict[str, Any]]:
+        """The nodes the parts define and the outside nodes they name (external, builtin), as the merge
+        gives them: before the merge, without the nodes it adds for imported names and loose ends
+        (none of a kind a search looks for); once merged, every node."""
+        if self._assembly is not None:
+            return self._assembly.nodes
+        with self._lock:
+            if self._defined is None:
+                nodes: dict[str, dict[str, Any]] = {}
+                for part in self._stored:
+                    _add_nodes(nodes, part.nodes)
+                for part in self._stored:
+                    for node, data in part.refs.items():
+                        nodes.setdefault(node, data)
+                self._defined = nodes
+            return self._defined
+
+    def assembly(self) -> Assembly:
+        """The merged graph (its evidence only the merge's own, of state accesses, until `records`).
+
+        Raises:
+            ValidationFailed: a stored part's edges are not of the expected shape.
+        """
+        if self._assembly is None:
+            with self._lock:
+                if self._assembly is None:
+                    self._assembly = merge(part.part() for part in self._stored)
+        return self._assembly
+
+    def records(self) -> Records:
+        """Evidence, unknowns and conflicts, by id.
+
+        Raises:
+            ValidationFailed: a stored part's edges or details are not of the expected shape (the part
+                was sealed by this user's slotrelay, so only a fault of the writer makes one).
+        """
+        if self._records is None:
+            merged = self.assembly().evidence
+            with self._lock:
+                if self._records is None:
+                    self._records = _parse_details(tuple(part.details for part in self._stored), merged)
+                    # Everything is parsed: the stored bytes would only double the workspace's memory.
+                    self._stored = ()
+        return self._records
+
+
+def _parse_details(pending: tuple[bytes, ...], merged: dict[str, dict[str, Any]]) -> Records:
+    """The parts' details, in order, then the merge's own evidence (of state accesses)."""
+    evidence: dict[str, dict[str, Any]] = {}
+    unknowns: dict[str, dict[str, Any]] = {}
+    conflicts: dict[str, dict[str, Any]] = {}
+    for payload in pending:
+        document = _loads(payload)
+        if not (isinstance(document, dict) and all(type(document.get(n)) is dict for n in DETAIL_FIELDS)):
+            raise ValidationFailed(
+                "a stored part of the workspace's graph holds no evidence, unknowns and conflicts; "
+                "rebuild with `slotrelay psmr build`"
+            )
+        evidence.update(document["evidence"])
+        unknowns.update(document["unknowns"])
+        conflicts.update(document["conflicts"])
+    evidence.update(merged)
+    return evidence, unknowns, conflicts
 
 
 @dataclass

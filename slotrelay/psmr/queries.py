@@ -29,6 +29,7 @@ from slotrelay.psmr.slicing import (
     edges_among,
     file_node,
     find_node,
+    item_of_node,
     node_item,
     unknowns_in,
     walk,
@@ -139,13 +140,14 @@ def search(
     """
     text = request["text"].lower()
     kind = request.get("kind", "symbol")
-    nodes = ws.nodes
+    # Code and state are nodes the modules define: found without merging the graph's edges.
+    nodes = ws.defined_nodes
     items: list[dict[str, Any]] = []
     if kind in ("symbol", "state"):
         wanted = CODE_KINDS if kind == "symbol" else {"state"}
         hits = [n for n, d in nodes.items() if d["kind"] in wanted and text in d["qualname"].lower()]
         hits.sort(key=lambda n: (not qname(n).lower().endswith(text), len(n), n))
-        items = [node_item(ws, n) for n in hits]
+        items = [item_of_node(n, nodes[n]) for n in hits]
     elif kind in ("file", "artifact"):
         for path, entry in sorted(ws.files.items()):
             if text in path.lower():
@@ -180,9 +182,9 @@ def search(
             and text in d["qualname"].lower()
         ]
         items = [
-            node_item(
-                ws,
+            item_of_node(
                 n,
+                nodes[n],
                 has_asserts=bool(nodes[n].get("asserts")),
                 raises=nodes[n].get("raises", []),
             )

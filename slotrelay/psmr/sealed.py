@@ -115,6 +115,27 @@ def unseal(store: Path, name: str) -> tuple[bytes, str] | None:
         fd = fsio.open_regular(store, name)
     except (OSError, ValueError):
         return None
+    return _unseal_fd(fd, name)
+
+
+def unseal_in(folder: fsio.CheckedDir, file: str, name: str) -> tuple[bytes, str] | None:
+    """`unseal` of the record `file` of a store folder the caller has opened (checked) once for many
+    records, e.g. a workspace's graph parts.
+
+    Parameters:
+        folder: the opened folder.
+        file: the record's file name in it.
+        name: the record's path relative to its store, as given to `seal`.
+    """
+    try:
+        fd = folder.open_regular(file)
+    except (OSError, ValueError):
+        return None
+    return _unseal_fd(fd, name)
+
+
+def _unseal_fd(fd: int, name: str) -> tuple[bytes, str] | None:
+    """The payload and seal read from an open record (closed here), or None as `unseal` says."""
     try:
         info = os.fstat(fd)
         head = os.pread(fd, HEADER_LIMIT, 0)

@@ -175,7 +175,11 @@ def walk(ws: Workspace, start: str, relations: list[str], depth: int) -> dict[st
 
 def node_item(ws: Workspace, node: str, **extra: Any) -> dict[str, Any]:
     """A node as the API shows it."""
-    data = ws.nodes[node]
+    return item_of_node(node, ws.nodes[node], **extra)
+
+
+def item_of_node(node: str, data: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A node, given its data, as the API shows it."""
     item = {"id": node, "kind": data["kind"], "qualname": data["qualname"]}
     for key in ("artifact", "span", "signature", "subkind"):
         if data.get(key) is not None:

@@ -51,12 +51,12 @@ from slotrelay import fsio
 from slotrelay.psmr import sealed
 from slotrelay.psmr.errors import ValidationFailed, WorkspaceNotFound
 from slotrelay.psmr.facts_version import FACTS_VERSION
-from slotrelay.psmr.parts import Assembly, EdgeKey, ModulePart, merge
+from slotrelay.psmr.parts import Assembly, Content, EdgeKey, ModulePart, Records, StoredPart
 
 if TYPE_CHECKING:
     import networkx as nx
 
-MANIFEST_SCHEMA = "psmr-workspace-0.3"
+MANIFEST_SCHEMA = "psmr-workspace-0.4"
 PART_NAME = re.compile(r"[0-9a-f]{32}\.json")
 WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
 STORE_ENV = "PSMR_STORE"
@@ -77,6 +77,8 @@ class Workspace:
 
     The graph is its nodes (identity -> data) and edges ((source, target, relation) -> data) as the
     stored parts make them (`slotrelay.psmr.parts.merge`); `edges_from` and `edges_to` walk them.
+    Read from the store, a workspace merges its parts' edges and parses their evidence, unknowns and
+    conflicts on first use (`content`); `defined_nodes` needs neither.
     `graph` is the same graph as a networkx MultiDiGraph, built on first use, for the code that
     walks it with networkx's API: reading nodes and edges needs neither networkx nor that copy.
     """
@@ -88,13 +90,40 @@ class Workspace:
     commit: str | None
     version: str
     files: dict[str, dict[str, Any]]
-    nodes: dict[str, dict[str, Any]]
-    edges: dict[EdgeKey, dict[str, Any]]
-    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
-    unknowns: dict[str, dict[str, Any]] = field(default_factory=dict)
-    conflicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    content: Content
     warnings: list[str] = field(default_factory=list)
     updated: str = ""
+
+    @property
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """Every node of the graph by identity."""
+        return _assembly_of(self.content).nodes
+
+    @property
+    def edges(self) -> dict[EdgeKey, dict[str, Any]]:
+        """Every edge by (source, target, relation)."""
+        return _assembly_of(self.content).edges
+
+    @property
+    def defined_nodes(self) -> dict[str, dict[str, Any]]:
+        """The nodes the tree's modules define and the outside names they call (`Content.defined_nodes`):
+        every node of a kind a search looks for, without merging the edges."""
+        return self.content.defined_nodes()
+
+    @property
+    def evidence(self) -> dict[str, dict[str, Any]]:
+        """Evidence records by id."""
+        return _records_of(self.content)[0]
+
+    @property
+    def unknowns(self) -> dict[str, dict[str, Any]]:
+        """What the analysis could not resolve, by id."""
+        return _records_of(self.content)[1]
+
+    @property
+    def conflicts(self) -> dict[str, dict[str, Any]]:
+        """The analysis' open conflicts, by id."""
+        return _records_of(self.content)[2]
 
     def edges_from(self, node: str) -> list[EdgeKey]:
         """The edges leaving a node, in the order they were stored."""
@@ -281,22 +310,24 @@ class Store:
                 if attempt == LOAD_ATTEMPTS or self.manifest(workspace_id)["version"] == manifest["version"]:
                     raise
                 continue
-            workspace = _workspace(merge(parts), manifest)
+            workspace = _workspace(Content(stored=parts), manifest)
             _remember(key, workspace)
             return workspace
         raise AssertionError("unreachable")
 
-    def _parts(self, workspace_id: str, manifest: dict[str, Any]) -> tuple[ModulePart, ...]:
+    def _parts(self, workspace_id: str, manifest: dict[str, Any]) -> tuple[StoredPart, ...]:
+        """The workspace's parts in the merge's order, their seals checked, their nodes parsed."""
+        records = self._part_records(workspace_id, manifest)
         parts = []
         for module in sorted(manifest["parts"]):
             name, seal, _ = manifest["parts"][module]
-            record = self.read_record(f"workspaces/{workspace_id}/parts/{name}")
+            record = records.get(name)
             if record is None or record[1] != seal:
                 raise ValidationFailed(
                     f"{self.path}/workspaces/{workspace_id}/parts/{name} (the graph of {module}) is missing, "
                     "damaged or does not match its manifest; rebuild with `slotrelay psmr build`"
                 )
-            part = ModulePart.from_json(_json(record[0]))
+            part = StoredPart.read(record[0])
             if part is None:
                 raise ValidationFailed(
                     f"{self.path}/workspaces/{workspace_id}/parts/{name} is not a part of a PSMR graph; "
@@ -304,6 +335,22 @@ class Store:
                 )
             parts.append(part)
         return tuple(parts)
+
+    def _part_records(self, workspace_id: str, manifest: dict[str, Any]) -> dict[str, tuple[bytes, str]]:
+        """The part records the manifest names that read back sealed, by file name; the parts folder is
+        opened (and checked) once, not once per part."""
+        folder_name = f"workspaces/{workspace_id}/parts"
+        try:
+            folder = fsio.open_dir(self.path, folder_name)
+        except (OSError, ValueError):
+            return {}
+        records = {}
+        with folder:
+            for name, _, _ in manifest["parts"].values():
+                record = sealed.unseal_in(folder, name, f"{folder_name}/{name}")
+                if record is not None:
+                    records[name] = record
+        return records
 
     def graph_intact(self, workspace_id: str, manifest: dict[str, Any] | None = None) -> bool:
         """True if the workspace's graph records are sealed by this user and match its manifest.
@@ -357,7 +404,7 @@ class Store:
             if known is not None and _stat_of(parts_folder / known[0]) == known[2]:
                 records[module] = known
                 continue
-            payload = orjson.dumps(part.to_json())
+            payload = part.to_payload()
             name = hashlib.sha256(payload).hexdigest()[:32] + ".json"
             record = f"{folder}/parts/{name}"
             found = self.read_record(record) if (parts_folder / name).exists() else None
@@ -494,8 +541,20 @@ def _is_facts(facts: Any) -> bool:
     )
 
 
-def _workspace(assembly: Assembly, manifest: dict[str, Any]) -> Workspace:
-    """The workspace a manifest and its merged graph parts make."""
+@without_cyclic_gc
+def _assembly_of(content: Content) -> Assembly:
+    """The merged graph, merged (on first use) as a load would: without the cyclic collector."""
+    return content.assembly()
+
+
+@without_cyclic_gc
+def _records_of(content: Content) -> Records:
+    """The records, parsed (on first use) as a load would: without the cyclic collector."""
+    return content.records()
+
+
+def _workspace(content: Content, manifest: dict[str, Any]) -> Workspace:
+    """The workspace a manifest and its graph parts make."""
     return Workspace(
         workspace_id=manifest["workspace_id"],
         root=manifest["root"],
@@ -504,11 +563,7 @@ def _workspace(assembly: Assembly, manifest: dict[str, Any]) -> Workspace:
         commit=manifest["commit"],
         version=manifest["version"],
         files=manifest["files"],
-        nodes=assembly.nodes,
-        edges=assembly.edges,
-        evidence=assembly.evidence,
-        unknowns=assembly.unknowns,
-        conflicts=assembly.conflicts,
+        content=content,
         warnings=manifest["warnings"],
         updated=manifest["updated"],
     )

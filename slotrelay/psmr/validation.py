@@ -52,6 +52,7 @@ from slotrelay.psmr.identity import qname
 from slotrelay.psmr.importgraph import import_edges
 from slotrelay.psmr.link import Linker
 from slotrelay.psmr.name_checks import names_left, shadowed_names
+from slotrelay.psmr.parts import Content
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.rewrite import calls_at, char_column
 from slotrelay.psmr.slicing import walk, within
@@ -114,11 +115,7 @@ def project(ws: Workspace, store: Store, texts: dict[str, str]) -> tuple[Workspa
         commit=ws.commit,
         version="projected",
         files=files,
-        nodes=assembly.nodes,
-        edges=assembly.edges,
-        evidence=assembly.evidence,
-        unknowns=assembly.unknowns,
-        conflicts=assembly.conflicts,
+        content=Content(assembly),
     )
     return projected, every
 

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.anyio
 
 # Libraries the first answer has no use for: the graph algorithms, the schema checker of requests that
 # are wrong, the change side's syntax trees, inference, the import graph, the findings' checker, the
-# sandbox, the engine.
-NOT_NEEDED = ("networkx", "jsonschema", "libcst", "jedi", "grimp", "pyflakes", "docker", "prefect")
+# sandbox, the engine, and rich: the server's few start-up lines are plain text, and its progress bar
+# is drawn only on a terminal, which an MCP host never gives it.
+NOT_NEEDED = ("networkx", "jsonschema", "libcst", "jedi", "grimp", "pyflakes", "docker", "prefect", "rich")
 # PSMR's build (the fast pass, the resolver, the assembler), its change side and its analyses.
 NOT_NEEDED_OF_PSMR = (
     *("extract", "link", "relink", "graph", "callbinding", "delta", "projection", "rewrite"),
