@@ -171,7 +171,8 @@ def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, 
     sensor = sensor_for(list(chains.values()), recorder, window_seconds=0.1)
 
     # As agents write: a complete temporary file renamed onto the slot. The temporary files are written
-    # beforehand, outside the watched folders, so that the burst itself is 1,000 renames within a second.
+    # beforehand, outside the watched folders, so that the burst itself is 1,000 renames and nothing else
+    # (the windows it may take are counted from how long routing took).
     staging = tmp_path / "staging"
     staging.mkdir()
     documents = []
@@ -186,7 +187,6 @@ def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, 
     began = time.monotonic()
     for tmp, path in documents:
         os.replace(tmp, path)
-    assert time.monotonic() - began < 1.0, "the burst must be written within a second"
 
     wait_for(lambda: sum(sum(routed_keys(tmp_path / c).values()) for c in sizes) == 1000, 60, "1,000 routes")
     routing_seconds = time.monotonic() - began
