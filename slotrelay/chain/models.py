@@ -454,6 +454,8 @@ class Chain(Spec):
         self._slots_root = slots_root.resolve() if slots_root else None
         self._alerts_dir = alerts_dir.resolve() if alerts_dir else None
         self._logs_dir = logs_dir.resolve() if logs_dir else None
+        # What is derived from the chain may hold paths resolved against the folders just set.
+        self._lookup = None
         return self
 
     def resolve(self, path: str) -> Path:
@@ -462,9 +464,13 @@ class Chain(Spec):
         return candidate if candidate.is_absolute() else self.work_dir / candidate
 
     def _looked_up(self) -> _Lookup:
-        lookup = self._lookup
+        # Read from pydantic's store of private attributes: `self._lookup` goes through
+        # BaseModel.__getattr__ (about 2 µs), and a node's run asks for the lookup some 25 times.
+        private = self.__pydantic_private__
+        assert private is not None  # the model declares private attributes
+        lookup: _Lookup | None = private["_lookup"]
         if lookup is None or not lookup.fits(self.nodes, self.routes):
-            lookup = self._lookup = _Lookup(self.nodes, self.routes)
+            lookup = private["_lookup"] = _Lookup(self.nodes, self.routes)
         return lookup
 
     def node(self, node_id: str) -> Node:
@@ -480,8 +486,9 @@ class Chain(Spec):
         return list(self._looked_up().leaving.get(node_id, ()))
 
     def derived(self, name: str, build: Callable[[Chain], T]) -> T:
-        """`build(self)`, computed once per chain (again if its nodes or routes are replaced): for what a
-        module derives from the chain's graph and reads on every node (slotrelay.chain.routing)."""
+        """`build(self)`, computed once per chain (again if its nodes or routes are replaced, or it is bound
+        again): for what a module derives from the chain's graph and folders and reads on every node
+        (slotrelay.chain.routing, slotrelay.chain.provenance)."""
         derived = self._looked_up().derived
         if name not in derived:
             derived[name] = build(self)

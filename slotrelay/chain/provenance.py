@@ -41,13 +41,30 @@ WAITING = "waiting"
 
 def input_slot_path(chain: Chain, node_id: str) -> Path | None:
     """The resolved input slot path of a node (None for a start node)."""
-    slot = chain.node(node_id).input_slot
-    return chain.resolve(slot.path) if slot else None
+    return _slot_paths(chain, node_id)[0]
 
 
 def output_slot_path(chain: Chain, node_id: str) -> Path:
     """The resolved output slot path of a node."""
-    return chain.resolve(chain.node(node_id).output_slot.path)
+    return _slot_paths(chain, node_id)[1]
+
+
+def _slot_paths(chain: Chain, node_id: str) -> tuple[Path | None, Path]:
+    """A node's input and output slot paths, resolved once per chain (a node's run asks for them about
+    eight times: its own, and its routes' targets').
+
+    Raises:
+        KeyError: `node_id` is not a node of the chain.
+    """
+    return chain.derived("provenance.slot_paths", _resolved_slots)[node_id]
+
+
+def _resolved_slots(chain: Chain) -> dict[str, tuple[Path | None, Path]]:
+    paths: dict[str, tuple[Path | None, Path]] = {}
+    for node in chain.nodes:
+        paths.setdefault(node.node_id, (chain.resolve(node.input_slot.path) if node.input_slot else None,
+                                        chain.resolve(node.output_slot.path)))
+    return paths
 
 
 def input_digest(chain: Chain, node_id: str) -> str | None:

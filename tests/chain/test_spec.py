@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain import ChainValidationError, load_chain, validate_document
+from slotrelay.chain.provenance import input_slot_path, output_slot_path
 from slotrelay.chain.schema import SCHEMA_PATH, generate_schema, warm_up
 from tests.chain.conftest import EXAMPLE, node, route
 
@@ -43,6 +44,16 @@ def test_slots_root_overrides_relative_slot_paths(tmp_path: Path) -> None:
     chain = load_chain(EXAMPLE / "node_chain.json", slots_root=tmp_path)
     assert chain.resolve("slots/x.json") == tmp_path / "slots" / "x.json"
     assert chain.base_dir == EXAMPLE
+
+
+def test_slot_paths_follow_a_new_binding(tmp_path: Path) -> None:
+    """Slot paths are resolved once per chain: binding it to other folders resolves them again."""
+    chain = load_chain(EXAMPLE / "node_chain.json")
+    assert output_slot_path(chain, "exec-scan") == EXAMPLE / "slots" / "exec-scan_output.json"
+    chain.bind(source=chain.source, slots_root=tmp_path)
+    assert output_slot_path(chain, "exec-scan") == tmp_path / "slots" / "exec-scan_output.json"
+    assert input_slot_path(chain, "exec-dedup") == tmp_path / chain.node("exec-dedup").input_slot.path
+    assert input_slot_path(chain, "exec-scan") is None
 
 
 @pytest.mark.parametrize(
