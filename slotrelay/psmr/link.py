@@ -1486,11 +1486,12 @@ class Linker:
                     found.setdefault(target.target, target)
         if not self.strict:
             dispatched = self.dispatched(callee, found)
-            if dispatched and callee[0] == "attr":
+            if dispatched and callee[0] in ("attr", "name"):
                 # Where an override may run instead, which of them runs depends on the receiver's
                 # class at run time: the method the declared class finds is a guess too.
+                read = {callee[2]} if callee[0] == "attr" else {n for _, n in self.bound_reads(callee)}
                 for name, target in list(found.items()):
-                    overridden = target.kind == "method" and name.endswith(f".{callee[2]}")
+                    overridden = target.kind == "method" and name.rsplit(".", 1)[-1] in read
                     if overridden and not self.is_abstract(name):
                         found[name] = CallTarget(name, "method", "heuristic")
             for method in dispatched:
@@ -1510,11 +1511,25 @@ class Linker:
                         made = self.value_targets(("def", sub), "heuristic")
                         out += [t.target for t in made if t.kind == "method"]
             return sorted(set(out) - found.keys())
+        if callee[0] == "name":
+            # `report = e.show; report()` runs what `e.show()` would.
+            return sorted({m for r, n in self.bound_reads(callee) for m in self.overrides(r, n, found)})
         if callee[0] != "attr":
             return []
         if callee[1][0] == "super":
             return self.sibling_supers(callee[1][1], callee[2])
         return self.overrides(callee[1], callee[2], found)
+
+    def bound_reads(self, name_ref: Any) -> list[tuple[Any, str]]:
+        """The attribute reads (receiver, name) a called name is bound to: `report = e.show`, or an
+        element of a literal tuple unpacked into it (`report, code = e.show, e.code`)."""
+        out = []
+        for ref in self.binding_refs(name_ref):
+            while ref[0] == "sub" and ref[1][0] == "coll" and isinstance(ref[2], int) and ref[2] in ref[1][2]:
+                ref = ref[1][1][ref[1][2].index(ref[2])]
+            if ref[0] == "attr" and ref[1][0] != "super":
+                out.append((ref[1], ref[2]))
+        return out
 
     def implicit_resolution(self, receiver: Any) -> str:
         """How a call without call syntax on a receiver is resolved: `implicit`, or `heuristic` where

@@ -794,3 +794,51 @@ def make():
     assert edges[("m.Item.copy", "m.Table.__copy__")] == {"heuristic"}
     assert edges[("m.Item.copy", "m.Integer.__init__")] == {"heuristic"}
     assert edges[("m.Item.copy", "m.Item.__reduce_ex__")] == {"heuristic"}
+
+
+def test_a_bound_method_read_then_called_reaches_the_overrides(tmp_path: Path) -> None:
+    # `report = e.show` binds the method the object's class finds at run time; calling it later runs
+    # a subclass's override as `e.show()` would (derived: the exception's class decides).
+    edges = _edges(
+        tmp_path,
+        """class Problem(Exception):
+    def show(self):
+        print("problem")
+
+
+class UsageProblem(Problem):
+    def show(self):
+        print("usage")
+
+
+class Quiet(Problem):
+    pass
+
+
+def run(n):
+    if n:
+        raise UsageProblem()
+    raise Quiet()
+
+
+def main(n):
+    report = None
+    try:
+        run(n)
+    except Problem as e:
+        report, code = e.show, 1
+    if report is not None:
+        report()
+
+
+def made_here():
+    p = Problem()
+    shown = p.show
+    shown()
+""",
+    )
+    assert edges[("m.main", "m.UsageProblem.show")] == {"heuristic"}
+    assert edges[("m.main", "m.Problem.show")] == {"heuristic"}
+    # A Problem the code constructs runs Problem's own method.
+    assert edges[("m.made_here", "m.Problem.show")] == {"confirmed"}
+    assert ("m.made_here", "m.UsageProblem.show") not in edges
