@@ -76,6 +76,9 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
 }
 # The standard library's copying and pickling: what each returns of its argument (see `serialized`).
 SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
+# Calls whose result is, for the calls it makes, their first argument: calling a partial calls the
+# function it wraps; `update_wrapper` returns the wrapper it gave the wrapped one's metadata.
+FIRST_ARGUMENT_STANDS = frozenset({("ext", "functools.partial"), ("ext", "functools.update_wrapper")})
 # The descriptor method an attribute read or write runs.
 DESCRIPTOR_DUNDERS = {"get": "__get__", "set": "__set__"}
 # Builtins that iterate their first argument (see `Linker.iterated_arguments`).
@@ -113,6 +116,8 @@ ATTRIBUTE_KINDS = frozenset(
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
 MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
+# The standard library's enumeration bases: the names their subclasses' bodies bind are members.
+ENUM_BASES = frozenset({"enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "enum.ReprEnum"})
 RESOLVED_STATUS = {
     "lexical": "confirmed",
     "import": "confirmed",
@@ -388,8 +393,7 @@ class Linker:
             for value in ordered(self.eval(ref[1])):
                 if value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
-                elif value == ("ext", "functools.partial") and ref[2]:
-                    # Calling a partial calls the function it wraps.
+                elif value in FIRST_ARGUMENT_STANDS and ref[2]:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "ext" and value[1] in SERIALIZERS and ref[2]:
                     out |= self.serialized(value[1], ref[2][0])
@@ -407,6 +411,10 @@ class Linker:
                     out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
+            if ref[1][0] == "attr" and ref[1][2] in ("__enter__", "__aenter__"):
+                # Entering what `contextlib.contextmanager` made of a generator: what it yields.
+                for value in ordered(self.eval(ref[1][1])):
+                    out |= self.elements(value) if value[0] == "gen" else set()
             if ref[1][0] == "attr" and ref[1][2] == "__new__" and ref[2]:
                 # `C.__new__(cls)` (object's, or `super().__new__(cls)`) makes an instance of cls.
                 out |= {("inst", v[1]) for v in self.eval(ref[2][0]) if self.is_class(v)}
@@ -1114,6 +1122,8 @@ class Linker:
 
         Not found in the tree's classes, it is the attribute of the one external base (if one).
         """
+        if not instance and name in self.enum_members(cls):
+            return {("inst", cls)}
         order = self.mro(cls)
         for klass in order[1:] if after_self else order:
             out: set[Value] = set()
@@ -1139,6 +1149,18 @@ class Linker:
                 return out
         bases = self.method_bases(cls)
         return {("extm", f"{bases[0]}.{name}")} if len(bases) == 1 else set()
+
+    def enum_members(self, cls: str) -> list[str]:
+        """The members of an Enum subclass: the names its own body binds, but for `_`-prefixed ones
+        and descriptors (its methods and properties)."""
+        bound = self.bindings.get(cls, {})
+        if not bound or not ENUM_BASES.intersection(self.external_bases(cls)):
+            return []
+        return [
+            name
+            for name, refs in bound.items()
+            if not name.startswith("_") and not any(v[0] in ("def", "prop") for r in refs for v in self.eval(r))
+        ]
 
     def method_bases(self, cls: str) -> list[str]:
         """The external bases of a class that can supply methods (typing/abc markers aside)."""
@@ -1181,6 +1203,9 @@ class Linker:
         elif kind == "gen":
             for r in self.scopes.get(subject, {}).get("yields", []):
                 out |= self.eval(r)
+        elif kind == "def" and self.enum_members(subject):
+            # Iterating an Enum subclass yields its members.
+            out.add(("inst", subject))
         elif kind == "inst":
             for iterator in self.protocol_results(subject, "__iter__"):
                 if iterator[0] == "inst":
@@ -1287,7 +1312,7 @@ class Linker:
                     out |= self.apply(value[1], args, kwargs, depth + 1)
                 elif value[0] == "returns":
                     out |= self.eval(value[1])
-                elif value == ("ext", "functools.partial") and args:
+                elif value in FIRST_ARGUMENT_STANDS and args:
                     out |= args[0]
                 elif value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
@@ -1843,9 +1868,12 @@ class Linker:
 
     def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
         """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
-        iterator the first returned). Iterating a generator runs its function's body, from here."""
+        iterator the first returned). Iterating or entering a generator runs its function's body, from
+        here."""
         iterates = first in ("__iter__", "__aiter__")
-        if value[0] == "gen" and iterates:
+        if value[0] == "gen":
+            # Entering a generator is entering what `contextlib.contextmanager` made of its function
+            # (a bare generator has no `__enter__`): the body runs up to its `yield` from here.
             return [CallTarget(value[1], self.defs.get(value[1], {}).get("kind", "function"), resolution)]
         if value[0] != "inst":
             return []
