@@ -117,7 +117,9 @@ STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
 MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
 # The standard library's enumeration bases: the names their subclasses' bodies bind are members.
-ENUM_BASES = frozenset({"enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "enum.ReprEnum"})
+ENUM_BASES = frozenset(
+    {"enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "enum.ReprEnum"}
+)
 RESOLVED_STATUS = {
     "lexical": "confirmed",
     "import": "confirmed",
@@ -1159,7 +1161,8 @@ class Linker:
         return [
             name
             for name, refs in bound.items()
-            if not name.startswith("_") and not any(v[0] in ("def", "prop") for r in refs for v in self.eval(r))
+            if not name.startswith("_")
+            and not any(v[0] in ("def", "prop") for r in refs for v in self.eval(r))
         ]
 
     def method_bases(self, cls: str) -> list[str]:
