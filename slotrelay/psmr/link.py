@@ -1750,8 +1750,8 @@ class Linker:
         if kind in ("get", "set"):
             if self.record:
                 self.memo.use(("property", item["name"]))
-            descriptor = DESCRIPTOR_DUNDERS[kind]
-            if item["name"] not in self.property_names and not self.defines_dunder((descriptor,)):
+            hooks = (DESCRIPTOR_DUNDERS[kind],) + (("__getattr__",) if kind == "get" else ())
+            if item["name"] not in self.property_names and not self.defines_dunder(hooks):
                 return []
         if kind == "op" and not self.defines_dunder(self.operator_names(item["name"])):
             return []
@@ -1766,6 +1766,10 @@ class Linker:
                 name = item["name"]
                 method = self.property_of(value, name) or self.descriptor_of(value, name, kind)
                 targets = [CallTarget(method, "method", resolution)] if method else []
+                hook = self.getattr_hook(value, name) if kind == "get" and not method else None
+                if hook:
+                    # Derived: an attribute set by name at run time (`setattr`) would hide it.
+                    targets.append(CallTarget(hook, "method", "heuristic"))
                 if value[0] == "inst" and not self.strict and not self.constructed_here(ref):
                     # The property a subclass overrides it with, for a value declared as the base.
                     for sub in self.live_subclasses(value[1]):
@@ -1962,6 +1966,18 @@ class Linker:
                         out += [t.target for t in self.value_targets(made, how) if t.kind == "method"]
             out += [m for m in (self.find_method(cls, "__setstate__"),) if m]
         return [CallTarget(m, "method", how) for m in dict.fromkeys(out)]
+
+    def getattr_hook(self, value: Value, name: str) -> str | None:
+        """The `__getattr__` an instance's read of `name` asks, where neither the instance's stored
+        attributes nor its class's MRO (all of the tree's, no external base) bind the name."""
+        if value[0] != "inst" or (name.startswith("__") and name.endswith("__")):
+            return None
+        cls = value[1]
+        hook = self.find_method(cls, "__getattr__")
+        if hook is None or self.method_bases(cls) or self.class_attr(cls, name, instance=True):
+            return None
+        stored = any(self.instance_attrs.get(k, {}).get(name) for k in self.mro(cls))
+        return None if stored else hook
 
     def descriptor_of(self, value: Value, name: str, mode: str) -> str | None:
         """The descriptor method `value.name` runs (`__get__` for a read, `__set__` for a write) where

@@ -1020,3 +1020,26 @@ def direct():
     # Through a parameter, what flows in is derived, the decorated function as any other.
     assert edges[("m.invoke", "m.pass_state.new_func")] == {"heuristic"}
     assert ("m.invoke", "m.command") not in edges
+
+
+def test_reading_an_attribute_a_class_lacks_asks_its_getattr(tmp_path: Path) -> None:
+    # The data model: `__getattr__` is called when the normal lookup (the instance, its class's MRO)
+    # finds no attribute of that name. Derived: an attribute set by name at run time hides it.
+    edges = _edges(
+        tmp_path,
+        """class Item:
+    def __init__(self, value, **extra):
+        self.value = value
+        self._info = extra
+
+    def __getattr__(self, name):
+        return self._info.get(name)
+
+
+def read():
+    item = Item("x", kind="file")
+    return item.kind, item.value
+""",
+    )
+    assert edges[("m.read", "m.Item.__getattr__")] == {"heuristic"}
+    assert ("m.Item.__init__", "m.Item.__getattr__") not in edges
