@@ -76,6 +76,9 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
 }
 # The standard library's copying and pickling: what each returns of its argument (see `serialized`).
 SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
+# Calls whose result is, for the calls it makes, their first argument: calling a partial calls the
+# function it wraps; `update_wrapper` returns the wrapper it gave the wrapped one's metadata.
+FIRST_ARGUMENT_STANDS = frozenset({("ext", "functools.partial"), ("ext", "functools.update_wrapper")})
 # The descriptor method an attribute read or write runs.
 DESCRIPTOR_DUNDERS = {"get": "__get__", "set": "__set__"}
 # Builtins that iterate their first argument (see `Linker.iterated_arguments`).
@@ -113,6 +116,10 @@ ATTRIBUTE_KINDS = frozenset(
 STATED_KINDS = frozenset({"annot", "typed", "fixture"})
 # External bases that add no methods a subclass would call (typing and abc machinery).
 MARKER_BASES = ("typing.", "typing_extensions.", "abc.ABC", "abc.ABCMeta")
+# The standard library's enumeration bases: the names their subclasses' bodies bind are members.
+ENUM_BASES = frozenset(
+    {"enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "enum.ReprEnum"}
+)
 RESOLVED_STATUS = {
     "lexical": "confirmed",
     "import": "confirmed",
@@ -388,8 +395,7 @@ class Linker:
             for value in ordered(self.eval(ref[1])):
                 if value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
-                elif value == ("ext", "functools.partial") and ref[2]:
-                    # Calling a partial calls the function it wraps.
+                elif value in FIRST_ARGUMENT_STANDS and ref[2]:
                     out |= self.eval(ref[2][0])
                 elif value[0] == "ext" and value[1] in SERIALIZERS and ref[2]:
                     out |= self.serialized(value[1], ref[2][0])
@@ -407,6 +413,10 @@ class Linker:
                     out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
                 else:
                     out |= self.call_result(value)
+            if ref[1][0] == "attr" and ref[1][2] in ("__enter__", "__aenter__"):
+                # Entering what `contextlib.contextmanager` made of a generator: what it yields.
+                for value in ordered(self.eval(ref[1][1])):
+                    out |= self.elements(value) if value[0] == "gen" else set()
             if ref[1][0] == "attr" and ref[1][2] == "__new__" and ref[2]:
                 # `C.__new__(cls)` (object's, or `super().__new__(cls)`) makes an instance of cls.
                 out |= {("inst", v[1]) for v in self.eval(ref[2][0]) if self.is_class(v)}
@@ -1114,6 +1124,8 @@ class Linker:
 
         Not found in the tree's classes, it is the attribute of the one external base (if one).
         """
+        if not instance and name in self.enum_members(cls):
+            return {("inst", cls)}
         order = self.mro(cls)
         for klass in order[1:] if after_self else order:
             out: set[Value] = set()
@@ -1139,6 +1151,19 @@ class Linker:
                 return out
         bases = self.method_bases(cls)
         return {("extm", f"{bases[0]}.{name}")} if len(bases) == 1 else set()
+
+    def enum_members(self, cls: str) -> list[str]:
+        """The members of an Enum subclass: the names its own body binds, but for `_`-prefixed ones
+        and descriptors (its methods and properties)."""
+        bound = self.bindings.get(cls, {})
+        if not bound or not ENUM_BASES.intersection(self.external_bases(cls)):
+            return []
+        return [
+            name
+            for name, refs in bound.items()
+            if not name.startswith("_")
+            and not any(v[0] in ("def", "prop") for r in refs for v in self.eval(r))
+        ]
 
     def method_bases(self, cls: str) -> list[str]:
         """The external bases of a class that can supply methods (typing/abc markers aside)."""
@@ -1181,6 +1206,9 @@ class Linker:
         elif kind == "gen":
             for r in self.scopes.get(subject, {}).get("yields", []):
                 out |= self.eval(r)
+        elif kind == "def" and self.enum_members(subject):
+            # Iterating an Enum subclass yields its members.
+            out.add(("inst", subject))
         elif kind == "inst":
             for iterator in self.protocol_results(subject, "__iter__"):
                 if iterator[0] == "inst":
@@ -1287,7 +1315,7 @@ class Linker:
                     out |= self.apply(value[1], args, kwargs, depth + 1)
                 elif value[0] == "returns":
                     out |= self.eval(value[1])
-                elif value == ("ext", "functools.partial") and args:
+                elif value in FIRST_ARGUMENT_STANDS and args:
                     out |= args[0]
                 elif value[0] == "builtin":
                     out |= self.builtin_result(value[1], ref[2])
@@ -1486,11 +1514,12 @@ class Linker:
                     found.setdefault(target.target, target)
         if not self.strict:
             dispatched = self.dispatched(callee, found)
-            if dispatched and callee[0] == "attr":
+            if dispatched and callee[0] in ("attr", "name"):
                 # Where an override may run instead, which of them runs depends on the receiver's
                 # class at run time: the method the declared class finds is a guess too.
+                read = {callee[2]} if callee[0] == "attr" else {n for _, n in self.bound_reads(callee)}
                 for name, target in list(found.items()):
-                    overridden = target.kind == "method" and name.endswith(f".{callee[2]}")
+                    overridden = target.kind == "method" and name.rsplit(".", 1)[-1] in read
                     if overridden and not self.is_abstract(name):
                         found[name] = CallTarget(name, "method", "heuristic")
             for method in dispatched:
@@ -1510,11 +1539,25 @@ class Linker:
                         made = self.value_targets(("def", sub), "heuristic")
                         out += [t.target for t in made if t.kind == "method"]
             return sorted(set(out) - found.keys())
+        if callee[0] == "name":
+            # `report = e.show; report()` runs what `e.show()` would.
+            return sorted({m for r, n in self.bound_reads(callee) for m in self.overrides(r, n, found)})
         if callee[0] != "attr":
             return []
         if callee[1][0] == "super":
             return self.sibling_supers(callee[1][1], callee[2])
         return self.overrides(callee[1], callee[2], found)
+
+    def bound_reads(self, name_ref: Any) -> list[tuple[Any, str]]:
+        """The attribute reads (receiver, name) a called name is bound to: `report = e.show`, or an
+        element of a literal tuple unpacked into it (`report, code = e.show, e.code`)."""
+        out = []
+        for ref in self.binding_refs(name_ref):
+            while ref[0] == "sub" and ref[1][0] == "coll" and isinstance(ref[2], int) and ref[2] in ref[1][2]:
+                ref = ref[1][1][ref[1][2].index(ref[2])]
+            if ref[0] == "attr" and ref[1][0] != "super":
+                out.append((ref[1], ref[2]))
+        return out
 
     def implicit_resolution(self, receiver: Any) -> str:
         """How a call without call syntax on a receiver is resolved: `implicit`, or `heuristic` where
@@ -1707,8 +1750,8 @@ class Linker:
         if kind in ("get", "set"):
             if self.record:
                 self.memo.use(("property", item["name"]))
-            descriptor = DESCRIPTOR_DUNDERS[kind]
-            if item["name"] not in self.property_names and not self.defines_dunder((descriptor,)):
+            hooks = (DESCRIPTOR_DUNDERS[kind],) + (("__getattr__",) if kind == "get" else ())
+            if item["name"] not in self.property_names and not self.defines_dunder(hooks):
                 return []
         if kind == "op" and not self.defines_dunder(self.operator_names(item["name"])):
             return []
@@ -1723,6 +1766,10 @@ class Linker:
                 name = item["name"]
                 method = self.property_of(value, name) or self.descriptor_of(value, name, kind)
                 targets = [CallTarget(method, "method", resolution)] if method else []
+                hook = self.getattr_hook(value, name) if kind == "get" and not method else None
+                if hook:
+                    # Derived: an attribute set by name at run time (`setattr`) would hide it.
+                    targets.append(CallTarget(hook, "method", "heuristic"))
                 if value[0] == "inst" and not self.strict and not self.constructed_here(ref):
                     # The property a subclass overrides it with, for a value declared as the base.
                     for sub in self.live_subclasses(value[1]):
@@ -1828,9 +1875,12 @@ class Linker:
 
     def protocol_targets(self, value: Value, first: str, second: str, resolution: str) -> list[CallTarget]:
         """`for`/`with` on an instance: its first protocol method, then the second (for `for`, on the
-        iterator the first returned). Iterating a generator runs its function's body, from here."""
+        iterator the first returned). Iterating or entering a generator runs its function's body, from
+        here."""
         iterates = first in ("__iter__", "__aiter__")
-        if value[0] == "gen" and iterates:
+        if value[0] == "gen":
+            # Entering a generator is entering what `contextlib.contextmanager` made of its function
+            # (a bare generator has no `__enter__`): the body runs up to its `yield` from here.
             return [CallTarget(value[1], self.defs.get(value[1], {}).get("kind", "function"), resolution)]
         if value[0] != "inst":
             return []
@@ -1916,6 +1966,18 @@ class Linker:
                         out += [t.target for t in self.value_targets(made, how) if t.kind == "method"]
             out += [m for m in (self.find_method(cls, "__setstate__"),) if m]
         return [CallTarget(m, "method", how) for m in dict.fromkeys(out)]
+
+    def getattr_hook(self, value: Value, name: str) -> str | None:
+        """The `__getattr__` an instance's read of `name` asks, where neither the instance's stored
+        attributes nor its class's MRO (all of the tree's, no external base) bind the name."""
+        if value[0] != "inst" or (name.startswith("__") and name.endswith("__")):
+            return None
+        cls = value[1]
+        hook = self.find_method(cls, "__getattr__")
+        if hook is None or self.method_bases(cls) or self.class_attr(cls, name, instance=True):
+            return None
+        stored = any(self.instance_attrs.get(k, {}).get(name) for k in self.mro(cls))
+        return None if stored else hook
 
     def descriptor_of(self, value: Value, name: str, mode: str) -> str | None:
         """The descriptor method `value.name` runs (`__get__` for a read, `__set__` for a write) where

@@ -794,3 +794,252 @@ def make():
     assert edges[("m.Item.copy", "m.Table.__copy__")] == {"heuristic"}
     assert edges[("m.Item.copy", "m.Integer.__init__")] == {"heuristic"}
     assert edges[("m.Item.copy", "m.Item.__reduce_ex__")] == {"heuristic"}
+
+
+def test_a_bound_method_read_then_called_reaches_the_overrides(tmp_path: Path) -> None:
+    # `report = e.show` binds the method the object's class finds at run time; calling it later runs
+    # a subclass's override as `e.show()` would (derived: the exception's class decides).
+    edges = _edges(
+        tmp_path,
+        """class Problem(Exception):
+    def show(self):
+        print("problem")
+
+
+class UsageProblem(Problem):
+    def show(self):
+        print("usage")
+
+
+class Quiet(Problem):
+    pass
+
+
+def run(n):
+    if n:
+        raise UsageProblem()
+    raise Quiet()
+
+
+def main(n):
+    report = None
+    try:
+        run(n)
+    except Problem as e:
+        report, code = e.show, 1
+    if report is not None:
+        report()
+
+
+def made_here():
+    p = Problem()
+    shown = p.show
+    shown()
+""",
+    )
+    assert edges[("m.main", "m.UsageProblem.show")] == {"heuristic"}
+    assert edges[("m.main", "m.Problem.show")] == {"heuristic"}
+    # A Problem the code constructs runs Problem's own method.
+    assert edges[("m.made_here", "m.Problem.show")] == {"confirmed"}
+    assert ("m.made_here", "m.UsageProblem.show") not in edges
+
+
+def test_a_member_of_an_enum_is_an_instance_of_its_class(tmp_path: Path) -> None:
+    # The data model: the names an Enum subclass's body binds (other than its methods) become
+    # instances of that class, and iterating the class yields them.
+    edges = _edges(
+        tmp_path,
+        """import copy
+from enum import Enum
+
+
+class Marker(Enum):
+    FIRST = object()
+    SECOND = object()
+
+    def __repr__(self):
+        return self.name
+
+    def __copy__(self):
+        return self
+
+    def describe(self):
+        return "marker"
+
+
+FIRST = Marker.FIRST
+
+
+def show():
+    return repr(FIRST)
+
+
+def described():
+    return Marker.SECOND.describe()
+
+
+def duplicated():
+    return [copy.copy(m) for m in Marker]
+
+
+class Plain:
+    LIMIT = object()
+
+    def __repr__(self):
+        return "plain"
+
+
+def plain():
+    return repr(Plain.LIMIT)
+""",
+    )
+    assert edges[("m.show", "m.Marker.__repr__")] == {"confirmed"}
+    assert edges[("m.described", "m.Marker.describe")] == {"confirmed"}
+    assert edges[("m.duplicated", "m.Marker.__copy__")] == {"confirmed"}
+    assert ("m.plain", "m.Plain.__repr__") not in edges
+
+
+def test_entering_what_a_contextmanager_function_returned_runs_its_body(tmp_path: Path) -> None:
+    # `contextlib.contextmanager` turns a generator function into one whose call makes a context
+    # manager: its body runs up to `yield` where the `with` statement enters it, wherever it was made.
+    edges = _edges(
+        tmp_path,
+        """import contextlib
+
+
+@contextlib.contextmanager
+def opened(path):
+    yield path
+
+
+def pager(path):
+    return opened(path)
+
+
+def use():
+    with pager("x") as f:
+        print(f)
+
+
+@contextlib.asynccontextmanager
+async def session():
+    yield 1
+
+
+def make():
+    return session()
+
+
+async def use_async():
+    async with make() as s:
+        print(s)
+""",
+    )
+    assert edges[("m.use", "m.opened")] == {"confirmed"}
+    assert edges[("m.use_async", "m.session")] == {"confirmed"}
+
+
+def test_with_as_binds_what_a_contextmanager_function_yields(tmp_path: Path) -> None:
+    # `with cm as x` binds what `cm.__enter__()` returns: for what `contextlib.contextmanager` made,
+    # the value the generator yields (a `typing.cast` to a library type leaves the value as it is).
+    edges = _edges(
+        tmp_path,
+        """import contextlib
+import typing as t
+
+
+class Writer:
+    def write(self, text):
+        return len(text)
+
+
+@contextlib.contextmanager
+def opened() -> t.Iterator[t.TextIO]:
+    writer = Writer()
+    yield t.cast(t.TextIO, writer)
+
+
+def pager() -> t.ContextManager[t.TextIO]:
+    return opened()
+
+
+def use():
+    with pager() as f:
+        f.write("x")
+""",
+    )
+    assert edges[("m.use", "m.Writer.write")] == {"confirmed"}
+
+
+def test_update_wrapper_returns_the_wrapper(tmp_path: Path) -> None:
+    # `functools.update_wrapper(wrapper, wrapped)` copies wrapped's metadata onto wrapper and returns
+    # wrapper: a decorator that returns it replaces the function with its nested one.
+    edges = _edges(
+        tmp_path,
+        """import functools
+from functools import update_wrapper
+
+
+def pass_state(f):
+    def new_func(*args, **kwargs):
+        return f("state", *args, **kwargs)
+
+    return update_wrapper(new_func, f)
+
+
+def logged(f):
+    def inner(*args):
+        return f(*args)
+
+    return functools.update_wrapper(inner, f)
+
+
+@pass_state
+def command(state, x):
+    return x
+
+
+@logged
+def other(x):
+    return x
+
+
+def invoke(callback, *args):
+    return callback(*args)
+
+
+def main():
+    return invoke(command, 1)
+
+
+def direct():
+    return other(2)
+""",
+    )
+    assert edges[("m.direct", "m.logged.inner")] == {"confirmed"}
+    # Through a parameter, what flows in is derived, the decorated function as any other.
+    assert edges[("m.invoke", "m.pass_state.new_func")] == {"heuristic"}
+    assert ("m.invoke", "m.command") not in edges
+
+
+def test_reading_an_attribute_a_class_lacks_asks_its_getattr(tmp_path: Path) -> None:
+    # The data model: `__getattr__` is called when the normal lookup (the instance, its class's MRO)
+    # finds no attribute of that name. Derived: an attribute set by name at run time hides it.
+    edges = _edges(
+        tmp_path,
+        """class Item:
+    def __init__(self, value, **extra):
+        self.value = value
+        self._info = extra
+
+    def __getattr__(self, name):
+        return self._info.get(name)
+
+
+def read():
+    item = Item("x", kind="file")
+    return item.kind, item.value
+""",
+    )
+    assert edges[("m.read", "m.Item.__getattr__")] == {"heuristic"}
+    assert ("m.Item.__init__", "m.Item.__getattr__") not in edges
