@@ -14,14 +14,33 @@
 `flows/chain.py` and `tasks/node.py` compile a chain onto Prefect; `deployments/` starts runs.
 """
 
-from slotrelay.chain.errors import ChainError, ChainValidationError, NodeError, Problem
-from slotrelay.chain.executors import EXECUTORS, ExecutionContext, NodeOutput
-from slotrelay.chain.models import Chain, ErrorType, Node, Route
-from slotrelay.chain.outcomes import NodeOutcome, NodeState
-from slotrelay.chain.provenance import input_slot_path, output_slot_path
-from slotrelay.chain.routing import RouteDecision, evaluate_routes, route_finished
-from slotrelay.chain.schema import load_chain, validate_document
-from slotrelay.chain.slots import input_slot_document
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slotrelay.chain.errors import ChainError, ChainValidationError, NodeError, Problem
+    from slotrelay.chain.executors import EXECUTORS, ExecutionContext, NodeOutput
+    from slotrelay.chain.models import Chain, ErrorType, Node, Route
+    from slotrelay.chain.outcomes import NodeOutcome, NodeState
+    from slotrelay.chain.provenance import input_slot_path, output_slot_path
+    from slotrelay.chain.routing import RouteDecision, evaluate_routes, route_finished
+    from slotrelay.chain.schema import load_chain, validate_document
+    from slotrelay.chain.slots import input_slot_document
+
+# Each public name's module, read on first use (PEP 562): importing one part of the engine, such as
+# `slotrelay.chain.slots` for the MCP server's first answer, loads that part and not the executors,
+# the schema's validator (jsonschema) or the graph (networkx).
+_HOMES = {
+    "errors": ["ChainError", "ChainValidationError", "NodeError", "Problem"],
+    "executors": ["EXECUTORS", "ExecutionContext", "NodeOutput"],
+    "models": ["Chain", "ErrorType", "Node", "Route"],
+    "outcomes": ["NodeOutcome", "NodeState"],
+    "provenance": ["input_slot_path", "output_slot_path"],
+    "routing": ["RouteDecision", "evaluate_routes", "route_finished"],
+    "schema": ["load_chain", "validate_document"],
+    "slots": ["input_slot_document"],
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "EXECUTORS",
@@ -46,3 +65,12 @@ __all__ = [
     "route_finished",
     "validate_document",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
