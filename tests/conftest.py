@@ -292,8 +292,35 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+# The markers of the tests that hold a worker longest (minutes of PSMR on networkx, a server on
+# PostgreSQL and process workers, a browser driving the UI, a Prefect server's runs), heaviest first.
+HEAVIEST_FIRST = ("slow", "postgres", "browser", "prefect_server", "docker")
+
+
+def _weight(item: pytest.Item) -> int:
+    """The rank in HEAVIEST_FIRST of the item's heaviest marker (past the end without one)."""
+    return min((HEAVIEST_FIRST.index(m.name) for m in item.iter_markers() if m.name in HEAVIEST_FIRST),
+               default=len(HEAVIEST_FIRST))
+
+
+def heaviest_files_first(items: list[pytest.Item]) -> None:
+    """Order the files by their heaviest test, each file's tests kept together and in their order.
+
+    xdist hands a worker its next file as it finishes one (`--dist loadfile --no-loadscope-reorder`): with
+    the long files first, the short ones fill in at the end and both workers finish together, instead of
+    one running a file of minutes alone after the other has run out of files.
+    """
+    by_file: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+    # sorted() is stable: files of one weight keep the order pytest collected them in.
+    ordered = sorted(by_file.values(), key=lambda tests: min(map(_weight, tests)))
+    items[:] = [item for tests in ordered for item in tests]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Let hypothesis tests share the global `random` with Prefect's process-wide threads.
+    """Order the files heaviest first (`heaviest_files_first`), and let hypothesis tests share the global
+    `random` with Prefect's process-wide threads.
 
     hypothesis warns when the global `random` state moves while it draws an example, taking it for a
     strategy that calls `random`. In this process the state also moves under Prefect's own threads: the
@@ -301,6 +328,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `random` (prefect.utilities.math), and they live for the whole session once a test has run a flow
     in-process. The warning then fires at random, and the replay that does not see it reports Flaky.
     """
+    heaviest_files_first(items)
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(
