@@ -299,8 +299,10 @@ HEAVIEST_FIRST = ("slow", "postgres", "browser", "prefect_server", "docker")
 
 def _weight(item: pytest.Item) -> int:
     """The rank in HEAVIEST_FIRST of the item's heaviest marker (past the end without one)."""
-    return min((HEAVIEST_FIRST.index(m.name) for m in item.iter_markers() if m.name in HEAVIEST_FIRST),
-               default=len(HEAVIEST_FIRST))
+    return min(
+        (HEAVIEST_FIRST.index(m.name) for m in item.iter_markers() if m.name in HEAVIEST_FIRST),
+        default=len(HEAVIEST_FIRST),
+    )
 
 
 def heaviest_files_first(items: list[pytest.Item]) -> None:
