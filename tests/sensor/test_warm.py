@@ -22,9 +22,9 @@ import pytest
 
 from deployments import prefect_compat
 from slotrelay.slots import read_slot
+from tests.support.processes import log_text
+from tests.support.waiting import wait_until
 
-from ..support.processes import log_text
-from ..support.waiting import wait_until
 from .chains import agent_writes, make_chain
 
 pytestmark = pytest.mark.prefect_server
