@@ -16,10 +16,11 @@ lint: setup
 
 # Two pytest-xdist workers: most of the suite's time is spent waiting on the servers, daemons and
 # browsers its tests start (each worker starts its own), so two workers on CI's two cores halve it.
-# A file's tests run on one worker, in order: several share a module fixture (a watch process, a
-# built workspace) whose state the later tests build on.
+# A worker takes a whole file (several share a module fixture: a watch process, a built workspace, set
+# up once per file and worker), the files heaviest first in the order tests/conftest.py gives them
+# (not xdist's order by the number of tests, which left the one-test file of minutes for last).
 suite: setup
-	.venv/bin/python -m pytest -n 2 --dist loadfile
+	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	for f in bench/*.py; do .venv/bin/python $$f || exit 1; done

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from slotrelay import fsio
+from tests.support.ordering import heaviest_files_first
 
 # Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
 # sandbox, on a copy; they are not this project's tests.
@@ -293,7 +294,8 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Let hypothesis tests share the global `random` with Prefect's process-wide threads.
+    """Order the files heaviest first (`heaviest_files_first`), and let hypothesis tests share the global
+    `random` with Prefect's process-wide threads.
 
     hypothesis warns when the global `random` state moves while it draws an example, taking it for a
     strategy that calls `random`. In this process the state also moves under Prefect's own threads: the
@@ -301,6 +303,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `random` (prefect.utilities.math), and they live for the whole session once a test has run a flow
     in-process. The warning then fires at random, and the replay that does not see it reports Flaky.
     """
+    heaviest_files_first(items)
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(

@@ -1,13 +1,16 @@
-"""The waiting helpers of `tests/support`: they return what was waited for, and fail naming it."""
+"""The helpers of `tests/support`: the waiting ones return what was waited for, and fail naming it; the
+suite's order puts the files with the longest tests first."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.support.ordering import heaviest_files_first
 from tests.support.processes import wait_while_running
 from tests.support.waiting import wait_until
 
@@ -31,3 +34,29 @@ def test_wait_while_running_fails_once_the_process_exits_with_its_log(tmp_path: 
     with pytest.raises(pytest.fail.Exception, match=r"(?s)exited with 0 before it answered:\ngave up"):
         wait_while_running(process, lambda: False, timeout=600, what="it answered", log=log)
     process.wait()
+
+
+@dataclass
+class Collected:
+    """What the ordering reads of a collected test: its file and its markers."""
+
+    path: Path
+    name: str
+    markers: list[str] = field(default_factory=list)
+
+    def iter_markers(self) -> list[pytest.Mark]:
+        return [getattr(pytest.mark, name).mark for name in self.markers]
+
+
+def test_the_files_with_the_longest_tests_go_first_each_kept_whole_and_in_order() -> None:
+    items = [
+        Collected(Path("a.py"), "a1"),
+        Collected(Path("b.py"), "b1"),
+        Collected(Path("b.py"), "b2", ["prefect_server"]),
+        Collected(Path("c.py"), "c1", ["docker"]),
+        Collected(Path("d.py"), "d1", ["slow", "prefect_server"]),
+        Collected(Path("e.py"), "e1", ["prefect_server"]),
+        Collected(Path("a.py"), "a2", ["parametrize"]),
+    ]
+    heaviest_files_first(items)  # type: ignore[arg-type]
+    assert [item.name for item in items] == ["d1", "b1", "b2", "e1", "c1", "a1", "a2"]

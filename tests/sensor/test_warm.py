@@ -2,7 +2,8 @@
 normal flow run; a warm process killed mid-run leaves its run Crashed and is replaced; a run cancelled
 as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in flight
 cancels it and leaves a successor, as for the runner's runs. The first test checks the runner's side of the
-hand-off alone; the others share one `watch` and run in order (the last one stops it)."""
+hand-off alone. The next three share one `watch` (each writes its own sources and reads back only its own
+runs, so they run in any order); the last stops a `watch` of its own, on a chain of its own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import re
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -20,6 +22,8 @@ import pytest
 
 from deployments import prefect_compat
 from slotrelay.chain.slots import read_slot
+from tests.support.processes import log_text
+from tests.support.waiting import wait_until
 
 from .chains import agent_writes, make_chain
 
@@ -37,23 +41,23 @@ def note(data):
     time.sleep(data.get("nap", 0))
     return {"noted": True}
 '''
-SOURCES = 4
+# A source per hop, none written by two tests: work-0..1 (runs once), 2..3 (killed), 4 (cancelled), and
+# on the stopped `watch`'s own chain, 0.
+SOURCES = 5
 
 
 def wait_for(condition, timeout: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
-        time.sleep(0.1)
+    wait_until(condition, timeout=timeout, what=what, interval=0.1, details=lambda: log_text(log))
 
 
 class Watch:
-    """`slotrelay watch --warm 1` on one chain whose nodes note where they ran."""
+    """`slotrelay watch --warm 1` on one chain whose nodes note where they ran (its deployment is named
+    after the chain)."""
 
-    def __init__(self, folder: Path, api_url: str) -> None:
+    def __init__(self, folder: Path, api_url: str, chain_id: str = "warm") -> None:
         self.folder = folder
-        self.chain = make_chain(folder, "warm", SOURCES)
+        self.chain_id = chain_id
+        self.chain = make_chain(folder, chain_id, SOURCES)
         (folder / "warm_work.py").write_text(NOTE_MODULE)
         document = json.loads(self.chain.read_text())
         for node in document["nodes"]:
@@ -96,22 +100,38 @@ class Watch:
         lines = path.read_text().splitlines() if path.exists() else []
         return [a for a in map(json.loads, lines) if a["source"] == source]
 
+    def runs(self) -> list:
+        """The flow runs of the chain's deployment on the API."""
+        from prefect.client.orchestration import get_client
+        from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+        with get_client(sync_client=True) as client:
+            return client.read_flow_runs(
+                deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[self.chain_id])))
+
     def stop(self, how: signal.Signals = signal.SIGINT) -> None:
         if self.process.poll() is None:
             self.process.send_signal(how)
         assert self.process.wait(timeout=120) == 0, self.log.read_text()
 
 
+@contextmanager
+def watching(folder: Path, api_url: str, chain_id: str = "warm") -> Iterator[Watch]:
+    """A started `Watch`, stopped on the way out."""
+    started = Watch(folder, api_url, chain_id)
+    try:
+        wait_for(lambda: "watching" in started.log.read_text() or started.process.poll() is not None, 90,
+                 "watch to start", started.log)
+        assert started.process.poll() is None, started.log.read_text()
+        yield started
+    finally:
+        started.stop()
+
+
 @pytest.fixture(scope="module")
 def watch(prefect_server, tmp_path_factory):
-    watching = Watch(tmp_path_factory.mktemp("warm"), prefect_server)
-    try:
-        wait_for(lambda: "watching" in watching.log.read_text() or watching.process.poll() is not None, 90,
-                 "watch to start", watching.log)
-        assert watching.process.poll() is None, watching.log.read_text()
-        yield watching
-    finally:
-        watching.stop()
+    with watching(tmp_path_factory.mktemp("warm"), prefect_server) as started:
+        yield started
 
 
 def run_of(flow_run_id: str):
@@ -170,13 +190,9 @@ def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect
 
 def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterName,
-        LogFilter,
-        LogFilterFlowRunId,
-    )
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
+    before = {str(r.id) for r in watch.runs()}
     flow_run_id = watch.hop(0)
     wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
     run, states = run_of(flow_run_id)
@@ -186,11 +202,9 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     [attempt] = watch.attempts(0)
     assert attempt["process"] == "slotrelay-warm"
     assert f"flow run {flow_run_id} runs in warm process {attempt['pid']}" in watch.log.read_text()
+    # One flow run for the write, the one the sensor created, and its logs are on the API.
+    assert [str(r.id) for r in watch.runs() if str(r.id) not in before] == [flow_run_id]
     with get_client(sync_client=True) as client:
-        # One flow run for the write, the one the sensor created, and its logs are on the API.
-        of_chain = DeploymentFilter(name=DeploymentFilterName(any_=["warm"]))
-        runs = client.read_flow_runs(deployment_filter=of_chain)
-        assert [str(r.id) for r in runs] == [flow_run_id]
         wait_for(lambda: any("ended COMPLETED" in entry.message for entry in client.read_logs(
             log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))), 60, "the run's logs",
                  watch.log)
@@ -223,12 +237,10 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.states import Cancelling
 
-    # A second write of src-0 with new content routes again: a new run of work-0. Counted from here, so that
-    # an earlier test's failure is not reported again as this one's timeout.
-    noted = len(watch.attempts(0))
-    flow_run_id = watch.hop(0, nap=600)
-    wait_for(lambda: len(watch.attempts(0)) > noted, 120, "the node to start", watch.log)
-    pid = watch.attempts(0)[-1]["pid"]
+    flow_run_id = watch.hop(4, nap=600)
+    wait_for(lambda: bool(watch.attempts(4)), 120, "the node to start", watch.log)
+    [attempt] = watch.attempts(4)
+    pid = attempt["pid"]
     with get_client(sync_client=True) as client:
         # What the UI's Cancel does.
         client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
@@ -238,19 +250,16 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)
 
 
-def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(watch):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-
-    noted = len(watch.attempts(1))
-    flow_run_id = watch.hop(1, nap=600)
-    wait_for(lambda: len(watch.attempts(1)) > noted, 120, "the node to start", watch.log)
-    assert watch.attempts(1)[-1]["process"] == "slotrelay-warm"
-    watch.stop(signal.SIGTERM)
+def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(prefect_server, tmp_path):
+    # A `watch` of its own (the one this test stops), on a chain of its own: the successor it leaves is
+    # never run by the shared `watch`.
+    with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as watch:
+        flow_run_id = watch.hop(0, nap=600)
+        wait_for(lambda: bool(watch.attempts(0)), 120, "the node to start", watch.log)
+        [attempt] = watch.attempts(0)
+        assert attempt["process"] == "slotrelay-warm"
+        watch.stop(signal.SIGTERM)
     run, _ = run_of(flow_run_id)
     assert run.state.is_cancelled(), run.state
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(
-            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["warm"])))
-    [successor] = [r for r in runs if r.state.is_scheduled()]
+    [successor] = [r for r in watch.runs() if r.state.is_scheduled()]
     assert successor.parameters == {**run.parameters, "resume": True}
