@@ -22,6 +22,7 @@ Choices, from measurements on Prefect 3.9.1:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import time
@@ -149,11 +150,11 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
         warm: warm processes to run in this event loop beside the runner; runs in them are stopped
             and given successors the same way.
     """
-    import asyncio
     import contextlib
     import signal
 
-    runner = _runner(poll_seconds, warm)
+    started = asyncio.Event()
+    runner = _runner(poll_seconds, warm, started)
     for deployment in deployments:
         runner.add_deployment(deployment)
 
@@ -163,7 +164,7 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
 
         def stop() -> None:
             if not stopping:
-                stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments, warm)))
+                stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments, warm, started)))
 
         async with contextlib.AsyncExitStack() as stack:
             if warm is not None:
@@ -179,8 +180,12 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
     asyncio.run(serve())
 
 
-def _runner(poll_seconds: float, warm: WarmPool | None) -> Runner:
-    """Prefect's runner, whose poll, beside warm processes, leaves the runs reserved for them alone.
+def _runner(poll_seconds: float, warm: WarmPool | None, started: asyncio.Event) -> Runner:
+    """Prefect's runner, which sets `started` once it can be stopped, and whose poll, beside warm processes,
+    leaves the runs reserved for them alone.
+
+    `Runner.astop` refuses a runner that has not started yet: a SIGINT in the moment between the handler
+    and the runner's start was lost, and `watch` served on. The stop waits for `started` instead.
 
     The sensor's run exists on the API from its creation, and the poll (every `poll_seconds`) finds it
     from then; the pool's claim comes after the creation's reply, the hand-off to the event loop and the
@@ -190,17 +195,17 @@ def _runner(poll_seconds: float, warm: WarmPool | None) -> Runner:
     """
     from prefect.runner import Runner
 
-    if warm is None:
-        return Runner(pause_on_shutdown=False, query_seconds=poll_seconds)
     pool = warm
 
-    class LeavingReservedRuns(Runner):
+    class ServedRunner(Runner):
         async def __aenter__(self) -> Self:
             await super().__aenter__()
-            prefect_compat.filter_scheduled_runs(self, lambda run: not pool.is_reserved(run))
+            if pool is not None:
+                prefect_compat.filter_scheduled_runs(self, lambda run: not pool.is_reserved(run))
+            started.set()
             return self
 
-    return LeavingReservedRuns(pause_on_shutdown=False, query_seconds=poll_seconds)
+    return ServedRunner(pause_on_shutdown=False, query_seconds=poll_seconds)
 
 
 SHUTDOWN_MESSAGE = "Runner is shutting down."  # the state message of runs `Runner.astop` cancels
@@ -223,14 +228,13 @@ def _flow_run_processes() -> set[uuid.UUID]:
 
 
 async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeployment],
-                               warm: WarmPool | None) -> None:
+                               warm: WarmPool | None, started: asyncio.Event) -> None:
     """Stop the runner; give each run it cancelled on the way out a Scheduled successor.
 
     Runs that have already ended are first given a moment for their processes to exit: the
     runner's stop (and the warm pool's) cancels every run it still has a process for, and would mark
     a run that has just completed Cancelled.
     """
-    import asyncio
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
@@ -260,6 +264,7 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
             logger.exception("could not tell which flow runs have ended; stopping the runner now")
         if warm is not None:
             await warm.cancel_in_flight()
+        await started.wait()
         await runner.astop()
         cancelled = await client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),

@@ -117,7 +117,14 @@ def start_watch(chains: list[Path], log: Path, api: str) -> subprocess.Popen:
 
 def stop_watch(watch: subprocess.Popen, log: Path) -> None:
     watch.send_signal(signal.SIGINT)
-    assert watch.wait(timeout=90) == 0, log.read_text()
+    try:
+        code = watch.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        # Killed so that one watch that missed its stop does not outlive this test into the next ones.
+        watch.kill()
+        watch.wait()
+        raise AssertionError(f"watch did not stop on SIGINT:\n{log.read_text()}") from None
+    assert code == 0, log.read_text()
 
 
 def test_joins_loop_bounds_and_pre_checks_follow_the_routing_step_under_watch(prefect_server, tmp_path):
