@@ -169,7 +169,7 @@ def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect
             return run.idempotency_key in reserved
 
     async def poll() -> None:
-        runner = _runner(1.0, Pool())
+        runner = _runner(1.0, Pool(), asyncio.Event())
         await runner.aadd_deployment(deployment)
         async with runner, get_client() as client:
             [deployment_id] = runner._deployment_registry.get_deployment_ids()
