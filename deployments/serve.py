@@ -235,7 +235,6 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
     runner's stop (and the warm pool's) cancels every run it still has a process for, and would mark
     a run that has just completed Cancelled.
     """
-
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
         DeploymentFilter,
