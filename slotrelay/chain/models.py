@@ -227,9 +227,8 @@ DeployCheck = Literal["url", "feature_points", "sitemap"]
 class DeployExecutor(Spec):
     """Copy files to targets as a release, prove and check it, switch it live, keep the sitemap.
 
-    Implementation: slotrelay.chain.executors.deploy.node (CONTRACTS.md#deploy-node). A target given as a
-    string is a
-    local folder.
+    Implementation: slotrelay.chain.executors.deploy.node (CONTRACTS.md#deploy-node).
+    A target given as a string is a local folder.
     """
 
     kind: Literal["deploy"]
