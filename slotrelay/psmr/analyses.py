@@ -15,8 +15,8 @@ from typing import Any
 from slotrelay.psmr import findings as findings_mod
 from slotrelay.psmr.effects import classify
 from slotrelay.psmr.errors import PolicyBlocked
+from slotrelay.psmr.execution import runtime_observations
 from slotrelay.psmr.identity import qname
-from slotrelay.psmr.observations import runtime_observations
 from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.queries import MAX_DEPTH, Answer
 from slotrelay.psmr.slicing import (
@@ -87,67 +87,22 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     target = analysable(
         ws, find_node(ws, request["target"]), accept_conflicts=request.get("accept_conflicts", False)
     )
-    distance = {target: 0}
-    via: dict[str, tuple[str, str]] = {}
-    frontier = [target]
-    for step in range(1, depth + 1):
-        nxt = []
-        for node in frontier:
-            for other, relation in _upstream(ws, node):
-                if other not in distance:
-                    distance[other] = step
-                    via[other] = (node, relation)
-                    nxt.append(other)
-        frontier = sorted(nxt)
+    distance, via = _rings_upstream(ws, target, depth)
     radius = set(distance)
-
-    def entry(node: str) -> dict[str, Any]:
-        source, relation = via[node]
-        return node_item(ws, node, distance=distance[node], via={"node": source, "relation": relation})
-
     ordered = sorted(radius - {target}, key=lambda n: (distance[n], n))
-    direct = [entry(n) for n in ordered if distance[n] == 1]
-    derived = [entry(n) for n in ordered if distance[n] > 1]
-    state = []
-    for _, s, k in sorted(ws.graph.out_edges(target, keys=True)):
-        if k in ("reads_state", "writes_state"):
-            state.append(
-                {
-                    "state": s,
-                    "access": k,
-                    "writers": neighbours_in(ws, s, "writes_state"),
-                    "readers": neighbours_in(ws, s, "reads_state"),
-                }
-            )
-    boundaries = []
-    for node in sorted(radius):
-        for _, callee, k in ws.graph.out_edges(node, keys=True):
-            effect = classify(qname(callee)) if k == "calls" else None
-            if effect:
-                boundaries.append({"node": node, "crosses": callee, "effect": effect})
+    direct = [_ring_entry(ws, n, distance, via) for n in ordered if distance[n] == 1]
+    derived = [_ring_entry(ws, n, distance, via) for n in ordered if distance[n] > 1]
     motifs = [m for m in motif_instances(ws, store) if m["subject"] in radius]
-    nearest_in_file: dict[str, int] = {}
-    for node in radius:
-        artifact = ws.graph.nodes[node].get("artifact")
-        if artifact:
-            nearest_in_file[artifact] = min(nearest_in_file.get(artifact, depth), distance[node])
+    nearest_in_file = _nearest_in_file(ws, distance, depth)
     likely_tests = tests_reaching(ws, target, depth=depth + 3)
     candidates = possible_callers(ws, target)
     marked = {u["id"] for u in candidates}
     uncertainty = candidates + [u for u in unknowns_in(ws, radius) if u["id"] not in marked]
-    observed = runtime_observations(ws, store, target)
     answer = Answer(
         data={
             "target": target,
             "depth": depth,
-            "runtime_certainty": {
-                "observed": observed,
-                "note": "tests that ran the target in execution.run_tests (authority runtime:pytest), on the "
-                "files as they are now; direct and derived impact stay static reachability"
-                if observed
-                else "no runtime evidence is recorded for the target: direct "
-                "and derived impact are static reachability, not observed executions",
-            },
+            "runtime_certainty": _runtime_certainty(runtime_observations(ws, store, target)),
             "counts": {
                 "direct": len(direct),
                 "derived": len(derived),
@@ -160,7 +115,7 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     # and tests) comes before the second ring.
     answer.add("direct", direct, lambda n: n["distance"])
     answer.add("derived", derived, lambda n: n["distance"])
-    answer.add("state_coupling", state, lambda s: 0)
+    answer.add("state_coupling", _state_coupling(ws, target), lambda s: 0)
     # A possible caller is as near as a direct one.
     answer.add(
         "uncertainty",
@@ -170,9 +125,84 @@ def impact(ws: Workspace, request: dict[str, Any], *, store: Store) -> Answer:
     answer.add("conflicts", conflicts_on(ws, radius), lambda c: distance[c["subject"]])
     answer.add("review_files", sorted(nearest_in_file), lambda f: nearest_in_file[f])
     answer.add("likely_tests", likely_tests, lambda t: t["distance"])
-    answer.add("boundaries", boundaries, lambda b: distance[b["node"]])
+    answer.add("boundaries", _boundaries(ws, radius), lambda b: distance[b["node"]])
     answer.add("motifs", motifs, lambda m: distance[m["subject"]])
     return answer
+
+
+def _rings_upstream(
+    ws: Workspace, target: str, depth: int
+) -> tuple[dict[str, int], dict[str, tuple[str, str]]]:
+    """Each node within `depth` dependency steps of the target with its distance, and the node and
+    relation it was reached through (the target has no entry in the second map)."""
+    distance = {target: 0}
+    via: dict[str, tuple[str, str]] = {}
+    frontier = [target]
+    for step in range(1, depth + 1):
+        nxt = []
+        for node in frontier:
+            for other, relation in _upstream(ws, node):
+                if other not in distance:
+                    distance[other] = step
+                    via[other] = (node, relation)
+                    nxt.append(other)
+        frontier = sorted(nxt)
+    return distance, via
+
+
+def _ring_entry(
+    ws: Workspace, node: str, distance: dict[str, int], via: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
+    source, relation = via[node]
+    return node_item(ws, node, distance=distance[node], via={"node": source, "relation": relation})
+
+
+def _state_coupling(ws: Workspace, target: str) -> list[dict[str, Any]]:
+    """The state the target reads or writes, each with every writer and reader of it."""
+    state = []
+    for _, s, k in sorted(ws.graph.out_edges(target, keys=True)):
+        if k in ("reads_state", "writes_state"):
+            state.append(
+                {
+                    "state": s,
+                    "access": k,
+                    "writers": neighbours_in(ws, s, "writes_state"),
+                    "readers": neighbours_in(ws, s, "reads_state"),
+                }
+            )
+    return state
+
+
+def _boundaries(ws: Workspace, radius: set[str]) -> list[dict[str, Any]]:
+    """The calls out of the radius that have an effect (I/O, network, process, ...)."""
+    boundaries = []
+    for node in sorted(radius):
+        for _, callee, k in ws.graph.out_edges(node, keys=True):
+            effect = classify(qname(callee)) if k == "calls" else None
+            if effect:
+                boundaries.append({"node": node, "crosses": callee, "effect": effect})
+    return boundaries
+
+
+def _nearest_in_file(ws: Workspace, distance: dict[str, int], depth: int) -> dict[str, int]:
+    """Each file of the radius with the distance of its nearest node."""
+    nearest: dict[str, int] = {}
+    for node, away in distance.items():
+        artifact = ws.graph.nodes[node].get("artifact")
+        if artifact:
+            nearest[artifact] = min(nearest.get(artifact, depth), away)
+    return nearest
+
+
+def _runtime_certainty(observed: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "observed": observed,
+        "note": "tests that ran the target in execution.run_tests (authority runtime:pytest), on the "
+        "files as they are now; direct and derived impact stay static reachability"
+        if observed
+        else "no runtime evidence is recorded for the target: direct "
+        "and derived impact are static reachability, not observed executions",
+    }
 
 
 def neighbours_in(ws: Workspace, state: str, relation: str) -> list[str]:

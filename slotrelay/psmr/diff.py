@@ -154,7 +154,33 @@ def compare(old: Side, new: Side, *, renames: dict[str, str] | None = None) -> d
     """
     a, b = old.symbols, new.symbols
     gone, came = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-    renamed = {o: n for o, n in (renames or {}).items() if o in gone and n in came}
+    renamed = _renamed(old, new, gone, came, renames or {})
+    mapped = set(renamed.values())
+    sections: dict[str, list[Any]] = {
+        "symbols_added": [_symbol_item(new, n) for n in came if n not in mapped],
+        "symbols_removed": [_symbol_item(old, n) for n in gone if n not in renamed],
+        "symbols_renamed": [
+            {"old": o, "new": n, "kind": b[n]["kind"], "evidence_refs": b[n].get("evidence", [])}
+            for o, n in sorted(renamed.items())
+        ],
+        "symbols_changed": _symbols_changed(old, new, renamed),
+    }
+    sections.update(_sites(old, new, renamed))
+    for name, relations in (("edges", STRUCTURE), ("state_accesses", STATE)):
+        ea = {_rename_key(k, renamed): e for k, e in old.edges.items() if k.split("\0")[1] in relations}
+        eb = {k: e for k, e in new.edges.items() if k.split("\0")[1] in relations}
+        sections[f"{name}_added"] = [eb[k] for k in sorted(set(eb) - set(ea))]
+        sections[f"{name}_removed"] = [ea[k] for k in sorted(set(ea) - set(eb))]
+    return sections
+
+
+def _renamed(
+    old: Side, new: Side, gone: list[str], came: list[str], renames: dict[str, str]
+) -> dict[str, str]:
+    """Old identity to new for each symbol that was renamed: the intent's renames, then a definition
+    gone and one come with the same shape (one match only), then the members of a renamed class."""
+    a, b = old.symbols, new.symbols
+    renamed = {o: n for o, n in renames.items() if o in gone and n in came}
     if gone and came:
         by_shape: dict[tuple[str, str], list[str]] = {}
         for n in came:
@@ -166,32 +192,28 @@ def compare(old: Side, new: Side, *, renames: dict[str, str] | None = None) -> d
             match = by_shape.get((a[n]["kind"], digest or ""), [])
             if n not in renamed and len(match) == 1 and match[0] not in renamed.values():
                 renamed[n] = match[0]
-    # A member of a renamed class is renamed with it.
     for n in gone:
         for old_parent, new_parent in list(renamed.items()):
             if n.startswith(old_parent + ".") and n not in renamed:
                 candidate = new_parent + n[len(old_parent) :]
                 if candidate in came:
                     renamed[n] = candidate
-    mapped = set(renamed.values())
+    return renamed
 
-    def item(side: Side, n: str) -> dict[str, Any]:
-        d = side.symbols[n]
-        return {
-            "id": n,
-            "kind": d["kind"],
-            "artifact": d.get("artifact"),
-            "evidence_refs": d.get("evidence", []),
-        }
 
-    sections: dict[str, list[Any]] = {
-        "symbols_added": [item(new, n) for n in came if n not in mapped],
-        "symbols_removed": [item(old, n) for n in gone if n not in renamed],
-        "symbols_renamed": [
-            {"old": o, "new": n, "kind": b[n]["kind"], "evidence_refs": b[n].get("evidence", [])}
-            for o, n in sorted(renamed.items())
-        ],
+def _symbol_item(side: Side, n: str) -> dict[str, Any]:
+    d = side.symbols[n]
+    return {
+        "id": n,
+        "kind": d["kind"],
+        "artifact": d.get("artifact"),
+        "evidence_refs": d.get("evidence", []),
     }
+
+
+def _symbols_changed(old: Side, new: Side, renamed: dict[str, str]) -> list[dict[str, Any]]:
+    """The symbols on both sides (by identity or renamed) whose signature or own body changed."""
+    a, b = old.symbols, new.symbols
     changed = []
     pairs = [(n, n) for n in sorted(set(a) & set(b))] + sorted(renamed.items())
     for was, now in pairs:
@@ -215,14 +237,7 @@ def compare(old: Side, new: Side, *, renames: dict[str, str] | None = None) -> d
                     "evidence_refs": b[now].get("evidence", []),
                 }
             )
-    sections["symbols_changed"] = changed
-    sections.update(_sites(old, new, renamed))
-    for name, relations in (("edges", STRUCTURE), ("state_accesses", STATE)):
-        ea = {_rename_key(k, renamed): e for k, e in old.edges.items() if k.split("\0")[1] in relations}
-        eb = {k: e for k, e in new.edges.items() if k.split("\0")[1] in relations}
-        sections[f"{name}_added"] = [eb[k] for k in sorted(set(eb) - set(ea))]
-        sections[f"{name}_removed"] = [ea[k] for k in sorted(set(ea) - set(eb))]
-    return sections
+    return changed
 
 
 def _class_itself_changed(old: Side, new: Side, was: str, now: str) -> bool:

@@ -12,7 +12,13 @@ While each test runs, a profiler inside the sandbox notes which functions of the
 called. Each test's outcome becomes evidence with authority `runtime:pytest`, stored per workspace
 (`<store>/runtime/pytest/<ws_id>.json`) with the hashes of the files it observed; analysis.impact
 shows it as runtime certainty for the symbols those tests reached, for as long as those files keep
-the hashes the tests ran on, and query.evidence resolves its id (`observations`).
+the hashes the tests ran on, and query.evidence resolves its id.
+
+A run keeps two records per workspace in its store: the latest run of each test (`runtime/pytest`, what impact
+reports as runtime certainty while the files keep the hashes the test ran on) and every run's
+evidence by id (`runtime/pytest-evidence`), so an `ev_…` id any answer handed out resolves in
+query.evidence: one recorded at the current version of the workspace, or one whose files still have
+the hashes it ran on (the only ones impact hands out later). Others are dropped when runs are added.
 
 The sandbox's report is untrusted: the code under test runs in the same sandbox. Inside it, the tests
 run in a child process and the outcomes are kept by the parent, out of the tests' reach. On the host
@@ -37,11 +43,14 @@ from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
 from slotrelay.psmr.errors import CapabilityDenied, ExecutionFailed, InvalidQuery, ObjectNotFound
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.identity import sid, stable_id
-from slotrelay.psmr.observations import AUTHORITY, record_runs
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.validation_text import schema_problem
 
+# The authority of the evidence a run records, and the two records it keeps per workspace in its store.
+AUTHORITY = "runtime:pytest"
+RUNTIME_KIND = "runtime/pytest"
+EVIDENCE_KIND = "runtime/pytest-evidence"
 DEFAULT_TIMEOUT_S = 120
 # The failed test ids an answer and a delta's run record list (the paged results list them all).
 FAILED_SHOWN = 200
@@ -299,68 +308,10 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
     """execution.run_tests: run the tests in the sandbox and record their outcomes as runtime evidence."""
     grants.require_execution("execution.run_tests")
     node_ids, delta = _node_ids(ws, request, store)
-    root = Path(ws.source_root).resolve()
-    site = _pytest_site()
-    paths = sorted({str(root), str(root.parent)})
-    limits = sandbox.SandboxLimits(
-        timeout_ms=int(request.get("timeout_s", DEFAULT_TIMEOUT_S) * 1000),
-        memory_mb=1024,
-        fs={"allow_paths": [str(root), str(site)]},
-    )
-    inputs = {"root": str(root), "site": str(site), "paths": paths, "node_ids": node_ids}
-    try:
-        result = sandbox.run(PYTEST_PROGRAM, lang="python", limits=limits, inputs=inputs)
-    except sandbox.SandboxUnavailable as exc:
-        raise ExecutionFailed(
-            f"no sandbox can run the tests here ({exc}); `slotrelay sandbox doctor` says why"
-        ) from exc
-    refused = [v.detail for v in result.violations if v.kind == "fs"]
-    if refused:
-        raise CapabilityDenied(
-            f"the sandbox policy does not admit the folders the tests need ({'; '.join(refused)}); the "
-            f"operator adds {root} and {site} to SLOTRELAY_SANDBOX_ROOTS"
-        )
-    if result.status == "timeout":
-        raise ExecutionFailed(f"the tests did not finish within {limits.timeout_ms // 1000} s; select fewer")
-    if not isinstance(result.result, dict):
-        broken = "; ".join(v.detail for v in result.violations)
-        raise ExecutionFailed(
-            f"pytest did not run in the sandbox (status {result.status}, exit {result.exit_code}"
-            f"{', ' + broken if broken else ''}): {result.stderr[-1500:]}"
-        )
+    result = _run_in_sandbox(ws, node_ids, timeout_s=request.get("timeout_s", DEFAULT_TIMEOUT_S))
     report = _report(result)
-    functions = [tuple(f) for f in report["functions"]]
-    kept = {t: o for t, o in report["outcomes"].items() if asked_for(t, node_ids, ws.files)}
-    ignored = len(report["outcomes"]) - len(kept)
-    observed = {
-        test: [functions[i] for i in report["observed"].get(test, []) if i < len(functions)] for test in kept
-    }
-    files_of = {
-        test: sorted({a for a, _ in observed[test] if a in ws.files} | {test.split("::", 1)[0]})
-        for test in kept
-    }
-    hashes = file_hashes(ws, {a for files in files_of.values() for a in files})
     now = deltas.now()
-    records = []
-    for node_id, outcome in kept.items():
-        files = {a: hashes.get(a) for a in files_of[node_id]}
-        records.append(
-            {
-                "id": stable_id("ev", AUTHORITY, node_id, outcome["outcome"], sorted(files.items())),
-                "about": f"{node_id} {outcome['outcome']}",
-                "test": node_id,
-                "authority": AUTHORITY,
-                "status": outcome["outcome"],
-                "when": outcome["when"],
-                "duration_s": outcome["duration"],
-                "message": outcome["message"],
-                "reached": sorted({s for a, q in observed[node_id] if (s := _symbol(ws, a, q))}),
-                "files": files,
-                "at": now,
-                "version": ws.version,
-            }
-        )
-    records.sort(key=_order)
+    records, ignored = _evidence_records(ws, report, node_ids, now)
     record_runs(ws, store, records)
     failed = [r["test"] for r in records if r["status"] == "failed"]
     summary = {
@@ -389,7 +340,139 @@ def run_tests(ws: Workspace, request: dict[str, Any], store: Store, grants: Gran
     )
 
 
+def _run_in_sandbox(ws: Workspace, node_ids: list[str], *, timeout_s: float) -> sandbox.ExecutionResult:
+    """PYTEST_PROGRAM's run of the tests in the sandbox, once it returned a result to check.
+
+    Raises:
+        ExecutionFailed: no sandbox runs here, the tests timed out, or pytest did not run.
+        CapabilityDenied: the sandbox policy does not admit the source root or pytest's folder.
+    """
+    root = Path(ws.source_root).resolve()
+    site = _pytest_site()
+    paths = sorted({str(root), str(root.parent)})
+    limits = sandbox.SandboxLimits(
+        timeout_ms=int(timeout_s * 1000),
+        memory_mb=1024,
+        fs={"allow_paths": [str(root), str(site)]},
+    )
+    inputs = {"root": str(root), "site": str(site), "paths": paths, "node_ids": node_ids}
+    try:
+        result = sandbox.run(PYTEST_PROGRAM, lang="python", limits=limits, inputs=inputs)
+    except sandbox.SandboxUnavailable as exc:
+        raise ExecutionFailed(
+            f"no sandbox can run the tests here ({exc}); `slotrelay sandbox doctor` says why"
+        ) from exc
+    refused = [v.detail for v in result.violations if v.kind == "fs"]
+    if refused:
+        raise CapabilityDenied(
+            f"the sandbox policy does not admit the folders the tests need ({'; '.join(refused)}); the "
+            f"operator adds {root} and {site} to SLOTRELAY_SANDBOX_ROOTS"
+        )
+    if result.status == "timeout":
+        raise ExecutionFailed(f"the tests did not finish within {limits.timeout_ms // 1000} s; select fewer")
+    if not isinstance(result.result, dict):
+        broken = "; ".join(v.detail for v in result.violations)
+        raise ExecutionFailed(
+            f"pytest did not run in the sandbox (status {result.status}, exit {result.exit_code}"
+            f"{', ' + broken if broken else ''}): {result.stderr[-1500:]}"
+        )
+    return result
+
+
+def _evidence_records(
+    ws: Workspace, report: dict[str, Any], node_ids: list[str], now: str
+) -> tuple[list[dict[str, Any]], int]:
+    """One evidence record per test asked for in the checked report, failures first, with the symbols
+    it reached and the hashes of the files it observed; and how many reported tests were ignored."""
+    functions = [tuple(f) for f in report["functions"]]
+    kept = {t: o for t, o in report["outcomes"].items() if asked_for(t, node_ids, ws.files)}
+    ignored = len(report["outcomes"]) - len(kept)
+    observed = {
+        test: [functions[i] for i in report["observed"].get(test, []) if i < len(functions)] for test in kept
+    }
+    files_of = {
+        test: sorted({a for a, _ in observed[test] if a in ws.files} | {test.split("::", 1)[0]})
+        for test in kept
+    }
+    hashes = file_hashes(ws, {a for files in files_of.values() for a in files})
+    records = []
+    for node_id, outcome in kept.items():
+        files = {a: hashes.get(a) for a in files_of[node_id]}
+        records.append(
+            {
+                "id": stable_id("ev", AUTHORITY, node_id, outcome["outcome"], sorted(files.items())),
+                "about": f"{node_id} {outcome['outcome']}",
+                "test": node_id,
+                "authority": AUTHORITY,
+                "status": outcome["outcome"],
+                "when": outcome["when"],
+                "duration_s": outcome["duration"],
+                "message": outcome["message"],
+                "reached": sorted({s for a, q in observed[node_id] if (s := _symbol(ws, a, q))}),
+                "files": files,
+                "at": now,
+                "version": ws.version,
+            }
+        )
+    records.sort(key=_order)
+    return records, ignored
+
+
 def _delta_files(ws: Workspace, delta: dict[str, Any]) -> dict[str, str | None]:
     """The hashes of the delta's files as the tests ran on them (review compares them with the
     projected ones to know whether a run tested the applied change)."""
     return file_hashes(ws, set(delta["files"]))
+
+
+def _current(ws: Workspace, record: dict[str, Any]) -> bool:
+    return all(ws.files.get(a, {}).get("sha256") == h for a, h in record["files"].items())
+
+
+def _resolvable(ws: Workspace, record: dict[str, Any]) -> bool:
+    return record.get("version") == ws.version or _current(ws, record)
+
+
+def record_runs(ws: Workspace, store: Store, records: list[dict[str, Any]]) -> None:
+    """Store the evidence of a run: the latest record of each test, and every record by id (those no
+    longer resolvable at this version dropped).
+
+    Parameters:
+        ws: the workspace the tests ran on.
+        store: its store.
+        records: the run's evidence records (`id`, `test`, `files`, `version`, ...).
+    """
+    latest = store.get_json(RUNTIME_KIND, ws.workspace_id) or {}
+    latest.update({r["test"]: r for r in records})
+    store.put_json(RUNTIME_KIND, ws.workspace_id, latest)
+    by_id = store.get_json(EVIDENCE_KIND, ws.workspace_id) or {}
+    by_id = {i: r for i, r in by_id.items() if _resolvable(ws, r)}
+    by_id.update({r["id"]: r for r in records})
+    store.put_json(EVIDENCE_KIND, ws.workspace_id, by_id)
+
+
+def runtime_evidence(ws: Workspace, store: Store) -> dict[str, dict[str, Any]]:
+    """The runtime evidence records query.evidence resolves at this version of the workspace, by id."""
+    by_id = store.get_json(EVIDENCE_KIND, ws.workspace_id) or {}
+    return {i: r for i, r in by_id.items() if _resolvable(ws, r)}
+
+
+def runtime_observations(ws: Workspace, store: Store, node: str) -> list[dict[str, Any]]:
+    """The recorded test runs that reached a symbol, while the files they ran on are unchanged.
+
+    Parameters:
+        ws: the workspace.
+        store: its store.
+        node: the symbol.
+
+    Returns:
+        One `{"test", "status", "evidence_ref", "authority", "at"}` per test, sorted by test.
+    """
+    stored = store.get_json(RUNTIME_KIND, ws.workspace_id) or {}
+    out = []
+    for test, record in sorted(stored.items()):
+        if _current(ws, record) and node in record["reached"]:
+            out.append(
+                {"test": test, "status": record["status"], "evidence_ref": record["id"],
+                 "authority": AUTHORITY, "at": record["at"]}
+            )  # fmt: skip
+    return out

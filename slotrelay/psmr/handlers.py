@@ -15,7 +15,6 @@ from slotrelay.psmr import envelope, queries
 from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
-from slotrelay.psmr.observations import runtime_evidence
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 
@@ -136,6 +135,14 @@ def _deferred(module: str, function: str) -> Callable[..., Answer]:
     return run
 
 
+def _runtime_evidence(ws: Workspace, store: Store) -> dict[str, dict[str, Any]]:
+    """The evidence of recorded test runs, by id: execution keeps it, and is imported on first use
+    (see `_deferred`)."""
+    from slotrelay.psmr.execution import runtime_evidence
+
+    return runtime_evidence(ws, store)
+
+
 def _operator_list(request: dict[str, Any], store: Store) -> Answer:
     if request.get("workspace_id"):
         store.load(request["workspace_id"])
@@ -172,7 +179,8 @@ HANDLERS: dict[str, Handler] = {
         ),
     ),
     "query.evidence": _on_workspace(
-        "query.evidence", lambda ws, r, s: queries.evidence(ws, r, runtime=runtime_evidence(ws, s))
+        "query.evidence",
+        lambda ws, r, s: queries.evidence(ws, r, runtime=_runtime_evidence(ws, s)),
     ),
     "query.unknowns": _on_workspace("query.unknowns", lambda ws, r, s: queries.unknowns(ws, r)),
     "query.conflicts": _on_workspace(
@@ -194,8 +202,8 @@ HANDLERS: dict[str, Handler] = {
         "analysis.contracts", lambda ws, r, s: _deferred("analyses", "contracts")(ws, r, store=s)
     ),
     "delta.propose": _on_workspace("delta.propose", _deferred("delta", "propose")),
-    "delta.list": _on_workspace("delta.list", _deferred("delta_reads", "list_deltas")),
-    "delta.describe": _on_workspace("delta.describe", _deferred("delta_reads", "describe")),
+    "delta.list": _on_workspace("delta.list", _deferred("delta", "list_deltas")),
+    "delta.describe": _on_workspace("delta.describe", _deferred("delta", "describe")),
     "delta.validate": _on_workspace("delta.validate", _deferred("validation", "validate")),
     "projection.preview": _on_workspace("projection.preview", _deferred("projection", "preview")),
     "projection.apply": _granted("projection.apply", _deferred("projection", "apply")),

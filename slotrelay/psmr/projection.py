@@ -28,7 +28,6 @@ Before writing, the workspace as it stands (W) is kept beside the delta as a sea
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -52,32 +51,6 @@ PROJECTIONS = ("patch", "test", "source")
 AUDIT_NAME = "psmr-apply"
 
 
-def is_test_module(module: str) -> bool:
-    """True for a test module, by the names pytest collects (`test_*`, `*_test`, a `tests` package)."""
-    last = module.rsplit(".", 1)[-1]
-    return last.startswith("test_") or last.endswith("_test") or ".tests." in f".{module}."
-
-
-def file_diff(artifact: str, before: str, after: str) -> dict[str, Any]:
-    """One file's change as a unified diff (`a/` and `b/` paths) with its added and removed line counts."""
-    lines = list(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            f"a/{artifact}",
-            f"b/{artifact}",
-        )
-    )
-    return {
-        "file": artifact,
-        "diff": "".join(
-            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
-        ),
-        "added": sum(1 for line in lines if line.startswith("+") and not line.startswith("+++")),
-        "removed": sum(1 for line in lines if line.startswith("-") and not line.startswith("---")),
-    }
-
-
 def preview(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """projection.preview: the delta as unified diffs (or projected sources); nothing is written."""
     delta = deltas.load(store, ws, request["delta_id"])
@@ -99,9 +72,9 @@ def preview(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         else:
             test = name == "test"
             items = [
-                file_diff(a, delta["files"][a]["original"], delta["files"][a]["projected"])
+                deltas.file_diff(a, delta["files"][a]["original"], delta["files"][a]["projected"])
                 for a in files
-                if is_test_module(delta["files"][a]["module"]) == test
+                if deltas.is_test_module(delta["files"][a]["module"]) == test
             ]
         sections.append((name, items))
     delta["preview"] = {"at": deltas.now(), "hashes": {a: delta["files"][a]["sha256"] for a in files}}

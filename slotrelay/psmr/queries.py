@@ -225,25 +225,9 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
     `infer(ws, distance)` runs the slow pass over the slice (when the request says `infer: true`);
     `recorded` are the passes' disagreements recorded earlier, shown when they touch the slice.
     """
-    anchor = request["anchor"]
-    depth: int = request.get("depth", 2)
-    if depth > MAX_DEPTH:
-        raise PolicyBlocked(
-            f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph"
-            "; slice less deeply and follow up from the frontier"
-        )
-    projection = request.get("projection", "graph")
-    if projection not in ("graph", "callgraph"):
-        raise UnsupportedProjection(
-            f"query.subgraph projects to 'graph' or 'callgraph', not {projection!r}; "
-            "patches and sources belong to projection.preview (not in this runtime)"
-        )
-    start = file_node(ws, anchor["value"]) if anchor["kind"] == "file" else find_node(ws, anchor["value"])
-    if anchor["kind"] == "state" and ws.nodes[start]["kind"] != "state":
-        raise InvalidQuery(
-            f"anchor kind 'state' but {qname(start)} is a {ws.nodes[start]['kind']}; "
-            "use anchor kind 'symbol'"
-        )
+    depth = _slice_depth(request)
+    projection = _slice_projection(request)
+    start = _anchor_node(ws, request["anchor"])
     relations = request.get("relations") or DEFAULT_RELATIONS
     answer = Answer()
     distance = walk(ws, start, relations, depth)
@@ -263,24 +247,8 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
         distance[extra] = depth + 1
     if projection == "callgraph":
         edges = [e for e in edges if e["relation"] == "calls"]
-    contracts = [
-        {
-            "subject": n,
-            "signature": ws.nodes[n].get("signature"),
-            "asserts": ws.nodes[n].get("asserts", []),
-            "raises": ws.nodes[n].get("raises", []),
-        }
-        for n in nodes
-        if n in ws.nodes and (ws.nodes[n].get("asserts") or ws.nodes[n].get("raises"))
-    ]
     resolved = {u["id"] for e in overlay for u in e.get("resolves", [])}
     unknowns = [u for u in unknowns_in(ws, members) if u["id"] not in resolved]
-    node_items = [
-        node_item(ws, n, distance=distance[n])
-        if n in ws.nodes
-        else {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]}
-        for n in nodes
-    ]
     # Disagreements met now or recorded by an earlier inference query, each once.
     disagreements = {c["id"]: c for c in recorded if c["subject"] in members}
     disagreements |= {c["id"]: c for c in (inferred.conflicts if inferred else [])}
@@ -293,20 +261,17 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
 
     # Nearest-first: the anchor and what is about it, then each ring's edges, nodes, unknowns, ...
     answer.add("edges", edges, edge_rank)
-    answer.add("nodes", node_items, lambda n: n["distance"])
+    answer.add("nodes", _slice_node_items(ws, nodes, distance), lambda n: n["distance"])
     answer.add("unknowns", unknowns, lambda u: away(u["scope"]))
-    answer.add("contracts", contracts, lambda c: away(c["subject"]))
+    answer.add("contracts", _slice_contracts(ws, nodes), lambda c: away(c["subject"]))
     answer.add(
         "conflicts",
         conflicts_on(ws, members) + sorted(disagreements.values(), key=lambda c: c["id"]),
         lambda c: away(c["subject"]),
     )
     if request.get("include_evidence"):
-        cited: dict[str, int] = {}
-        for e in edges:
-            for ev in e["evidence_refs"]:
-                cited[ev] = min(cited.get(ev, depth + 1), edge_rank(e))
         records = {**ws.evidence, **(inferred.evidence if inferred else {})}
+        cited = _cited_evidence(edges, edge_rank, depth)
         answer.add("evidence", [records[i] for i in sorted(cited) if i in records], lambda r: cited[r["id"]])
     answer.data = {
         "anchor": start,
@@ -322,6 +287,72 @@ def subgraph(ws: Workspace, request: dict[str, Any], *, infer: Any, recorded: li
         },
     }
     return answer
+
+
+def _slice_depth(request: dict[str, Any]) -> int:
+    depth: int = request.get("depth", 2)
+    if depth > MAX_DEPTH:
+        raise PolicyBlocked(
+            f"depth {depth} is above {MAX_DEPTH}: deep slices approach a dump of the graph"
+            "; slice less deeply and follow up from the frontier"
+        )
+    return depth
+
+
+def _slice_projection(request: dict[str, Any]) -> str:
+    projection: str = request.get("projection", "graph")
+    if projection not in ("graph", "callgraph"):
+        raise UnsupportedProjection(
+            f"query.subgraph projects to 'graph' or 'callgraph', not {projection!r}; "
+            "patches and sources belong to projection.preview (not in this runtime)"
+        )
+    return projection
+
+
+def _anchor_node(ws: Workspace, anchor: dict[str, Any]) -> str:
+    """The node a slice starts from: a file's module node, or the symbol or state the anchor names."""
+    start = file_node(ws, anchor["value"]) if anchor["kind"] == "file" else find_node(ws, anchor["value"])
+    if anchor["kind"] == "state" and ws.nodes[start]["kind"] != "state":
+        raise InvalidQuery(
+            f"anchor kind 'state' but {qname(start)} is a {ws.nodes[start]['kind']}; "
+            "use anchor kind 'symbol'"
+        )
+    return start
+
+
+def _slice_node_items(ws: Workspace, nodes: list[str], distance: dict[str, int]) -> list[dict[str, Any]]:
+    """The slice's nodes as listed; a node only inference reached (outside the graph) is external."""
+    return [
+        node_item(ws, n, distance=distance[n])
+        if n in ws.nodes
+        else {"id": n, "kind": "external", "qualname": qname(n), "distance": distance[n]}
+        for n in nodes
+    ]
+
+
+def _slice_contracts(ws: Workspace, nodes: list[str]) -> list[dict[str, Any]]:
+    """The contracts (signature, asserts, raises) of the slice's nodes that assert or raise."""
+    return [
+        {
+            "subject": n,
+            "signature": ws.nodes[n].get("signature"),
+            "asserts": ws.nodes[n].get("asserts", []),
+            "raises": ws.nodes[n].get("raises", []),
+        }
+        for n in nodes
+        if n in ws.nodes and (ws.nodes[n].get("asserts") or ws.nodes[n].get("raises"))
+    ]
+
+
+def _cited_evidence(
+    edges: list[dict[str, Any]], edge_rank: Callable[[dict[str, Any]], int], depth: int
+) -> dict[str, int]:
+    """Each evidence id the slice's edges cite, with the rank of the nearest edge citing it."""
+    cited: dict[str, int] = {}
+    for e in edges:
+        for ev in e["evidence_refs"]:
+            cited[ev] = min(cited.get(ev, depth + 1), edge_rank(e))
+    return cited
 
 
 def evidence(ws: Workspace, request: dict[str, Any], *, runtime: dict[str, dict[str, Any]]) -> Answer:
