@@ -390,45 +390,14 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             f"workspace_version {request['workspace_version']} is stale: workspace {ws.workspace_id} is at "
             f"{ws.version}; re-read what the proposal rests on and propose against {ws.version}"
         )
-    scope = []
-    for index, ref in enumerate(request.get("scope_refs", [])):
-        try:
-            scope.append(find_node(ws, ref))
-        except ObjectNotFound as exc:
-            raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+    scope = _scope_nodes(ws, request.get("scope_refs", []))
     for index, constraint in enumerate(request.get("constraints", [])):
         parse_constraint(ws, constraint, f"constraints[{index}]")
     snippets.check(request["operations"])
     planner, files = plan(ws, request["operations"])
-    changed: dict[str, list[str]] = {}
-    # Expected changes are named as the symbols will be called after the delta's renames.
-    for node in sorted(planner.signature_changed):
-        changed.setdefault(renamed_to(planner.renamed, node), []).append("signature_changed")
-    for artifact, entry in files.items():
-        signatures = _signatures(entry["projected"], entry["module"])
-        for node in _changed_definitions(ws, artifact, entry["original"], entry["projected"]):
-            if node in planner.renamed:
-                continue
-            identity = renamed_to(planner.renamed, node)
-            changes = changed.setdefault(identity, [])
-            changes.append("body_changed")
-            before, after = ws.graph.nodes[node].get("signature"), signatures.get(identity)
-            if before and after and before != after and "signature_changed" not in changes:
-                changes.append("signature_changed")  # e.g. an annotation naming a renamed class
     scope_nodes = sorted(set(scope) | set(planner.targets))
     tests = {t["id"]: t for node in scope_nodes for t in tests_reaching(ws, node)}
-    contracts = [
-        {
-            "symbol": node,
-            "signature": ws.graph.nodes[node].get("signature"),
-            "doc": ws.graph.nodes[node].get("doc"),
-            "asserts": ws.graph.nodes[node].get("asserts", []),
-            "raises": ws.graph.nodes[node].get("raises", []),
-        }
-        for node in scope_nodes
-        if ws.graph.nodes[node]["kind"] in CODE_KINDS - {"module"}
-    ]
-    public = [n for n in planner.signature_changed | set(planner.renamed) if not _private(n)]
+    contracts = _contracts_of(ws, scope_nodes)
     delta_id = f"dl_{uuid.uuid4().hex[:12]}"
     delta = {
         "schema": DELTA_SCHEMA,
@@ -447,19 +416,7 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         "edits": planner.edits,
         "needs_review": planner.problems,
         "possibly_affected": sorted(planner.possibly_affected.values(), key=lambda u: u["id"]),
-        "expected": {
-            "symbols_added": sorted(planner.added),
-            "symbols_removed": [],
-            "symbols_renamed": [{"old": o, "new": n} for o, n in sorted(planner.renamed.items())],
-            "symbols_changed": [{"id": n, "changes": sorted(c)} for n, c in sorted(changed.items())],
-            "call_sites_removed": planner.sites_removed,
-            "call_sites_added": planner.sites_added,
-            "edges_free": sorted(planner.edges_free),
-            "api_changes": [
-                {"symbol": n, "change": "renamed" if n in planner.renamed else "signature_changed"}
-                for n in sorted(public)
-            ],
-        },
+        "expected": _expected(planner, _expected_changes(ws, planner, files)),
         "assumptions": planner.assumptions,
         "affected_contracts": contracts,
         "suggested_validation": {
@@ -499,6 +456,72 @@ def propose(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
             ("suggested_validation", delta["suggested_validation"]["pytest_node_ids"]),
         ],
     )
+
+
+def _scope_nodes(ws: Workspace, scope_refs: list[str]) -> list[str]:
+    """The nodes the request's scope_refs name, each found as query.search would."""
+    scope = []
+    for index, ref in enumerate(scope_refs):
+        try:
+            scope.append(find_node(ws, ref))
+        except ObjectNotFound as exc:
+            raise ObjectNotFound(f"scope_refs[{index}]: {exc.message}") from exc
+    return scope
+
+
+def _expected_changes(
+    ws: Workspace, planner: Planner, files: dict[str, dict[str, Any]]
+) -> dict[str, list[str]]:
+    """Each symbol the delta changes (named as it will be called after the delta's renames) with what
+    changes in it: `signature_changed`, `body_changed`."""
+    changed: dict[str, list[str]] = {}
+    for node in sorted(planner.signature_changed):
+        changed.setdefault(renamed_to(planner.renamed, node), []).append("signature_changed")
+    for artifact, entry in files.items():
+        signatures = _signatures(entry["projected"], entry["module"])
+        for node in _changed_definitions(ws, artifact, entry["original"], entry["projected"]):
+            if node in planner.renamed:
+                continue
+            identity = renamed_to(planner.renamed, node)
+            changes = changed.setdefault(identity, [])
+            changes.append("body_changed")
+            before, after = ws.graph.nodes[node].get("signature"), signatures.get(identity)
+            if before and after and before != after and "signature_changed" not in changes:
+                changes.append("signature_changed")  # e.g. an annotation naming a renamed class
+    return changed
+
+
+def _expected(planner: Planner, changed: dict[str, list[str]]) -> dict[str, Any]:
+    """The graph change the delta expects, as verification.roundtrip compares it with W' - W."""
+    public = [n for n in planner.signature_changed | set(planner.renamed) if not _private(n)]
+    return {
+        "symbols_added": sorted(planner.added),
+        "symbols_removed": [],
+        "symbols_renamed": [{"old": o, "new": n} for o, n in sorted(planner.renamed.items())],
+        "symbols_changed": [{"id": n, "changes": sorted(c)} for n, c in sorted(changed.items())],
+        "call_sites_removed": planner.sites_removed,
+        "call_sites_added": planner.sites_added,
+        "edges_free": sorted(planner.edges_free),
+        "api_changes": [
+            {"symbol": n, "change": "renamed" if n in planner.renamed else "signature_changed"}
+            for n in sorted(public)
+        ],
+    }
+
+
+def _contracts_of(ws: Workspace, scope_nodes: list[str]) -> list[dict[str, Any]]:
+    """The contracts (signature, doc, asserts, raises) of the code in the delta's scope."""
+    return [
+        {
+            "symbol": node,
+            "signature": ws.graph.nodes[node].get("signature"),
+            "doc": ws.graph.nodes[node].get("doc"),
+            "asserts": ws.graph.nodes[node].get("asserts", []),
+            "raises": ws.graph.nodes[node].get("raises", []),
+        }
+        for node in scope_nodes
+        if ws.graph.nodes[node]["kind"] in CODE_KINDS - {"module"}
+    ]
 
 
 def renamed_to(renamed: dict[str, str], node: str) -> str:

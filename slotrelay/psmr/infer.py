@@ -104,19 +104,7 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Infere
     Returns:
         The overlay edges, their evidence records, the passes' disagreements and warnings.
     """
-    members = set(distance)
-    by_file: dict[str, list[dict[str, Any]]] = {}
-    for unknown in unknowns_in(ws, members):
-        if unknown["reason"] in INFERABLE:
-            by_file.setdefault(unknown["artifact"], []).append(unknown)
-    # Heuristic edges (argument flow) are the fast pass's weakest: jedi checks them too.
-    checked: list[tuple[str, str, dict[str, Any]]] = []
-    for source, target, key, data in ws.graph.out_edges(members, keys=True, data=True):
-        for ev in data["evidence"] if key == "calls" else []:
-            record = ws.evidence[ev]
-            if record["resolution"] == "heuristic":
-                checked.append((source, target, record))
-                by_file.setdefault(record["artifact"], []).append({"span": record["span"]})
+    by_file, checked = _sites_to_ask(ws, set(distance))
     out = Inference()
     answers: dict[str, dict[str, list[str]]] = {}
     for artifact, sites in sorted(by_file.items()):
@@ -133,32 +121,67 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Infere
                 continue
             store.put_json("cache/jedi", entry["key"], cache)
         answers[artifact] = cache
-        for unknown in sites:
-            if "id" not in unknown:
-                continue
-            for full_name in cache.get(_site_key(unknown["span"]), []):
-                ev = stable_id("ev", "jedi", unknown["id"], full_name)
-                out.evidence[ev] = {
-                    "id": ev,
-                    "about": f"{unknown['scope']} calls {full_name}",
-                    "artifact": artifact,
-                    "revision": ws.commit,
-                    "span": unknown["span"],
+        _add_inferred_edges(out, ws, artifact, [u for u in sites if "id" in u], cache)
+    contradicted = _add_disagreements(out, checked, answers)
+    _record(ws, store, out.conflicts, contradicted)
+    return out
+
+
+def _sites_to_ask(
+    ws: Workspace, members: set[str]
+) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, str, dict[str, Any]]]]:
+    """The call sites to ask jedi about, by file: the slice's inferable unknowns and the sites of its
+    heuristic call edges; and those edges, as (caller, callee, evidence record)."""
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for unknown in unknowns_in(ws, members):
+        if unknown["reason"] in INFERABLE:
+            by_file.setdefault(unknown["artifact"], []).append(unknown)
+    # Heuristic edges (argument flow) are the fast pass's weakest: jedi checks them too.
+    checked: list[tuple[str, str, dict[str, Any]]] = []
+    for source, target, key, data in ws.graph.out_edges(members, keys=True, data=True):
+        for ev in data["evidence"] if key == "calls" else []:
+            record = ws.evidence[ev]
+            if record["resolution"] == "heuristic":
+                checked.append((source, target, record))
+                by_file.setdefault(record["artifact"], []).append({"span": record["span"]})
+    return by_file, checked
+
+
+def _add_inferred_edges(
+    out: Inference, ws: Workspace, artifact: str, unknowns: list[dict[str, Any]], cache: dict[str, list[str]]
+) -> None:
+    """An inferred call edge, with its evidence, for each definition jedi names at an unknown's site."""
+    for unknown in unknowns:
+        for full_name in cache.get(_site_key(unknown["span"]), []):
+            ev = stable_id("ev", "jedi", unknown["id"], full_name)
+            out.evidence[ev] = {
+                "id": ev,
+                "about": f"{unknown['scope']} calls {full_name}",
+                "artifact": artifact,
+                "revision": ws.commit,
+                "span": unknown["span"],
+                "resolution": "inference",
+                "authority": "static:jedi",
+                "status": "inferred",
+            }
+            out.edges.append(
+                {
+                    "source": unknown["scope"],
+                    "target": sid(full_name),
+                    "relation": "calls",
+                    "evidence_refs": [ev],
                     "resolution": "inference",
-                    "authority": "static:jedi",
                     "status": "inferred",
+                    "resolves": [{"id": unknown["id"]}],
                 }
-                out.edges.append(
-                    {
-                        "source": unknown["scope"],
-                        "target": sid(full_name),
-                        "relation": "calls",
-                        "evidence_refs": [ev],
-                        "resolution": "inference",
-                        "status": "inferred",
-                        "resolves": [{"id": unknown["id"]}],
-                    }
-                )
+            )
+
+
+def _add_disagreements(
+    out: Inference, checked: list[tuple[str, str, dict[str, Any]]], answers: dict[str, dict[str, list[str]]]
+) -> dict[str, str]:
+    """A conflict for each heuristic edge jedi infers otherwise; returns each conflict's id to the
+    callee the fast pass drew."""
     contradicted: dict[str, str] = {}
     for source, target, record in sorted(checked, key=lambda c: (c[0], c[1], c[2]["id"])):
         inferred = answers.get(record["artifact"], {}).get(_site_key(record["span"]), [])
@@ -176,8 +199,7 @@ def infer_slice(ws: Workspace, distance: dict[str, int], store: Store) -> Infere
                     "status": "open",
                 }
             )
-    _record(ws, store, out.conflicts, contradicted)
-    return out
+    return contradicted
 
 
 def _record(

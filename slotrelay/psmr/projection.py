@@ -187,18 +187,7 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
     grants.require_write("projection.apply", [])
     delta = deltas.load(store, ws, request["delta_id"])
     deltas.require_current(ws, delta, "projection.apply")
-    if delta["apply"] is not None:
-        raise InvalidQuery(
-            f"delta {delta['delta_id']} was applied at {delta['apply']['at']}; propose a new one"
-        )
-    if not (delta["validation"] or {}).get("ok"):
-        raise ValidationFailed(
-            f"delta {delta['delta_id']} has not passed delta.validate (status {delta['status']}); validate "
-            "it first",
-            details={"delta_id": delta["delta_id"], "status": delta["status"]},
-        )
-    if delta["preview"] is None:
-        raise InvalidQuery(f"delta {delta['delta_id']} was not previewed; call projection.preview first")
+    _require_applicable(delta)
     files = deltas.changed_files(delta)
     root = Path(ws.source_root)
     grants.require_write("projection.apply", [root / a for a in files])
@@ -208,16 +197,7 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
         # Another apply of this delta may have written while this one waited for the log.
         if deltas.load(store, ws, delta["delta_id"])["apply"] is not None:
             raise InvalidQuery(f"delta {delta['delta_id']} was applied meanwhile; propose a new one")
-        moved = deltas.changed_on_disk(
-            root, ((artifact, delta["preview"]["hashes"].get(artifact)) for artifact in files)
-        )
-        if moved:
-            raise ConflictRequiresReview(
-                f"projection.apply: {', '.join(moved)} changed since projection.preview, or cannot be read "
-                "as a regular file inside the root; nothing was written. Review the change, rebuild the "
-                "workspace and propose again",
-                details={"delta_id": delta["delta_id"], "changed_files": moved},
-            )
+        _require_previewed_hashes(root, delta, files)
         delta["validation"] = validated_texts(ws, store, delta)
         image = {
             "side": side_of(ws).to_json(),
@@ -233,28 +213,7 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
             }
             for a in files
         ]
-        prefix = root.relative_to(anchor)
-        try:
-            write_all(
-                anchor,
-                {
-                    str(prefix / a): (delta["files"][a]["original"], delta["files"][a]["projected"])
-                    for a in files
-                },
-            )
-        except OSError as exc:
-            audit.append(
-                "apply_failed",
-                delta_id=delta["delta_id"],
-                workspace_id=ws.workspace_id,
-                files=records,
-                error=str(exc),
-            )
-            raise ExecutionFailed(
-                f"projection.apply could not write ({exc}); every file of this apply was restored"
-            ) from exc
-        except ValueError as exc:
-            raise ExecutionFailed(f"projection.apply could not write ({exc}); nothing was written") from exc
+        _write_projected(ws, delta, files, anchor=anchor, audit=audit, records=records)
         record = audit.append(
             "apply",
             delta_id=delta["delta_id"],
@@ -279,3 +238,72 @@ def apply(ws: Workspace, request: dict[str, Any], store: Store, grants: Grants) 
             "next": "execution.run_tests, then verification.rebuild and verification.roundtrip",
         }
     )
+
+
+def _require_applicable(delta: dict[str, Any]) -> None:
+    """Refuse a delta applied already, one delta.validate did not pass, or one never previewed."""
+    if delta["apply"] is not None:
+        raise InvalidQuery(
+            f"delta {delta['delta_id']} was applied at {delta['apply']['at']}; propose a new one"
+        )
+    if not (delta["validation"] or {}).get("ok"):
+        raise ValidationFailed(
+            f"delta {delta['delta_id']} has not passed delta.validate (status {delta['status']}); validate "
+            "it first",
+            details={"delta_id": delta["delta_id"], "status": delta["status"]},
+        )
+    if delta["preview"] is None:
+        raise InvalidQuery(f"delta {delta['delta_id']} was not previewed; call projection.preview first")
+
+
+def _require_previewed_hashes(root: Path, delta: dict[str, Any], files: list[str]) -> None:
+    """Refuse when a file of the delta no longer has the hash projection.preview saw."""
+    moved = deltas.changed_on_disk(
+        root, ((artifact, delta["preview"]["hashes"].get(artifact)) for artifact in files)
+    )
+    if moved:
+        raise ConflictRequiresReview(
+            f"projection.apply: {', '.join(moved)} changed since projection.preview, or cannot be read "
+            "as a regular file inside the root; nothing was written. Review the change, rebuild the "
+            "workspace and propose again",
+            details={"delta_id": delta["delta_id"], "changed_files": moved},
+        )
+
+
+def _write_projected(
+    ws: Workspace,
+    delta: dict[str, Any],
+    files: list[str],
+    *,
+    anchor: Path,
+    audit: AuditLog,
+    records: list[dict[str, Any]],
+) -> None:
+    """Write the delta's projected texts under the granted root, all or none; a failed write that
+    restored the originals is recorded in the audit log.
+
+    Raises:
+        ExecutionFailed: a file could not be written (every file of this apply is restored).
+    """
+    prefix = Path(ws.source_root).relative_to(anchor)
+    try:
+        write_all(
+            anchor,
+            {
+                str(prefix / a): (delta["files"][a]["original"], delta["files"][a]["projected"])
+                for a in files
+            },
+        )
+    except OSError as exc:
+        audit.append(
+            "apply_failed",
+            delta_id=delta["delta_id"],
+            workspace_id=ws.workspace_id,
+            files=records,
+            error=str(exc),
+        )
+        raise ExecutionFailed(
+            f"projection.apply could not write ({exc}); every file of this apply was restored"
+        ) from exc
+    except ValueError as exc:
+        raise ExecutionFailed(f"projection.apply could not write ({exc}); nothing was written") from exc

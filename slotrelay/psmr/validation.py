@@ -191,42 +191,15 @@ def type_compatibility(
     unresolved calls of the same name (the delta's possibly affected sites) are bound too: one that
     would not bind needs review, without failing the check (it may be a call of something else)."""
     renamed = {r["old"]: r["new"] for r in delta["expected"]["symbols_renamed"]}
-
-    def text_of(artifact: str) -> str:
-        return sources.get(artifact, "")
-
-    def text_of_original(artifact: str) -> str:
-        if artifact in delta["files"]:
-            original: str = delta["files"][artifact]["original"]
-            return original
-        return text_of(artifact)
-
-    line_maps = {a: _line_map(f["original"], f["projected"]) for a, f in delta["files"].items()}
+    texts = _Texts(delta, sources)
     edited = edited_sites(delta)
-
-    def projected(artifact: str, line: int, col: int) -> tuple[int, int] | None:
-        """A position of W (a byte column) in the projected text, None if the edit removed its line."""
-        if artifact not in delta["files"]:
-            return line, char_column(text_of(artifact), line, col)
-        if line not in line_maps[artifact]:
-            return None
-        return line_maps[artifact][line], char_column(delta["files"][artifact]["original"], line, col)
-
     sites: dict[str, dict[tuple[int, int], Site]] = {}
     # The names a call of each changed symbol is written with, before and after the delta.
     names: dict[str, set[str]] = {}
     review: list[dict[str, Any]] = []
-    for item in delta["expected"]["symbols_changed"]:
-        if "signature_changed" not in item["changes"]:
-            continue
-        target, was = item["id"], deltas.renamed_from(renamed, item["id"])
-        if target not in new.graph or was not in old.graph:
-            continue
-        data = new.graph.nodes[target]
-        params = _parameters(data)
-        if params == _parameters(old.graph.nodes[was]):
-            continue
-        signature = f"{qname(target)}{data['signature']}"
+    for target, was in _parameters_changed(old, new, delta, renamed):
+        params = _parameters(new.graph.nodes[target])
+        signature = f"{qname(target)}{new.graph.nodes[target]['signature']}"
         names[target] = {qname(target).rsplit(".", 1)[-1], qname(was).rsplit(".", 1)[-1]}
         for side, node in ((old, was), (new, target)):
             for caller, ev in _calls_of(side, node):
@@ -234,33 +207,116 @@ def type_compatibility(
                 artifact, line, col = record["artifact"], record["span"]["line"], record["span"]["col"]
                 site = {"caller": deltas.renamed_to(renamed, caller), "callee": target, "file": artifact}
                 where = (
-                    projected(artifact, line, col)
+                    texts.projected(artifact, line, col)
                     if side is old
-                    else (line, char_column(text_of(artifact), line, col))
+                    else (line, char_column(texts.projected_text(artifact), line, col))
                 )
                 if where is None:
                     review.append({**site, "line": line, "reason": "the edit removed the call's line"})
                     continue
                 sites.setdefault(artifact, {})[where] = ({**site, "line": where[0]}, params, signature, True)
-        name = qname(was).rsplit(".", 1)[-1]
-        for unknown in delta["possibly_affected"]:
-            if unknown["detail"].removesuffix("()").rsplit(".", 1)[-1] != name:
-                continue
-            artifact, span = unknown["artifact"], unknown["span"]
-            if (artifact, span["line"], span["col"]) in edited:
-                continue
-            where = projected(artifact, span["line"], span["col"])
-            if where is not None:
-                # Where it is in the file as it stands, which is where edit_reference finds it.
-                site = {"caller": deltas.renamed_to(renamed, unknown["scope"]), "callee": target,
-                        "file": artifact, "line": span["line"], "column": span["col"],
-                        "text": _line(text_of_original(artifact), span["line"]),
-                        "unresolved": unknown["detail"]}  # fmt: skip
-                sites.setdefault(artifact, {}).setdefault(where, (site, params, signature, False))
+        for where, site in _possibly_affected(delta, was, target, texts, renamed, edited):
+            sites.setdefault(site["file"], {}).setdefault(where, (site, params, signature, False))
+    problems, checked, unfit = _bind_sites(sites, names, texts, review)
+    problems += _left_unfixed(delta, texts.line_maps, problems)
+    return _check(
+        "type_compatibility",
+        problems,
+        review,
+        call_sites_checked=checked,
+        possibly_affected_unfit=unfit,
+    )
+
+
+class _Texts:
+    """The texts type_compatibility reads: the projected ones (W~) and the original ones (W), and where a
+    position of W is in the projected text."""
+
+    def __init__(self, delta: dict[str, Any], sources: dict[str, str]) -> None:
+        self.delta_files: dict[str, dict[str, Any]] = delta["files"]
+        self.sources = sources
+        self.line_maps = {a: _line_map(f["original"], f["projected"]) for a, f in self.delta_files.items()}
+
+    def projected_text(self, artifact: str) -> str:
+        return self.sources.get(artifact, "")
+
+    def original_text(self, artifact: str) -> str:
+        if artifact in self.delta_files:
+            original: str = self.delta_files[artifact]["original"]
+            return original
+        return self.projected_text(artifact)
+
+    def projected(self, artifact: str, line: int, col: int) -> tuple[int, int] | None:
+        """A position of W (a byte column) in the projected text, None if the edit removed its line."""
+        if artifact not in self.delta_files:
+            return line, char_column(self.projected_text(artifact), line, col)
+        if line not in self.line_maps[artifact]:
+            return None
+        return self.line_maps[artifact][line], char_column(self.delta_files[artifact]["original"], line, col)
+
+
+def _parameters_changed(
+    old: Workspace, new: Workspace, delta: dict[str, Any], renamed: dict[str, str]
+) -> list[tuple[str, str]]:
+    """(identity in W~, identity in W) of each symbol the delta changes whose parameters changed."""
+    out = []
+    for item in delta["expected"]["symbols_changed"]:
+        if "signature_changed" not in item["changes"]:
+            continue
+        target, was = item["id"], deltas.renamed_from(renamed, item["id"])
+        if target not in new.graph or was not in old.graph:
+            continue
+        if _parameters(new.graph.nodes[target]) == _parameters(old.graph.nodes[was]):
+            continue
+        out.append((target, was))
+    return out
+
+
+def _possibly_affected(
+    delta: dict[str, Any],
+    was: str,
+    target: str,
+    texts: _Texts,
+    renamed: dict[str, str],
+    edited: set[tuple[str, int, int]],
+) -> list[tuple[tuple[int, int], dict[str, Any]]]:
+    """The delta's unresolved calls written with the changed symbol's old name that it did not edit,
+    each with its position in the projected text (those whose line the edit removed are left out)."""
+    name = qname(was).rsplit(".", 1)[-1]
+    out = []
+    for unknown in delta["possibly_affected"]:
+        if unknown["detail"].removesuffix("()").rsplit(".", 1)[-1] != name:
+            continue
+        artifact, span = unknown["artifact"], unknown["span"]
+        if (artifact, span["line"], span["col"]) in edited:
+            continue
+        where = texts.projected(artifact, span["line"], span["col"])
+        if where is not None:
+            # Where it is in the file as it stands, which is where edit_reference finds it.
+            site = {"caller": deltas.renamed_to(renamed, unknown["scope"]), "callee": target,
+                    "file": artifact, "line": span["line"], "column": span["col"],
+                    "text": _line(texts.original_text(artifact), span["line"]),
+                    "unresolved": unknown["detail"]}  # fmt: skip
+            out.append((where, site))
+    return out
+
+
+def _bind_sites(
+    sites: dict[str, dict[tuple[int, int], Site]],
+    names: dict[str, set[str]],
+    texts: _Texts,
+    review: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], int, int]:
+    """Bind the call at each site to its new signature; a resolved call that does not bind is a problem,
+    an unresolved one (or one that cannot be judged) goes to `review`.
+
+    Returns:
+        The problems, the resolved sites checked, and the unresolved ones that would not bind.
+    """
     problems: list[dict[str, Any]] = []
     checked = unfit = 0
     for artifact, found in sorted(sites.items()):
-        calls = calls_at(text_of(artifact), set(found))
+        calls = calls_at(texts.projected_text(artifact), set(found))
         for position, (site, params, signature, resolved) in sorted(found.items()):
             call = _call_of(calls.get(position, []), names[site["callee"]])
             if call is None:
@@ -281,23 +337,27 @@ def type_compatibility(
             else:
                 if not resolved:
                     review.append({**site, "reason": f"unresolved; if it calls {signature}, it binds"})
-    # A call delta.propose left as written because an argument had no new parameter to go to may
-    # still bind (a positional one lands on whatever parameter now stands there): it is unfixed.
+    return problems, checked, unfit
+
+
+def _left_unfixed(
+    delta: dict[str, Any], line_maps: dict[str, dict[int, int]], problems: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The calls delta.propose left as written that no problem reports yet.
+
+    A call left as written because an argument had no new parameter to go to may still bind (a
+    positional one lands on whatever parameter now stands there): it is unfixed.
+    """
     failed = {(p["file"], p["line"]) for p in problems}
+    unfixed = []
     for edit in delta["needs_review"]:
         line = line_maps.get(edit["file"], {}).get(edit["line"], edit["line"])
         if edit.get("unmapped") and (edit["file"], line) not in failed:
-            problems.append(
+            unfixed.append(
                 {"caller": edit["caller"], "callee": edit["callee"], "file": edit["file"], "line": line,
                  "reason": f"left as written by delta.propose: {edit['reason']}"}
             )  # fmt: skip
-    return _check(
-        "type_compatibility",
-        problems,
-        review,
-        call_sites_checked=checked,
-        possibly_affected_unfit=unfit,
-    )
+    return unfixed
 
 
 def _call_of(calls: list[Any], names: set[str]) -> Any:

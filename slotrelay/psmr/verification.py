@@ -20,6 +20,8 @@ listed), as does a new confirmed defect. A review with no run on the applied fil
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -105,22 +107,41 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
     """
     expected = delta["expected"]
     free = set(expected["edges_free"]) | set(expected["symbols_added"])
-    matched: list[dict[str, Any]] = []
-    missing: list[dict[str, Any]] = []
-    unexpected: list[dict[str, Any]] = []
+    verdict = _Verdict()
+    _judge_symbols(verdict, delta, actual)
+    _judge_call_sites(verdict, expected, actual, free)
+    _judge_edges(verdict, delta, actual, free)
+    return {
+        "matched": verdict.matched,
+        "intended_but_missing": verdict.missing,
+        "changed_but_not_intended": verdict.unexpected,
+    }
 
-    def sort(kind: str, want: set[Any], got: set[Any], show: Any) -> None:
-        matched.extend({"kind": kind, **show(x)} for x in sorted(want & got))
-        missing.extend({"kind": kind, **show(x)} for x in sorted(want - got))
-        unexpected.extend({"kind": kind, **show(x)} for x in sorted(got - want))
 
-    sort(
+@dataclass
+class _Verdict:
+    """The three sections of a roundtrip, filled kind by kind."""
+
+    matched: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[dict[str, Any]] = field(default_factory=list)
+    unexpected: list[dict[str, Any]] = field(default_factory=list)
+
+    def sort(self, kind: str, want: set[Any], got: set[Any], show: Callable[[Any], dict[str, Any]]) -> None:
+        """What was intended and came, intended and did not, and came unintended, each shown as an item."""
+        self.matched.extend({"kind": kind, **show(x)} for x in sorted(want & got))
+        self.missing.extend({"kind": kind, **show(x)} for x in sorted(want - got))
+        self.unexpected.extend({"kind": kind, **show(x)} for x in sorted(got - want))
+
+
+def _judge_symbols(verdict: _Verdict, delta: dict[str, Any], actual: dict[str, list[Any]]) -> None:
+    expected = delta["expected"]
+    verdict.sort(
         "symbol_added",
         set(expected["symbols_added"]),
         {i["id"] for i in actual["symbols_added"]},
         lambda x: {"id": x},
     )
-    sort(
+    verdict.sort(
         "symbol_removed",
         set(expected["symbols_removed"]),
         {i["id"] for i in actual["symbols_removed"]},
@@ -128,7 +149,7 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
     )
     renames = intended_renames(delta)
     got_renamed = {(r["old"], r["new"]) for r in actual["symbols_renamed"]}
-    sort(
+    verdict.sort(
         "symbol_renamed",
         # A member moves with its renamed class: that rename is intended too.
         {(o, n) for o, n in renames.items()}
@@ -136,22 +157,28 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
         got_renamed,
         lambda x: {"old": x[0], "new": x[1]},
     )
-    sort(
+    verdict.sort(
         "symbol_changed",
         {(i["id"], c) for i in expected["symbols_changed"] for c in i["changes"]},
         {(i["id"], c) for i in actual["symbols_changed"] for c in i["changes"]},
         lambda x: {"id": x[0], "change": x[1]},
     )
+
+
+def _judge_call_sites(
+    verdict: _Verdict, expected: dict[str, Any], actual: dict[str, list[Any]], free: set[str]
+) -> None:
+    """Call sites counted per caller and callee; those inside a replaced body or an added symbol match."""
     for kind, side in (("call_site_added", "call_sites_added"), ("call_site_removed", "call_sites_removed")):
         want = Counter(tuple(pair) for pair in expected[side])
         got = Counter((s["caller"], s["callee"]) for s in actual[side] if s["caller"] not in free)
-        sort(
+        verdict.sort(
             kind,
             {(p, n) for p, c in want.items() for n in range(c)},
             {(p, n) for p, c in got.items() for n in range(c)},
             lambda x: {"caller": x[0][0], "callee": x[0][1]},
         )
-        matched.extend(
+        verdict.matched.extend(
             {
                 "kind": kind,
                 "caller": s["caller"],
@@ -161,6 +188,12 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
             for s in actual[side]
             if s["caller"] in free
         )
+
+
+def _judge_edges(
+    verdict: _Verdict, delta: dict[str, Any], actual: dict[str, list[Any]], free: set[str]
+) -> None:
+    """Edges and state accesses: intended when they leave or reach a replaced body or an added symbol."""
     # An import inside a replaced body or an added symbol is an edge of its module.
     free_modules = {
         sid(f["module"])
@@ -178,10 +211,9 @@ def judge(delta: dict[str, Any], actual: dict[str, list[Any]]) -> dict[str, list
             item = {"kind": kind, **edge}
             imports_of_free = edge["relation"] == "imports" and edge["source"] in free_modules
             if edge["source"] in free or edge["target"] in free or imports_of_free:
-                matched.append(item)
+                verdict.matched.append(item)
             else:
-                unexpected.append(item)
-    return {"matched": matched, "intended_but_missing": missing, "changed_but_not_intended": unexpected}
+                verdict.unexpected.append(item)
 
 
 def roundtrip(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
@@ -242,68 +274,17 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     """verification.review: defects, semantic events, unexpected changes, unknowns and conflicts."""
     delta, image = _applied(ws, request, store, "verification.review")
     before = _before_side(ws, delta, image)
-    actual = compare(before, side_of(ws), renames=intended_renames(delta))
-    old_defects: Counter[tuple[str, str, str]] = Counter()
-    new_defects: Counter[tuple[str, str, str]] = Counter()
-    for artifact, entry in delta["files"].items():
-        old_defects += confirmed_defects(entry["original"], artifact)
-        new_defects += confirmed_defects(artifact_text(ws.source_root, artifact) or "", artifact)
-
-    def defect_items(found: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
-        return [{"file": f, "rule": r, "message": m, "count": c} for (f, r, m), c in sorted(found.items())]
-
-    after = texts_of(ws)
-    before_texts = {**after, **{a: entry["original"] for a, entry in delta["files"].items()}}
-    breakages, warnings = api_breakages(
-        (ws.files, before_texts), (ws.files, after), name=Path(ws.source_root).name
-    )
-    events: list[dict[str, Any]] = [{"event": "api_breakage", **b} for b in breakages]
-    for relation, pairs_of in (
-        (
-            "imports",
-            lambda side: [tuple(k.split("\0")[::2]) for k in side.edges if k.split("\0")[1] == "imports"],
-        ),
-        ("calls", lambda side: [(s[0], s[1]) for s in side.sites]),
-    ):
-        after_side = side_of(ws)
-        for cycle in sorted(_cycles(pairs_of(after_side)) - _cycles(pairs_of(before)), key=sorted):
-            events.append({"event": "new_cycle", "relation": relation, "members": sorted(cycle)})
-    events += [
-        {"event": "new_state_write", **e}
-        for e in actual["state_accesses_added"]
-        if e["relation"] == "writes_state"
-    ]
-    unexpected = judge(delta, actual)["changed_but_not_intended"]
-    touched = set(delta["files"])
-
-    renamed = intended_renames(delta)
-
-    def unknown_keys(records: list[dict[str, Any]], *, rename: bool) -> Counter[tuple[str, str, str]]:
-        # An unknown inside a renamed function is the same unknown under the function's new name.
-        return Counter(
-            (deltas.renamed_to(renamed, u["scope"]) if rename else u["scope"], u["reason"], u["detail"])
-            for u in records
-            if u["artifact"] in touched
-        )
-
-    fresh = unknown_keys(list(ws.unknowns.values()), rename=False) - unknown_keys(
-        image["unknowns"], rename=True
-    )
-    new_unknowns = [
-        u for u in sorted(ws.unknowns.values(), key=lambda u: u["id"])
-        if (u["scope"], u["reason"], u["detail"]) in fresh
-    ]  # fmt: skip
-    old_conflicts = {c["id"] for c in image["conflicts"]}
-    new_conflicts = [
-        c for c in sorted(ws.conflicts.values(), key=lambda c: c["id"]) if c["id"] not in old_conflicts
-    ]
+    after_side = side_of(ws)
+    actual = compare(before, after_side, renames=intended_renames(delta))
+    old_defects, new_defects = _defects(ws, delta)
+    events, warnings = _semantic_events(ws, delta, before, after_side, actual)
     sections = [
-        ("new_defects", defect_items(new_defects - old_defects)),
-        ("resolved_defects", defect_items(old_defects - new_defects)),
+        ("new_defects", _defect_items(new_defects - old_defects)),
+        ("resolved_defects", _defect_items(old_defects - new_defects)),
         ("semantic_events", events),
-        ("unexpected_changes", unexpected),
-        ("new_unknowns", new_unknowns),
-        ("new_conflicts", new_conflicts),
+        ("unexpected_changes", judge(delta, actual)["changed_but_not_intended"]),
+        ("new_unknowns", _new_unknowns(ws, delta, image)),
+        ("new_conflicts", _new_conflicts(ws, image)),
     ]
     run, untested = latest_run(delta)
     failed_tests = list(run.get("failed", [])) if run else []
@@ -329,3 +310,74 @@ def review(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
         sections=sections,
         warnings=warnings + untested,
     )
+
+
+def _defects(
+    ws: Workspace, delta: dict[str, Any]
+) -> tuple[Counter[tuple[str, str, str]], Counter[tuple[str, str, str]]]:
+    """The confirmed defects of the delta's files before the change and as they are now."""
+    old_defects: Counter[tuple[str, str, str]] = Counter()
+    new_defects: Counter[tuple[str, str, str]] = Counter()
+    for artifact, entry in delta["files"].items():
+        old_defects += confirmed_defects(entry["original"], artifact)
+        new_defects += confirmed_defects(artifact_text(ws.source_root, artifact) or "", artifact)
+    return old_defects, new_defects
+
+
+def _defect_items(found: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [{"file": f, "rule": r, "message": m, "count": c} for (f, r, m), c in sorted(found.items())]
+
+
+def _semantic_events(
+    ws: Workspace, delta: dict[str, Any], before: Side, after_side: Side, actual: dict[str, list[Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The API breakages, new import or call cycles and new state writes, with the warnings of the API
+    comparison."""
+    after = texts_of(ws)
+    before_texts = {**after, **{a: entry["original"] for a, entry in delta["files"].items()}}
+    breakages, warnings = api_breakages(
+        (ws.files, before_texts), (ws.files, after), name=Path(ws.source_root).name
+    )
+    events: list[dict[str, Any]] = [{"event": "api_breakage", **b} for b in breakages]
+    for relation, pairs_of in (
+        (
+            "imports",
+            lambda side: [tuple(k.split("\0")[::2]) for k in side.edges if k.split("\0")[1] == "imports"],
+        ),
+        ("calls", lambda side: [(s[0], s[1]) for s in side.sites]),
+    ):
+        for cycle in sorted(_cycles(pairs_of(after_side)) - _cycles(pairs_of(before)), key=sorted):
+            events.append({"event": "new_cycle", "relation": relation, "members": sorted(cycle)})
+    events += [
+        {"event": "new_state_write", **e}
+        for e in actual["state_accesses_added"]
+        if e["relation"] == "writes_state"
+    ]
+    return events, warnings
+
+
+def _new_unknowns(ws: Workspace, delta: dict[str, Any], image: dict[str, Any]) -> list[dict[str, Any]]:
+    """The unknowns of the delta's files that the before-image did not have."""
+    touched = set(delta["files"])
+    renamed = intended_renames(delta)
+
+    def unknown_keys(records: list[dict[str, Any]], *, rename: bool) -> Counter[tuple[str, str, str]]:
+        # An unknown inside a renamed function is the same unknown under the function's new name.
+        return Counter(
+            (deltas.renamed_to(renamed, u["scope"]) if rename else u["scope"], u["reason"], u["detail"])
+            for u in records
+            if u["artifact"] in touched
+        )
+
+    fresh = unknown_keys(list(ws.unknowns.values()), rename=False) - unknown_keys(
+        image["unknowns"], rename=True
+    )
+    return [
+        u for u in sorted(ws.unknowns.values(), key=lambda u: u["id"])
+        if (u["scope"], u["reason"], u["detail"]) in fresh
+    ]  # fmt: skip
+
+
+def _new_conflicts(ws: Workspace, image: dict[str, Any]) -> list[dict[str, Any]]:
+    old_conflicts = {c["id"] for c in image["conflicts"]}
+    return [c for c in sorted(ws.conflicts.values(), key=lambda c: c["id"]) if c["id"] not in old_conflicts]
