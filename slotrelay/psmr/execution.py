@@ -51,6 +51,7 @@ from slotrelay.validation_text import schema_problem
 AUTHORITY = "runtime:pytest"
 RUNTIME_KIND = "runtime/pytest"
 EVIDENCE_KIND = "runtime/pytest-evidence"
+
 DEFAULT_TIMEOUT_S = 120
 # The failed test ids an answer and a delta's run record list (the paged results list them all).
 FAILED_SHOWN = 200
