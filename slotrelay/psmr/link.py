@@ -410,7 +410,8 @@ class Linker:
                 elif value[0] == "def" and self.returns_argument(value[1]):
                     # A function that returns (part of) its argument returns this call's argument.
                     args = [frozenset(self.eval(a)) for a in ref[2]]
-                    out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
+                    kwargs = {k: frozenset(self.eval(v)) for k, v in ref[3]}
+                    out |= self.apply(value[1], args, kwargs, 0, self.maybe_none(ref))
                 else:
                     out |= self.call_result(value)
             if ref[1][0] == "attr" and ref[1][2] in ("__enter__", "__aenter__"):
@@ -1250,14 +1251,20 @@ class Linker:
         return set(values)
 
     def apply(
-        self, func: str, args: list[frozenset[Value]], kwargs: dict[str, frozenset[Value]], depth: int
+        self,
+        func: str,
+        args: list[frozenset[Value]],
+        kwargs: dict[str, frozenset[Value]],
+        depth: int,
+        unset: frozenset[int | str] = frozenset(),
     ) -> set[Value]:
         """What calling the tree's function `func` with these argument values returns, in this call's
-        context alone (its parameters bound to these values only), a few calls deep."""
+        context alone (its parameters bound to these values only), a few calls deep. `unset`: the
+        arguments (by index or keyword) that may be None besides their values (see `maybe_none`)."""
         scope = self.scopes.get(func, {})
         if scope.get("generator"):
             return {("gen", func)}
-        context = (func, tuple(args), tuple(sorted(kwargs.items())))
+        context = (func, tuple(args), tuple(sorted(kwargs.items())), unset)
         if depth > MAX_CONTEXT_DEPTH:
             return self.call_result(("def", func))
         return set(self.memo.get(("@apply", context, depth)))
@@ -1312,7 +1319,7 @@ class Linker:
                     # The overloads its arguments select say what it returns, as out of context.
                     out |= self.overload_result(value[1], ref[2], ref[3])
                 elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
-                    out |= self.apply(value[1], args, kwargs, depth + 1)
+                    out |= self.apply(value[1], args, kwargs, depth + 1, self.maybe_none(ref))
                 elif value[0] == "returns":
                     out |= self.eval(value[1])
                 elif value in FIRST_ARGUMENT_STANDS and args:
@@ -1348,12 +1355,26 @@ class Linker:
         if accepts is None or name not in func.get("params", []):
             return None
         positional = accepts["positional"]
-        # An argument whose values are unknown (empty) may still be None: that tells nothing.
+        # An argument whose values are unknown (empty), or that may be None besides them, tells nothing.
         if name in positional and positional.index(name) < len(env["args"]):
-            return True if env["args"][positional.index(name)] else None
+            index = positional.index(name)
+            return True if env["args"][index] and index not in env["unset"] else None
         if name in env["kwargs"]:
-            return True if env["kwargs"][name] else None
+            return True if env["kwargs"][name] and name not in env["unset"] else None
         return False if name in accepts.get("none_defaults", []) else None
+
+    def maybe_none(self, call: Any) -> frozenset[int | str]:
+        """The arguments of a call ref (by index or keyword) that may be None whatever values they
+        have: a parameter of the caller whose default is None (a call that leaves it out passes None
+        on, as in `if prereleases is None: prereleases = ...` where the rebinding may be None too)."""
+        out: set[int | str] = set()
+        for slot, arg in [*enumerate(call[2]), *call[3]]:
+            if arg[0] == "name" and any(
+                r[0] == "param" and r[3] in self.defs.get(r[1], {}).get("accepts", {}).get("none_defaults", ())
+                for r in self.binding_refs(arg)
+            ):
+                out.add(slot)
+        return frozenset(out)
 
     def _constructed(self) -> set[str]:
         # Computed once evaluation has settled, never in the middle of one, so that no result depends
@@ -2454,7 +2475,13 @@ def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTa
 
 def _context_env(context: tuple[Any, ...]) -> dict[str, Any]:
     """The environment of a call context (see `Linker.apply`) from its key."""
-    return {"func": context[0], "args": list(context[1]), "kwargs": dict(context[2]), "key": context}
+    return {
+        "func": context[0],
+        "args": list(context[1]),
+        "kwargs": dict(context[2]),
+        "unset": context[3],
+        "key": context,
+    }
 
 
 class CycleHeads:

@@ -1043,3 +1043,55 @@ def read():
     )
     assert edges[("m.read", "m.Item.__getattr__")] == {"heuristic"}
     assert ("m.Item.__init__", "m.Item.__getattr__") not in edges
+
+
+def test_a_none_guard_is_kept_where_the_argument_may_still_be_none(tmp_path: Path) -> None:
+    # `if pre is None: return buffered(items)` runs for a caller whose own `pre=None` it passes on
+    # (whatever else its callers pass it), even after `if pre is None: pre = policy()` (policy may
+    # answer None too); a caller that passes a value of its own skips it.
+    edges = _edges(
+        tmp_path,
+        """def policy(flag) -> bool | None:
+    return flag
+
+
+def buffered(items):
+    for item in items:
+        yield item
+
+
+def picked(items, pre):
+    if pre is None:
+        return buffered(items)
+    return iter(items)
+
+
+class Spec:
+    def select(self, items, pre=None):
+        if pre is None:
+            pre = policy(pre)
+        return picked(items, pre)
+
+
+class Strict:
+    pass
+
+
+def given(items):
+    return picked(items, Strict())
+
+
+def run():
+    return list(Spec().select([1, 2]))
+
+
+def run_given():
+    return list(given([1, 2]))
+
+
+def run_strict():
+    return list(Spec().select([1, 2], Strict()))
+""",
+    )
+    assert edges[("m.run", "m.buffered")] == {"heuristic"}
+    assert ("m.run_given", "m.buffered") not in edges
