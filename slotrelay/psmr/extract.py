@@ -9,7 +9,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
     ["attrs", ref, prefix, rest] `getattr(ref, prefix + rest)`: the attributes whose names rest's
-                                 constants complete, or any named with the prefix
+                                 constants complete, or any named with the prefix (none for the
+                                 prefix "", `getattr(ref, rest)`)
     ["call", ref, [args], {kw}]  the result of calling ref
     ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an
     iteration ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys,
@@ -355,6 +356,11 @@ class FileExtractor(ast.NodeVisitor):
                     base = self.ref(node.args[0])
                     prefix, rest = prefixed
                     return ["attrs", base, prefix, self.ref(rest) or _constant_ref(rest)] if base else None
+                rest_ref = self.ref(name) if isinstance(name, ast.Name) else None
+                if rest_ref is not None:
+                    # `getattr(x, name)`: the attributes the constants given to name (no prefix) name.
+                    base = self.ref(node.args[0])
+                    return ["attrs", base, "", rest_ref] if base else None
                 return ["unk", "dynamic_getattr"]
             if func.id == "__import__" and node.args:
                 arg = node.args[0]
@@ -567,6 +573,10 @@ class FileExtractor(ast.NodeVisitor):
                 if name in names:
                     for ref in filter(None, map(self._outer_ref, values)):
                         self.bind(name, ["rows", ref], adds=True)
+                    for row in (e for v in values if isinstance(v, ast.List) for e in v.elts):
+                        if isinstance(row, ast.Constant) and isinstance(row.value, str):
+                            # A string row names what `getattr(x, name)` reads (see `Linker.completions`).
+                            self.bind(name, ["rows", ["const", row.value]], adds=True)
         is_fixture = any("fixture" in ast.unparse(d) for d in node.decorator_list)
         if node.name.startswith("test") or is_fixture:
             for arg in params:

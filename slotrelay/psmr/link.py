@@ -66,13 +66,21 @@ MAX_CONTEXT_DEPTH = 4
 # val)`) nests one more at each call level `apply` follows, each level holding every combination of
 # the level below: a key of marshmallow's, written out, took 300 MB, and its build did not end.
 MAX_FROZEN_NESTING = 2
-# Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
+# Which arguments a builtin, or a function of the standard library, calls: positional indexes, and
+# keyword names (`max(xs, key=f)` calls f only; `dataclasses.asdict(x, dict_factory=f)` calls f).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "map": ((0,), ()),
     "filter": ((0,), ()),
     "sorted": ((), ("key",)),
     "min": ((), ("key",)),
     "max": ((), ("key",)),
+    "dataclasses.asdict": ((), ("dict_factory",)),
+    "dataclasses.astuple": ((), ("tuple_factory",)),
+    "functools.reduce": ((0,), ()),
+    "itertools.filterfalse": ((0,), ()),
+    "itertools.takewhile": ((0,), ()),
+    "itertools.dropwhile": ((0,), ()),
+    "itertools.starmap": ((0,), ()),
 }
 # The standard library's copying and pickling: what each returns of its argument (see `serialized`).
 SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
@@ -383,7 +391,10 @@ class Linker:
             out = set()
             completions = self.completions(ref[3])
             for value in ordered(self.eval(ref[1])):
-                if completions is None:
+                if completions is None and not ref[2]:
+                    # `getattr(x, name)` with a name from outside could be any attribute: none is guessed.
+                    names = []
+                elif completions is None:
                     names = self.prefixed_names(value, ref[2])
                 else:
                     names = [f"{ref[2]}{c}" for c in completions]
@@ -520,6 +531,14 @@ class Linker:
         names come from outside); None when rest may be anything else, so any name with the prefix."""
         if rest[0] == "const":
             return [str(rest[1])]
+        if rest[0] == "name" and "rows" in self.binding_kinds(rest):
+            # A test parameter: the strings `parametrize` lists for it, if it lists only constants (the
+            # list of its rows then holds no ref).
+            rows = [r[1] for r in self.binding_refs(rest) if r[0] == "rows"]
+            constant = all(r[0] == "const" or (r[0] == "coll" and not r[1]) for r in rows)
+            if self.binding_kinds(rest) <= {"param", "rows", "fixture"} and constant:
+                return sorted({str(r[1]) for r in rows if r[0] == "const"})
+            return None
         if rest[0] != "name" or self.binding_kinds(rest) != {"param"}:
             return None
         if self.strict:
@@ -1526,6 +1545,11 @@ class Linker:
                         found.setdefault(method, CallTarget(method, "method", how))
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
+            elif value[0] == "ext" and value[1] in CALLED_ARGUMENTS:
+                for arg in ordered(self.called_arguments(value[1], site)):
+                    for v in ordered(self.eval(arg)):
+                        for target in self.value_targets(v, "lexical") if v[0] == "def" else []:
+                            found.setdefault(target.target, target)
             elif value[0] == "ext" and value[1] in SERIALIZERS and site["args"]:
                 for target in self.serializer_methods(value[1], site["args"][0]):
                     found.setdefault(target.target, target)
@@ -1620,7 +1644,8 @@ class Linker:
 
     @staticmethod
     def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
-        """The arguments a builtin calls: `map(f, xs)` and `filter(f, xs)` call f, `max(xs, key=f)` f."""
+        """The arguments a builtin (or a function of CALLED_ARGUMENTS) calls: `map(f, xs)` and
+        `filter(f, xs)` call f, `max(xs, key=f)` f."""
         if builtin == "iter":
             # iter(f, sentinel) calls f until it returns the sentinel; iter(xs) calls nothing given.
             return [site["args"][0]] if len(site["args"]) == 2 else []

@@ -1095,3 +1095,73 @@ def run_strict():
     )
     assert edges[("m.run", "m.buffered")] == {"heuristic"}
     assert ("m.run_given", "m.buffered") not in edges
+
+
+def test_getattr_by_a_parametrized_name_reaches_the_methods_the_rows_name(tmp_path: Path) -> None:
+    # pytest runs the test once per row, so `getattr(spec, method)` reads each method the rows name;
+    # a name that comes from outside (no row, no constant passed) is no guess at every attribute.
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/spec.py": """class Spec:
+    def is_subset(self, other):
+        return True
+
+    def is_superset(self, other):
+        return True
+
+    def unrelated(self):
+        return None
+
+
+def by_name(spec, name):
+    return getattr(spec, name)
+""",
+            "tests/__init__.py": "",
+            "tests/test_spec.py": """import pytest
+
+from pkg.spec import Spec
+
+
+@pytest.mark.parametrize("method", ["is_subset", "is_superset"])
+def test_relations(method):
+    getattr(Spec(), method)(Spec())
+""",
+        },
+    )
+    assert ("tests.test_spec.test_relations", "pkg.spec.Spec.is_subset") in edges
+    assert ("tests.test_spec.test_relations", "pkg.spec.Spec.is_superset") in edges
+    assert ("tests.test_spec.test_relations", "pkg.spec.Spec.unrelated") not in edges
+    assert not [callee for caller, callee in edges if caller == "pkg.spec.by_name" and callee.startswith("pkg.")]
+
+
+def test_dataclasses_asdict_calls_its_dict_factory(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """import dataclasses
+from functools import reduce
+
+
+def factory(pairs):
+    return dict(pairs)
+
+
+def add(a, b):
+    return a + b
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+    def to_dict(self):
+        return dataclasses.asdict(self, dict_factory=factory)
+
+
+def total(xs):
+    return reduce(add, xs)
+""",
+    )
+    assert edges[("m.Point.to_dict", "m.factory")] == {"confirmed"}
+    assert edges[("m.total", "m.add")] == {"confirmed"}
