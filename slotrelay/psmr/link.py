@@ -82,6 +82,11 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "itertools.dropwhile": ((0,), ()),
     "itertools.starmap": ((0,), ()),
 }
+# What the standard library's classes call on the object they wrap when they are made: a text stream
+# asks its buffer whether it can read, write and seek, and where it is (CPython's `TextIOWrapper`).
+WRAPPED_BUFFER_CALLS: dict[str, tuple[str, ...]] = {
+    "io.TextIOWrapper": ("readable", "writable", "seekable", "tell"),
+}
 # The standard library's copying and pickling: what each returns of its argument (see `serialized`).
 SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
 # Calls whose result is, for the calls it makes, their first argument: calling a partial calls the
@@ -246,12 +251,13 @@ class _Tables:
             for name, refs in names.items()
             if any(r[0] == "prop" for r in refs)
         }
-        # The dunders some class of the tree defines, and whether one declares a metaclass: an
-        # operator or a constructor looks further only then.
+        # The dunders some class of the tree defines (and a module's `__getattr__`), and whether one
+        # declares a metaclass: an operator or a constructor looks further only then.
         self.dunder_names = {
             q.rsplit(".", 1)[1]
             for q, d in self.defs.items()
-            if d["kind"] == "method" and q.endswith("__") and q.rsplit(".", 1)[1].startswith("__")
+            if (d["kind"] == "method" and q.endswith("__") and q.rsplit(".", 1)[1].startswith("__"))
+            or (d["kind"] == "function" and q.endswith(".__getattr__") and q.rsplit(".", 1)[0] in facts)
         }
         self.metaclasses = any("metaclass" in d for d in self.defs.values())
 
@@ -1545,6 +1551,9 @@ class Linker:
                         found.setdefault(method, CallTarget(method, "method", how))
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
+            elif value[0] in ("ext", "extm") and value[1].removesuffix(".__init__") in WRAPPED_BUFFER_CALLS:
+                for target in self.wrapped_buffer_targets(value[1].removesuffix(".__init__"), site):
+                    found.setdefault(target.target, target)
             elif value[0] == "ext" and value[1] in CALLED_ARGUMENTS:
                 for arg in ordered(self.called_arguments(value[1], site)):
                     for v in ordered(self.eval(arg)):
@@ -1640,6 +1649,21 @@ class Linker:
                 out.add((kind,))
             elif kind == "gen":
                 out.add((kind, subject))
+        return out
+
+    def wrapped_buffer_targets(self, cls: str, site: dict[str, Any]) -> list[CallTarget]:
+        """`TextIOWrapper(buffer)` (or a subclass's `super().__init__(buffer)`): the methods of the
+        buffer it calls (WRAPPED_BUFFER_CALLS), or the `__getattr__` the buffer's class answers a
+        missing one with. Derived: which of them run depends on what the buffer answers."""
+        buffer = site["args"][0] if site["args"] else site["kwargs"].get("buffer")
+        out = []
+        for value in ordered(self.eval(buffer)) if buffer is not None else []:
+            if value[0] != "inst":
+                continue
+            for name in WRAPPED_BUFFER_CALLS[cls]:
+                method = self.find_method(value[1], name) or self.getattr_hook(value, name)
+                if method is not None:
+                    out.append(CallTarget(method, "method", "heuristic"))
         return out
 
     @staticmethod
@@ -2015,8 +2039,18 @@ class Linker:
 
     def getattr_hook(self, value: Value, name: str) -> str | None:
         """The `__getattr__` an instance's read of `name` asks, where neither the instance's stored
-        attributes nor its class's MRO (all of the tree's, no external base) bind the name."""
-        if value[0] != "inst" or (name.startswith("__") and name.endswith("__")):
+        attributes nor its class's MRO (all of the tree's, no external base) bind the name; and a
+        module's (PEP 562) where the module binds no such name and has no such submodule."""
+        if name.startswith("__") and name.endswith("__"):
+            return None
+        if value[0] == "mod":
+            module = value[1]
+            bound = name in self.bindings.get(module, {}) or f"{module}.{name}" in self.modules
+            if bound or self.star_lookup(module, name):
+                return None
+            hooks = [v[1] for v in ordered(self.module_attr(module, "__getattr__")) if v[0] == "def"]
+            return hooks[0] if hooks else None
+        if value[0] != "inst":
             return None
         cls = value[1]
         hook = self.find_method(cls, "__getattr__")

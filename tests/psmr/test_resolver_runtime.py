@@ -1165,3 +1165,70 @@ def total(xs):
     )
     assert edges[("m.Point.to_dict", "m.factory")] == {"confirmed"}
     assert edges[("m.total", "m.add")] == {"confirmed"}
+
+
+def test_reading_a_name_a_module_does_not_bind_asks_its_getattr(tmp_path: Path) -> None:
+    # PEP 562: `module.name` calls the module's `__getattr__` only where the module binds no such name.
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/lazy.py": """VERSION = "1"
+
+
+def __getattr__(name):
+    raise AttributeError(name)
+""",
+            "pkg/use.py": """from pkg import lazy
+
+
+def missing():
+    return lazy.old_name
+
+
+def present():
+    return lazy.VERSION
+""",
+        },
+    )
+    assert edges[("pkg.use.missing", "pkg.lazy.__getattr__")] == {"heuristic"}
+    assert ("pkg.use.present", "pkg.lazy.__getattr__") not in edges
+
+
+def test_a_text_wrapper_asks_its_buffer_what_it_can_do(tmp_path: Path) -> None:
+    # io.TextIOWrapper(buffer) calls buffer.readable(), writable(), seekable() and tell() as it is
+    # made; a method the buffer's class lacks goes to its `__getattr__`.
+    edges = _edges(
+        tmp_path,
+        """import io
+
+
+class Fixup:
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def readable(self):
+        return True
+
+    def writable(self):
+        return False
+
+    def seekable(self):
+        return False
+
+
+class Wrapper(io.TextIOWrapper):
+    def __init__(self, stream):
+        super().__init__(Fixup(stream), "utf-8")
+
+
+def wrap(stream):
+    return io.TextIOWrapper(Fixup(stream))
+""",
+    )
+    for caller in ("m.Wrapper.__init__", "m.wrap"):
+        for method in ("readable", "writable", "seekable", "__getattr__"):
+            assert edges[(caller, f"m.Fixup.{method}")] == {"heuristic"}, (caller, method)
