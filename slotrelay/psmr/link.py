@@ -1566,6 +1566,13 @@ class Linker:
                 function = value[1].removeprefix("operator.")
                 for target in self.operator_function_targets(function, site, resolution):
                     found.setdefault(target.target, target)
+        if callee[0] == "attr":
+            # `x.m()` where x's class (and x) binds no m: Python asks the class's `__getattr__` for it
+            # (derived, as for a read: `setattr` may have stored m).
+            for value in ordered(self.eval(callee[1])):
+                hook = self.getattr_hook(value, callee[2]) if value[0] == "inst" else None
+                if hook is not None:
+                    found.setdefault(hook, CallTarget(hook, "method", "heuristic"))
         if not self.strict:
             dispatched = self.dispatched(callee, found)
             if dispatched and callee[0] in ("attr", "name"):

@@ -1232,3 +1232,37 @@ def wrap(stream):
     for caller in ("m.Wrapper.__init__", "m.wrap"):
         for method in ("readable", "writable", "seekable", "__getattr__"):
             assert edges[(caller, f"m.Fixup.{method}")] == {"heuristic"}, (caller, method)
+
+
+def test_calling_a_method_a_class_lacks_asks_its_getattr(tmp_path: Path) -> None:
+    # `f.read()` on a proxy that defines no `read` looks it up through `__getattr__` first.
+    edges = _edges(
+        tmp_path,
+        """class KeepOpen:
+    def __init__(self, file):
+        self._file = file
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def close(self):
+        return None
+
+
+def use(file):
+    with KeepOpen(file) as f:
+        f.read()
+
+
+def close(file):
+    KeepOpen(file).close()
+""",
+    )
+    assert edges[("m.use", "m.KeepOpen.__getattr__")] == {"heuristic"}
+    assert ("m.close", "m.KeepOpen.__getattr__") not in edges
