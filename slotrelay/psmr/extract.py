@@ -174,6 +174,9 @@ class FileExtractor(ast.NodeVisitor):
         self.stars: dict[str, list[str]] = {}
         self.unknowns: list[dict[str, Any]] = []
         self.withs: list[dict[str, Any]] = []
+        # `module.attr = value` (a module's global patched from outside, `module` an import):
+        # [the ref of module, attr, the ref of value] (see `Linker.patched`).
+        self.stores: list[list[Any]] = []
         self.exports: list[str] | None = None
         self.lambdas: dict[int, str] = {}
         self.implicit: list[dict[str, Any]] = []
@@ -862,6 +865,8 @@ class FileExtractor(ast.NodeVisitor):
                 self._access(target, "write", node)
             case ast.Attribute(value=obj, attr=attr):
                 self._implicit("set", self.ref(obj), target, attr)
+                if isinstance(obj, ast.Name) and value is not None and self._imported_name(obj.id):
+                    self.stores.append([self.ref(obj), attr, value])
                 self.visit(obj)
                 self._access(target, "write", node)
             case ast.Subscript(value=ast.Name(id=name) as container, slice=index):
@@ -888,6 +893,13 @@ class FileExtractor(ast.NodeVisitor):
                 self._operator([(obj, ("__setitem__",))], target)
                 self.visit(obj)
                 self.visit(index)
+
+    def _imported_name(self, name: str) -> bool:
+        """Whether a name read here is the module's import (`from . import termui`), not a local."""
+        if self.scope.qualname != self.module and name in self.bindings.get(self.scope.qualname, {}):
+            return False
+        refs = self.bindings.get(self.module, {}).get(name, [])
+        return bool(refs) and all(r is not None and r[0] in ("imp", "from") for r in refs)
 
     def _self_class(self, name: str) -> str | None:
         scope = self.scope
@@ -1754,6 +1766,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "exports": walker.exports,
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
+        "stores": [[freeze(base), attr, freeze(value)] for base, attr, value in walker.stores],
         "implicit": [
             {**i, **{k: freeze(i[k]) for k in ("ref", "receiver", "after") if k in i}}
             for i in walker.implicit

@@ -1266,3 +1266,57 @@ def close(file):
     )
     assert edges[("m.use", "m.KeepOpen.__getattr__")] == {"heuristic"}
     assert ("m.close", "m.KeepOpen.__getattr__") not in edges
+
+
+def test_a_global_patched_from_another_module_is_what_its_module_calls(tmp_path: Path) -> None:
+    # A test harness stores its fakes into a module's globals (`termui.prompt_func = fake`); the
+    # module's own calls of the name, and calls through the module's attribute, then reach the fake
+    # (derived: only while it is stored).
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/termui.py": """def prompt_func(text):
+    return input(text)
+
+
+def strip(text):
+    return text
+
+
+def prompt(text):
+    return prompt_func(text)
+""",
+            "pkg/echo.py": """from pkg import termui
+
+
+def echo(text):
+    return termui.strip(text)
+""",
+            "pkg/testing.py": """from pkg import termui
+
+
+def fake_prompt(text):
+    return text
+
+
+def fake_strip(text):
+    return text
+
+
+def local_store(box):
+    box.prompt_func = fake_strip
+
+
+def isolate():
+    old = termui.prompt_func
+    termui.prompt_func = fake_prompt
+    termui.strip = fake_strip
+    return old
+""",
+        },
+    )
+    assert edges[("pkg.termui.prompt", "pkg.termui.prompt_func")] == {"confirmed"}
+    assert edges[("pkg.termui.prompt", "pkg.testing.fake_prompt")] == {"heuristic"}
+    assert edges[("pkg.echo.echo", "pkg.testing.fake_strip")] == {"heuristic"}
+    assert ("pkg.termui.prompt", "pkg.testing.fake_strip") not in edges
