@@ -1416,7 +1416,8 @@ class Linker:
         out: set[int | str] = set()
         for slot, arg in [*enumerate(call[2]), *call[3]]:
             if arg[0] == "name" and any(
-                r[0] == "param" and r[3] in self.defs.get(r[1], {}).get("accepts", {}).get("none_defaults", ())
+                r[0] == "param"
+                and r[3] in self.defs.get(r[1], {}).get("accepts", {}).get("none_defaults", ())
                 for r in self.binding_refs(arg)
             ):
                 out.add(slot)

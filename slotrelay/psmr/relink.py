@@ -304,7 +304,11 @@ def _changed_facts(old: Linker, live: Linker, changed: set[str]) -> set[Any]:
     out |= {("property", name) for name in old.property_names ^ live.property_names}
     out |= {("dunder", name) for name in old.dunder_names ^ live.dunder_names}
     stores_old, stores_live = old.tables.stores, live.tables.stores
-    out |= {("stores", n) for n in stores_old.keys() | stores_live.keys() if stores_old.get(n) != stores_live.get(n)}
+    out |= {
+        ("stores", n)
+        for n in stores_old.keys() | stores_live.keys()
+        if stores_old.get(n) != stores_live.get(n)
+    }
     if old.metaclasses != live.metaclasses:
         out.add(("metaclasses",))
     return out

@@ -1133,7 +1133,9 @@ def test_relations(method):
     assert ("tests.test_spec.test_relations", "pkg.spec.Spec.is_subset") in edges
     assert ("tests.test_spec.test_relations", "pkg.spec.Spec.is_superset") in edges
     assert ("tests.test_spec.test_relations", "pkg.spec.Spec.unrelated") not in edges
-    assert not [callee for caller, callee in edges if caller == "pkg.spec.by_name" and callee.startswith("pkg.")]
+    assert not [
+        callee for caller, callee in edges if caller == "pkg.spec.by_name" and callee.startswith("pkg.")
+    ]
 
 
 def test_dataclasses_asdict_calls_its_dict_factory(tmp_path: Path) -> None:
