@@ -348,6 +348,7 @@ class Linker:
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
         self._mentions: dict[Any, bool] = {}
+        self._enumerated: dict[Any, frozenset[Value]] = {}
         self._binding_refs: dict[Any, tuple[Any, ...]] = {}
         self._binding_kinds: dict[Any, frozenset[str]] = {}
         self._state_targets: dict[Any, str | None] = {}
@@ -1588,6 +1589,12 @@ class Linker:
                 function = value[1].removeprefix("operator.")
                 for target in self.operator_function_targets(function, site, resolution):
                     found.setdefault(target.target, target)
+        if not self.strict and any(v[0] == "many" for v in values):
+            # Too many values to carry (every command's stored callback): each argument that flows
+            # into the parameters and attributes the callee reads denotes its functions alone.
+            for value in ordered(self.enumerated(callee)):
+                for target in self.value_targets(value, "heuristic"):
+                    found.setdefault(target.target, target)
         if callee[0] == "attr":
             # `x.m()` where x's class (and x) binds no m: Python asks the class's `__getattr__` for it
             # (derived, as for a read: `setattr` may have stored m).
@@ -2347,6 +2354,44 @@ class Linker:
             if arg not in self.params.get(slot, ()):
                 self.pending[slot].add(arg)
         return frozenset(bound)
+
+    def enumerated(self, ref: Any) -> frozenset[Value]:
+        """The tree's functions a ref that denotes too many values to carry (`("many", n)`) may call:
+        through the parameters and instance attributes it reads, each argument the tree passes them
+        evaluated alone (a few levels deep), the functions among its values (cached)."""
+        found: frozenset[Value] = self._cached(
+            self._enumerated, ("@enumerated", ref), lambda: frozenset(self._enumerate(ref, 0, set()))
+        )
+        return found
+
+    def _enumerate(self, ref: Any, depth: int, seen: set[Any]) -> set[Value]:
+        if ref in seen or not isinstance(ref, tuple) or not ref:
+            return set()
+        seen.add(ref)
+        values = self.eval(ref)
+        out = {v for v in values if v[0] == "def" and self.defs.get(v[1], {}).get("kind") != "class"}
+        if not any(v[0] == "many" for v in values) or depth > MAX_CONTEXT_DEPTH:
+            return out
+        if ref[0] == "name":
+            for r in self.binding_refs(ref):
+                if r[0] == "param":
+                    self.memo.read(("@param", r[1], r[2]))
+                    self.memo.read(("@param", r[1], r[3]))
+                    passed = self.params.get((r[1], r[2]), set()) | self.params.get((r[1], r[3]), set())
+                    for arg in ordered(passed):
+                        out |= self._enumerate(arg, depth + 1, seen)
+                else:
+                    out |= self._enumerate(r, depth + 1, seen)
+        elif ref[0] == "attr":
+            for value in ordered(self.eval(ref[1])):
+                for klass in self.mro(value[1]) if value[0] == "inst" else []:
+                    for r in self.instance_attrs.get(klass, {}).get(ref[2], ()):
+                        out |= self._enumerate(r, depth + 1, seen)
+        elif ref[0] == "cast":
+            out |= self._enumerate(ref[2], depth + 1, seen)
+        elif ref[0] in ("narrow", "without", "unlike", "typed"):
+            out |= self._enumerate(ref[1], depth + 1, seen)
+        return out
 
     def passed_functions(self, callee: Any) -> frozenset[Value]:
         """A callee too imprecise to resolve (`("many", n)`) that is a parameter: the functions passed

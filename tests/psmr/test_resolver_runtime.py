@@ -1322,3 +1322,56 @@ def isolate():
     assert edges[("pkg.termui.prompt", "pkg.testing.fake_prompt")] == {"heuristic"}
     assert edges[("pkg.echo.echo", "pkg.testing.fake_strip")] == {"heuristic"}
     assert ("pkg.termui.prompt", "pkg.testing.fake_strip") not in edges
+
+
+def test_a_stored_callback_reaches_every_function_stored_past_the_value_cap(tmp_path: Path) -> None:
+    # A command keeps the function its decorator was given; invoking any command calls it. With more
+    # commands than the resolver carries values (16), each stored function is still reached.
+    commands = "".join(
+        f"""
+
+@command
+def command_{i}():
+    return {i}
+"""
+        for i in range(20)
+    )
+    edges = _edges(
+        tmp_path,
+        """import functools
+
+
+class Command:
+    def __init__(self, callback):
+        self.callback = callback
+
+    def invoke(self, ctx: "Context"):
+        return ctx.invoke(self.callback)
+
+
+class Context:
+    def invoke(self, callback):
+        return callback()
+
+
+def command(f):
+    return Command(f)
+
+
+def pass_context(f):
+    def new_func(*args):
+        return f(Context(), *args)
+
+    return functools.update_wrapper(new_func, f)
+
+
+@command
+@pass_context
+def with_context(ctx):
+    return ctx
+"""
+        + commands,
+    )
+    assert edges[("m.Context.invoke", "m.pass_context.new_func")] == {"heuristic"}
+    for i in (0, 19):
+        assert edges[("m.Context.invoke", f"m.command_{i}")] == {"heuristic"}
