@@ -564,7 +564,8 @@ class FileExtractor(ast.NodeVisitor):
         if args.vararg is not None:
             self.bind(args.vararg.arg, ["varargs", qualname])
         if args.kwarg is not None:
-            self.bind(args.kwarg.arg, ["unk", "variadic_parameter"])
+            # The keywords a call passes it are the function's `**` slot (see `Linker.spread_keywords`).
+            self.bind(args.kwarg.arg, ["unk", "variadic_parameter", qualname])
 
     def _bind_test_values(self, node: ast.FunctionDef | ast.AsyncFunctionDef, *, is_method: bool) -> None:
         """A test's or fixture's parameters take what pytest gives them: the fixture of the same name,
@@ -1259,6 +1260,10 @@ class FileExtractor(ast.NodeVisitor):
                 k.arg is None for k in node.keywords
             ):
                 site["unpacks"] = True
+            spread = [self.ref(k.value) for k in node.keywords if k.arg is None and isinstance(k.value, ast.Name)]
+            if any(spread):
+                # `f(**kwargs)`: the keywords kwargs holds (see `Linker.spread_keywords`).
+                site["spread"] = [r for r in spread if r is not None]
             self.calls.append(site)
             self._note_container_method(node)
             if isinstance(node.func, ast.Attribute) and node.func.attr in KEYED_METHODS and node.args:
@@ -1333,7 +1338,11 @@ class FileExtractor(ast.NodeVisitor):
             values = [["iter", v] for v in values] + values
         if not values:
             return
-        held = ["coll", values, [None] * len(values)]
+        keys = [None] * len(values)
+        if func.attr == "setdefault" and len(values) == 1:
+            # `d.setdefault("k", v)` stores v at "k" (a `**kwargs` dict passed on names it).
+            keys = [_constant_key(node.args[0])]
+        held = ["coll", values, keys]
         match func.value:
             case ast.Name(id=name):
                 self.bind(name, held, adds=True)
@@ -1757,6 +1766,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
                 "callee": freeze(site["callee"]),
                 "args": freeze(site["args"]),
                 "kwargs": {k: freeze(v) for k, v in site["kwargs"].items()},
+                **({"spread": freeze(site["spread"])} if "spread" in site else {}),
             }
             for site in walker.calls
         ],

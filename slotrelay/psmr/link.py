@@ -519,6 +519,13 @@ class Linker:
             return {("alias", ref[1])}
         if kind == "returns":
             return {("returns", ref[1])}
+        if kind == "kw":
+            # A keyword a function's `**` parameter took, where it passes it on (`f(**kwargs)`).
+            self.memo.read(("@param", ref[1], ref[2]))
+            out = set()
+            for arg in () if self.strict else ordered(self.params.get((ref[1], ref[2]), ())):
+                out |= self.eval(arg)
+            return out
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -2348,8 +2355,12 @@ class Linker:
                 bound.append(((func, index + offset), arg))
                 if named is not None and index + offset >= named:
                     bound.append(((func, "*"), arg))
-            for name, arg in site["kwargs"].items():
+            keywords = [*site["kwargs"].items(), *self.spread_keywords(site)]
+            for name, arg in keywords:
                 bound.append(((func, name), arg))
+                if accepts and accepts["varkw"] and name not in accepts["keywords"]:
+                    # A keyword its `**` parameter takes: passed on where it spreads it.
+                    bound.append(((func, "**"), ("kw", func, name)))
         for slot, arg in bound:
             if arg not in self.params.get(slot, ()):
                 self.pending[slot].add(arg)
@@ -2372,7 +2383,11 @@ class Linker:
         out = {v for v in values if v[0] == "def" and self.defs.get(v[1], {}).get("kind") != "class"}
         if not any(v[0] == "many" for v in values) or depth > MAX_CONTEXT_DEPTH:
             return out
-        if ref[0] == "name":
+        if ref[0] == "kw":
+            self.memo.read(("@param", ref[1], ref[2]))
+            for arg in ordered(self.params.get((ref[1], ref[2]), ())):
+                out |= self._enumerate(arg, depth + 1, seen)
+        elif ref[0] == "name":
             for r in self.binding_refs(ref):
                 if r[0] == "param":
                     self.memo.read(("@param", r[1], r[2]))
@@ -2391,6 +2406,20 @@ class Linker:
             out |= self._enumerate(ref[2], depth + 1, seen)
         elif ref[0] in ("narrow", "without", "unlike", "typed"):
             out |= self._enumerate(ref[1], depth + 1, seen)
+        return out
+
+    def spread_keywords(self, site: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The keywords a call's `**kwargs` passes on: those the function whose `**` parameter it is
+        was given (by name: `("kw", function, name)`), and those stored in it by a constant key
+        (`kwargs.setdefault("callback", show_help)`, `kwargs["callback"] = f`)."""
+        out: list[tuple[str, Any]] = []
+        for spread in site.get("spread", ()):
+            for r in self.binding_refs(spread) if spread[0] == "name" else ():
+                if r[0] == "unk" and len(r) > 2:
+                    self.memo.read(("@param", r[2], "**"))
+                    out += [(kw[2], kw) for kw in ordered(self.params.get((r[2], "**"), ()))]
+                elif r[0] == "coll":
+                    out += [(key, value) for value, key in zip(r[1], r[2], strict=False) if isinstance(key, str)]
         return out
 
     def passed_functions(self, callee: Any) -> frozenset[Value]:

@@ -170,9 +170,9 @@ class _Replay:
         none: frozenset[Any] = frozenset()
         for slot in _differing(params, before):
             now, then = params.get(slot, none), before.get(slot, none)
-            # The rest ("*" collects the arguments themselves, not their values) changes nothing only
-            # when no reader's value does.
-            if slot[1] != "*" and then <= now and not any(self.live.eval(arg) for arg in ordered(now - then)):
+            # The rest ("*" and "**" collect the arguments themselves, not their values) changes nothing
+            # only when no reader's value does.
+            if slot[1] not in ("*", "**") and then <= now and not any(self.live.eval(arg) for arg in ordered(now - then)):
                 continue
             source = ("@param", *slot)
             for reader in self.old.memo.users_of(source):

@@ -1375,3 +1375,67 @@ def with_context(ctx):
     assert edges[("m.Context.invoke", "m.pass_context.new_func")] == {"heuristic"}
     for i in (0, 19):
         assert edges[("m.Context.invoke", f"m.command_{i}")] == {"heuristic"}
+
+
+def test_keywords_passed_on_through_kwargs_reach_the_parameter_that_names_them(tmp_path: Path) -> None:
+    # `help_option(**kwargs)` stores its callback in kwargs and passes kwargs on to `option`, which
+    # passes its own `**attrs` on to the class, whose `__init__` passes them on to its base: the
+    # base's `callback` parameter is what the caller stored.
+    edges = _edges(
+        tmp_path,
+        """class Parameter:
+    def __init__(self, decls, callback=None, **extra):
+        self.callback = callback
+
+    def process(self, value):
+        if self.callback is not None:
+            return self.callback(self, value)
+        return value
+
+
+class Option(Parameter):
+    def __init__(self, decls, flag=False, **attrs):
+        super().__init__(decls, **attrs)
+
+
+def option(*decls, cls=None, **attrs):
+    if cls is None:
+        cls = Option
+
+    def decorator(f):
+        f.params = [cls(decls, **attrs)]
+        return f
+
+    return decorator
+
+
+def help_option(*decls, **kwargs):
+    def show_help(param, value):
+        return value
+
+    kwargs.setdefault("callback", show_help)
+    return option(*decls, **kwargs)
+
+
+def version_option(*decls, **kwargs):
+    def show_version(param, value):
+        return value
+
+    kwargs["callback"] = show_version
+    return option(*decls, **kwargs)
+
+
+def check(param, value):
+    return value
+
+
+def untouched(param, value):
+    return value
+
+
+option("-x", callback=check)
+""",
+    )
+    for callback in ("m.help_option.show_help", "m.version_option.show_version", "m.check"):
+        assert edges[("m.Parameter.process", callback)] == {"heuristic"}, callback
+    assert ("m.Parameter.process", "m.untouched") not in edges
