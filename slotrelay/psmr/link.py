@@ -60,6 +60,9 @@ MAX_ROWS = 64
 MAX_PRECISE_RETURNS = 4
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
+# How many parameters and attributes deep the functions of a callee with too many values are looked
+# for (see `Linker.enumerated`): a command's callback is a decorator's parameter, passed on by another's.
+MAX_ENUMERATION_DEPTH = 8
 # How many containers frozen in a call context (`Linker._eval_in`) a value may hold one inside the
 # other. A recursive function that returns a container of its arguments and merges into their
 # elements (marshmallow's `merge_errors`: `return [errors1, errors2]`, `merge_errors(errors1[key],
@@ -2371,17 +2374,18 @@ class Linker:
         through the parameters and instance attributes it reads, each argument the tree passes them
         evaluated alone (a few levels deep), the functions among its values (cached)."""
         found: frozenset[Value] = self._cached(
-            self._enumerated, ("@enumerated", ref), lambda: frozenset(self._enumerate(ref, 0, set()))
+            self._enumerated, ("@enumerated", ref), lambda: frozenset(self._enumerate(ref, 0, {}))
         )
         return found
 
-    def _enumerate(self, ref: Any, depth: int, seen: set[Any]) -> set[Value]:
-        if ref in seen or not isinstance(ref, tuple) or not ref:
+    def _enumerate(self, ref: Any, depth: int, seen: dict[Any, int]) -> set[Value]:
+        # A ref is expanded again only when reached nearer than before (its arguments then go deeper).
+        if seen.get(ref, MAX_ENUMERATION_DEPTH + 1) <= depth or not isinstance(ref, tuple) or not ref:
             return set()
-        seen.add(ref)
+        seen[ref] = depth
         values = self.eval(ref)
         out = {v for v in values if v[0] == "def" and self.defs.get(v[1], {}).get("kind") != "class"}
-        if not any(v[0] == "many" for v in values) or depth > MAX_CONTEXT_DEPTH:
+        if not any(v[0] == "many" for v in values) or depth >= MAX_ENUMERATION_DEPTH:
             return out
         if ref[0] == "kw":
             self.memo.read(("@param", ref[1], ref[2]))

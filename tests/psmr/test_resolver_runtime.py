@@ -1326,11 +1326,12 @@ def isolate():
 
 def test_a_stored_callback_reaches_every_function_stored_past_the_value_cap(tmp_path: Path) -> None:
     # A command keeps the function its decorator was given; invoking any command calls it. With more
-    # commands than the resolver carries values (16), each stored function is still reached.
+    # commands than the resolver carries values (16), each stored function is still reached, however
+    # many decorators passed it on (a group's `command()` hands it to the module's).
     commands = "".join(
         f"""
 
-@command
+@group.command()
 def command_{i}():
     return {i}
 """
@@ -1354,8 +1355,26 @@ class Context:
         return callback()
 
 
-def command(f):
-    return Command(f)
+def command():
+    def decorator(f):
+        return Command(f)
+
+    return decorator
+
+
+def make(f):
+    return command()(f)
+
+
+class Group:
+    def command(self):
+        def decorator(f):
+            return make(f)
+
+        return decorator
+
+
+group = Group()
 
 
 def pass_context(f):
@@ -1365,7 +1384,7 @@ def pass_context(f):
     return functools.update_wrapper(new_func, f)
 
 
-@command
+@group.command()
 @pass_context
 def with_context(ctx):
     return ctx
