@@ -1260,7 +1260,9 @@ class FileExtractor(ast.NodeVisitor):
                 k.arg is None for k in node.keywords
             ):
                 site["unpacks"] = True
-            spread = [self.ref(k.value) for k in node.keywords if k.arg is None and isinstance(k.value, ast.Name)]
+            spread = [
+                self.ref(k.value) for k in node.keywords if k.arg is None and isinstance(k.value, ast.Name)
+            ]
             if any(spread):
                 # `f(**kwargs)`: the keywords kwargs holds (see `Linker.spread_keywords`).
                 site["spread"] = [r for r in spread if r is not None]
@@ -1338,7 +1340,7 @@ class FileExtractor(ast.NodeVisitor):
             values = [["iter", v] for v in values] + values
         if not values:
             return
-        keys = [None] * len(values)
+        keys: list[str | int | None] = [None] * len(values)
         if func.attr == "setdefault" and len(values) == 1:
             # `d.setdefault("k", v)` stores v at "k" (a `**kwargs` dict passed on names it).
             keys = [_constant_key(node.args[0])]

@@ -2423,7 +2423,8 @@ class Linker:
                     self.memo.read(("@param", r[2], "**"))
                     out += [(kw[2], kw) for kw in ordered(self.params.get((r[2], "**"), ()))]
                 elif r[0] == "coll":
-                    out += [(key, value) for value, key in zip(r[1], r[2], strict=False) if isinstance(key, str)]
+                    stored = zip(r[1], r[2], strict=False)
+                    out += [(key, value) for value, key in stored if isinstance(key, str)]
         return out
 
     def passed_functions(self, callee: Any) -> frozenset[Value]:

@@ -172,7 +172,8 @@ class _Replay:
             now, then = params.get(slot, none), before.get(slot, none)
             # The rest ("*" and "**" collect the arguments themselves, not their values) changes nothing
             # only when no reader's value does.
-            if slot[1] not in ("*", "**") and then <= now and not any(self.live.eval(arg) for arg in ordered(now - then)):
+            gained_nothing = then <= now and not any(self.live.eval(arg) for arg in ordered(now - then))
+            if slot[1] not in ("*", "**") and gained_nothing:
                 continue
             source = ("@param", *slot)
             for reader in self.old.memo.users_of(source):
