@@ -9,7 +9,8 @@ become small symbolic references ("refs"), evaluated later, never guessed here:
                                  when only straight-line code of the scope bound it before
     ["attr", ref, name]          an attribute of what ref denotes
     ["attrs", ref, prefix, rest] `getattr(ref, prefix + rest)`: the attributes whose names rest's
-                                 constants complete, or any named with the prefix
+                                 constants complete, or any named with the prefix (none for the
+                                 prefix "", `getattr(ref, rest)`)
     ["call", ref, [args], {kw}]  the result of calling ref
     ["sub", ref, key] / ["iter", ref]   an element of a container (at a constant key, or None) / of an
     iteration ["coll", [refs], [keys]]     a literal container holding these values (a dict's constant keys,
@@ -173,6 +174,9 @@ class FileExtractor(ast.NodeVisitor):
         self.stars: dict[str, list[str]] = {}
         self.unknowns: list[dict[str, Any]] = []
         self.withs: list[dict[str, Any]] = []
+        # `module.attr = value` (a module's global patched from outside, `module` an import):
+        # [the ref of module, attr, the ref of value] (see `Linker.patched`).
+        self.stores: list[list[Any]] = []
         self.exports: list[str] | None = None
         self.lambdas: dict[int, str] = {}
         self.implicit: list[dict[str, Any]] = []
@@ -355,6 +359,11 @@ class FileExtractor(ast.NodeVisitor):
                     base = self.ref(node.args[0])
                     prefix, rest = prefixed
                     return ["attrs", base, prefix, self.ref(rest) or _constant_ref(rest)] if base else None
+                rest_ref = self.ref(name) if isinstance(name, ast.Name) else None
+                if rest_ref is not None:
+                    # `getattr(x, name)`: the attributes the constants given to name (no prefix) name.
+                    base = self.ref(node.args[0])
+                    return ["attrs", base, "", rest_ref] if base else None
                 return ["unk", "dynamic_getattr"]
             if func.id == "__import__" and node.args:
                 arg = node.args[0]
@@ -555,7 +564,8 @@ class FileExtractor(ast.NodeVisitor):
         if args.vararg is not None:
             self.bind(args.vararg.arg, ["varargs", qualname])
         if args.kwarg is not None:
-            self.bind(args.kwarg.arg, ["unk", "variadic_parameter"])
+            # The keywords a call passes it are the function's `**` slot (see `Linker.spread_keywords`).
+            self.bind(args.kwarg.arg, ["unk", "variadic_parameter", qualname])
 
     def _bind_test_values(self, node: ast.FunctionDef | ast.AsyncFunctionDef, *, is_method: bool) -> None:
         """A test's or fixture's parameters take what pytest gives them: the fixture of the same name,
@@ -567,6 +577,10 @@ class FileExtractor(ast.NodeVisitor):
                 if name in names:
                     for ref in filter(None, map(self._outer_ref, values)):
                         self.bind(name, ["rows", ref], adds=True)
+                    for row in (e for v in values if isinstance(v, ast.List) for e in v.elts):
+                        if isinstance(row, ast.Constant) and isinstance(row.value, str):
+                            # A string row names what `getattr(x, name)` reads (see `Linker.completions`).
+                            self.bind(name, ["rows", ["const", row.value]], adds=True)
         is_fixture = any("fixture" in ast.unparse(d) for d in node.decorator_list)
         if node.name.startswith("test") or is_fixture:
             for arg in params:
@@ -852,6 +866,8 @@ class FileExtractor(ast.NodeVisitor):
                 self._access(target, "write", node)
             case ast.Attribute(value=obj, attr=attr):
                 self._implicit("set", self.ref(obj), target, attr)
+                if isinstance(obj, ast.Name) and value is not None and self._imported_name(obj.id):
+                    self.stores.append([self.ref(obj), attr, value])
                 self.visit(obj)
                 self._access(target, "write", node)
             case ast.Subscript(value=ast.Name(id=name) as container, slice=index):
@@ -878,6 +894,13 @@ class FileExtractor(ast.NodeVisitor):
                 self._operator([(obj, ("__setitem__",))], target)
                 self.visit(obj)
                 self.visit(index)
+
+    def _imported_name(self, name: str) -> bool:
+        """Whether a name read here is the module's import (`from . import termui`), not a local."""
+        if self.scope.qualname != self.module and name in self.bindings.get(self.scope.qualname, {}):
+            return False
+        refs = self.bindings.get(self.module, {}).get(name, [])
+        return bool(refs) and all(r is not None and r[0] in ("imp", "from") for r in refs)
 
     def _self_class(self, name: str) -> str | None:
         scope = self.scope
@@ -1237,6 +1260,12 @@ class FileExtractor(ast.NodeVisitor):
                 k.arg is None for k in node.keywords
             ):
                 site["unpacks"] = True
+            spread = [
+                self.ref(k.value) for k in node.keywords if k.arg is None and isinstance(k.value, ast.Name)
+            ]
+            if any(spread):
+                # `f(**kwargs)`: the keywords kwargs holds (see `Linker.spread_keywords`).
+                site["spread"] = [r for r in spread if r is not None]
             self.calls.append(site)
             self._note_container_method(node)
             if isinstance(node.func, ast.Attribute) and node.func.attr in KEYED_METHODS and node.args:
@@ -1311,7 +1340,11 @@ class FileExtractor(ast.NodeVisitor):
             values = [["iter", v] for v in values] + values
         if not values:
             return
-        held = ["coll", values, [None] * len(values)]
+        keys: list[str | int | None] = [None] * len(values)
+        if func.attr == "setdefault" and len(values) == 1:
+            # `d.setdefault("k", v)` stores v at "k" (a `**kwargs` dict passed on names it).
+            keys = [_constant_key(node.args[0])]
+        held = ["coll", values, keys]
         match func.value:
             case ast.Name(id=name):
                 self.bind(name, held, adds=True)
@@ -1735,6 +1768,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
                 "callee": freeze(site["callee"]),
                 "args": freeze(site["args"]),
                 "kwargs": {k: freeze(v) for k, v in site["kwargs"].items()},
+                **({"spread": freeze(site["spread"])} if "spread" in site else {}),
             }
             for site in walker.calls
         ],
@@ -1744,6 +1778,7 @@ def extract(source: str, module: str, *, is_package: bool = False) -> dict[str, 
         "exports": walker.exports,
         "unknowns": walker.unknowns,
         "withs": [{**w, "ref": freeze(w["ref"])} for w in walker.withs],
+        "stores": [[freeze(base), attr, freeze(value)] for base, attr, value in walker.stores],
         "implicit": [
             {**i, **{k: freeze(i[k]) for k in ("ref", "receiver", "after") if k in i}}
             for i in walker.implicit

@@ -6,4 +6,4 @@ It is part of every file's content key (`slotrelay.psmr.build`) and of every cac
 checking whether a stored workspace is up to date does not import the fast pass.
 """
 
-FACTS_VERSION = 18
+FACTS_VERSION = 21

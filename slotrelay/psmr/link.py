@@ -60,19 +60,35 @@ MAX_ROWS = 64
 MAX_PRECISE_RETURNS = 4
 # How many calls deep a call is followed in its own context (see `Linker.apply`).
 MAX_CONTEXT_DEPTH = 4
+# How many parameters and attributes deep the functions of a callee with too many values are looked
+# for (see `Linker.enumerated`): a command's callback is a decorator's parameter, passed on by another's.
+MAX_ENUMERATION_DEPTH = 8
 # How many containers frozen in a call context (`Linker._eval_in`) a value may hold one inside the
 # other. A recursive function that returns a container of its arguments and merges into their
 # elements (marshmallow's `merge_errors`: `return [errors1, errors2]`, `merge_errors(errors1[key],
 # val)`) nests one more at each call level `apply` follows, each level holding every combination of
 # the level below: a key of marshmallow's, written out, took 300 MB, and its build did not end.
 MAX_FROZEN_NESTING = 2
-# Which arguments a builtin calls: positional indexes, and keyword names (`max(xs, key=f)` calls f only).
+# Which arguments a builtin, or a function of the standard library, calls: positional indexes, and
+# keyword names (`max(xs, key=f)` calls f only; `dataclasses.asdict(x, dict_factory=f)` calls f).
 CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "map": ((0,), ()),
     "filter": ((0,), ()),
     "sorted": ((), ("key",)),
     "min": ((), ("key",)),
     "max": ((), ("key",)),
+    "dataclasses.asdict": ((), ("dict_factory",)),
+    "dataclasses.astuple": ((), ("tuple_factory",)),
+    "functools.reduce": ((0,), ()),
+    "itertools.filterfalse": ((0,), ()),
+    "itertools.takewhile": ((0,), ()),
+    "itertools.dropwhile": ((0,), ()),
+    "itertools.starmap": ((0,), ()),
+}
+# What the standard library's classes call on the object they wrap when they are made: a text stream
+# asks its buffer whether it can read, write and seek, and where it is (CPython's `TextIOWrapper`).
+WRAPPED_BUFFER_CALLS: dict[str, tuple[str, ...]] = {
+    "io.TextIOWrapper": ("readable", "writable", "seekable", "tell"),
 }
 # The standard library's copying and pickling: what each returns of its argument (see `serialized`).
 SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
@@ -230,6 +246,11 @@ class _Tables:
                     self.instance_attrs[cls][name] = self.instance_attrs[cls].get(name, ()) + refs
             self.stars.update(f["stars"])
             self.exports[module] = f["exports"]
+        # `name.attr = value` anywhere in the tree, by attr (see `Linker.patched`).
+        self.stores: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+        for _, f in sorted(facts.items()):
+            for base, attr, value in f.get("stores", ()):
+                self.stores[attr].append((base, value))
         self.sites = [(m, i, s) for m, f in sorted(facts.items()) for i, s in enumerate(f["calls"])]
         self.site_at = {(m, i): s for m, i, s in self.sites}
         self.property_names = {
@@ -238,12 +259,13 @@ class _Tables:
             for name, refs in names.items()
             if any(r[0] == "prop" for r in refs)
         }
-        # The dunders some class of the tree defines, and whether one declares a metaclass: an
-        # operator or a constructor looks further only then.
+        # The dunders some class of the tree defines (and a module's `__getattr__`), and whether one
+        # declares a metaclass: an operator or a constructor looks further only then.
         self.dunder_names = {
             q.rsplit(".", 1)[1]
             for q, d in self.defs.items()
-            if d["kind"] == "method" and q.endswith("__") and q.rsplit(".", 1)[1].startswith("__")
+            if (d["kind"] == "method" and q.endswith("__") and q.rsplit(".", 1)[1].startswith("__"))
+            or (d["kind"] == "function" and q.endswith(".__getattr__") and q.rsplit(".", 1)[0] in facts)
         }
         self.metaclasses = any("metaclass" in d for d in self.defs.values())
 
@@ -329,6 +351,7 @@ class Linker:
         # The classes the tree instantiates: see `settle`.
         self.constructed: set[str] = set()
         self._mentions: dict[Any, bool] = {}
+        self._enumerated: dict[Any, frozenset[Value]] = {}
         self._binding_refs: dict[Any, tuple[Any, ...]] = {}
         self._binding_kinds: dict[Any, frozenset[str]] = {}
         self._state_targets: dict[Any, str | None] = {}
@@ -383,7 +406,10 @@ class Linker:
             out = set()
             completions = self.completions(ref[3])
             for value in ordered(self.eval(ref[1])):
-                if completions is None:
+                if completions is None and not ref[2]:
+                    # `getattr(x, name)` with a name from outside could be any attribute: none is guessed.
+                    names = []
+                elif completions is None:
                     names = self.prefixed_names(value, ref[2])
                 else:
                     names = [f"{ref[2]}{c}" for c in completions]
@@ -410,7 +436,8 @@ class Linker:
                 elif value[0] == "def" and self.returns_argument(value[1]):
                     # A function that returns (part of) its argument returns this call's argument.
                     args = [frozenset(self.eval(a)) for a in ref[2]]
-                    out |= self.apply(value[1], args, {k: frozenset(self.eval(v)) for k, v in ref[3]}, 0)
+                    kwargs = {k: frozenset(self.eval(v)) for k, v in ref[3]}
+                    out |= self.apply(value[1], args, kwargs, 0, self.maybe_none(ref))
                 else:
                     out |= self.call_result(value)
             if ref[1][0] == "attr" and ref[1][2] in ("__enter__", "__aenter__"):
@@ -495,6 +522,13 @@ class Linker:
             return {("alias", ref[1])}
         if kind == "returns":
             return {("returns", ref[1])}
+        if kind == "kw":
+            # A keyword a function's `**` parameter took, where it passes it on (`f(**kwargs)`).
+            self.memo.read(("@param", ref[1], ref[2]))
+            out = set()
+            for arg in () if self.strict else ordered(self.params.get((ref[1], ref[2]), ())):
+                out |= self.eval(arg)
+            return out
         if kind == "varargs":
             self.memo.read(("@param", ref[1], "*"))
             extra = () if self.strict else tuple(ordered(self.params.get((ref[1], "*"), ())))
@@ -519,6 +553,14 @@ class Linker:
         names come from outside); None when rest may be anything else, so any name with the prefix."""
         if rest[0] == "const":
             return [str(rest[1])]
+        if rest[0] == "name" and "rows" in self.binding_kinds(rest):
+            # A test parameter: the strings `parametrize` lists for it, if it lists only constants (the
+            # list of its rows then holds no ref).
+            rows = [r[1] for r in self.binding_refs(rest) if r[0] == "rows"]
+            constant = all(r[0] == "const" or (r[0] == "coll" and not r[1]) for r in rows)
+            if self.binding_kinds(rest) <= {"param", "rows", "fixture"} and constant:
+                return sorted({str(r[1]) for r in rows if r[0] == "const"})
+            return None
         if rest[0] != "name" or self.binding_kinds(rest) != {"param"}:
             return None
         if self.strict:
@@ -1013,7 +1055,7 @@ class Linker:
                     out: set[Value] = set()
                     for r in refs:
                         out |= self.eval(r)
-                    return out
+                    return out | self.patched(current, name) if info["kind"] == "module" else out
                 if info["kind"] == "module":
                     starred = self.star_lookup(current, name)
                     if starred:
@@ -1023,6 +1065,22 @@ class Linker:
         if name in BUILTIN_NAMES:
             return {("builtin", name)}
         return set()
+
+    def patched(self, module: str, name: str) -> set[Value]:
+        """What code elsewhere stores into a global of a module (`termui.visible_prompt_func = fake`,
+        as a test harness patches it): while stored, the module's own reads of the name see it.
+        Derived: the strict linker does not see it, since whether the store ran first is the run's."""
+        if self.strict:
+            return set()
+        if self.record:
+            self.memo.use(("stores", name))
+        # An input of the run, like a parameter: what reads it is not the strict linker's too.
+        self.memo.read(("@stores", module, name))
+        out: set[Value] = set()
+        for base, value in self.tables.stores.get(name, ()):
+            if ("mod", module) in self.eval(base):
+                out |= self.eval(value)
+        return out
 
     def star_lookup(self, module: str, name: str) -> set[Value]:
         out: set[Value] = set()
@@ -1046,7 +1104,7 @@ class Linker:
             out: set[Value] = set()
             for r in refs:
                 out |= self.eval(r)
-            return out
+            return out | self.patched(module, name)
         if f"{module}.{name}" in self.modules:
             return {("mod", f"{module}.{name}")}
         return self.star_lookup(module, name)
@@ -1250,14 +1308,20 @@ class Linker:
         return set(values)
 
     def apply(
-        self, func: str, args: list[frozenset[Value]], kwargs: dict[str, frozenset[Value]], depth: int
+        self,
+        func: str,
+        args: list[frozenset[Value]],
+        kwargs: dict[str, frozenset[Value]],
+        depth: int,
+        unset: frozenset[int | str] = frozenset(),
     ) -> set[Value]:
         """What calling the tree's function `func` with these argument values returns, in this call's
-        context alone (its parameters bound to these values only), a few calls deep."""
+        context alone (its parameters bound to these values only), a few calls deep. `unset`: the
+        arguments (by index or keyword) that may be None besides their values (see `maybe_none`)."""
         scope = self.scopes.get(func, {})
         if scope.get("generator"):
             return {("gen", func)}
-        context = (func, tuple(args), tuple(sorted(kwargs.items())))
+        context = (func, tuple(args), tuple(sorted(kwargs.items())), unset)
         if depth > MAX_CONTEXT_DEPTH:
             return self.call_result(("def", func))
         return set(self.memo.get(("@apply", context, depth)))
@@ -1312,7 +1376,7 @@ class Linker:
                     # The overloads its arguments select say what it returns, as out of context.
                     out |= self.overload_result(value[1], ref[2], ref[3])
                 elif value[0] == "def" and self.defs.get(value[1], {}).get("kind") in ("function", "lambda"):
-                    out |= self.apply(value[1], args, kwargs, depth + 1)
+                    out |= self.apply(value[1], args, kwargs, depth + 1, self.maybe_none(ref))
                 elif value[0] == "returns":
                     out |= self.eval(value[1])
                 elif value in FIRST_ARGUMENT_STANDS and args:
@@ -1348,12 +1412,27 @@ class Linker:
         if accepts is None or name not in func.get("params", []):
             return None
         positional = accepts["positional"]
-        # An argument whose values are unknown (empty) may still be None: that tells nothing.
+        # An argument whose values are unknown (empty), or that may be None besides them, tells nothing.
         if name in positional and positional.index(name) < len(env["args"]):
-            return True if env["args"][positional.index(name)] else None
+            index = positional.index(name)
+            return True if env["args"][index] and index not in env["unset"] else None
         if name in env["kwargs"]:
-            return True if env["kwargs"][name] else None
+            return True if env["kwargs"][name] and name not in env["unset"] else None
         return False if name in accepts.get("none_defaults", []) else None
+
+    def maybe_none(self, call: Any) -> frozenset[int | str]:
+        """The arguments of a call ref (by index or keyword) that may be None whatever values they
+        have: a parameter of the caller whose default is None (a call that leaves it out passes None
+        on, as in `if prereleases is None: prereleases = ...` where the rebinding may be None too)."""
+        out: set[int | str] = set()
+        for slot, arg in [*enumerate(call[2]), *call[3]]:
+            if arg[0] == "name" and any(
+                r[0] == "param"
+                and r[3] in self.defs.get(r[1], {}).get("accepts", {}).get("none_defaults", ())
+                for r in self.binding_refs(arg)
+            ):
+                out.add(slot)
+        return frozenset(out)
 
     def _constructed(self) -> set[str]:
         # Computed once evaluation has settled, never in the middle of one, so that no result depends
@@ -1505,6 +1584,14 @@ class Linker:
                         found.setdefault(method, CallTarget(method, "method", how))
                 for target in self.ordering_targets(value[1], site):
                     found.setdefault(target.target, target)
+            elif value[0] in ("ext", "extm") and value[1].removesuffix(".__init__") in WRAPPED_BUFFER_CALLS:
+                for target in self.wrapped_buffer_targets(value[1].removesuffix(".__init__"), site):
+                    found.setdefault(target.target, target)
+            elif value[0] == "ext" and value[1] in CALLED_ARGUMENTS:
+                for arg in ordered(self.called_arguments(value[1], site)):
+                    for v in ordered(self.eval(arg)):
+                        for target in self.value_targets(v, "lexical") if v[0] == "def" else []:
+                            found.setdefault(target.target, target)
             elif value[0] == "ext" and value[1] in SERIALIZERS and site["args"]:
                 for target in self.serializer_methods(value[1], site["args"][0]):
                     found.setdefault(target.target, target)
@@ -1512,6 +1599,19 @@ class Linker:
                 function = value[1].removeprefix("operator.")
                 for target in self.operator_function_targets(function, site, resolution):
                     found.setdefault(target.target, target)
+        if not self.strict and any(v[0] == "many" for v in values):
+            # Too many values to carry (every command's stored callback): each argument that flows
+            # into the parameters and attributes the callee reads denotes its functions alone.
+            for value in ordered(self.enumerated(callee)):
+                for target in self.value_targets(value, "heuristic"):
+                    found.setdefault(target.target, target)
+        if callee[0] == "attr":
+            # `x.m()` where x's class (and x) binds no m: Python asks the class's `__getattr__` for it
+            # (derived, as for a read: `setattr` may have stored m).
+            for value in ordered(self.eval(callee[1])):
+                hook = self.getattr_hook(value, callee[2]) if value[0] == "inst" else None
+                if hook is not None:
+                    found.setdefault(hook, CallTarget(hook, "method", "heuristic"))
         if not self.strict:
             dispatched = self.dispatched(callee, found)
             if dispatched and callee[0] in ("attr", "name"):
@@ -1597,9 +1697,25 @@ class Linker:
                 out.add((kind, subject))
         return out
 
+    def wrapped_buffer_targets(self, cls: str, site: dict[str, Any]) -> list[CallTarget]:
+        """`TextIOWrapper(buffer)` (or a subclass's `super().__init__(buffer)`): the methods of the
+        buffer it calls (WRAPPED_BUFFER_CALLS), or the `__getattr__` the buffer's class answers a
+        missing one with. Derived: which of them run depends on what the buffer answers."""
+        buffer = site["args"][0] if site["args"] else site["kwargs"].get("buffer")
+        out = []
+        for value in ordered(self.eval(buffer)) if buffer is not None else []:
+            if value[0] != "inst":
+                continue
+            for name in WRAPPED_BUFFER_CALLS[cls]:
+                method = self.find_method(value[1], name) or self.getattr_hook(value, name)
+                if method is not None:
+                    out.append(CallTarget(method, "method", "heuristic"))
+        return out
+
     @staticmethod
     def called_arguments(builtin: str, site: dict[str, Any]) -> list[Any]:
-        """The arguments a builtin calls: `map(f, xs)` and `filter(f, xs)` call f, `max(xs, key=f)` f."""
+        """The arguments a builtin (or a function of CALLED_ARGUMENTS) calls: `map(f, xs)` and
+        `filter(f, xs)` call f, `max(xs, key=f)` f."""
         if builtin == "iter":
             # iter(f, sentinel) calls f until it returns the sentinel; iter(xs) calls nothing given.
             return [site["args"][0]] if len(site["args"]) == 2 else []
@@ -1969,8 +2085,18 @@ class Linker:
 
     def getattr_hook(self, value: Value, name: str) -> str | None:
         """The `__getattr__` an instance's read of `name` asks, where neither the instance's stored
-        attributes nor its class's MRO (all of the tree's, no external base) bind the name."""
-        if value[0] != "inst" or (name.startswith("__") and name.endswith("__")):
+        attributes nor its class's MRO (all of the tree's, no external base) bind the name; and a
+        module's (PEP 562) where the module binds no such name and has no such submodule."""
+        if name.startswith("__") and name.endswith("__"):
+            return None
+        if value[0] == "mod":
+            module = value[1]
+            bound = name in self.bindings.get(module, {}) or f"{module}.{name}" in self.modules
+            if bound or self.star_lookup(module, name):
+                return None
+            hooks = [v[1] for v in ordered(self.module_attr(module, "__getattr__")) if v[0] == "def"]
+            return hooks[0] if hooks else None
+        if value[0] != "inst":
             return None
         cls = value[1]
         hook = self.find_method(cls, "__getattr__")
@@ -2232,12 +2358,74 @@ class Linker:
                 bound.append(((func, index + offset), arg))
                 if named is not None and index + offset >= named:
                     bound.append(((func, "*"), arg))
-            for name, arg in site["kwargs"].items():
+            keywords = [*site["kwargs"].items(), *self.spread_keywords(site)]
+            for name, arg in keywords:
                 bound.append(((func, name), arg))
+                if accepts and accepts["varkw"] and name not in accepts["keywords"]:
+                    # A keyword its `**` parameter takes: passed on where it spreads it.
+                    bound.append(((func, "**"), ("kw", func, name)))
         for slot, arg in bound:
             if arg not in self.params.get(slot, ()):
                 self.pending[slot].add(arg)
         return frozenset(bound)
+
+    def enumerated(self, ref: Any) -> frozenset[Value]:
+        """The tree's functions a ref that denotes too many values to carry (`("many", n)`) may call:
+        through the parameters and instance attributes it reads, each argument the tree passes them
+        evaluated alone (a few levels deep), the functions among its values (cached)."""
+        found: frozenset[Value] = self._cached(
+            self._enumerated, ("@enumerated", ref), lambda: frozenset(self._enumerate(ref, 0, {}))
+        )
+        return found
+
+    def _enumerate(self, ref: Any, depth: int, seen: dict[Any, int]) -> set[Value]:
+        # A ref is expanded again only when reached nearer than before (its arguments then go deeper).
+        if seen.get(ref, MAX_ENUMERATION_DEPTH + 1) <= depth or not isinstance(ref, tuple) or not ref:
+            return set()
+        seen[ref] = depth
+        values = self.eval(ref)
+        out = {v for v in values if v[0] == "def" and self.defs.get(v[1], {}).get("kind") != "class"}
+        if not any(v[0] == "many" for v in values) or depth >= MAX_ENUMERATION_DEPTH:
+            return out
+        if ref[0] == "kw":
+            self.memo.read(("@param", ref[1], ref[2]))
+            for arg in ordered(self.params.get((ref[1], ref[2]), ())):
+                out |= self._enumerate(arg, depth + 1, seen)
+        elif ref[0] == "name":
+            for r in self.binding_refs(ref):
+                if r[0] == "param":
+                    self.memo.read(("@param", r[1], r[2]))
+                    self.memo.read(("@param", r[1], r[3]))
+                    passed = self.params.get((r[1], r[2]), set()) | self.params.get((r[1], r[3]), set())
+                    for arg in ordered(passed):
+                        out |= self._enumerate(arg, depth + 1, seen)
+                else:
+                    out |= self._enumerate(r, depth + 1, seen)
+        elif ref[0] == "attr":
+            for value in ordered(self.eval(ref[1])):
+                for klass in self.mro(value[1]) if value[0] == "inst" else []:
+                    for r in self.instance_attrs.get(klass, {}).get(ref[2], ()):
+                        out |= self._enumerate(r, depth + 1, seen)
+        elif ref[0] == "cast":
+            out |= self._enumerate(ref[2], depth + 1, seen)
+        elif ref[0] in ("narrow", "without", "unlike", "typed"):
+            out |= self._enumerate(ref[1], depth + 1, seen)
+        return out
+
+    def spread_keywords(self, site: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The keywords a call's `**kwargs` passes on: those the function whose `**` parameter it is
+        was given (by name: `("kw", function, name)`), and those stored in it by a constant key
+        (`kwargs.setdefault("callback", show_help)`, `kwargs["callback"] = f`)."""
+        out: list[tuple[str, Any]] = []
+        for spread in site.get("spread", ()):
+            for r in self.binding_refs(spread) if spread[0] == "name" else ():
+                if r[0] == "unk" and len(r) > 2:
+                    self.memo.read(("@param", r[2], "**"))
+                    out += [(kw[2], kw) for kw in ordered(self.params.get((r[2], "**"), ()))]
+                elif r[0] == "coll":
+                    stored = zip(r[1], r[2], strict=False)
+                    out += [(key, value) for value, key in stored if isinstance(key, str)]
+        return out
 
     def passed_functions(self, callee: Any) -> frozenset[Value]:
         """A callee too imprecise to resolve (`("many", n)`) that is a parameter: the functions passed
@@ -2454,7 +2642,13 @@ def _certain(targets: list[CallTarget], strict: list[CallTarget]) -> list[CallTa
 
 def _context_env(context: tuple[Any, ...]) -> dict[str, Any]:
     """The environment of a call context (see `Linker.apply`) from its key."""
-    return {"func": context[0], "args": list(context[1]), "kwargs": dict(context[2]), "key": context}
+    return {
+        "func": context[0],
+        "args": list(context[1]),
+        "kwargs": dict(context[2]),
+        "unset": context[3],
+        "key": context,
+    }
 
 
 class CycleHeads:

@@ -170,9 +170,10 @@ class _Replay:
         none: frozenset[Any] = frozenset()
         for slot in _differing(params, before):
             now, then = params.get(slot, none), before.get(slot, none)
-            # The rest ("*" collects the arguments themselves, not their values) changes nothing only
-            # when no reader's value does.
-            if slot[1] != "*" and then <= now and not any(self.live.eval(arg) for arg in ordered(now - then)):
+            # The rest ("*" and "**" collect the arguments themselves, not their values) changes nothing
+            # only when no reader's value does.
+            gained_nothing = then <= now and not any(self.live.eval(arg) for arg in ordered(now - then))
+            if slot[1] not in ("*", "**") and gained_nothing:
                 continue
             source = ("@param", *slot)
             for reader in self.old.memo.users_of(source):
@@ -303,6 +304,12 @@ def _changed_facts(old: Linker, live: Linker, changed: set[str]) -> set[Any]:
             out.add(("subclasses", cls))
     out |= {("property", name) for name in old.property_names ^ live.property_names}
     out |= {("dunder", name) for name in old.dunder_names ^ live.dunder_names}
+    stores_old, stores_live = old.tables.stores, live.tables.stores
+    out |= {
+        ("stores", n)
+        for n in stores_old.keys() | stores_live.keys()
+        if stores_old.get(n) != stores_live.get(n)
+    }
     if old.metaclasses != live.metaclasses:
         out.add(("metaclasses",))
     return out

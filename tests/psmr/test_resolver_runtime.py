@@ -1043,3 +1043,418 @@ def read():
     )
     assert edges[("m.read", "m.Item.__getattr__")] == {"heuristic"}
     assert ("m.Item.__init__", "m.Item.__getattr__") not in edges
+
+
+def test_a_none_guard_is_kept_where_the_argument_may_still_be_none(tmp_path: Path) -> None:
+    # `if pre is None: return buffered(items)` runs for a caller whose own `pre=None` it passes on
+    # (whatever else its callers pass it), even after `if pre is None: pre = policy()` (policy may
+    # answer None too); a caller that passes a value of its own skips it.
+    edges = _edges(
+        tmp_path,
+        """def policy(flag) -> bool | None:
+    return flag
+
+
+def buffered(items):
+    for item in items:
+        yield item
+
+
+def picked(items, pre):
+    if pre is None:
+        return buffered(items)
+    return iter(items)
+
+
+class Spec:
+    def select(self, items, pre=None):
+        if pre is None:
+            pre = policy(pre)
+        return picked(items, pre)
+
+
+class Strict:
+    pass
+
+
+def given(items):
+    return picked(items, Strict())
+
+
+def run():
+    return list(Spec().select([1, 2]))
+
+
+def run_given():
+    return list(given([1, 2]))
+
+
+def run_strict():
+    return list(Spec().select([1, 2], Strict()))
+""",
+    )
+    assert edges[("m.run", "m.buffered")] == {"heuristic"}
+    assert ("m.run_given", "m.buffered") not in edges
+
+
+def test_getattr_by_a_parametrized_name_reaches_the_methods_the_rows_name(tmp_path: Path) -> None:
+    # pytest runs the test once per row, so `getattr(spec, method)` reads each method the rows name;
+    # a name that comes from outside (no row, no constant passed) is no guess at every attribute.
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/spec.py": """class Spec:
+    def is_subset(self, other):
+        return True
+
+    def is_superset(self, other):
+        return True
+
+    def unrelated(self):
+        return None
+
+
+def by_name(spec, name):
+    return getattr(spec, name)
+""",
+            "tests/__init__.py": "",
+            "tests/test_spec.py": """import pytest
+
+from pkg.spec import Spec
+
+
+@pytest.mark.parametrize("method", ["is_subset", "is_superset"])
+def test_relations(method):
+    getattr(Spec(), method)(Spec())
+""",
+        },
+    )
+    assert ("tests.test_spec.test_relations", "pkg.spec.Spec.is_subset") in edges
+    assert ("tests.test_spec.test_relations", "pkg.spec.Spec.is_superset") in edges
+    assert ("tests.test_spec.test_relations", "pkg.spec.Spec.unrelated") not in edges
+    assert not [
+        callee for caller, callee in edges if caller == "pkg.spec.by_name" and callee.startswith("pkg.")
+    ]
+
+
+def test_dataclasses_asdict_calls_its_dict_factory(tmp_path: Path) -> None:
+    edges = _edges(
+        tmp_path,
+        """import dataclasses
+from functools import reduce
+
+
+def factory(pairs):
+    return dict(pairs)
+
+
+def add(a, b):
+    return a + b
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+    def to_dict(self):
+        return dataclasses.asdict(self, dict_factory=factory)
+
+
+def total(xs):
+    return reduce(add, xs)
+""",
+    )
+    assert edges[("m.Point.to_dict", "m.factory")] == {"confirmed"}
+    assert edges[("m.total", "m.add")] == {"confirmed"}
+
+
+def test_reading_a_name_a_module_does_not_bind_asks_its_getattr(tmp_path: Path) -> None:
+    # PEP 562: `module.name` calls the module's `__getattr__` only where the module binds no such name.
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/lazy.py": """VERSION = "1"
+
+
+def __getattr__(name):
+    raise AttributeError(name)
+""",
+            "pkg/use.py": """from pkg import lazy
+
+
+def missing():
+    return lazy.old_name
+
+
+def present():
+    return lazy.VERSION
+""",
+        },
+    )
+    assert edges[("pkg.use.missing", "pkg.lazy.__getattr__")] == {"heuristic"}
+    assert ("pkg.use.present", "pkg.lazy.__getattr__") not in edges
+
+
+def test_a_text_wrapper_asks_its_buffer_what_it_can_do(tmp_path: Path) -> None:
+    # io.TextIOWrapper(buffer) calls buffer.readable(), writable(), seekable() and tell() as it is
+    # made; a method the buffer's class lacks goes to its `__getattr__`.
+    edges = _edges(
+        tmp_path,
+        """import io
+
+
+class Fixup:
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def readable(self):
+        return True
+
+    def writable(self):
+        return False
+
+    def seekable(self):
+        return False
+
+
+class Wrapper(io.TextIOWrapper):
+    def __init__(self, stream):
+        super().__init__(Fixup(stream), "utf-8")
+
+
+def wrap(stream):
+    return io.TextIOWrapper(Fixup(stream))
+""",
+    )
+    for caller in ("m.Wrapper.__init__", "m.wrap"):
+        for method in ("readable", "writable", "seekable", "__getattr__"):
+            assert edges[(caller, f"m.Fixup.{method}")] == {"heuristic"}, (caller, method)
+
+
+def test_calling_a_method_a_class_lacks_asks_its_getattr(tmp_path: Path) -> None:
+    # `f.read()` on a proxy that defines no `read` looks it up through `__getattr__` first.
+    edges = _edges(
+        tmp_path,
+        """class KeepOpen:
+    def __init__(self, file):
+        self._file = file
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def close(self):
+        return None
+
+
+def use(file):
+    with KeepOpen(file) as f:
+        f.read()
+
+
+def close(file):
+    KeepOpen(file).close()
+""",
+    )
+    assert edges[("m.use", "m.KeepOpen.__getattr__")] == {"heuristic"}
+    assert ("m.close", "m.KeepOpen.__getattr__") not in edges
+
+
+def test_a_global_patched_from_another_module_is_what_its_module_calls(tmp_path: Path) -> None:
+    # A test harness stores its fakes into a module's globals (`termui.prompt_func = fake`); the
+    # module's own calls of the name, and calls through the module's attribute, then reach the fake
+    # (derived: only while it is stored).
+    edges = _edges(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/termui.py": """def prompt_func(text):
+    return input(text)
+
+
+def strip(text):
+    return text
+
+
+def prompt(text):
+    return prompt_func(text)
+""",
+            "pkg/echo.py": """from pkg import termui
+
+
+def echo(text):
+    return termui.strip(text)
+""",
+            "pkg/testing.py": """from pkg import termui
+
+
+def fake_prompt(text):
+    return text
+
+
+def fake_strip(text):
+    return text
+
+
+def local_store(box):
+    box.prompt_func = fake_strip
+
+
+def isolate():
+    old = termui.prompt_func
+    termui.prompt_func = fake_prompt
+    termui.strip = fake_strip
+    return old
+""",
+        },
+    )
+    assert edges[("pkg.termui.prompt", "pkg.termui.prompt_func")] == {"confirmed"}
+    assert edges[("pkg.termui.prompt", "pkg.testing.fake_prompt")] == {"heuristic"}
+    assert edges[("pkg.echo.echo", "pkg.testing.fake_strip")] == {"heuristic"}
+    assert ("pkg.termui.prompt", "pkg.testing.fake_strip") not in edges
+
+
+def test_a_stored_callback_reaches_every_function_stored_past_the_value_cap(tmp_path: Path) -> None:
+    # A command keeps the function its decorator was given; invoking any command calls it. With more
+    # commands than the resolver carries values (16), each stored function is still reached, however
+    # many decorators passed it on (a group's `command()` hands it to the module's).
+    commands = "".join(
+        f"""
+
+@group.command()
+def command_{i}():
+    return {i}
+"""
+        for i in range(20)
+    )
+    edges = _edges(
+        tmp_path,
+        """import functools
+
+
+class Command:
+    def __init__(self, callback):
+        self.callback = callback
+
+    def invoke(self, ctx: "Context"):
+        return ctx.invoke(self.callback)
+
+
+class Context:
+    def invoke(self, callback):
+        return callback()
+
+
+def command():
+    def decorator(f):
+        return Command(f)
+
+    return decorator
+
+
+def make(f):
+    return command()(f)
+
+
+class Group:
+    def command(self):
+        def decorator(f):
+            return make(f)
+
+        return decorator
+
+
+group = Group()
+
+
+def pass_context(f):
+    def new_func(*args):
+        return f(Context(), *args)
+
+    return functools.update_wrapper(new_func, f)
+
+
+@group.command()
+@pass_context
+def with_context(ctx):
+    return ctx
+"""
+        + commands,
+    )
+    assert edges[("m.Context.invoke", "m.pass_context.new_func")] == {"heuristic"}
+    for i in (0, 19):
+        assert edges[("m.Context.invoke", f"m.command_{i}")] == {"heuristic"}
+
+
+def test_keywords_passed_on_through_kwargs_reach_the_parameter_that_names_them(tmp_path: Path) -> None:
+    # `help_option(**kwargs)` stores its callback in kwargs and passes kwargs on to `option`, which
+    # passes its own `**attrs` on to the class, whose `__init__` passes them on to its base: the
+    # base's `callback` parameter is what the caller stored.
+    edges = _edges(
+        tmp_path,
+        """class Parameter:
+    def __init__(self, decls, callback=None, **extra):
+        self.callback = callback
+
+    def process(self, value):
+        if self.callback is not None:
+            return self.callback(self, value)
+        return value
+
+
+class Option(Parameter):
+    def __init__(self, decls, flag=False, **attrs):
+        super().__init__(decls, **attrs)
+
+
+def option(*decls, cls=None, **attrs):
+    if cls is None:
+        cls = Option
+
+    def decorator(f):
+        f.params = [cls(decls, **attrs)]
+        return f
+
+    return decorator
+
+
+def help_option(*decls, **kwargs):
+    def show_help(param, value):
+        return value
+
+    kwargs.setdefault("callback", show_help)
+    return option(*decls, **kwargs)
+
+
+def version_option(*decls, **kwargs):
+    def show_version(param, value):
+        return value
+
+    kwargs["callback"] = show_version
+    return option(*decls, **kwargs)
+
+
+def check(param, value):
+    return value
+
+
+def untouched(param, value):
+    return value
+
+
+option("-x", callback=check)
+""",
+    )
+    for callback in ("m.help_option.show_help", "m.version_option.show_version", "m.check"):
+        assert edges[("m.Parameter.process", callback)] == {"heuristic"}, callback
+    assert ("m.Parameter.process", "m.untouched") not in edges
