@@ -69,7 +69,8 @@ async def test_the_first_answer_imports_only_what_it_needs(
             imported = set(IMPORTED.findall(log.read_text()))
     assert tool in {t.name for t in listed.tools}
     assert not result.is_error, result.content[0].text
-    assert "psmr_mcp.server" in imported and "slotrelay.psmr.store" in imported  # the log is complete
+    # The log is complete:
+    assert "psmr_mcp.server" in imported and "slotrelay.psmr.store" in imported
     roots = {name.split(".")[0] for name in imported}
     assert roots.isdisjoint(NOT_NEEDED), sorted(roots & set(NOT_NEEDED))
     assert imported.isdisjoint(NOT_NEEDED_OF_PSMR), sorted(imported & set(NOT_NEEDED_OF_PSMR))
