@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slotrelay import sandbox
 from slotrelay.pen import ModelSettings, write
+from slotrelay.psmr.effects import effects
 from tests.pen.stub_model import SUM_CODE, StubModel
 
 INPUTS = {"numbers": list(range(100))}
@@ -57,7 +58,7 @@ def main() -> None:
         # Warm up: the sandbox's pool, imports, the stub's first connection.
         for _ in range(2):
             sandbox.run(SUM_CODE, inputs=INPUTS, backend=args.backend)
-            write(request, root=root, model=settings, backend=args.backend)
+            write(request, root=root, model=settings, effect_screen=effects, backend=args.backend)
         with console.status("running") as status:
             for index in range(args.calls):
                 status.update(f"call {index + 1}/{args.calls}")
@@ -66,7 +67,9 @@ def main() -> None:
                 baseline.append((time.perf_counter() - start) * 1000)
                 assert result.result == {"total": sum(INPUTS["numbers"])}, result
                 start = time.perf_counter()
-                outcome = write(request, root=root, model=settings, backend=args.backend)
+                outcome = write(
+                    request, root=root, model=settings, effect_screen=effects, backend=args.backend
+                )
                 totals.append((time.perf_counter() - start) * 1000)
                 assert outcome.output.execution.result == {"total": sum(INPUTS["numbers"])}
                 for phase in PHASES:

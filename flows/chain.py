@@ -248,20 +248,22 @@ def chain_folders(folders_block: str | None, slots_root: str | None) -> dict[str
 
 
 def _executor_settings(chain: Chain, model_block: str | None, sandbox_policy: str | None) -> dict[str, Any]:
-    """The `pen` nodes' settings from the named Blocks, resolved as `pen-write` resolves them; {} without
-    them or without a pen node.
+    """The `pen` nodes' settings: PSMR's static screen, and the model and sandbox policy of the named
+    Blocks, resolved as `pen-write` resolves them; {} without a pen node.
 
     Raises:
         InvalidPenRequest: the policy's daemon URL or TLS files are unusable (naming the field).
     """
-    if not (model_block or sandbox_policy) or all(n.executor.kind != "pen" for n in chain.nodes):
+    if all(n.executor.kind != "pen" for n in chain.nodes):
         return {}
     # Only here: a chain run without pen nodes does not load the pen (`watch` names the same blocks
     # for every chain it watches).
     from flows.pen import code_model, sandbox_settings
     from slotrelay.pen.node import PenNodeSettings
+    from slotrelay.psmr.effects import effects
 
-    return {"pen": PenNodeSettings(model=code_model(model_block), sandbox=sandbox_settings(sandbox_policy))}
+    model, sandbox = code_model(model_block), sandbox_settings(sandbox_policy)
+    return {"pen": PenNodeSettings(effect_screen=effects, model=model, sandbox=sandbox)}
 
 
 def read_summary(chain: Chain, state: Any) -> dict[str, Any] | None:

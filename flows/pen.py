@@ -22,6 +22,7 @@ from slotrelay.pen import config, writer
 from slotrelay.pen.errors import InvalidPenRequest, PenError, SandboxStartFailed
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.run import PenRun
+from slotrelay.psmr.effects import effects
 from slotrelay.sandbox.backends import check_policy_images
 from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.settings import SandboxSettings
@@ -129,7 +130,7 @@ def pen_write(
     run.decision_timeout_s = decision_timeout_s
     log.info("pen %s: %s", run.pen_id, intent)
     try:
-        outcome = writer.complete(run, model=model, backend=backend, settings=settings)
+        outcome = writer.complete(run, model=model, effect_screen=effects, backend=backend, settings=settings)
     except PenError as error:
         # complete() has already recorded the call with the error (and erased the pen it failed).
         _error_artifact(run, error)

@@ -357,7 +357,7 @@ class EngineTools:
         return self._grants
 
     async def call(self, name: str, request: dict[str, Any], client: str | None = None) -> dict[str, Any]:
-        """Run one engine tool on checked arguments; errors are raised as PSMR errors for the envelope.
+        """Run one engine tool on checked arguments; errors are raised as `ToolError`s for the envelope.
 
         Parameters:
             name: an engine tool.
@@ -470,6 +470,7 @@ class EngineTools:
         from slotrelay.pen import PenError
         from slotrelay.pen import write as pen_write
         from slotrelay.pen.config import model_settings
+        from slotrelay.psmr.effects import effects
         from slotrelay.psmr.errors import CapabilityDenied, PsmrError
 
         if self.pen_root is None:
@@ -479,7 +480,9 @@ class EngineTools:
             )
         body = {"intent": request["intent"], "context": request["context"], "options": request["options"]}
         try:
-            outcome = pen_write(body, root=self.pen_root, model=model_settings(root=self.pen_root))
+            outcome = pen_write(
+                body, root=self.pen_root, model=model_settings(root=self.pen_root), effect_screen=effects
+            )
         except PenError as refused:
             error = PsmrError(
                 f"{refused.code}: {refused.message}", details={"mpp_code": refused.code, **refused.to_json()}

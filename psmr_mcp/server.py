@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from psmr_mcp import catalog, engine_tools
 from psmr_mcp.workspaces import WorkspaceRegistry
 from slotrelay import __version__
+from slotrelay.errors import ToolError
 from slotrelay.psmr import api, envelope, request_limits
 from slotrelay.psmr.errors import InvalidQuery, PsmrError, TypeMismatch
 from slotrelay.psmr.grants import READ_ONLY, Grants
@@ -123,7 +124,8 @@ class ToolSurface:
                 # traceback as slotrelay.psmr): name the tool beside it in this server's log.
                 logger.warning("psmr tool %s: %s", name, answer["error"]["message"])
             return answer
-        except PsmrError as exc:
+        except ToolError as exc:
+            # PSMR's errors and the engine's agent tools' alike (slotrelay.errors.ToolError).
             return envelope.error(request_id, exc.code, exc.message, details=exc.details)
         except Exception:
             # The traceback stays in the server log; the client learns only where to look.

@@ -10,7 +10,9 @@ its own subtree in its package:
      +-- ChainError            slotrelay.chain.errors
      +-- SandboxError          slotrelay.sandbox.errors
      +-- PenError              slotrelay.pen.errors      (code MPP-E00n)
-     +-- PsmrError             slotrelay.psmr.errors     (the twelve PSMR codes)
+     +-- ToolError             what an MCP tool answers with: code, message, details
+          +-- PsmrError        slotrelay.psmr.errors     (the twelve PSMR codes)
+          +-- AgentToolError   slotrelay.chain.errors    (the engine's agent tools: five of them)
 
 Only `slotrelay.cli` turns these into an exit and a message (`CODE: message` on stderr), in one
 place, the way click handles its `ClickException` once. A command that has already printed how its
@@ -79,6 +81,26 @@ class EnvironmentMissing(SlotrelayError, RuntimeError):
 
     code = "ENVIRONMENT_MISSING"
     exit_code = ExitCode.ENVIRONMENT_MISSING
+
+
+class ToolError(SlotrelayError):
+    """What an MCP tool answers with when it refuses: the `error` member of the result envelope
+    (CONTRACTS.md#result-envelope), its `code` one of the twelve (CONTRACTS.md#psmr-error-codes).
+
+    PSMR's errors and the engine's agent tools' derive from it, each part keeping its own classes, so
+    that the MCP server answers every tool alike and neither part imports the other.
+
+    Parameters:
+        message: what went wrong and what to do instead.
+        details: structured reasons the envelope carries beside the message (e.g. the failed checks of
+            delta.validate), so a caller reads them without parsing text.
+    """
+
+    code = "TOOL_ERROR"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class AlreadyReported(BaseException):

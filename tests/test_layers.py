@@ -29,14 +29,28 @@ def test_import_linter_reads_every_shipped_package() -> None:
     assert sorted(pyproject()["tool"]["importlinter"]["root_packages"]) == sorted(shipped_packages())
 
 
-def test_one_layers_contract_places_every_package_and_ignores_no_import() -> None:
+def package_layers() -> list[str]:
+    """The layers of the one `layers` contract over the packages (the others hold inside a package)."""
     contracts = [contract for contract in pyproject()["tool"]["importlinter"]["contracts"]
-                 if contract["type"] == "layers"]
+                 if contract["type"] == "layers" and "containers" not in contract]
     assert len(contracts) == 1
-    placed = [module.strip() for layer in contracts[0]["layers"] for module in re.split(r"[|:]", layer)]
+    assert "ignore_imports" not in contracts[0]
+    layers: list[str] = contracts[0]["layers"]
+    return layers
+
+
+def test_one_layers_contract_places_every_package_and_ignores_no_import() -> None:
+    placed = [module.strip() for layer in package_layers() for module in re.split(r"[|:]", layer)]
     expected = [package for package in shipped_packages() if package != "slotrelay"] + core_children()
     assert sorted(placed) == sorted(expected)
-    assert "ignore_imports" not in contracts[0]
+
+
+def test_the_pen_and_psmr_are_independent_and_the_engine_imports_neither() -> None:
+    # What they share sits below them: the screen's types (slotrelay.effect_screen), the audit log,
+    # the tool errors (slotrelay.errors.ToolError). The pen is a kind of chain node, so it sits above.
+    layers = [[module.strip() for module in layer.split("|")] for layer in package_layers()]
+    pen_and_psmr = layers.index(["slotrelay.pen", "slotrelay.psmr"])
+    assert layers[pen_and_psmr + 1] == ["slotrelay.chain"]
 
 
 def test_every_core_module_is_held_free_of_prefect_and_mcp() -> None:

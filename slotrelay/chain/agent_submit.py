@@ -33,7 +33,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from slotrelay.chain.checks import identity_problems, run_check
-from slotrelay.chain.errors import CHECK_FAILED, IDENTITY_MISMATCH, SLOT_INVALID, NodeError
+from slotrelay.chain.errors import (
+    CHECK_FAILED,
+    IDENTITY_MISMATCH,
+    SLOT_INVALID,
+    AgentOutputRejected,
+    AgentRequestInvalid,
+    NodeError,
+    NothingToAnswer,
+)
 from slotrelay.chain.models import Chain, FieldEqualsCheck, JsonSchemaCheck, Node, PathExistsCheck
 from slotrelay.chain.provenance import WAITING, input_slot_path, output_slot_path, slot_pending
 from slotrelay.chain.routing import (
@@ -57,7 +65,6 @@ from slotrelay.chain.slots import (
     write_slot,
 )
 from slotrelay.fsio import tree_state
-from slotrelay.psmr.errors import InvalidQuery, UnresolvedRequiredInput, ValidationFailed
 
 # What an agent's failure means, per handling, in the words of the answer.
 _HANDLING_WORDS = {
@@ -97,14 +104,14 @@ def submit(
         What was written (slot, digest) and `engine`: what the engine will do with it.
 
     Raises:
-        InvalidQuery: the node is not an agent's (it runs inside the engine).
-        UnresolvedRequiredInput: the node has nothing to answer now (no pending input, or its input is
+        AgentRequestInvalid: the node is not an agent's (it runs inside the engine).
+        NothingToAnswer: the node has nothing to answer now (no pending input, or its input is
             answered already, or changed since `input_digest`); nothing was written.
-        ValidationFailed: the output breaks a rule the sensor applies; `details.violations` lists each
+        AgentOutputRejected: the output breaks a rule the sensor applies; `details.violations` lists each
             with its JSON path; nothing was written.
     """
     if node.executor.kind != "external":
-        raise InvalidQuery(
+        raise AgentRequestInvalid(
             f"{node.node_id} runs inside the engine ({node.executor.kind} executor): only an "
             "agent's node (executor external) takes a submitted output"
         )
@@ -124,7 +131,7 @@ def submit(
         raw = slot_bytes(document)
         violations = _violations(chain, node, document, raw)
         if violations:
-            raise ValidationFailed(
+            raise AgentOutputRejected(
                 f"node_submit for {node.node_id} refused, nothing written: "
                 + "; ".join(f"{v['path']}: {v['message']}" for v in violations),
                 details={"violations": violations, "written": False, "node_id": node.node_id},
@@ -170,31 +177,31 @@ def _pending_input(
             found = read_slot_bytes(in_path)
             received = parse_slot(in_path, found[0]) if found is not None else None
         except SlotInvalid as bad:
-            raise UnresolvedRequiredInput(
+            raise NothingToAnswer(
                 f"{node.node_id} has no input to answer: {bad.message}", details={"state": "refused"}
             ) from None
         if found is None or received is None:
-            raise UnresolvedRequiredInput(
+            raise NothingToAnswer(
                 f"{node.node_id} has no input to answer: its input slot {in_path} is not written yet; "
                 "node_inbox with wait_s waits for it",
                 details={"state": "empty"},
             )
         current = content_hash(found[0])
         if received.get("status") == WAITING:
-            raise UnresolvedRequiredInput(
+            raise NothingToAnswer(
                 f"{node.node_id}'s input is a join still waiting for {received.get('waiting_for')}: not yet "
                 "to be answered",
                 details={"state": "waiting"},
             )
     if not slot_pending(chain, node.node_id):
-        raise UnresolvedRequiredInput(
+        raise NothingToAnswer(
             f"{node.node_id} has already answered its current input (its output slot "
             f"{output_slot_path(chain, node.node_id)} answers it); nothing was written. A new input, or a "
             "retry asked by the engine, makes it pending again (node_inbox with wait_s waits for that)",
             details={"state": "answered", "input_digest": current},
         )
     if expected is not None and expected != current:
-        raise UnresolvedRequiredInput(
+        raise NothingToAnswer(
             f"{node.node_id}'s input changed since node_inbox gave input_digest {expected}: it is now "
             f"{current}; read it again (node_inbox) and answer the new input",
             details={"state": "changed", "input_digest": current},

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from slotrelay.chain.errors import AgentNotGranted, AgentRequestInvalid, AgentTargetNotFound
 from slotrelay.chain.models import Chain, FieldEqualsCheck, JsonSchemaCheck, Node, PathExistsCheck
 from slotrelay.chain.provenance import WAITING, input_slot_path, output_slot_path, slot_pending
 from slotrelay.chain.schema import load_chain
@@ -32,7 +33,6 @@ from slotrelay.chain.slots import (
     read_output_slot,
     read_slot_bytes,
 )
-from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery, ObjectNotFound
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,10 @@ class AgentGrants:
         """Refuse unless the server was started with `--allow-decide`.
 
         Raises:
-            CapabilityDenied: it was not.
+            AgentNotGranted: it was not.
         """
         if not self.decide:
-            raise CapabilityDenied("alert_decide needs the grant --allow-decide, which this server was not "
+            raise AgentNotGranted("alert_decide needs the grant --allow-decide, which this server was not "
                                    "started with; a person can decide with `slotrelay decide` or the "
                                    "Prefect UI")
 
@@ -62,11 +62,11 @@ class AgentGrants:
         """Refuse unless the session may act as this node.
 
         Raises:
-            CapabilityDenied: the server was not started with `--agent node_id`.
+            AgentNotGranted: the server was not started with `--agent node_id`.
         """
         if node_id not in self.nodes:
             granted = ", ".join(sorted(self.nodes)) or "none"
-            raise CapabilityDenied(
+            raise AgentNotGranted(
                 f"node_submit as {node_id} needs the grant --agent {node_id}, which this server was not "
                 f"started with (granted nodes: {granted}); nothing was written"
             )
@@ -103,18 +103,18 @@ class ServedChains:
         """The chain of this id; without one, the only chain served.
 
         Raises:
-            InvalidQuery: no id while several chains are served.
-            ObjectNotFound: no served chain of that id.
+            AgentRequestInvalid: no id while several chains are served.
+            AgentTargetNotFound: no served chain of that id.
         """
         if chain_id is None:
             if len(self.chains) == 1:
                 return next(iter(self.chains.values()))
-            raise InvalidQuery(
+            raise AgentRequestInvalid(
                 f"chain_id is required: this server serves {len(self.chains)} chains "
                 f"({', '.join(sorted(self.chains)) or 'none'}); chain_list names them"
             )
         if chain_id not in self.chains:
-            raise ObjectNotFound(
+            raise AgentTargetNotFound(
                 f"chain_id {chain_id!r} is not served here; served: "
                 f"{', '.join(sorted(self.chains)) or 'none'} (chain_list)"
             )
@@ -124,17 +124,17 @@ class ServedChains:
         """The chain and node an agent names; without a chain_id, the one served chain holding the node.
 
         Raises:
-            InvalidQuery: the node is in several served chains and no chain_id says which.
-            ObjectNotFound: no served chain (or not the one named) holds the node.
+            AgentRequestInvalid: the node is in several served chains and no chain_id says which.
+            AgentTargetNotFound: no served chain (or not the one named) holds the node.
         """
         if chain_id is None:
             holders = [c for c in self.chains.values() if any(n.node_id == node_id for n in c.nodes)]
             if len(holders) > 1:
-                raise InvalidQuery(
+                raise AgentRequestInvalid(
                     f"node {node_id!r} is in chains {', '.join(c.chain_id for c in holders)}: give chain_id"
                 )
             if not holders:
-                raise ObjectNotFound(
+                raise AgentTargetNotFound(
                     f"no served chain has a node {node_id!r} (chain_describe lists each chain's nodes)"
                 )
             chain = holders[0]
@@ -143,7 +143,7 @@ class ServedChains:
         try:
             return chain, chain.node(node_id)
         except KeyError:
-            raise ObjectNotFound(
+            raise AgentTargetNotFound(
                 f"chain {chain.chain_id} has no node {node_id!r}; its nodes: "
                 f"{', '.join(n.node_id for n in chain.nodes)}"
             ) from None

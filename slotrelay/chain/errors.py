@@ -5,18 +5,28 @@
      |    +-- ChainValidationError      every problem found, each with its JSON path
      +-- NodeError                      a node's run failed; `code` is the chain's error_type
      +-- ExecutorUnavailable            an executor kind whose module is not installed
+     +-- ToolError                      slotrelay.errors: what an MCP tool answers with
+          +-- AgentToolError            the engine's agent tools refused (agent_view, agent_submit)
+               +-- AgentRequestInvalid        INVALID_QUERY
+               +-- AgentTargetNotFound        OBJECT_NOT_FOUND
+               +-- AgentNotGranted            CAPABILITY_DENIED
+               +-- NothingToAnswer            UNRESOLVED_REQUIRED_INPUT
+               +-- AgentOutputRejected        VALIDATION_FAILED
 
 A `ChainError` is input to fix (exit 2), unless it says otherwise (GRAPHVIZ_MISSING exits 3).
 
 `NodeError.error_type` is matched against the chain's `error_types` (retry / skip / fail); a type the
 chain does not declare is handled as `unknown` (L5: the run pauses for a person).
+
+The engine's agent tools answer with the codes PSMR's tools use (CONTRACTS.md#psmr-error-codes), so an
+agent reads one vocabulary from the MCP server; the classes are the engine's own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slotrelay.errors import ExitCode, SlotrelayError
+from slotrelay.errors import ExitCode, SlotrelayError, ToolError
 
 # Error types the engine itself raises; a chain decides their handling by declaring them.
 INPUT_MISSING = "input_missing"
@@ -105,3 +115,41 @@ class ExecutorUnavailable(NodeError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return (NodeError, (self.error_type, self.message))
+
+
+class AgentToolError(ToolError):
+    """An agent's call to the engine's MCP tools refused; `code` is one of the tool surface's."""
+
+    code = "AGENT_TOOL_ERROR"
+    exit_code = ExitCode.BAD_INPUT
+
+
+class AgentRequestInvalid(AgentToolError):
+    """The request cannot be answered as given (no chain id while several are served, not an agent's node)."""
+
+    code = "INVALID_QUERY"
+
+
+class AgentTargetNotFound(AgentToolError):
+    """No served chain, node or input slot of that id."""
+
+    code = "OBJECT_NOT_FOUND"
+
+
+class AgentNotGranted(AgentToolError):
+    """The server was not started with the grant the call needs (`--agent NODE_ID`, `--allow-decide`)."""
+
+    code = "CAPABILITY_DENIED"
+
+
+class NothingToAnswer(AgentToolError):
+    """The node has nothing to answer now: no pending input, or its input was already answered."""
+
+    code = "UNRESOLVED_REQUIRED_INPUT"
+
+
+class AgentOutputRejected(AgentToolError):
+    """The output breaks a rule the sensor applies; `details.violations` lists each."""
+
+    code = "VALIDATION_FAILED"
+    exit_code = ExitCode.FAILED

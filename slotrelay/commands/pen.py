@@ -201,13 +201,16 @@ def write(
     body.setdefault("intent", "")
     from slotrelay.pen import write as pen_write
     from slotrelay.pen.config import model_settings
+    from slotrelay.psmr.effects import effects
 
     model = model_settings(root=root, env_file=env_file)
     if not as_json:
         for key, why in model.ignored.items():
             err.print(f"not used: {key} from the {why}", markup=False)
     with _progress("pen.write: screening, asking the code model, running the sandbox", as_json):
-        outcome = pen_write(body, root=root, model=model, backend=backend.value if backend else None)
+        outcome = pen_write(
+            body, root=root, model=model, effect_screen=effects, backend=backend.value if backend else None
+        )
     if as_json:
         print_json(outcome.to_json())
     else:
@@ -250,10 +253,16 @@ def review(
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
     _check_root(root)
     from slotrelay.pen import review as pen_review
+    from slotrelay.psmr.effects import effects
 
     with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
         outcome = pen_review(
-            root, pen_id, verdict, reviewer=reviewer, backend=backend.value if backend else None
+            root,
+            pen_id,
+            verdict,
+            effect_screen=effects,
+            reviewer=reviewer,
+            backend=backend.value if backend else None,
         )
     if as_json:
         print_json(outcome.to_json())

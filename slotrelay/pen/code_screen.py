@@ -1,9 +1,10 @@
 """Generated-code screen: the code model's program, read before it runs (MPP-E005 without running it).
 
-Python goes through the PSMR analyzer (`slotrelay.psmr.effect_screen.effects`: the same resolver as a
-workspace build, so aliases and `from x import y` resolve), which reports network, subprocess, file
-and dynamic-code effects; the pen adds, from the AST, the literal paths and URLs the code names,
-checked against `fs` and the network allow-list. Node and shell are read through their tokens.
+Python goes through the screen the pen's caller hands it (an `EffectScreen`: PSMR's analyzer,
+`slotrelay.psmr.effects.effects`, the same resolver as a workspace build, so aliases and
+`from x import y` resolve), which reports network, subprocess, file and dynamic-code effects; the pen
+adds, from the AST, the literal paths and URLs the code names, checked against `fs` and the network
+allow-list. Node and shell are read through their tokens.
 Refused: network use while `network` is "none" (or URLs outside the allow-list), starting processes,
 dynamic code (eval, exec, computed imports: the screen cannot see through them), python that does
 not parse (it cannot be screened, so it must not run), file access when `fs` is "none", and paths
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from slotrelay.effect_screen import EffectScreen
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import FsAllow, Lang, NetworkAllow, SandboxOptions
-from slotrelay.psmr.effect_screen import effects
 
 FindingKind = Literal["network", "subprocess", "fs", "dynamic", "unparsable"]
 
@@ -176,9 +177,9 @@ class _PythonScreen(ast.NodeVisitor):
                 )
 
 
-def _python_effects(code: str, options: SandboxOptions) -> list[CodeFinding]:
+def _python_effects(code: str, options: SandboxOptions, effect_screen: EffectScreen) -> list[CodeFinding]:
     findings = []
-    for effect in effects(code):
+    for effect in effect_screen(code):
         if effect.kind == "network" and options.network == "none":
             findings.append(
                 CodeFinding("network", f"uses {effect.target} while network is none", effect.line)
@@ -244,13 +245,16 @@ def _screen_shell(code: str, options: SandboxOptions) -> list[CodeFinding]:
     return findings
 
 
-def screen_code(code: str, lang: Lang, options: SandboxOptions) -> list[CodeFinding]:
+def screen_code(
+    code: str, lang: Lang, options: SandboxOptions, effect_screen: EffectScreen
+) -> list[CodeFinding]:
     """Everything in `code` that the sandbox options forbid.
 
     Parameters:
         code: the program's source.
         lang: its language.
         options: the request's sandbox options.
+        effect_screen: the effects of Python code (PSMR's `slotrelay.psmr.effects.effects`).
 
     Returns:
         The findings, in source order (empty when the code looks clean).
@@ -266,20 +270,23 @@ def screen_code(code: str, lang: Lang, options: SandboxOptions) -> list[CodeFind
             ]
         visitor = _PythonScreen(options)
         visitor.visit(tree)
-        findings = visitor.findings + _python_effects(code, options)
+        findings = visitor.findings + _python_effects(code, options, effect_screen)
         return sorted(set(findings), key=lambda finding: (finding.line or 0, finding.kind, finding.detail))
     if lang == "node":
         return _screen_node(code, options)
     return _screen_shell(code, options)
 
 
-def enforce_screen(code: str, lang: Lang, options: SandboxOptions) -> list[CodeFinding]:
+def enforce_screen(
+    code: str, lang: Lang, options: SandboxOptions, effect_screen: EffectScreen
+) -> list[CodeFinding]:
     """Run the screen and refuse the code when it finds anything.
 
     Parameters:
         code: the program's source.
         lang: its language.
         options: the request's sandbox options.
+        effect_screen: the effects of Python code (PSMR's `slotrelay.psmr.effects.effects`).
 
     Returns:
         An empty list (the code passed).
@@ -287,7 +294,7 @@ def enforce_screen(code: str, lang: Lang, options: SandboxOptions) -> list[CodeF
     Raises:
         PermissionViolation: (MPP-E005) with every finding in `details["findings"]`.
     """
-    findings = screen_code(code, lang, options)
+    findings = screen_code(code, lang, options, effect_screen)
     if findings:
         summary = "; ".join(f"line {finding.line}: {finding.detail}" for finding in findings[:5])
         raise PermissionViolation(

@@ -14,11 +14,12 @@ chain's run pauses, from inside this node, with the pen's decision form (tasks/p
 chain's `pause_timeout_seconds`; the person's decision is carried out before the node's output slot
 is written, so the slot holds the decided pen.
 
-The code model comes from the environment, `env_file`, and what the root's `.env` may set
-(`slotrelay.pen.config`), as for `slotrelay pen write`, and the sandbox from the environment's daemon,
-then bwrap; unless the run's caller gives the `pen` kind a `PenNodeSettings` (the chain flow does, from
-its `model_block` and `sandbox_policy` Blocks): then its model, and its sandbox policy's daemon,
-images, default limits, egress allow-list and pool size, as for the `pen-write` flow.
+The run's caller gives the `pen` kind a `PenNodeSettings` (the chain flow does): the static screen of
+Python code (PSMR's analyzer, which the pen does not import), and, from the flow's `model_block` and
+`sandbox_policy` Blocks, a model and a sandbox policy (daemon, images, default limits, egress
+allow-list, pool size), as for the `pen-write` flow. Without them the code model comes from the
+environment, `env_file`, and what the root's `.env` may set (`slotrelay.pen.config`), as for
+`slotrelay pen write`, and the sandbox from the environment's daemon, then bwrap.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.chain.errors import NodeError
+from slotrelay.effect_screen import EffectScreen
 from slotrelay.pen import config
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.model_client import ModelSettings
@@ -44,11 +46,14 @@ class PenNodeSettings:
     """What a chain run's caller sets for its pen nodes (`ExecutionContext.executor_settings["pen"]`).
 
     Attributes:
+        effect_screen: the effects of Python code, for the static screen (PSMR's
+            `slotrelay.psmr.effects.effects`: the pen does not import PSMR, the caller hands it over).
         model: the code model (None: the environment, the node's `env_file`, what the root's `.env`
             may set).
         sandbox: the operator's sandbox policy (None: the environment's daemon, then bwrap).
     """
 
+    effect_screen: EffectScreen
     model: ModelSettings | None = None
     sandbox: SandboxSettings | None = None
 
@@ -76,7 +81,14 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
         raise NodeError("PEN_INVALID_REQUEST", f"pen node options: unknown keys {sorted(unknown)}")
     work_dir = _work_dir(context)
     root = work_dir / options["root"] if options.get("root") else work_dir
-    settings = getattr(context, "executor_settings", {}).get("pen") or PenNodeSettings()
+    settings = getattr(context, "executor_settings", {}).get("pen")
+    if not isinstance(settings, PenNodeSettings):
+        # Without a screen the generated code could not be checked before it runs: refuse, never skip it.
+        raise NodeError(
+            "PEN_INVALID_REQUEST",
+            "a pen node needs its PenNodeSettings (the static screen among them) in the chain run's "
+            "executor_settings['pen']; the chain flow gives them",
+        )
     if settings.sandbox is not None:
         options["sandbox"] = settings.sandbox.with_defaults(options.get("sandbox"))
     request = {
@@ -95,7 +107,13 @@ def run_pen_node(spec: Any, data: dict[str, Any], context: Any) -> dict[str, Any
         node = getattr(context, "node", None)
         run.where = f"node {node.node_id} of chain {context.chain.chain_id}" if node is not None else None
         run.decision_timeout_s = getattr(getattr(context, "chain", None), "pause_timeout_seconds", None)
-        outcome = complete(run, model=model, backend=options.get("backend"), settings=settings.sandbox)
+        outcome = complete(
+            run,
+            model=model,
+            effect_screen=settings.effect_screen,
+            backend=options.get("backend"),
+            settings=settings.sandbox,
+        )
     except PenError as error:
         about = f" (pen {error.pen_id})" if error.pen_id else ""
         raise NodeError(error_map.get(error.code, error.code), error.message + about) from error

@@ -28,6 +28,7 @@ from slotrelay.pen.writer import program_result, sandbox_limits_for
 from slotrelay.timestamps import now_iso
 
 if TYPE_CHECKING:
+    from slotrelay.effect_screen import EffectScreen
     from slotrelay.sandbox.settings import SandboxSettings
 
 VERDICT_STATE: dict[Verdict, Literal["accepted", "rejected", "observation"]] = {
@@ -90,13 +91,20 @@ def _inbox(root: str | Path, pen_id: str) -> Path:
 
 
 def check(
-    root: str | Path, pen_id: str, *, backend: str | None = None, settings: SandboxSettings | None = None
+    root: str | Path,
+    pen_id: str,
+    *,
+    effect_screen: EffectScreen,
+    backend: str | None = None,
+    settings: SandboxSettings | None = None,
 ) -> ReviewReport:
     """Run a shared pen's test examples and static screen, and move it to `reviewed`.
 
     Parameters:
         root: the pen's root folder.
         pen_id: a pen in state `shared`.
+        effect_screen: the effects of Python code, for the static screen (PSMR's
+            `slotrelay.psmr.effects.effects`).
         backend: the sandbox backend (None: the sandbox's default).
         settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
@@ -137,7 +145,7 @@ def check(
         )
     # The screen comes first, as in pen.write: code it refuses (say, edited so it no longer parses)
     # is not run at all, and its examples are reported as not run.
-    findings = [finding.to_json() for finding in screen_code(code, options.lang, options)]
+    findings = [finding.to_json() for finding in screen_code(code, options.lang, options, effect_screen)]
     report.static_findings += findings
     limits = sandbox_limits_for(request)
     for index, example in enumerate(manifest["test_examples"]):
@@ -242,13 +250,21 @@ def verdict(root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "
 
 
 def review(
-    root: str | Path, pen_id: str, answer: Verdict, *, reviewer: str = "reviewer", backend: str | None = None
+    root: str | Path,
+    pen_id: str,
+    answer: Verdict,
+    *,
+    effect_screen: EffectScreen,
+    reviewer: str = "reviewer",
+    backend: str | None = None,
 ) -> ReviewOutcome:
     """Check a shared pen (if not checked yet) and apply the verdict, as `slotrelay pen review` does.
+
+    `effect_screen` is `check`'s: the effects of Python code (PSMR's `slotrelay.psmr.effects.effects`).
 
     Raises:
         PenNotFound, IllegalTransition, InvalidPenRequest, SandboxStartFailed: as `check` and `verdict`.
     """
     if require_state(AuditLog(root), pen_id) == "shared":
-        check(root, pen_id, backend=backend)
+        check(root, pen_id, effect_screen=effect_screen, backend=backend)
     return verdict(root, pen_id, answer, reviewer=reviewer)

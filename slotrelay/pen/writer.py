@@ -59,6 +59,7 @@ from slotrelay.pen.terms import PenAction
 from slotrelay.timestamps import now_iso
 
 if TYPE_CHECKING:
+    from slotrelay.effect_screen import EffectScreen
     from slotrelay.sandbox.settings import SandboxSettings
 
 # Sandbox violations that mean "tried to reach a forbidden resource" (MPP-E005); memory and output
@@ -124,10 +125,11 @@ def generate(run: PenRun, client: ChatClient) -> str:
     return run.code
 
 
-def screen_code(run: PenRun) -> None:
-    """Screen the code statically (MPP-E005 before it runs)."""
+def screen_code(run: PenRun, effect_screen: EffectScreen) -> None:
+    """Screen the code statically with `effect_screen` for Python's effects (MPP-E005 before it runs)."""
     with _timed(run, "screening"):
-        enforce_screen(_code(run), run.request.options.sandbox.lang, run.request.options.sandbox)
+        options = run.request.options.sandbox
+        enforce_screen(_code(run), options.lang, options, effect_screen)
 
 
 def _code(run: PenRun) -> str:
@@ -437,18 +439,21 @@ def _apply(
     )
 
 
-def steps(client: ChatClient, *, backend: str | None, settings: SandboxSettings | None) -> tuple[Step, ...]:
+def steps(
+    client: ChatClient, *, effect_screen: EffectScreen, backend: str | None, settings: SandboxSettings | None
+) -> tuple[Step, ...]:
     """The steps after `begin`, in the order they run: the one place that order is written.
 
     Parameters:
         client: the code model, for the code and the suggestion.
+        effect_screen: the effects of Python code, for the static screen.
         backend: the sandbox backend (None: the sandbox's default).
         settings: the operator's sandbox policy.
     """
     return (
         Step("screen-intent", screen),
         Step("generate-code", lambda run: generate(run, client)),
-        Step("static-screen", screen_code),
+        Step("static-screen", lambda run: screen_code(run, effect_screen)),
         Step("sandbox-run", lambda run: execute(run, backend=backend, settings=settings)),
         Step("suggest", lambda run: suggest_action(run, client)),
         Step("persona-decision", persona_decision),
@@ -461,6 +466,7 @@ def write(
     *,
     root: str | Path,
     model: ModelSettings,
+    effect_screen: EffectScreen,
     backend: str | None = None,
     settings: SandboxSettings | None = None,
 ) -> PenOutcome:
@@ -470,6 +476,8 @@ def write(
         request: the `pen.write` input (dict or `PenRequest`).
         root: the pen's root folder (persona brains, module registry, audit log).
         model: the code model's endpoint.
+        effect_screen: the effects of Python code, for the static screen (PSMR's
+            `slotrelay.psmr.effects.effects`; the pen does not import PSMR, its caller hands it over).
         backend: the sandbox backend (None: the sandbox's default).
         settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
@@ -482,11 +490,17 @@ def write(
         InvalidPenRequest: the request breaks the contract.
         PenError: MPP-E001..E003, MPP-E005, each carrying `pen_id` and `audit` (the call's audit reference).
     """
-    return complete(begin(request, root=root), model=model, backend=backend, settings=settings)
+    run = begin(request, root=root)
+    return complete(run, model=model, effect_screen=effect_screen, backend=backend, settings=settings)
 
 
 def complete(
-    run: PenRun, *, model: ModelSettings, backend: str | None = None, settings: SandboxSettings | None = None
+    run: PenRun,
+    *,
+    model: ModelSettings,
+    effect_screen: EffectScreen,
+    backend: str | None = None,
+    settings: SandboxSettings | None = None,
 ) -> PenOutcome:
     """Run a begun pen's steps in order, each through the installed step runner, then `finish` it.
 
@@ -497,7 +511,7 @@ def complete(
     run.config = config_report(model, settings)
     with ChatClient(model) as client:
         try:
-            for step in steps(client, backend=backend, settings=settings):
+            for step in steps(client, effect_screen=effect_screen, backend=backend, settings=settings):
                 run_step(step, run)
         except PenError as error:
             raise fail(run, error) from None

@@ -1,19 +1,20 @@
 """PSMR's errors: the twelve codes of the contract (CONTRACTS.md#psmr-error-codes), one class each.
 
     SlotrelayError
-     +-- PsmrError
-          +-- WorkspaceNotFound          WORKSPACE_NOT_FOUND
-          +-- ObjectNotFound             OBJECT_NOT_FOUND
-          +-- InvalidQuery               INVALID_QUERY
-          +-- TypeMismatch               TYPE_MISMATCH
-          +-- CapabilityDenied           CAPABILITY_DENIED
-          +-- PolicyBlocked              POLICY_BLOCKED
-          +-- OperatorUnavailable        OPERATOR_UNAVAILABLE
-          +-- UnsupportedProjection      UNSUPPORTED_PROJECTION
-          +-- UnresolvedRequiredInput    UNRESOLVED_REQUIRED_INPUT
-          +-- ConflictRequiresReview     CONFLICT_REQUIRES_REVIEW
-          +-- ExecutionFailed            EXECUTION_FAILED
-          +-- ValidationFailed           VALIDATION_FAILED
+     +-- ToolError                       slotrelay.errors: what an MCP tool answers with
+          +-- PsmrError
+               +-- WorkspaceNotFound          WORKSPACE_NOT_FOUND
+               +-- ObjectNotFound             OBJECT_NOT_FOUND
+               +-- InvalidQuery               INVALID_QUERY
+               +-- TypeMismatch               TYPE_MISMATCH
+               +-- CapabilityDenied           CAPABILITY_DENIED
+               +-- PolicyBlocked              POLICY_BLOCKED
+               +-- OperatorUnavailable        OPERATOR_UNAVAILABLE
+               +-- UnsupportedProjection      UNSUPPORTED_PROJECTION
+               +-- UnresolvedRequiredInput    UNRESOLVED_REQUIRED_INPUT
+               +-- ConflictRequiresReview     CONFLICT_REQUIRES_REVIEW
+               +-- ExecutionFailed            EXECUTION_FAILED
+               +-- ValidationFailed           VALIDATION_FAILED
 
 Each carries its `exit_code`: 1 for EXECUTION_FAILED and VALIDATION_FAILED (the work ran and failed),
 2 for the others (a request, workspace or object to fix). Every message says what to do instead;
@@ -23,25 +24,13 @@ one escape.
 
 from __future__ import annotations
 
-from typing import Any
-
-from slotrelay.errors import ExitCode, SlotrelayError
+from slotrelay.errors import ExitCode, ToolError
 
 
-class PsmrError(SlotrelayError):
-    """Base of every PSMR error; `code` is one of `ERROR_CODES`.
-
-    Parameters:
-        message: what went wrong and what to do instead.
-        details: structured reasons the envelope carries beside the message (e.g. the failed
-            checks of delta.validate), so a caller reads them without parsing text.
-    """
+class PsmrError(ToolError):
+    """Base of every PSMR error; `code` is one of `ERROR_CODES` (message and `details` as `ToolError`'s)."""
 
     code = "PSMR_ERROR"
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details = details
 
 
 class WorkspaceNotFound(PsmrError):

@@ -17,6 +17,7 @@ import pytest
 
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
+from slotrelay.psmr.effects import effects
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact, recorded_task_runs
 from tests.support.waiting import wait_until
@@ -134,7 +135,8 @@ def test_pen_nodes_in_a_chain(
     # Each pen step is a task run under its node's task run; the one sandbox run (the prober's code
     # was refused before running) is named with its limits, and its artifact shows the image and exit.
     key = artifact_key("pen-execution", data["pen_id"])
-    every_step = [f"pen-{step.name}" for step in pen_steps(None, backend=None, settings=None)]
+    pen_step_list = pen_steps(None, effect_screen=effects, backend=None, settings=None)
+    every_step = [f"pen-{step.name}" for step in pen_step_list]
     # numbers, summer and prober; summer's steps; prober's up to the static screen that refused it.
     count = 3 + len(every_step) + 3
     runs = recorded_task_runs([state.state_details.flow_run_id], count)
@@ -163,7 +165,7 @@ def test_a_pen_node_takes_its_model_from_its_env_file_and_never_the_endpoint_fro
 ) -> None:
     from types import SimpleNamespace
 
-    from slotrelay.pen.node import run_pen_node
+    from slotrelay.pen.node import PenNodeSettings, run_pen_node
     from tests.conftest import free_port
 
     for name in ("BASE_URL", "NAME", "API_KEY", "TIMEOUT_S", "MAX_TOKENS"):
@@ -185,7 +187,10 @@ def test_a_pen_node_takes_its_model_from_its_env_file_and_never_the_endpoint_fro
         options={"root": "pen-root", "env_file": "model.env", "backend": sandbox_backend,
                  "persist_hint": "erase"},
     )
-    context = SimpleNamespace(chain=SimpleNamespace(work_dir=str(tmp_path)))
+    context = SimpleNamespace(
+        chain=SimpleNamespace(work_dir=str(tmp_path)),
+        executor_settings={"pen": PenNodeSettings(effect_screen=effects)},
+    )
     data = run_pen_node(spec, {"numbers": [1, 2]}, context)
     assert_output_shape(data)
     assert data["execution"]["result"] == {"total": 3} and decision_of(data)["state"] == "erased"

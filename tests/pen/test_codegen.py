@@ -13,6 +13,7 @@ from slotrelay.pen.codegen import build_messages, extract_code, generate_code
 from slotrelay.pen.errors import CodeGenerationFailed
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import parse_request
+from slotrelay.psmr.effects import effects
 
 from .stub_model import Reply, code_reply, completion, stream_reply
 
@@ -401,7 +402,7 @@ def test_a_small_models_answer_runs_end_to_end(stub, model, root, sandbox_backen
         "context": {"persona_id": "p1", "upstream_inputs": {"csv": "name,age\nann,31"}},
         "options": {"persist_hint": "keep"},
     }
-    outcome = write(request, root=root, model=model, backend=sandbox_backend)
+    outcome = write(request, root=root, model=model, effect_screen=effects, backend=sandbox_backend)
     assert outcome.output.execution.status == "success", outcome.output.execution.stderr
     assert outcome.output.execution.result == [{"name": "ann", "age": "31"}]
     # The made-up call did not run: the sandbox called main(inputs) once, with the real inputs.

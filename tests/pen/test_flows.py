@@ -21,6 +21,7 @@ from flows.registry_review import registry_review
 from slotrelay import fsio, pen
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import DecisionTimedOut, PermissionViolation
+from slotrelay.psmr.effects import effects
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact
 from tests.support.waiting import wait_until
@@ -179,6 +180,7 @@ def test_registry_review_flow_pauses_for_the_reviewer(
         },
         root=root,
         model=model,
+        effect_screen=effects,
         backend=sandbox_backend,
     )
     pen_id = shared.output.pen_id

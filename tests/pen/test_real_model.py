@@ -34,6 +34,7 @@ from slotrelay.pen import ModelSettings, write
 from slotrelay.pen.config import model_settings
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.ids import parse_pen_id
+from slotrelay.psmr.effects import effects
 
 REPO = Path(__file__).resolve().parents[2]
 OPT_IN = "SLOTRELAY_TEST_REAL_MODEL"
@@ -184,7 +185,7 @@ def test_a_real_model_answer_keeps_the_contract(
     row: dict[str, Any] = {"intent": intent.name, "code": None, "correct": False, "timings": {}}
     started = time.perf_counter()
     try:
-        outcome = write(request, root=root, model=real_model, backend=sandbox_backend)
+        outcome = write(request, root=root, model=real_model, effect_screen=effects, backend=sandbox_backend)
     except PenError as error:
         row.update(
             outcome=error.code, message=error.message[:300], reason=(error.details or {}).get("reason")
@@ -271,7 +272,7 @@ def test_a_real_server_cutting_off_or_too_slow_is_e003_with_the_reason(
         "context": {"persona_id": "real", "upstream_inputs": {"numbers": [1, 2]}},
     }
     with pytest.raises(PenError) as caught:
-        write(request, root=tmp_path, model=replace(real_model, **limits))
+        write(request, root=tmp_path, model=replace(real_model, **limits), effect_screen=effects)
     assert caught.value.code == "MPP-E003" and caught.value.details["reason"] == reason, caught.value.message
     log = AuditLog(tmp_path)
     pen_id = next(r["pen_id"] for r in log.records() if r["event"] == "call")

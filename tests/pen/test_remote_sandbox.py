@@ -120,6 +120,7 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     from blocks.sandbox_policy import SandboxPolicy
     from flows.chain import run_chain
     from slotrelay.pen.writer import steps as pen_steps
+    from slotrelay.psmr.effects import effects
     from tests.conftest import recorded_task_runs
     from tests.pen.test_chain_node import pen_chain
 
@@ -142,7 +143,7 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     # The policy's default limits fill what the node's options leave unset (memory), under the ones
     # they set (the 10 s timeout).
     # numbers and summer, and summer's steps.
-    count = 2 + len(pen_steps(None, backend=None, settings=None))
+    count = 2 + len(pen_steps(None, effect_screen=effects, backend=None, settings=None))
     runs = recorded_task_runs([state.state_details.flow_run_id], count)
     assert [r.name for r in runs if r.name.startswith("pen-sandbox-run")] == [
         f"pen-sandbox-run {data['pen_id']} (python, 10000 ms, 300 MB, network none, fs tmp)"]

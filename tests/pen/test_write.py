@@ -692,6 +692,7 @@ def test_the_steps_run_in_their_one_order_through_the_installed_runner(
     root: Path, model, sandbox_backend: str, monkeypatch
 ) -> None:
     from slotrelay.pen import steps, write
+    from slotrelay.psmr.effects import effects
 
     ran: list[str] = []
 
@@ -704,6 +705,7 @@ def test_the_steps_run_in_their_one_order_through_the_installed_runner(
         {"intent": INTENT, "context": {"persona_id": "p9", "upstream_inputs": {"numbers": [1, 2]}}},
         root=root,
         model=model,
+        effect_screen=effects,
         backend=sandbox_backend,
     )
     assert outcome.output.execution.result == {"total": 3}

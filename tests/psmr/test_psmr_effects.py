@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from slotrelay.psmr.effect_screen import Effect, effects
+from slotrelay.effect_screen import Effect
+from slotrelay.psmr.effects import effects
 
 SOURCE = """import subprocess as sp
 from os import system
