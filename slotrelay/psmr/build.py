@@ -37,7 +37,7 @@ from slotrelay.psmr.store import Store, without_cyclic_gc
 if TYPE_CHECKING:
     from slotrelay.psmr.buildbudget import BuildBudget
     from slotrelay.psmr.graph import Assembled
-    from slotrelay.psmr.link import Linker
+    from slotrelay.psmr.record import ResolutionRecord
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -49,13 +49,13 @@ MAX_FILE_BYTES_ENV = "PSMR_MAX_FILE_BYTES"
 @dataclass
 class Resolved:
     """A workspace's last resolution in this process: the content keys of the facts it read (by
-    module), the linker, whose records an update replays (`relink`), and the graph's parts (with the
-    facts they were assembled from), which it assembles again only where their module's facts or
-    resolution changed."""
+    module), its record, which an update replays (`relink`; None when it cannot be replayed), and the
+    graph's parts (with the facts they were assembled from), which it assembles again only where their
+    module's facts or resolution changed."""
 
     version: str
     keys: dict[str, str]
-    linker: Linker
+    record: ResolutionRecord | None
     assembled: Assembled
 
 
@@ -360,6 +360,7 @@ def _build(
     from slotrelay.psmr.importgraph import import_edges
     from slotrelay.psmr.link import Linker
     from slotrelay.psmr.parts import merge
+    from slotrelay.psmr.record import ResolutionRecord
     from slotrelay.psmr.relink import relink
 
     # A kept resolution may be of another version than the stored one (another process saved the
@@ -402,9 +403,9 @@ def _build(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="psmr-imports") as pool:
         imports = pool.submit(import_edges, source, facts, sources, store=the_store)
         linker = None
-        if kept is not None:
+        if kept is not None and kept.record is not None:
             edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
-            linker = relink(kept.linker, facts, edited)
+            linker = relink(kept.record, facts, edited)
         if linker is None:
             budget = budget or BuildBudget()
             budget.start()
@@ -425,7 +426,7 @@ def _build(
     assembly = merge(assembled.parts.values())
     if _keep["count"] > 0 and not exceeded:
         with _RESOLVED_LOCK:
-            _RESOLVED[kept_key] = Resolved(version, keys, linker, assembled)
+            _RESOLVED[kept_key] = Resolved(version, keys, ResolutionRecord.of(linker), assembled)
         keep_resolved(_keep["count"])
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
