@@ -3,13 +3,13 @@
 A revision is analysed from its own tree, a detached git worktree kept in the store, so the user's
 checkout is never touched. An update re-parses only files whose content hash changed. Resolution is
 whole-program (arguments flow from callers into callees in files that never import the caller), and
-its answers do not depend on the order of its questions (see `link`). A process that keeps its last
-resolution of a workspace (`keep_resolved`: the MCP server and a watcher do) resolves an update by
-replaying it where the edit reaches (`relink`); otherwise, or when the edit reaches too far, it
-resolves the whole tree again from the cached facts. Such a process also keeps each module's part of
-the graph and assembles again only the parts whose module's facts or share of the resolution changed;
-the store writes only parts it has not stored before. Either way an updated workspace equals a full
-rebuild.
+its answers do not depend on the order of its questions (see `link`). A build given the
+resolutions its process keeps (`kept`, a `KeptResolutions`: the MCP server's registry and a watcher
+each own one) resolves an update by replaying the last one where the edit reaches (`relink`);
+otherwise, or when the edit reaches too far, it resolves the whole tree again from the cached facts.
+Such a build also reuses each module's part of the graph and assembles again only the parts whose
+module's facts or share of the resolution changed; the store writes only parts it has not stored
+before. Either way an updated workspace equals a full rebuild.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ import os
 import subprocess
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +30,11 @@ import orjson
 from slotrelay import fsio
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.facts_version import FACTS_VERSION
+from slotrelay.psmr.kept import KeptResolutions, Resolved
 from slotrelay.psmr.store import Store, without_cyclic_gc
 
 if TYPE_CHECKING:
     from slotrelay.psmr.buildbudget import BuildBudget
-    from slotrelay.psmr.graph import Assembled
-    from slotrelay.psmr.record import ResolutionRecord
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -46,42 +43,10 @@ MAX_FILE_BYTES = 1_000_000
 MAX_FILE_BYTES_ENV = "PSMR_MAX_FILE_BYTES"
 
 
-@dataclass
-class Resolved:
-    """A workspace's last resolution in this process: the content keys of the facts it read (by
-    module), its record, which an update replays (`relink`; None when it cannot be replayed), and the
-    graph's parts (with the facts they were assembled from), which it assembles again only where their
-    module's facts or resolution changed."""
-
-    version: str
-    keys: dict[str, str]
-    record: ResolutionRecord | None
-    assembled: Assembled
-
-
-# The last resolution of the workspaces this process built most recently, by (store, workspace id).
-# Threads share it (the MCP server answers calls side by side): `_RESOLVED_LOCK` guards the table only.
-_RESOLVED: OrderedDict[tuple[str, str], Resolved] = OrderedDict()
-_RESOLVED_LOCK = threading.Lock()
-_keep = {"count": 0}
 # One build of a tree (and revision) in a store at a time in this process, whatever thread asks:
 # a second waits and then finds the first's work stored. Builds of other trees and every read go on.
 _BUILDING: dict[tuple[str, str, str | None], threading.Lock] = {}
 _BUILDING_GUARD = threading.Lock()
-
-
-def keep_resolved(count: int) -> None:
-    """Keep the resolution of the `count` workspaces built last, for their next update.
-
-    A long-lived process that updates workspaces (the MCP server, a watcher: `slotrelay.psmr.watch`)
-    keeps them: an update then resolves only what the edit reaches. A one-shot command keeps none,
-    and its resolution skips the records a replay needs, which add about a third to its time. A kept
-    resolution of networkx (580 files) holds about 0.75 GB.
-    """
-    _keep["count"] = count
-    with _RESOLVED_LOCK:
-        while len(_RESOLVED) > count:
-            _RESOLVED.popitem(last=False)
 
 
 def discover(root: Path) -> list[Path]:
@@ -254,13 +219,16 @@ def build(
     max_file_bytes: int | None = None,
     warm: bool = False,
     budget: BuildBudget | None = None,
+    kept: KeptResolutions | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
-    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `warm` resolves a
-    workspace the store holds unchanged too, when this process keeps resolutions but has none of
-    this version of it, so that its next update is replayed (a watcher starting on a stored
-    workspace, or after another process saved the change it saw: `slotrelay.psmr.watch`). A file
+    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `kept`: the
+    resolutions the calling process keeps (see `slotrelay.psmr.kept`); the build replays the
+    workspace's last one, and keeps its own there for the next update. `warm` resolves a workspace
+    the store holds unchanged too, when `kept` holds none of this version of it, so that its next
+    update is replayed (a watcher starting on a stored workspace, or after another process saved the
+    change it saw: `slotrelay.psmr.watch`). A file
     that cannot be analysed never stops the build: it is skipped with a warning (not source, see
     `NotSource`) or becomes a module with an unknown (see `Unanalysable`). `budget` bounds what
     resolving costs (default: `BuildBudget()`); past it, the call sites left are the unknown
@@ -273,7 +241,7 @@ def build(
     with lock:
         return _build(
             path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm,
-            budget=budget,
+            budget=budget, kept=kept,
         )
 
 
@@ -286,6 +254,7 @@ def _build(
     max_file_bytes: int | None,
     warm: bool,
     budget: BuildBudget | None,
+    kept: KeptResolutions | None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     limit = file_size_limit(max_file_bytes)
@@ -334,9 +303,8 @@ def _build(
         and not manifest["stats"].get("budget_exceeded")
     )
     kept_key = (str(the_store.path), ws_id)
-    with _RESOLVED_LOCK:
-        held = _RESOLVED.get(kept_key)
-    cold = warm and _keep["count"] > 0 and (held is None or held.version != version)
+    held = kept.get(kept_key) if kept is not None else None
+    cold = warm and kept is not None and (held is None or held.version != version)
     if not analysed and not removed and unchanged and not cold and the_store.graph_intact(ws_id, manifest):
         # Nothing changed since the stored build: the stored workspace is the answer.
         if progress:
@@ -366,15 +334,14 @@ def _build(
     # A kept resolution may be of another version than the stored one (another process saved the
     # workspace since): it is replayed all the same (what changed is found by content key), but its
     # parts are not the manifest's, so the save then checks every part against the store.
-    with _RESOLVED_LOCK:
-        kept = _RESOLVED.pop(kept_key, None)
-    in_step = kept is not None and kept.version == manifest.get("version")
+    last = kept.take(kept_key) if kept is not None else None
+    in_step = last is not None and last.version == manifest.get("version")
     facts: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
     for done, (rel, entry) in enumerate(entries.items(), start=1):
         cached = None
-        if kept is not None and kept.keys.get(entry["module"]) == entry["key"]:
-            cached = kept.assembled.facts[entry["module"]]
+        if last is not None and last.keys.get(entry["module"]) == entry["key"]:
+            cached = last.assembled.facts[entry["module"]]
         if cached is None:
             cached = the_store.get_facts(entry["key"])
         if cached is None:
@@ -403,13 +370,13 @@ def _build(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="psmr-imports") as pool:
         imports = pool.submit(import_edges, source, facts, sources, store=the_store)
         linker = None
-        if kept is not None and kept.record is not None:
-            edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
-            linker = relink(kept.record, facts, edited)
+        if last is not None and last.record is not None:
+            edited = {m for m in facts.keys() | last.keys.keys() if keys.get(m) != last.keys.get(m)}
+            linker = relink(last.record, facts, edited)
         if linker is None:
             budget = budget or BuildBudget()
             budget.start()
-            linker = Linker(facts, record=_keep["count"] > 0, budget=budget)
+            linker = Linker(facts, record=kept is not None, budget=budget)
             linker.run()
         edges, import_warnings = imports.result()
     link = linker.result
@@ -422,12 +389,11 @@ def _build(
             f"resolution stopped past {linker.budget.describe()}: {stopped} call sites are the unknown "
             f"{BUDGET_REASON}, and arguments stopped flowing where they were"
         )
-    assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
+    reusable = last.assembled if last is not None else None
+    assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, reusable)
     assembly = merge(assembled.parts.values())
-    if _keep["count"] > 0 and not exceeded:
-        with _RESOLVED_LOCK:
-            _RESOLVED[kept_key] = Resolved(version, keys, ResolutionRecord.of(linker), assembled)
-        keep_resolved(_keep["count"])
+    if kept is not None and not exceeded:
+        kept.put(kept_key, Resolved(version, keys, ResolutionRecord.of(linker), assembled))
     changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
     summary: dict[str, Any] = {
