@@ -36,8 +36,8 @@ import mcp.server.lowlevel, mcp.server.stdio, mcp_types; step()
 import typer, typer.main; step()
 import slotrelay.cli
 typer.main.get_command(slotrelay.cli.app).get_command(None, "mcp").get_command(None, "serve"); step()
-import anyio, psmr_mcp, psmr_mcp.transports; from slotrelay.psmr.build import keep_resolved; step()
-root = Path(sys.argv[1]); registry = psmr_mcp.WorkspaceRegistry([root]); keep_resolved(1)
+import anyio, psmr_mcp, psmr_mcp.transports; step()
+root = Path(sys.argv[1]); registry = psmr_mcp.WorkspaceRegistry([root])
 registry.build(root, at_startup=True); step()
 from psmr_mcp.server import ToolSurface
 surface = ToolSurface(registry); step()

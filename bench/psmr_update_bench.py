@@ -8,11 +8,12 @@ both a function appended to the package's largest module: one that nothing calls
 nothing of the package (`leaf`), and one that passes its parameter to a function of the package
 (`flow`: arguments flow into the whole program). Each kind runs twice: as a one-shot command updates
 (nothing kept in the process: every call site resolved again) and as the MCP server does (the last
-resolution kept, `keep_resolved`: replayed where the edit reaches, `relink`, or resolved in full when
-it reaches too far). Each figure is wall time in this process, with the ratio to the full build
-beside it, the call sites resolved again and the modules whose part of the graph was assembled again,
-and the update's time split over the build's phases (facts read from the store, resolution, import
-graph, assembly, save). Run it on a quiet machine and report the load average.
+resolution kept, a `KeptResolutions` given to each build: replayed where the edit reaches, `relink`,
+or resolved in full when it reaches too far). Each figure is wall time in this process, with the
+ratio to the full build beside it, the call sites resolved again and the modules whose part of the
+graph was assembled again, and the update's time split over the build's phases (facts read from the
+store, resolution, import graph, assembly, save). Run it on a quiet machine and report the load
+average.
 """
 
 from __future__ import annotations
@@ -33,20 +34,21 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from slotrelay.psmr import build as build_module
+from slotrelay.psmr import graph, importgraph, link, parts, relink
 from slotrelay.psmr import store as store_module
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.build import keep_resolved
+from slotrelay.psmr.kept import KeptResolutions
 
 # Each phase and the functions whose time counts in it (a replay, or the full resolution it falls
-# back to, is resolution).
+# back to, is resolution). The build imports them from their modules when it runs a phase, so they
+# are wrapped there.
 TIMED: tuple[tuple[str, Any, str], ...] = (
     ("facts", store_module.Store, "get_facts"),
-    ("resolve", build_module.Linker, "run"),
-    ("resolve", build_module, "relink"),
-    ("imports", build_module, "import_edges"),
-    ("assemble", build_module.GraphAssembler, "assemble"),
-    ("assemble", build_module, "merge"),
+    ("resolve", link.Linker, "run"),
+    ("resolve", relink, "relink"),
+    ("imports", importgraph, "import_edges"),
+    ("assemble", graph.GraphAssembler, "assemble"),
+    ("assemble", parts, "merge"),
     ("save", store_module.Store, "save"),
 )
 PHASES = tuple(dict.fromkeys(phase for phase, _, _ in TIMED))
@@ -78,11 +80,13 @@ def phase_clock() -> Iterator[dict[str, float]]:
             setattr(owner, name, original)
 
 
-def timed_build(root: Path, store: Path) -> tuple[dict[str, Any], float, dict[str, float]]:
+def timed_build(
+    root: Path, store: Path, kept: KeptResolutions | None = None
+) -> tuple[dict[str, Any], float, dict[str, float]]:
     """A build's summary, wall time, and its phases' wall times plus its CPU time ("cpu")."""
     with phase_clock() as spent:
         started, cpu = time.perf_counter(), time.process_time()
-        summary = build_workspace(root, store=store)
+        summary = build_workspace(root, store=store, kept=kept)
         wall = time.perf_counter() - started
         spent["cpu"] = time.process_time() - cpu
     return summary, wall, dict(spent)
@@ -129,14 +133,13 @@ def main() -> None:
         noops = [timed_build(root, work / "store")[1] for _ in range(args.rounds)]
         rows.append(("unchanged rebuild (median)", statistics.median(noops), {}, 0, 0))
         number = 0
-        for kept in (0, 1):
-            keep_resolved(kept)
-            mode = "resolution kept" if kept else "nothing kept"
-            if kept:
+        for kept in (None, KeptResolutions()):
+            mode = "resolution kept" if kept is not None else "nothing kept"
+            if kept is not None:
                 # The first update of a process resolves in full (and records what a replay needs).
                 edit(target, "leaf", number, args.package)
                 number += 1
-                summary, wall, phases = timed_build(root, work / "store")
+                summary, wall, phases = timed_build(root, work / "store", kept)
                 rows.append(
                     (
                         f"first update, {mode}",
@@ -150,7 +153,7 @@ def main() -> None:
                 for _ in range(args.rounds):
                     edit(target, kind, number, args.package)
                     number += 1
-                    summary, wall, phases = timed_build(root, work / "store")
+                    summary, wall, phases = timed_build(root, work / "store", kept)
                     assert summary["analysed"] == 1, summary
                     rows.append(
                         (
@@ -161,7 +164,6 @@ def main() -> None:
                             summary["assembled_modules"],
                         )
                     )
-        keep_resolved(0)
         load = os.getloadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)

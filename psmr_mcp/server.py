@@ -169,6 +169,7 @@ class ToolSurface:
             request,
             store=self.registry.store_for(request["workspace_id"]),
             grants=self.grants,
+            kept=self.registry.kept,
         )
 
     def _diff_store(self, request: dict[str, Any]) -> Path:

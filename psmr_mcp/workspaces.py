@@ -8,6 +8,10 @@ after resolving symlinks and `..`, so a link inside a root that points outside i
 Every workspace lives in one store (`slotrelay.psmr.store.default_store`, in slotrelay's state
 folder, or the `--store DIR` the server was started with), never in the analysed folder; the registry
 remembers which store holds which workspace id, so a tool call only names the id.
+
+The registry keeps the last resolution of as many workspaces as it has roots (`KeptResolutions`):
+the server updates its workspaces after each apply (psmr_verify_rebuild, psmr_workspace_build), and
+an update then replays the last resolution where the edit reaches instead of resolving everything.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery, WorkspaceNotFound
+from slotrelay.psmr.kept import KeptResolutions
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class WorkspaceRegistry:
         self.store = store.resolve() if store is not None else None
         self._served: dict[str, ServedWorkspace] = {}
         self._startup_ids: list[str] = []
+        # The server's own resolutions, one per root it may analyse, for its updates of them.
+        self.kept = KeptResolutions(max(1, len(self.roots)))
         # Builds run in worker threads; the table is small, so one lock keeps reads consistent.
         self._lock = threading.Lock()
 
@@ -111,7 +118,7 @@ class WorkspaceRegistry:
             PsmrError: the core could not build it (INVALID_QUERY, EXECUTION_FAILED).
         """
         root = self.allowed_path(path)
-        summary = api.build_workspace(root, rev=rev, store=self.store, progress=progress)
+        summary = api.build_workspace(root, rev=rev, store=self.store, progress=progress, kept=self.kept)
         workspace_id = summary["workspace_id"]
         with self._lock:
             self._served[workspace_id] = ServedWorkspace(workspace_id, root, Path(summary["store"]), rev)

@@ -22,7 +22,6 @@ STILL_OVER: dict[tuple[str, str | None], str] = {
     ("link.py", "Linker._eval"): "the resolver's evaluation, split with Linker (issue 35)",
     ("extract.py", None): "the fast pass's extractor, split with the resolver (issue 35)",
     ("extract.py", "extract"): "the fast pass's entry, split with the resolver (issue 35)",
-    ("build.py", "_build"): "build() becomes its phases: discover, facts, resolve, assemble, save (issue 35)",
 }
 
 

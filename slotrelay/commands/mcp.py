@@ -154,10 +154,6 @@ def serve(
         if not Path(root).is_dir():
             raise BadInput(f"--allow-write {root}: not a folder")
     registry = WorkspaceRegistry(workspace, store=store)
-    # The server updates its workspaces after each apply: keep their resolution for those updates.
-    from slotrelay.psmr.build import keep_resolved
-
-    keep_resolved(len(workspace))
     for folder in workspace:
         _build_at_start(registry, folder)
 

@@ -33,6 +33,7 @@ from slotrelay.validation_text import schema_problem
 
 if TYPE_CHECKING:
     from slotrelay.psmr.buildbudget import BuildBudget
+    from slotrelay.psmr.kept import KeptResolutions
 
 __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
@@ -76,6 +77,7 @@ def call(
     *,
     store: str | Path | None = None,
     grants: Grants = READ_ONLY,
+    kept: KeptResolutions | None = None,
 ) -> dict[str, Any]:
     """Run one operator and answer in the `psmr-tool-result-0.1` envelope.
 
@@ -87,6 +89,8 @@ def call(
             slotrelay's state folder).
         grants: the capabilities beyond reading (`source-write` roots, `process-execution`); none by
             default, so projection.apply and execution.run_tests answer CAPABILITY_DENIED.
+        kept: the resolutions the calling process keeps (`slotrelay.psmr.kept`), which
+            verification.rebuild replays; none by default (it then resolves in full).
 
     Returns:
         The envelope, `status` "ok" with `data`, or "error" with `error: {code, message}`.
@@ -99,7 +103,7 @@ def call(
             raise TypeMismatch("operation must be a string such as 'query.subgraph'")
         _check_operation(operation)
         _validate(operation, request)
-        return HANDLERS[operation](request, request_id=request_id, store=store, grants=grants)
+        return HANDLERS[operation](request, request_id=request_id, store=store, grants=grants, kept=kept)
     except PsmrError as exc:
         return envelope.error(request_id, exc.code, exc.message, details=exc.details)
     except Exception:  # the API never raises: an internal fault is answered as EXECUTION_FAILED
@@ -121,6 +125,7 @@ def build_workspace(
     store: str | Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     budget: BuildBudget | None = None,
+    kept: KeptResolutions | None = None,
 ) -> dict[str, Any]:
     """Build or incrementally update the workspace of a source tree (or one git revision of it).
 
@@ -133,6 +138,9 @@ def build_workspace(
         budget: what resolving may cost (CPU seconds, memory, steps; default `BuildBudget()`, far
             above what real packages take); past it the call sites left are the unknown
             `budget_exceeded` and the workspace is written all the same.
+        kept: the resolutions the calling process keeps (`slotrelay.psmr.kept.KeptResolutions`), for a
+            long-lived process that updates the workspace again: the update replays the last
+            resolution where the edit reaches. None (the default) keeps nothing.
 
     Returns:
         `{"workspace_id", "root", "store", "rev", "commit", "version", "files", "analysed",
@@ -140,14 +148,14 @@ def build_workspace(
         "unknowns", "conflicts", "budget_exceeded", "duration_s"}`; `budget_exceeded` is the limit
         passed (`cpu_s`, `memory_bytes`, `steps`) or None; `resolved_sites` counts the call sites resolved and
         `assembled_modules` the modules whose part of the graph was assembled, all of them unless the
-        process kept the last resolution (see `slotrelay.psmr.build.keep_resolved`).
+        build was given the last resolution (`kept`).
 
     Raises:
         PsmrError: INVALID_QUERY for a missing root, EXECUTION_FAILED when git fails.
     """
     from slotrelay.psmr.build import build
 
-    return build(path, rev=rev, store=store, progress=progress, budget=budget)
+    return build(path, rev=rev, store=store, progress=progress, budget=budget, kept=kept)
 
 
 def list_workspaces(*, store: str | Path | None = None) -> list[dict[str, Any]]:

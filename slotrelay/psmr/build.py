@@ -3,13 +3,13 @@
 A revision is analysed from its own tree, a detached git worktree kept in the store, so the user's
 checkout is never touched. An update re-parses only files whose content hash changed. Resolution is
 whole-program (arguments flow from callers into callees in files that never import the caller), and
-its answers do not depend on the order of its questions (see `link`). A process that keeps its last
-resolution of a workspace (`keep_resolved`: the MCP server and a watcher do) resolves an update by
-replaying it where the edit reaches (`relink`); otherwise, or when the edit reaches too far, it
-resolves the whole tree again from the cached facts. Such a process also keeps each module's part of
-the graph and assembles again only the parts whose module's facts or share of the resolution changed;
-the store writes only parts it has not stored before. Either way an updated workspace equals a full
-rebuild.
+its answers do not depend on the order of its questions (see `link`). A build given the
+resolutions its process keeps (`kept`, a `KeptResolutions`: the MCP server's registry and a watcher
+each own one) resolves an update by replaying the last one where the edit reaches (`relink`);
+otherwise, or when the edit reaches too far, it resolves the whole tree again from the cached facts.
+Such a build also reuses each module's part of the graph and assembles again only the parts whose
+module's facts or share of the resolution changed; the store writes only parts it has not stored
+before. Either way an updated workspace equals a full rebuild.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import os
 import subprocess
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +32,14 @@ import orjson
 from slotrelay import fsio
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.facts_version import FACTS_VERSION
+from slotrelay.psmr.kept import KeptResolutions, Resolved
 from slotrelay.psmr.store import Store, without_cyclic_gc
 
 if TYPE_CHECKING:
     from slotrelay.psmr.buildbudget import BuildBudget
     from slotrelay.psmr.graph import Assembled
-    from slotrelay.psmr.link import Linker
+    from slotrelay.psmr.link import Linker, LinkResult
+    from slotrelay.psmr.record import ResolutionRecord
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -46,42 +48,10 @@ MAX_FILE_BYTES = 1_000_000
 MAX_FILE_BYTES_ENV = "PSMR_MAX_FILE_BYTES"
 
 
-@dataclass
-class Resolved:
-    """A workspace's last resolution in this process: the content keys of the facts it read (by
-    module), the linker, whose records an update replays (`relink`), and the graph's parts (with the
-    facts they were assembled from), which it assembles again only where their module's facts or
-    resolution changed."""
-
-    version: str
-    keys: dict[str, str]
-    linker: Linker
-    assembled: Assembled
-
-
-# The last resolution of the workspaces this process built most recently, by (store, workspace id).
-# Threads share it (the MCP server answers calls side by side): `_RESOLVED_LOCK` guards the table only.
-_RESOLVED: OrderedDict[tuple[str, str], Resolved] = OrderedDict()
-_RESOLVED_LOCK = threading.Lock()
-_keep = {"count": 0}
 # One build of a tree (and revision) in a store at a time in this process, whatever thread asks:
 # a second waits and then finds the first's work stored. Builds of other trees and every read go on.
 _BUILDING: dict[tuple[str, str, str | None], threading.Lock] = {}
 _BUILDING_GUARD = threading.Lock()
-
-
-def keep_resolved(count: int) -> None:
-    """Keep the resolution of the `count` workspaces built last, for their next update.
-
-    A long-lived process that updates workspaces (the MCP server, a watcher: `slotrelay.psmr.watch`)
-    keeps them: an update then resolves only what the edit reaches. A one-shot command keeps none,
-    and its resolution skips the records a replay needs, which add about a third to its time. A kept
-    resolution of networkx (580 files) holds about 0.75 GB.
-    """
-    _keep["count"] = count
-    with _RESOLVED_LOCK:
-        while len(_RESOLVED) > count:
-            _RESOLVED.popitem(last=False)
 
 
 def discover(root: Path) -> list[Path]:
@@ -254,13 +224,16 @@ def build(
     max_file_bytes: int | None = None,
     warm: bool = False,
     budget: BuildBudget | None = None,
+    kept: KeptResolutions | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
-    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `warm` resolves a
-    workspace the store holds unchanged too, when this process keeps resolutions but has none of
-    this version of it, so that its next update is replayed (a watcher starting on a stored
-    workspace, or after another process saved the change it saw: `slotrelay.psmr.watch`). A file
+    `max_file_bytes` overrides the per-file size limit (see `file_size_limit`). `kept`: the
+    resolutions the calling process keeps (see `slotrelay.psmr.kept`); the build replays the
+    workspace's last one, and keeps its own there for the next update. `warm` resolves a workspace
+    the store holds unchanged too, when `kept` holds none of this version of it, so that its next
+    update is replayed (a watcher starting on a stored workspace, or after another process saved the
+    change it saw: `slotrelay.psmr.watch`). A file
     that cannot be analysed never stops the build: it is skipped with a warning (not source, see
     `NotSource`) or becomes a module with an unknown (see `Unanalysable`). `budget` bounds what
     resolving costs (default: `BuildBudget()`); past it, the call sites left are the unknown
@@ -273,7 +246,7 @@ def build(
     with lock:
         return _build(
             path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm,
-            budget=budget,
+            budget=budget, kept=kept,
         )
 
 
@@ -286,9 +259,95 @@ def _build(
     max_file_bytes: int | None,
     warm: bool,
     budget: BuildBudget | None,
+    kept: KeptResolutions | None,
 ) -> dict[str, Any]:
+    """The phases of a build: discover, facts, resolve, assemble, save."""
     started = time.perf_counter()
-    limit = file_size_limit(max_file_bytes)
+    tree = _discovered(path, rev=rev, store=store, limit=file_size_limit(max_file_bytes))
+    kept_key = (str(tree.store.path), tree.workspace_id)
+    held = kept.get(kept_key) if kept is not None else None
+    # Warm: resolve an unchanged workspace too when the resolution kept is not of this version of it.
+    cold = warm and kept is not None and (held is None or held.version != tree.version)
+    if not cold and tree.unchanged:
+        return _unchanged(tree, started, progress)
+    last = kept.take(kept_key) if kept is not None else None
+    facts = _facts(tree, last, progress)
+    resolution = _resolution(tree, facts, last, budget, keep=kept is not None)
+    assembled = _assembled(tree, facts, resolution, last)
+    if kept is not None and not resolution.exceeded:
+        kept.put(kept_key, Resolved(tree.version, facts.keys, resolution.record, assembled))
+    # A kept resolution may be of another version than the stored one (another process saved the
+    # workspace since): it is replayed all the same (what changed is found by content key), but its
+    # parts are not the manifest's, so the save then checks every part against the store.
+    in_step = last is not None and last.version == tree.manifest.get("version")
+    return _saved(tree, resolution, assembled, in_step=in_step, started=started)
+
+
+@dataclass
+class _Tree:
+    """What discovering a tree found: where it is, the workspace it makes, the stored manifest, and
+    its files. `entries` has a content key per file read; `unanalysed` the facts of the files without
+    content to hash (unreadable, too large), apart from `entries`, whose every file has content (the
+    queries read them back)."""
+
+    root: Path
+    source: Path
+    rev: str | None
+    commit: str | None
+    store: Store
+    workspace_id: str
+    manifest: dict[str, Any]
+    entries: dict[str, dict[str, Any]]
+    texts: dict[str, tuple[bytes, bool]]
+    unanalysed: dict[str, dict[str, Any]]
+    warnings: list[str]
+
+    @property
+    def previous(self) -> dict[str, dict[str, Any]]:
+        """The files of the stored workspace, by path."""
+        files: dict[str, dict[str, Any]] = self.manifest["files"]
+        return files
+
+    @cached_property
+    def version(self) -> str:
+        """The tree's version: a digest of every file's content key and of what could not be read."""
+        return hashlib.sha256(
+            "".join(sorted(e["key"] for e in self.entries.values())).encode()
+            + orjson.dumps(self.unanalysed, option=orjson.OPT_SORT_KEYS)
+        ).hexdigest()[:16]
+
+    @cached_property
+    def analysed(self) -> list[str]:
+        """The files whose content differs from the stored workspace's (or that it lacks)."""
+        previous = self.previous
+        return [rel for rel, e in self.entries.items() if previous.get(rel, {}).get("key") != e["key"]]
+
+    @cached_property
+    def removed(self) -> list[str]:
+        """The stored workspace's files that are gone."""
+        return sorted(set(self.previous) - set(self.entries))
+
+    @property
+    def total(self) -> int:
+        return len(self.entries) + len(self.unanalysed)
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether the stored workspace is this tree's, whole; one whose resolution stopped at its
+        budget is not (it is resolved again, perhaps with a larger one)."""
+        manifest = self.manifest
+        return (
+            not self.analysed
+            and not self.removed
+            and manifest.get("version") == self.version
+            and bool(manifest.get("stats"))
+            and not manifest["stats"].get("budget_exceeded")
+            and self.store.graph_intact(self.workspace_id, manifest)
+        )
+
+
+def _discovered(path: str | Path, *, rev: str | None, store: str | Path | None, limit: int) -> _Tree:
+    """Discover: the tree's files, read and keyed by content, and the workspace stored of it."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise InvalidQuery(f"path {path} is not a folder; give the root of the Python code to analyse")
@@ -299,169 +358,206 @@ def _build(
         manifest = the_store.manifest(ws_id)
     except PsmrError:
         manifest = {"files": {}}
-    previous = manifest["files"]
-    entries: dict[str, dict[str, Any]] = {}
-    texts: dict[str, tuple[bytes, bool]] = {}
-    # Files without content to hash (unreadable, too large): their module and reason, apart from
-    # `entries`, whose every file has content (the queries read them back).
-    unanalysed: dict[str, dict[str, Any]] = {}
-    warnings: list[str] = []
+    tree = _Tree(root, source, rev, commit, the_store, ws_id, manifest, {}, {}, {}, [])
     for file in discover(source):
         rel = file.relative_to(source).as_posix()
         module, is_package = module_name(source, file)
         try:
             data = read_source(source, file, limit=limit)
         except NotSource as exc:
-            warnings.append(f"{rel} is {exc}; skipped")
+            tree.warnings.append(f"{rel} is {exc}; skipped")
             continue
         except Unanalysable as exc:
-            unanalysed[rel] = unanalysed_facts(module, is_package, exc.reason, f"{rel}: {exc.detail}")
+            tree.unanalysed[rel] = unanalysed_facts(module, is_package, exc.reason, f"{rel}: {exc.detail}")
             continue
         key = hashlib.sha256(f"{FACTS_VERSION}\0{module}\0{is_package}\0".encode() + data).hexdigest()
-        entries[rel] = {"key": key, "module": module, "sha256": hashlib.sha256(data).hexdigest()}
-        texts[rel] = (data, is_package)
-    version = hashlib.sha256(
-        "".join(sorted(e["key"] for e in entries.values())).encode()
-        + orjson.dumps(unanalysed, option=orjson.OPT_SORT_KEYS)
-    ).hexdigest()[:16]
-    analysed = [rel for rel, entry in entries.items() if previous.get(rel, {}).get("key") != entry["key"]]
-    removed = sorted(set(previous) - set(entries))
-    total = len(entries) + len(unanalysed)
-    # A workspace whose resolution stopped at its budget is resolved again, perhaps with a larger one.
-    unchanged = (
-        manifest.get("version") == version
-        and manifest.get("stats")
-        and not manifest["stats"].get("budget_exceeded")
-    )
-    kept_key = (str(the_store.path), ws_id)
-    with _RESOLVED_LOCK:
-        held = _RESOLVED.get(kept_key)
-    cold = warm and _keep["count"] > 0 and (held is None or held.version != version)
-    if not analysed and not removed and unchanged and not cold and the_store.graph_intact(ws_id, manifest):
-        # Nothing changed since the stored build: the stored workspace is the answer.
+        tree.entries[rel] = {"key": key, "module": module, "sha256": hashlib.sha256(data).hexdigest()}
+        tree.texts[rel] = (data, is_package)
+    return tree
+
+
+def _unchanged(
+    tree: _Tree, started: float, progress: Callable[[int, int, str], None] | None
+) -> dict[str, Any]:
+    """The summary of a build whose tree is the stored workspace's: the stored workspace is the answer."""
+    if progress:
+        progress(tree.total, tree.total, "unchanged")
+    return {
+        **tree.manifest["stats"],
+        "store": str(tree.store.path),
+        "analysed": 0,
+        "reused": len(tree.entries),
+        "removed": 0,
+        "dependents": 0,
+        "resolved_sites": 0,
+        "duration_s": round(time.perf_counter() - started, 3),
+    }
+
+
+@dataclass
+class _Facts:
+    """Every module's facts, the file each came from, and the content key each was read by."""
+
+    facts: dict[str, dict[str, Any]]
+    paths: dict[str, str]
+    keys: dict[str, str]
+
+
+def _facts(tree: _Tree, last: Resolved | None, progress: Callable[[int, int, str], None] | None) -> _Facts:
+    """Facts: each file's, from the kept resolution or the store by content key, else extracted (and
+    stored)."""
+    # The tree changed: only now the fast pass is loaded, so that a process starting on an
+    # up-to-date workspace (the MCP server) answers without it (and the resolver and assembler).
+    from slotrelay.psmr.extract import extract
+
+    out = _Facts({}, {}, {})
+    for done, (rel, entry) in enumerate(tree.entries.items(), start=1):
+        module = entry["module"]
+        cached = None
+        if last is not None and last.keys.get(module) == entry["key"]:
+            cached = last.assembled.facts[module]
+        if cached is None:
+            cached = tree.store.get_facts(entry["key"])
+        if cached is None:
+            data, is_package = tree.texts[rel]
+            cached = extract(_as_text(data), module, is_package=is_package)
+            tree.store.put_facts(entry["key"], cached)
+        out.facts[module], out.paths[module], out.keys[module] = cached, rel, entry["key"]
         if progress:
-            progress(total, total, "unchanged")
-        return {
-            **manifest["stats"],
-            "store": str(the_store.path),
-            "analysed": 0,
-            "reused": len(entries),
-            "removed": 0,
-            "dependents": 0,
-            "resolved_sites": 0,
-            "duration_s": round(time.perf_counter() - started, 3),
-        }
-    # The tree changed: only now the fast pass, the resolver and the assembler are loaded, so that a
-    # process starting on an up-to-date workspace (the MCP server) answers without them.
+            progress(done, tree.total, rel)
+    for done, (rel, unread) in enumerate(sorted(tree.unanalysed.items()), start=len(tree.entries) + 1):
+        module = unread["module"]
+        out.facts[module], out.paths[module] = unread, rel
+        out.keys[module] = f"unanalysed:{unread['syntax_error']['message']}"
+        if progress:
+            progress(done, tree.total, rel)
+    return out
+
+
+@dataclass
+class _Resolution:
+    """The resolved tree: the linker (its answer in `result`), the import graph's edges, the warnings
+    of both, the budget limit passed (or None), and the record an update replays when it is kept."""
+
+    linker: Linker
+    edges: list[tuple[str, str, int, str]]
+    warnings: list[str]
+    exceeded: str | None
+    record: ResolutionRecord | None
+
+    @property
+    def result(self) -> LinkResult:
+        result = self.linker.result
+        assert result is not None
+        return result
+
+
+def _resolution(
+    tree: _Tree, facts: _Facts, last: Resolved | None, budget: BuildBudget | None, *, keep: bool
+) -> _Resolution:
+    """Resolve: the kept resolution replayed where the edit reaches (`relink`), else the whole tree
+    resolved (recording what a replay needs when `keep`), beside the import graph."""
     from slotrelay.psmr.buildbudget import REASON as BUDGET_REASON
     from slotrelay.psmr.buildbudget import BuildBudget
-    from slotrelay.psmr.extract import extract
-    from slotrelay.psmr.graph import GraphAssembler
     from slotrelay.psmr.importgraph import import_edges
     from slotrelay.psmr.link import Linker
-    from slotrelay.psmr.parts import merge
+    from slotrelay.psmr.record import ResolutionRecord
     from slotrelay.psmr.relink import relink
 
-    # A kept resolution may be of another version than the stored one (another process saved the
-    # workspace since): it is replayed all the same (what changed is found by content key), but its
-    # parts are not the manifest's, so the save then checks every part against the store.
-    with _RESOLVED_LOCK:
-        kept = _RESOLVED.pop(kept_key, None)
-    in_step = kept is not None and kept.version == manifest.get("version")
-    facts: dict[str, dict[str, Any]] = {}
-    paths: dict[str, str] = {}
-    for done, (rel, entry) in enumerate(entries.items(), start=1):
-        cached = None
-        if kept is not None and kept.keys.get(entry["module"]) == entry["key"]:
-            cached = kept.assembled.facts[entry["module"]]
-        if cached is None:
-            cached = the_store.get_facts(entry["key"])
-        if cached is None:
-            data, is_package = texts[rel]
-            cached = extract(_as_text(data), entry["module"], is_package=is_package)
-            the_store.put_facts(entry["key"], cached)
-        facts[entry["module"]] = cached
-        paths[entry["module"]] = rel
-        if progress:
-            progress(done, total, rel)
-    for done, (rel, unread) in enumerate(sorted(unanalysed.items()), start=len(entries) + 1):
-        facts[unread["module"]] = unread
-        paths[unread["module"]] = rel
-        if progress:
-            progress(done, total, rel)
-    keys = {entry["module"]: entry["key"] for entry in entries.values()}
-    keys |= {f["module"]: f"unanalysed:{f['syntax_error']['message']}" for f in unanalysed.values()}
     # grimp reads a copy of what this build read, decoded as the fast pass decoded it (so a stray
     # byte does not fail the package); files that did not parse are empty in it.
     sources = {
-        rel: "" if facts[entry["module"]].get("syntax_error") else _as_text(texts[rel][0])
-        for rel, entry in entries.items()
-    } | dict.fromkeys(unanalysed, "")
+        rel: "" if facts.facts[entry["module"]].get("syntax_error") else _as_text(tree.texts[rel][0])
+        for rel, entry in tree.entries.items()
+    } | dict.fromkeys(tree.unanalysed, "")
     # The import graph (a copy of the tree and a grimp process when an import changed) is made while
     # the main thread resolves: it needs only the facts, and resolution never waits for it.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="psmr-imports") as pool:
-        imports = pool.submit(import_edges, source, facts, sources, store=the_store)
+        imports = pool.submit(import_edges, tree.source, facts.facts, sources, store=tree.store)
         linker = None
-        if kept is not None:
-            edited = {m for m in facts.keys() | kept.keys.keys() if keys.get(m) != kept.keys.get(m)}
-            linker = relink(kept.linker, facts, edited)
+        if last is not None and last.record is not None:
+            keys = facts.keys
+            edited = {m for m in keys.keys() | last.keys.keys() if keys.get(m) != last.keys.get(m)}
+            linker = relink(last.record, facts.facts, edited)
         if linker is None:
             budget = budget or BuildBudget()
             budget.start()
-            linker = Linker(facts, record=_keep["count"] > 0, budget=budget)
+            linker = Linker(facts.facts, record=keep, budget=budget)
             linker.run()
-        edges, import_warnings = imports.result()
-    link = linker.result
-    assert link is not None
-    warnings += import_warnings
+        edges, warnings = imports.result()
     exceeded = linker.budget.exceeded
     if exceeded:
-        stopped = sum(reason == BUDGET_REASON for reason in link.unresolved.values())
-        warnings.append(
-            f"resolution stopped past {linker.budget.describe()}: {stopped} call sites are the unknown "
-            f"{BUDGET_REASON}, and arguments stopped flowing where they were"
-        )
-    assembled = GraphAssembler(facts, paths, commit).assemble(link, edges, kept.assembled if kept else None)
+        assert linker.result is not None
+        stopped = sum(reason == BUDGET_REASON for reason in linker.result.unresolved.values())
+        warnings = [
+            *warnings,
+            (
+                f"resolution stopped past {linker.budget.describe()}: {stopped} call sites are the "
+                f"unknown {BUDGET_REASON}, and arguments stopped flowing where they were"
+            ),
+        ]
+    record = ResolutionRecord.of(linker) if keep and not exceeded else None
+    return _Resolution(linker, edges, warnings, exceeded, record)
+
+
+def _assembled(tree: _Tree, facts: _Facts, resolution: _Resolution, last: Resolved | None) -> Assembled:
+    """Assemble: each module's part of the graph, the kept resolution's reused where its module's
+    facts and share of the resolution did not change."""
+    from slotrelay.psmr.graph import GraphAssembler
+
+    reusable = last.assembled if last is not None else None
+    assembler = GraphAssembler(facts.facts, facts.paths, tree.commit)
+    return assembler.assemble(resolution.result, resolution.edges, reusable)
+
+
+def _saved(
+    tree: _Tree, resolution: _Resolution, assembled: Assembled, *, in_step: bool, started: float
+) -> dict[str, Any]:
+    """Save: the workspace's manifest and the parts the store lacks; the build's summary.
+
+    `in_step`: the reused parts are the stored manifest's, whose seals the save keeps; otherwise it
+    checks every part against the store."""
+    from slotrelay.psmr.parts import merge
+
     assembly = merge(assembled.parts.values())
-    if _keep["count"] > 0 and not exceeded:
-        with _RESOLVED_LOCK:
-            _RESOLVED[kept_key] = Resolved(version, keys, linker, assembled)
-        keep_resolved(_keep["count"])
-    changed = {entries[r]["module"] for r in analysed} | {previous[r]["module"] for r in removed}
+    changed = {tree.entries[r]["module"] for r in tree.analysed}
+    changed |= {tree.previous[r]["module"] for r in tree.removed}
+    edges = resolution.edges
     dependents = sorted({importer for importer, imported, _, _ in edges if imported in changed} - changed)
+    warnings = tree.warnings + resolution.warnings
     summary: dict[str, Any] = {
-        "workspace_id": ws_id,
-        "root": str(root),
-        "store": str(the_store.path),
-        "rev": rev,
-        "commit": commit,
-        "version": version,
-        "files": total,
-        "analysed": len(analysed),
-        "reused": len(entries) - len(analysed),
-        "removed": len(removed),
+        "workspace_id": tree.workspace_id,
+        "root": str(tree.root),
+        "store": str(tree.store.path),
+        "rev": tree.rev,
+        "commit": tree.commit,
+        "version": tree.version,
+        "files": tree.total,
+        "analysed": len(tree.analysed),
+        "reused": len(tree.entries) - len(tree.analysed),
+        "removed": len(tree.removed),
         "dependents": len(dependents),
-        "resolved_sites": linker.resolved_sites,
+        "resolved_sites": resolution.linker.resolved_sites,
         "assembled_modules": len(assembled.parts) - len(assembled.reused),
         "nodes": len(assembly.nodes),
         "edges": len(assembly.edges),
         "unknowns": len(assembly.unknowns),
         "conflicts": len(assembly.conflicts),
-        "budget_exceeded": exceeded,
+        "budget_exceeded": resolution.exceeded,
         "warnings": warnings,
     }
     summary["duration_s"] = round(time.perf_counter() - started, 3)
-    stored = manifest.get("parts", {})
-    the_store.save(
+    stored = tree.manifest.get("parts", {})
+    tree.store.save(
         {
-            "workspace_id": ws_id,
-            "root": str(root),
-            "source_root": str(source),
-            "rev": rev,
-            "commit": commit,
-            "version": version,
+            "workspace_id": tree.workspace_id,
+            "root": str(tree.root),
+            "source_root": str(tree.source),
+            "rev": tree.rev,
+            "commit": tree.commit,
+            "version": tree.version,
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-            "files": entries,
+            "files": tree.entries,
             "warnings": warnings,
             "stats": summary,
         },

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slotrelay.psmr import envelope, queries
 from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
@@ -17,6 +17,9 @@ from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.infer import infer_slice, recorded_disagreements
 from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
+
+if TYPE_CHECKING:
+    from slotrelay.psmr.kept import KeptResolutions
 
 Handler = Callable[..., dict[str, Any]]
 
@@ -93,7 +96,12 @@ def _on_workspace(operation: str, run: Callable[[Workspace, dict[str, Any], Stor
 
 def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Handler:
     def handler(
-        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+        request: dict[str, Any],
+        *,
+        request_id: str,
+        store: str | Path | None,
+        grants: Grants,
+        kept: KeptResolutions | None,
     ) -> dict[str, Any]:
         effective_budget(request)
         the_store = Store.open(store)
@@ -107,12 +115,37 @@ def _granted(operation: str, run: Callable[[Workspace, dict[str, Any], Store, Gr
     """An operator that needs a capability: the runtime's grants are handed to it."""
 
     def handler(
-        request: dict[str, Any], *, request_id: str, store: str | Path | None, grants: Grants
+        request: dict[str, Any],
+        *,
+        request_id: str,
+        store: str | Path | None,
+        grants: Grants,
+        kept: KeptResolutions | None,
     ) -> dict[str, Any]:
         effective_budget(request)
         the_store = Store.open(store)
         ws = the_store.load(request["workspace_id"])
         return _respond(operation, run(ws, request, the_store, grants), request, request_id, ws.version)
+
+    return handler
+
+
+def _rebuild() -> Handler:
+    """verification.rebuild, handed the resolutions the calling process keeps (it replays its last)."""
+
+    def handler(
+        request: dict[str, Any],
+        *,
+        request_id: str,
+        store: str | Path | None,
+        grants: Grants,
+        kept: KeptResolutions | None,
+    ) -> dict[str, Any]:
+        effective_budget(request)
+        the_store = Store.open(store)
+        ws = the_store.load(request["workspace_id"])
+        answer = _deferred("verification", "rebuild")(ws, request, the_store, kept=kept)
+        return _respond("verification.rebuild", answer, request, request_id, ws.version)
 
     return handler
 
@@ -208,7 +241,7 @@ HANDLERS: dict[str, Handler] = {
     "projection.preview": _on_workspace("projection.preview", _deferred("projection", "preview")),
     "projection.apply": _granted("projection.apply", _deferred("projection", "apply")),
     "execution.run_tests": _granted("execution.run_tests", _deferred("execution", "run_tests")),
-    "verification.rebuild": _on_workspace("verification.rebuild", _deferred("verification", "rebuild")),
+    "verification.rebuild": _rebuild(),
     "verification.roundtrip": _on_workspace("verification.roundtrip", _deferred("verification", "roundtrip")),
     "verification.review": _on_workspace("verification.review", _deferred("verification", "review")),
 }

@@ -159,6 +159,14 @@ class CallTarget:
     resolution: str
 
 
+@dataclass(frozen=True)
+class ClassHierarchy:
+    """The MRO and the subclasses (every class of the tree with it in its MRO) of each class of a tree."""
+
+    mro_of: dict[str, list[str]]
+    subclasses_of: dict[str, list[str]]
+
+
 @dataclass
 class LinkResult:
     """Per call site (module, index) its targets, or its unknown reason; plus state accesses."""
@@ -1437,10 +1445,15 @@ class Linker:
     def _constructed(self) -> set[str]:
         # Computed once evaluation has settled, never in the middle of one, so that no result depends
         # on which ref was evaluated first.
-        for module, index, site in self.sites:
-            with self._question(("@constructs", module, index)), suppress(BudgetExceeded):
-                self.constructed_by[(module, index)] = self.constructs(site)
+        for module, index, _ in self.sites:
+            self.resolve_constructs(module, index)
         return set().union(*self.constructed_by.values())
+
+    def resolve_constructs(self, module: str, index: int) -> None:
+        """The classes one call site constructs, into `constructed_by` (question
+        `("@constructs", module, index)`)."""
+        with self._question(("@constructs", module, index)), suppress(BudgetExceeded):
+            self.constructed_by[(module, index)] = self.constructs(self.site_at[(module, index)])
 
     def constructs(self, site: dict[str, Any]) -> frozenset[str]:
         """The classes of the tree a call site's callee may be."""
@@ -1502,6 +1515,17 @@ class Linker:
             with suppress(BudgetExceeded):
                 for base in self.class_bases(cls):
                     self._children[base].append(cls)
+
+    def class_hierarchy(self) -> ClassHierarchy:
+        """The MRO and the subclasses of every class of the tree; computed here first when no
+        argument has flowed yet (a replay's linker does not `settle`: `slotrelay.psmr.relink`)."""
+        if not self._mro:
+            self._hierarchy()
+        classes = sorted(q for q, info in self.tables.defs.items() if info["kind"] == "class")
+        return ClassHierarchy(
+            mro_of={cls: self._mro[cls] for cls in classes if cls in self._mro},
+            subclasses_of={cls: self.subclasses(cls) for cls in classes},
+        )
 
     def mro(self, cls: str) -> list[str]:
         """C3 linearisation over the classes of the tree (external bases end the walk)."""

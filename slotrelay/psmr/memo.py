@@ -28,7 +28,7 @@ V = TypeVar("V")
 # a guard against pathological chains (a generated module of 10,000 chained assignments), where the
 # value then depends on the order again. Real trees stay far below it (networkx: 222).
 MAX_DEPTH = 2000
-# How many tables of records taken over from other memos `affected` walks before they are merged.
+# How many tables of records taken over from other memos `Uses.affected` walks before they are merged.
 MAX_INHERITED = 8
 # The Python frames one level of evaluation may take (the resolver's recursion goes through a few
 # functions per key), for the recursion limit a deep evaluation needs.
@@ -65,9 +65,9 @@ class CanonicalMemo(Generic[V]):
         self.frames: list[Hashable] = []
         self.users: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
         # Who used what before a value was dropped (see `invalidate`): an evaluation of an earlier
-        # round of the same computation read what it recorded then (see `affected`).
+        # round of the same computation read what it recorded then (see `Uses.affected`).
         self._past: defaultdict[Hashable, set[Hashable]] = defaultdict(set)
-        # Whether `invalidate` keeps who used a dropped value (for `affected`).
+        # Whether `invalidate` keeps who used a dropped value (for `Uses.affected`).
         self.keep_past = False
         # The records of memos this one took over (see `inherit`), newest first.
         self._inherited: list[dict[Hashable, set[Hashable]]] = []
@@ -101,7 +101,7 @@ class CanonicalMemo(Generic[V]):
     def use(self, item: Hashable) -> None:
         """Record that what is being computed used something the memo does not compute: a fact,
         fixed while the computation runs (not an input for `invalidate` or `unread`) but found by
-        `affected` when it changes between two, or a cache entry computed as a question (`begin`)."""
+        `Uses.affected` when it changes between two, or a cache entry computed as a question (`begin`)."""
         if self.frames:
             self.users[item].add(self.frames[-1])
 
@@ -134,28 +134,21 @@ class CanonicalMemo(Generic[V]):
                 self._past[item] |= users
         return seen
 
-    def affected(self, sources: Iterable[Hashable]) -> set[Hashable]:
-        """The sources and everything that used one of them at any time, directly or through other
-        keys (values dropped since included)."""
-        return self._used_by(sources, self.users, self._past, *self._inherited)
+    def uses(self) -> Uses:
+        """Who used what at any time: this memo's records, those of values dropped since, and those
+        it inherited. The tables are shared, not copied."""
+        return Uses((self.users, self._past, *self._inherited))
 
-    def users_of(self, item: Hashable) -> set[Hashable]:
-        """Who used an item directly, at any time (as `affected` counts them)."""
-        out: set[Hashable] = set()
-        for table in (self.users, self._past, *self._inherited):
-            out |= table.get(item, set())
-        return out
-
-    def inherit(self, other: CanonicalMemo[V]) -> None:
+    def inherit(self, other: Uses) -> None:
         """Take another memo's records of who used what (all of them, as past ones): the records of
         a computation this one repeats in part (see `slotrelay.psmr.relink`).
 
         The other memo's tables are shared, not copied. Past a few generations the small ones (each
-        replay's own records) are merged into one, so that `affected` keeps to a few tables; the
+        replay's own records) are merged into one, so that `Uses.affected` keeps to a few tables; the
         large ones (a full computation's) are left as they are, since copying them would cost a
         replay more than the replay itself.
         """
-        tables = [other.users, other._past, *other._inherited]
+        tables = list(other.tables)
         if len(tables) > MAX_INHERITED:
             largest = max(map(len, tables))
             small = [table for table in tables if len(table) * 10 < largest]
@@ -168,18 +161,10 @@ class CanonicalMemo(Generic[V]):
             tables = [merged, *(table for table in tables if all(table is not s for s in small))]
         self._inherited = tables
 
-    def _used_by(self, sources: Iterable[Hashable], *tables: dict[Hashable, set[Hashable]]) -> set[Hashable]:
-        """The sources and everything that used one of them, directly or through other keys."""
-        tables = tables or (self.users,)
-        seen: set[Hashable] = set()
-        stack = list(sources)
-        while stack:
-            item = stack.pop()
-            if item not in seen:
-                seen.add(item)
-                for table in tables:
-                    stack += table.get(item, ())
-        return seen
+    def _used_by(self, sources: Iterable[Hashable]) -> set[Hashable]:
+        """The sources and everything that used one of them (as recorded now), directly or through
+        other keys."""
+        return _reach(sources, (self.users,))
 
     def get(self, key: Hashable) -> V:
         """The value of key (computed, or kept from before)."""
@@ -246,3 +231,39 @@ class CanonicalMemo(Generic[V]):
         # being computed below, the component is still open and both stay on the stack.
         self.get(head)
         return self.get(key)
+
+
+class Uses:
+    """Who used what in a computation (see `CanonicalMemo.uses`): tables of item -> its users.
+
+    Parameters:
+        tables: the tables, as a memo holds them (its own, its past ones, those it inherited).
+    """
+
+    def __init__(self, tables: tuple[dict[Hashable, set[Hashable]], ...]) -> None:
+        self.tables = tables
+
+    def affected(self, sources: Iterable[Hashable]) -> set[Hashable]:
+        """The sources and everything that used one of them, directly or through other keys."""
+        return _reach(sources, self.tables)
+
+    def users_of(self, item: Hashable) -> set[Hashable]:
+        """Who used an item directly (as `affected` counts them)."""
+        out: set[Hashable] = set()
+        for table in self.tables:
+            out |= table.get(item, set())
+        return out
+
+
+def _reach(sources: Iterable[Hashable], tables: Iterable[dict[Hashable, set[Hashable]]]) -> set[Hashable]:
+    """The sources and everything that used one of them in the tables, directly or through others."""
+    tables = tuple(tables)
+    seen: set[Hashable] = set()
+    stack = list(sources)
+    while stack:
+        item = stack.pop()
+        if item not in seen:
+            seen.add(item)
+            for table in tables:
+                stack += table.get(item, ())
+    return seen

@@ -4,7 +4,9 @@ A full resolution (`Linker.run`) is a fixed sequence: round after round, each ca
 arguments to the parameters of the callees it denotes under the parameters bound by the rounds before,
 until a round binds nothing new; then each site, implicit call, class and state access is resolved
 under the last parameters. The linker records who used what along the way: every fact it consulted
-(a scope, a definition, a name bound in a scope, a class's MRO, ...), every parameter, every value.
+(a scope, a definition, a name bound in a scope, a class's MRO, ...), every parameter, every value,
+and hands them over as a `ResolutionRecord` (`slotrelay.psmr.record`): all a replay reads of the
+resolution before the edit.
 
 After an edit, an evaluation can come out differently only if it used something the edit changed: a
 fact of an edited module, or a parameter whose values differ, in that round, from what they were in the
@@ -26,10 +28,10 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from slotrelay.psmr.link import MAX_ROUNDS, Linker, LinkResult, ordered
+from slotrelay.psmr.link import MAX_ROUNDS, ClassHierarchy, Linker, LinkResult, ordered
 from slotrelay.psmr.memo import FRAMES_PER_LEVEL, MAX_DEPTH
+from slotrelay.psmr.record import FactTables, ResolutionRecord, Slot
 
-Slot = tuple[str, Any]
 # Past this share of the tree's call sites evaluated again in one round, a replay costs about what a
 # full resolution does (the sites are evaluated from nothing, round after round): resolve in full.
 MAX_AGAIN_SHARE = 0.05
@@ -39,21 +41,21 @@ class TooFar(Exception):
     """The edit reaches too much of the tree for a replay to pay (see `MAX_AGAIN_SHARE`)."""
 
 
-def relink(old: Linker, facts: dict[str, dict[str, Any]], changed: set[str]) -> Linker | None:
-    """The linker of the edited tree, resolved, with the records the next edit replays from.
+def relink(old: ResolutionRecord, facts: dict[str, dict[str, Any]], changed: set[str]) -> Linker | None:
+    """The linker of the edited tree, resolved, recording what the next edit replays from.
 
     Parameters:
-        old: the linker of the tree before the edit, after `run` (its `result` and records).
+        old: the record of the tree's resolution before the edit (`ResolutionRecord.of`).
         facts: every module's facts after the edit.
         changed: the modules whose facts differ.
 
     Returns:
-        The new linker (its answer in `result`, what was resolved again in `resolved_sites`), or None
-        when the edit added or removed a module, reaches too far (`MAX_AGAIN_SHARE`), or evaluation
-        was cut for depth (the answer may then depend on the order of the questions): the caller
-        resolves in full.
+        The new linker (its answer in `result`, what was resolved again in `resolved_sites`, its
+        record in `ResolutionRecord.of`), or None when the edit added or removed a module, reaches
+        too far (`MAX_AGAIN_SHARE`), or evaluation was cut for depth (the answer may then depend on
+        the order of the questions): the caller resolves in full.
     """
-    if set(facts) != old.modules or old.memo.deep or old.result is None or not old.record:
+    if set(facts) != old.modules:
         return None
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, MAX_DEPTH * FRAMES_PER_LEVEL))
@@ -66,19 +68,20 @@ def relink(old: Linker, facts: dict[str, dict[str, Any]], changed: set[str]) -> 
 
 
 class _Replay:
-    """One replay: the old linker, the live one for the edited tree, and what the edit changed."""
+    """One replay: the old resolution's record, the live linker of the edited tree, and what the
+    edit changed."""
 
-    def __init__(self, old: Linker, facts: dict[str, dict[str, Any]], changed: set[str]) -> None:
+    def __init__(self, old: ResolutionRecord, facts: dict[str, dict[str, Any]], changed: set[str]) -> None:
         self.old = old
         self.changed = changed
         self.live = Linker(facts, record=True)
-        self.live._hierarchy()
-        self.facts_changed = _changed_facts(old, self.live, changed)
+        live = self.live
+        self.facts_changed = _changed_facts(old, live.facts, live.tables, live.class_hierarchy(), changed)
         # The edited modules' sites that are new or differ from the site at the same place before:
         # evaluated afresh in every round. Their other sites are like any module's.
-        self.own = _edited(old, self.live, changed, "calls")
+        self.own = _edited(old.facts, self.live.facts, changed, "calls")
         # What read no parameter and none of the changed facts is what it was (see `CanonicalMemo.keep`).
-        self.live.memo.keep(old.param_free, but=old.memo.affected(self.facts_changed))
+        self.live.memo.keep(old.param_free, but=old.uses.affected(self.facts_changed))
 
     def run(self) -> Linker | None:
         live = self.live
@@ -100,16 +103,15 @@ class _Replay:
         }
         for key in sorted(constructs | self.own):
             if key in live.site_at:
-                with live._question(("@constructs", *key)):
-                    live.constructed_by[key] = live.constructs(live.site_at[key])
+                live.resolve_constructs(*key)
         live.constructed = set().union(*live.constructed_by.values())
         sources |= {("constructed", cls) for cls in live.constructed ^ self.old.constructed}
         flow, reached = self._reached(sources)
         live.result = self._resolve(reached)
         kept = {key: value for key, value in self.old.final_readers.items() if key not in flow}
         live.final_readers = kept | live.memo.readers()
-        live.memo.inherit(self.old.memo)
-        strict.memo.inherit(self.old.strict_linker.memo)
+        live.memo.inherit(self.old.uses)
+        strict.memo.inherit(self.old.strict_uses)
         return live
 
     def _replay_rounds(self) -> dict[Slot, set[Any]]:
@@ -124,7 +126,7 @@ class _Replay:
             before = old.round_params[min(number, len(old.round_params) - 1)]
             values = old.round_readers[min(number, len(old.round_readers) - 1)]
             sources = self.facts_changed | self._param_sources(params, before, values)
-            reached = old.memo.affected(sources)
+            reached = old.uses.affected(sources)
             again = _questions(reached, "@site")
             self._check_reach(again)
             asked_before = old.rounds[number] if number < len(old.rounds) else {}
@@ -176,7 +178,7 @@ class _Replay:
             if slot[1] not in ("*", "**") and gained_nothing:
                 continue
             source = ("@param", *slot)
-            for reader in self.old.memo.users_of(source):
+            for reader in self.old.uses.users_of(source):
                 value = values.get(reader)
                 if value is None:
                     out.add(source)
@@ -189,9 +191,9 @@ class _Replay:
             raise TooFar
 
     def _reached(self, sources: set[Any]) -> tuple[set[Any], set[Any]]:
-        """What used a source in the old linker's records, and in its or its strict linker's."""
-        flow = self.old.memo.affected(sources)
-        return flow, flow | self.old.strict_linker.memo.affected(sources)
+        """What used a source in the old resolution's flow records, and in those or its strict ones."""
+        flow = self.old.uses.affected(sources)
+        return flow, flow | self.old.strict_uses.affected(sources)
 
     def _resolve(self, reached: set[Any]) -> LinkResult:
         """The last phase: what used a changed source (`reached`, see `_reached`), and what the edited
@@ -213,7 +215,8 @@ class _Replay:
                 live.resolve_site(module, index, result)
                 live.resolved_sites += 1
         result.implicit = dict(old.implicit)
-        for key in sorted(_questions(reached, "@implicit") | _edited(self.old, live, changed, "implicit")):
+        edited_implicit = _edited(self.old.facts, live.facts, changed, "implicit")
+        for key in sorted(_questions(reached, "@implicit") | edited_implicit):
             result.implicit.pop(key, None)
             module, index = key
             if index < len(live.facts.get(module, {}).get("implicit", ())):
@@ -246,13 +249,18 @@ def _questions(reached: set[Any], tag: str) -> set[Any]:
     }
 
 
-def _edited(old: Linker, live: Linker, changed: set[str], kind: str) -> set[tuple[str, int]]:
+def _edited(
+    before_facts: dict[str, dict[str, Any]],
+    after_facts: dict[str, dict[str, Any]],
+    changed: set[str],
+    kind: str,
+) -> set[tuple[str, int]]:
     """The items of a kind (`calls`, `implicit`) of the edited modules that are new, gone, or differ
     (apart from where they are) from the item at the same place before."""
     out = set()
     for module in changed:
-        before = old.facts.get(module, {}).get(kind, ())
-        after = live.facts.get(module, {}).get(kind, ())
+        before = before_facts.get(module, {}).get(kind, ())
+        after = after_facts.get(module, {}).get(kind, ())
         for index in range(max(len(before), len(after))):
             if index >= min(len(before), len(after)) or _content(before[index]) != _content(after[index]):
                 out.add((module, index))
@@ -272,44 +280,51 @@ def _differing(params: dict[Slot, Any], before: dict[Slot, Any]) -> set[Slot]:
     }
 
 
-def _changed_facts(old: Linker, live: Linker, changed: set[str]) -> set[Any]:
+def _changed_facts(
+    old: ResolutionRecord,
+    facts: dict[str, dict[str, Any]],
+    tables: FactTables,
+    hierarchy: ClassHierarchy,
+    changed: set[str],
+) -> set[Any]:
     """The facts (as the linkers record them: `("def", qualname)`, `("binding", scope, name)`, ...)
-    that differ between the old linker and the live one: the edited modules' own, and the class
-    hierarchy and property names, which any module's edit can change."""
+    that differ between the old resolution and the edited tree (its `facts`, their `tables` and its
+    class `hierarchy`): the edited modules' own, and the class hierarchy and property names, which any
+    module's edit can change."""
+    before = old.tables
     out: set[Any] = set()
     for module in changed:
-        for facts in (old.facts.get(module, {}), live.facts.get(module, {})):
-            for scope in facts.get("scopes", {}):
-                if dict.get(old.scopes, scope) != dict.get(live.scopes, scope):
+        for module_facts in (old.facts.get(module, {}), facts.get(module, {})):
+            for scope in module_facts.get("scopes", {}):
+                if before.scopes.get(scope) != tables.scopes.get(scope):
                     out.add(("scope", scope))
-            for scope, names in facts.get("bindings", {}).items():
-                before, after = old.bindings.get(scope, {}), live.bindings.get(scope, {})
-                out |= {("binding", scope, n) for n in names if dict.get(before, n) != dict.get(after, n)}
-            for info in facts.get("defs", ()):
+            for scope, names in module_facts.get("bindings", {}).items():
+                then, now = before.bindings.get(scope, {}), tables.bindings.get(scope, {})
+                out |= {("binding", scope, n) for n in names if then.get(n) != now.get(n)}
+            for info in module_facts.get("defs", ()):
                 name = info["qualname"]
-                if dict.get(old.defs, name) != dict.get(live.defs, name):
+                if before.defs.get(name) != tables.defs.get(name):
                     out.add(("def", name))
-            for cls in facts.get("instance_attrs", {}):
-                if dict.get(old.instance_attrs, cls) != dict.get(live.instance_attrs, cls):
+            for cls in module_facts.get("instance_attrs", {}):
+                if before.instance_attrs.get(cls) != tables.instance_attrs.get(cls):
                     out.add(("instance_attrs", cls))
-        for table in ("stars", "exports"):
-            if dict.get(getattr(old, table), module) != dict.get(getattr(live, table), module):
-                out.add((table, module))
-    classes = {q for q, info in dict.items(old.defs) if info["kind"] == "class"}
-    classes |= {q for q, info in dict.items(live.defs) if info["kind"] == "class"}
-    for cls in classes:
-        if old._mro.get(cls) != live._mro.get(cls):
+        if before.stars.get(module) != tables.stars.get(module):
+            out.add(("stars", module))
+        if before.exports.get(module) != tables.exports.get(module):
+            out.add(("exports", module))
+    # Every class of either tree is a key of its subclasses' table.
+    for cls in old.hierarchy.subclasses_of.keys() | hierarchy.subclasses_of.keys():
+        if old.hierarchy.mro_of.get(cls) != hierarchy.mro_of.get(cls):
             out.add(("mro", cls))
-        if old.subclasses(cls) != live.subclasses(cls):
+        if old.hierarchy.subclasses_of.get(cls, []) != hierarchy.subclasses_of.get(cls, []):
             out.add(("subclasses", cls))
-    out |= {("property", name) for name in old.property_names ^ live.property_names}
-    out |= {("dunder", name) for name in old.dunder_names ^ live.dunder_names}
-    stores_old, stores_live = old.tables.stores, live.tables.stores
+    out |= {("property", name) for name in before.property_names ^ tables.property_names}
+    out |= {("dunder", name) for name in before.dunder_names ^ tables.dunder_names}
     out |= {
         ("stores", n)
-        for n in stores_old.keys() | stores_live.keys()
-        if stores_old.get(n) != stores_live.get(n)
+        for n in before.stores.keys() | tables.stores.keys()
+        if before.stores.get(n) != tables.stores.get(n)
     }
-    if old.metaclasses != live.metaclasses:
+    if before.metaclasses != tables.metaclasses:
         out.add(("metaclasses",))
     return out

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -36,6 +36,9 @@ from slotrelay.psmr.queries import Answer
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.validation import confirmed_defects
 
+if TYPE_CHECKING:
+    from slotrelay.psmr.kept import KeptResolutions
+
 ROUNDTRIP_CHECKS = (
     "the graph of the files as written (W') against the delta's projection: W' - W, W being the "
     "workspace before the apply, matches the change the delta expected. It does not run the code: "
@@ -44,10 +47,13 @@ ROUNDTRIP_CHECKS = (
 )
 
 
-def rebuild(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
-    """verification.rebuild: the incremental build of the workspace's root, W -> W'."""
+def rebuild(
+    ws: Workspace, request: dict[str, Any], store: Store, *, kept: KeptResolutions | None = None
+) -> Answer:
+    """verification.rebuild: the incremental build of the workspace's root, W -> W' (replaying the
+    last resolution `kept` holds of it, see `slotrelay.psmr.kept`)."""
     delta = deltas.load(store, ws, request["delta_id"]) if request.get("delta_id") else None
-    summary = build(ws.root, rev=ws.rev, store=store.path)
+    summary = build(ws.root, rev=ws.rev, store=store.path, kept=kept)
     if delta is not None:
         delta["rebuilt"] = {"at": deltas.now(), "version": summary["version"]}
         deltas.save(store, ws, delta)

@@ -2,9 +2,10 @@
 
 A one-shot build has no earlier resolution to replay, so a one-file update resolves the whole tree
 again (networkx: about half a full build). A watcher is the process that keeps it, as mypy's daemon
-or `tsc --watch` do: it resolves once when it starts, then updates the workspace after each change,
-replaying only what the edit reaches (see `slotrelay.psmr.build`). It writes the store every reader
-loads (the MCP server, the human view, `psmr call`), so they see each update once it is saved.
+or `tsc --watch` do: it resolves once when it starts, keeping the resolution in a `KeptResolutions`
+of its own (`slotrelay.psmr.kept`), then updates the workspace after each change, replaying only
+what the edit reaches (see `slotrelay.psmr.build`). It writes the store every reader loads (the MCP
+server, the human view, `psmr call`), so they see each update once it is saved.
 
 watchdog delivers the tree's file events (inotify on Linux; there is no polling loop). A burst of
 events (an editor's save, a `git checkout`, a formatter over many files) makes one update: it starts
@@ -34,7 +35,8 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from slotrelay.psmr.build import SKIP_DIRS, build, keep_resolved
+from slotrelay.psmr.build import SKIP_DIRS, build
+from slotrelay.psmr.kept import KeptResolutions
 from slotrelay.psmr.store import Store
 
 # Events that can change what a build reads (opening or reading a file cannot). A folder's other
@@ -104,23 +106,23 @@ class TreeWatcher:
 
     def run(self) -> None:
         """Watch the tree, build it, then update it after each change; returns on KeyboardInterrupt
-        (Ctrl-C; the CLI maps SIGTERM to it too)."""
-        keep_resolved(1)
+        (Ctrl-C; the CLI maps SIGTERM to it too). The resolution kept between updates lives as long
+        as the watch."""
+        kept = KeptResolutions(1)
         observer = Observer()
         # Watching starts before the first build, so a change made while it runs makes an update.
         observer.schedule(_SourceEvents(self), str(self.root), recursive=True)
         observer.start()
         try:
-            self._build(start=True)
+            self._build(kept, start=True)
             while True:
                 self._wait_for_quiet()
-                self._build(start=False)
+                self._build(kept, start=False)
         except KeyboardInterrupt:
             return
         finally:
             observer.stop()
             observer.join()
-            keep_resolved(0)
 
     def _wait_for_quiet(self) -> None:
         with self._changed:
@@ -130,11 +132,11 @@ class TreeWatcher:
                 self._changed.wait(left)
             self._last_event = None
 
-    def _build(self, *, start: bool) -> None:
+    def _build(self, kept: KeptResolutions, *, start: bool) -> None:
         try:
             # Warm: the watcher's resolution follows the tree even when the store already holds the
             # change (another process saved it), so that the next update is replayed.
-            summary = build(self.root, store=self._store_option, warm=True)
+            summary = build(self.root, store=self._store_option, warm=True, kept=kept)
         except Exception as exc:  # noqa: BLE001 - one failed update must not end the watch
             self._on_failure(exc)
             return

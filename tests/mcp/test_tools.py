@@ -355,3 +355,29 @@ async def test_operator_describe_is_a_tool(registry: WorkspaceRegistry) -> None:
             client, "psmr_operator_describe", {"operator": "delta.dump"}, "OPERATOR_UNAVAILABLE"
         )
         assert "delta.dump" in missing
+
+
+async def test_the_server_replays_its_own_kept_resolution_when_it_rebuilds(tmp_path: Path) -> None:
+    # The registry keeps the resolution of what it built (no process-wide setting): after an edit,
+    # psmr_verify_rebuild and psmr_workspace_build replay it where the edit reaches instead of
+    # resolving every call site again; a build given nothing to keep (a one-shot command) resolves all.
+    from slotrelay.psmr import api
+
+    root = make_shop(tmp_path / "shop")
+    # Enough call sites that a new function reaches a small share of them (a replay's limit,
+    # `slotrelay.psmr.relink.MAX_AGAIN_SHARE`, past which it resolves in full).
+    for i in range(30):
+        (root / "shop" / f"util{i}.py").write_text(f"def h{i}(x):\n    return len(str(x))\n")
+    registry = WorkspaceRegistry([root], store=tmp_path / "store")
+    everything = registry.build(root, at_startup=True)["resolved_sites"]
+    assert everything > 2 and len(registry.kept) == 1
+    auth = root / "shop" / "auth.py"
+    async with Client(build_server(registry)) as client:
+        auth.write_text(auth.read_text() + "\n\ndef _leaf():\n    return sorted([3, 1, 2])\n")
+        rebuilt = await ok(client, "psmr_verify_rebuild", {})
+        assert rebuilt["data"]["analysed"] == 1 and rebuilt["data"]["resolved_sites"] <= 2, rebuilt["data"]
+        auth.write_text(auth.read_text() + "\n\ndef _other():\n    return sorted([2, 1])\n")
+        built = await ok(client, "psmr_workspace_build", {"path": str(root)})
+        assert built["data"]["analysed"] == 1 and built["data"]["resolved_sites"] <= 2, built["data"]
+    auth.write_text(auth.read_text() + "\n\ndef _third():\n    return 3\n")
+    assert api.build_workspace(root, store=tmp_path / "store")["resolved_sites"] >= everything

@@ -1,9 +1,9 @@
 """A one-file update of a workspace, checked against the workspace a full rebuild of the same tree makes.
 
 A module of its own (not `conftest`), imported by a name no other test folder uses, as `psmr_trees` is.
-The process keeps its resolutions, as the MCP server does, so an update replays the last one where the
-edit reaches (`relink`); the limit on that reach, past which a build resolves in full instead, is
-lifted, so that every edit is replayed.
+The builds are given resolutions to keep, as the MCP server's are, so an update replays the last one
+where the edit reaches (`relink`); the limit on that reach, past which a build resolves in full
+instead, is lifted, so that every edit is replayed.
 """
 
 from __future__ import annotations
@@ -18,23 +18,17 @@ import pytest
 
 from slotrelay.psmr import relink
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.build import keep_resolved
+from slotrelay.psmr.kept import KeptResolutions
 from slotrelay.psmr.store import Store, Workspace
 
 
 @contextmanager
-def replaying() -> Iterator[None]:
-    """Builds in this block keep their resolution and replay it however far an edit reaches.
-
-    Two are kept: the updated store's and the last full rebuild's, so that the full rebuild made to
-    check an update does not push the update's resolution out before the next edit."""
-    keep_resolved(2)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(relink, "MAX_AGAIN_SHARE", 1.0)
-            yield
-    finally:
-        keep_resolved(0)
+def replaying() -> Iterator[KeptResolutions]:
+    """The resolutions to give the builds in this block (`kept=`), which replay them however far an
+    edit reaches."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(relink, "MAX_AGAIN_SHARE", 1.0)
+        yield KeptResolutions()
 
 
 def _graph(ws: Workspace) -> tuple[list, list]:

@@ -75,10 +75,10 @@ def test_a_one_file_update_equals_a_full_rebuild(tmp_path: Path, edit: Callable[
     root = tmp_path / "sqlparse"
     shutil.copytree(SQLPARSE, root, ignore=shutil.ignore_patterns("__pycache__"))
     store = tmp_path / "inc"
-    with replaying():
-        build_workspace(root, store=store)
+    with replaying() as kept:
+        build_workspace(root, store=store, kept=kept)
         edit(root)
-        update = build_workspace(root, store=store)
+        update = build_workspace(root, store=store, kept=kept)
         assert update["analysed"] == 1, update
         if edit is _leaf_def:
             # Nothing else reaches the new function: the replay resolves no other call site again, and

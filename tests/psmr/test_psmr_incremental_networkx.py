@@ -79,12 +79,12 @@ def test_one_file_updates_of_networkx_equal_full_rebuilds_edit_after_edit(tmp_pa
     root = tmp_path / "networkx"
     shutil.copytree(Path(networkx.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
     store = tmp_path / "inc"
-    with replaying():
-        first = build_workspace(root, store=store)
+    with replaying() as kept:
+        first = build_workspace(root, store=store, kept=kept)
         # The edits accumulate: each update starts from the previous one's workspace.
         for edit in (_leaf_def, _body_change, _new_def, _changed_import, _removed_def):
             edit(root)
-            update = build_workspace(root, store=store)
+            update = build_workspace(root, store=store, kept=kept)
             assert update["analysed"] == 1, (edit.__name__, update)
             # Replayed (however far it reaches), not resolved or assembled in full.
             assert update["resolved_sites"] < first["resolved_sites"], (edit.__name__, update, first)

@@ -4,7 +4,9 @@ answers, for each kind of edit an agent makes, on a real package (rich) and one 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import shutil
+import weakref
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from slotrelay.psmr import relink as relink_module
 from slotrelay.psmr.build import discover, module_name
 from slotrelay.psmr.extract import extract
 from slotrelay.psmr.link import Linker, LinkResult
+from slotrelay.psmr.record import ResolutionRecord
 from slotrelay.psmr.relink import relink
 
 # Each edit: the file, the text replaced (None: appended), the new text.
@@ -115,7 +118,9 @@ def test_a_replayed_resolution_equals_a_full_one_edit_after_edit(
         path.write_text(text + new if old is None else text.replace(old, new, 1))
         module = module_name(tree, path)[0]
         facts = {**facts, module: extract(path.read_text(), module, is_package=False)}
-        replayed = relink(linker, facts, {module})
+        record = ResolutionRecord.of(linker)
+        assert record is not None, name
+        replayed = relink(record, facts, {module})
         assert replayed is not None and replayed.result is not None, name
         full = Linker(facts).run()
         assert _differences(replayed.result, full) == [], name
@@ -133,9 +138,11 @@ def test_an_edit_that_reaches_far_is_resolved_in_full(tree: Path, monkeypatch: p
     path = tree / rel
     module = module_name(tree, path)[0]
     edited = {**facts, module: extract(path.read_text().replace(old, new, 1), module, is_package=False)}
-    assert relink(linker, edited, {module}) is None
+    record = ResolutionRecord.of(linker)
+    assert record is not None
+    assert relink(record, edited, {module}) is None
     monkeypatch.setattr(relink_module, "MAX_AGAIN_SHARE", 1.0)
-    assert relink(linker, edited, {module}) is not None
+    assert relink(record, edited, {module}) is not None
 
 
 def test_an_edit_that_adds_a_module_is_resolved_in_full(tree: Path) -> None:
@@ -143,7 +150,9 @@ def test_an_edit_that_adds_a_module_is_resolved_in_full(tree: Path) -> None:
     linker = Linker(facts, record=True)
     linker.run()
     added = {**facts, "rich._added": extract("def f():\n    return 1\n", "rich._added", is_package=False)}
-    assert relink(linker, added, {"rich._added"}) is None
+    record = ResolutionRecord.of(linker)
+    assert record is not None
+    assert relink(record, added, {"rich._added"}) is None
 
 
 # The shapes tree by module (its package's `__init__` is empty).
@@ -173,7 +182,9 @@ def test_arguments_a_new_caller_passes_reach_the_callee_only_when_they_have_valu
         **facts,
         "app.main": extract(f"{SHAPES_BY_MODULE['app.main']}\n\n{added}", "app.main", is_package=False),
     }
-    replayed = relink(linker, edited, {"app.main"})
+    record = ResolutionRecord.of(linker)
+    assert record is not None
+    replayed = relink(record, edited, {"app.main"})
     assert replayed is not None and replayed.result is not None
     full = Linker(edited).run()
     assert _differences(replayed.result, full) == []
@@ -182,3 +193,37 @@ def test_arguments_a_new_caller_passes_reach_the_callee_only_when_they_have_valu
     )
     targets = {call.target for call in full.targets[("app.report", area)]}
     assert ("app.shapes.Square.area" in targets) is reaches_square, targets
+
+
+def test_a_replay_reads_the_record_alone_the_linker_that_made_it_can_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What a process keeps of a resolution is its record: the linker (its memos' values, its strict
+    # twin, its caches) is collected, and the replay from the record still equals a full resolution.
+    monkeypatch.setattr(relink_module, "MAX_AGAIN_SHARE", 1.0)
+    facts = {module: extract(text, module, is_package=False) for module, text in SHAPES_BY_MODULE.items()}
+    linker = Linker(facts, record=True)
+    linker.run()
+    record = ResolutionRecord.of(linker)
+    assert record is not None
+    gone = weakref.ref(linker)
+    del linker
+    gc.collect()
+    assert gone() is None
+    edited = {
+        **facts,
+        "app.main": extract(f"{SHAPES_BY_MODULE['app.main']}\n\n{RELAY}", "app.main", is_package=False),
+    }
+    replayed = relink(record, edited, {"app.main"})
+    assert replayed is not None and replayed.result is not None
+    assert _differences(replayed.result, Linker(edited).run()) == []
+    # The replay leaves a record of its own, which the next edit replays from.
+    assert ResolutionRecord.of(replayed) is not None
+
+
+def test_a_resolution_that_did_not_record_leaves_no_record() -> None:
+    facts = {module: extract(text, module, is_package=False) for module, text in SHAPES_BY_MODULE.items()}
+    linker = Linker(facts)
+    assert ResolutionRecord.of(linker) is None
+    linker.run()
+    assert ResolutionRecord.of(linker) is None

@@ -7,17 +7,16 @@ are damaged under a valid seal is a clean VALIDATION_FAILED, never a traceback n
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 from psmr_trees import write_tree
 
-from slotrelay.psmr import build as build_module
 from slotrelay.psmr import queries
 from slotrelay.psmr import store as store_module
 from slotrelay.psmr.api import build_workspace, call
+from slotrelay.psmr.kept import KeptResolutions
 from slotrelay.psmr.parts import Content, merge
 from slotrelay.psmr.store import Store
 
@@ -36,14 +35,6 @@ SHOP = {
 }
 
 
-@pytest.fixture
-def kept() -> Iterator[None]:
-    """Builds keep their assembled parts in memory, as the MCP server's do."""
-    build_module.keep_resolved(1)
-    yield
-    build_module.keep_resolved(0)
-
-
 def _fresh(store: Path, workspace_id: str) -> store_module.Workspace:
     """The workspace as a new process reads it (nothing loaded in memory)."""
     with store_module._LOADED_LOCK:
@@ -51,16 +42,18 @@ def _fresh(store: Path, workspace_id: str) -> store_module.Workspace:
     return Store.open(store).load(workspace_id)
 
 
-def _built(tmp_path: Path) -> tuple[str, Path]:
+def _built(tmp_path: Path, kept: KeptResolutions | None = None) -> tuple[str, Path]:
     root = write_tree(tmp_path / "shop", SHOP)
-    summary = build_workspace(root, store=tmp_path / "store")
+    summary = build_workspace(root, store=tmp_path / "store", kept=kept)
     return summary["workspace_id"], tmp_path / "store"
 
 
-def test_what_a_load_reads_later_equals_what_the_build_assembled(tmp_path: Path, kept: None) -> None:
-    workspace_id, store = _built(tmp_path)
-    with build_module._RESOLVED_LOCK:
-        (resolved,) = build_module._RESOLVED.values()
+def test_what_a_load_reads_later_equals_what_the_build_assembled(tmp_path: Path) -> None:
+    # The build keeps its assembled parts in memory, as the MCP server's do.
+    kept = KeptResolutions()
+    workspace_id, store = _built(tmp_path, kept)
+    resolved = kept.get((str(Store.open(store).path), workspace_id))
+    assert resolved is not None
     assembly = merge(resolved.assembled.parts.values())
     ws = _fresh(store, workspace_id)
     whole = dataclasses.replace(ws, content=Content(assembly))

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from typing import Any
 import pytest
 from psmr_trees import SHAPES, write_tree
 
-from slotrelay.psmr import build as build_module
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.build import build, keep_resolved
+from slotrelay.psmr.build import build
+from slotrelay.psmr.kept import KeptResolutions
 from slotrelay.psmr.store import Store, Workspace
 from slotrelay.psmr.watch import TreeWatcher
 
@@ -178,35 +177,25 @@ def test_a_watcher_ignores_what_a_build_does_not_read(tmp_path: Path) -> None:
     assert not watcher.is_source(root / "pkg" / "__pycache__", folder=True)
 
 
-def test_a_kept_resolution_is_replayed_after_another_process_saved_the_workspace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_kept_resolution_is_replayed_after_another_process_saved_the_workspace(tmp_path: Path) -> None:
     # A watcher and an MCP server on one workspace: each keeps its own resolution, and each saves the
-    # store the other then finds ahead of what it keeps. The other process is stood in for by a
-    # build with a table of kept resolutions of its own.
+    # store the other then finds ahead of what it keeps. Each process is its own KeptResolutions.
     root = write_tree(tmp_path / "tree", TREE)
     store = tmp_path / "store"
-    keep_resolved(1)
-    try:
-        everything = build(root, store=store)["resolved_sites"]
-        (root / "app/util1.py").write_text("def h1(x):\n    return len(str(x)) + len(x)\n")
-        with monkeypatch.context() as other_process:
-            other_process.setattr(build_module, "_RESOLVED", OrderedDict())
-            assert build(root, store=store)["analysed"] == 1
-        # The store holds the edit; a warm build brings this process's resolution up to it, replayed.
-        caught_up = build(root, store=store, warm=True)
-        assert caught_up["analysed"] == 0 and 0 < caught_up["resolved_sites"] < everything, caught_up
-        assert build(root, store=store, warm=True)["resolved_sites"] == 0
-        # Ahead again, and this time this process's next update takes it and another edit at once.
-        (root / "app/util2.py").write_text("def h2(x):\n    return x\n")
-        with monkeypatch.context() as other_process:
-            other_process.setattr(build_module, "_RESOLVED", OrderedDict())
-            build(root, store=store)
-        _pass_a_square(root)
-        update = build(root, store=store)
-        assert update["analysed"] == 1 and 0 < update["resolved_sites"] < everything, update
-    finally:
-        keep_resolved(0)
+    mine, other_process = KeptResolutions(), KeptResolutions()
+    everything = build(root, store=store, kept=mine)["resolved_sites"]
+    (root / "app/util1.py").write_text("def h1(x):\n    return len(str(x)) + len(x)\n")
+    assert build(root, store=store, kept=other_process)["analysed"] == 1
+    # The store holds the edit; a warm build brings this process's resolution up to it, replayed.
+    caught_up = build(root, store=store, warm=True, kept=mine)
+    assert caught_up["analysed"] == 0 and 0 < caught_up["resolved_sites"] < everything, caught_up
+    assert build(root, store=store, warm=True, kept=mine)["resolved_sites"] == 0
+    # Ahead again, and this time this process's next update takes it and another edit at once.
+    (root / "app/util2.py").write_text("def h2(x):\n    return x\n")
+    build(root, store=store, kept=other_process)
+    _pass_a_square(root)
+    update = build(root, store=store, kept=mine)
+    assert update["analysed"] == 1 and 0 < update["resolved_sites"] < everything, update
     full = build_workspace(root, store=tmp_path / "full")
     assert _workspace(store, update["workspace_id"]) == _workspace(tmp_path / "full", full["workspace_id"])
     assert sorted(
