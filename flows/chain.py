@@ -36,6 +36,8 @@ from prefect import flow
 from prefect.client.schemas.objects import RunInput, TaskRunResult
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
+from prefect.futures import PrefectFuture
+from prefect.results import ResultRecord
 from prefect.runtime import flow_run
 from prefect.states import Failed
 from prefect.utilities.annotations import quote
@@ -79,6 +81,22 @@ def _run_name() -> str:
         chain_id = path.stem
     starts = params.get("start_nodes")
     return f"{chain_id}@{','.join(starts)}" if starts else str(chain_id)
+
+
+def finished_result(future: PrefectFuture[Any]) -> Any:
+    """What a finished node task returned (its `NodeOutcome`), read from the final state this process holds.
+
+    `future.result()` hands that reading to Prefect's run-sync event loop thread and waits for it
+    (`State.result`): two thread switches a node for a value already in memory here. `wait()` keeps
+    the final state on the future and makes Prefect's check for a suspension request, as `result()`
+    does. A state whose data is not an in-memory record (a node task of this process leaves none) is
+    read Prefect's way.
+    """
+    future.wait()
+    data = future.state.data
+    if isinstance(data, ResultRecord):
+        return data.result
+    return future.result(raise_on_failure=False)
 
 
 class ChainDriver:
@@ -126,7 +144,7 @@ class ChainDriver:
                     self.submit(node_id)
             elif isinstance(step, Wait):
                 node_id = self.done.get()
-                schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
+                schedule.settle(node_id, finished_result(self.futures[node_id]))
             elif isinstance(step, Write):
                 failed: list[tuple[SlotWrite, OSError]] = []
                 for write in step.writes:
