@@ -27,6 +27,7 @@ also written to `summary_path(chain, flow_run_id)`; `read_summary` finds it from
 
 from __future__ import annotations
 
+import gc
 import json
 import queue
 from pathlib import Path
@@ -81,6 +82,18 @@ def _run_name() -> str:
         chain_id = path.stem
     starts = params.get("start_nodes")
     return f"{chain_id}@{','.join(starts)}" if starts else str(chain_id)
+
+
+def freeze_set_up() -> None:
+    """Put what is alive after the first run's set-up in this process beyond the garbage collector's reach.
+
+    That is the process's imports, Prefect's state and the chain: they live as long as the process, and
+    every full collection walked all of them again (100-380 ms a pass on a loaded machine, one every
+    three or four runs of a 100-node chain). Once a process: a later run's set-up may hold garbage not
+    yet collected, which a freeze would keep for good.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
 
 
 def finished_result(future: PrefectFuture[Any]) -> Any:
@@ -239,6 +252,7 @@ def run_chain(
         # the alerts it wrote say so, and where their nodes stand.
         schedule.take_back(alerts_of_run(chain.alerts_dir, flow_run_id))
     schedule.start(list(start_nodes) if start_nodes else chain.start_nodes())
+    freeze_set_up()
     try:
         ChainDriver(schedule, flow_run_id=flow_run_id, executor_settings=executor_settings).drive()
     except FlowPauseTimeout:

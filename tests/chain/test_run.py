@@ -302,3 +302,21 @@ def test_each_node_outcome_is_read_from_its_final_state_in_this_process(prefect_
         "first": "Completed", "unreachable": "Skipped", "after-skip": "Completed", "denied": "Failed"}
     assert nodes["denied"]["error_type"] == "write_denied"
     assert read_through_prefect == []
+
+
+def test_a_run_freezes_its_process_set_up_once(prefect_server: str, write_chain) -> None:
+    """What is alive after a run's set-up (imports, Prefect, the chain) is out of the full collections'
+    reach, frozen by the first run of the process only."""
+    import gc
+
+    from flows.chain import run_chain
+
+    gc.unfreeze()
+    path = write_chain({"chain_id": "frozen", "nodes": [
+        node("only", start=True, executor={"kind": "python", "callable": "steps:fine"})], "routes": []},
+        {"steps.py": STEPS})
+    assert run_chain(str(path))["state"] == "COMPLETED"
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
+    assert run_chain(str(path))["state"] == "COMPLETED"
+    assert gc.get_freeze_count() == frozen
