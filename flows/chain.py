@@ -38,7 +38,7 @@ from prefect.client.schemas.objects import RunInput, TaskRunResult
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
 from prefect.futures import PrefectFuture
-from prefect.results import ResultRecord
+from prefect.results import ResultRecord  # type: ignore[attr-defined]  # re-exported without __all__
 from prefect.runtime import flow_run
 from prefect.states import Failed
 from prefect.utilities.annotations import quote
