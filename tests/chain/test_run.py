@@ -319,4 +319,5 @@ def test_a_run_freezes_its_process_set_up_once(prefect_server: str, write_chain)
     frozen = gc.get_freeze_count()
     assert frozen > 0
     assert run_chain(str(path))["state"] == "COMPLETED"
-    assert gc.get_freeze_count() == frozen
+    # Frozen objects that die leave the count; a second freeze would add what the first run left alive.
+    assert gc.get_freeze_count() <= frozen
