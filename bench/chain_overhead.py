@@ -25,7 +25,15 @@ before a run's first task, against about 1.3 s on a settled server), the largest
 So before a run the bench waits until the server has recorded every task run so far, and a run's
 server CPU is counted until its own task runs are recorded.
 
-    .venv/bin/python bench/chain_overhead.py [--rounds 15] [--without-hog] [--profile FILE]
+Prefect's flow-run heartbeat is off in both (`--prefect-heartbeats` keeps Prefect's default, a
+heartbeat every 180 s). Its thread sleeps in steps of one second and the flow engine joins it when a
+run ends (prefect/flow_engine.py, `_send_heartbeats`: `time.sleep(1)` in `heartbeat_loop`, then
+`thread.join(timeout=2)`), so every run ends on its next whole second after the thread started: a
+constant of 0-1 s a run, not a cost of its nodes, that put a 100-node run's wall time in steps of 10 ms
+a node (bare tasks 11.0 ms, the chain 21.0 ms, for a gap of a few ms).
+
+    .venv/bin/python bench/chain_overhead.py [--rounds 15] [--without-hog] [--prefect-heartbeats]
+        [--profile FILE]
 
 `--profile FILE` runs the chain once more under cProfile after the timed rounds and writes the stats
 (read them with `python -m pstats FILE`).
@@ -133,11 +141,11 @@ def cpu_seconds(processes: list[psutil.Process], *, leaving_out: tuple[psutil.Pr
     return total
 
 
-def wait_recorded(api_url: str, task_runs: int) -> None:
+def wait_recorded(api: httpx.Client, task_runs: int) -> None:
     """Wait until the server has recorded `task_runs` Completed task runs (at most a minute)."""
     query = {"task_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}}
     deadline = time.monotonic() + 60
-    while httpx.post(f"{api_url}/task_runs/count", json=query).json() < task_runs:
+    while api.post("/task_runs/count", json=query).json() < task_runs:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the server has not recorded {task_runs} task runs in a minute")
         time.sleep(0.05)
@@ -147,6 +155,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (each runs every variant)")
     parser.add_argument("--without-hog", action="store_true", help="leave out the variants with a CPU hog")
+    parser.add_argument("--prefect-heartbeats", action="store_true",
+                        help="keep Prefect's flow-run heartbeat (its end of run waits for a whole second)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of one more chain run here")
     args = parser.parse_args()
     console = Console(width=170)
@@ -156,9 +166,12 @@ def main() -> None:
     with console.status("starting a Prefect server for the benchmark"):
         server = start_server(port=free_port(), home=home / "prefect")
     os.environ["PREFECT_API_URL"] = server.api_url
+    # One client for the waits between runs: a new one per poll built an SSL context each time.
+    api = httpx.Client(base_url=server.api_url)
     try:
         from prefect import flow, task
         from prefect.cache_policies import NO_CACHE
+        from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
         from flows.chain import run_chain
 
@@ -186,7 +199,7 @@ def main() -> None:
 
         def measured(name: str, run: Callable[[], Any], check: Callable[[Any], bool],
                      hog: psutil.Process | None) -> float:
-            wait_recorded(server.api_url, recorded[0])
+            wait_recorded(api, recorded[0])
             load.append(os.getloadavg()[0])
             left_out = (server_process, hog) if hog is not None else (server_process,)
             cpu_before, server_before = cpu_seconds(here, leaving_out=left_out), cpu_seconds(served)
@@ -195,7 +208,7 @@ def main() -> None:
             elapsed = time.perf_counter() - started
             cpu[name].append(cpu_seconds(here, leaving_out=left_out) - cpu_before)
             recorded[0] += NODES
-            wait_recorded(server.api_url, recorded[0])
+            wait_recorded(api, recorded[0])
             server_cpu[name].append(cpu_seconds(served) - server_before)
             assert check(result), result
             return elapsed
@@ -214,7 +227,9 @@ def main() -> None:
         }
         variants = {f"{variant}{condition}": timed(f"{variant}{condition}", *runs[variant])
                     for condition in conditions for variant in (BARE, CHAIN)}
-        with console.status(f"a warm-up run of each, then {args.rounds} interleaved rounds"):
+        heartbeats = {} if args.prefect_heartbeats else {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        with console.status(f"a warm-up run of each, then {args.rounds} interleaved rounds"), \
+                temporary_settings(updates=heartbeats):
             for run in variants.values():
                 run()
             for times in (*cpu.values(), *server_cpu.values(), load):
@@ -238,7 +253,8 @@ def main() -> None:
                           ratio(server_cpu[chain_name], server_cpu[base_name]))
         console.print(table)
         console.print(f"load average (1 min) before each run: {described(load, 1, 1)},"
-                      f" {min(load):.1f}-{max(load):.1f}")
+                      f" {min(load):.1f}-{max(load):.1f}; Prefect's flow-run heartbeat"
+                      f" {'on' if args.prefect_heartbeats else 'off'}")
         for condition in conditions:
             wall_goal = GOAL_WALL_WITH_HOG if condition == HOG else GOAL
             base_name, chain_name = f"{BARE}{condition}", f"{CHAIN}{condition}"
@@ -259,6 +275,7 @@ def main() -> None:
             profiler.dump_stats(args.profile)
             console.print(f"profile of one chain run written to {args.profile}")
     finally:
+        api.close()
         server.stop()
 
 

@@ -27,6 +27,7 @@ also written to `summary_path(chain, flow_run_id)`; `read_summary` finds it from
 
 from __future__ import annotations
 
+import gc
 import json
 import queue
 from pathlib import Path
@@ -36,6 +37,8 @@ from prefect import flow
 from prefect.client.schemas.objects import RunInput, TaskRunResult
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
+from prefect.futures import PrefectFuture
+from prefect.results import ResultRecord  # type: ignore[attr-defined]  # re-exported without __all__
 from prefect.runtime import flow_run
 from prefect.states import Failed
 from prefect.utilities.annotations import quote
@@ -79,6 +82,34 @@ def _run_name() -> str:
         chain_id = path.stem
     starts = params.get("start_nodes")
     return f"{chain_id}@{','.join(starts)}" if starts else str(chain_id)
+
+
+def freeze_set_up() -> None:
+    """Put what is alive after the first run's set-up in this process beyond the garbage collector's reach.
+
+    That is the process's imports, Prefect's state and the chain: they live as long as the process, and
+    every full collection walked all of them again (100-380 ms a pass on a loaded machine, one every
+    three or four runs of a 100-node chain). Once a process: a later run's set-up may hold garbage not
+    yet collected, which a freeze would keep for good.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+
+
+def finished_result(future: PrefectFuture[Any]) -> Any:
+    """What a finished node task returned (its `NodeOutcome`), read from the final state this process holds.
+
+    `future.result()` hands that reading to Prefect's run-sync event loop thread and waits for it
+    (`State.result`): two thread switches a node for a value already in memory here. `wait()` keeps
+    the final state on the future and makes Prefect's check for a suspension request, as `result()`
+    does. A state whose data is not an in-memory record (a node task of this process leaves none) is
+    read Prefect's way.
+    """
+    future.wait()
+    data = future.state.data
+    if isinstance(data, ResultRecord):
+        return data.result
+    return future.result(raise_on_failure=False)
 
 
 class ChainDriver:
@@ -126,7 +157,7 @@ class ChainDriver:
                     self.submit(node_id)
             elif isinstance(step, Wait):
                 node_id = self.done.get()
-                schedule.settle(node_id, self.futures[node_id].result(raise_on_failure=False))
+                schedule.settle(node_id, finished_result(self.futures[node_id]))
             elif isinstance(step, Write):
                 failed: list[tuple[SlotWrite, OSError]] = []
                 for write in step.writes:
@@ -221,6 +252,7 @@ def run_chain(
         # the alerts it wrote say so, and where their nodes stand.
         schedule.take_back(alerts_of_run(chain.alerts_dir, flow_run_id))
     schedule.start(list(start_nodes) if start_nodes else chain.start_nodes())
+    freeze_set_up()
     try:
         ChainDriver(schedule, flow_run_id=flow_run_id, executor_settings=executor_settings).drive()
     except FlowPauseTimeout:

@@ -264,3 +264,60 @@ def test_each_retry_waits_its_own_error_types_interval(prefect_server: str, writ
     waits = [(s.state_details.scheduled_time - s.timestamp).total_seconds() for s in states
              if s.name == "AwaitingRetry"]
     assert [round(wait) for wait in waits] == [0, 2], waits
+
+
+def test_each_node_outcome_is_read_from_its_final_state_in_this_process(prefect_server: str, write_chain,
+                                                                        monkeypatch) -> None:
+    """Settling a node takes its outcome from the final state the flow's process holds: Prefect's
+    `State.result` would read it through its run-sync event loop thread, a hop there and back a node."""
+    from prefect.client.schemas.objects import State
+
+    from flows.chain import read_summary, run_chain
+    from slotrelay.chain import load_chain
+
+    read_through_prefect: list[str | None] = []
+    original = State.result
+
+    def counted(self: State, *args: object, **kwargs: object) -> object:
+        if self.state_details.task_run_id is not None:
+            read_through_prefect.append(self.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(State, "result", counted)
+    python = {"kind": "python"}
+    path = write_chain({
+        "chain_id": "outcomes",
+        "nodes": [node("first", start=True, executor={**python, "callable": "steps:fine"}),
+                  node("unreachable", executor={**python, "callable": "steps:unreachable"}),
+                  node("after-skip", executor={**python, "callable": "steps:fine"}),
+                  node("denied", start=True, executor={**python, "callable": "steps:denied"})],
+        "routes": [route("first", "unreachable"), route("unreachable", "after-skip")],
+        "error_types": [{"error_type": "external_unreachable", "handling": "skip"},
+                        {"error_type": "write_denied", "handling": "fail"}],
+        "pause_timeout_seconds": 1,
+    }, {"steps.py": STEPS})
+    state = run_chain(str(path), return_state=True)
+    nodes = read_summary(load_chain(path), state)["nodes"]
+    assert {node_id: n["state"] for node_id, n in nodes.items()} == {
+        "first": "Completed", "unreachable": "Skipped", "after-skip": "Completed", "denied": "Failed"}
+    assert nodes["denied"]["error_type"] == "write_denied"
+    assert read_through_prefect == []
+
+
+def test_a_run_freezes_its_process_set_up_once(prefect_server: str, write_chain) -> None:
+    """What is alive after a run's set-up (imports, Prefect, the chain) is out of the full collections'
+    reach, frozen by the first run of the process only."""
+    import gc
+
+    from flows.chain import run_chain
+
+    gc.unfreeze()
+    path = write_chain({"chain_id": "frozen", "nodes": [
+        node("only", start=True, executor={"kind": "python", "callable": "steps:fine"})], "routes": []},
+        {"steps.py": STEPS})
+    assert run_chain(str(path))["state"] == "COMPLETED"
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
+    assert run_chain(str(path))["state"] == "COMPLETED"
+    # Frozen objects that die leave the count; a second freeze would add what the first run left alive.
+    assert gc.get_freeze_count() <= frozen
