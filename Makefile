@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make run` (the main job) and `make test`.
-.PHONY: setup run test lint suite bench real-model test-real-model
+.PHONY: setup run test test-slow lint suite bench real-model test-real-model
 
 setup:
 	scripts/bootstrap.sh
@@ -19,8 +19,13 @@ lint: setup
 # A worker takes a whole file (several share a module fixture: a watch process, a built workspace, set
 # up once per file and worker), the files heaviest first in the order tests/conftest.py gives them
 # (not xdist's order by the number of tests, which left the one-test file of minutes for last).
+# The tests marked `slow` (one heavy real package, or a scale scenario a lighter test already covers) are
+# left to `make test-slow`, which CI runs as its own step.
 suite: setup
-	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow"
+
+test-slow: setup
+	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m slow
 
 bench: setup
 	for f in bench/*.py; do .venv/bin/python $$f || exit 1; done

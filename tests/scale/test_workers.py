@@ -36,6 +36,10 @@ def completed(path) -> bool:
     return bool(document) and document.get("status") == "completed"
 
 
+# `slow`: 200 slots on PostgreSQL and two workers (a minute and a half of one worker). Each target running
+# exactly once in a burst is tests/sensor/test_deployment_path.py's; runs on a pool's workers,
+# tests/scale/test_dead_worker.py's; a chain into PostgreSQL, tests/scale/test_postgres_server.py's.
+@pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.timeout(1200)
 def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgres_prefect_server, tmp_path):
