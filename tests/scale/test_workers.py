@@ -11,10 +11,7 @@ import uuid
 import pytest
 
 from deployments.pool import MIN_CRASH_AFTER
-from slotrelay.chain.ledger import LEDGER_FILE_NAME
-from slotrelay.chain.slots import read_slot
-from tests.scale.test_readme_beyond import PAGE
-from tests.scale.workers import (
+from harness.workers import (
     BURST_SOURCES,
     README_WATCH,
     README_WORKER,
@@ -29,6 +26,9 @@ from tests.scale.workers import (
     wait_for,
     write_burst,
 )
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import read_slot
+from tests.scale.test_readme_beyond import PAGE
 
 
 def completed(path) -> bool:
