@@ -61,9 +61,9 @@ def main() -> None:
     from rich.table import Table
 
     from deployments.server import start_server
-    from tests.conftest import free_port
-    from tests.scale.conftest import small_chain
-    from tests.scale.postgres_cluster import postgres_cluster
+    from harness.chains import small_chain
+    from harness.ports import free_port
+    from harness.postgres_cluster import postgres_cluster
 
     console = Console()
     seconds: dict[str, list[float]] = {"SQLite": [], "PostgreSQL": []}

@@ -81,7 +81,7 @@ def rerun_seconds(flow_run_id) -> float:
 
 
 def one_death(api_url: str, folder: Path, crash_after: float) -> dict[str, float]:
-    from tests.scale.workers import chain_runs, kill_a_worker_mid_chain
+    from harness.workers import chain_runs, kill_a_worker_mid_chain
 
     death = kill_a_worker_mid_chain(api_url, f"death-{uuid.uuid4().hex[:6]}", folder, crash_after)
     [run] = chain_runs([folder.name])
@@ -106,7 +106,8 @@ def one_death(api_url: str, folder: Path, crash_after: float) -> dict[str, float
 
 def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hogs: int) -> dict[str, float]:
     """A run held `seconds` on a pool worker while `hogs` processes spin; its heartbeat gaps, its states."""
-    from tests.scale.workers import (
+    from harness.chains import agent_writes
+    from harness.workers import (
         chain_runs,
         dying_chain,
         executions,
@@ -116,7 +117,6 @@ def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hog
         stop,
         wait_for,
     )
-    from tests.sensor.chains import agent_writes
 
     pool = f"live-{uuid.uuid4().hex[:6]}"
     chain = dying_chain(folder, folder.name)
@@ -166,8 +166,8 @@ def main() -> None:
 
     from deployments.pool import CRASH_AFTER
     from deployments.server import start_server
-    from tests.conftest import free_port
-    from tests.scale.postgres_cluster import postgres_cluster
+    from harness.ports import free_port
+    from harness.postgres_cluster import postgres_cluster
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deaths", type=int, default=3)

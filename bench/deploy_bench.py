@@ -1,6 +1,6 @@
 """Deploy time: 50 files of 10 KiB to a remote over SSH, next to `scp -r` of the same files to the same host.
 
-A private sshd on 127.0.0.1 (tests/chain/deploy_sshd.py: Debian's openssh-server, a non-root user,
+A private sshd on 127.0.0.1 (harness/deploy_sshd.py: Debian's openssh-server, a non-root user,
 keys made for the run). Each round runs every way once, in turn (the machine's load moves, the ways
 see the same load), each into a fresh remote folder unless said otherwise:
 
@@ -42,9 +42,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.deploy_site import deploy, serving
+from harness.deploy_sshd import Sshd, running_sshd
 from slotrelay.chain.errors import NodeError
-from tests.chain.deploy_site import deploy, serving
-from tests.chain.deploy_sshd import Sshd, running_sshd
 
 FILES = 50
 FILE_BYTES = 10 * 1024

@@ -44,12 +44,11 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "sensor"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chains import agent_writes, make_chain
 from spread import described, goal_note, ratio, spread_note
 
+from harness.chains import agent_writes, make_chain
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 
 console = Console()

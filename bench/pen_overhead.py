@@ -23,10 +23,10 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.stub_model import SUM_CODE, StubModel
 from slotrelay import sandbox
 from slotrelay.pen import ModelSettings, write
 from slotrelay.psmr.effects import effects
-from tests.pen.stub_model import SUM_CODE, StubModel
 
 INPUTS = {"numbers": list(range(100))}
 PHASES = ("screening", "model", "sandbox", "persistence")

@@ -35,10 +35,9 @@ from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "sensor"))
+sys.path.insert(0, str(ROOT))
 
-from chains import RunRecorder, agent_writes, make_chain
-
+from harness.chains import RunRecorder, agent_writes, make_chain
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.sensor import ChainRouter, SlotSensor
 

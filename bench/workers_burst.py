@@ -41,7 +41,7 @@ SETUPS = (("SQLite", 1), ("SQLite", 2), ("PostgreSQL", 1), ("PostgreSQL", 2))
 
 def measure(api_url: str, folder: Path, workers: int, sources: tuple[int, ...]) -> tuple[int, float]:
     """One burst on `workers` workers: (flow runs, seconds from the first write to the last run's end)."""
-    from tests.scale.workers import (
+    from harness.workers import (
         burst_chains,
         chain_runs,
         completed_tasks,
@@ -86,9 +86,9 @@ def main() -> None:
 
     from deployments.pool import CRASH_AFTER
     from deployments.server import start_server
-    from tests.conftest import free_port
-    from tests.scale.postgres_cluster import postgres_cluster
-    from tests.scale.workers import burst_sources, kill_a_worker_mid_chain
+    from harness.ports import free_port
+    from harness.postgres_cluster import postgres_cluster
+    from harness.workers import burst_sources, kill_a_worker_mid_chain
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
+from harness.process_groups import stop_process_group
 from slotrelay import fsio
 from tests.support.ordering import heaviest_files_first
 
@@ -119,24 +120,6 @@ def no_thread_leaks() -> Iterator[None]:
     leaked = [thread for thread in started if thread.is_alive()]
     if leaked:
         pytest.fail(f"the test left {len(leaked)} thread(s) running: {', '.join(map(_describe, leaked))}")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def stop_process_group(process: subprocess.Popen, first: signal.Signals, timeout: float) -> None:
-    """Send `first` to the process group led by `process`; SIGKILL the group if it is not gone in `timeout`
-    s."""
-    os.killpg(process.pid, first)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def http_status(url: str) -> int:

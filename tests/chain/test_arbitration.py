@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert, write_alert
 from tests.chain.conftest import node, route
-from tests.conftest import free_port
 
 pytestmark = pytest.mark.prefect_server
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))

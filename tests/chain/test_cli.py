@@ -242,7 +242,7 @@ def test_run_in_process_leaves_no_prefect_api_url_in_the_environment(tmp_path: P
     """`run` finds the server of the current folder's home, and runs on it under `temporary_settings`:
     a command run in-process (a test, the MCP server) leaves nothing in `os.environ` for the next one."""
     from deployments.server import HOME_FOLDER, start_server
-    from tests.conftest import free_port
+    from harness.ports import free_port
 
     server = start_server(port=free_port(), home=tmp_path / HOME_FOLDER, ready_timeout=240)
     try:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.deploy_site import get, serving
+from harness.deploy_sshd import Sshd, running_sshd, sshd_available
 from tests.chain.conftest import node, route
-from tests.chain.deploy_site import get, serving
-from tests.chain.deploy_sshd import Sshd, running_sshd, sshd_available
 from tests.conftest import require_service
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.ssh]

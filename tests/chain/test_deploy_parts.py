@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
+from harness.deploy_site import in_chain
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.executors.deploy.feature_points import PageView, read_points
 from slotrelay.chain.executors.deploy.node import run_deploy
@@ -18,7 +19,6 @@ from slotrelay.chain.executors.deploy.sitemap import SitemapInvalid, listed_locs
 from slotrelay.chain.executors.deploy.ssh import RemoteSettings
 from slotrelay.chain.models import CssPoint, DeployExecutor, HeaderPoint, TitlePoint
 from tests.chain.conftest import ROOT
-from tests.chain.deploy_site import in_chain
 
 URLSET = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from harness.deploy_site import deploy, get, picture, served, serving
+from harness.deploy_sshd import Sshd, running_sshd, sshd_available
 from slotrelay.chain.errors import NodeError
-from tests.chain.deploy_site import deploy, get, picture, served, serving
-from tests.chain.deploy_sshd import Sshd, running_sshd, sshd_available
 from tests.conftest import require_service
 
 SITE = "https://example.org/"

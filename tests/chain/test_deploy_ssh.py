@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.deploy_site import in_chain, picture, serving
+from harness.deploy_sshd import Sshd, new_key, running_sshd, sshd_available
+from harness.ports import free_port
 from slotrelay.chain import load_chain
 from slotrelay.chain.conditions import evaluate_condition
 from slotrelay.chain.errors import NodeError
@@ -22,9 +25,7 @@ from slotrelay.chain.executors.deploy.node import run_deploy
 from slotrelay.chain.executors.deploy.sitemap import listed_locs
 from slotrelay.chain.models import DeployExecutor
 from tests.chain.conftest import EXAMPLE
-from tests.chain.deploy_site import in_chain, picture, serving
-from tests.chain.deploy_sshd import Sshd, new_key, running_sshd, sshd_available
-from tests.conftest import free_port, require_service
+from tests.conftest import require_service
 
 pytestmark = pytest.mark.ssh
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.ports import free_port
 from slotrelay.chain import NodeError, load_chain
 from slotrelay.chain.runner import decide_handling, execute_node
 from tests.chain.conftest import node, route
-from tests.conftest import free_port
 
 CALLS = '''
 import socket

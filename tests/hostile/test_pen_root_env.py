@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.stub_model import StubModel
 from slotrelay.audit_log import AuditLog
 from tests.hostile.conftest import slotrelay
-from tests.pen.stub_model import StubModel
 
 INTENT = "sum the numbers in the input list"
 

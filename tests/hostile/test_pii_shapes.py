@@ -24,11 +24,11 @@ from stdnum import iban
 from stdnum.br import cpf
 from typer.testing import CliRunner
 
+from harness.stub_model import StubModel
 from slotrelay.cli import app
 from slotrelay.pen.errors import IntentRejected
 from slotrelay.pen.intent_screen import screen_intent
 from slotrelay.pen.normalise import normalise
-from tests.pen.stub_model import StubModel
 
 
 def complete(module: ModuleType, before: str, after: str = "", *, count: int = 2) -> str:

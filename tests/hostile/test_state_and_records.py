@@ -24,10 +24,10 @@ import httpx
 import pytest
 from mcp import Client
 
+from harness.ports import free_port
 from slotrelay.audit_log import AuditLog
 from slotrelay.psmr import sealed
 from slotrelay.psmr.build import workspace_id
-from tests.conftest import free_port
 from tests.hostile.conftest import mcp_client, psmr_call, slotrelay, snapshot
 from tests.mcp.processes import start_server, stop_server, wait_for_url
 

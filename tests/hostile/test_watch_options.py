@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.sensor.chains import make_chain
+from harness.chains import make_chain
+from harness.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
 from psmr_mcp import WorkspaceRegistry
-from tests.conftest import free_port, require_service
+from tests.conftest import require_service
 from tests.mcp.processes import start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
 

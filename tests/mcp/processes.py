@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import stop_process_group
+from harness.process_groups import stop_process_group
 from tests.support.processes import wait_while_running
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))

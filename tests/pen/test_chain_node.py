@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.stub_model import SUM_CODE
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from slotrelay.psmr.effects import effects
@@ -23,7 +24,6 @@ from tests.conftest import latest_artifact, recorded_task_runs
 from tests.support.waiting import wait_until
 
 from .contract import assert_output_shape, decision_of
-from .stub_model import SUM_CODE
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 
@@ -165,8 +165,8 @@ def test_a_pen_node_takes_its_model_from_its_env_file_and_never_the_endpoint_fro
 ) -> None:
     from types import SimpleNamespace
 
+    from harness.ports import free_port
     from slotrelay.pen.node import PenNodeSettings, run_pen_node
-    from tests.conftest import free_port
 
     for name in ("BASE_URL", "NAME", "API_KEY", "TIMEOUT_S", "MAX_TOKENS"):
         monkeypatch.delenv(f"SLOTRELAY_MODEL_{name}", raising=False)
@@ -211,7 +211,7 @@ def test_a_chains_pen_nodes_ask_the_model_its_model_block_names(
 ) -> None:
     from blocks.code_model import CodeModel
     from flows.chain import run_chain
-    from tests.conftest import free_port
+    from harness.ports import free_port
 
     # The environment names a model nobody serves: only the block's endpoint can answer.
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from harness.stub_model import Reply, code_reply, completion, stream_reply
 from slotrelay.audit_log import sha256_text
 from slotrelay.pen import write
 from slotrelay.pen.codegen import build_messages, extract_code, generate_code
@@ -14,8 +15,6 @@ from slotrelay.pen.errors import CodeGenerationFailed
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import parse_request
 from slotrelay.psmr.effects import effects
-
-from .stub_model import Reply, code_reply, completion, stream_reply
 
 REQUEST = parse_request(
     {

@@ -234,11 +234,10 @@ def test_state_index_follows_the_log_and_disagreement_is_reported(tmp_path: Path
 
 
 def test_suggestion_from_the_model_or_the_rule(stub, model) -> None:
+    from harness.stub_model import Reply, completion
     from slotrelay.pen.model_client import ChatClient
     from slotrelay.pen.models import Execution
     from slotrelay.pen.suggest import suggest
-
-    from .stub_model import Reply, completion
 
     request = parse_request(
         {

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from harness.stub_model import SUM_CODE
 from psmr_mcp import WorkspaceRegistry, build_server
 from psmr_mcp.engine_tools import EngineTools
 from tests.mcp.test_tools import ok, refused
 
 from .contract import assert_output_shape, decision_of
-from .stub_model import SUM_CODE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 INTENT = "sum the numbers in the input list"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
 from slotrelay import pen
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import SandboxStartFailed
@@ -29,7 +30,7 @@ from slotrelay.sandbox.backends import close_backends
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.docker_backend import OWNER_LABEL, owner_id
 from slotrelay.sandbox.errors import SandboxUnavailable
-from tests.conftest import free_port, require_service
+from tests.conftest import require_service
 from tests.sandbox.conftest import images_built
 from tests.sandbox.remote_dockerd import RemoteDaemon, remote_dockerd
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from harness.stub_model import SUM_CODE, Reply, completion
 from slotrelay import fsio
 from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.cli import app
@@ -22,7 +23,6 @@ from slotrelay.pen.manifest import validate_manifest
 from tests.conftest import require_service
 
 from .contract import AUDIT_KEYS, EXECUTION_KEYS, EXTENSION, OUTPUT_KEYS, assert_output_shape, decision_of
-from .stub_model import SUM_CODE, Reply, completion
 
 pytestmark = pytest.mark.docker
 

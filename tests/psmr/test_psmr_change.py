@@ -209,6 +209,10 @@ def test_unresolved_and_spread_sites_are_listed_not_edited(tmp_path: Path) -> No
     assert "obj.hello" not in diff and "hello(*names)" not in diff
 
 
+# `slow`: a build of rich (about a minute of one worker). The sqlparse change loop
+# (tests/mcp/test_change_loop.py) renames across modules through the same round trip, and
+# tests/hostile/test_rename_shadowing.py refuses the renames a local name shadows.
+@pytest.mark.slow
 def test_renames_across_a_real_package(tmp_path: Path) -> None:
     """On a copy of rich: a class renamed across 22 files round-trips and the package still renders;
     a rename whose new name a local variable shadows at one call site is refused."""

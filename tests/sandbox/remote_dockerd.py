@@ -26,9 +26,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from harness.ports import free_port
+from harness.process_groups import stop_process_group
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.errors import SandboxUnavailable
-from tests.conftest import free_port, stop_process_group
 from tests.support.processes import wait_while_running
 
 START_SECONDS = 60

@@ -1,25 +1,14 @@
-"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster, a Prefect server on it, a small
-chain."""
+"""Fixtures of the "beyond one machine" tests: a private PostgreSQL cluster and a Prefect server on it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, require_service
-from tests.scale.postgres_cluster import PostgresCluster, cluster_user, postgres_bin, postgres_cluster
-
-NODES_MODULE = '''
-def count(data):
-    return {"numbers": [1, 2, 3]}
-
-
-def double(data):
-    return {"doubled": [2 * n for n in data["numbers"]]}
-'''
+from harness.ports import free_port
+from harness.postgres_cluster import PostgresCluster, cluster_user, postgres_bin, postgres_cluster
+from tests.conftest import require_service
 
 
 @pytest.fixture(scope="session")
@@ -56,23 +45,3 @@ def postgres_prefect_server(postgres: PostgresCluster,
             yield server.api_url
     finally:
         server.stop()
-
-
-def small_chain(folder: Path, chain_id: str = "small") -> Path:
-    """A two-node python chain (count, then double) that runs on its own, without any agent."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{chain_id}_nodes.py").write_text(NODES_MODULE)
-    chain = {
-        "chain_id": chain_id,
-        "nodes": [
-            {"node_id": "count", "output_slot": {"slot_id": "count", "path": "slots/count_output.json"},
-             "executor": {"kind": "python", "callable": f"{chain_id}_nodes:count"}},
-            {"node_id": "double", "input_slot": {"slot_id": "double-in", "path": "slots/double_input.json"},
-             "output_slot": {"slot_id": "double", "path": "slots/double_output.json"},
-             "executor": {"kind": "python", "callable": f"{chain_id}_nodes:double"}},
-        ],
-        "routes": [{"route_id": "count-to-double", "from_node": "count", "to_node": "double"}],
-    }
-    path = folder / "node_chain.json"
-    path.write_text(json.dumps(chain))
-    return path

@@ -16,8 +16,8 @@ from prefect.client.orchestration import get_client
 from pydantic import ValidationError
 
 from blocks import ChainFolders, SandboxPolicy
+from harness.chains import small_chain
 from slotrelay.sandbox import SandboxRequestError
-from tests.scale.conftest import small_chain
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTER = "prefect block register -m blocks"  # the command of docs/beyond.md
@@ -108,9 +108,9 @@ def test_the_chain_flow_puts_alerts_and_logs_where_its_folders_block_says(prefec
 def test_watch_names_its_blocks_on_the_deployments_and_watches_the_folders_block(prefect_server,
                                                                                  tmp_path: Path) -> None:
     from deployments.pool import pool_chain_deployment
+    from harness.chains import agent_writes, make_chain
+    from harness.workers import stop, wait_for
     from slotrelay.chain import load_chain
-    from tests.scale.workers import stop, wait_for
-    from tests.sensor.chains import agent_writes, make_chain
 
     chain = make_chain(tmp_path / "chain", "watched-blocks", 1)
     slots = tmp_path / "slots-elsewhere"

@@ -5,7 +5,7 @@ flow-run process dies with it (flows/chain.py: `slotrelay.lifetime.die_with_pare
 and rescheduled, runs every node after the cut for the new content (what a slot was made from decides,
 slotrelay/chain/provenance.py), none of the first run's outputs taken for done.
 
-The scenario is `tests.scale.workers.kill_a_worker_mid_chain` (bench/workers_burst.py times it).
+The scenario is `harness.workers.kill_a_worker_mid_chain` (bench/workers_burst.py times it).
 `slotrelay watch --pool` has set up Prefect's zombie detection (deployments/pool.py): the run stops
 sending heartbeats, an automation marks it Crashed after `--crash-after` seconds of silence (the least
 it allows here, 30 s sooner than its default), another puts it back to Scheduled, and the other worker
@@ -20,9 +20,7 @@ import uuid
 import pytest
 
 from deployments.pool import HEARTBEAT_TAG, MIN_CRASH_AFTER, RESCHEDULE_MESSAGE, crash_message
-from slotrelay.chain.ledger import LEDGER_FILE_NAME
-from slotrelay.chain.slots import content_hash
-from tests.scale.workers import (
+from harness.workers import (
     ROUNDS_CHAIN,
     chain_runs,
     completed_tasks,
@@ -33,6 +31,8 @@ from tests.scale.workers import (
     submissions,
     wait_for,
 )
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import content_hash
 
 pytestmark = pytest.mark.prefect_server
 

@@ -17,7 +17,8 @@ import uuid
 import pytest
 
 from deployments.pool import CRASH_AFTER
-from tests.scale.workers import (
+from harness.chains import agent_writes
+from harness.workers import (
     chain_runs,
     dying_chain,
     executions,
@@ -27,7 +28,6 @@ from tests.scale.workers import (
     stop,
     wait_for,
 )
-from tests.sensor.chains import agent_writes
 
 pytestmark = pytest.mark.prefect_server
 HEARTBEATS = 3

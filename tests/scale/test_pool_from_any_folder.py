@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.chains import agent_writes, make_chain
+from harness.workers import ROOT, chain_runs, pool_exists, stop, wait_for
 from slotrelay.chain.slots import read_slot
-from tests.scale.workers import ROOT, chain_runs, pool_exists, stop, wait_for
-from tests.sensor.chains import agent_writes, make_chain
 
 pytestmark = pytest.mark.prefect_server
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, http_status, interrupt_up, wait_for_up
-from tests.scale.conftest import small_chain
+from harness.chains import small_chain
+from harness.ports import free_port
+from tests.conftest import http_status, interrupt_up, wait_for_up
 
 ROOT = Path(__file__).resolve().parents[2]
 # The commands of docs/beyond.md, run here with the test's cluster, port and chain.

@@ -11,10 +11,7 @@ import uuid
 import pytest
 
 from deployments.pool import MIN_CRASH_AFTER
-from slotrelay.chain.ledger import LEDGER_FILE_NAME
-from slotrelay.chain.slots import read_slot
-from tests.scale.test_readme_beyond import PAGE
-from tests.scale.workers import (
+from harness.workers import (
     BURST_SOURCES,
     README_WATCH,
     README_WORKER,
@@ -29,6 +26,9 @@ from tests.scale.workers import (
     wait_for,
     write_burst,
 )
+from slotrelay.chain.ledger import LEDGER_FILE_NAME
+from slotrelay.chain.slots import read_slot
+from tests.scale.test_readme_beyond import PAGE
 
 
 def completed(path) -> bool:
@@ -36,6 +36,10 @@ def completed(path) -> bool:
     return bool(document) and document.get("status") == "completed"
 
 
+# `slow`: 200 slots on PostgreSQL and two workers (a minute and a half of one worker). Each target running
+# exactly once in a burst is tests/sensor/test_deployment_path.py's; runs on a pool's workers,
+# tests/scale/test_dead_worker.py's; a chain into PostgreSQL, tests/scale/test_postgres_server.py's.
+@pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.timeout(1200)
 def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgres_prefect_server, tmp_path):

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.chains import RunRecorder
 from slotrelay.chain.sensor import ChainRouter, SlotSensor
-
-from .chains import RunRecorder
 
 
 @pytest.fixture

@@ -8,10 +8,9 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from chains import RunRecorder
-
+from harness.chains import RunRecorder
 from slotrelay.chain.sensor import ChainRouter, SlotSensor
 
 if __name__ == "__main__":

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.chains import WORK_CALLABLE, WORK_MODULE, agent_writes, make_chain
+from harness.ports import free_port
+from harness.workers import environment, start_worker, stop
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
-from tests.conftest import free_port, http_status, recorded_task_runs
-from tests.scale.workers import environment, start_worker, stop
-
-from .chains import WORK_CALLABLE, WORK_MODULE, agent_writes, make_chain
+from tests.conftest import http_status, recorded_task_runs
 
 pytestmark = pytest.mark.prefect_server
 

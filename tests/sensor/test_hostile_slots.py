@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.chains import RunRecorder, agent_writes, make_chain
 from slotrelay.chain import NodeError
 from slotrelay.chain.errors import SLOT_INVALID
 from slotrelay.chain.executors import wait_for_output
 from slotrelay.chain.slots import SlotInvalid, read_output_slot
 
-from .chains import RunRecorder, agent_writes, make_chain
 from .test_routing import _start_sensor_process, routed_keys, wait_for
 
 MALFORMED = {

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.chains import RunRecorder, agent_writes, make_chain, recorded_runs
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.slots import read_slot
-
-from .chains import RunRecorder, agent_writes, make_chain, recorded_runs
 
 HERE = Path(__file__).parent
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import free_port, http_status, interrupt_up, migrated_home, wait_for_up
-
-from .chains import agent_writes
+from harness.chains import agent_writes
+from harness.ports import free_port
+from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_MODULE = '''

@@ -21,11 +21,10 @@ import psutil
 import pytest
 
 from deployments import prefect_compat
+from harness.chains import agent_writes, make_chain
 from slotrelay.chain.slots import read_slot
 from tests.support.processes import log_text
 from tests.support.waiting import wait_until
-
-from .chains import agent_writes, make_chain
 
 pytestmark = pytest.mark.prefect_server
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.chains import WORK_CALLABLE, WORK_MODULE
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import input_slot_document, read_slot, write_json_atomic
 
-from .chains import WORK_CALLABLE, WORK_MODULE
 from .test_deployment_path import ROOT, wait_for
 
 pytestmark = pytest.mark.prefect_server

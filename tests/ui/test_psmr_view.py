@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from starlette.testclient import TestClient
 
+from harness.ports import free_port
 from psmr_view import create_app
 from psmr_view.errors import ViewError
 from psmr_view.graph_svg import MAX_DRAWN
@@ -48,7 +49,6 @@ from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.overview import MAP_MODULES, SYMBOL_KINDS
 from slotrelay.psmr.store import Store, Workspace
 from tests.conftest import (
-    free_port,
     interrupt_up,
     migrated_home,
     require_service,

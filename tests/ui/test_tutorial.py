@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import read_slot
 from tests.chain.test_arbitration import SLOTRELAY, wait_paused
-from tests.conftest import free_port, http_status, interrupt_up, migrated_home, wait_for_up
+from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
 from tests.sensor.test_up import start_up
 from tests.ui.test_resume_form import BROWSER_TIMEOUT_MS, NODE, browser_tools, resume_in_browser
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # The worker's log line, sent to the flow run's logs by Prefect 3's `BaseWorker`.
 SUBMITTED_BY = re.compile(r"Worker '([^']+)' submitting flow run")
 # The commands docs/beyond.md shows; the processes below are started from them.
@@ -40,7 +40,7 @@ def burst_sources(slots: int) -> tuple[int, ...]:
 
 def burst_chains(folder: Path, prefix: str, sources: tuple[int, ...] = BURST_SOURCES) -> dict[str, Path]:
     """chain_id -> chain file: a chain per `sources` entry, with that many sources routed to targets."""
-    from tests.sensor.chains import make_chain
+    from harness.chains import make_chain
 
     return {f"{prefix}-{i}": make_chain(folder / f"{prefix}-{i}", f"{prefix}-{i}", n)
             for i, n in enumerate(sources)}
@@ -48,7 +48,7 @@ def burst_chains(folder: Path, prefix: str, sources: tuple[int, ...] = BURST_SOU
 
 def write_burst(folder: Path, chain_ids: list[str], sources: tuple[int, ...] = BURST_SOURCES) -> list[Path]:
     """Write the burst's agent output slots (chain folders under `folder`); the targets' output slots."""
-    from tests.sensor.chains import agent_writes
+    from harness.chains import agent_writes
 
     for start in range(0, max(sources), WAVE):
         for chain_id, count in zip(chain_ids, sources, strict=True):
@@ -287,7 +287,7 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: 
     worker-a takes its run; once `slow` runs, worker-b starts and worker-a is killed with its flow-run
     process (kill -9); then wait for the run to complete. The chain's id is the folder's name; logs go
     beside it."""
-    from tests.sensor.chains import agent_writes
+    from harness.chains import agent_writes
 
     chain_id = folder.name
     chain = dying_chain(folder, chain_id)
@@ -409,7 +409,7 @@ def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
     test waits for the second run to complete. The chain's id is the folder's name; logs go beside it."""
     import psutil
 
-    from tests.sensor.chains import agent_writes
+    from harness.chains import agent_writes
 
     chain_id = folder.name
     chain = rounds_chain(folder, chain_id)

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import free_port
+from harness.ports import free_port
 
 DATABASE = "prefect"
 ROLE = "slotrelay"

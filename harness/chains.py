@@ -1,4 +1,5 @@
-"""Chains, agent writes and a run recorder for the sensor tests, built on real temporary folders."""
+"""Chains, agent writes and a run recorder for the sensor and scale tests and the routing benches, built on
+real temporary folders; a small two-node chain that runs without an agent."""
 
 from __future__ import annotations
 
@@ -134,3 +135,34 @@ def recorded_runs(path: Path) -> list[dict]:
         except ValueError:
             continue
     return runs
+
+
+# The small chain's nodes: two plain functions, no agent.
+SMALL_NODES = '''
+def count(data):
+    return {"numbers": [1, 2, 3]}
+
+
+def double(data):
+    return {"doubled": [2 * n for n in data["numbers"]]}
+'''
+
+
+def small_chain(folder: Path, chain_id: str = "small") -> Path:
+    """A two-node python chain (count, then double) that runs on its own, without any agent."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{chain_id}_nodes.py").write_text(SMALL_NODES)
+    chain = {
+        "chain_id": chain_id,
+        "nodes": [
+            {"node_id": "count", "output_slot": {"slot_id": "count", "path": "slots/count_output.json"},
+             "executor": {"kind": "python", "callable": f"{chain_id}_nodes:count"}},
+            {"node_id": "double", "input_slot": {"slot_id": "double-in", "path": "slots/double_input.json"},
+             "output_slot": {"slot_id": "double", "path": "slots/double_output.json"},
+             "executor": {"kind": "python", "callable": f"{chain_id}_nodes:double"}},
+        ],
+        "routes": [{"route_id": "count-to-double", "from_node": "count", "to_node": "double"}],
+    }
+    path = folder / "node_chain.json"
+    path.write_text(json.dumps(chain))
+    return path

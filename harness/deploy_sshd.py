@@ -24,7 +24,7 @@ from pathlib import Path
 
 import asyncssh
 
-from tests.conftest import stop_process_group
+from harness.process_groups import stop_process_group
 
 SSHD = "/usr/sbin/sshd"
 SSH_USER = "slotrelay-ssh"
