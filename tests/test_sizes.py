@@ -18,8 +18,6 @@ MODULE_MAX = 800
 
 # (file name, qualified name or None for the module itself): why it is still over.
 STILL_OVER: dict[tuple[str, str | None], str] = {
-    ("link.py", None): "the resolver: Linker is split into evaluation, rounds and record (issue 35)",
-    ("link.py", "Linker._eval"): "the resolver's evaluation, split with Linker (issue 35)",
     ("extract.py", None): "the fast pass's extractor, split with the resolver (issue 35)",
     ("extract.py", "extract"): "the fast pass's entry, split with the resolver (issue 35)",
 }
