@@ -56,7 +56,7 @@ CALLED_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
 WRAPPED_BUFFER_CALLS: dict[str, tuple[str, ...]] = {
     "io.TextIOWrapper": ("readable", "writable", "seekable", "tell"),
 }
-# The standard library's copying and pickling: what each returns of its argument (see `serialized`).
+# The standard library's copying and pickling: what each returns of its argument (see `Evaluator.serialized`).
 SERIALIZERS = frozenset({"copy.copy", "copy.deepcopy", "pickle.dumps", "pickle.loads"})
 # Calls whose result is, for the calls it makes, their first argument: calling a partial calls the
 # function it wraps; `update_wrapper` returns the wrapper it gave the wrapped one's metadata.

@@ -79,7 +79,7 @@ class ArgumentFlow:
             asked = sorted(item[1:] for item in used if type(item) is tuple and item[0] == "@site")
             self.pending.clear()
         if not self.strict and not self.memo.deep:
-            # What no parameter flowed into, the strict linker evaluates alike (see `_run`).
+            # What no parameter flowed into, the strict linker evaluates alike (see `Linker._run`).
             self.param_free = self.memo.unread()
 
     def flow_arguments(self, site: dict[str, Any]) -> frozenset[tuple[tuple[str, Any], Any]]:
