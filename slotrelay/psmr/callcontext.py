@@ -42,8 +42,12 @@ class CallContexts:
 
     def mentions_param(self, ref: Any, func: str) -> bool:
         """Whether a ref's value may depend on the arguments of a call of func (cached)."""
-        mentions: bool = cached(self.memo, self.record,
-            self._mentions, ("@mentions", ref, func), lambda: self._mentions_param(ref, func, 0)
+        mentions: bool = cached(
+            self.memo,
+            self.record,
+            self._mentions,
+            ("@mentions", ref, func),
+            lambda: self._mentions_param(ref, func, 0),
         )
         return mentions
 

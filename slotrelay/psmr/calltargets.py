@@ -371,8 +371,12 @@ class CallTargets:
     def is_abstract(self, method: str) -> bool:
         """Whether a method only declares what subclasses implement: `@abstractmethod`, a stub body
         (`...`, `pass`, `raise NotImplementedError`), or a method of a Protocol (cached)."""
-        abstract: bool = cached(self.memo, self.record,
-            self._abstract, ("@abstract", method), lambda: self._is_abstract(method)
+        abstract: bool = cached(
+            self.memo,
+            self.record,
+            self._abstract,
+            ("@abstract", method),
+            lambda: self._is_abstract(method),
         )
         return abstract
 
@@ -637,8 +641,12 @@ class CallTargets:
         """The tree's functions a ref that denotes too many values to carry (`("many", n)`) may call:
         through the parameters and instance attributes it reads, each argument the tree passes them
         evaluated alone (a few levels deep), the functions among its values (cached)."""
-        found: frozenset[Value] = cached(self.memo, self.record,
-            self._enumerated, ("@enumerated", ref), lambda: frozenset(self._enumerate(ref, 0, {}))
+        found: frozenset[Value] = cached(
+            self.memo,
+            self.record,
+            self._enumerated,
+            ("@enumerated", ref),
+            lambda: frozenset(self._enumerate(ref, 0, {})),
         )
         return found
 

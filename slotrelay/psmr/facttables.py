@@ -159,8 +159,12 @@ class NameBindings:
     def binding_refs(self, name_ref: Any) -> tuple[Any, ...]:
         """The refs a name is bound to in the nearest scope that binds it (cached: the bindings are
         fixed)."""
-        refs: tuple[Any, ...] = cached(self.memo, self.record,
-            self._binding_refs, ("@binding_refs", name_ref), lambda: self._find_binding_refs(name_ref)
+        refs: tuple[Any, ...] = cached(
+            self.memo,
+            self.record,
+            self._binding_refs,
+            ("@binding_refs", name_ref),
+            lambda: self._find_binding_refs(name_ref),
         )
         return refs
 
@@ -177,7 +181,9 @@ class NameBindings:
 
     def binding_kinds(self, name_ref: Any) -> frozenset[str]:
         """The kinds of ref a name is bound to (`imp`, `param`, `def`, ...), cached."""
-        kinds: frozenset[str] = cached(self.memo, self.record,
+        kinds: frozenset[str] = cached(
+            self.memo,
+            self.record,
             self._binding_kinds,
             ("@binding_kinds", name_ref),
             lambda: frozenset(r[0] for r in self.binding_refs(name_ref)),
