@@ -1,9 +1,7 @@
 """PSMR reads in small pieces: no function in slotrelay/psmr/ over 80 lines and no module over 800.
 
-A function's length is that of its `def` (decorators excluded) to its last line. What is still over is
-named in `STILL_OVER` with the work that will bring it under, so the list says what remains; an entry
-that is no longer over fails too, so the list only shrinks. Entries name a module by its file name,
-which holds wherever PSMR's sub-package layout puts it.
+A function's length is that of its `def` (decorators excluded) to its last line; methods and nested
+functions count on their own.
 """
 
 from __future__ import annotations
@@ -15,12 +13,6 @@ from pathlib import Path
 PSMR = Path(__file__).resolve().parents[1] / "slotrelay" / "psmr"
 FUNCTION_MAX = 80
 MODULE_MAX = 800
-
-# (file name, qualified name or None for the module itself): why it is still over.
-STILL_OVER: dict[tuple[str, str | None], str] = {
-    ("link.py", None): "the resolver: Linker is split into evaluation, rounds and record (issue 35)",
-    ("link.py", "Linker._eval"): "the resolver's evaluation, split with Linker (issue 35)",
-}
 
 
 def _functions(tree: ast.Module) -> Iterator[tuple[str, int]]:
@@ -40,35 +32,14 @@ def _functions(tree: ast.Module) -> Iterator[tuple[str, int]]:
     yield from visit(tree, "")
 
 
-def _over() -> dict[tuple[str, str | None], int]:
-    """Every module and function of PSMR over its limit, with its lines."""
-    over: dict[tuple[str, str | None], int] = {}
+def test_no_psmr_function_over_80_lines_nor_module_over_800() -> None:
+    over = []
     for path in sorted(PSMR.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
+        where = path.relative_to(PSMR).as_posix()
         lines = len(text.splitlines())
         if lines > MODULE_MAX:
-            over[(path.name, None)] = lines
-        for name, length in _functions(ast.parse(text, filename=str(path))):
-            if length > FUNCTION_MAX:
-                over[(path.name, name)] = length
-    return over
-
-
-def _describe(entries: set[tuple[str, str | None]], over: dict[tuple[str, str | None], int]) -> list[str]:
-    return sorted(f"{file}{'' if name is None else '::' + name} ({over.get((file, name), '-')} lines)"
-                  for file, name in entries)
-
-
-def test_psmr_file_names_are_unique() -> None:
-    names = [path.name for path in PSMR.rglob("*.py") if path.name != "__init__.py"]
-    assert sorted({n for n in names if names.count(n) > 1}) == []
-
-
-def test_no_psmr_function_over_80_lines_nor_module_over_800() -> None:
-    over = _over()
-    assert _describe(set(over) - set(STILL_OVER), over) == []
-
-
-def test_every_entry_still_over_is_still_over() -> None:
-    over = _over()
-    assert _describe(set(STILL_OVER) - set(over), over) == []
+            over.append(f"{where} ({lines} lines)")
+        over += [f"{where}::{name} ({length} lines)"
+                 for name, length in _functions(ast.parse(text, filename=str(path))) if length > FUNCTION_MAX]
+    assert over == []

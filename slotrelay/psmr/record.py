@@ -23,7 +23,7 @@ Site = tuple[str, int]
 
 
 class FactTables(Protocol):
-    """The facts of every module of a tree as tables by name (see `slotrelay.psmr.link`), as far as a
+    """The facts of every module of a tree as tables by name (see `slotrelay.psmr.facttables`), as far as a
     replay compares them before and after an edit."""
 
     scopes: dict[str, dict[str, Any]]
