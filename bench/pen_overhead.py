@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.stub_model import SUM_CODE, StubModel
 from slotrelay import sandbox
 from slotrelay.pen import ModelSettings, write
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 
 INPUTS = {"numbers": list(range(100))}
 PHASES = ("screening", "model", "sandbox", "persistence")

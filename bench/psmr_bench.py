@@ -41,7 +41,7 @@ def _timed(fn):
 def measure(package: str) -> dict:
     """All figures for one package (run in a child process)."""
     from slotrelay.psmr.api import build_workspace, call
-    from slotrelay.psmr.store import Store
+    from slotrelay.psmr.workspace.store import Store
 
     source = Path(importlib.import_module(package).__file__).parent
     work = Path(tempfile.mkdtemp(prefix="psmr-bench-"))

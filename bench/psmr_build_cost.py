@@ -10,7 +10,7 @@ process of its own, so the child's CPU time (user + system) and peak resident me
 `os.wait4`, are that build's alone. The budget is BUDGET_CPU_S_PER_10K_LINES CPU seconds per 10,000
 lines of Python (every line of every `.py` file) and BUDGET_PEAK_MB of peak memory; a package over
 either is marked, and the bench exits 1. A build that met its own default budget (`budget_exceeded`,
-see slotrelay.psmr.buildbudget) is marked too: the build budget must never be the normal path. The
+see slotrelay.psmr.analysis.buildbudget) is marked too: the build budget must never be the normal path. The
 baseline of each figure is the package's own size.
 """
 

@@ -24,7 +24,7 @@ from rich.table import Table
 from slotrelay import fsio
 from slotrelay.psmr import api
 from slotrelay.psmr.grants import Grants
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.workspace.store import Store
 
 PACKAGE = "rich"
 console = Console()

@@ -18,7 +18,7 @@ For each package (pinned below, all typed and pure Python, with a pytest suite o
    call site of the same files.
 
 Mapping what ran onto PSMR's nodes: a code object is named by its file (the module, as
-`slotrelay.psmr.build.module_name` names it) and its `co_qualname` with the `<locals>` parts removed
+`slotrelay.psmr.workspace.build.module_name` names it) and its `co_qualname` with the `<locals>` parts removed
 (`f.<locals>.g` is `f.g`, a method of a class defined in a function `f.C.m`), which is how PSMR names
 nested definitions. Lambdas, comprehensions and generator expressions are folded into the function
 that holds them, on both sides: a call made in `[g(x) for x in xs]` inside `f` is f's call, and PSMR's
@@ -282,7 +282,7 @@ class Index:
     """The analysed files' definitions and call sites, named as PSMR names them."""
 
     def __init__(self, root: Path, files: list[Path]) -> None:
-        from slotrelay.psmr.build import module_name
+        from slotrelay.psmr.workspace.build import module_name
 
         self.root = root
         self.defs: dict[str, Definition] = {}
@@ -375,7 +375,7 @@ def jedi_edges(index: Index, graph: Any, progress: Any) -> set[tuple[str, str]]:
     """jedi's call edges over every call site of the analysed files."""
     import jedi
 
-    from slotrelay.psmr.importgraph import import_base
+    from slotrelay.psmr.workspace.importgraph import import_base
 
     project = jedi.Project(str(import_base(index.root)))
     rel_of = {str(s.path.resolve()): rel for rel, s in index.sources.items()}
@@ -564,8 +564,8 @@ def measure(
     audit_confirmed: bool = False,
 ) -> dict[str, Any]:
     from slotrelay.psmr.api import build_workspace
-    from slotrelay.psmr.build import discover, module_name
-    from slotrelay.psmr.store import Store
+    from slotrelay.psmr.workspace.build import discover, module_name
+    from slotrelay.psmr.workspace.store import Store
 
     task = progress.add_task(f"{package.name} {package.version}", total=5)
     sdist = fetch(package)

@@ -34,10 +34,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from slotrelay.psmr import graph, importgraph, link, parts, relink
-from slotrelay.psmr import store as store_module
+from slotrelay.psmr.analysis import link, relink
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.kept import KeptResolutions
+from slotrelay.psmr.workspace import graph, importgraph, parts
+from slotrelay.psmr.workspace import store as store_module
+from slotrelay.psmr.workspace.kept import KeptResolutions
 
 # Each phase and the functions whose time counts in it (a replay, or the full resolution it falls
 # back to, is resolution). The build imports them from their modules when it runs a phase, so they

@@ -292,7 +292,7 @@ def _executor_settings(chain: Chain, model_block: str | None, sandbox_policy: st
     # for every chain it watches).
     from flows.pen import code_model, sandbox_settings
     from slotrelay.pen.node import PenNodeSettings
-    from slotrelay.psmr.effects import effects
+    from slotrelay.psmr.analysis.effects import effects
 
     model, sandbox = code_model(model_block), sandbox_settings(sandbox_policy)
     return {"pen": PenNodeSettings(effect_screen=effects, model=model, sandbox=sandbox)}

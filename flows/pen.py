@@ -22,7 +22,7 @@ from slotrelay.pen import config, writer
 from slotrelay.pen.errors import InvalidPenRequest, PenError, SandboxStartFailed
 from slotrelay.pen.model_client import ModelSettings
 from slotrelay.pen.run import PenRun
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 from slotrelay.sandbox.backends import check_policy_images
 from slotrelay.sandbox.errors import SandboxRequestError, SandboxUnavailable
 from slotrelay.sandbox.settings import SandboxSettings

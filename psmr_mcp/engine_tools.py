@@ -470,7 +470,7 @@ class EngineTools:
         from slotrelay.pen import PenError
         from slotrelay.pen import write as pen_write
         from slotrelay.pen.config import model_settings
-        from slotrelay.psmr.effects import effects
+        from slotrelay.psmr.analysis.effects import effects
         from slotrelay.psmr.errors import CapabilityDenied, PsmrError
 
         if self.pen_root is None:

@@ -5,7 +5,7 @@ analyse a folder only if it lies inside a root given on the command line (`--wor
 writing source files and running tests take their own flags (`slotrelay.psmr.grants`). Paths are compared
 after resolving symlinks and `..`, so a link inside a root that points outside it is refused too.
 
-Every workspace lives in one store (`slotrelay.psmr.store.default_store`, in slotrelay's state
+Every workspace lives in one store (`slotrelay.psmr.workspace.store.default_store`, in slotrelay's state
 folder, or the `--store DIR` the server was started with), never in the analysed folder; the registry
 remembers which store holds which workspace id, so a tool call only names the id.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery, WorkspaceNotFound
-from slotrelay.psmr.kept import KeptResolutions
+from slotrelay.psmr.workspace.kept import KeptResolutions
 
 
 @dataclass(frozen=True)

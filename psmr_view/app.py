@@ -148,7 +148,7 @@ def create_app(store: Path, *, hosts: Iterable[str], workspace_id: str | None = 
 
         def build() -> str:
             # Not under a lock the pages wait on: building two revisions takes seconds, and the core
-            # serialises the builds of one workspace itself (slotrelay/psmr/build.py).
+            # serialises the builds of one workspace itself (slotrelay/psmr/workspace/build.py).
             reader = WorkspaceReader(store, request.path_params["workspace_id"])
             return pages.compare_revisions(reader, form)
 

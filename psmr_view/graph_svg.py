@@ -9,7 +9,7 @@ sits on another page of the slice is drawn dashed-grey. Each node links to its o
 edge links to its evidence page. A `calls` edge whose every site is the exception of a `raise` is
 drawn as `raises` (`psmr_view.sites`).
 
-The module map draws the largest modules (`slotrelay.psmr.overview.module_map`), boxed by package,
+The module map draws the largest modules (`slotrelay.psmr.ops.overview.module_map`), boxed by package,
 each sized by its symbols, with each module's most-used imports as arrows.
 
 Graphviz escapes the labels; node names in the dot source are generated (`n0`, `n1`, ...) because
@@ -27,8 +27,8 @@ from typing import Any
 import graphviz
 
 from psmr_view.errors import ViewError
-from slotrelay.psmr.graph import qname
-from slotrelay.psmr.overview import ModuleMap
+from slotrelay.psmr.ops.overview import ModuleMap
+from slotrelay.psmr.workspace.graph import qname
 
 SHAPES = {
     "module": "folder",
@@ -214,7 +214,7 @@ def module_map_svg(modules: ModuleMap, *, node_url: Callable[[str], str]) -> str
     drawn.
 
     Parameters:
-        modules: the map (`slotrelay.psmr.overview.module_map`).
+        modules: the map (`slotrelay.psmr.ops.overview.module_map`).
         node_url: the link of a module (its symbol page).
 
     Returns:

@@ -23,10 +23,10 @@ from psmr_view.paging import BUDGETS, Pager, PageRef, pager
 from psmr_view.reader import WorkspaceReader, list_workspaces
 from psmr_view.source import excerpt
 from slotrelay.psmr import api
-from slotrelay.psmr import overview as orientation
 from slotrelay.psmr.errors import PsmrError
 from slotrelay.psmr.operators import FINDING_KINDS, OPERATIONS, RELATIONS, SEARCH_KINDS
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.ops import overview as orientation
+from slotrelay.psmr.workspace.store import Store
 
 Page = tuple[str, dict[str, Any]]
 DELTA_ID = re.compile(r"dl_[0-9a-f]+")
@@ -122,7 +122,7 @@ def _overload_groups(req: PageRequest, conflicts: list[dict[str, Any]]) -> set[s
 
 
 def overview(req: PageRequest) -> Page:
-    """What to read first (`slotrelay.psmr.overview`: the module map, entry points, busiest symbols,
+    """What to read first (`slotrelay.psmr.ops.overview`: the module map, entry points, busiest symbols,
     findings worth reading first), the open conflicts, then workspace.describe's counts."""
     described = req.reader.call("workspace.describe", {}, budget={"max_nodes": 1})["data"]
     unknowns = req.reader.call("query.unknowns", {}, budget={"max_nodes": 1})["data"]

@@ -1,7 +1,7 @@
 """One page's reads of one workspace: every answer from `slotrelay.psmr.api.call`, checked for one version.
 
 A page may call several operators (the overview asks describe, unknowns, conflicts and deltas, and
-reads the loaded workspace for its orientation: `slotrelay.psmr.overview`).
+reads the loaded workspace for its orientation: `slotrelay.psmr.ops.overview`).
 A rebuild that lands between two of those calls would mix two versions on one page, so the reader
 notes the workspace version from its manifest before the first call and checks it again after
 the last (`check_unchanged`): a page that straddles a rebuild is refused with 409, never shown mixed.
@@ -18,7 +18,7 @@ from psmr_view.paging import PageRef
 from psmr_view.source import SourceFiles
 from slotrelay.psmr import api
 from slotrelay.psmr.errors import PsmrError
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.workspace.store import Store, Workspace
 
 WORKSPACE_ID = re.compile(r"ws_[0-9a-f]+")
 

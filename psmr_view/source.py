@@ -1,7 +1,7 @@
 """The source lines behind a span: the file the workspace was built from, the span's lines marked.
 
 The file is read from the workspace's source root (a revision's worktree for `--rev` builds), only
-if it is one of the workspace's files, as the build read it (`slotrelay.psmr.build.read_artifact`: a
+if it is one of the workspace's files, as the build read it (`slotrelay.psmr.workspace.build.read_artifact`: a
 regular file inside the root, its folders and itself opened without following a link out of it and
 without blocking, so a file swapped for a FIFO gives a warning, not a hung page). When its content no
 longer matches the hash recorded at build time, the lines are still shown, with a warning that they
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from psmr_view.errors import ViewError
-from slotrelay.psmr.build import NotSource, Unanalysable, read_artifact
+from slotrelay.psmr.workspace.build import NotSource, Unanalysable, read_artifact
 
 CONTEXT_LINES = 4
 

@@ -1,9 +1,9 @@
 """What a static screen finds in one code string, and the shape of a screen: shared by the pen and PSMR.
 
 The pen refuses generated code by what it does to the world (network, subprocess, file, environment,
-dynamic code); PSMR's analyzer finds that (`slotrelay.psmr.effects.effects`, the resolver of a workspace
-build run on one module). Neither package imports the other: the caller that starts a pen (the CLI, the
-MCP server, the flows) hands it PSMR's screen as an `EffectScreen`, so the type lives here, below both.
+dynamic code); PSMR's analyzer finds that (`slotrelay.psmr.analysis.effects.effects`, the resolver of a
+workspace build run on one module). Neither package imports the other: the caller that starts a pen (the CLI,
+the MCP server, the flows) hands it PSMR's screen as an `EffectScreen`, so the type lives here, below both.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def registry_check(
 ) -> dict[str, Any]:
     """Run a shared pen's test examples in the sandbox and the static screen."""
     from slotrelay.pen import registry
-    from slotrelay.psmr.effects import effects
+    from slotrelay.psmr.analysis.effects import effects
 
     return registry.check(root, pen_id, effect_screen=effects, backend=backend, settings=settings).to_json()
 

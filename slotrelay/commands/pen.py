@@ -201,7 +201,7 @@ def write(
     body.setdefault("intent", "")
     from slotrelay.pen import write as pen_write
     from slotrelay.pen.config import model_settings
-    from slotrelay.psmr.effects import effects
+    from slotrelay.psmr.analysis.effects import effects
 
     model = model_settings(root=root, env_file=env_file)
     if not as_json:
@@ -253,7 +253,7 @@ def review(
     """Review a shared pen: run its test examples and the static screen, then apply the verdict."""
     _check_root(root)
     from slotrelay.pen import review as pen_review
-    from slotrelay.psmr.effects import effects
+    from slotrelay.psmr.analysis.effects import effects
 
     with _progress(f"reviewing {pen_id}: running its test examples in the sandbox", as_json):
         outcome = pen_review(

@@ -79,8 +79,8 @@ def build(
             raise BadInput("--watch watches the files of PATH; a --rev never changes, leave one of them out")
         _watch(path, store, as_json)
         return
+    from slotrelay.psmr.analysis.buildbudget import BuildBudget
     from slotrelay.psmr.api import build_workspace
-    from slotrelay.psmr.buildbudget import BuildBudget
 
     for option, value in (("--max-cpu-s", max_cpu_s), ("--max-memory-mb", max_memory_mb)):
         if value is not None and value <= 0:
@@ -123,7 +123,7 @@ def _counts(summary: dict[str, Any]) -> str:
 def _watch(path: Path, store: Path | None, as_json: bool) -> None:
     """`build --watch`: build, then update after each change until Ctrl-C or SIGTERM."""
     from slotrelay.psmr.errors import PsmrError
-    from slotrelay.psmr.watch import TreeWatcher
+    from slotrelay.psmr.workspace.watch import TreeWatcher
 
     if not path.is_dir():
         raise BadInput(f"PATH {path} is not a folder; give the root of the Python code to watch")
@@ -206,8 +206,8 @@ def callgraph(
     store: StoreOption = None,
 ) -> None:
     """Export the workspace's call graph as {"caller": ["callee", ...]}."""
-    from slotrelay.psmr.export import callgraph as export_callgraph
-    from slotrelay.psmr.store import Store
+    from slotrelay.psmr.workspace.export import callgraph as export_callgraph
+    from slotrelay.psmr.workspace.store import Store
 
     graph = export_callgraph(Store.open(store).load(workspace_id))
     # Written beside the target and renamed, so a failed write never leaves half a graph behind.
@@ -248,7 +248,7 @@ def view(
     """Serve the human view of a PSMR store on 127.0.0.1: the same operators the MCP tools call."""
     from psmr_view.serve import NotLoopback, require_loopback, serve
     from slotrelay.psmr.api import build_workspace
-    from slotrelay.psmr.store import Store
+    from slotrelay.psmr.workspace.store import Store
 
     try:
         require_loopback(host)

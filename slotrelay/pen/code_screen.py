@@ -1,7 +1,7 @@
 """Generated-code screen: the code model's program, read before it runs (MPP-E005 without running it).
 
 Python goes through the screen the pen's caller hands it (an `EffectScreen`: PSMR's analyzer,
-`slotrelay.psmr.effects.effects`, the same resolver as a workspace build, so aliases and
+`slotrelay.psmr.analysis.effects.effects`, the same resolver as a workspace build, so aliases and
 `from x import y` resolve), which reports network, subprocess, file and dynamic-code effects; the pen
 adds, from the AST, the literal paths and URLs the code names, checked against `fs` and the network
 allow-list. Node and shell are read through their tokens.
@@ -254,7 +254,7 @@ def screen_code(
         code: the program's source.
         lang: its language.
         options: the request's sandbox options.
-        effect_screen: the effects of Python code (PSMR's `slotrelay.psmr.effects.effects`).
+        effect_screen: the effects of Python code (PSMR's `slotrelay.psmr.analysis.effects.effects`).
 
     Returns:
         The findings, in source order (empty when the code looks clean).
@@ -286,7 +286,7 @@ def enforce_screen(
         code: the program's source.
         lang: its language.
         options: the request's sandbox options.
-        effect_screen: the effects of Python code (PSMR's `slotrelay.psmr.effects.effects`).
+        effect_screen: the effects of Python code (PSMR's `slotrelay.psmr.analysis.effects.effects`).
 
     Returns:
         An empty list (the code passed).

@@ -47,7 +47,8 @@ class PenNodeSettings:
 
     Attributes:
         effect_screen: the effects of Python code, for the static screen (PSMR's
-            `slotrelay.psmr.effects.effects`: the pen does not import PSMR, the caller hands it over).
+            `slotrelay.psmr.analysis.effects.effects`: the pen does not import PSMR, the caller hands it
+            over).
         model: the code model (None: the environment, the node's `env_file`, what the root's `.env`
             may set).
         sandbox: the operator's sandbox policy (None: the environment's daemon, then bwrap).

@@ -104,7 +104,7 @@ def check(
         root: the pen's root folder.
         pen_id: a pen in state `shared`.
         effect_screen: the effects of Python code, for the static screen (PSMR's
-            `slotrelay.psmr.effects.effects`).
+            `slotrelay.psmr.analysis.effects.effects`).
         backend: the sandbox backend (None: the sandbox's default).
         settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 
@@ -260,7 +260,8 @@ def review(
 ) -> ReviewOutcome:
     """Check a shared pen (if not checked yet) and apply the verdict, as `slotrelay pen review` does.
 
-    `effect_screen` is `check`'s: the effects of Python code (PSMR's `slotrelay.psmr.effects.effects`).
+    `effect_screen` is `check`'s: the effects of Python code (PSMR's
+    `slotrelay.psmr.analysis.effects.effects`).
 
     Raises:
         PenNotFound, IllegalTransition, InvalidPenRequest, SandboxStartFailed: as `check` and `verdict`.

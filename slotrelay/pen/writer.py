@@ -477,7 +477,8 @@ def write(
         root: the pen's root folder (persona brains, module registry, audit log).
         model: the code model's endpoint.
         effect_screen: the effects of Python code, for the static screen (PSMR's
-            `slotrelay.psmr.effects.effects`; the pen does not import PSMR, its caller hands it over).
+            `slotrelay.psmr.analysis.effects.effects`; the pen does not import PSMR, its caller hands it
+            over).
         backend: the sandbox backend (None: the sandbox's default).
         settings: the operator's sandbox policy (daemon, images, egress allow-list, pool size).
 

@@ -2,9 +2,9 @@
 
 Entry points: `slotrelay.psmr` (the names of `api`: `call`, `OPERATIONS`, `build_workspace`,
 `list_workspaces`, `Grants`; and `PsmrError`, loaded on first use) and
-`slotrelay.psmr.effects.effects` (a static screen of one code string, which the pen's callers hand it). The flow of a build:
-`build` discovers files -> `extract` (fast pass per file, cached by content hash) -> `link`
-(resolution across files) -> `graph` (MultiDiGraph with evidence, unknowns, conflicts) -> `store`.
+`slotrelay.psmr.analysis.effects.effects` (a static screen of one code string, which the pen's callers hand
+it). The flow of a build: `build` discovers files -> `extract` (fast pass per file, cached by content hash) ->
+`link` (resolution across files) -> `graph` (MultiDiGraph with evidence, unknowns, conflicts) -> `store`.
 Operators live in `queries`, `analyses`, `findings`, `diff` and `infer`; `budgets` pages every result.
 The change half: `delta` (propose; `delta_ops` expands the typed operations, `rewrite` edits through
 libcst, `callbinding` binds call sites), `validation`, `projection` (preview, apply), `execution`

@@ -32,8 +32,8 @@ from slotrelay.psmr.request_schema import RequestSchema
 from slotrelay.validation_text import schema_problem
 
 if TYPE_CHECKING:
-    from slotrelay.psmr.buildbudget import BuildBudget
-    from slotrelay.psmr.kept import KeptResolutions
+    from slotrelay.psmr.analysis.buildbudget import BuildBudget
+    from slotrelay.psmr.workspace.kept import KeptResolutions
 
 __all__ = ["OPERATIONS", "Grants", "build_workspace", "call", "list_workspaces"]
 
@@ -85,11 +85,11 @@ def call(
         operation: an operator name from `OPERATIONS` (e.g. `query.subgraph`).
         request: the request object (see the operator's `input_schema`); may carry `budget` and
             `continuation_token`.
-        store: the store folder (default: `slotrelay.psmr.store.default_store`, the one store in
+        store: the store folder (default: `slotrelay.psmr.workspace.store.default_store`, the one store in
             slotrelay's state folder).
         grants: the capabilities beyond reading (`source-write` roots, `process-execution`); none by
             default, so projection.apply and execution.run_tests answer CAPABILITY_DENIED.
-        kept: the resolutions the calling process keeps (`slotrelay.psmr.kept`), which
+        kept: the resolutions the calling process keeps (`slotrelay.psmr.workspace.kept`), which
             verification.rebuild replays; none by default (it then resolves in full).
 
     Returns:
@@ -133,13 +133,13 @@ def build_workspace(
         path: the root to analyse (a package folder, a project folder, or a git checkout).
         rev: a git revision to analyse from its tree (through a worktree in the store) instead of
             the files on disk.
-        store: the store folder (default: `slotrelay.psmr.store.default_store`).
+        store: the store folder (default: `slotrelay.psmr.workspace.store.default_store`).
         progress: called as `progress(done, total, file)` while files are analysed.
         budget: what resolving may cost (CPU seconds, memory, steps; default `BuildBudget()`, far
             above what real packages take); past it the call sites left are the unknown
             `budget_exceeded` and the workspace is written all the same.
-        kept: the resolutions the calling process keeps (`slotrelay.psmr.kept.KeptResolutions`), for a
-            long-lived process that updates the workspace again: the update replays the last
+        kept: the resolutions the calling process keeps (`slotrelay.psmr.workspace.kept.KeptResolutions`), for
+            a long-lived process that updates the workspace again: the update replays the last
             resolution where the edit reaches. None (the default) keeps nothing.
 
     Returns:
@@ -153,7 +153,7 @@ def build_workspace(
     Raises:
         PsmrError: INVALID_QUERY for a missing root, EXECUTION_FAILED when git fails.
     """
-    from slotrelay.psmr.build import build
+    from slotrelay.psmr.workspace.build import build
 
     return build(path, rev=rev, store=store, progress=progress, budget=budget, kept=kept)
 
@@ -168,6 +168,6 @@ def list_workspaces(*, store: str | Path | None = None) -> list[dict[str, Any]]:
         One `{"workspace_id", "root", "rev", "commit", "version", "files", "updated"}` per workspace,
         sorted by id.
     """
-    from slotrelay.psmr.store import Store
+    from slotrelay.psmr.workspace.store import Store
 
     return Store.open(store).list()

@@ -11,15 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slotrelay.psmr import envelope, queries
-from slotrelay.psmr.budgets import Layout, Page, effective_budget, paginate
+from slotrelay.psmr import envelope
 from slotrelay.psmr.grants import Grants
-from slotrelay.psmr.infer import infer_slice, recorded_disagreements
-from slotrelay.psmr.queries import Answer
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.ops import queries
+from slotrelay.psmr.ops.budgets import Layout, Page, effective_budget, paginate
+from slotrelay.psmr.ops.infer import infer_slice, recorded_disagreements
+from slotrelay.psmr.ops.queries import Answer
+from slotrelay.psmr.workspace.store import Store, Workspace
 
 if TYPE_CHECKING:
-    from slotrelay.psmr.kept import KeptResolutions
+    from slotrelay.psmr.workspace.kept import KeptResolutions
 
 Handler = Callable[..., dict[str, Any]]
 
@@ -144,7 +145,7 @@ def _rebuild() -> Handler:
         effective_budget(request)
         the_store = Store.open(store)
         ws = the_store.load(request["workspace_id"])
-        answer = _deferred("verification", "rebuild")(ws, request, the_store, kept=kept)
+        answer = _deferred("change.verification", "rebuild")(ws, request, the_store, kept=kept)
         return _respond("verification.rebuild", answer, request, request_id, ws.version)
 
     return handler
@@ -171,7 +172,7 @@ def _deferred(module: str, function: str) -> Callable[..., Answer]:
 def _runtime_evidence(ws: Workspace, store: Store) -> dict[str, dict[str, Any]]:
     """The evidence of recorded test runs, by id: execution keeps it, and is imported on first use
     (see `_deferred`)."""
-    from slotrelay.psmr.execution import runtime_evidence
+    from slotrelay.psmr.ops.observations import runtime_evidence
 
     return runtime_evidence(ws, store)
 
@@ -184,12 +185,12 @@ def _operator_list(request: dict[str, Any], store: Store) -> Answer:
 
 def _search(ws: Workspace, request: dict[str, Any], store: Store) -> Answer:
     def motifs() -> list[dict[str, Any]]:
-        from slotrelay.psmr.analyses import motif_instances
+        from slotrelay.psmr.ops.analyses import motif_instances
 
         return motif_instances(ws, store)
 
     def findings() -> dict[str, list[dict[str, Any]]]:
-        from slotrelay.psmr.findings import all_findings
+        from slotrelay.psmr.ops.findings import all_findings
 
         return all_findings(ws, store)
 
@@ -220,28 +221,30 @@ HANDLERS: dict[str, Handler] = {
         "query.conflicts", lambda ws, r, s: queries.conflicts(ws, r, recorded=recorded_disagreements(ws, s))
     ),
     "analysis.impact": _on_workspace(
-        "analysis.impact", lambda ws, r, s: _deferred("analyses", "impact")(ws, r, store=s)
+        "analysis.impact", lambda ws, r, s: _deferred("ops.analyses", "impact")(ws, r, store=s)
     ),
     "analysis.semantic_diff": _plain(
-        "analysis.semantic_diff", lambda r, s: _deferred("diff", "semantic_diff")(r, store=s)
+        "analysis.semantic_diff", lambda r, s: _deferred("ops.diff", "semantic_diff")(r, store=s)
     ),
     "analysis.findings": _on_workspace(
-        "analysis.findings", lambda ws, r, s: _deferred("analyses", "findings")(ws, r, store=s)
+        "analysis.findings", lambda ws, r, s: _deferred("ops.analyses", "findings")(ws, r, store=s)
     ),
     "analysis.motifs": _on_workspace(
-        "analysis.motifs", lambda ws, r, s: _deferred("analyses", "motifs")(ws, r, store=s)
+        "analysis.motifs", lambda ws, r, s: _deferred("ops.analyses", "motifs")(ws, r, store=s)
     ),
     "analysis.contracts": _on_workspace(
-        "analysis.contracts", lambda ws, r, s: _deferred("analyses", "contracts")(ws, r, store=s)
+        "analysis.contracts", lambda ws, r, s: _deferred("ops.analyses", "contracts")(ws, r, store=s)
     ),
-    "delta.propose": _on_workspace("delta.propose", _deferred("delta", "propose")),
-    "delta.list": _on_workspace("delta.list", _deferred("delta", "list_deltas")),
-    "delta.describe": _on_workspace("delta.describe", _deferred("delta", "describe")),
-    "delta.validate": _on_workspace("delta.validate", _deferred("validation", "validate")),
-    "projection.preview": _on_workspace("projection.preview", _deferred("projection", "preview")),
-    "projection.apply": _granted("projection.apply", _deferred("projection", "apply")),
-    "execution.run_tests": _granted("execution.run_tests", _deferred("execution", "run_tests")),
+    "delta.propose": _on_workspace("delta.propose", _deferred("change.delta", "propose")),
+    "delta.list": _on_workspace("delta.list", _deferred("change.delta", "list_deltas")),
+    "delta.describe": _on_workspace("delta.describe", _deferred("change.delta", "describe")),
+    "delta.validate": _on_workspace("delta.validate", _deferred("change.validation", "validate")),
+    "projection.preview": _on_workspace("projection.preview", _deferred("change.projection", "preview")),
+    "projection.apply": _granted("projection.apply", _deferred("change.projection", "apply")),
+    "execution.run_tests": _granted("execution.run_tests", _deferred("change.execution", "run_tests")),
     "verification.rebuild": _rebuild(),
-    "verification.roundtrip": _on_workspace("verification.roundtrip", _deferred("verification", "roundtrip")),
-    "verification.review": _on_workspace("verification.review", _deferred("verification", "review")),
+    "verification.roundtrip": _on_workspace(
+        "verification.roundtrip", _deferred("change.verification", "roundtrip")
+    ),
+    "verification.review": _on_workspace("verification.review", _deferred("change.verification", "review")),
 }

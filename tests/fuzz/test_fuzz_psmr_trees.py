@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from slotrelay.psmr.build import build
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.workspace.build import build
+from slotrelay.psmr.workspace.store import Store
 
 SECRET = "SECRET-outside-the-root-5d1f"
 LIMIT = 4096

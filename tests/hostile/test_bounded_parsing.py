@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from slotrelay.psmr import snippets
 from slotrelay.psmr.api import build_workspace, call
+from slotrelay.psmr.change import snippets
 from tests.mcp.processes import SLOTRELAY
 from tests.psmr.psmr_trees import write_tree
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from slotrelay.psmr.api import Grants, build_workspace, call
-from slotrelay.psmr.execution import EVIDENCE_KIND, RUNTIME_KIND
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.ops.observations import EVIDENCE_KIND, RUNTIME_KIND
+from slotrelay.psmr.workspace.store import Store
 from slotrelay.sandbox import SandboxUnavailable, get_backend
 from tests.conftest import require_service
 from tests.psmr.psmr_trees import write_tree

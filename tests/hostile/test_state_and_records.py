@@ -26,8 +26,8 @@ from mcp import Client
 
 from harness.ports import free_port
 from slotrelay.audit_log import AuditLog
-from slotrelay.psmr import sealed
-from slotrelay.psmr.build import workspace_id
+from slotrelay.psmr.workspace import sealed
+from slotrelay.psmr.workspace.build import workspace_id
 from tests.hostile.conftest import mcp_client, psmr_call, slotrelay, snapshot
 from tests.mcp.processes import start_server, stop_server, wait_for_url
 

@@ -29,17 +29,17 @@ NOT_NEEDED = ("networkx", "jsonschema", "libcst", "jedi", "grimp", "pyflakes", "
 # PSMR's build (the fast pass, the resolver, the assembler), its change side and its analyses.
 # Named in full, so that a module's move (its dotted name rewritten) keeps it checked.
 NOT_NEEDED_OF_PSMR = (
-    "slotrelay.psmr.extract",
-    "slotrelay.psmr.link",
-    "slotrelay.psmr.relink",
-    "slotrelay.psmr.graph",
-    "slotrelay.psmr.callbinding",
-    "slotrelay.psmr.delta",
-    "slotrelay.psmr.projection",
-    "slotrelay.psmr.rewrite",
-    "slotrelay.psmr.analyses",
-    "slotrelay.psmr.findings",
-    "slotrelay.psmr.diff",
+    "slotrelay.psmr.analysis.extract",
+    "slotrelay.psmr.analysis.link",
+    "slotrelay.psmr.analysis.relink",
+    "slotrelay.psmr.workspace.graph",
+    "slotrelay.psmr.analysis.callbinding",
+    "slotrelay.psmr.change.delta",
+    "slotrelay.psmr.change.projection",
+    "slotrelay.psmr.change.rewrite",
+    "slotrelay.psmr.ops.analyses",
+    "slotrelay.psmr.ops.findings",
+    "slotrelay.psmr.ops.diff",
 )
 IMPORTED = re.compile(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)$", re.MULTILINE)
 
@@ -70,7 +70,7 @@ async def test_the_first_answer_imports_only_what_it_needs(
     assert tool in {t.name for t in listed.tools}
     assert not result.is_error, result.content[0].text
     # The log is complete:
-    assert "psmr_mcp.server" in imported and "slotrelay.psmr.store" in imported
+    assert "psmr_mcp.server" in imported and "slotrelay.psmr.workspace.store" in imported
     roots = {name.split(".")[0] for name in imported}
     assert roots.isdisjoint(NOT_NEEDED), sorted(roots & set(NOT_NEEDED))
     assert imported.isdisjoint(NOT_NEEDED_OF_PSMR), sorted(imported & set(NOT_NEEDED_OF_PSMR))

@@ -265,7 +265,7 @@ async def test_an_unexpected_exception_is_logged_and_masked(
 async def test_a_fault_inside_the_core_reaches_the_client_masked(
     registry: WorkspaceRegistry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from slotrelay.psmr import queries
+    from slotrelay.psmr.ops import queries
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("secret internal detail")
@@ -365,7 +365,7 @@ async def test_the_server_replays_its_own_kept_resolution_when_it_rebuilds(tmp_p
 
     root = make_shop(tmp_path / "shop")
     # Enough call sites that a new function reaches a small share of them (a replay's limit,
-    # `slotrelay.psmr.relink.MAX_AGAIN_SHARE`, past which it resolves in full).
+    # `slotrelay.psmr.analysis.relink.MAX_AGAIN_SHARE`, past which it resolves in full).
     for i in range(30):
         (root / "shop" / f"util{i}.py").write_text(f"def h{i}(x):\n    return len(str(x))\n")
     registry = WorkspaceRegistry([root], store=tmp_path / "store")

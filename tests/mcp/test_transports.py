@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 
 from harness.ports import free_port
 from slotrelay import fsio
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.workspace.store import Store
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
 from tests.support.waiting import wait_until

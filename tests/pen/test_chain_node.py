@@ -18,7 +18,7 @@ import pytest
 from harness.stub_model import SUM_CODE
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact, recorded_task_runs
 from tests.support.waiting import wait_until

@@ -12,7 +12,7 @@ from slotrelay.pen.code_screen import enforce_screen, screen_code
 from slotrelay.pen.errors import PermissionViolation
 from slotrelay.pen.models import SandboxOptions
 from slotrelay.pen.node import run_pen_node
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 
 TMP = SandboxOptions()
 NO_FS = SandboxOptions(fs="none")

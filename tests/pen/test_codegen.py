@@ -14,7 +14,7 @@ from slotrelay.pen.codegen import build_messages, extract_code, generate_code
 from slotrelay.pen.errors import CodeGenerationFailed
 from slotrelay.pen.model_client import ChatClient, ModelSettings
 from slotrelay.pen.models import parse_request
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 
 REQUEST = parse_request(
     {

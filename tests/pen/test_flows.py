@@ -21,7 +21,7 @@ from flows.registry_review import registry_review
 from slotrelay import fsio, pen
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import DecisionTimedOut, PermissionViolation
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 from tasks.pen import artifact_key
 from tests.conftest import latest_artifact
 from tests.support.waiting import wait_until

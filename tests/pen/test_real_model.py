@@ -34,7 +34,7 @@ from slotrelay.pen import ModelSettings, write
 from slotrelay.pen.config import model_settings
 from slotrelay.pen.errors import PenError
 from slotrelay.pen.ids import parse_pen_id
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 
 REPO = Path(__file__).resolve().parents[2]
 OPT_IN = "SLOTRELAY_TEST_REAL_MODEL"

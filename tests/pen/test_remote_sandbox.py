@@ -121,7 +121,7 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     from blocks.sandbox_policy import SandboxPolicy
     from flows.chain import run_chain
     from slotrelay.pen.writer import steps as pen_steps
-    from slotrelay.psmr.effects import effects
+    from slotrelay.psmr.analysis.effects import effects
     from tests.conftest import recorded_task_runs
     from tests.pen.test_chain_node import pen_chain
 

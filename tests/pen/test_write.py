@@ -692,7 +692,7 @@ def test_the_steps_run_in_their_one_order_through_the_installed_runner(
     root: Path, model, sandbox_backend: str, monkeypatch
 ) -> None:
     from slotrelay.pen import steps, write
-    from slotrelay.psmr.effects import effects
+    from slotrelay.psmr.analysis.effects import effects
 
     ran: list[str] = []
 

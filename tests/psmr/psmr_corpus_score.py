@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from slotrelay.psmr.build import build
-from slotrelay.psmr.export import callgraph
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.workspace.build import build
+from slotrelay.psmr.workspace.export import callgraph
+from slotrelay.psmr.workspace.store import Store
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from slotrelay.psmr import relink
+from slotrelay.psmr.analysis import relink
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.kept import KeptResolutions
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.workspace.kept import KeptResolutions
+from slotrelay.psmr.workspace.store import Store, Workspace
 
 
 @contextmanager

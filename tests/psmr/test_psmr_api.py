@@ -338,7 +338,7 @@ def test_every_error_code(shop: tuple[str, Path], tmp_path: Path) -> None:
 def test_an_internal_fault_is_logged_and_masked(
     shop: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from slotrelay.psmr import queries
+    from slotrelay.psmr.ops import queries
 
     ws, store = shop
 

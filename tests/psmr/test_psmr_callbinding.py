@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slotrelay.psmr.callbinding import BindError, Unmapped, bind, params_of, parse_parameters, remap_call
+from slotrelay.psmr.analysis.callbinding import (
+    BindError,
+    Unmapped,
+    bind,
+    params_of,
+    parse_parameters,
+    remap_call,
+)
 
 NAMES = ("a", "b", "c", "d")
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.api import Grants, build_workspace, call
-from slotrelay.psmr.projection import write_all
+from slotrelay.psmr.change.projection import write_all
 
 SOURCE = '''"""Greetings."""
 

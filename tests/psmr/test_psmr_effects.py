@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slotrelay.effect_screen import Effect
-from slotrelay.psmr.effects import effects
+from slotrelay.psmr.analysis.effects import effects
 
 SOURCE = """import subprocess as sp
 from os import system

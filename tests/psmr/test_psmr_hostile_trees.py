@@ -27,10 +27,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from psmr_trees import write_tree
 
+from slotrelay.psmr.analysis.facts_version import FACTS_VERSION
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.build import MAX_FILE_BYTES_ENV, workspace_id
-from slotrelay.psmr.facts_version import FACTS_VERSION
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.workspace.build import MAX_FILE_BYTES_ENV, workspace_id
+from slotrelay.psmr.workspace.store import Store
 
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 MOD = "def real():\n    return 1\n"
@@ -48,7 +48,7 @@ class RunsCommand:
 
 
 def facts_key(module: str, source: str, *, is_package: bool = False) -> str:
-    """The key the build reads a module's facts under (see slotrelay.psmr.build)."""
+    """The key the build reads a module's facts under (see slotrelay.psmr.workspace.build)."""
     return hashlib.sha256(f"{FACTS_VERSION}\0{module}\0{is_package}\0".encode() + source.encode()).hexdigest()
 
 

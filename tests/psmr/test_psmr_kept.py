@@ -1,5 +1,5 @@
-"""The resolutions a process keeps (`slotrelay.psmr.kept`): each process owns its own and hands it to
-its builds; a build given none keeps nothing, and the table keeps only the workspaces built last."""
+"""The resolutions a process keeps (`slotrelay.psmr.workspace.kept`): each process owns its own and hands it
+to its builds; a build given none keeps nothing, and the table keeps only the workspaces built last."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from psmr_trees import SHAPES, write_tree
 
-from slotrelay.psmr.build import build
-from slotrelay.psmr.kept import KeptResolutions
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.workspace.build import build
+from slotrelay.psmr.workspace.kept import KeptResolutions
+from slotrelay.psmr.workspace.store import Store
 
 # Enough modules that adding a function nothing calls reaches few of the call sites (see
-# `slotrelay.psmr.relink.MAX_AGAIN_SHARE`).
+# `slotrelay.psmr.analysis.relink.MAX_AGAIN_SHARE`).
 TREE = SHAPES | {f"app/util{i}.py": f"def h{i}(x):\n    return len(str(x))\n" for i in range(30)}
 LEAF = "\n\ndef _leaf():\n    return sorted([3, 1, 2])\n"
 

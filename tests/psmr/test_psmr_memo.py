@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slotrelay.psmr.memo import CanonicalMemo
+from slotrelay.psmr.analysis.memo import CanonicalMemo
 
 
 def _ring(order: list[str]) -> dict[str, frozenset[str]]:

@@ -1,4 +1,4 @@
-"""What the overview tells a new reader (`slotrelay.psmr.overview`), on trees built from strings:
+"""What the overview tells a new reader (`slotrelay.psmr.ops.overview`), on trees built from strings:
 the module map (largest modules by package, each one's most-used imports, the rest left out), the
 entry points (console scripts, `python -m`, `__main__` blocks, public API), the busiest symbols and
 the findings to read first."""
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from psmr_trees import write_tree
 
-from slotrelay.psmr import overview
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.ops import overview
+from slotrelay.psmr.workspace.store import Store, Workspace
 
 TOOL = {
     "pyproject.toml": """

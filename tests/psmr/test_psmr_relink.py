@@ -13,12 +13,12 @@ import pytest
 import rich
 from psmr_trees import SHAPES
 
-from slotrelay.psmr import relink as relink_module
-from slotrelay.psmr.build import discover, module_name
-from slotrelay.psmr.extract import extract
-from slotrelay.psmr.link import Linker, LinkResult
-from slotrelay.psmr.record import ResolutionRecord
-from slotrelay.psmr.relink import relink
+from slotrelay.psmr.analysis import relink as relink_module
+from slotrelay.psmr.analysis.extract import extract
+from slotrelay.psmr.analysis.link import Linker, LinkResult
+from slotrelay.psmr.analysis.record import ResolutionRecord
+from slotrelay.psmr.analysis.relink import relink
+from slotrelay.psmr.workspace.build import discover, module_name
 
 # Each edit: the file, the text replaced (None: appended), the new text.
 EDITS = {

@@ -13,12 +13,12 @@ import orjson
 import pytest
 from psmr_trees import write_tree
 
-from slotrelay.psmr import queries
-from slotrelay.psmr import store as store_module
 from slotrelay.psmr.api import build_workspace, call
-from slotrelay.psmr.kept import KeptResolutions
-from slotrelay.psmr.parts import Content, merge
-from slotrelay.psmr.store import Store
+from slotrelay.psmr.ops import queries
+from slotrelay.psmr.workspace import store as store_module
+from slotrelay.psmr.workspace.kept import KeptResolutions
+from slotrelay.psmr.workspace.parts import Content, merge
+from slotrelay.psmr.workspace.store import Store
 
 # A shop: a class with state, calls across modules, an import from outside, a call nothing resolves.
 SHOP = {

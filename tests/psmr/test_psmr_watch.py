@@ -23,10 +23,10 @@ import pytest
 from psmr_trees import SHAPES, write_tree
 
 from slotrelay.psmr.api import build_workspace
-from slotrelay.psmr.build import build
-from slotrelay.psmr.kept import KeptResolutions
-from slotrelay.psmr.store import Store, Workspace
-from slotrelay.psmr.watch import TreeWatcher
+from slotrelay.psmr.workspace.build import build
+from slotrelay.psmr.workspace.kept import KeptResolutions
+from slotrelay.psmr.workspace.store import Store, Workspace
+from slotrelay.psmr.workspace.watch import TreeWatcher
 
 # Updates wait for the tree to be quiet; on a loaded machine a build may take long, never this long.
 WAIT_S = 120
@@ -34,7 +34,7 @@ WAIT_S = 120
 UTIL = "def h{i}(x):\n    return len(str(x))\n\n\ndef k{i}():\n    return h{i}(1) + h{i}(2)\n"
 TREE = SHAPES | {
     # Enough unrelated modules that an edit reaches a small share of the call sites (see
-    # `slotrelay.psmr.relink.MAX_AGAIN_SHARE`): it is replayed, not resolved again in full.
+    # `slotrelay.psmr.analysis.relink.MAX_AGAIN_SHARE`): it is replayed, not resolved again in full.
     f"app/util{i}.py": UTIL.format(i=i)
     for i in range(60)
 }

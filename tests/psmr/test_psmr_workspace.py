@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.api import build_workspace, call
-from slotrelay.psmr.export import callgraph, callgraph_of
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.workspace.export import callgraph, callgraph_of
+from slotrelay.psmr.workspace.store import Store, Workspace
 
 
 def _graph_state(ws: Workspace) -> tuple:
@@ -385,8 +385,8 @@ def test_the_src_layout_names_modules_without_src(tmp_path: Path) -> None:
 
 
 def test_unknowns_name_their_reason() -> None:
-    from slotrelay.psmr.extract import extract
-    from slotrelay.psmr.link import Linker
+    from slotrelay.psmr.analysis.extract import extract
+    from slotrelay.psmr.analysis.link import Linker
 
     source = """import os
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import rich
 
-from slotrelay.psmr.build import build
-from slotrelay.psmr.store import Store, Workspace
-from slotrelay.psmr.typerefs import BUILTIN_DUNDERS
+from slotrelay.psmr.analysis.typerefs import BUILTIN_DUNDERS
+from slotrelay.psmr.workspace.build import build
+from slotrelay.psmr.workspace.store import Store, Workspace
 
 # The statement an implicit call's evidence points into, by the protocol method it calls.
 PROTOCOL_SYNTAX = {
@@ -175,9 +175,9 @@ def test_rich_conflicts_are_real_ones(rich_ws: tuple[Workspace, Path]) -> None:
 RESOLVE = """
 import hashlib, sys
 from pathlib import Path
-from slotrelay.psmr.build import discover, module_name
-from slotrelay.psmr.extract import extract
-from slotrelay.psmr.link import Linker
+from slotrelay.psmr.workspace.build import discover, module_name
+from slotrelay.psmr.analysis.extract import extract
+from slotrelay.psmr.analysis.link import Linker
 root = Path(sys.argv[1])
 facts = {}
 for f in discover(root):
@@ -190,7 +190,7 @@ if sys.argv[2:] == ["every-site"]:
     # Plain rounds: each round evaluates every site afresh, where the resolver drops only the values
     # that used a parameter that grew and asks only the sites that used one (from the memo's
     # records of who used what).
-    from slotrelay.psmr.memo import CanonicalMemo
+    from slotrelay.psmr.analysis.memo import CanonicalMemo
     every = {("@site", module, index) for module, index, _ in linker.sites}
 
     def forget_all(memo, sources):

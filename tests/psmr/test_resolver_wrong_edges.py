@@ -11,7 +11,7 @@ from pathlib import Path
 from psmr_trees import write_tree
 
 from slotrelay.psmr.api import call
-from slotrelay.psmr.build import build
+from slotrelay.psmr.workspace.build import build
 from tests.support.call_edges import built, call_statuses
 
 

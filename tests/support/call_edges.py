@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slotrelay.psmr.build import build
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.workspace.build import build
+from slotrelay.psmr.workspace.store import Store, Workspace
 from tests.psmr.psmr_trees import write_tree
 
 

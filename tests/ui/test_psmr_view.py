@@ -44,10 +44,10 @@ from psmr_view.links import SYMBOL_RELATIONS
 from psmr_view.paging import BUDGETS
 from psmr_view.reader import WorkspaceReader
 from slotrelay.psmr import api
-from slotrelay.psmr.graph import qname, sid
 from slotrelay.psmr.operators import FINDING_KINDS
-from slotrelay.psmr.overview import MAP_MODULES, SYMBOL_KINDS
-from slotrelay.psmr.store import Store, Workspace
+from slotrelay.psmr.ops.overview import MAP_MODULES, SYMBOL_KINDS
+from slotrelay.psmr.workspace.graph import qname, sid
+from slotrelay.psmr.workspace.store import Store, Workspace
 from tests.conftest import (
     interrupt_up,
     migrated_home,
