@@ -65,3 +65,18 @@ def test_no_import_contract_ignores_an_import() -> None:
     contracts = pyproject()["tool"]["importlinter"]["contracts"]
     assert [contract["name"] for contract in contracts if contract.get("ignore_imports")] == []
     assert {contract["type"] for contract in contracts} == {"layers", "forbidden", "acyclic_siblings"}
+
+
+def test_psmrs_rooms_contract_places_every_module_of_psmr() -> None:
+    # A module added flat to slotrelay/psmr/ fails here until it is put in a room or at the root.
+    contracts = [contract for contract in pyproject()["tool"]["importlinter"]["contracts"]
+                 if contract.get("containers") == ["slotrelay.psmr"]]
+    assert len(contracts) == 1 and contracts[0]["type"] == "layers" and "ignore_imports" not in contracts[0]
+    placed = [module.strip() for layer in contracts[0]["layers"] for module in re.split(r"[|:]", layer)]
+    psmr = REPO / "slotrelay" / "psmr"
+    children = [path.stem for path in psmr.iterdir()
+                if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()]
+    assert sorted(placed) == sorted(children)
+    assert [layer for layer in placed if layer in ("change", "ops", "workspace", "analysis")] == [
+        "change", "ops", "workspace", "analysis"
+    ]

@@ -2,13 +2,23 @@
 
 Entry points: `slotrelay.psmr` (the names of `api`: `call`, `OPERATIONS`, `build_workspace`,
 `list_workspaces`, `Grants`; and `PsmrError`, loaded on first use) and
-`slotrelay.psmr.analysis.effects.effects` (a static screen of one code string, which the pen's callers hand
-it). The flow of a build: `build` discovers files -> `extract` (fast pass per file, cached by content hash) ->
-`link` (resolution across files) -> `graph` (MultiDiGraph with evidence, unknowns, conflicts) -> `store`.
-Operators live in `queries`, `analyses`, `findings`, `diff` and `infer`; `budgets` pages every result.
-The change half: `delta` (propose; `delta_ops` expands the typed operations, `rewrite` edits through
-libcst, `callbinding` binds call sites), `validation`, `projection` (preview, apply), `execution`
-(tests in the sandbox), `verification` (rebuild, roundtrip, review); `grants` holds the capabilities.
+`slotrelay.psmr.analysis.effects.effects` (a static screen of one code string, which the pen's callers
+hand it).
+
+Four rooms, each importing only the rooms under it (pyproject.toml's contract "PSMR's rooms"):
+
+    change/     a delta proposed (delta, delta_ops, rewrite), validated (validation), previewed and
+                applied (projection), its tests run (execution), verified (verification)
+    ops/        the operators over a built workspace: queries, slicing, analyses, findings, diff, infer,
+                overview; budgets pages every result
+    workspace/  a build: files discovered, their facts, resolved, assembled (graph, parts, importgraph)
+                and saved in the sealed store (store, sealed); watch keeps one up to date
+    analysis/   the fast pass over one file (extract, cached by content hash), the resolution across
+                files (link, memo, relink), call binding, and what a callee does to the world (effects)
+
+At the root: the one API (api, handlers), a request bounded and checked (request_limits,
+request_schema), and what every room speaks: the operators' catalog (operators), grants, the result
+envelope and the errors.
 """
 
 from __future__ import annotations
