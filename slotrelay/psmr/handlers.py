@@ -16,6 +16,7 @@ from slotrelay.psmr.grants import Grants
 from slotrelay.psmr.ops import queries
 from slotrelay.psmr.ops.budgets import Layout, Page, effective_budget, paginate
 from slotrelay.psmr.ops.infer import infer_slice, recorded_disagreements
+from slotrelay.psmr.ops.observations import runtime_evidence
 from slotrelay.psmr.ops.queries import Answer
 from slotrelay.psmr.workspace.store import Store, Workspace
 
@@ -169,14 +170,6 @@ def _deferred(module: str, function: str) -> Callable[..., Answer]:
     return run
 
 
-def _runtime_evidence(ws: Workspace, store: Store) -> dict[str, dict[str, Any]]:
-    """The evidence of recorded test runs, by id: execution keeps it, and is imported on first use
-    (see `_deferred`)."""
-    from slotrelay.psmr.ops.observations import runtime_evidence
-
-    return runtime_evidence(ws, store)
-
-
 def _operator_list(request: dict[str, Any], store: Store) -> Answer:
     if request.get("workspace_id"):
         store.load(request["workspace_id"])
@@ -214,7 +207,7 @@ HANDLERS: dict[str, Handler] = {
     ),
     "query.evidence": _on_workspace(
         "query.evidence",
-        lambda ws, r, s: queries.evidence(ws, r, runtime=_runtime_evidence(ws, s)),
+        lambda ws, r, s: queries.evidence(ws, r, runtime=runtime_evidence(ws, s)),
     ),
     "query.unknowns": _on_workspace("query.unknowns", lambda ws, r, s: queries.unknowns(ws, r)),
     "query.conflicts": _on_workspace(
