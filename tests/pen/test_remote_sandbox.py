@@ -25,6 +25,7 @@ from harness.ports import free_port
 from slotrelay import pen
 from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import SandboxStartFailed
+from slotrelay.psmr.analysis.effects import effects
 from slotrelay.sandbox import SandboxRequestError, SandboxSettings, get_backend
 from slotrelay.sandbox.backends import close_backends
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
@@ -198,7 +199,7 @@ def test_a_certificate_the_daemon_does_not_trust_is_mpp_e002_naming_it(stub, mod
     settings = SandboxSettings(endpoint=remote.endpoint(stranger=True))
     since = time.time()
     with pytest.raises(SandboxStartFailed) as failed:
-        pen.write(_request(), root=root, model=model, settings=settings)
+        pen.write(_request(), root=root, model=model, settings=settings, effect_screen=effects)
     assert failed.value.code == "MPP-E002"
     assert remote.url in failed.value.message and "bwrap" not in failed.value.message
     assert _starts(None, since) == 0
@@ -212,7 +213,7 @@ def test_an_unreachable_daemon_is_mpp_e002_and_nothing_falls_back(stub, model, r
     settings = SandboxSettings(endpoint=nowhere)
     since = time.time()
     with pytest.raises(SandboxStartFailed) as failed:
-        pen.write(_request(), root=root, model=model, settings=settings)
+        pen.write(_request(), root=root, model=model, settings=settings, effect_screen=effects)
     assert failed.value.code == "MPP-E002"
     assert nowhere.url in failed.value.message and "bwrap" not in failed.value.message
     assert _starts(None, since) == 0
@@ -243,7 +244,7 @@ def test_a_host_outside_the_policy_egress_allow_list_is_mpp_e005_before_anything
     handed_before = _handed_out()
     with pytest.raises(PermissionViolation) as refused:
         pen.write(_request(sandbox={"network": {"allow": ["evil.example.com"]}}), root=root, model=model,
-                  backend=sandbox_backend, settings=settings)
+                  backend=sandbox_backend, settings=settings, effect_screen=effects)
     assert refused.value.code == "MPP-E005" and "evil.example.com" in refused.value.message
     assert _handed_out() == handed_before
 
