@@ -22,12 +22,12 @@ class IdentityGuards:
     def __init__(self, tree: ast.Module) -> None:
         self.tests: dict[int, tuple[str, ast.expr, bool]] = {}
         self.after: dict[int, list[tuple[str, ast.expr]]] = {}
-        for scope in ast.walk(tree):
-            if isinstance(scope, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
-                self._scope(scope)
+        # One walk for the whole module: most scopes hold no candidate test, and those skip the rest.
+        for scope, own in _scopes(tree):
+            if any(isinstance(node, ast.If) and _identity_test(node.test, set()) for node in own):
+                self._scope(scope, own)
 
-    def _scope(self, scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        own = list(_own_nodes(scope))
+    def _scope(self, scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef, own: list[ast.AST]) -> None:
         local: set[str] = set()
         if not isinstance(scope, ast.Module):
             args = scope.args
@@ -37,7 +37,10 @@ class IdentityGuards:
         for node in own:
             if isinstance(node, ast.If) and (test := _identity_test(node.test, local)) is not None:
                 self.tests[id(node)] = test
+        # The blocks of a nested function or class are another scope's, and its tests are not here.
         for node in own:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
             for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
                 if isinstance(block, list):
                     self._block(block)
@@ -58,14 +61,36 @@ class IdentityGuards:
                     break
 
 
-def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a scope's body, not those of the functions, classes and lambdas defined in it."""
-    todo = list(ast.iter_child_nodes(scope))
+def _scopes(tree: ast.Module) -> Iterator[tuple[ast.Module | ast.FunctionDef | ast.AsyncFunctionDef, list[ast.AST]]]:
+    """Each function (and the module) with its own nodes: those of its body, not those of the
+    functions, classes and lambdas defined in it (each node is walked once)."""
+    todo: list[ast.Module | ast.FunctionDef | ast.AsyncFunctionDef] = [tree]
     while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            todo += ast.iter_child_nodes(node)
+        scope = todo.pop()
+        own: list[ast.AST] = []
+        stack = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            own.append(node)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                todo.append(node)
+            elif isinstance(node, ast.ClassDef | ast.Lambda):
+                todo += _functions_in(node)
+            else:
+                stack += ast.iter_child_nodes(node)
+        yield scope, own
+
+
+def _functions_in(node: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a class body (or a lambda) defines, outside those functions: scopes of their own,
+    while the body's other nodes are no scope's."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        inner = stack.pop()
+        if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield inner
+        else:
+            stack += ast.iter_child_nodes(inner)
 
 
 def _identity_test(test: ast.expr, local: set[str]) -> tuple[str, ast.expr, bool] | None:
