@@ -22,8 +22,11 @@ class FlowWalker(BindingWalker):
 
     def visit(self, node: ast.AST) -> Any:
         # A statement past `if x is SENTINEL: continue` (or return, raise, break) sees x without it.
+        after = self.identity.after.get(id(node))
+        if after is None:
+            return super().visit(node)
         pushed = 0
-        for name, sentinel in self.identity.after.get(id(node), ()):
+        for name, sentinel in after:
             pushed += self._exclude(name, sentinel)
         try:
             return super().visit(node)
