@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from slotrelay.psmr.analysis.syntaxwalk import children, walk
+
 
 class IdentityGuards:
     """The `if x is S` / `if x is not S` tests of a module whose S is a sentinel: a name (or a module's
@@ -56,7 +58,7 @@ class IdentityGuards:
                 self.after.setdefault(id(later), []).append((test[0], test[1]))
                 if any(
                     isinstance(n, ast.Name) and n.id == test[0] and isinstance(n.ctx, ast.Store)
-                    for n in ast.walk(later)
+                    for n in walk(later)
                 ):
                     break
 
@@ -68,7 +70,7 @@ def _scopes(tree: ast.Module) -> Iterator[tuple[ast.Module | ast.FunctionDef | a
     while todo:
         scope = todo.pop()
         own: list[ast.AST] = []
-        stack = list(ast.iter_child_nodes(scope))
+        stack = children(scope)
         while stack:
             node = stack.pop()
             own.append(node)
@@ -77,20 +79,20 @@ def _scopes(tree: ast.Module) -> Iterator[tuple[ast.Module | ast.FunctionDef | a
             elif isinstance(node, ast.ClassDef | ast.Lambda):
                 todo += _functions_in(node)
             else:
-                stack += ast.iter_child_nodes(node)
+                stack += children(node)
         yield scope, own
 
 
 def _functions_in(node: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The functions a class body (or a lambda) defines, outside those functions: scopes of their own,
     while the body's other nodes are no scope's."""
-    stack = list(ast.iter_child_nodes(node))
+    stack = children(node)
     while stack:
         inner = stack.pop()
         if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
             yield inner
         else:
-            stack += ast.iter_child_nodes(inner)
+            stack += children(inner)
 
 
 def _identity_test(test: ast.expr, local: set[str]) -> tuple[str, ast.expr, bool] | None:
