@@ -13,6 +13,9 @@ from collections.abc import Iterator
 
 from slotrelay.psmr.analysis.syntaxwalk import children, walk
 
+# What the identity tests are gathered per: the module and each function (a class body is no one's).
+Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
+
 
 class IdentityGuards:
     """The `if x is S` / `if x is not S` tests of a module whose S is a sentinel: a name (or a module's
@@ -29,7 +32,7 @@ class IdentityGuards:
             if any(isinstance(node, ast.If) and _identity_test(node.test, set()) for node in own):
                 self._scope(scope, own)
 
-    def _scope(self, scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef, own: list[ast.AST]) -> None:
+    def _scope(self, scope: Scope, own: list[ast.AST]) -> None:
         local: set[str] = set()
         if not isinstance(scope, ast.Module):
             args = scope.args
@@ -63,10 +66,10 @@ class IdentityGuards:
                     break
 
 
-def _scopes(tree: ast.Module) -> Iterator[tuple[ast.Module | ast.FunctionDef | ast.AsyncFunctionDef, list[ast.AST]]]:
+def _scopes(tree: ast.Module) -> Iterator[tuple[Scope, list[ast.AST]]]:
     """Each function (and the module) with its own nodes: those of its body, not those of the
     functions, classes and lambdas defined in it (each node is walked once)."""
-    todo: list[ast.Module | ast.FunctionDef | ast.AsyncFunctionDef] = [tree]
+    todo: list[Scope] = [tree]
     while todo:
         scope = todo.pop()
         own: list[ast.AST] = []

@@ -99,8 +99,10 @@ class ScopeWalker(ast.NodeVisitor):
     def visit(self, node: ast.AST) -> Any:
         visitor = _VISITORS.get((type(self), type(node)))
         if visitor is None:
-            visitor = getattr(type(self), f"visit_{type(node).__name__}", type(self).generic_visit)
-            _VISITORS[type(self), type(node)] = visitor
+            found: Callable[[Any, Any], Any] = getattr(
+                type(self), f"visit_{type(node).__name__}", type(self).generic_visit
+            )
+            visitor = _VISITORS[type(self), type(node)] = found
         return visitor(self, node)
 
     def generic_visit(self, node: ast.AST) -> None:
