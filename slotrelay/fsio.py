@@ -166,21 +166,26 @@ class CheckedDir:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o777, dir_fd=self.fd)
             except OSError as exc:
-                raise self._refusal(name, exc, "a folder") from exc
+                self._refuse(name, exc, "a folder")
+                raise
         raise AssertionError("unreachable")
 
-    def _refusal(self, name: str, exc: OSError, expected: str) -> OSError:
-        """The error to raise for a failed open of `name`: what the entry is, when that is the reason
-        (a link: ELOOP; a file where a folder was expected: ENOTDIR; a socket: ENXIO)."""
+    def _refuse(self, name: str, exc: OSError, expected: str) -> None:
+        """Raise, from `exc`, what a failed open of `name` met, when that is the reason (a link: ELOOP;
+        a file where a folder was expected: ENOTDIR; a socket: ENXIO); otherwise the caller re-raises
+        `exc` itself. Never `raise exc from exc`: an error that is its own cause is a cycle, and the
+        frames of its traceback (a build's, with every fact it holds) wait for the cyclic collector."""
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EOPNOTSUPP):
-            return exc
+            return
         try:
             mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
         except OSError:
-            return exc
+            return
         if stat.S_ISLNK(mode):
-            return LinkRefused(self.path / name)
-        return NotRegular(self.path / name, kind_of(mode) if not stat.S_ISREG(mode) else "a file", expected)
+            raise LinkRefused(self.path / name) from exc
+        raise NotRegular(
+            self.path / name, kind_of(mode) if not stat.S_ISREG(mode) else "a file", expected
+        ) from exc
 
     def lstat(self, name: str) -> os.stat_result | None:
         """The entry's own status (a link is not followed), or None when there is none."""
@@ -203,7 +208,8 @@ class CheckedDir:
         try:
             fd = os.open(name, _READ_FLAGS, dir_fd=self.fd)
         except OSError as exc:
-            raise self._refusal(name, exc, "a regular file") from exc
+            self._refuse(name, exc, "a regular file")
+            raise
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
@@ -311,7 +317,8 @@ class CheckedDir:
                 mode, dir_fd=self.fd,
             )  # fmt: skip
         except OSError as exc:
-            raise self._refusal(name, exc, "a regular file") from exc
+            self._refuse(name, exc, "a regular file")
+            raise
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)

@@ -103,6 +103,12 @@ class Evaluator:
         self.contexts = CallContexts(self, self.names, self.declared)
         self._steps = self._eval_steps()
 
+    def close(self) -> None:
+        """Let go of everything: the evaluator and its parts refer to each other (its memo and its
+        table of steps hold its bound methods, each part holds it), so without this only the cyclic
+        collector frees them, with every fact they hold. Unusable after."""
+        vars(self).clear()
+
     def eval(self, ref: Any) -> frozenset[Value]:
         """The values a frozen ref may denote (empty when unknown)."""
         if ref is None:

@@ -83,12 +83,16 @@ class FileExtractor(FlowWalker, DefinitionWalker, CallWalker):
     """Walks one module's AST and fills the facts dict (see the module docstring)."""
 
 
+_CONTAINERS = (list, dict)
+
+
 def freeze(ref: Any) -> Any:
     """A hashable copy of a ref (lists become tuples, keyword dicts sorted pairs)."""
+    # Leaves (names, numbers) are returned in place, without a call each: most of a ref is leaves.
     if isinstance(ref, list):
-        return tuple(freeze(r) for r in ref)
+        return tuple([freeze(r) if isinstance(r, _CONTAINERS) else r for r in ref])
     if isinstance(ref, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in ref.items()))
+        return tuple(sorted([(k, freeze(v) if isinstance(v, _CONTAINERS) else v) for k, v in ref.items()]))
     return ref
 
 

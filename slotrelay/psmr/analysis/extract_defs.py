@@ -10,6 +10,7 @@ from typing import Any
 
 from slotrelay.psmr.analysis.extract_implicit import ImplicitWalker
 from slotrelay.psmr.analysis.extract_scopes import Ref, span
+from slotrelay.psmr.analysis.syntaxwalk import walk
 from slotrelay.psmr.analysis.typerefs import annotation_ref
 
 PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
@@ -271,7 +272,7 @@ class DefinitionWalker(ImplicitWalker):
             record["raises"] = sorted(
                 {
                     ast.unparse(r.exc.func if isinstance(r.exc, ast.Call) else r.exc)
-                    for r in ast.walk(node)
+                    for r in walk(node)
                     if isinstance(r, ast.Raise) and r.exc
                 }
             )

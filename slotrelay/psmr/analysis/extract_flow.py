@@ -15,6 +15,7 @@ from slotrelay.psmr.analysis.extract_narrowing import (
     none_test,
 )
 from slotrelay.psmr.analysis.extract_scopes import span
+from slotrelay.psmr.analysis.syntaxwalk import walk
 
 
 class FlowWalker(BindingWalker):
@@ -22,8 +23,11 @@ class FlowWalker(BindingWalker):
 
     def visit(self, node: ast.AST) -> Any:
         # A statement past `if x is SENTINEL: continue` (or return, raise, break) sees x without it.
+        after = self.identity.after.get(id(node))
+        if after is None:
+            return super().visit(node)
         pushed = 0
-        for name, sentinel in self.identity.after.get(id(node), ()):
+        for name, sentinel in after:
             pushed += self._exclude(name, sentinel)
         try:
             return super().visit(node)
@@ -55,7 +59,7 @@ class FlowWalker(BindingWalker):
         # A branch, loop or handler: what it binds may or may not have happened after it. A loop's
         # body also sees what its own later statements bound in an earlier turn.
         if isinstance(node, ast.For | ast.AsyncFor | ast.While):
-            for inner in ast.walk(node):
+            for inner in walk(node):
                 if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
                     self.scope.reaching[inner.id] = None
         self.scope.nesting += 1
@@ -137,7 +141,7 @@ class FlowWalker(BindingWalker):
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
         # Its variables are bound here (the walk has no comprehension scope): as in a loop.
         for gen in node.generators:
-            for inner in ast.walk(gen.target):
+            for inner in walk(gen.target):
                 if isinstance(inner, ast.Name):
                     self.scope.reaching[inner.id] = None
         self.scope.nesting += 1

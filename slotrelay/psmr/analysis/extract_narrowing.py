@@ -11,6 +11,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from slotrelay.psmr.analysis.syntaxwalk import children, walk
+
+# What the identity tests are gathered per: the module and each function (a class body is no one's).
+Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
+
 
 class IdentityGuards:
     """The `if x is S` / `if x is not S` tests of a module whose S is a sentinel: a name (or a module's
@@ -22,12 +27,12 @@ class IdentityGuards:
     def __init__(self, tree: ast.Module) -> None:
         self.tests: dict[int, tuple[str, ast.expr, bool]] = {}
         self.after: dict[int, list[tuple[str, ast.expr]]] = {}
-        for scope in ast.walk(tree):
-            if isinstance(scope, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
-                self._scope(scope)
+        # One walk for the whole module: most scopes hold no candidate test, and those skip the rest.
+        for scope, own in _scopes(tree):
+            if any(isinstance(node, ast.If) and _identity_test(node.test, set()) for node in own):
+                self._scope(scope, own)
 
-    def _scope(self, scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        own = list(_own_nodes(scope))
+    def _scope(self, scope: Scope, own: list[ast.AST]) -> None:
         local: set[str] = set()
         if not isinstance(scope, ast.Module):
             args = scope.args
@@ -37,7 +42,10 @@ class IdentityGuards:
         for node in own:
             if isinstance(node, ast.If) and (test := _identity_test(node.test, local)) is not None:
                 self.tests[id(node)] = test
+        # The blocks of a nested function or class are another scope's, and its tests are not here.
         for node in own:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
             for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
                 if isinstance(block, list):
                     self._block(block)
@@ -53,19 +61,41 @@ class IdentityGuards:
                 self.after.setdefault(id(later), []).append((test[0], test[1]))
                 if any(
                     isinstance(n, ast.Name) and n.id == test[0] and isinstance(n.ctx, ast.Store)
-                    for n in ast.walk(later)
+                    for n in walk(later)
                 ):
                     break
 
 
-def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a scope's body, not those of the functions, classes and lambdas defined in it."""
-    todo = list(ast.iter_child_nodes(scope))
+def _scopes(tree: ast.Module) -> Iterator[tuple[Scope, list[ast.AST]]]:
+    """Each function (and the module) with its own nodes: those of its body, not those of the
+    functions, classes and lambdas defined in it (each node is walked once)."""
+    todo: list[Scope] = [tree]
     while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            todo += ast.iter_child_nodes(node)
+        scope = todo.pop()
+        own: list[ast.AST] = []
+        stack = children(scope)
+        while stack:
+            node = stack.pop()
+            own.append(node)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                todo.append(node)
+            elif isinstance(node, ast.ClassDef | ast.Lambda):
+                todo += _functions_in(node)
+            else:
+                stack += children(node)
+        yield scope, own
+
+
+def _functions_in(node: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a class body (or a lambda) defines, outside those functions: scopes of their own,
+    while the body's other nodes are no scope's."""
+    stack = children(node)
+    while stack:
+        inner = stack.pop()
+        if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield inner
+        else:
+            stack += children(inner)
 
 
 def _identity_test(test: ast.expr, local: set[str]) -> tuple[str, ast.expr, bool] | None:

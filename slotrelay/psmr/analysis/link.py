@@ -195,6 +195,16 @@ class Linker:
             if value[0] == "def" and self.defs.get(value[1], {}).get("kind") == "class"
         )
 
+    def close(self) -> None:
+        """Let go of the resolution (`Evaluator.close`) once its answer is taken: `result` stays.
+        Unusable after; not for a linker whose record is kept (the record shares its memo)."""
+        for linker in (self.strict_linker, self):
+            if "values" in vars(linker):
+                linker.values.close()
+            result = linker.result
+            vars(linker).clear()
+            linker.result = result
+
     def run(self) -> LinkResult:
         """Resolve every call site, implicit call, state access and class of the tree."""
         limit = sys.getrecursionlimit()

@@ -280,7 +280,10 @@ def _build(
     # workspace since): it is replayed all the same (what changed is found by content key), but its
     # parts are not the manifest's, so the save then checks every part against the store.
     in_step = last is not None and last.version == tree.manifest.get("version")
-    return _saved(tree, resolution, assembled, in_step=in_step, started=started)
+    summary = _saved(tree, resolution, assembled, in_step=in_step, started=started)
+    if kept is None:
+        resolution.linker.close()
+    return summary
 
 
 @dataclass

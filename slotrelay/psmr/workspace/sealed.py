@@ -164,7 +164,16 @@ def pack_facts(facts: dict[str, Any]) -> bytes:
         TypeError, ValueError, OverflowError: the facts hold something MessagePack cannot (an
             integer past 64 bits, nesting deeper than its limit).
     """
-    packed: bytes = msgpack.packb(facts, default=_tuple_ext, strict_types=True)
+    # One packer for the tuples of this file: `msgpack.packb` makes a packer per call, and a file's
+    # facts hold hundreds of tuples. Not shared between calls: a packer is not thread-safe.
+    tuples = msgpack.Packer()
+
+    def tuple_ext(value: Any) -> msgpack.ExtType:
+        if type(value) is tuple:
+            return msgpack.ExtType(TUPLE_EXT, tuples.pack(value))
+        raise TypeError(f"cannot store a {type(value).__name__} in facts")
+
+    packed: bytes = msgpack.packb(facts, default=tuple_ext, strict_types=True)
     return packed
 
 
@@ -175,12 +184,6 @@ def unpack_facts(payload: bytes) -> Any:
         ValueError: the payload is not MessagePack of this shape.
     """
     return msgpack.unpackb(payload, ext_hook=_tuple_from_ext)
-
-
-def _tuple_ext(value: Any) -> msgpack.ExtType:
-    if type(value) is tuple:
-        return msgpack.ExtType(TUPLE_EXT, msgpack.packb(value))
-    raise TypeError(f"cannot store a {type(value).__name__} in facts")
 
 
 def _tuple_from_ext(code: int, data: bytes) -> Any:
