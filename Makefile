@@ -16,17 +16,13 @@ lint: setup
 
 # Two pytest-xdist workers: most of the suite's time is spent waiting on the servers, daemons and
 # browsers its tests start (each worker starts its own), so two workers on CI's two cores halve it.
-# `--dist load`: no test builds on another's state, so tests, not files, are handed out (a file of
-# several long tests, tests/psmr/test_psmr_layout.py's or test_psmr_relink.py's, no longer holds one
-# worker while the other idles: tests/psmr took 225-250 s with `load`, 309-422 s with `loadfile`, 348 s
-# with `worksteal`, on this 2-core machine at a load of 4-8; docs/benchmarks.md). `--maxschedchunk 8` hands them out
-# eight at a time from the front of tests/conftest.py's order, the heaviest first: xdist's first chunk
-# is otherwise an eighth of the suite, every browser and most Prefect-server tests on one worker.
-# Each worker takes its tests in that order, so it sets up a file's module fixtures (a watch process, a
-# built workspace) at most once.
+# A worker takes a whole file, so it sets up a file's module fixtures (a watch process, a built
+# workspace) once; the files go heaviest first in the order tests/conftest.py gives them. `--dist load`
+# (tests handed out in chunks) is faster on tests/psmr alone but slower on the whole suite, where both
+# workers then set up the same files' fixtures: docs/benchmarks.md#test-suite-time.
 # The tests marked `slow` (one heavy real package, or a scale scenario a lighter test already covers) are
 # left to `make test-slow`, which CI runs as its own step.
-PYTEST_XDIST = -n 2 --dist load --maxschedchunk 8
+PYTEST_XDIST = -n 2 --dist loadfile --no-loadscope-reorder
 
 suite: setup
 	.venv/bin/python -m pytest $(PYTEST_XDIST) -m "not slow"

@@ -1,10 +1,9 @@
 """The order the suite's files run in: the files with the longest tests first.
 
-xdist hands the workers the tests a few at a time from the front of this order (`--dist load
---maxschedchunk 8`, the Makefile's `suite`): with the long tests first, the short ones fill in at the end
-and both workers finish together, instead of one running a test of minutes alone after the other has run
-out of tests. A file's tests stay together and in their order, so a worker that takes several of them
-sets up the file's module fixtures once.
+xdist hands a worker its next file as it finishes one (`--dist loadfile --no-loadscope-reorder`, the
+Makefile's `suite`): with the long files first, the short ones fill in at the end and both workers finish
+together, instead of one running a file of minutes alone after the other has run out of files (xdist's
+own order, by the number of tests, left the one-test files, the longest among them, for last).
 """
 
 from __future__ import annotations
