@@ -115,6 +115,15 @@ def _plain(operation: str, run: Callable[[dict[str, Any], Store], Answer]) -> Ha
 
 def _granted(operation: str, run: Callable[[Workspace, dict[str, Any], Store, Grants], Answer]) -> Handler:
     """An operator that needs a capability: the runtime's grants are handed to it."""
+    return _loaded(operation, lambda ws, request, store, grants, _kept: run(ws, request, store, grants))
+
+
+def _loaded(
+    operation: str,
+    run: Callable[[Workspace, dict[str, Any], Store, Grants, KeptResolutions | None], Answer],
+) -> Handler:
+    """An operator on a loaded workspace, handed the runtime's grants and the resolutions the calling
+    process keeps (verification.rebuild replays its last)."""
 
     def handler(
         request: dict[str, Any],
@@ -127,27 +136,7 @@ def _granted(operation: str, run: Callable[[Workspace, dict[str, Any], Store, Gr
         effective_budget(request)
         the_store = Store.open(store)
         ws = the_store.load(request["workspace_id"])
-        return _respond(operation, run(ws, request, the_store, grants), request, request_id, ws.version)
-
-    return handler
-
-
-def _rebuild() -> Handler:
-    """verification.rebuild, handed the resolutions the calling process keeps (it replays its last)."""
-
-    def handler(
-        request: dict[str, Any],
-        *,
-        request_id: str,
-        store: str | Path | None,
-        grants: Grants,
-        kept: KeptResolutions | None,
-    ) -> dict[str, Any]:
-        effective_budget(request)
-        the_store = Store.open(store)
-        ws = the_store.load(request["workspace_id"])
-        answer = _deferred("change.verification", "rebuild")(ws, request, the_store, kept=kept)
-        return _respond("verification.rebuild", answer, request, request_id, ws.version)
+        return _respond(operation, run(ws, request, the_store, grants, kept), request, request_id, ws.version)
 
     return handler
 
@@ -235,7 +224,10 @@ HANDLERS: dict[str, Handler] = {
     "projection.preview": _on_workspace("projection.preview", _deferred("change.projection", "preview")),
     "projection.apply": _granted("projection.apply", _deferred("change.projection", "apply")),
     "execution.run_tests": _granted("execution.run_tests", _deferred("change.execution", "run_tests")),
-    "verification.rebuild": _rebuild(),
+    "verification.rebuild": _loaded(
+        "verification.rebuild",
+        lambda ws, r, s, _grants, kept: _deferred("change.verification", "rebuild")(ws, r, s, kept=kept),
+    ),
     "verification.roundtrip": _on_workspace(
         "verification.roundtrip", _deferred("change.verification", "roundtrip")
     ),
