@@ -47,12 +47,10 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from spread import described, interleaved, ratio, spread_note
+
+from harness.load import cpu_hogs
 
 NODES = 100
 GOAL = 1.15
@@ -97,28 +97,6 @@ def write_chain(folder: Path) -> Path:
     path = folder / "node_chain.json"
     path.write_text(json.dumps({"chain_id": "bench", "nodes": nodes, "routes": routes}))
     return path
-
-
-@contextmanager
-def cpu_hog() -> Iterator[psutil.Process]:
-    """A process spinning on one core (the last this process may use), until the block ends.
-
-    Yields once it has spun for a tenth of a second, so the run it surrounds starts under load.
-    """
-    core = max(os.sched_getaffinity(0))
-    spin = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True:\n    pass\n"
-    process = subprocess.Popen([sys.executable, "-c", spin])
-    try:
-        hog = psutil.Process(process.pid)
-        deadline = time.monotonic() + 30
-        while hog.cpu_times().user < 0.1:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the CPU hog did not spin (exit code {process.poll()})")
-            time.sleep(0.02)
-        yield hog
-    finally:
-        process.kill()
-        process.wait()
 
 
 def cpu_seconds(processes: list[psutil.Process], *, leaving_out: tuple[psutil.Process, ...] = ()) -> float:
@@ -217,7 +195,7 @@ def main() -> None:
             def once() -> float:
                 if not name.endswith(HOG):
                     return measured(name, run, check, None)
-                with cpu_hog() as hog:
+                with cpu_hogs() as [hog]:
                     return measured(name, run, check, hog)
             return once
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import multiprocessing
 import os
 import statistics
 import sys
@@ -36,12 +35,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def spin(stop_at: float) -> None:
-    """A CPU hog: busy until `stop_at` (epoch seconds)."""
-    while time.time() < stop_at:
-        sum(range(10_000))
 
 
 def heartbeats(flow_run_id) -> list:
@@ -107,6 +100,7 @@ def one_death(api_url: str, folder: Path, crash_after: float) -> dict[str, float
 def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hogs: int) -> dict[str, float]:
     """A run held `seconds` on a pool worker while `hogs` processes spin; its heartbeat gaps, its states."""
     from harness.chains import agent_writes
+    from harness.load import cpu_hogs
     from harness.workers import (
         chain_runs,
         dying_chain,
@@ -122,7 +116,6 @@ def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hog
     chain = dying_chain(folder, folder.name)
     watch = start_watch(api_url, pool, [chain], folder / "watch.log", "--crash-after", f"{crash_after:g}")
     worker = None
-    spinners: list[multiprocessing.Process] = []
     try:
         wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 120, "the pool")
         if watch.poll() is not None:
@@ -134,20 +127,16 @@ def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hog
         agent_writes(folder, "src", {"n": 1})
         wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "slow to run")
         stop_at = time.time() + seconds
-        spinners = [multiprocessing.Process(target=spin, args=(stop_at,)) for _ in range(hogs)]
-        for spinner in spinners:
-            spinner.start()
         loads = []
-        while time.time() < stop_at:
-            loads.append(os.getloadavg()[0])
-            time.sleep(5)
+        with cpu_hogs(hogs):
+            while time.time() < stop_at:
+                loads.append(os.getloadavg()[0])
+                time.sleep(5)
         (folder / "release").touch()
         wait_for(lambda: any(r.state is not None and r.state.is_final() for r in chain_runs([folder.name])),
                  300, "the live run to end")
         [run] = chain_runs([folder.name])
     finally:
-        for spinner in spinners:
-            spinner.join()
         if worker is not None:
             stop(worker)
         stop(watch)
