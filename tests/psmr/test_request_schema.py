@@ -4,6 +4,7 @@ deciding whatever it does not accept: the verdict must be jsonschema's for every
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from jsonschema import Draft202012Validator
 from psmr_mcp import catalog
 from slotrelay.psmr.operators import OPERATIONS
 from slotrelay.psmr.request_schema import RequestSchema
+from tests.support.schema_draws import strategies_built_once
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     **{operation: spec["input_schema"] for operation, spec in OPERATIONS.items()},
@@ -58,11 +60,18 @@ def near(draw: st.DrawFn, valid: st.SearchStrategy[Any]) -> Any:
 COMPILED = sorted(name for name, schema in SCHEMAS.items() if RequestSchema(schema).compiled)
 
 
+@pytest.fixture(scope="module")
+def built_once() -> Iterator[None]:
+    with strategies_built_once():
+        yield
+
+
 # Its @given is inside the test, where tests/conftest.py's filter for hypothesis tests does not see it:
 # once a test on the same worker has run a flow in-process, Prefect's threads move the global `random`.
 @pytest.mark.filterwarnings(
     "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
 )
+@pytest.mark.usefixtures("built_once")
 @pytest.mark.parametrize("name", COMPILED)
 def test_the_verdict_is_jsonschemas(name: str) -> None:
     schema = SCHEMAS[name]
