@@ -16,9 +16,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
@@ -26,6 +28,7 @@ from hypothesis_jsonschema import from_schema
 from slotrelay.chain import Chain, ChainValidationError, load_chain, validate_document
 from slotrelay.chain.graph import MAX_LABEL_CHARS, render_dot, render_mermaid
 from slotrelay.chain.schema import MAX_MESSAGE_CHARS, SCHEMA_PATH
+from tests.support.schema_draws import strategies_built_once
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DOC = json.loads((ROOT / "examples" / "phase2" / "node_chain.json").read_text(encoding="utf-8"))
@@ -69,6 +72,13 @@ def check_drawings(chain: Chain) -> None:
         assert max(map(len, lines)) < 4 * MAX_LABEL_CHARS
 
 
+@pytest.fixture(scope="module")
+def built_once() -> Iterator[None]:
+    with strategies_built_once():
+        yield
+
+
+@pytest.mark.usefixtures("built_once")
 @settings(FUZZ, max_examples=40)
 @given(from_schema(json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))))
 def test_documents_the_schema_allows(document: dict[str, Any]) -> None:

@@ -128,12 +128,25 @@ def test_a_replayed_resolution_equals_a_full_one_edit_after_edit(
         linker = replayed
 
 
-def test_an_edit_that_reaches_far_is_resolved_in_full(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A new method of Console that calls its print: what flows into Console.print's parameters
-    # reaches far past the share of call sites a replay is worth (MAX_AGAIN_SHARE).
-    facts = _facts(tree)
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict], Linker]:
+    """An unedited copy of the package, its facts and its recorded resolution, resolved once for the
+    tests below: they edit only the facts they pass to `relink`, which reads the record and changes
+    nothing in it (test_a_replayed_resolution_equals_a_full_one_edit_after_edit edits `tree`)."""
+    root = tmp_path_factory.mktemp("relink-unedited") / "rich"
+    shutil.copytree(Path(rich.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    facts = _facts(root)
     linker = Linker(facts, record=True)
     linker.run()
+    return root, facts, linker
+
+
+def test_an_edit_that_reaches_far_is_resolved_in_full(
+    resolved: tuple[Path, dict[str, dict], Linker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A new method of Console that calls its print: what flows into Console.print's parameters
+    # reaches far past the share of call sites a replay is worth (MAX_AGAIN_SHARE).
+    tree, facts, linker = resolved
     rel, old, new = EDITS["new_method"]
     path = tree / rel
     module = module_name(tree, path)[0]
@@ -145,10 +158,10 @@ def test_an_edit_that_reaches_far_is_resolved_in_full(tree: Path, monkeypatch: p
     assert relink(record, edited, {module}) is not None
 
 
-def test_an_edit_that_adds_a_module_is_resolved_in_full(tree: Path) -> None:
-    facts = _facts(tree)
-    linker = Linker(facts, record=True)
-    linker.run()
+def test_an_edit_that_adds_a_module_is_resolved_in_full(
+    resolved: tuple[Path, dict[str, dict], Linker],
+) -> None:
+    _, facts, linker = resolved
     added = {**facts, "rich._added": extract("def f():\n    return 1\n", "rich._added", is_package=False)}
     record = ResolutionRecord.of(linker)
     assert record is not None
