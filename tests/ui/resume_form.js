@@ -2,7 +2,7 @@
 // open the run's page, press Resume, fill the form Prefect generates from the RunInput model's JSON
 // schema, submit, and watch the run's state badge leave Paused (or Suspended) and reach a final state.
 //
-// Usage: node resume_form.js '<job JSON>' with keys
+// Usage: node resume_form.js '<job JSON>' (or `resume(page, job, done)` from tutorial.js), with keys
 //   ui_url, flow_run_id, ui ("v1": the Vue UI at /, "v2": the React UI at /v2),
 //   form ({decision, comment?, decided_by?, data?: the text typed into the JSON editor}),
 //   refused (true: the run will refuse this answer and ask again, so do not wait for it to go on),
@@ -187,4 +187,7 @@ async function main() {
     }));
 }
 
-main();
+// Run as a script, it decides one run; tutorial.js requires it to decide in the browser it already has.
+if (require.main === module) main();
+
+module.exports = { resume };
