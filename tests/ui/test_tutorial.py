@@ -13,15 +13,12 @@ build/artifacts/tutorial/.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,7 +33,8 @@ from slotrelay.chain.slots import read_slot
 from tests.chain.test_arbitration import SLOTRELAY, wait_paused
 from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
 from tests.sensor.test_up import start_up
-from tests.ui.test_resume_form import BROWSER_TIMEOUT_MS, NODE, browser_tools
+from tests.ui.browser_session import BrowserSession
+from tests.ui.test_resume_form import browser_tools
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 
@@ -59,50 +57,15 @@ def in_browser(browser_tools: None, tmp_path: Path) -> Iterator[InBrowser]:
     """tutorial.js, one node and one Chromium for every UI step of the tutorial; yields `in_browser(step,
     shot, ui_url, **job)`, which runs one step and returns what it did, its screenshot in
     build/artifacts/tutorial/<shot>.png."""
-    log = tmp_path / "tutorial-js.log"
-    browser = {"profile": str(tmp_path / "profile"), "timeout_ms": BROWSER_TIMEOUT_MS}
-    with log.open("w") as stderr:
-        node = subprocess.Popen([str(NODE), str(SCRIPT), json.dumps(browser)], cwd=HERE,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                start_new_session=True)
-    assert node.stdin is not None and node.stdout is not None
-    stdin, stdout = node.stdin, node.stdout
-    # Read on a thread, so that a browser that stops answering fails the step instead of hanging the test.
-    answers: queue.Queue[str] = queue.Queue()
+    with BrowserSession(SCRIPT, tmp_path) as browser:
 
-    def read() -> None:
-        for line in stdout:
-            answers.put(line)
-        answers.put("")  # the script ended
+        def step(step: str, shot: str, ui_url: str, **job: object) -> dict:
+            result = browser.step(step=step, ui_url=ui_url, deployment=DEPLOYMENT,
+                                  screenshot=str(SHOTS / f"{shot}.png"), **job)
+            assert result["ok"], f"{step}: {result}; stderr: {browser.log.read_text()[-2000:]}"
+            return result
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-
-    def step(step: str, shot: str, ui_url: str, **job: object) -> dict:
-        spec = {"step": step, "ui_url": ui_url, "deployment": DEPLOYMENT,
-                "screenshot": str(SHOTS / f"{shot}.png"), **job}
-        try:
-            stdin.write(json.dumps(spec) + "\n")
-            stdin.flush()
-            line = answers.get(timeout=600)
-        except (BrokenPipeError, queue.Empty):
-            line = ""
-        result = json.loads(line) if line else {"ok": False}
-        assert result["ok"], f"{step}: {result}; stderr: {log.read_text()[-2000:]}"
-        return result
-
-    try:
         yield step
-    finally:
-        with contextlib.suppress(BrokenPipeError):
-            stdin.close()
-        try:
-            node.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(node.pid, signal.SIGKILL)  # node and the Chromium it started
-            node.wait()
-        reader.join(timeout=60)
-        stdout.close()
 
 
 def agent_answers(example: Path, document: dict) -> None:

@@ -1,26 +1,19 @@
 // The UI steps of docs/tutorial.md, as a person does them in the Prefect UI (v2, at /v2), one after another
 // in one browser, each ending with a screenshot of the page as it is then.
 //
-// Usage: node tutorial.js '<browser JSON>' with keys profile (a fresh Chromium user-data-dir) and timeout_ms
-// (every wait); then one job JSON a line on stdin, each answered by one JSON line on stdout once it is
-// done; the browser closes when stdin ends. A job's keys:
+// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it), a job's keys:
 //   ui_url, screenshot (PNG path), and
 //   step: "deployment" (the served deployment's page; deployment: its name),
 //         "quick-run" (the same page, Run > Quick run > Run: starts a flow run of it),
 //         "run" (a flow run's page, flow_run_id, until its state badge reads one of `states`), or
-//         "resume" (resume_form.js's decision in the run's form, with its keys: flow_run_id, ui, form,
-//         refused, alert, form_screenshot; its screenshot is of the whole page, as resume_form.js saves it).
-// Answers {ok, step, page, flow_run_id? and busy (503s before it: quick-run), state? (run), resume_form.js's
-// fields (resume), text (the start of the page's text), api_errors, screenshot}, or with ok: false, an
-// error (and the exit code will be 1).
+//         "resume" (resume_form.js's decision in the run's form, with its keys; its screenshot is of the
+//         whole page, as resume_form.js saves it).
+// Answers: flow_run_id and busy (503s before it: quick-run), state (run), resume_form.js's fields (resume).
 //
-// Every wait is on an element or a response, never a sleep. Between steps the page is blank: the test
-// waits on its own signals then, and a Prefect page left open would keep polling the server.
+// Every wait is on an element or a response, never a sleep.
 'use strict';
 
-const readline = require('readline');
-
-const { openPage } = require('./browser');
+const { answerSteps } = require('./browser');
 const { resume } = require('./resume_form');
 
 // Presses of Run that Prefect may turn away as busy (503) before the script gives up.
@@ -69,34 +62,5 @@ const steps = {
     },
     resume,
 };
-const FULL_PAGE = new Set(['resume']);
 
-async function main() {
-    const browser = JSON.parse(process.argv[2]);
-    const { context, page } = await openPage(browser.profile, browser.timeout_ms);
-    // API calls the page saw fail during the step: the first thing to read when a step did not do its job.
-    let apiErrors = [];
-    page.on('response', (r) => {
-        if (r.status() >= 400 && new URL(r.url()).pathname.startsWith('/api/')) apiErrors.push(`${r.status()} ${r.url()}`);
-    });
-    for await (const line of readline.createInterface({ input: process.stdin, crlfDelay: Infinity })) {
-        const job = JSON.parse(line);
-        const done = { step: job.step };
-        apiErrors = [];
-        try {
-            await steps[job.step](page, job, done);
-            done.page = page.url();
-            done.text = (await page.locator('body').innerText()).slice(0, 3000);
-            done.ok = true;
-        } catch (error) {
-            Object.assign(done, { ok: false, page: page.url(), error: String(error.message || error) });
-            process.exitCode = 1;
-        }
-        await page.screenshot({ path: job.screenshot, fullPage: FULL_PAGE.has(job.step) });
-        await page.goto('about:blank');
-        console.log(JSON.stringify({ ...done, api_errors: apiErrors, screenshot: job.screenshot }));
-    }
-    await context.close();
-}
-
-main();
+answerSteps(steps, new Set(['resume']));
