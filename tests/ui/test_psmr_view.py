@@ -1438,9 +1438,6 @@ def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Pa
         str(shop),
         "--psmr-port",
         str(view_port),
-        # No run is routed here: the warm processes (Prefect and the chain flow imported) would go unused.
-        "--warm",
-        "0",
     ]
     with log.open("w") as handle:
         up = subprocess.Popen(
