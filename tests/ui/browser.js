@@ -1,6 +1,8 @@
 // Opens Debian's headless Chromium with playwright-core, the one way the UI scripts here
-// (resume_form.js, psmr_view.js) start a browser; it downloads no browser of its own.
+// (tutorial.js, resume_form.js, psmr_view.js) start a browser; it downloads no browser of its own.
 'use strict';
+
+const readline = require('readline');
 
 const { chromium } = require('playwright-core');
 
@@ -22,4 +24,42 @@ async function openPage(profile, timeoutMs) {
     return { context, page };
 }
 
-module.exports = { openPage };
+// One browser for many steps (tests/ui/browser_session.py starts it): the script's argument is
+// {profile, timeout_ms}; then each line of stdin is a job, {step, screenshot, ...the step's keys}, run as
+// `steps[job.step](page, job, done)` (which fills `done` as it goes) and answered by one line of stdout:
+// {ok, step, page, text (the start of the page's text), api_errors (API calls the page saw fail during the
+// step), screenshot, elapsed_ms, ...done}, or with ok: false, an error and whatever the step had done
+// before it (and the exit code will be 1). After each step the page is saved to `screenshot` (the whole
+// page for the steps in `fullPage`), then left blank: the caller waits on its own signals between steps,
+// and an app's page left open would keep polling its server. The browser closes when stdin ends.
+async function answerSteps(steps, fullPage = new Set()) {
+    const browser = JSON.parse(process.argv[2]);
+    const { context, page } = await openPage(browser.profile, browser.timeout_ms);
+    let apiErrors = [];
+    page.on('response', (r) => {
+        if (r.status() >= 400 && new URL(r.url()).pathname.startsWith('/api/')) apiErrors.push(`${r.status()} ${r.url()}`);
+    });
+    for await (const line of readline.createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+        const job = JSON.parse(line);
+        const started = Date.now();
+        const done = { step: job.step };
+        apiErrors = [];
+        try {
+            await steps[job.step](page, job, done);
+            done.page = page.url();
+            done.text = (await page.locator('body').innerText()).slice(0, 3000);
+            done.ok = true;
+        } catch (error) {
+            Object.assign(done, { ok: false, page: page.url(), error: String(error.message || error) });
+            process.exitCode = 1;
+        }
+        await page.screenshot({ path: job.screenshot, fullPage: fullPage.has(job.step) });
+        await page.goto('about:blank');
+        console.log(JSON.stringify({
+            ...done, api_errors: apiErrors, screenshot: job.screenshot, elapsed_ms: Date.now() - started,
+        }));
+    }
+    await context.close();
+}
+
+module.exports = { openPage, answerSteps };

@@ -21,8 +21,10 @@
 // opens that page, follows the link, goes back, submits the form, and prints
 // {ok, followed: {status, url, forms, diff}, posted: {status, url, code}}.
 //
-// With `steps` it reads, one step after another, what a new user reads first on a real package
-// (each step opens its own page, so a failing step does not hide the others' results):
+// With `steps` it reads, one step after another in the one browser, what a new user reads first on a real
+// package; each step opens its own page and answers on its own, so a failing step does not hide the
+// others' results: {ok, refused (the pages refused during it), ...} or {ok: false, error, at}, the page it
+// left saved as <step>.png in the folder `failures`:
 //   overview: the overview `orient` (rich's): its module map and entry points; PNG `overview_screenshot`.
 //   depth2: the symbol page `busy`, switched to depth 2 with the page's own form; the anchor's box
 //     must be inside the window as the page opens (PNG `symbol_screenshot`, the window as it opens);
@@ -367,8 +369,17 @@ const STEPS = {
     },
 };
 
-async function steps(page, job, done) {
-    for (const name of job.steps) done[name] = await STEPS[name](page, job);
+async function steps(page, job, done, refused) {
+    for (const name of job.steps) {
+        const before = refused.length;
+        try {
+            done[name] = { ok: true, ...await STEPS[name](page, job) };
+        } catch (error) {
+            done[name] = { ok: false, error: String(error.message || error), at: page.url() };
+            await page.screenshot({ path: `${job.failures}/${name}.png`, fullPage: true });
+        }
+        done[name].refused = refused.slice(before);
+    }
     return done;
 }
 
@@ -397,7 +408,7 @@ async function main() {
     try {
         const run = job.loads ? measure(page, job)
             : job.attack ? attack(page, job)
-                : job.steps ? steps(page, job, done) : read(page, job, done);
+                : job.steps ? steps(page, job, done, refused) : read(page, job, done);
         outcome = { ok: true, ...await run };
     } catch (error) {
         outcome = { ...done, ok: false, error: String(error.message || error), at: page.url() };

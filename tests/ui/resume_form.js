@@ -2,24 +2,24 @@
 // open the run's page, press Resume, fill the form Prefect generates from the RunInput model's JSON
 // schema, submit, and watch the run's state badge leave Paused (or Suspended) and reach a final state.
 //
-// Usage: node resume_form.js '<job JSON>' with keys
+// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it), or `resume(page, job, done)`
+// from tutorial.js; the step "resume", with keys
 //   ui_url, flow_run_id, ui ("v1": the Vue UI at /, "v2": the React UI at /v2),
 //   form ({decision, comment?, decided_by?, data?: the text typed into the JSON editor}),
 //   refused (true: the run will refuse this answer and ask again, so do not wait for it to go on),
-//   profile (a fresh Chromium user-data-dir), screenshot (where to save a PNG of the page as the
-//   script leaves it), form_screenshot (optional: a PNG of the form as it opens), timeout_ms (for every
-//   wait).
-// Prints one JSON line: {ok, ui, page, preselected (the Decision the form opens with), alert_text (the
-// Decision field's description: the alert and what each decision does), alert_unclipped (that text wholly
-// on screen, cut by no scroll box), decision_shown, fields, form_text, resume_busy (503s before the
-// answer), resume_status, run_input, resume_answer, state_after?, final_state?, api_errors, screenshot,
-// elapsed_ms}, or with ok: false, an error and whatever it had done before it (exit code 1).
+//   alert (the run paused on an alert, not a pen's decision: read the alert under the Decision field),
+//   screenshot (where to save a PNG of the whole page as the step leaves it), form_screenshot (optional:
+//   a PNG of the form as it opens).
+// Answers: preselected (the Decision the form opens with), alert_text (the Decision field's description:
+// the alert and what each decision does), alert_unclipped (that text wholly on screen, cut by no scroll
+// box), decision_shown, fields, form_text, resume_busy (503s before the answer), resume_status, run_input,
+// resume_answer, state_after?, final_state?.
 //
 // Every wait is on an element or a response, never a sleep: the page is a single-page app that
 // renders after its API calls answer, which takes seconds on a loaded machine.
 'use strict';
 
-const { openPage } = require('./browser');
+const { answerSteps } = require('./browser');
 
 const FINAL = /^(Completed|Failed|Crashed|Cancelled)$/;
 const WAITING = /Paused|Suspended/;
@@ -162,29 +162,7 @@ async function resume(page, job, done) {
     return done;
 }
 
-async function main() {
-    const job = JSON.parse(process.argv[2]);
-    const started = Date.now();
-    const { context, page } = await openPage(job.profile, job.timeout_ms);
-    // API calls the page saw fail: the first thing to read when the form did not do its job.
-    const apiErrors = [];
-    page.on('response', (r) => {
-        if (r.status() >= 400 && new URL(r.url()).pathname.startsWith('/api/')) apiErrors.push(`${r.status()} ${r.url()}`);
-    });
-    const done = { ui: job.ui };
-    let outcome;
-    try {
-        outcome = { ok: true, ...await resume(page, job, done) };
-    } catch (error) {
-        outcome = { ...done, ok: false, error: String(error.message || error) };
-        process.exitCode = 1;
-    }
-    // Whatever happened, the page as it is now: what a failed assertion's message points to.
-    await page.screenshot({ path: job.screenshot, fullPage: true });
-    await context.close();
-    console.log(JSON.stringify({
-        ...outcome, api_errors: apiErrors, screenshot: job.screenshot, elapsed_ms: Date.now() - started,
-    }));
-}
+// Run as a script, it decides runs; tutorial.js requires it to decide in the browser it already has.
+if (require.main === module) answerSteps({ resume }, new Set(['resume']));
 
-main();
+module.exports = { resume };

@@ -141,7 +141,7 @@ def proposed(shop: Path, workspace_id: str) -> dict[str, str]:
     return {"signature": signature, "broken": broken, "rename": rename}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser_tools() -> None:
     require_service(
         shutil.which(CHROMIUM) is not None
@@ -332,17 +332,32 @@ def real_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealView]:
     assert "Traceback" not in output, output
 
 
-def _browse(
-    real_view: RealView, tmp_path: Path, step: str, *, refused: tuple[str, ...] = (), **job: object
-) -> dict:
-    """One step of tests/ui/psmr_view.js in Chromium; its answer for that step. The pages answered
-    with a 4xx or 5xx must be exactly `refused` (URLs)."""
+# What each regression test below reads of the real packages, all read in one browser (one node, one
+# Chromium): every step opens its own page of a store no step changes, and answers on its own.
+REAL_STEPS = ("overview", "depth2", "raising", "source", "overload", "missing")
+
+
+@pytest.fixture(scope="module")
+def real_pages(real_view: RealView, browser_tools: None, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """tests/ui/psmr_view.js's REAL_STEPS on `real_view`, in one browser; its answer."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    work = tmp_path_factory.mktemp("real-pages")
+    (work / "failures").mkdir()
     job = {
-        "steps": [step],
-        "profile": str(tmp_path / "chromium-profile"),
-        "failure_screenshot": str(tmp_path / "failure.png"),
+        "steps": REAL_STEPS,
+        "profile": str(work / "chromium-profile"),
+        "failure_screenshot": str(work / "failure.png"),
+        "failures": str(work / "failures"),
         "timeout_ms": BROWSER_TIMEOUT_MS,
-        **job,
+        "orient": real_view.page("rich"),
+        "overview_screenshot": str(ARTIFACTS / "overview.png"),
+        "busy": real_view.page("rich", "symbol?id=rich.text.Text"),
+        "symbol_screenshot": str(ARTIFACTS / "symbol-depth-2.png"),
+        "raising": real_view.page("rich", "symbol?id=rich.color.Color.parse"),
+        "overload_overview": real_view.page("click"),
+        "overload_query": "command",
+        "overload_symbol": "semantic:click.decorators.command",
+        "missing": real_view.page("rich", "no-such-page"),
     }
     done = subprocess.run(
         [str(NODE), str(SCRIPT), json.dumps(job)],
@@ -357,8 +372,16 @@ def _browse(
     assert done.returncode == 0 and seen["ok"], (
         f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
     )
+    return seen
+
+
+def _browsed(real_pages: dict, step: str, *, refused: tuple[str, ...] = ()) -> dict:
+    """What the browser read at one step of `real_pages`. The pages answered with a 4xx or 5xx during
+    it must be exactly `refused` (URLs)."""
+    seen = real_pages[step]
+    assert seen["ok"], f"{step}: {seen}; page left: {seen.get('at')} (failures/{step}.png)"
     assert seen["refused"] == [f"404 {url}" for url in refused]
-    return seen[step]
+    return seen
 
 
 def _callers(ws: Workspace, node: str) -> int:
@@ -367,17 +390,14 @@ def _callers(ws: Workspace, node: str) -> int:
 
 @pytest.mark.browser
 def test_regression_the_overview_orients_on_a_real_package(
-    real_view: RealView, browser_tools: None, tmp_path: Path
+    real_view: RealView, real_pages: dict
 ) -> None:
     """Issue 33: the overview led with counts and a conflicts table. On rich it now opens on a map of
     its modules (the largest, framed by package, the rest listed), its entry points (`python -m rich`,
     the `__main__` blocks, the public API from `__all__`), its busiest symbols and the findings worth
     reading first; the counts follow."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / "overview.png"
-    seen = _browse(
-        real_view, tmp_path, "overview", orient=real_view.page("rich"), overview_screenshot=str(screenshot)
-    )
+    seen = _browsed(real_pages, "overview")
     print(f"overview screenshot: {screenshot}")
     ws, root = real_view.workspace("rich"), real_view.roots["rich"]
     modules = {n for n, d in ws.graph.nodes(data=True) if d["kind"] == "module"}
@@ -428,21 +448,14 @@ def test_regression_the_overview_orients_on_a_real_package(
 
 @pytest.mark.browser
 def test_regression_the_depth_2_picture_opens_on_its_symbol(
-    real_view: RealView, browser_tools: None, tmp_path: Path
+    real_view: RealView, real_pages: dict
 ) -> None:
     """Issue 33: the depth-2 graph was 1,830 by 4,275 px in a 720-px box and opened on an empty corner.
     Switched to depth 2 with the page's form, rich's busiest symbol now draws its nearest neighbours
     (at most MAX_DRAWN), says how many it left out with a link to the list of all of them (paged), and
     opens with the anchor inside the window."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / "symbol-depth-2.png"
-    seen = _browse(
-        real_view,
-        tmp_path,
-        "depth2",
-        busy=real_view.page("rich", "symbol?id=rich.text.Text"),
-        symbol_screenshot=str(screenshot),
-    )
+    seen = _browsed(real_pages, "depth2")
     print(f"depth-2 screenshot: {screenshot}")
     box = seen["anchor"]
     assert 0 <= box["top"] < box["bottom"] <= box["window"]["height"], box
@@ -481,15 +494,11 @@ def _raise_sites(path: Path) -> set[tuple[int, int]]:
 
 
 @pytest.mark.browser
-def test_regression_no_raise_is_drawn_as_a_call(
-    real_view: RealView, browser_tools: None, tmp_path: Path
-) -> None:
+def test_regression_no_raise_is_drawn_as_a_call(real_view: RealView, real_pages: dict) -> None:
     """Issue 33: `raise ColorParseError(...)` was drawn and listed as "calls ColorParseError". Every
     edge of Color.parse's picture and table is checked against the raise statements of the source
     (parsed here): an edge whose every site is a raise's exception reads "raises", no other does."""
-    seen = _browse(
-        real_view, tmp_path, "raising", raising=real_view.page("rich", "symbol?id=rich.color.Color.parse")
-    )
+    seen = _browsed(real_pages, "raising")
     ws, root = real_view.workspace("rich"), real_view.roots["rich"]
     raised: dict[str, set[tuple[int, int]]] = {}
 
@@ -516,13 +525,11 @@ def test_regression_no_raise_is_drawn_as_a_call(
 
 
 @pytest.mark.browser
-def test_regression_the_source_view_expands(real_view: RealView, browser_tools: None, tmp_path: Path) -> None:
+def test_regression_the_source_view_expands(real_view: RealView, real_pages: dict) -> None:
     """Issue 33: the source view showed 12 lines either side with no way to see more. From a symbol's
     file link, "more context" widens it step by step (25, 50, 100, 200 lines either side) and stops
     there; the highlighted line stays in view and the header keeps its navigation."""
-    seen = _browse(
-        real_view, tmp_path, "source", raising=real_view.page("rich", "symbol?id=rich.color.Color.parse")
-    )
+    seen = _browsed(real_pages, "source")
     lines = (real_view.roots["rich"] / "color.py").read_bytes().splitlines()
     line = _line_of((real_view.roots["rich"] / "color.py").read_text(), "def parse(")
     steps = seen["steps"]
@@ -534,20 +541,11 @@ def test_regression_the_source_view_expands(real_view: RealView, browser_tools: 
 
 
 @pytest.mark.browser
-def test_regression_an_overload_opens_on_its_implementation(
-    real_view: RealView, browser_tools: None, tmp_path: Path
-) -> None:
+def test_regression_an_overload_opens_on_its_implementation(real_view: RealView, real_pages: dict) -> None:
     """Issue 33: click's `command` (four `@t.overload` stubs, then the function) opened on the first
     stub and was listed as a conflict. Searched and opened in the browser, it now shows the
     implementation's line and signature, names the stubs, has no conflict, and its impact opens."""
-    seen = _browse(
-        real_view,
-        tmp_path,
-        "overload",
-        overload_overview=real_view.page("click"),
-        overload_query="command",
-        overload_symbol="semantic:click.decorators.command",
-    )
+    seen = _browsed(real_pages, "overload")
     source = (real_view.roots["click"] / "decorators.py").read_text()
     defs = [
         node
@@ -567,13 +565,11 @@ def test_regression_an_overload_opens_on_its_implementation(
 
 
 @pytest.mark.browser
-def test_regression_the_404_page_keeps_the_navigation(
-    real_view: RealView, browser_tools: None, tmp_path: Path
-) -> None:
+def test_regression_the_404_page_keeps_the_navigation(real_view: RealView, real_pages: dict) -> None:
     """Issue 33: the 404 page dropped the navigation. A page of a workspace that does not exist keeps
     the header: the workspace's pages and its search box."""
     missing = real_view.page("rich", "no-such-page")
-    seen = _browse(real_view, tmp_path, "missing", missing=missing, refused=(missing,))
+    seen = _browsed(real_pages, "missing", refused=(missing,))
     assert (seen["status"], seen["code"]) == (404, "NOT_FOUND")
     assert seen["nav"] == [
         "Workspaces",

@@ -15,9 +15,11 @@ the alert files record the decision (its data an object), who made it and when.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import os
+import queue
 import shutil
 import subprocess
 import time
@@ -31,17 +33,13 @@ import pytest
 from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.chain.test_arbitration import SLOTRELAY, make_chain, wait_paused
 from tests.conftest import require_service
+from tests.ui.browser_session import NODE, BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "resume_form.js"
-# playwright-core 1.65 needs Node >= 20 and Debian 12's nodejs is 18: use the Node 22 that
-# tests/mcp pins (scripts/bootstrap.sh installs both folders).
-NODE = HERE.parent / "mcp" / "node_modules" / ".bin" / "node"
 CHROMIUM = "/usr/bin/chromium"
-# Every wait in the browser; far above what a loaded 2-core machine needs (a few seconds).
-BROWSER_TIMEOUT_MS = 120_000
 # Browsers open at once: one per core of CI's 2-core machine (rendering the UI keeps a core busy).
 BROWSERS = 2
 # Per run: the UI and the answers given in turn; `data` is the text typed into the JSON editor.
@@ -63,33 +61,30 @@ FIELDS = ["Decision", "Comment (Optional)", "Data (Optional)", "Decided By (Opti
 
 
 def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, refused: bool, name: str,
-                      tmp_path: Path, screenshot: Path | None = None,
+                      tmp_path: Path, browser: BrowserSession | None = None,
                       form_screenshot: Path | None = None, alert: bool = True) -> dict:
-    """Run resume_form.js on one paused run; returns what it did, with a screenshot of the page it left
-    (`screenshot`, default in `tmp_path`) and, with `form_screenshot`, one of the form as it opened.
-    With `alert` (a run paused on an alert, not a pen's decision) it reads the alert under the Decision
-    field."""
-    screenshot = screenshot or tmp_path / f"{name}-page.png"
+    """resume_form.js's decision on one paused run, in `browser` (else in a browser of its own); returns
+    what it did, with a screenshot of the page it left (tmp_path/<name>-page.png) and, with
+    `form_screenshot`, one of the form as it opened. With `alert` (a run paused on an alert, not a pen's
+    decision) it reads the alert under the Decision field."""
+    screenshot = tmp_path / f"{name}-page.png"
     job = {
+        "step": "resume",
         "ui_url": ui_url,
         "flow_run_id": flow_run_id,
         "ui": ui,
         "form": form,
         "refused": refused,
-        "profile": str(tmp_path / f"{name}-chromium-profile"),
         "screenshot": str(screenshot),
         "form_screenshot": str(form_screenshot) if form_screenshot else None,
         "alert": alert,
-        "timeout_ms": BROWSER_TIMEOUT_MS,
     }
-    done = subprocess.run([str(NODE), str(SCRIPT), json.dumps(job)], cwd=HERE, capture_output=True, text=True,
-                          timeout=600, check=False)
-    lines = done.stdout.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {"ok": False}
-    assert done.returncode == 0 and result["ok"], (
-        f"the {ui} UI did not take the decision: {result}; screenshot: {screenshot}; "
-        f"stderr: {done.stderr[-2000:]}"
-    )
+    if browser is None:
+        with BrowserSession(SCRIPT, tmp_path / name) as own:
+            result = own.step(**job)
+    else:
+        result = browser.step(**job)
+    assert result["ok"], f"the {ui} UI did not take the decision: {result}; screenshot: {screenshot}"
     return result
 
 
@@ -113,8 +108,9 @@ def wait_asked_again(flow_run_id: str, refused_key: str, timeout: float = 120) -
     raise AssertionError(f"flow run {flow_run_id} did not ask again after its pause {refused_key}")
 
 
-def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path) -> None:
-    """Give the answers of RUNS[name] in turn through its UI, checking what each form sent and did."""
+def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path, browser: BrowserSession) -> None:
+    """Give the answers of RUNS[name] in turn through its UI in `browser`, checking what each form sent and
+    did."""
     ui, answers = RUNS[name]
     waiting = read_alert(alert)
     flow_run_id = waiting.flow_run_id
@@ -122,7 +118,7 @@ def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path) -> None:
         refused = turn < len(answers) - 1
         key = pause_key(flow_run_id)
         did = resume_in_browser(ui_url, flow_run_id, ui=ui, form=form, refused=refused, name=f"{name}-{turn}",
-                                tmp_path=tmp_path)
+                                tmp_path=tmp_path, browser=browser)
         shown = f"the {ui} UI did {did}; screenshot: {did['screenshot']}"
         # The alert first, readable as the form opens; the safe decision chosen unless a person changes it.
         said = " ".join(did["alert_text"].split())
@@ -184,13 +180,26 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
 
     ui_url = prefect_server.removesuffix("/api")
     # The runs are independent: BROWSERS of them are decided at a time, each run's answers in turn. A
-    # session waits mostly on the page's polling of the run, so a second browser overlaps those waits.
+    # session waits mostly on the page's polling of the run, so a second browser overlaps those waits. A
+    # run is decided in whichever browser is free, as one person with two windows would: each step opens
+    # its run's page afresh and leaves the page blank.
     # Each lane runs in a copy of this context, which holds the settings naming the session's server.
-    with ThreadPoolExecutor(max_workers=BROWSERS) as lanes:
-        decided = [lanes.submit(contextvars.copy_context().run, decide_in_ui, ui_url, name, alerts[name],
-                                tmp_path) for name in RUNS]
-    for lane in decided:
-        lane.result()
+    free: queue.Queue[BrowserSession] = queue.Queue()
+
+    def decide(name: str) -> None:
+        browser = free.get()
+        try:
+            decide_in_ui(ui_url, name, alerts[name], tmp_path, browser)
+        finally:
+            free.put(browser)
+
+    with contextlib.ExitStack() as browsers:
+        for lane in range(BROWSERS):
+            free.put(browsers.enter_context(BrowserSession(SCRIPT, tmp_path / f"browser-{lane}")))
+        with ThreadPoolExecutor(max_workers=BROWSERS) as lanes:
+            decided = [lanes.submit(contextvars.copy_context().run, decide, name) for name in RUNS]
+        for done in decided:
+            done.result()
 
     summaries = {}
     for name, (_, run) in chain_runs.items():

@@ -6,8 +6,9 @@ here); `slotrelay up` from the same folder reuses that server. A run is started 
 deployment's Run > Quick run) and one by an agent writing the review node's output slot; the
 `store-busy` switch makes a run pause, which is decided in the UI form and, for a second run, with
 `slotrelay decide` from a shell with no PREFECT_API_URL; an agent's failed slot with `error` fields is
-retried and answered. Each step waits on its signal (a file, the alert, the run's state badge) and saves
-a screenshot in build/artifacts/tutorial/.
+retried and answered. The UI steps are a person's, in one browser from the first to the last. Each step
+waits on its signal (a file, the alert, the run's state badge) and saves a screenshot in
+build/artifacts/tutorial/.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +33,8 @@ from slotrelay.chain.slots import read_slot
 from tests.chain.test_arbitration import SLOTRELAY, wait_paused
 from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
 from tests.sensor.test_up import start_up
-from tests.ui.test_resume_form import BROWSER_TIMEOUT_MS, NODE, browser_tools, resume_in_browser
+from tests.ui.browser_session import BrowserSession
+from tests.ui.test_resume_form import browser_tools
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 
@@ -46,17 +49,23 @@ FINAL = ["Completed", "Failed", "Crashed", "Cancelled"]
 __all__ = ["browser_tools"]  # the fixture, used by name
 
 
-def in_browser(step: str, shot: str, ui_url: str, tmp_path: Path, **job: object) -> dict:
-    """One step of tutorial.js; its screenshot goes to build/artifacts/tutorial/<shot>.png."""
-    screenshot = SHOTS / f"{shot}.png"
-    spec = {"step": step, "ui_url": ui_url, "deployment": DEPLOYMENT, "timeout_ms": BROWSER_TIMEOUT_MS,
-            "profile": str(tmp_path / f"profile-{shot}"), "screenshot": str(screenshot), **job}
-    done = subprocess.run([str(NODE), str(SCRIPT), json.dumps(spec)], cwd=HERE, capture_output=True,
-                          text=True, timeout=600, check=False)
-    lines = done.stdout.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {"ok": False}
-    assert done.returncode == 0 and result["ok"], f"{step}: {result}; stderr: {done.stderr[-2000:]}"
-    return result
+InBrowser = Callable[..., dict]
+
+
+@pytest.fixture
+def in_browser(browser_tools: None, tmp_path: Path) -> Iterator[InBrowser]:
+    """tutorial.js, one node and one Chromium for every UI step of the tutorial; yields `in_browser(step,
+    shot, ui_url, **job)`, which runs one step and returns what it did, its screenshot in
+    build/artifacts/tutorial/<shot>.png."""
+    with BrowserSession(SCRIPT, tmp_path) as browser:
+
+        def step(step: str, shot: str, ui_url: str, **job: object) -> dict:
+            result = browser.step(step=step, ui_url=ui_url, deployment=DEPLOYMENT,
+                                  screenshot=str(SHOTS / f"{shot}.png"), **job)
+            assert result["ok"], f"{step}: {result}; stderr: {browser.log.read_text()[-2000:]}"
+            return result
+
+        yield step
 
 
 def agent_answers(example: Path, document: dict) -> None:
@@ -98,7 +107,7 @@ def wait_started_at(node_id: str, after: datetime, api_url: str, up: subprocess.
     return str(found["run"])
 
 
-def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: str, tmp_path: Path) -> None:
+def test_the_tutorial_from_a_fresh_clone(in_browser: InBrowser, prefect_server: str, tmp_path: Path) -> None:
     if SHOTS.exists():
         shutil.rmtree(SHOTS)
     SHOTS.mkdir(parents=True)
@@ -132,16 +141,16 @@ def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: st
         assert f"export PREFECT_API_URL={api_url}" in panel and f"watching    {clone / CHAIN}" in panel, panel
         wait_for(lambda: http_status(f"{api_url}/deployments/name/chain/{DEPLOYMENT}") == 200,
                  "the example's deployment", up, log)
-        in_browser("deployment", "01-up-deployment", ui_url, tmp_path)
+        in_browser("deployment", "01-up-deployment", ui_url)
 
         # 3. Started from the UI: Run > Quick run. The run stops at the review node (an agent outside the
         # engine: pipeline.py's reviewer answers it), and the sensor runs the rest from exec-publish.
         asked = datetime.now(UTC)
-        started = in_browser("quick-run", "02-quick-run", ui_url, tmp_path)["flow_run_id"]
-        ended = in_browser("run", "03-run-from-the-ui", ui_url, tmp_path, flow_run_id=started, states=FINAL)
+        started = in_browser("quick-run", "02-quick-run", ui_url)["flow_run_id"]
+        ended = in_browser("run", "03-run-from-the-ui", ui_url, flow_run_id=started, states=FINAL)
         assert ended["state"] == "Completed", ended
         rest = wait_started_at("exec-publish", asked, api_url, up, log)
-        ended = in_browser("run", "04-the-rest-after-the-review", ui_url, tmp_path, flow_run_id=rest,
+        ended = in_browser("run", "04-the-rest-after-the-review", ui_url, flow_run_id=rest,
                            states=FINAL)
         assert ended["state"] == "Completed", ended
 
@@ -155,13 +164,13 @@ def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: st
             "capabilities_used": ["Read"], "checks": {"a person read every article": True}})
         by_slot = wait_started_at("exec-publish", asked, api_url, up, log)
         assert "Hello from the tutorial" in index.read_text()
-        ended = in_browser("run", "05-run-from-a-slot", ui_url, tmp_path, flow_run_id=by_slot, states=FINAL)
+        ended = in_browser("run", "05-run-from-a-slot", ui_url, flow_run_id=by_slot, states=FINAL)
         assert ended["state"] == "Completed", ended
 
         # 5. The switch: with store-busy, enrich's retries run out and the run pauses for a person.
         switch = example / "store-busy"
         switch.touch()
-        paused = in_browser("quick-run", "06-quick-run-store-busy", ui_url, tmp_path)["flow_run_id"]
+        paused = in_browser("quick-run", "06-quick-run-store-busy", ui_url)["flow_run_id"]
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
@@ -169,16 +178,15 @@ def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: st
         assert re.fullmatch(r"alert-.*-exec-enrich\.json", alert.name), alert
         assert read_alert(alert).flow_run_id == paused
         assert read_alert(alert).api_url == api_url
-        in_browser("run", "07-paused", ui_url, tmp_path, flow_run_id=paused, states=["Paused", "Suspended"])
+        in_browser("run", "07-paused", ui_url, flow_run_id=paused, states=["Paused", "Suspended"])
 
         # 6. Decided in the UI: the cause fixed, retry.
         switch.unlink()
         decided_at = datetime.now(UTC)
-        did = resume_in_browser(ui_url, paused, ui="v2", refused=False, name="tutorial", tmp_path=tmp_path,
-                                form={"decision": "retry", "comment": "store is back",
-                                      "decided_by": "tutorial"},
-                                form_screenshot=SHOTS / "08-decision-form.png",
-                                screenshot=SHOTS / "09-decided-in-the-ui.png")
+        did = in_browser("resume", "09-decided-in-the-ui", ui_url, flow_run_id=paused, ui="v2", refused=False,
+                         alert=True, form={"decision": "retry", "comment": "store is back",
+                                           "decided_by": "tutorial"},
+                         form_screenshot=str(SHOTS / "08-decision-form.png"))
         assert did["preselected"] == "terminate" and did["alert_unclipped"], did
         assert "exec-enrich failed with source_busy" in did["alert_text"], did
         assert did["final_state"] == "Completed", did
@@ -188,7 +196,7 @@ def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: st
 
         # 7. Decided with `slotrelay decide`, from a shell with no PREFECT_API_URL.
         switch.touch()
-        second = in_browser("quick-run", "10-quick-run-store-busy-again", ui_url, tmp_path)["flow_run_id"]
+        second = in_browser("quick-run", "10-quick-run-store-busy-again", ui_url)["flow_run_id"]
         wait_for(lambda: any(read_alert(a).flow_run_id == second and read_alert(a).status == "paused"
                              for a in (example / "alerts").glob("alert-*-exec-enrich.json")),
                  "the second pause", up, log)
@@ -200,7 +208,7 @@ def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: st
                                  "store is back"], cwd=clone, env=no_api, capture_output=True, text=True,
                                 timeout=180, check=False)
         assert decide.returncode == 0, decide.stderr
-        ended = in_browser("run", "11-decided-with-decide", ui_url, tmp_path, flow_run_id=second,
+        ended = in_browser("run", "11-decided-with-decide", ui_url, flow_run_id=second,
                            states=FINAL)
         assert ended["state"] == "Completed", ended
         wait_started_at("exec-publish", decided_at, api_url, up, log)
@@ -221,7 +229,7 @@ def test_the_tutorial_from_a_fresh_clone(browser_tools: None, prefect_server: st
             "capabilities_used": ["Read"], "checks": {"a person read every article": True}})
         retried = wait_started_at("exec-review", asked, api_url, up, log)
         assert "After a retry" in index.read_text()
-        ended = in_browser("run", "12-agent-failed-then-answered", ui_url, tmp_path, flow_run_id=retried,
+        ended = in_browser("run", "12-agent-failed-then-answered", ui_url, flow_run_id=retried,
                            states=FINAL)
         assert ended["state"] == "Completed", ended
     finally:

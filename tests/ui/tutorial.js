@@ -1,18 +1,20 @@
-// The UI steps of docs/tutorial.md, as a person does them in the Prefect UI (v2, at /v2), each ending with
-// a screenshot of the page as it is then.
+// The UI steps of docs/tutorial.md, as a person does them in the Prefect UI (v2, at /v2), one after another
+// in one browser, each ending with a screenshot of the page as it is then.
 //
-// Usage: node tutorial.js '<job JSON>' with keys
-//   ui_url, profile (a fresh Chromium user-data-dir), screenshot (PNG path), timeout_ms (every wait), and
+// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it), a job's keys:
+//   ui_url, screenshot (PNG path), and
 //   step: "deployment" (the served deployment's page; deployment: its name),
-//         "quick-run" (the same page, Run > Quick run > Run: starts a flow run of it), or
-//         "run" (a flow run's page, flow_run_id, until its state badge reads one of `states`).
-// Prints one JSON line: {ok, step, page, flow_run_id? and busy (503s before it: quick-run), state? (run), text (the start of the
-// page's text), screenshot}, or with ok: false, an error (exit code 1).
+//         "quick-run" (the same page, Run > Quick run > Run: starts a flow run of it),
+//         "run" (a flow run's page, flow_run_id, until its state badge reads one of `states`), or
+//         "resume" (resume_form.js's decision in the run's form, with its keys; its screenshot is of the
+//         whole page, as resume_form.js saves it).
+// Answers: flow_run_id and busy (503s before it: quick-run), state (run), resume_form.js's fields (resume).
 //
 // Every wait is on an element or a response, never a sleep.
 'use strict';
 
-const { openPage } = require('./browser');
+const { answerSteps } = require('./browser');
+const { resume } = require('./resume_form');
 
 // Presses of Run that Prefect may turn away as busy (503) before the script gives up.
 const MAX_BUSY = 5;
@@ -58,24 +60,7 @@ const steps = {
         await badge.filter({ hasText: new RegExp(`^(${job.states.join('|')})$`) }).waitFor();
         done.state = (await badge.innerText()).trim();
     },
+    resume,
 };
 
-async function main() {
-    const job = JSON.parse(process.argv[2]);
-    const { context, page } = await openPage(job.profile, job.timeout_ms);
-    const done = { step: job.step };
-    try {
-        await steps[job.step](page, job, done);
-        done.page = page.url();
-        done.text = (await page.locator('body').innerText()).slice(0, 3000);
-        done.ok = true;
-    } catch (error) {
-        Object.assign(done, { ok: false, page: page.url(), error: String(error.message || error) });
-        process.exitCode = 1;
-    }
-    await page.screenshot({ path: job.screenshot });
-    await context.close();
-    console.log(JSON.stringify({ ...done, screenshot: job.screenshot }));
-}
-
-main();
+answerSteps(steps, new Set(['resume']));
