@@ -29,7 +29,7 @@ from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, phase2_copy, right_answer, route_to_review
 from tests.mcp.processes import SLOTRELAY
 
-from .test_deployment_path import ROOT, wait_for
+from .test_deployment_path import API_POLL_SECONDS, ROOT, wait_for
 
 pytestmark = pytest.mark.prefect_server
 
@@ -152,5 +152,5 @@ def _suspended_within(flow_run_id: str) -> bool:
             state = client.read_flow_run(UUID(flow_run_id)).state
             return state is not None and state.name == "Suspended"
 
-        wait_for(suspended, 120, "the alert's run to be suspended")
+        wait_for(suspended, 120, "the alert's run to be suspended", API_POLL_SECONDS)
     return True

@@ -17,7 +17,7 @@ import pytest
 
 from slotrelay.chain.routing import CRASH_BEFORE_ROUTE_ENV
 
-from .test_deployment_path import deployment_runs, runs_finished, wait_for
+from .test_deployment_path import API_POLL_SECONDS, deployment_runs, runs_finished, wait_for
 from .test_watch_engine import (
     agent,
     agent_node,
@@ -130,11 +130,14 @@ def test_watch_after_a_run_cut_before_the_agents_route_routes_it(prefect_server,
     assert not (folder / "slots" / "publish_input.json").exists()
 
     log = tmp_path / "watch.log"
-    watch = start_watch([chain], log, prefect_server)
+    # No warm process: the catch-up asks for its run at start, before a warm process could be ready, so the
+    # runner runs it; warm processes would start and run nothing.
+    watch = start_watch([chain], log, prefect_server, "--warm", "0")
     try:
         routed = [e for e in ledger(folder) if e["kind"] == "routed"]
         assert [(e["route_id"], e["starts"]) for e in routed] == [("review-to-publish", True)]
-        wait_for(lambda: runs_finished("catchup-cut"), 180, "the run the catch-up started to end")
+        wait_for(lambda: runs_finished("catchup-cut"), 180, "the run the catch-up started to end",
+                 API_POLL_SECONDS)
     finally:
         stop_watch(watch, log)
     assert ran(folder) == ["draft", "publish", "archive"]

@@ -19,7 +19,7 @@ import pytest
 
 from slotrelay.chain.alerts import read_alert
 
-from .test_deployment_path import ROOT, deployment_runs, wait_for
+from .test_deployment_path import API_POLL_SECONDS, ROOT, deployment_runs, wait_for
 
 pytestmark = pytest.mark.prefect_server
 
@@ -81,13 +81,17 @@ def task_run_names(flow_run_id) -> list[str]:
 
 def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decision(prefect_server, tmp_path):
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     waits, other = write_chains(tmp_path / "chains")
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
     log = tmp_path / "watch.log"
+    # No warm process: a warm process runs only a run the sensor routes, and every run here is created
+    # through the API (as from the UI), so all of them are the runner's.
     with log.open("w") as handle:
-        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(waits), str(other)],
-                                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(waits), str(other)],
+            cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
         assert watch.poll() is None, log.read_text()
@@ -101,17 +105,19 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
             ]
 
             def suspended() -> bool:
-                states = [client.read_flow_run(r.id).state for r in waiting]
-                return all(s is not None and s.is_paused() and s.name == "Suspended" for s in states)
+                states = [r.state for r in client.read_flow_runs(
+                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[r.id for r in waiting])))]
+                return len(states) == WAITING_RUNS and all(
+                    s is not None and s.is_paused() and s.name == "Suspended" for s in states)
 
-            wait_for(suspended, 300, f"{WAITING_RUNS} runs suspended for a decision")
+            wait_for(suspended, 300, f"{WAITING_RUNS} runs suspended for a decision", API_POLL_SECONDS)
             assert all(client.read_flow_run(r.id).state.state_details.pause_reschedule for r in waiting)
 
             # Another chain's run starts and completes although more runs wait than the runner has slots.
             [other_run] = [client.create_flow_run_from_deployment(
                 client.read_deployment_by_name("chain/other").id, parameters={"chain_path": str(other)})]
             wait_for(lambda: client.read_flow_run(other_run.id).state.is_completed(), 120,
-                     "the other chain's run to complete while six runs wait for people")
+                     "the other chain's run to complete while six runs wait for people", API_POLL_SECONDS)
 
             # A decision from `slotrelay decide` starts the first waiting run again, which completes.
             [alert_file] = sorted((tmp_path / "run-0" / "alerts").glob("alert-*.json"))
@@ -121,7 +127,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
             assert decided.returncode == 0, decided.stderr
             resumed = waiting[0].id
-            wait_for(lambda: client.read_flow_run(resumed).state.is_final(), 180, "the decided run to end")
+            wait_for(lambda: client.read_flow_run(resumed).state.is_final(), 180, "the decided run to end",
+                     API_POLL_SECONDS)
             assert client.read_flow_run(resumed).state.is_completed(), client.read_flow_run(resumed).state
     finally:
         watch.send_signal(signal.SIGINT)
@@ -132,7 +139,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     assert json.loads((slots / "ask_output.json").read_text())["data"] == {"answer": 42}
     assert json.loads((slots / "after_output.json").read_text())["data"] == {"after": {"answer": 42}}
     # `first` and `ask` ran once, before the suspend; only `after` ran once the run started again.
-    wait_for(lambda: task_run_names(resumed) == ["after", "ask", "first"], 60, "the task runs to be recorded")
+    wait_for(lambda: task_run_names(resumed) == ["after", "ask", "first"], 60, "the task runs to be recorded",
+             API_POLL_SECONDS)
     assert "ask: taken back from alert" in (tmp_path / "run-0" / "logs" / "engine.log").read_text()
     alert = read_alert(alert_file)
     assert alert.status == "decided" and alert.decision.decision == "continue" and alert.decision.via == "cli"

@@ -26,6 +26,8 @@ from slotrelay.chain.slots import read_slot
 from tests.support.processes import log_text
 from tests.support.waiting import wait_until
 
+from .test_deployment_path import API_POLL_SECONDS
+
 pytestmark = pytest.mark.prefect_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +47,8 @@ def note(data):
 SOURCES = 5
 
 
-def wait_for(condition, timeout: float, what: str, log: Path) -> None:
-    wait_until(condition, timeout=timeout, what=what, interval=0.1, details=lambda: log_text(log))
+def wait_for(condition, timeout: float, what: str, log: Path, interval: float = 0.1) -> None:
+    wait_until(condition, timeout=timeout, what=what, interval=interval, details=lambda: log_text(log))
 
 
 class Watch:
@@ -141,8 +143,11 @@ def run_of(flow_run_id: str):
 
 
 def final(flow_run_id: str) -> bool:
-    run, _ = run_of(flow_run_id)
-    return run.state is not None and run.state.is_final()
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(flow_run_id).state
+    return state is not None and state.is_final()
 
 
 def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect_server, tmp_path):
@@ -193,7 +198,7 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
 
     before = {str(r.id) for r in watch.runs()}
     flow_run_id = watch.hop(0)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
     run, states = run_of(flow_run_id)
     assert run.state.is_completed(), run.state
     assert [s.name for s in states] == ["Scheduled", "Pending", "Submitting", "Running", "Completed"]
@@ -206,10 +211,10 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     with get_client(sync_client=True) as client:
         wait_for(lambda: any("ended COMPLETED" in entry.message for entry in client.read_logs(
             log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))), 60, "the run's logs",
-                 watch.log)
+                 watch.log, API_POLL_SECONDS)
     # One run per process: the next hop runs in the replacement.
     second = watch.hop(1)
-    wait_for(lambda: final(second), 120, "the second run to end", watch.log)
+    wait_for(lambda: final(second), 120, "the second run to end", watch.log, API_POLL_SECONDS)
     assert run_of(second)[0].state.is_completed()
     [again] = watch.attempts(1)
     assert again["process"] == "slotrelay-warm" and again["pid"] != attempt["pid"]
@@ -220,13 +225,13 @@ def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(wa
     wait_for(lambda: bool(watch.attempts(2)), 120, "the node to start", watch.log)
     [attempt] = watch.attempts(2)
     os.kill(attempt["pid"], signal.SIGKILL)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
     run, _ = run_of(flow_run_id)
     assert run.state.is_crashed(), run.state
     assert "-9" in (run.state.message or ""), run.state.message
     # The next write runs in a new warm process.
     following = watch.hop(3)
-    wait_for(lambda: final(following), 120, "the next run to end", watch.log)
+    wait_for(lambda: final(following), 120, "the next run to end", watch.log, API_POLL_SECONDS)
     assert run_of(following)[0].state.is_completed()
     [replacement] = watch.attempts(3)
     assert replacement["process"] == "slotrelay-warm" and replacement["pid"] != attempt["pid"]
@@ -243,7 +248,7 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     with get_client(sync_client=True) as client:
         # What the UI's Cancel does.
         client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
     run, _ = run_of(flow_run_id)
     assert run.state.is_cancelled(), run.state
     wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)

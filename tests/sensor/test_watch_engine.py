@@ -105,11 +105,12 @@ def ledger(folder: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def start_watch(chains: list[Path], log: Path, api: str) -> subprocess.Popen:
+def start_watch(chains: list[Path], log: Path, api: str, *options: str) -> subprocess.Popen:
     with log.open("w") as handle:
-        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", *map(str, chains)],
-                                 cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api, "COLUMNS": "200"},
-                                 stdout=handle, stderr=subprocess.STDOUT)
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", *options, *map(str, chains)],
+            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api, "COLUMNS": "200"},
+            stdout=handle, stderr=subprocess.STDOUT)
     wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 90, "watch to start")
     assert watch.poll() is None, log.read_text()
     return watch

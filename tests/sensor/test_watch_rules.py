@@ -22,7 +22,7 @@ from harness.chains import WORK_CALLABLE, WORK_MODULE
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import input_slot_document, read_slot, write_json_atomic
 
-from .test_deployment_path import ROOT, wait_for
+from .test_deployment_path import API_POLL_SECONDS, ROOT, wait_for
 
 pytestmark = pytest.mark.prefect_server
 HERE = Path(__file__).parent
@@ -152,7 +152,8 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         [mismatch] = alerts(cases["identity"])
         assert mismatch.error_type == "identity_mismatch" and "impostor" in mismatch.message
         [alert_file] = sorted((cases["identity"] / "alerts").glob("alert-*.json"))
-        wait_for(lambda: _suspended(mismatch.flow_run_id), 120, "identity's run to be suspended")
+        wait_for(lambda: _suspended(mismatch.flow_run_id), 120, "identity's run to be suspended",
+                 API_POLL_SECONDS)
         decided = subprocess.run(
             [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue",
                                   "--data", '{"answer": "by hand"}'], cwd=ROOT, env=env, capture_output=True,
@@ -165,7 +166,8 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         wait_for(lambda: any(a.status == "paused" for a in alerts(cases["unknown"])), 120, "unknown's alert")
         [unknown] = alerts(cases["unknown"])
         assert (unknown.error_type, unknown.handling) == ("weird", "arbitrate")
-        wait_for(lambda: _suspended(unknown.flow_run_id), 120, "unknown's run to be suspended")
+        wait_for(lambda: _suspended(unknown.flow_run_id), 120, "unknown's run to be suspended",
+                 API_POLL_SECONDS)
         from uuid import UUID
 
         resume_flow_run(UUID(unknown.flow_run_id), run_input={"decision": "retry"})
@@ -189,7 +191,7 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
             assert "ext_output.json" in refused.message and problem in refused.message, refused.message
         # fail: its run waits for a person (L5) like any alert's; a decision to terminate ends it.
         wait_for(lambda: any(a.status == "paused" for a in alerts(cases["fail"])), 120, "fail's alert")
-        wait_for(lambda: _suspended(failed.flow_run_id), 120, "fail's run to be suspended")
+        wait_for(lambda: _suspended(failed.flow_run_id), 120, "fail's run to be suspended", API_POLL_SECONDS)
         [fail_alert] = sorted((cases["fail"] / "alerts").glob("alert-*.json"))
         terminated = subprocess.run(
             [sys.executable, "-m", "slotrelay.cli", "decide", str(fail_alert), "terminate"], cwd=ROOT,
@@ -199,7 +201,7 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
             wait_for(
                 lambda: all(
                     r.state.is_final() for r in client.read_flow_runs() if r.name.startswith("wr-fail")),
-                120, "the fail run to end")
+                120, "the fail run to end", API_POLL_SECONDS)
         # babel: an agent's failed slot is dual-written too, once, though the sensor and a run both took it.
         for name in ("fail", "skip"):
             lines = (cases[name] / "slots" / "ext_babel.jsonl").read_text().splitlines()
