@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from uuid import UUID
 
@@ -24,6 +23,7 @@ import pytest
 
 from slotrelay.chain.alerts import read_alert
 from tests.chain.conftest import node, route
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.prefect_server
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,11 +77,7 @@ def flow_run_state(flow_run_id: str):
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
+    wait_until(condition, timeout=timeout, what=what, interval=0.2)
 
 
 def paused_alert(folder: Path, run: subprocess.Popen | None = None, timeout: float = 180) -> Path:

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,7 @@ from harness.workers import environment, start_worker, stop
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
 from tests.conftest import http_status, recorded_task_runs
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.prefect_server
 
@@ -65,11 +65,7 @@ API_POLL_SECONDS = 0.5
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+    wait_until(condition, timeout=timeout, what=what, interval=interval)
 
 
 def deployment_runs(*deployments: str) -> list:

@@ -12,21 +12,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from harness.chains import RunRecorder, agent_writes, make_chain, recorded_runs
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.slots import read_slot
+from tests.support.waiting import wait_until
 
 HERE = Path(__file__).parent
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+    wait_until(condition, timeout=timeout, what=what, interval=0.02)
 
 
 def ledger_lines(folder: Path) -> list[dict]:
