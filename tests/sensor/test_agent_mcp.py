@@ -28,8 +28,9 @@ from mcp import Client, StdioServerParameters
 from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, phase2_copy, right_answer, route_to_review
 from tests.mcp.processes import SLOTRELAY
+from tests.support.waiting import API_POLL_SECONDS
 
-from .test_deployment_path import API_POLL_SECONDS, ROOT, wait_for
+from .test_deployment_path import ROOT, wait_for
 
 pytestmark = pytest.mark.prefect_server
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain.routing import CRASH_BEFORE_ROUTE_ENV
+from tests.support.waiting import API_POLL_SECONDS
 
-from .test_deployment_path import API_POLL_SECONDS, deployment_runs, runs_finished, wait_for
+from .test_deployment_path import deployment_runs, runs_finished, wait_for
 from .test_watch_engine import (
     agent,
     agent_node,

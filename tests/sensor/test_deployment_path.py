@@ -20,7 +20,7 @@ from harness.workers import environment, start_worker, stop
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
 from tests.conftest import http_status, recorded_task_runs
-from tests.support.waiting import wait_until
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 
@@ -56,12 +56,6 @@ def relay_chain(folder: Path) -> Path:
     path = folder / "node_chain.json"
     path.write_text(json.dumps(chain, indent=1))
     return path
-
-
-# A condition read from the API asks the server each time, most with a new client: about 35 ms of CPU
-# between the test and the server (measured), against well under 1 ms to read a slot file. It is asked
-# every half second, a file every tenth.
-API_POLL_SECONDS = 0.5
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> None:

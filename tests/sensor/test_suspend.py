@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain.alerts import read_alert
+from tests.support.waiting import API_POLL_SECONDS
 
-from .test_deployment_path import API_POLL_SECONDS, ROOT, deployment_runs, wait_for
+from .test_deployment_path import ROOT, deployment_runs, wait_for
 
 pytestmark = pytest.mark.prefect_server
 

@@ -24,9 +24,7 @@ from deployments import prefect_compat
 from harness.chains import agent_writes, make_chain
 from slotrelay.chain.slots import read_slot
 from tests.support.processes import log_text
-from tests.support.waiting import wait_until
-
-from .test_deployment_path import API_POLL_SECONDS
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 

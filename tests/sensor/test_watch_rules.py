@@ -21,8 +21,9 @@ import pytest
 from harness.chains import WORK_CALLABLE, WORK_MODULE
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import input_slot_document, read_slot, write_json_atomic
+from tests.support.waiting import API_POLL_SECONDS
 
-from .test_deployment_path import API_POLL_SECONDS, ROOT, wait_for
+from .test_deployment_path import ROOT, wait_for
 
 pytestmark = pytest.mark.prefect_server
 HERE = Path(__file__).parent

@@ -79,12 +79,11 @@ def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, ref
         "form_screenshot": str(form_screenshot) if form_screenshot else None,
         "alert": alert,
     }
-    if browser is None:
-        with BrowserSession(SCRIPT, tmp_path / name) as own:
-            result = own.step(**job)
-    else:
-        result = browser.step(**job)
-    assert result["ok"], f"the {ui} UI did not take the decision: {result}; screenshot: {screenshot}"
+    with contextlib.ExitStack() as own:
+        session = browser or own.enter_context(BrowserSession(SCRIPT, tmp_path / name))
+        result = session.step(**job)
+        assert result["ok"], (f"the {ui} UI did not take the decision: {result}; screenshot: {screenshot}; "
+                              f"stderr: {session.log.read_text()[-2000:]}")
     return result
 
 
