@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,34 +129,60 @@ second, third, fourth = step("second"), step("third"), step("fourth")
 '''
 
 
-def test_a_crash_between_an_output_and_its_routes_then_resume_runs_everything_downstream_on_the_new_data(
-        prefect_server, write_chain, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def rounds(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A four-node chain's folder after one run on the value 1 (`after_one`), and after a second run on
+    the value 2 (`after_two`), each kept to be copied: the runs before a crash or a power cut are the same
+    in every test below, and the engine is stateless, so a copy of the folder is where a resume starts."""
     python = {"kind": "python"}
-    path = write_chain({
-        "chain_id": "cut",
+    base = tmp_path_factory.mktemp("rounds")
+    folder = base / "chain"
+    folder.mkdir()
+    (folder / "rounds.py").write_text(ROUNDS, encoding="utf-8")
+    (folder / "node_chain.json").write_text(json.dumps({
+        "chain_id": "rounds",
         "nodes": [node("first", start=True, executor={**python, "callable": "rounds:first"}),
                   *(node(n, executor={**python, "callable": f"rounds:{n}"})
                     for n in ("second", "third", "fourth"))],
         "routes": [route("first", "second"), route("second", "third"), route("third", "fourth")],
-    }, {"rounds.py": ROUNDS})
+    }, indent=2), encoding="utf-8")
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+    kept = {}
+    for value, name in (("1", "after_one"), ("2", "after_two")):
+        (folder / "value.txt").write_text(value)
+        done = run_json(folder / "node_chain.json", env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        kept[name] = base / name
+        shutil.copytree(folder, kept[name], symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return kept
+
+
+def run_json(path: Path, env: dict[str, str], *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([SLOTRELAY, "run", str(path), "--json", *options], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def copy_of(kept: Path, tmp_path: Path) -> Path:
+    """This test's own copy of a kept chain folder: its node_chain.json."""
+    folder = tmp_path / "chain"
+    shutil.copytree(kept, folder, symlinks=True)
+    return folder / "node_chain.json"
+
+
+def test_a_crash_between_an_output_and_its_routes_then_resume_runs_everything_downstream_on_the_new_data(
+        prefect_server, rounds, tmp_path) -> None:
+    path = copy_of(rounds["after_one"], tmp_path)
     folder = path.parent
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
-
-    def run(*options: str, **extra_env: str) -> subprocess.CompletedProcess:
-        return subprocess.run([SLOTRELAY, "run", str(path), "--json", *options], env={**env, **extra_env},
-                              capture_output=True, text=True, timeout=300, check=False)
-
-    (folder / "value.txt").write_text("1")
-    assert run().returncode == 0
     # The second run: `second` writes its output for the new value, then the process dies (the test-only
     # fault hook, kill -9) before second's route writes third's input.
     (folder / "value.txt").write_text("2")
-    crashed = run(SLOTRELAY_TEST_CRASH_BEFORE_ROUTE="second")
+    crashed = run_json(path, {**env, "SLOTRELAY_TEST_CRASH_BEFORE_ROUTE": "second"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     assert json.loads((folder / "slots" / "second_output.json").read_text())["data"] == {"n": 2}
     assert json.loads((folder / "slots" / "third_input.json").read_text())["data"] == {"n": 1}
 
-    resumed = run("--resume")
+    resumed = run_json(path, env, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads(resumed.stdout)
     assert {n: (s["state"], s["attempts"]) for n, s in summary["nodes"].items()} == {
@@ -180,35 +207,19 @@ def _lose(slot: Path, how: str, earlier: bytes) -> None:
 
 @pytest.mark.parametrize("how", ["missing", "empty", "truncated", "previous"])
 def test_a_routed_input_slot_a_power_cut_lost_is_written_again_on_resume_and_its_node_runs_on_it(
-        prefect_server, write_chain, tmp_path, how) -> None:
+        prefect_server, rounds, tmp_path, how) -> None:
     """The durability contract (CONTRACTS.md#files-the-product-writes): a python node's input slot a
     route writes is not fsynced, because resume writes it again from its source's output."""
-    python = {"kind": "python"}
-    path = write_chain({
-        "chain_id": "power-cut",
-        "nodes": [node("first", start=True, executor={**python, "callable": "rounds:first"}),
-                  *(node(n, executor={**python, "callable": f"rounds:{n}"})
-                    for n in ("second", "third", "fourth"))],
-        "routes": [route("first", "second"), route("second", "third"), route("third", "fourth")],
-    }, {"rounds.py": ROUNDS})
+    earlier = (rounds["after_one"] / "slots" / "third_input.json").read_bytes()
+    path = copy_of(rounds["after_two"], tmp_path)
     folder, slots = path.parent, path.parent / "slots"
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
-
-    def run(*options: str) -> subprocess.CompletedProcess:
-        return subprocess.run([SLOTRELAY, "run", str(path), "--json", *options], env=env,
-                              capture_output=True, text=True, timeout=300, check=False)
-
-    (folder / "value.txt").write_text("1")
-    assert run().returncode == 0
-    earlier = (slots / "third_input.json").read_bytes()
-    (folder / "value.txt").write_text("2")
-    assert run().returncode == 0
     # The power cut: every fsynced slot survived (second's and third's outputs among them), third's
     # input, written without fsync, did not.
     _lose(slots / "third_input.json", how, earlier)
     (folder / "runs.txt").write_text("")
 
-    resumed = run("--resume")
+    resumed = run_json(path, env, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads(resumed.stdout)
     assert {n: (s["state"], s["attempts"]) for n, s in summary["nodes"].items()} == {
