@@ -1,9 +1,10 @@
 """Issue 11 item 8 on the session's real Prefect server: runs waiting for a person hold no runner slot.
 
-`watch` serves the chains' deployments with Prefect's runner, which runs at most 5 flow runs at once.
-A deployment run that needs a decision is suspended (its process ends), so six runs waiting for people
-leave room for another chain's run; a decision starts the suspended run again, which takes what is
-done from its slots and alerts, receives the decision, and completes without running a node twice.
+`watch` serves the chains' deployments with Prefect's runner, which runs at most 5 flow runs at once
+(here 2). A deployment run that needs a decision is suspended (its process ends), so more runs waiting
+for people than the runner has slots leave room for another chain's run; a decision starts the suspended
+run again, which takes what is done from its slots and alerts, receives the decision, and completes
+without running a node twice.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from .test_deployment_path import ROOT, deployment_runs, wait_for
 
 pytestmark = pytest.mark.prefect_server
 
-WAITING_RUNS = 6  # one more than the runner's process limit (PREFECT_RUNNER_PROCESS_LIMIT, 5)
+# The runner's process limit (Prefect's PREFECT_RUNNER_PROCESS_LIMIT, 5 by default) is 2 here, and one more
+# run than that waits: what is proven is more waiting runs than slots, and each run is a process.
+RUNNER_PROCESS_LIMIT = 2
+WAITING_RUNS = RUNNER_PROCESS_LIMIT + 1
 
 ASK_MODULE = '''
 from slotrelay.chain import NodeError
@@ -85,7 +89,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     waits, other = write_chains(tmp_path / "chains")
-    env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200",
+           "PREFECT_RUNNER_PROCESS_LIMIT": str(RUNNER_PROCESS_LIMIT)}
     log = tmp_path / "watch.log"
     # No warm process: a warm process runs only a run the sensor routes, and every run here is created
     # through the API (as from the UI), so all of them are the runner's.
@@ -112,13 +117,16 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
                     s is not None and s.is_paused() and s.name == "Suspended" for s in states)
 
             wait_for(suspended, 300, f"{WAITING_RUNS} runs suspended for a decision", API_POLL_SECONDS)
+            # The limit was the runner's while they started: it held a run back for want of a slot.
+            assert "scheduled runs skipped (at capacity)" in log.read_text(), log.read_text()
             assert all(client.read_flow_run(r.id).state.state_details.pause_reschedule for r in waiting)
 
             # Another chain's run starts and completes although more runs wait than the runner has slots.
             [other_run] = [client.create_flow_run_from_deployment(
                 client.read_deployment_by_name("chain/other").id, parameters={"chain_path": str(other)})]
             wait_for(lambda: client.read_flow_run(other_run.id).state.is_completed(), 120,
-                     "the other chain's run to complete while six runs wait for people", API_POLL_SECONDS)
+                     f"the other chain's run to complete while {WAITING_RUNS} runs wait for people",
+                     API_POLL_SECONDS)
 
             # A decision from `slotrelay decide` starts the first waiting run again, which completes.
             [alert_file] = sorted((tmp_path / "run-0" / "alerts").glob("alert-*.json"))
