@@ -14,8 +14,8 @@ test: lint suite
 lint: setup
 	scripts/lint.sh
 
-# Two pytest-xdist workers: most of the suite's time is spent waiting on the servers, daemons and
-# browsers its tests start (each worker starts its own), so two workers on CI's two cores halve it.
+# Two pytest-xdist workers, one per core of CI's two: the suite's time follows its CPU seconds (the cores
+# are busy 86% of it), so more workers would not shorten it (docs/benchmarks.md#test-suite-time).
 # A worker takes a whole file, so it sets up a file's module fixtures (a watch process, a built
 # workspace) once; the files go heaviest first in the order tests/conftest.py gives them. `--dist load`
 # (tests handed out in chunks) is faster on tests/psmr alone but slower on the whole suite, where both
