@@ -263,13 +263,14 @@ def _agent_view(chains: list[Path], slots_root: Path | None, agents: list[str], 
     no chain served)."""
     if not chains and not agents and not allow_decide:
         return None
-    from slotrelay.chain.agent_view import AgentGrants, ServedChains
-
     if slots_root is not None and not slots_root.is_dir():
         raise BadInput(f"--slots-root {slots_root}: not a folder")
     for path in chains:
         if not path.is_file():
             raise BadInput(f"--chain {path}: not a file")
+    # The chain engine's modules only once the files are there to load.
+    from slotrelay.chain.agent_view import AgentGrants, ServedChains
+
     served = ServedChains(chains, slots_root=slots_root)
     known = {n.node_id: c.node(n.node_id).executor.kind for c in served.chains.values() for n in c.nodes}
     for node_id in agents:
