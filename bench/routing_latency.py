@@ -167,11 +167,11 @@ def bench_run_creation(work: Path, creations: int) -> dict[str, list[float]]:
     from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
 
-    from deployments.serve import apply_all, chain_deployment
+    from deployments.serve import chain_deployment
     from slotrelay.chain import load_chain
 
     chain = load_chain(make_chain(work / "create", "create", 1))
-    apply_all([chain_deployment(chain)])
+    chain_deployment(chain).apply()
     parameters = {"chain_path": str(chain.source), "start_nodes": ["work-0"], "stop_at_external": True}
     results: dict[str, list[float]] = {"run_deployment(timeout=0)": [], "kept client": []}
     with get_client(sync_client=True) as client:
@@ -274,10 +274,9 @@ def main() -> None:
                 w1, r1, n1 = bench_burst(work, args.burst, RunRecorder(), "mem")
                 # A deployment nobody serves: the burst's runs are created and left scheduled, so they
                 # do not queue in front of the runs the next measurement times.
-                from deployments.serve import apply_all
                 from flows.chain import run_chain
 
-                apply_all([run_chain.to_deployment(name="burst-unserved")])
+                run_chain.to_deployment(name="burst-unserved").apply()
                 targets = {
                     f"api-{c}": ChainTarget("chain/burst-unserved", work / f"api-{c}" / "node_chain.json")
                     for c in range(3)}

@@ -18,6 +18,11 @@ Choices, from measurements on Prefect 3.9.1:
   by the next sensor start (reconcile) would wait for a person to resume the deployment.
 - A stop cancels the runs in flight and schedules a successor for each, instead of leaving them
   Running (`serve_until_stopped`).
+- Each deployment is applied once, by the runner as it takes it (`Runner.add_deployment` creates or
+  updates it on the API), and the sensor starts after that: a run it requests always finds its
+  deployment. A second apply of each (there was one before the sensor, then the runner's) cost a
+  one-chain `watch --warm 0` (4 deployments) 0.3 CPU-s and 1.5 s of wall time before the runner's first
+  poll (medians of 5, load 6).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import importlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, cast
 
@@ -125,15 +131,8 @@ def full_name(deployment: RunnerDeployment) -> str:
     return f"{deployment.flow_name}/{deployment.name}"
 
 
-def apply_all(deployments: list[RunnerDeployment]) -> None:
-    """Create or update the deployments on the API now (before the sensor starts runs of them)."""
-    for deployment in deployments:
-        deployment.apply()
-        logger.info("deployment %s ready", full_name(deployment))
-
-
 def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: float = POLL_SECONDS,
-                        warm: WarmPool | None = None) -> None:
+                        warm: WarmPool | None = None, on_applied: Callable[[], None] = lambda: None) -> None:
     """Serve the deployments in this process until SIGINT/SIGTERM, then stop without losing a run.
 
     Prefect's `serve` lets a Ctrl-C tear its event loop down, which kills the flow-run processes
@@ -149,6 +148,8 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
         poll_seconds: how often the runner asks the API for runs to start.
         warm: warm processes to run in this event loop beside the runner; runs in them are stopped
             and given successors the same way.
+        on_applied: called once every deployment is on the API, before the runner starts (`watch` starts
+            its sensor there, whose first request may come from the reconcile at its start).
     """
     import contextlib
     import signal
@@ -156,7 +157,10 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
     started = asyncio.Event()
     runner = _runner(poll_seconds, warm, started)
     for deployment in deployments:
+        # The one apply of each deployment: the runner creates or updates it on the API as it takes it.
         runner.add_deployment(deployment)
+        logger.info("deployment %s ready", full_name(deployment))
+    on_applied()
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()

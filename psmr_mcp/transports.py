@@ -26,7 +26,6 @@ import fcntl
 import io
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Callable
@@ -56,40 +55,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from slotrelay.loopback import is_loopback, listening_socket, loopback_hosts, loopback_url
-from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
+from slotrelay.loopback import listening_socket, loopback_hosts, loopback_url
 
 MCP_PATH = "/mcp"
-SESSION_IDLE_TIMEOUT_VARIABLE = "PSMR_MCP_SESSION_IDLE_TIMEOUT_S"
-DEFAULT_SESSION_IDLE_TIMEOUT_S = 600.0
 logger = logging.getLogger(__name__)
-
-
-def parse_http_address(address: str) -> tuple[str, int]:
-    """Split `HOST:PORT` (IPv6 as `[::1]:PORT`) and check it is a loopback address.
-
-    Parameters:
-        address: the value of `--http`, e.g. `127.0.0.1:8765`.
-
-    Returns:
-        The host (without brackets) and the port.
-
-    Raises:
-        InvalidQuery: the value is not `HOST:PORT` with a port from 1 to 65535.
-        CapabilityDenied: the host is not a loopback address.
-    """
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise InvalidQuery(
-            f"--http {address!r}: expected HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:8765"
-        )
-    host = host.strip("[]")
-    if not is_loopback(host):
-        raise CapabilityDenied(
-            f"--http {address!r}: the MCP server has no authentication and binds to loopback only; "
-            "use 127.0.0.1, ::1 or localhost"
-        )
-    return host, int(port_text)
 
 
 def http_url(host: str, port: int) -> str:
@@ -112,27 +81,6 @@ def transport_security(port: int) -> TransportSecuritySettings:
         allowed_hosts=hosts,
         allowed_origins=[f"http://{host}" for host in hosts],
     )
-
-
-def session_idle_timeout() -> float:
-    """Seconds an HTTP session may stay without a request before it is closed.
-
-    Returns:
-        `PSMR_MCP_SESSION_IDLE_TIMEOUT_S`, or DEFAULT_SESSION_IDLE_TIMEOUT_S when it is unset.
-
-    Raises:
-        InvalidQuery: the variable is not a positive, finite number.
-    """
-    text = os.environ.get(SESSION_IDLE_TIMEOUT_VARIABLE, "").strip()
-    if not text:
-        return DEFAULT_SESSION_IDLE_TIMEOUT_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise InvalidQuery(f"{SESSION_IDLE_TIMEOUT_VARIABLE}={text!r}: expected a positive number of seconds")
-    return seconds
 
 
 def malformed_reply(line: str) -> JSONRPCError | None:
@@ -378,7 +326,7 @@ async def serve_http(
     port: int,
     *,
     on_ready: Callable[[str], None] | None = None,
-    idle_timeout_s: float = DEFAULT_SESSION_IDLE_TIMEOUT_S,
+    idle_timeout_s: float,
     max_sessions: int,
 ) -> None:
     """Serve streamable HTTP on `http://host:port/mcp` until cancelled (Ctrl-C).
@@ -388,10 +336,11 @@ async def serve_http(
 
     Parameters:
         server: the MCP server to run.
-        host: a loopback address (see `parse_http_address`).
+        host: a loopback address (`slotrelay mcp serve` checks `--http`: `parse_http_address`).
         port: the TCP port.
         on_ready: called with the URL once the socket listens.
-        idle_timeout_s: a session with no request for this long is closed (see `session_idle_timeout`).
+        idle_timeout_s: a session with no request for this long is closed (`session_idle_timeout` of
+            `slotrelay mcp serve`).
         max_sessions: live sessions at most; a request that would open another is answered 503.
 
     Raises:

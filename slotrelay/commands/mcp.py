@@ -1,7 +1,8 @@
 """`slotrelay mcp serve`: the PSMR MCP server, on stdio (for an MCP host) or streamable HTTP.
 
-The MCP SDK and `psmr_mcp` are imported inside the command so `slotrelay --help` stays fast and the
-core never depends on them. Exit codes (printed and mapped in slotrelay.cli): 2 for a bad option or a
+The MCP SDK and `psmr_mcp` are imported inside the command, once its options are checked: `slotrelay
+--help` stays fast, the core never depends on them, and a bad option is refused without the SDK's import
+(about 1 CPU-s). Exit codes (printed and mapped in slotrelay.cli): 2 for a bad option or a
 folder that cannot be served, 1 when building a workspace at start fails, 3 when the MCP SDK is
 missing; 0 after a clean stop (stdin closed, or Ctrl-C).
 """
@@ -9,6 +10,8 @@ missing; 0 after a clean stop (stdin closed, or Ctrl-C).
 from __future__ import annotations
 
 import logging
+import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,15 +19,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from slotrelay.errors import BadInput, EnvironmentMissing
+from slotrelay.loopback import is_loopback
+from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
 from slotrelay.psmr.grants import Grants
 
 if TYPE_CHECKING:
     from psmr_mcp import WorkspaceRegistry
-    from psmr_mcp.engine_tools import EngineTools
+    from slotrelay.chain.agent_view import AgentGrants, ServedChains
 
 # Live HTTP sessions at once: a loopback server has a few MCP hosts, not thousands; an open session
 # holds about 37 kB (docs/mcp.md), and the SDK's own default of 10,000 let 3,000 pile up in 7 s.
 DEFAULT_MAX_SESSIONS = 100
+SESSION_IDLE_TIMEOUT_VARIABLE = "PSMR_MCP_SESSION_IDLE_TIMEOUT_S"
+DEFAULT_SESSION_IDLE_TIMEOUT_S = 600.0
 
 app = typer.Typer(name="mcp", help="Serve PSMR workspaces to AI agents over MCP.", no_args_is_help=True)
 
@@ -132,27 +139,37 @@ def serve(
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
-        import anyio
-
-        from psmr_mcp import WorkspaceRegistry, build_server
-        from psmr_mcp.transports import parse_http_address, serve_http, serve_stdio, session_idle_timeout
-    except ImportError as exc:
-        raise EnvironmentMissing(f"the MCP SDK is not installed ({exc}); run `pip install -e .`") from exc
-
     workspace = workspace or []
     if allow_pen is not None and not allow_pen.is_dir():
         raise BadInput(f"--allow-pen {allow_pen}: not a folder")
     if not workspace and not chain and allow_pen is None:
         raise BadInput("give --workspace PATH (a Python source folder) or --chain CHAIN.json (a chain)")
-    engine = _engine(chain or [], slots_root, agent or [], allow_decide=allow_decide)
-    engine.pen_root = allow_pen
+    agent_view = _agent_view(chain or [], slots_root, agent or [], allow_decide=allow_decide)
     address = parse_http_address(http) if http else None
     idle_timeout_s = session_idle_timeout()
     grants = Grants.of(write_roots=allow_write or [], process_execution=allow_exec)
     for root in allow_write or []:
         if not Path(root).is_dir():
             raise BadInput(f"--allow-write {root}: not a folder")
+    for folder in workspace:
+        if not folder.is_dir():
+            raise BadInput(f"--workspace {folder}: not a folder")
+    try:
+        import anyio
+
+        from psmr_mcp import WorkspaceRegistry, build_server
+        from psmr_mcp.engine_tools import EngineTools
+        from psmr_mcp.transports import serve_http, serve_stdio
+    except ImportError as exc:
+        raise EnvironmentMissing(f"the MCP SDK is not installed ({exc}); run `pip install -e .`") from exc
+
+    if agent_view is None:
+        # No chain served: the engine's modules stay unimported until a tool asks (cold start).
+        engine = EngineTools()
+    else:
+        served_chains, agent_grants = agent_view
+        engine = EngineTools(served_chains, grants=agent_grants)
+    engine.pen_root = allow_pen
     registry = WorkspaceRegistry(workspace, store=store)
     for folder in workspace:
         _build_at_start(registry, folder)
@@ -192,21 +209,68 @@ def serve(
         _say("PSMR MCP server stopped")
 
 
-def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
-            allow_decide: bool) -> EngineTools:
-    """The engine's tools over `--chain` files, with `--agent` grants each naming a node of one of them."""
-    from psmr_mcp.engine_tools import EngineTools
+def parse_http_address(address: str) -> tuple[str, int]:
+    """Split `HOST:PORT` (IPv6 as `[::1]:PORT`) and check it is a loopback address.
 
+    Parameters:
+        address: the value of `--http`, e.g. `127.0.0.1:8765`.
+
+    Returns:
+        The host (without brackets) and the port.
+
+    Raises:
+        InvalidQuery: the value is not `HOST:PORT` with a port from 1 to 65535.
+        CapabilityDenied: the host is not a loopback address.
+    """
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise InvalidQuery(
+            f"--http {address!r}: expected HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:8765"
+        )
+    host = host.strip("[]")
+    if not is_loopback(host):
+        raise CapabilityDenied(
+            f"--http {address!r}: the MCP server has no authentication and binds to loopback only; "
+            "use 127.0.0.1, ::1 or localhost"
+        )
+    return host, int(port_text)
+
+
+def session_idle_timeout() -> float:
+    """Seconds an HTTP session may stay without a request before it is closed.
+
+    Returns:
+        `PSMR_MCP_SESSION_IDLE_TIMEOUT_S`, or DEFAULT_SESSION_IDLE_TIMEOUT_S when it is unset.
+
+    Raises:
+        InvalidQuery: the variable is not a positive, finite number.
+    """
+    text = os.environ.get(SESSION_IDLE_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_SESSION_IDLE_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidQuery(f"{SESSION_IDLE_TIMEOUT_VARIABLE}={text!r}: expected a positive number of seconds")
+    return seconds
+
+
+def _agent_view(chains: list[Path], slots_root: Path | None, agents: list[str], *,
+                allow_decide: bool) -> tuple[ServedChains, AgentGrants] | None:
+    """The `--chain` files served to agents, with `--agent` grants each naming a node of one of them (None:
+    no chain served)."""
     if not chains and not agents and not allow_decide:
-        # No chain served: the engine's modules stay unimported until a tool asks (cold start).
-        return EngineTools()
-    from slotrelay.chain.agent_view import AgentGrants, ServedChains
-
+        return None
     if slots_root is not None and not slots_root.is_dir():
         raise BadInput(f"--slots-root {slots_root}: not a folder")
     for path in chains:
         if not path.is_file():
             raise BadInput(f"--chain {path}: not a file")
+    # The chain engine's modules only once the files are there to load.
+    from slotrelay.chain.agent_view import AgentGrants, ServedChains
+
     served = ServedChains(chains, slots_root=slots_root)
     known = {n.node_id: c.node(n.node_id).executor.kind for c in served.chains.values() for n in c.nodes}
     for node_id in agents:
@@ -219,13 +283,12 @@ def _engine(chains: list[Path], slots_root: Path | None, agents: list[str], *,
         _say(f"granted: node_submit as {', '.join(agents)}")
     if allow_decide:
         _say("granted: alert_decide")
-    return EngineTools(served, grants=AgentGrants(nodes=frozenset(agents), decide=allow_decide))
+    return served, AgentGrants(nodes=frozenset(agents), decide=allow_decide)
 
 
 def _build_at_start(registry: WorkspaceRegistry, folder: Path) -> None:
-    """Build or load one `--workspace` folder, with a progress bar when stderr is a terminal."""
-    if not folder.is_dir():
-        raise BadInput(f"--workspace {folder}: not a folder")
+    """Build or load one `--workspace` folder (checked as an option), with a progress bar when stderr is a
+    terminal."""
     if sys.stderr.isatty():
         summary = _build_with_bar(registry, folder)
     else:

@@ -203,7 +203,6 @@ def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path |
 
     from deployments.sensor import ChainTarget, DeploymentStarter
     from deployments.serve import (
-        apply_all,
         chain_deployment,
         chain_flow_deployment_name,
         generic_chain_deployment,
@@ -217,7 +216,6 @@ def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path |
     if not no_serve:
         served = [generic_chain_deployment(), *(chain_deployment(r.chain, blocks=blocks) for r in routers),
                   *pen_deployments()]
-        apply_all(served)
     targets = {
         r.chain_id: ChainTarget(
             chain_flow_deployment_name(r.chain_id) if not no_serve else deployment.format(
@@ -237,8 +235,8 @@ def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path |
         if no_serve:
             sensor.run_until_stopped()
         else:
-            sensor.start()
-            serve_until_stopped(served, warm=warm_pool)
+            # The sensor starts once the deployments are on the API: its first requests may come at its start.
+            serve_until_stopped(served, warm=warm_pool, on_applied=sensor.start)
     except KeyboardInterrupt:
         pass
     finally:

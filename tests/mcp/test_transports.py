@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,7 @@ from slotrelay import fsio
 from slotrelay.psmr.workspace.store import Store
 from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
+from tests.mcp.test_cold_start import IMPORTED
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -127,19 +129,34 @@ def test_http_refuses_a_foreign_host_or_origin(http_server: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--http", "0.0.0.0:8765"], "loopback only"),
-        (["--http", "127.0.0.1:notaport"], "expected HOST:PORT"),
-        (["--workspace", "/nonexistent/psmr-folder"], "not a folder"),
+        (["--http", "0.0.0.0:8765"], "--http '0.0.0.0:8765': the MCP server has no authentication"),
+        (["--http", "127.0.0.1:notaport"], "--http '127.0.0.1:notaport': expected HOST:PORT"),
+        (["--workspace", "/nonexistent/psmr-folder"], "--workspace /nonexistent/psmr-folder: not a folder"),
+        (["--chain", "/nonexistent/node_chain.json"], "--chain /nonexistent/node_chain.json: not a file"),
+        (["--allow-write", "/nonexistent/root"], "--allow-write /nonexistent/root: not a folder"),
         (["--http", "127.0.0.1:8765", "--max-sessions", "0"], "--max-sessions"),
     ],
 )
-def test_serve_refuses_bad_options_with_exit_2(shop: Path, args: list[str], message: str) -> None:
+def test_serve_refuses_bad_options_with_exit_2_before_importing_the_mcp_sdk(
+    shop: Path, args: list[str], message: str
+) -> None:
+    """Each refusal names the option, and comes before the server's import (the SDK's costs about 1 CPU-s):
+    under `python -X importtime`, which writes one line to stderr per module imported, the refusal's log
+    names no module of the SDK nor of the server built on it."""
     full = [*args, "--workspace", str(shop)] if "--workspace" not in args else args
     done = subprocess.run(
-        [SLOTRELAY, "mcp", "serve", *full], check=False, capture_output=True, text=True, timeout=60
+        [sys.executable, "-X", "importtime", SLOTRELAY, "mcp", "serve", *full],
+        check=False, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2, done.stderr
-    assert message in done.stderr
+    imported = set(IMPORTED.findall(done.stderr))
+    said = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
+    # rich wraps the line at the terminal width.
+    assert message in " ".join(said.split()), said
+    assert "Traceback" not in said
+    assert "slotrelay.cli" in imported, "the import log is complete"
+    server_side = sorted(name for name in imported if name.split(".")[0] in ("mcp", "psmr_mcp"))
+    assert not server_side, server_side
 
 
 def test_serve_reports_a_port_in_use(shop: Path, tmp_path: Path) -> None:
@@ -172,7 +189,8 @@ def test_serve_reports_a_port_in_use(shop: Path, tmp_path: Path) -> None:
     ],
 )
 def test_http_addresses_on_loopback_are_accepted(address: str, host: str, port: int, url: str) -> None:
-    from psmr_mcp.transports import http_url, parse_http_address
+    from psmr_mcp.transports import http_url
+    from slotrelay.commands.mcp import parse_http_address
 
     assert parse_http_address(address) == (host, port)
     assert http_url(host, port) == url
@@ -190,7 +208,7 @@ def test_http_addresses_on_loopback_are_accepted(address: str, host: str, port: 
     ],
 )
 def test_http_addresses_off_loopback_or_malformed_are_refused(address: str, code: str) -> None:
-    from psmr_mcp.transports import parse_http_address
+    from slotrelay.commands.mcp import parse_http_address
     from slotrelay.psmr.errors import PsmrError
 
     with pytest.raises(PsmrError) as refused:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -86,11 +87,11 @@ def completed(path: Path) -> bool:
 
 def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
     from deployments.sensor import ChainTarget, DeploymentStarter
-    from deployments.serve import apply_all, chain_deployment
+    from deployments.serve import chain_deployment
     from slotrelay.chain import load_chain
 
     chain = load_chain(relay_chain(tmp_path))
-    apply_all([chain_deployment(chain)])
+    chain_deployment(chain).apply()
     starter = DeploymentStarter({"relay": ChainTarget("chain/relay", chain.source)})
     try:
         first = starter("relay", ["work"], "slotrelay-test-key-1")
@@ -108,6 +109,78 @@ def test_idempotency_key_gives_back_the_same_run(prefect_server, tmp_path):
         client.delete_flow_run(other)
     assert run.parameters == {"chain_path": str(chain.source), "start_nodes": ["work"],
                               "slots_root": None, "stop_at_external": True, "resume": True}
+
+
+# `slotrelay watch` with each request creating (POST /deployments/) or updating (PATCH /deployments/<id>) a
+# deployment written to the file $DEPLOYMENT_WRITES with the API's answer, as it is answered.
+WATCH_COUNTING_DEPLOYMENT_WRITES = """
+import os, re, runpy, sys
+
+import httpx
+
+WRITE = re.compile(r"/deployments/([0-9a-f-]{36})?$")
+
+
+def record(request, response):
+    if request.method in ("POST", "PATCH") and WRITE.search(request.url.path):
+        with open(os.environ["DEPLOYMENT_WRITES"], "a") as writes:
+            writes.write(f"{request.method} {request.url.path} {response.status_code}\\n")
+
+
+send, send_async = httpx.Client.send, httpx.AsyncClient.send
+
+
+def counted(self, request, **options):
+    response = send(self, request, **options)
+    record(request, response)
+    return response
+
+
+async def counted_async(self, request, **options):
+    response = await send_async(self, request, **options)
+    record(request, response)
+    return response
+
+
+httpx.Client.send, httpx.AsyncClient.send = counted, counted_async
+sys.argv = ["slotrelay", "watch", *sys.argv[1:]]
+runpy.run_module("slotrelay.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_watch_applies_each_deployment_once_and_before_its_sensor_requests_a_run(prefect_server, tmp_path):
+    """`watch` creates or updates each deployment it serves on the API exactly once (the runner's apply), and
+    before its sensor starts: an agent's answer written before `watch` started is routed by the reconcile at
+    the sensor's start, and the run it requests there finds the chain's deployment and runs the target."""
+    folder = tmp_path / "once"
+    chain = make_chain(folder, "applied-once", 1)
+    agent_writes(folder, "src-0", {"i": 0})
+    writes, log = tmp_path / "deployment-writes.txt", tmp_path / "watch.log"
+    with log.open("w") as handle:
+        # No warm process: the runner runs the routed run, so it has taken its deployments when the run ends.
+        watch = subprocess.Popen(
+            [sys.executable, "-c", WATCH_COUNTING_DEPLOYMENT_WRITES, "--warm", "0", str(chain)],
+            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200",
+                           "DEPLOYMENT_WRITES": str(writes)},
+            stdout=handle, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: completed(folder / "slots" / "work-0_output.json") or watch.poll() is not None, 180,
+                 "the run requested at the sensor's start to run work-0")
+        assert watch.poll() is None, log.read_text()
+        wait_for(lambda: runs_finished("applied-once"), 60, "the flow run to end", API_POLL_SECONDS)
+    finally:
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(timeout=60)
+    assert code == 0, log.read_text()
+
+    [served] = re.findall(r"serving (\d+) deployment", log.read_text())
+    # A request the API refused while busy (503) is sent again by Prefect's client: one apply, counted once.
+    answered = writes.read_text().splitlines()
+    assert len([line for line in answered if line.split()[2].startswith("2")]) == int(served), answered
+    [run] = deployment_runs("applied-once")
+    assert run.state.is_completed() and run.parameters["start_nodes"] == ["work-0"]
+    ledger = [json.loads(line) for line in (folder / LEDGER_FILE_NAME).read_text().splitlines()]
+    assert [e["flow_run_id"] for e in ledger if e["kind"] == "started"] == [str(run.id)]
 
 
 @pytest.fixture

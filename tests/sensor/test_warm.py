@@ -156,11 +156,10 @@ def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect
 
     from prefect.client.orchestration import get_client
 
-    from deployments.serve import _runner, apply_all, chain_deployment
+    from deployments.serve import _runner, chain_deployment
     from slotrelay.chain import load_chain
 
     deployment = chain_deployment(load_chain(make_chain(tmp_path, "reserved", 1)))
-    apply_all([deployment])
     key = "slotrelay-reserved-1"
     reserved = {key}
 
