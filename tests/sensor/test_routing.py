@@ -63,10 +63,11 @@ def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for)
     # The very same bytes written again (touch, rewrite): no new route, no new run.
     path = tmp_path / "slots" / "src-0_output.json"
     raw = path.read_bytes()
+    seen = sensor.handled[path]
     path.write_bytes(raw)
     os.utime(path)
-    time.sleep(0.5)
-    assert sensor.coalescer.wait_idle(5)
+    sensor.settle(path.parent)
+    assert sensor.handled[path] > seen, "the rewrite's events were handled, and routed nothing"
     assert len(routed_keys(tmp_path)) == 1
     assert len(recorder.runs) == 1
 
@@ -89,13 +90,13 @@ def test_a_non_atomic_write_routes_once_when_complete(tmp_path, sensor_for):
     with path.open("w") as handle:
         handle.write(text[: len(text) // 2])
         handle.flush()
-        time.sleep(0.5)
+        sensor.settle(path.parent)
+        assert sensor.handled[path], "the half write's event was handled, and routed nothing"
         assert not (tmp_path / "slots" / "work-0_input.json").exists()
         assert routed_keys(tmp_path) == Counter()
         handle.write(text[len(text) // 2:])
     wait_for(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), what="the input slot")
-    time.sleep(0.3)
-    assert sensor.coalescer.wait_idle(5)
+    sensor.settle(path.parent)
     assert list(routed_keys(tmp_path).values()) == [1]
     assert len(recorder.runs) == 1
 
@@ -114,7 +115,7 @@ def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinis
         json.dumps({"node_id": "src-2", "status": "running", "data": {}}))
     (slots / "src-2_output.json.tmp").write_text(
         json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
-    time.sleep(0.6)
+    sensor.settle(slots)
     agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")
     wait_for(lambda: sum(routed_keys(tmp_path).values()) == 3, what="three hand-overs")
     assert sensor.coalescer.wait_idle(5)
