@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,8 @@ def test_a_fifo_at_a_watched_slot_never_blocks_and_sigint_still_stops(tmp_path):
     try:
         os.mkfifo(tmp_path / "slots" / "src-1_output.json.fifo")
         os.replace(tmp_path / "slots" / "src-1_output.json.fifo", tmp_path / "slots" / "src-1_output.json")
-        time.sleep(0.3)
+        wait_for(lambda: "src-1_output.json: is a FIFO, not a regular file" in engine_log(tmp_path),
+                 what="the sensor to meet the FIFO moved onto src-1's slot")
         (tmp_path / "slots" / "src-1_output.json").unlink()
         agent_writes(tmp_path, "src-1", {"after": "the fifo"})
         wait_for(lambda: any(route == "route-1" for _, route, _ in routed_keys(tmp_path)),
