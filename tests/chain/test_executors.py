@@ -15,6 +15,7 @@ from slotrelay.chain import executors as executors_module
 from slotrelay.chain.runner import decide_handling, execute_node
 from slotrelay.chain.slots import output_slot_document, write_json_atomic
 from tests.chain.conftest import node, route
+from tests.support.waiting import wait_until
 
 STEPS = "def double(data):\n    return {'n': data.get('n', 1) * 2}\n"
 
@@ -114,6 +115,11 @@ def quick(data):
 """
 
 
+def callable_running(name: str) -> bool:
+    """Whether the thread the engine runs callable `name` in (under its timeout) is still alive."""
+    return any(thread.name == f"slotrelay-callable {name}" for thread in threading.enumerate())
+
+
 def test_python_callable_past_timeout_seconds_fails_with_timeout_and_is_stopped(write_chain,
                                                                                 tmp_path) -> None:
     nodes = [
@@ -133,19 +139,18 @@ def test_python_callable_past_timeout_seconds_fails_with_timeout_and_is_stopped(
     with pytest.raises(NodeError) as busy:
         call("spin", spin_marker)
     assert busy.value.error_type == "timeout" and "timeout_seconds (0.5 s)" in busy.value.message
-    # A busy loop is stopped at its next bytecode: the counter it writes stops growing.
-    time.sleep(0.3)
-    counted = spin_marker.read_text()
-    time.sleep(0.3)
-    assert spin_marker.read_text() == counted
+    # A busy loop is stopped at its next bytecode: its thread ends (and with it the counter it writes).
+    wait_until(lambda: not callable_running("slow:spin"), timeout=30, what="the busy loop's thread to end")
+    assert spin_marker.read_text()
 
-    started = time.monotonic()
     with pytest.raises(NodeError) as sleeping:
         call("nap", nap_marker)
     assert sleeping.value.error_type == "timeout"
     assert not nap_marker.exists(), "the node must fail at its deadline, not when the 3 s sleep ends"
-    # A sleep cannot be interrupted; once it returns, the callable does no more work.
-    time.sleep(max(0.0, started + 3.5 - time.monotonic()))
+    # A sleep cannot be interrupted; once it returns, the callable does no more work: its thread ends
+    # without writing the marker.
+    wait_until(lambda: not callable_running("slow:nap"), timeout=30,
+               what="the sleeping callable's thread to end")
     assert not nap_marker.exists()
     assert call("quick", tmp_path / "unused") == {"ok": True}
 
