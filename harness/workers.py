@@ -310,6 +310,9 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: 
         killed = kill_tree(workers.pop("worker-a"))
         died = time.monotonic()
         (folder / "release").touch()
+        # The run cannot complete before `slow` has written its output: the API is asked only from then on
+        # (each question costs CPU here and in the server; the crash-after wait alone is tens of seconds).
+        wait_for(lambda: (folder / "slots" / "slow_output.json").exists(), 600, "slow to run on worker-b")
         wait_for(lambda: any(r.state is not None and r.state.is_completed() for r in chain_runs([chain_id])),
                  600, "the run to complete on worker-b")
         seconds = time.monotonic() - died
@@ -391,6 +394,11 @@ def round_executions(folder: Path) -> list[tuple[str, int, int]]:
     return [(node, int(n), int(pid)) for node, n, pid in (line.split() for line in lines)]
 
 
+def _ran(folder: Path) -> list[tuple[str, int]]:
+    """(node, content n) for each run of a `rounds_chain` node, in order."""
+    return [(node, n) for node, n, _ in round_executions(folder)]
+
+
 @dataclass(frozen=True)
 class SecondRunDeath:
     """What `kill_a_worker_in_a_second_run` saw: the flow-run processes worker-a had when it was killed,
@@ -426,6 +434,8 @@ def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
         wait_for(lambda: "started!" in (logs / f"{chain_id}-a.log").read_text(), 120, "worker-a to start")
         (folder / "release-1").touch()
         agent_writes(folder, "src", {"n": 1})
+        # A run cannot complete before its last node has started: the API is asked only from then on.
+        wait_for(lambda: ("fourth", 1) in _ran(folder), 300, "the first run's last node to start")
         wait_for(lambda: completed_runs(chain_id) == 1, 300, "the first run to complete")
         agent_writes(folder, "src", {"n": 2})
         wait_for(lambda: ("slow", 2) in [(node, n) for node, n, _ in round_executions(folder)], 300,
@@ -439,6 +449,7 @@ def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
         _gone, alive = psutil.wait_procs(orphans, timeout=30)
         (folder / "release-2").touch()
         if not alive:
+            wait_for(lambda: ("fourth", 2) in _ran(folder), 600, "the second run's last node to start")
             wait_for(lambda: completed_runs(chain_id) == 2, 600, "the second run to complete on worker-b")
             wait_for(lambda: not flow_run_processes(workers["worker-b"]), 120,
                      "worker-b's flow-run process to end")

@@ -222,9 +222,13 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Yields the API URL; the UI is served at the same address without `/api` (v1 at `/`, v2 at `/v2`).
     In-process Prefect calls see it through `temporary_settings`; tests that
     start subprocesses pass `PREFECT_API_URL` (also exported to `os.environ` here).
+    Like a server slotrelay starts, it encrypts Block documents with a key from a `.env`, its home's: a
+    server started from a folder holding a copy of that file reads the blocks a `migrated_home` holds.
     """
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+
+    from deployments.server import ENCRYPTION_KEY_NAME, ENV_FILE_NAME, encryption_key
 
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
@@ -232,6 +236,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
+        ENCRYPTION_KEY_NAME: encryption_key(home / ENV_FILE_NAME),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
         # The UI is served too; without this its pages would call the API at the default port 4200.

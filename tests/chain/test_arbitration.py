@@ -1,7 +1,8 @@
 """L5 on a real Prefect server: an unknown error pauses the run; a second process decides.
 
-Each decision gets its own run (started together, decided together, to keep the suite short).
-A side branch that does not depend on the paused node finishes before the pause.
+Each decision gets its own run (started together, decided together, to keep the suite short); a reload
+of an invalid chain, refused, is followed by the valid reload on the same run. A side branch that does
+not depend on the paused node finishes before the pause.
 """
 
 from __future__ import annotations
@@ -88,7 +89,6 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
         "retry": [],
         "terminate": ["--comment", "stop"],
         "reload": [],
-        "bad-reload": [],
     }
     runs = {}
     for name in decisions:
@@ -106,16 +106,16 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
             (runs[name][0].parent / "slots" / "side-2_output.json").read_text())["status"] == "completed"
 
     (runs["retry"][0].parent / "fixed").write_text("")
-    runs["reload"][0].write_text(json.dumps(chain(callable_="steps:fine")))
-    runs["bad-reload"][0].write_text('{"chain_id": "arbitration", "nodes": []}')
+    runs["reload"][0].write_text('{"chain_id": "arbitration", "nodes": []}')
     for name, args in decisions.items():
-        done = decide(alerts[name], name.removeprefix("bad-"), *args)
+        done = decide(alerts[name], name, *args)
         assert done.returncode == 0, done.stderr
     # A reload of an invalid chain is refused: the run asks again, keeping the refused decision.
-    again = wait_paused(runs["bad-reload"][0].parent, runs["bad-reload"][1])
-    assert again == alerts["bad-reload"]
+    again = wait_paused(runs["reload"][0].parent, runs["reload"][1])
+    assert again == alerts["reload"]
     assert [d.decision for d in read_alert(again).previous_decisions] == ["reload"]
-    assert decide(again, "terminate").returncode == 0
+    runs["reload"][0].write_text(json.dumps(chain(callable_="steps:fine")))
+    assert decide(again, "reload").returncode == 0
     summaries = {}
     for name, (_path, run) in runs.items():
         out, _ = run.communicate(timeout=120)
@@ -135,8 +135,6 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     assert summary["nodes"]["side-2"]["state"] == "Completed"
     code, summary = summaries["reload"]
     assert code == 0 and summary["nodes"]["after"]["state"] == "Completed"
-    code, summary = summaries["bad-reload"]
-    assert code == 1 and summary["nodes"]["flaky"]["state"] == "Failed"
 
     recorded = read_alert(alerts["continue"])
     assert recorded.status == "decided" and recorded.decision.decision == "continue"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -14,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from deployments.server import ENV_FILE_NAME
 from harness.chains import agent_writes
 from harness.ports import free_port
 from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
@@ -62,28 +64,33 @@ def flow_run_processes(pid: int, log: Path) -> list[psutil.Process]:
     return found
 
 
-def saved_blocks(home: Path) -> None:
-    """The blocks `up` is given, saved in its home's database by a server on that home (with the
-    encryption key `up`'s server uses): `watch` looks each block up at start."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
+def saved_blocks() -> None:
+    """The blocks `up` is given, saved on the session server: `watch` looks each block up at start, on
+    the server `up` starts on a copy of that server's database (`migrated_home`)."""
     from blocks import CodeModel, SandboxPolicy
-    from deployments.server import start_server
 
-    server = start_server(port=free_port(), home=home, ready_timeout=240)
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            CodeModel(base_url="http://127.0.0.1:9/v1", model="team").save("team-model", overwrite=True)
-            SandboxPolicy().save("team-sandbox", overwrite=True)
-    finally:
-        server.stop()
+    CodeModel(base_url="http://127.0.0.1:9/v1", model="team").save("team-model", overwrite=True)
+    SandboxPolicy().save("team-sandbox", overwrite=True)
+
+
+def with_the_session_key(folder: Path) -> None:
+    """Give `folder` (the folder `up` starts in) the session server's `.env`: a server `up` starts there
+    encrypts Block documents with that server's key (tests/conftest.py), so it reads the blocks a copy of
+    that server's database holds."""
+    shutil.copyfile(Path(os.environ["PREFECT_HOME"]) / ENV_FILE_NAME, folder / ENV_FILE_NAME)
 
 
 @pytest.mark.prefect_server
-def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(prefect_server, tmp_path):
+def test_up_serves_the_ui_runs_the_watcher_and_one_sigint_stops_everything_with_no_traceback(prefect_server,
+                                                                                         tmp_path):
+    """`up` serves the UI and hands its watch options to the watcher; one Ctrl-C (SIGINT) stops it all, a
+    flow run in progress included, quietly: its warm processes, one running the flow run and one idle on
+    its pipe, are stopped by their pool, not interrupted by the signal `up` sends the watcher's process
+    group."""
     chain = slow_chain(tmp_path / "slow")
+    with_the_session_key(chain.parent)
+    saved_blocks()
     home = migrated_home(tmp_path / "home")
-    saved_blocks(home)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "up.log"
@@ -91,8 +98,8 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
     with log.open("w") as handle:
         up = subprocess.Popen(
             [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(port), "--home", str(home),
-             "--warm", "1", "--model-block", "team-model", "--sandbox-policy", "team-sandbox", str(chain)],
-            cwd=ROOT, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT,
+             "--warm", "2", "--model-block", "team-model", "--sandbox-policy", "team-sandbox", str(chain)],
+            cwd=chain.parent, env={**env, "COLUMNS": "200"}, stdout=handle, stderr=subprocess.STDOUT,
         )
     tree: list[psutil.Process] = []
     try:
@@ -105,7 +112,11 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
         with urllib.request.urlopen(f"{base}/api/deployments/name/chain/slow") as answer:
             parameters = json.load(answer)["parameters"]
         assert (parameters["model_block"], parameters["sandbox_policy"]) == ("team-model", "team-sandbox")
-        wait_for_up(lambda: "1 warm process(es)" in log.read_text(), 60, "the watcher's line", up, log)
+        wait_for_up(lambda: "2 warm process(es)" in log.read_text(), 60, "the watcher's line", up, log)
+        # Both warm processes idle, blocked on their pipe (where a Ctrl-C used to raise KeyboardInterrupt):
+        # the flow run goes to one of them, the other is still idle when the Ctrl-C comes.
+        wait_for_up(lambda: len(re.findall(r"warm process \d+ ready", log.read_text())) == 2, 240,
+                    "two warm processes ready", up, log)
 
         # A flow run in progress when the Ctrl-C comes: its process must not outlive `up`.
         agent_writes(tmp_path / "slow", "ask", {"go": True})
@@ -115,7 +126,10 @@ def test_up_serves_the_ui_runs_the_watcher_and_stops_everything_on_one_sigint(pr
         assert len(tree) >= 3  # the server, the watcher, the flow run (and their helpers)
     finally:
         code = interrupt_up(up)
-    assert code == 0, log.read_text()
+    said = log.read_text()
+    assert code == 0, said
+    assert "slotrelay up: stopped" in said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
     _gone, alive = psutil.wait_procs(tree, timeout=5)
     assert alive == [], f"left behind: {[p.cmdline() for p in alive]}"
     assert http_status(f"{base}/") == 0
@@ -147,32 +161,6 @@ def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
     assert f"no Prefect server answers at {env['PREFECT_API_URL']} (PREFECT_API_URL)" in done.stderr
 
 
-@pytest.mark.prefect_server
-def test_ctrl_c_on_up_with_warm_processes_prints_no_traceback(prefect_server, tmp_path):
-    """One Ctrl-C stops `up` quietly: its warm processes, idle and waiting for a run on their pipe, are
-    stopped by their pool, not interrupted by the signal `up` sends the watcher's process group."""
-    chain = slow_chain(tmp_path / "slow")
-    home = migrated_home(tmp_path / "home")
-    log, errors = tmp_path / "up.log", tmp_path / "up.err"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    with log.open("w") as out, errors.open("w") as err:
-        up = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "up", "--port", str(free_port()), "--home", str(home),
-             "--warm", "2", str(chain)],
-            cwd=ROOT, env={**env, "COLUMNS": "200"}, stdout=out, stderr=err,
-        )
-    try:
-        # Both warm processes idle, blocked on their pipe: where a Ctrl-C used to raise KeyboardInterrupt.
-        wait_for_up(lambda: len(re.findall(r"warm process \d+ ready", errors.read_text())) == 2, 240,
-                    "two warm processes ready", up, errors)
-    finally:
-        code = interrupt_up(up)
-    said = errors.read_text()
-    assert code == 0, said
-    assert "slotrelay up: stopped" in said
-    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
-
-
 def start_up(args: list[str], *, cwd: Path, log: Path) -> subprocess.Popen:
     """`slotrelay up ARGS` from `cwd`, with no PREFECT_API_URL, its output (both streams) in `log`."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -182,7 +170,9 @@ def start_up(args: list[str], *, cwd: Path, log: Path) -> subprocess.Popen:
 
 
 @pytest.mark.prefect_server
-def test_up_from_a_users_folder_watches_its_chain_and_keeps_its_server_there(prefect_server, tmp_path):
+def test_up_from_a_users_folder_watches_its_chain_keeps_its_server_there_and_refuses_a_second_up_on_it(
+    prefect_server, tmp_path
+):
     project = tmp_path / "project"
     slow_chain(project)
     # The folder's own home, its database migrated ahead (a fresh one would only take longer to start).
@@ -199,39 +189,29 @@ def test_up_from_a_users_folder_watches_its_chain_and_keeps_its_server_there(pre
 
         holder = home_holder(home)
         assert holder is not None and (holder.api_url, holder.started_by) == (f"{base}/api", "up")
+
+        # Another folder, another port, the same home: two servers would write one database.
+        other = slow_chain(tmp_path / "other")
+        second_log = tmp_path / "second.log"
+        second = start_up(["--port", str(free_port()), "--home", str(home), "--warm", "0", str(other)],
+                          cwd=other.parent, log=second_log)
+        try:
+            code = second.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            interrupt_up(second)
+            pytest.fail(f"a second `up` started on the home in use:\n{second_log.read_text()}")
+        refused = " ".join(second_log.read_text().split())
+        assert code == 3, refused
+        assert f"HOME_IN_USE: {home} is the home of the Prefect server at {base}/api" in refused
+        assert "started by `slotrelay up`): a second server would share its database" in refused, refused
+        assert "Traceback" not in refused
+
         wait_for_up(lambda: http_status(f"{base}/api/deployments/name/chain/slow") == 200, 180,
                     "the folder's chain served", up, log)
     finally:
         code = interrupt_up(up)
     assert code == 0, log.read_text()
     assert home_holder(home) is None  # the lock goes with the server (killed by then: `up` waits for it)
-
-
-@pytest.mark.prefect_server
-def test_a_second_up_on_a_home_in_use_is_refused(prefect_server, tmp_path):
-    chain = slow_chain(tmp_path / "slow")
-    home = migrated_home(tmp_path / "home")
-    port, log = free_port(), tmp_path / "up.log"
-    first = start_up(["--port", str(port), "--home", str(home), "--warm", "0", str(chain)], cwd=tmp_path,
-                     log=log)
-    try:
-        wait_for_up(lambda: "Ctrl-C stops" in log.read_text(), 240, "the panel", first, log)
-        # Another folder, another port, the same home: two servers would write one database.
-        second_log = tmp_path / "second.log"
-        second = start_up(["--port", str(free_port()), "--home", str(home), "--warm", "0", str(chain)],
-                          cwd=chain.parent, log=second_log)
-        try:
-            code = second.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            interrupt_up(second)
-            pytest.fail(f"a second `up` started on the home in use:\n{second_log.read_text()}")
-        said = " ".join(second_log.read_text().split())
-        assert code == 3, said
-        assert f"HOME_IN_USE: {home} is the home of the Prefect server at http://127.0.0.1:{port}/api" in said
-        assert "started by `slotrelay up`): a second server would share its database" in said, said
-        assert "Traceback" not in said
-    finally:
-        assert interrupt_up(first) == 0, log.read_text()
 
 
 @pytest.mark.prefect_server
