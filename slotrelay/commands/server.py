@@ -225,7 +225,9 @@ def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path |
         )
         for r in routers
     }
-    warm_pool = WarmPool(size=warm, chains=[r.chain_path for r in routers]) if warm and not no_serve else None
+    # Warm processes run only what the sensor routes: with no chain to watch they would never run anything.
+    warm_pool = (WarmPool(size=warm, chains=[r.chain_path for r in routers])
+                 if warm and routers and not no_serve else None)
     starter = DeploymentStarter(targets, warm=warm_pool)
     sensor = SlotSensor(routers, starter, window_seconds=window)
     console.print(f"slotrelay watch: {len(routers)} chain(s) on {url}"

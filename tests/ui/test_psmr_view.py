@@ -1450,6 +1450,8 @@ def test_up_with_psmr_serves_the_view_and_stops_it(prefect_server: str, shop: Pa
         wait_for_up(lambda: READY in log.read_text(), 120, "the view to listen", up, log)
         # A SIGINT while the watcher still imports Prefect ends it with 130: let it start first.
         wait_for_up(lambda: "slotrelay watch: " in log.read_text(), 240, "the watcher to start", up, log)
+        # No chain here: the watcher keeps no warm process, which would only ever run what it routes.
+        assert "slotrelay watch: 0 chain(s)" in log.read_text() and "warm process" not in log.read_text()
         with httpx.Client(timeout=60, follow_redirects=True) as http:
             overview = http.get(view_url)
         assert overview.status_code == 200 and 'id="node-counts"' in overview.text
