@@ -107,8 +107,7 @@ def test_watch_after_a_completed_run_runs_nothing_again(prefect_server, tmp_path
     assert len(before["review_babel.jsonl"].splitlines()) == 1
 
     log = tmp_path / "watch.log"
-    # No warm process: this `watch` must run nothing, and warm processes would start and run nothing.
-    watch = start_watch([chain], log, prefect_server, "--warm", "0")
+    watch = start_watch([chain], log, prefect_server)
     try:
         # "watching" is logged once the start-up catch-up is done: whatever it routed, or asked a run
         # for, is in the ledger by then (and the runs it asked for are requested before `watch` exits).
