@@ -44,24 +44,17 @@ async def _call(client: Client, name: str, arguments: dict[str, Any]) -> dict[st
 
 def test_an_agent_node_over_mcp_with_watch_routing(prefect_server: str, tmp_path: Path) -> None:
     chain_path = phase2_copy(tmp_path / "phase2")
-    slots = chain_path.parent / "slots"
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
     log = tmp_path / "watch.log"
     with log.open("w") as handle:
-        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(chain_path)],
-                                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        # No warm process: no check reads which process ran a run (test_warm has their runs).
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(chain_path)],
+            cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
         assert watch.poll() is None, log.read_text()
-        anyio.run(_agent_plays_review, chain_path, env)
-        publish_out = slots / "exec-publish_output.json"
-        wait_for(lambda: (read_slot(publish_out) or {}).get("status") == "completed", 180,
-                 "exec-publish to run on the agent's output")
-        published = read_slot(publish_out)
-        assert published["data"]["published"] == 1
-        # exec-publish ran on the input the agent's output was routed into.
-        assert published["produced_from"] == content_hash((slots / "exec-publish_input.json").read_bytes())
-        anyio.run(_agent_fails_and_decides, chain_path, env)
+        anyio.run(_agent_session, chain_path, env)
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=90)
@@ -73,73 +66,87 @@ def _server(chain_path: Path, env: dict[str, str]) -> StdioServerParameters:
         "mcp", "serve", "--chain", str(chain_path), "--agent", AGENT, "--allow-decide"])
 
 
-async def _agent_plays_review(chain_path: Path, env: dict[str, str]) -> None:
+async def _agent_session(chain_path: Path, env: dict[str, str]) -> None:
+    """One MCP session (one server process) for both of the agent's inputs, as an agent would keep it."""
     slots = chain_path.parent / "slots"
     async with Client(_server(chain_path, env)) as client:
-        [listed] = (await _call(client, "chain_list", {}))["data"]["chains"]
-        assert listed["agent_nodes"] == [AGENT]
-        contract = (await _call(client, "chain_describe", {"node_id": AGENT}))["data"]
-        assert contract["output_schema"]["properties"]["node_id"]["const"] == AGENT
-        inbox: dict[str, Any] = {}
-
-        async def wait() -> None:
-            inbox.update((await _call(client, "node_inbox", {"node_id": AGENT, "wait_s": 120}))["data"])
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(wait)
-            await anyio.to_thread.run_sync(route_to_review, chain_path, ["Atomic writes"])
-        assert inbox["state"] == "pending", inbox
-        titles = inbox["input"]["data"]["items"]
-
-        wrong = await _call(client, "node_submit", {
-            **right_answer(titles), "data": {"aproved": True, "titles": titles},
-            "input_digest": inbox["input_digest"]})
-        assert wrong["error"]["code"] == "VALIDATION_FAILED", wrong
-        assert [v["path"] for v in wrong["data"]["violations"]] == ["$.data.approved"]
-        assert not (slots / f"{AGENT}_output.json").exists()
-
-        answer = {**right_answer(titles), "input_digest": inbox["input_digest"]}
-        right = await _call(client, "node_submit", answer)
-        assert right["status"] == "ok", right
-        assert right["data"]["engine"]["starts"] == [{"node_id": "exec-publish", "runs": "engine"}]
-        after = (await _call(client, "node_inbox", {"node_id": AGENT}))["data"]
-        assert after["state"] == "answered" and after["output_status"] == "completed"
+        await _agent_plays_review(client, chain_path)
+        publish_out = slots / "exec-publish_output.json"
+        await anyio.to_thread.run_sync(
+            wait_for, lambda: (read_slot(publish_out) or {}).get("status") == "completed", 180,
+            "exec-publish to run on the agent's output")
+        published = read_slot(publish_out)
+        assert published["data"]["published"] == 1
+        # exec-publish ran on the input the agent's output was routed into.
+        assert published["produced_from"] == content_hash((slots / "exec-publish_input.json").read_bytes())
+        await _agent_fails_and_decides(client, chain_path)
 
 
-async def _agent_fails_and_decides(chain_path: Path, env: dict[str, str]) -> None:
+async def _agent_plays_review(client: Client, chain_path: Path) -> None:
+    slots = chain_path.parent / "slots"
+    [listed] = (await _call(client, "chain_list", {}))["data"]["chains"]
+    assert listed["agent_nodes"] == [AGENT]
+    contract = (await _call(client, "chain_describe", {"node_id": AGENT}))["data"]
+    assert contract["output_schema"]["properties"]["node_id"]["const"] == AGENT
+    inbox: dict[str, Any] = {}
+
+    async def wait() -> None:
+        inbox.update((await _call(client, "node_inbox", {"node_id": AGENT, "wait_s": 120}))["data"])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait)
+        await anyio.to_thread.run_sync(route_to_review, chain_path, ["Atomic writes"])
+    assert inbox["state"] == "pending", inbox
+    titles = inbox["input"]["data"]["items"]
+
+    wrong = await _call(client, "node_submit", {
+        **right_answer(titles), "data": {"aproved": True, "titles": titles},
+        "input_digest": inbox["input_digest"]})
+    assert wrong["error"]["code"] == "VALIDATION_FAILED", wrong
+    assert [v["path"] for v in wrong["data"]["violations"]] == ["$.data.approved"]
+    assert not (slots / f"{AGENT}_output.json").exists()
+
+    answer = {**right_answer(titles), "input_digest": inbox["input_digest"]}
+    right = await _call(client, "node_submit", answer)
+    assert right["status"] == "ok", right
+    assert right["data"]["engine"]["starts"] == [{"node_id": "exec-publish", "runs": "engine"}]
+    after = (await _call(client, "node_inbox", {"node_id": AGENT}))["data"]
+    assert after["state"] == "answered" and after["output_status"] == "completed"
+
+
+async def _agent_fails_and_decides(client: Client, chain_path: Path) -> None:
     alerts = chain_path.parent / "alerts"
-    async with Client(_server(chain_path, env)) as client:
-        await anyio.to_thread.run_sync(route_to_review, chain_path, ["Watchdog tips"])
-        inbox = (await _call(client, "node_inbox", {"node_id": AGENT, "wait_s": 60}))["data"]
-        assert inbox["state"] == "pending" and inbox["input"]["data"]["items"] == ["Watchdog tips"]
-        failed = await _call(client, "node_submit", {
-            "node_id": AGENT, "status": "failed", "capabilities_used": ["Read"],
-            "error": {"error_type": "write_denied", "message": "the review store refused the write"},
-            "input_digest": inbox["input_digest"]})
-        assert failed["status"] == "ok", failed
-        assert (failed["data"]["engine"]["error_type"], failed["data"]["engine"]["handling"]) == (
-            "write_denied", "fail")
+    await anyio.to_thread.run_sync(route_to_review, chain_path, ["Watchdog tips"])
+    inbox = (await _call(client, "node_inbox", {"node_id": AGENT, "wait_s": 60}))["data"]
+    assert inbox["state"] == "pending" and inbox["input"]["data"]["items"] == ["Watchdog tips"]
+    failed = await _call(client, "node_submit", {
+        "node_id": AGENT, "status": "failed", "capabilities_used": ["Read"],
+        "error": {"error_type": "write_denied", "message": "the review store refused the write"},
+        "input_digest": inbox["input_digest"]})
+    assert failed["status"] == "ok", failed
+    assert (failed["data"]["engine"]["error_type"], failed["data"]["engine"]["handling"]) == (
+        "write_denied", "fail")
 
-        def paused() -> bool:
-            return any(read_slot(p).get("status") == "paused" for p in alerts.glob("alert-*.json"))
+    def paused() -> bool:
+        return any(read_slot(p).get("status") == "paused" for p in alerts.glob("alert-*.json"))
 
-        await anyio.to_thread.run_sync(wait_for, paused, 180, "the alert of the failed submit")
-        [alert] = (await _call(client, "alerts_list", {"status": "paused"}))["data"]["alerts"]
-        assert (alert["node_id"], alert["error_type"], alert["handling"]) == (AGENT, "write_denied", "fail")
-        suspended = await anyio.to_thread.run_sync(_suspended_within, alert["flow_run_id"])
-        assert suspended, alert
-        decided = await _call(client, "alert_decide", {
-            "alert": alert["alert"], "decision": "continue", "comment": "reviewed by hand",
-            "data": {"approved": True, "titles": ["Watchdog tips"]}})
-        assert decided["status"] == "ok", decided
-        summary = chain_path.parent / "logs" / "runs" / f"{alert['flow_run_id']}.json"
-        await anyio.to_thread.run_sync(wait_for, summary.exists, 240, "the decided run to end")
-        status = (await _call(client, "run_status", {"flow_run_id": alert["flow_run_id"]}))["data"]
-        assert status["state"] == "COMPLETED" and status["summary"]["state"] == "COMPLETED", status
-        assert status["ui_url"].endswith(f"/runs/flow-run/{alert['flow_run_id']}")
-        recorded = read_slot(alerts / alert["alert"])["decision"]
-        assert (recorded["via"], recorded["decision"]) == ("mcp", "continue")
-        assert "via MCP client" in recorded["decided_by"]
+    await anyio.to_thread.run_sync(wait_for, paused, 180, "the alert of the failed submit")
+    [alert] = (await _call(client, "alerts_list", {"status": "paused"}))["data"]["alerts"]
+    assert (alert["node_id"], alert["error_type"], alert["handling"]) == (AGENT, "write_denied", "fail")
+    suspended = await anyio.to_thread.run_sync(_suspended_within, alert["flow_run_id"])
+    assert suspended, alert
+    decided = await _call(client, "alert_decide", {
+        "alert": alert["alert"], "decision": "continue", "comment": "reviewed by hand",
+        "data": {"approved": True, "titles": ["Watchdog tips"]}})
+    assert decided["status"] == "ok", decided
+    summary = chain_path.parent / "logs" / "runs" / f"{alert['flow_run_id']}.json"
+    await anyio.to_thread.run_sync(wait_for, summary.exists, 240, "the decided run to end")
+    status = (await _call(client, "run_status", {"flow_run_id": alert["flow_run_id"]}))["data"]
+    assert status["state"] == "COMPLETED" and status["summary"]["state"] == "COMPLETED", status
+    assert status["ui_url"].endswith(f"/runs/flow-run/{alert['flow_run_id']}")
+    recorded = read_slot(alerts / alert["alert"])["decision"]
+    assert (recorded["via"], recorded["decision"]) == ("mcp", "continue")
+    assert "via MCP client" in recorded["decided_by"]
     assert read_slot(chain_path.parent / "slots" / "exec-publish_output.json")["data"]["published"] == 1
 
 

@@ -12,6 +12,7 @@ import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -148,38 +149,76 @@ runpy.run_module("slotrelay.cli", run_name="__main__", alter_sys=True)
 """
 
 
-def test_watch_applies_each_deployment_once_and_before_its_sensor_requests_a_run(prefect_server, tmp_path):
-    """`watch` creates or updates each deployment it serves on the API exactly once (the runner's apply), and
-    before its sensor starts: an agent's answer written before `watch` started is routed by the reconcile at
-    the sensor's start, and the run it requests there finds the chain's deployment and runs the target."""
-    folder = tmp_path / "once"
-    chain = make_chain(folder, "applied-once", 1)
+BURST_SIZES = {"pburst-a": 50, "pburst-b": 50}
+
+
+class CountedWatch(NamedTuple):
+    """What the module's counted `watch` left: its folder, its log, the burst's chain files."""
+
+    root: Path
+    log: str
+    bursts: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def counted_watch(prefect_server, tmp_path_factory) -> CountedWatch:
+    """One `watch` for the apply-once test and the burst test (a `watch` less in the suite), on three chains.
+
+    It counts the deployment writes it makes (WATCH_COUNTING_DEPLOYMENT_WRITES); `applied-once`'s agent
+    answered before it started; the two burst chains get 100 answers once it watches. Returns once every
+    target ran, every flow run ended and `watch` stopped with 0.
+    """
+    root = tmp_path_factory.mktemp("counted-watch")
+    folder = root / "once"
+    once = make_chain(folder, "applied-once", 1)
     agent_writes(folder, "src-0", {"i": 0})
-    writes, log = tmp_path / "deployment-writes.txt", tmp_path / "watch.log"
+    bursts = {cid: make_chain(root / cid, cid, n) for cid, n in BURST_SIZES.items()}
+    writes, log = root / "deployment-writes.txt", root / "watch.log"
     with log.open("w") as handle:
-        # No warm process: the runner runs the routed run, so it has taken its deployments when the run ends.
+        # A wider window than the default: the burst lands in a few runs, so few flow-run processes start.
+        # No warm process: the runner runs the routed runs, so it has taken its deployments when the run at
+        # the sensor's start ends; and the burst is routed in the seconds after start, before one could be
+        # ready, so warm processes would start and run nothing (test_warm has their runs).
         watch = subprocess.Popen(
-            [sys.executable, "-c", WATCH_COUNTING_DEPLOYMENT_WRITES, "--warm", "0", str(chain)],
+            [sys.executable, "-c", WATCH_COUNTING_DEPLOYMENT_WRITES, "--window", "0.5", "--warm", "0",
+             str(once), *map(str, bursts.values())],
             cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200",
                            "DEPLOYMENT_WRITES": str(writes)},
             stdout=handle, stderr=subprocess.STDOUT)
+    outputs = [root / cid / "slots" / f"work-{i}_output.json" for cid, n in BURST_SIZES.items()
+               for i in range(n)]
     try:
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        assert watch.poll() is None, log.read_text()
+        for i in range(max(BURST_SIZES.values())):
+            for cid, n in BURST_SIZES.items():
+                if i < n:
+                    agent_writes(root / cid, f"src-{i}", {"i": i})
         wait_for(lambda: completed(folder / "slots" / "work-0_output.json") or watch.poll() is not None, 180,
                  "the run requested at the sensor's start to run work-0")
         assert watch.poll() is None, log.read_text()
-        wait_for(lambda: runs_finished("applied-once"), 60, "the flow run to end", API_POLL_SECONDS)
+        wait_for(lambda: all(completed(p) for p in outputs), 180, "all 100 targets to run")
+        wait_for(lambda: runs_finished("applied-once", *BURST_SIZES), 120, "the flow runs to end",
+                 API_POLL_SECONDS)
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=60)
     assert code == 0, log.read_text()
+    return CountedWatch(root, log.read_text(), bursts)
 
-    [served] = re.findall(r"serving (\d+) deployment", log.read_text())
+
+def test_watch_applies_each_deployment_once_and_before_its_sensor_requests_a_run(counted_watch):
+    """`watch` creates or updates each deployment it serves on the API exactly once (the runner's apply), and
+    before its sensor starts: an agent's answer written before `watch` started is routed by the reconcile at
+    the sensor's start, and the run it requests there finds the chain's deployment and runs the target."""
+    [served] = re.findall(r"serving (\d+) deployment", counted_watch.log)
     # A request the API refused while busy (503) is sent again by Prefect's client: one apply, counted once.
-    answered = writes.read_text().splitlines()
+    answered = (counted_watch.root / "deployment-writes.txt").read_text().splitlines()
     assert len([line for line in answered if line.split()[2].startswith("2")]) == int(served), answered
     [run] = deployment_runs("applied-once")
     assert run.state.is_completed() and run.parameters["start_nodes"] == ["work-0"]
-    ledger = [json.loads(line) for line in (folder / LEDGER_FILE_NAME).read_text().splitlines()]
+    ledger_file = counted_watch.root / "once" / LEDGER_FILE_NAME
+    ledger = [json.loads(line) for line in ledger_file.read_text().splitlines()]
     assert [e["flow_run_id"] for e in ledger if e["kind"] == "started"] == [str(run.id)]
 
 
@@ -215,8 +254,10 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
     slots = tmp_path / "relay" / "slots"
     log = tmp_path / "watch.log"
     with log.open("w") as handle:
+        # No warm process: no check reads which process ran a run (test_warm has their runs), and each warm
+        # one started is a process importing Prefect.
         watch = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain), str(site_chain)],
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(chain), str(site_chain)],
             cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
             stdout=handle, stderr=subprocess.STDOUT,
         )
@@ -322,38 +363,9 @@ def test_prefect_deploy_all_then_a_worker_runs_what_watch_no_serve_requests(pref
     assert [run.state.type.value for run in runs()] == ["COMPLETED"]
 
 
-def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run(prefect_server, tmp_path):
-    sizes = {"pburst-a": 50, "pburst-b": 50}
-    chains = {cid: make_chain(tmp_path / cid, cid, n) for cid, n in sizes.items()}
-    log = tmp_path / "watch.log"
-    with log.open("w") as handle:
-        # A wider window than the default: the burst lands in a few runs, so few flow-run processes start.
-        # No warm process: the burst is routed in the seconds after start, before one could be ready, so the
-        # runner runs it all and warm processes would start and run nothing (test_warm has their runs).
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", "--window", "0.5", "--warm", "0",
-             *map(str, chains.values())],
-            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
-            stdout=handle, stderr=subprocess.STDOUT,
-        )
-    outputs = [tmp_path / cid / "slots" / f"work-{i}_output.json" for cid,
-               n in sizes.items() for i in range(n)]
-    try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
-        assert watch.poll() is None, log.read_text()
-        for i in range(max(sizes.values())):
-            for cid, n in sizes.items():
-                if i < n:
-                    agent_writes(tmp_path / cid, f"src-{i}", {"i": i})
-        wait_for(lambda: all(completed(p) for p in outputs), 180, "all 100 targets to run")
-        wait_for(lambda: runs_finished(*sizes), 120, "the flow runs to end", API_POLL_SECONDS)
-    finally:
-        watch.send_signal(signal.SIGINT)
-        code = watch.wait(timeout=60)
-    assert code == 0, log.read_text()
-
-    expected = {f"work-{i}" for n in sizes.values() for i in range(n)}
-    runs = deployment_runs(*sizes)
+def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run(counted_watch):
+    expected = {f"work-{i}" for n in BURST_SIZES.values() for i in range(n)}
+    runs = deployment_runs(*BURST_SIZES)
     ran = Counter(t.name for t in recorded_task_runs([r.id for r in runs], 100))
     assert {r.state.type.value for r in runs} == {"COMPLETED"}
     assert len(runs) < 100, "the burst's targets were not coalesced into fewer runs"
@@ -362,10 +374,11 @@ def test_a_burst_of_100_across_2_chains_runs_each_target_in_exactly_one_flow_run
     started = Counter(
         (r.parameters["chain_path"], node) for r in runs for node in r.parameters["start_nodes"])
     assert len(started) == 100 and set(started.values()) == {1}
-    assert set(ran) == expected and set(ran.values()) == {len(sizes)}
-    for cid in sizes:
-        ledger = [json.loads(line) for line in (tmp_path / cid / LEDGER_FILE_NAME).read_text().splitlines()]
-        chain_runs = {str(r.id) for r in runs if r.parameters["chain_path"] == str(chains[cid])}
+    assert set(ran) == expected and set(ran.values()) == {len(BURST_SIZES)}
+    for cid, chain in counted_watch.bursts.items():
+        ledger = [json.loads(line)
+                  for line in (counted_watch.root / cid / LEDGER_FILE_NAME).read_text().splitlines()]
+        chain_runs = {str(r.id) for r in runs if r.parameters["chain_path"] == str(chain)}
         assert {e["flow_run_id"] for e in ledger if e["kind"] == "started"} == chain_runs
 
 

@@ -145,7 +145,9 @@ def test_joins_loop_bounds_and_pre_checks_follow_the_routing_step_under_watch(pr
             [route("seed", "ext")]),
     ]
     log = tmp_path / "watch.log"
-    watch = start_watch(chains, log, prefect_server)
+    # No warm process: no check reads which process ran a run (test_warm has their runs), and each warm one
+    # started is a process importing Prefect, two more per `watch`.
+    watch = start_watch(chains, log, prefect_server, "--warm", "0")
     try:
         # The join: a's answer alone does not start j, which waits in its input slot for b.
         agent(joined, "a", {"from_a": 1})
@@ -164,7 +166,7 @@ def test_joins_loop_bounds_and_pre_checks_follow_the_routing_step_under_watch(pr
         stop_watch(watch, log)
         assert ran(joined) == [], "j did not run on a's data alone"
 
-        watch = start_watch(chains, log, prefect_server)
+        watch = start_watch(chains, log, prefect_server, "--warm", "0")
         agent(joined, "b", {"from_b": 2})
         wait_for(lambda: (read_slot(joined / "slots" / "j_output.json") or {}).get("status") == "completed",
                  180, "the join to run")
