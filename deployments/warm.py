@@ -26,7 +26,9 @@ one:
 - cancellation from the UI: the context's cancelling observer sees the run go Cancelling, says
   "cancel" on the control channel, then ends the process; the run ends Cancelled;
 - stopping `watch` cancels the runs in flight with the runner's shutdown message, so
-  `serve_until_stopped` gives each a successor exactly as it does for the runner's own runs.
+  `serve_until_stopped` gives each a successor exactly as it does for the runner's own runs. From the
+  stop's start (`stop`) the pool starts and sets aside no process: a replacement would import Prefect and
+  the chain flow (about 2 CPU-s) only to be closed.
 
 Each warm process runs one flow run and exits (deployments/warm_child.py says why). The Prefect
 modules with a leading underscore this takes are reached through deployments/prefect_compat.py, as
@@ -156,7 +158,8 @@ class WarmPool:
         await prefect_compat.cancel_all(self._context)
 
     def _begin_closing(self) -> None:
-        """Close the processes that run nothing; the checks of `_closing` keep any other from starting."""
+        """Set `_closing`, which every start and reservation checks, and close the processes running
+        nothing."""
         with self._lock:
             self._closing = True
             # A process set aside for a run not handed to `_run` yet is idle: it is closed with them.
