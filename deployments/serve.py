@@ -266,7 +266,7 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
             # Waiting is a courtesy to runs that have ended; the runner must stop whatever happens.
             logger.exception("could not tell which flow runs have ended; stopping the runner now")
         if warm is not None:
-            await warm.cancel_in_flight()
+            await warm.stop()
         await started.wait()
         await runner.astop()
         cancelled = await client.read_flow_runs(

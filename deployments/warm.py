@@ -26,7 +26,9 @@ one:
 - cancellation from the UI: the context's cancelling observer sees the run go Cancelling, says
   "cancel" on the control channel, then ends the process; the run ends Cancelled;
 - stopping `watch` cancels the runs in flight with the runner's shutdown message, so
-  `serve_until_stopped` gives each a successor exactly as it does for the runner's own runs.
+  `serve_until_stopped` gives each a successor exactly as it does for the runner's own runs. From the
+  stop's start (`stop`) the pool starts and sets aside no process: a replacement would import Prefect and
+  the chain flow (about 2 CPU-s) only to be closed.
 
 Each warm process runs one flow run and exits (deployments/warm_child.py says why). The Prefect
 modules with a leading underscore this takes are reached through deployments/prefect_compat.py, as
@@ -133,18 +135,8 @@ class WarmPool:
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> None:
         self._loop = None
-        with self._lock:
-            self._closing = True
-            # A process set aside for a run not handed to `_run` yet is idle: it is closed with them.
-            self._idle.extend(warm for warm in self._reserved.values() if warm is not None)
-            self._reserved.clear()
-        await self.cancel_in_flight()
-        # An idle process reads end-of-file and exits; one still importing is ended (it has run nothing,
-        # and its pool task, waiting for its word, then sees end-of-file).
-        for warm in self._idle:
-            warm.connection.close()
-        for warm in self._warming:
-            warm.process.terminate()
+        # Again if `stop` came first: a run claimed while that stop cancelled the others is cancelled too.
+        await self.stop()
         await self._stack.__aexit__(kind, error, trace)
         for warm in self._idle:
             await anyio.to_thread.run_sync(warm.process.join, CLOSE_SECONDS)
@@ -155,9 +147,30 @@ class WarmPool:
         """The flow runs handed to warm processes whose processes have not ended yet."""
         return set(self._running)
 
-    async def cancel_in_flight(self) -> None:
-        """Cancel the runs running in warm processes, with the runner's shutdown message (a stop)."""
+    async def stop(self) -> None:
+        """Begin closing, then cancel the runs running in warm processes with the runner's shutdown message.
+
+        From then the pool starts no process (not even the replacement of a run this cancels) and sets
+        none aside for a run: `watch` is stopping, and such a process would import Prefect only to be
+        closed. Call it in the pool's event loop; leaving the pool calls it too.
+        """
+        self._begin_closing()
         await prefect_compat.cancel_all(self._context)
+
+    def _begin_closing(self) -> None:
+        """Set `_closing`, which every start and reservation checks, and close the processes running
+        nothing."""
+        with self._lock:
+            self._closing = True
+            # A process set aside for a run not handed to `_run` yet is idle: it is closed with them.
+            self._idle.extend(warm for warm in self._reserved.values() if warm is not None)
+            self._reserved.clear()
+            # An idle process reads end-of-file and exits (`__aexit__` joins it); one still importing is
+            # ended (it has run nothing, and its pool task, waiting for its word, then sees end-of-file).
+            for warm in self._idle:
+                warm.connection.close()
+        for warm in self._warming:
+            warm.process.terminate()
 
     def reserve(self, idempotency_key: str) -> bool:
         """Set an idle warm process aside for the flow run about to be created with `idempotency_key`.
@@ -233,6 +246,7 @@ class WarmPool:
             return
         finally:
             child.close()
+        logger.info("starting warm process %d", process.pid)
         warm = _Warm(process, parent)
         self._warming.add(warm)
         try:

@@ -22,7 +22,7 @@ import pytest
 
 from deployments import prefect_compat
 from harness.chains import agent_writes, make_chain
-from slotrelay.chain.slots import read_slot
+from slotrelay.chain.slots import input_slot_document, read_slot, write_slot
 from tests.support.processes import log_text
 from tests.support.waiting import API_POLL_SECONDS, wait_until
 
@@ -49,6 +49,25 @@ def wait_for(condition, timeout: float, what: str, log: Path, interval: float = 
     wait_until(condition, timeout=timeout, what=what, interval=interval, details=lambda: log_text(log))
 
 
+def noting_chain(folder: Path, chain_id: str) -> Path:
+    """A chain of `SOURCES` hops whose nodes note where they ran (`NOTE_MODULE`)."""
+    chain = make_chain(folder, chain_id, SOURCES)
+    (folder / "warm_work.py").write_text(NOTE_MODULE)
+    document = json.loads(chain.read_text())
+    for node in document["nodes"]:
+        if node["executor"]["kind"] == "python":
+            node["executor"]["callable"] = "warm_work:note"
+    chain.write_text(json.dumps(document))
+    return chain
+
+
+def attempts_of(folder: Path, source: int) -> list[dict]:
+    """Where the node of hop `source` ran, once per attempt."""
+    path = folder / "attempts.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [a for a in map(json.loads, lines) if a["source"] == source]
+
+
 class Watch:
     """`slotrelay watch --warm 1` on one chain whose nodes note where they ran (its deployment is named
     after the chain)."""
@@ -56,13 +75,7 @@ class Watch:
     def __init__(self, folder: Path, api_url: str, chain_id: str = "warm") -> None:
         self.folder = folder
         self.chain_id = chain_id
-        self.chain = make_chain(folder, chain_id, SOURCES)
-        (folder / "warm_work.py").write_text(NOTE_MODULE)
-        document = json.loads(self.chain.read_text())
-        for node in document["nodes"]:
-            if node["executor"]["kind"] == "python":
-                node["executor"]["callable"] = "warm_work:note"
-        self.chain.write_text(json.dumps(document))
+        self.chain = noting_chain(folder, chain_id)
         self.log = folder / "watch.log"
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
@@ -95,9 +108,7 @@ class Watch:
         return self.started()[-1]
 
     def attempts(self, source: int) -> list[dict]:
-        path = self.folder / "attempts.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [a for a in map(json.loads, lines) if a["source"] == source]
+        return attempts_of(self.folder, source)
 
     def runs(self) -> list:
         """The flow runs of the chain's deployment on the API."""
@@ -263,4 +274,96 @@ def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(p
     run, _ = run_of(flow_run_id)
     assert run.state.is_cancelled(), run.state
     [successor] = [r for r in watch.runs() if r.state.is_scheduled()]
+    assert successor.parameters == {**run.parameters, "resume": True}
+
+
+def test_once_a_stop_has_begun_the_pool_starts_no_process_and_hands_none_out(prefect_server, tmp_path):
+    """`watch`'s stop, in-process against a real pool of two: a run in a warm process is cancelled by the
+    stop and gets its successor, every process the pool started has ended once it is closed, and from the
+    stop's start the pool started no process (the cancelled run's replacement used to warm up, at the cost
+    of a Prefect import, only to be closed) and sets none aside for a new run."""
+    import asyncio
+    import logging
+    import logging.handlers
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from deployments.serve import _runner, _stop_and_reschedule, chain_deployment, full_name
+    from deployments.warm import WarmPool
+    from slotrelay.chain import load_chain
+
+    chain = noting_chain(tmp_path, "warm-stop")
+    deployment = chain_deployment(load_chain(chain))
+    # What the sensor's router writes before it starts the run: work-0's input, from src-0.
+    write_slot(tmp_path / "slots" / "work-0_input.json",
+               input_slot_document(from_node="src-0", route_id="route-0", data={"source": 0, "nap": 600}))
+    pool = WarmPool(2, chains=[chain])
+
+    # The pool's log, read from its own logger: Prefect's logging setup replaces the root's handlers.
+    log = logging.handlers.BufferingHandler(capacity=10_000)
+    log.setLevel(logging.INFO)
+
+    def said(what: str) -> list[int]:
+        """The pids of the pool's processes in the log lines saying `what` ("starting", "ready")."""
+        found = (re.fullmatch(r"(starting )?warm process (\d+)( ready)?", r.getMessage()) for r in log.buffer)
+        return [int(m[2]) for m in found if m and (m[1] if what == "starting" else m[3])]
+
+    async def until(condition, what: str) -> None:
+        # The async twin of `wait_until`: the pool's event loop must go on while the test waits.
+        deadline = asyncio.get_running_loop().time() + 120
+        while not condition():
+            if asyncio.get_running_loop().time() > deadline:
+                lines = "\n".join(r.getMessage() for r in log.buffer)
+                pytest.fail(f"timed out waiting for {what}:\n{lines}")
+            await asyncio.sleep(0.05)
+
+    async def stop_with_a_run_in_flight() -> tuple[str, list[int]]:
+        started = asyncio.Event()
+        runner = _runner(1.0, pool, started)
+        await runner.aadd_deployment(deployment)
+        async with pool, get_client() as client:  # entered as `serve_until_stopped` enters them
+            serving = asyncio.create_task(runner.start())
+            await until(lambda: len(said("ready")) == 2, "two idle warm processes")
+            key = "slotrelay-warm-stop-0"
+            assert pool.reserve(key)
+            run = await client.create_flow_run_from_deployment(
+                (await client.read_deployment_by_name(full_name(deployment))).id,
+                parameters={"start_nodes": ["work-0"]}, idempotency_key=key)
+            pool.hand_off(run, deployment.name, key)
+            await until(lambda: bool(attempts_of(tmp_path, 0)), "the node to start in a warm process")
+            before_the_stop = said("starting")
+            await _stop_and_reschedule(runner, [deployment], pool, started)
+            await serving
+            await until(lambda: not pool.running(), "the cancelled run's process to end")
+            # A yield, not a wait: a task the pool scheduled as that run ended takes its first step, where a
+            # warm process is started.
+            await asyncio.sleep(0)
+            assert said("starting") == before_the_stop
+            assert not pool.reserve("slotrelay-warm-stop-after")
+        return str(run.id), before_the_stop
+
+    pool_logger = logging.getLogger("slotrelay.warm")
+    level = pool_logger.level
+    pool_logger.addHandler(log)
+    pool_logger.setLevel(logging.INFO)
+    try:
+        with temporary_settings({PREFECT_API_URL: prefect_server}):
+            flow_run_id, before_the_stop = asyncio.run(stop_with_a_run_in_flight())
+    finally:
+        pool_logger.removeHandler(log)
+        pool_logger.setLevel(level)
+    [attempt] = attempts_of(tmp_path, 0)
+    assert attempt["process"] == "slotrelay-warm"
+    assert said("starting") == before_the_stop and len(before_the_stop) == 2
+    assert not set(before_the_stop) & {p.pid for p in psutil.Process().children(recursive=True)}
+    run, _ = run_of(flow_run_id)
+    assert run.state.is_cancelled(), run.state
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[
+            deployment.name])))
+    [successor] = [r for r in runs if r.state.is_scheduled()]
+    assert successor.idempotency_key == f"successor-of-{flow_run_id}"
     assert successor.parameters == {**run.parameters, "resume": True}
