@@ -184,8 +184,8 @@ def sqlparse_copy(tmp_path: Path) -> tuple[Path, WorkspaceRegistry]:
 
 def _own_tests(root: Path, *files: str) -> subprocess.CompletedProcess[str]:
     """Run some of sqlparse's own test files on the copy, in a fresh interpreter (no PYTHONPATH, so
-    `sqlparse` and `tests` are the copy's)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    `sqlparse` and `tests` are the copy's; no PYTEST_ADDOPTS, which names plugins of this suite's run)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *files],
         cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
