@@ -287,6 +287,7 @@ def test_once_a_stop_has_begun_the_pool_starts_no_process_and_hands_none_out(pre
     import logging.handlers
 
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from deployments.serve import _runner, _stop_and_reschedule, chain_deployment, full_name
@@ -359,8 +360,6 @@ def test_once_a_stop_has_begun_the_pool_starts_no_process_and_hands_none_out(pre
     assert not set(before_the_stop) & {p.pid for p in psutil.Process().children(recursive=True)}
     run, _ = run_of(flow_run_id)
     assert run.state.is_cancelled(), run.state
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[
             deployment.name])))
