@@ -8,11 +8,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from tests.support.ordering import heaviest_files_first
 from tests.support.processes import wait_while_running
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until, wait_until_async
 
 
 def test_wait_until_returns_the_condition_once_it_holds() -> None:
@@ -24,6 +26,26 @@ def test_wait_until_fails_naming_what_it_waited_for_and_what_it_saw() -> None:
     said = r"(?s)waiting for the slot to be routed:\nempty"
     with pytest.raises(pytest.fail.Exception, match=said):
         wait_until(lambda: False, timeout=0, what="the slot to be routed", details=lambda: "empty")
+
+
+def test_wait_until_async_waits_while_the_event_loop_goes_on_and_fails_as_wait_until_does() -> None:
+    async def waits() -> None:
+        ticks: list[int] = []
+
+        async def tick() -> None:
+            for n in range(3):
+                ticks.append(n)
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            # Only the loop's other task can make this hold.
+            assert await wait_until_async(lambda: len(ticks) == 3, timeout=60, what="three ticks", interval=0)
+        with pytest.raises(pytest.fail.Exception, match=r"(?s)waiting for the slot to be routed:\nempty"):
+            await wait_until_async(lambda: False, timeout=0, what="the slot to be routed",
+                                   details=lambda: "empty")
+
+    anyio.run(waits)
 
 
 def test_wait_while_running_fails_once_the_process_exits_with_its_log(tmp_path: Path) -> None:

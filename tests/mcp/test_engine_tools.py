@@ -23,6 +23,7 @@ from slotrelay.chain.agent_view import AgentGrants, ServedChains
 from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, ATTESTED, phase2_copy, right_answer, route_to_review
 from tests.mcp.test_tools import call, ok, refused
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -109,9 +110,8 @@ async def test_an_inbox_wait_is_answered_by_the_file_event(chain_path: Path) -> 
 
 async def _until_watched(folder: Path) -> None:
     """Until an inotify watch is on `folder`: the waiter's observer has scheduled it."""
-    with anyio.fail_after(60):
-        while not _watched(folder):
-            await anyio.sleep(0.01)
+    await wait_until_async(lambda: _watched(folder), timeout=60, what=f"an inotify watch on {folder}",
+                           interval=0.01)
 
 
 def _watched(folder: Path) -> bool:

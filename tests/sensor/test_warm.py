@@ -24,7 +24,7 @@ from deployments import prefect_compat
 from harness.chains import agent_writes, make_chain
 from slotrelay.chain.slots import input_slot_document, read_slot, write_slot
 from tests.support.processes import log_text
-from tests.support.waiting import API_POLL_SECONDS, wait_until
+from tests.support.waiting import API_POLL_SECONDS, wait_until, wait_until_async
 
 pytestmark = pytest.mark.prefect_server
 
@@ -311,13 +311,9 @@ def test_once_a_stop_has_begun_the_pool_starts_no_process_and_hands_none_out(pre
         return [int(m[2]) for m in found if m and (m[1] if what == "starting" else m[3])]
 
     async def until(condition, what: str) -> None:
-        # The async twin of `wait_until`: the pool's event loop must go on while the test waits.
-        deadline = asyncio.get_running_loop().time() + 120
-        while not condition():
-            if asyncio.get_running_loop().time() > deadline:
-                lines = "\n".join(r.getMessage() for r in log.buffer)
-                pytest.fail(f"timed out waiting for {what}:\n{lines}")
-            await asyncio.sleep(0.05)
+        # The pool's event loop must go on while the test waits.
+        await wait_until_async(condition, timeout=120, what=what,
+                               details=lambda: "\n".join(r.getMessage() for r in log.buffer))
 
     async def stop_with_a_run_in_flight() -> tuple[str, list[int]]:
         started = asyncio.Event()

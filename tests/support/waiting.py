@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
+import anyio
 import pytest
 
 T = TypeVar("T")
@@ -41,7 +42,28 @@ def wait_until(
     deadline = time.monotonic() + timeout
     while not (value := condition()):
         if time.monotonic() > deadline:
-            said = f"timed out after {timeout} s waiting for {what}"
-            pytest.fail(f"{said}:\n{details()}" if details is not None else said)
+            _timed_out(timeout, what, details)
         time.sleep(interval)
     return value
+
+
+async def wait_until_async(
+    condition: Callable[[], T],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    details: Callable[[], str] | None = None,
+) -> T:
+    """`wait_until` inside an event loop, which goes on running while the test waits (same parameters)."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            _timed_out(timeout, what, details)
+        await anyio.sleep(interval)
+    return value
+
+
+def _timed_out(timeout: float, what: str, details: Callable[[], str] | None) -> NoReturn:
+    said = f"timed out after {timeout} s waiting for {what}"
+    pytest.fail(f"{said}:\n{details()}" if details is not None else said)
