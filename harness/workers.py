@@ -438,8 +438,7 @@ def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
         wait_for(lambda: ("fourth", 1) in _ran(folder), 300, "the first run's last node to start")
         wait_for(lambda: completed_runs(chain_id) == 1, 300, "the first run to complete")
         agent_writes(folder, "src", {"n": 2})
-        wait_for(lambda: ("slow", 2) in [(node, n) for node, n, _ in round_executions(folder)], 300,
-                 "worker-a to run slow for the new content")
+        wait_for(lambda: ("slow", 2) in _ran(folder), 300, "worker-a to run slow for the new content")
         workers["worker-b"] = start_worker(api_url, pool, "worker-b", logs / f"{chain_id}-b.log", limit=2)
         wait_for(lambda: "started!" in (logs / f"{chain_id}-b.log").read_text(), 120, "worker-b to start")
         worker_a = workers.pop("worker-a")
