@@ -22,7 +22,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncssh
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
 
 from harness.process_groups import stop_process_group
 
@@ -83,13 +89,15 @@ def _login_user() -> str:
     return SSH_USER
 
 
-def new_key(path: Path) -> asyncssh.SSHKey:
-    """A fresh ed25519 key written to `path` (mode 0600), with its `.pub` beside it."""
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    key.write_private_key(path)
-    path.chmod(0o600)
-    key.write_public_key(path.with_name(path.name + ".pub"))
-    return key
+def new_key(path: Path) -> bytes:
+    """A fresh ed25519 key written to `path` (mode 0600, OpenSSH format), with its `.pub` beside it;
+    returns the public key's line, as authorized_keys and known_hosts hold it."""
+    key = Ed25519PrivateKey.generate()
+    path.touch(mode=0o600)
+    path.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()))
+    public = key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH) + b"\n"
+    path.with_name(path.name + ".pub").write_bytes(public)
+    return public
 
 
 def _own(path: Path, user: str) -> None:
@@ -143,12 +151,12 @@ def running_sshd() -> Iterator[Sshd]:
         root.chmod(0o755)
         host_key = new_key(root / "host_key")
         client_key = new_key(root / "client_key")
-        (root / "authorized_keys").write_bytes(client_key.export_public_key())
+        (root / "authorized_keys").write_bytes(client_key)
         for owned in (root, root / "host_key", root / "authorized_keys"):
             _own(owned, user)
         server, port = _start(root, user)
         # known_hosts names a non-default port as [host]:port.
-        (root / "known_hosts").write_bytes(f"[127.0.0.1]:{port} ".encode() + host_key.export_public_key())
+        (root / "known_hosts").write_bytes(f"[127.0.0.1]:{port} ".encode() + host_key)
         try:
             yield Sshd(port=port, user=user, root=root, key=root / "client_key",
                        known_hosts=root / "known_hosts",

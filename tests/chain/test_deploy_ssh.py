@@ -154,7 +154,7 @@ def test_an_unknown_host_key_is_refused(sshd, chain_dir, dev_sitemap, monkeypatc
     remote = sshd.folder(f"www-{uuid.uuid4().hex[:6]}")
     impostor = new_key(chain_dir / "impostor_host_key")
     (chain_dir / "known_hosts").write_bytes(
-        f"[127.0.0.1]:{sshd.port} ".encode() + impostor.export_public_key())
+        f"[127.0.0.1]:{sshd.port} ".encode() + impostor)
     for key, value in sshd.env("SITE_C", remote).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SITE_C_KNOWN_HOSTS", "known_hosts")

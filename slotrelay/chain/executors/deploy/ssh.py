@@ -38,13 +38,18 @@ import posixpath
 import re
 import shlex
 import uuid
+import warnings
 from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncssh
+with warnings.catch_warnings():
+    # cryptography 51 deprecates DSA, and asyncssh imports its DSA support whatever the key: a deploy
+    # never chooses DSA, so the notice would only be noise on the stderr of every remote deploy.
+    warnings.filterwarnings("ignore", message="DSA is deprecated")
+    import asyncssh
 
 from slotrelay.chain.errors import NodeError
 from slotrelay.chain.executors.deploy.errors import (
