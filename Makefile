@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make run` (the main job) and `make test`.
-.PHONY: setup run test test-slow lint suite bench real-model test-real-model
+.PHONY: setup run test test-slow lint suite bench lock real-model test-real-model
 
 setup:
 	scripts/bootstrap.sh
@@ -29,6 +29,10 @@ suite: setup
 
 test-slow: setup
 	.venv/bin/python -m pytest $(PYTEST_XDIST) -m slow
+
+# constraints.txt written again from pyproject.toml's ranges: the newest releases, for `make test` to try.
+lock:
+	scripts/lock.sh
 
 bench: setup
 	for f in bench/*.py; do .venv/bin/python $$f || exit 1; done

@@ -37,11 +37,13 @@ if [ ! -x .venv/bin/python ]; then
     log "creating .venv"
     python3 -m venv .venv
 fi
+# The dependencies at the versions constraints.txt holds (scripts/lock.sh writes it): a release of one
+# reaches a setup only when the lock is written again and the suite has passed on it.
 if ! .venv/bin/python -c 'import slotrelay, prefect, pytest' 2>/dev/null \
-    || [ pyproject.toml -nt .venv/.installed ]; then
+    || [ pyproject.toml -nt .venv/.installed ] || [ constraints.txt -nt .venv/.installed ]; then
     log "installing slotrelay and its dependencies into .venv"
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[dev]'
+    .venv/bin/pip install -q -c constraints.txt -e '.[dev]'
     touch .venv/.installed
 fi
 
