@@ -15,9 +15,11 @@ held exactly as long as that process lives, whoever started it (`slotrelay up`, 
 leaving it in the background), and is released by the kernel however it ends. The file also says who
 holds it (`HomeHolder`), for the refusal's message and for `up` to reuse a server `run` left running.
 
-The server encrypts stored Block secrets with PREFECT_SERVER_ENCRYPTION_KEY. That key lives in the
-current folder's `.env` (git-ignored): it is generated on first start and reused afterwards, so secrets
-stored by one server start can be read by the next.
+The server encrypts stored Block documents with PREFECT_SERVER_ENCRYPTION_KEY. The key belongs to the
+data it encrypts, so it lives in the server's home, in `<home>/.env` (mode 0600): generated on the home's
+first start and reused by every start after it, from whatever folder (`up --home` from two projects reads
+the same blocks). A home started before the key moved there takes the one the current folder's `.env`
+holds, the folder such a start kept it in.
 
 Contract for callers (`slotrelay run`, `slotrelay up`, `watch`, `decide`, the MCP engine tools):
 - `start_server` returns a `ServerHandle`; `handle.stop()` ships this process's queued run logs, then
@@ -211,23 +213,35 @@ def api_answers(api_url: str, *, timeout: float = 2.0) -> bool:
         return False
 
 
-def encryption_key(env_file: Path | None = None) -> str:
-    """The project's PREFECT_SERVER_ENCRYPTION_KEY, generated into `env_file` on first use.
+def encryption_key(home: Path) -> str:
+    """The PREFECT_SERVER_ENCRYPTION_KEY of the server whose home is `home`, kept in `<home>/.env`.
+
+    A home without one takes the key of the current folder's `.env` (where a start before the key moved
+    to the home left it: its blocks were encrypted with that key), else a new one; either is written into
+    the home's file.
 
     Parameters:
-        env_file: the project's `.env` (git-ignored); default: the current folder's.
+        home: the server's PREFECT_HOME.
 
     Returns:
         A Fernet key (url-safe base64 of 32 random bytes).
     """
-    env_file = env_file or Path.cwd() / ENV_FILE_NAME
-    key = dotenv_values(env_file).get(ENCRYPTION_KEY_NAME) if env_file.exists() else None
-    if key:
-        return key
-    key = base64.urlsafe_b64encode(os.urandom(32)).decode()
-    env_file.touch(mode=0o600, exist_ok=True)
-    set_key(str(env_file), ENCRYPTION_KEY_NAME, key, quote_mode="never")
+    kept = home / ENV_FILE_NAME
+    key = _key_in(kept) or _key_in(Path.cwd() / ENV_FILE_NAME)
+    if key is None:
+        key = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    if _key_in(kept) != key:
+        # python-dotenv writes a new file (mode 0600, as mkstemp makes it) and renames it over the name:
+        # a link put there is replaced, never written through.
+        set_key(str(kept), ENCRYPTION_KEY_NAME, key, quote_mode="never")
     return key
+
+
+def _key_in(env_file: Path) -> str | None:
+    """The encryption key a `.env` holds, if it is a regular file (not a link) holding one."""
+    if env_file.is_symlink() or not env_file.is_file():
+        return None
+    return dotenv_values(env_file).get(ENCRYPTION_KEY_NAME) or None
 
 
 def server_database(url: str) -> str:
@@ -296,7 +310,7 @@ def start_server(
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
-        ENCRYPTION_KEY_NAME: encryption_key(),
+        ENCRYPTION_KEY_NAME: encryption_key(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
         "PREFECT_SERVER_API_HOST": host,

@@ -16,6 +16,7 @@ that hypothesis checks is left alone while it draws an example).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -197,14 +198,18 @@ def interrupt_up(process: subprocess.Popen) -> int:
 
 
 def migrated_home(folder: Path) -> Path:
-    """A PREFECT_HOME holding a copy of the session server's database, schema already migrated.
+    """A PREFECT_HOME holding a copy of the session server's database, schema already migrated, and of
+    its encryption key (`.env`): a server started on it reads the blocks the session server saved.
 
     Migrating a fresh SQLite database is about half of a server start (measured on an idle machine:
     8.5 s to ready from an empty home, 4.0 s from a migrated one), all of it CPU, which a loaded CI
     machine stretches several times. The copy goes through SQLite's backup API, consistent while the server
     writes.
     """
+    from deployments.server import ENV_FILE_NAME
+
     folder.mkdir(parents=True)
+    shutil.copyfile(Path(os.environ["PREFECT_HOME"]) / ENV_FILE_NAME, folder / ENV_FILE_NAME)
     source = sqlite3.connect(Path(os.environ["PREFECT_HOME"]) / "prefect.db")
     target = sqlite3.connect(folder / "prefect.db")
     try:
@@ -222,13 +227,13 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Yields the API URL; the UI is served at the same address without `/api` (v1 at `/`, v2 at `/v2`).
     In-process Prefect calls see it through `temporary_settings`; tests that
     start subprocesses pass `PREFECT_API_URL` (also exported to `os.environ` here).
-    Like a server slotrelay starts, it encrypts Block documents with a key from a `.env`, its home's: a
-    server started from a folder holding a copy of that file reads the blocks a `migrated_home` holds.
+    Like a server slotrelay starts, it encrypts Block documents with the key its home's `.env` holds, which
+    `migrated_home` copies with the database.
     """
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
-    from deployments.server import ENCRYPTION_KEY_NAME, ENV_FILE_NAME, encryption_key
+    from deployments.server import ENCRYPTION_KEY_NAME, encryption_key
 
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
@@ -236,7 +241,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
-        ENCRYPTION_KEY_NAME: encryption_key(home / ENV_FILE_NAME),
+        ENCRYPTION_KEY_NAME: encryption_key(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
         # The UI is served too; without this its pages would call the API at the default port 4200.

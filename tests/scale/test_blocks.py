@@ -154,3 +154,49 @@ async def _runs_of(deployment: str) -> list:
         found = await client.read_deployment_by_name(deployment)
         return await client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[
             found.id])))
+
+
+def test_a_server_home_keeps_its_block_encryption_key_whatever_folder_starts_it(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    # The key belongs to the database it encrypts: a home started from one folder and then from
+    # another (`up --home` from two projects) must encrypt and read its blocks with one key.
+    from dotenv import dotenv_values
+
+    from deployments.server import ENCRYPTION_KEY_NAME, ENV_FILE_NAME, encryption_key
+
+    home, first, second = tmp_path / "home", tmp_path / "first", tmp_path / "second"
+    for folder in (home, first, second):
+        folder.mkdir()
+    (second / ENV_FILE_NAME).write_text(f"{ENCRYPTION_KEY_NAME}=a-key-of-another-project\n")
+    monkeypatch.chdir(first)
+    key = encryption_key(home)
+    assert dotenv_values(home / ENV_FILE_NAME)[ENCRYPTION_KEY_NAME] == key
+    assert (home / ENV_FILE_NAME).stat().st_mode & 0o777 == 0o600
+    assert not (first / ENV_FILE_NAME).exists()
+    monkeypatch.chdir(second)
+    assert encryption_key(home) == key
+
+
+def test_a_home_from_before_the_key_moved_takes_the_current_folders_key(tmp_path: Path, monkeypatch) -> None:
+    from deployments.server import ENCRYPTION_KEY_NAME, ENV_FILE_NAME, encryption_key
+
+    home = tmp_path / ".slotrelay" / "prefect"
+    home.mkdir(parents=True)
+    (tmp_path / ENV_FILE_NAME).write_text(f"SLOTRELAY_KEY=x\n{ENCRYPTION_KEY_NAME}=the-key-its-blocks-have\n")
+    monkeypatch.chdir(tmp_path)
+    assert encryption_key(home) == "the-key-its-blocks-have"
+    assert f"{ENCRYPTION_KEY_NAME}=the-key-its-blocks-have" in (home / ENV_FILE_NAME).read_text()
+
+
+def test_a_link_in_place_of_the_homes_key_file_is_replaced_not_written_through(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    from deployments.server import ENV_FILE_NAME, encryption_key
+
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    home.mkdir()
+    outside.write_text("untouched\n")
+    (home / ENV_FILE_NAME).symlink_to(outside)
+    monkeypatch.chdir(tmp_path)
+    encryption_key(home)
+    assert outside.read_text() == "untouched\n"
+    assert not (home / ENV_FILE_NAME).is_symlink()

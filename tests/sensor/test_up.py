@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -15,7 +14,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from deployments.server import ENV_FILE_NAME
 from harness.chains import agent_writes
 from harness.ports import free_port
 from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
@@ -73,13 +71,6 @@ def saved_blocks() -> None:
     SandboxPolicy().save("team-sandbox", overwrite=True)
 
 
-def with_the_session_key(folder: Path) -> None:
-    """Give `folder` (the folder `up` starts in) the session server's `.env`: a server `up` starts there
-    encrypts Block documents with that server's key (tests/conftest.py), so it reads the blocks a copy of
-    that server's database holds."""
-    shutil.copyfile(Path(os.environ["PREFECT_HOME"]) / ENV_FILE_NAME, folder / ENV_FILE_NAME)
-
-
 @pytest.mark.prefect_server
 def test_up_serves_the_ui_runs_the_watcher_and_one_sigint_stops_everything_with_no_traceback(prefect_server,
                                                                                          tmp_path):
@@ -88,7 +79,6 @@ def test_up_serves_the_ui_runs_the_watcher_and_one_sigint_stops_everything_with_
     its pipe, are stopped by their pool, not interrupted by the signal `up` sends the watcher's process
     group."""
     chain = slow_chain(tmp_path / "slow")
-    with_the_session_key(chain.parent)
     saved_blocks()
     home = migrated_home(tmp_path / "home")
     port = free_port()
