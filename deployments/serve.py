@@ -170,12 +170,17 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
             if not stopping:
                 stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments, warm, started)))
 
+        # Before the warm pool starts: its start imports the flow (seconds on a loaded machine), and a SIGINT
+        # there went to asyncio's own handler, which cancels the main task wherever that start was; the
+        # pool's processes were left half started and `watch` served on. Ours asks for the stop, which
+        # waits until the runner has started.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop)
         async with contextlib.AsyncExitStack() as stack:
             if warm is not None:
                 await stack.enter_async_context(warm)
-            loop.add_signal_handler(signal.SIGINT, stop)
             # `Runner.start` installs its own SIGTERM handler (a stop with no successors) before it first
-            # waits; this callback runs at that first wait and puts ours in its place.
+            # waits; this callback runs at that first wait and puts ours back in its place.
             loop.call_soon(loop.add_signal_handler, signal.SIGTERM, stop)
             await runner.start()
             if stopping:
@@ -233,7 +238,7 @@ def _flow_run_processes() -> set[uuid.UUID]:
 
 async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeployment],
                                warm: WarmPool | None, started: asyncio.Event) -> None:
-    """Stop the runner; give each run it cancelled on the way out a Scheduled successor.
+    """Stop the runner once it has started; give each run it cancelled on the way out a Scheduled successor.
 
     Runs that have already ended are first given a moment for their processes to exit: the
     runner's stop (and the warm pool's) cancels every run it still has a process for, and would mark
@@ -252,6 +257,8 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
     from prefect.client.schemas.objects import StateType
     from prefect.states import Scheduled
 
+    # The warm pool has started by then too (it is entered before the runner starts).
+    await started.wait()
     began = datetime.now(UTC)
     async with get_client() as client:
         deadline = time.monotonic() + FINISHING_GRACE_SECONDS
@@ -267,7 +274,6 @@ async def _stop_and_reschedule(runner: Runner, deployments: list[RunnerDeploymen
             logger.exception("could not tell which flow runs have ended; stopping the runner now")
         if warm is not None:
             await warm.stop()
-        await started.wait()
         await runner.astop()
         cancelled = await client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=sorted({d.flow_name for d in deployments}))),

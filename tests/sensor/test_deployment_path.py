@@ -188,7 +188,7 @@ def counted_watch(prefect_server, tmp_path_factory) -> CountedWatch:
     outputs = [root / cid / "slots" / f"work-{i}_output.json" for cid, n in BURST_SIZES.items()
                for i in range(n)]
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
         assert watch.poll() is None, log.read_text()
         for i in range(max(BURST_SIZES.values())):
             for cid, n in BURST_SIZES.items():
@@ -202,7 +202,7 @@ def counted_watch(prefect_server, tmp_path_factory) -> CountedWatch:
                  API_POLL_SECONDS)
     finally:
         watch.send_signal(signal.SIGINT)
-        code = watch.wait(timeout=60)
+        code = watch.wait(timeout=180)
     assert code == 0, log.read_text()
     return CountedWatch(root, log.read_text(), bursts)
 
@@ -245,7 +245,12 @@ def site_example(tmp_path):
         yield chain_file, f"http://127.0.0.1:{port}/current/build/index.html"
     finally:
         site.send_signal(signal.SIGINT)
-        site.wait(timeout=30)
+        try:
+            site.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Its Ctrl-C is not what the tests using it check (a loaded machine once took past 30 s).
+            site.kill()
+            site.wait()
 
 
 def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_server, tmp_path, site_example):
@@ -262,7 +267,7 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
             stdout=handle, stderr=subprocess.STDOUT,
         )
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
         assert watch.poll() is None, log.read_text()
 
         agent_writes(tmp_path / "relay", "ask", {"question": "ship it?"})
@@ -285,7 +290,7 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
                  API_POLL_SECONDS)
     finally:
         watch.send_signal(signal.SIGINT)
-        code = watch.wait(timeout=60)
+        code = watch.wait(timeout=180)
     assert code == 0, log.read_text()
 
     # The deploy node copied the page to the served folder and the B mirror, and the URL serves it.
@@ -413,7 +418,7 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
             watch = subprocess.Popen(
                 [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(chain)],
                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
         assert watch.poll() is None, log.read_text()
         return watch
 
@@ -423,7 +428,7 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
         wait_for(attempts.exists, 90, "the node to start in a flow run")
     finally:
         first.send_signal(signal.SIGTERM)  # as a service manager stops it; the second watch gets a Ctrl-C
-        assert first.wait(timeout=60) == 0, (tmp_path / "watch-1.log").read_text()
+        assert first.wait(timeout=180) == 0, (tmp_path / "watch-1.log").read_text()
 
     [stopped] = [r for r in deployment_runs("nap") if not r.state.is_scheduled()]
     assert stopped.state.is_cancelled(), "a run in flight must not be left Running with nobody running it"
@@ -436,7 +441,7 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
         wait_for(lambda: runs_finished("nap"), 60, "the flow run to end", API_POLL_SECONDS)
     finally:
         second.send_signal(signal.SIGINT)
-        assert second.wait(timeout=60) == 0, (tmp_path / "watch-2.log").read_text()
+        assert second.wait(timeout=180) == 0, (tmp_path / "watch-2.log").read_text()
     states = {r.id: r.state for r in deployment_runs("nap")}
     assert states.keys() == {stopped.id, successor.id}
     assert states[stopped.id].is_cancelled() and states[successor.id].is_completed()
