@@ -29,15 +29,22 @@ from tests.support.waiting import API_POLL_SECONDS, wait_until, wait_until_async
 pytestmark = pytest.mark.prefect_server
 
 ROOT = Path(__file__).resolve().parents[2]
-# The node records where it ran (a warm process is named by its pool), then naps as long as it is told.
+# The node records where it ran (a warm process is named by its pool), then naps as long as it is told, or
+# until its flow run is torn down: a cancel or a stop ends the engine's task runner, which sets the cancel
+# event it keeps for each task run, then waits for the node's thread. A node that napped on regardless held
+# its process past that SIGTERM until Prefect's SIGKILL, 30 s later (as it would Prefect's own child): each
+# test that cancels a run waited those 30 s. The run is in flight all the same when it is cancelled.
 NOTE_MODULE = '''
-import json, multiprocessing, os, pathlib, time
+import json, multiprocessing, os, pathlib
+
+from prefect.context import FlowRunContext, TaskRunContext
 
 def note(data):
     with (pathlib.Path(__file__).parent / "attempts.jsonl").open("a") as attempts:
         attempts.write(json.dumps({"source": data.get("source"), "pid": os.getpid(),
                                    "process": multiprocessing.current_process().name}) + "\\n")
-    time.sleep(data.get("nap", 0))
+    torn_down = FlowRunContext.get().task_runner._cancel_events[TaskRunContext.get().task_run.id]
+    torn_down.wait(data.get("nap", 0))
     return {"noted": True}
 '''
 # A source per hop, none written by two tests: work-0..1 (runs once), 2..3 (killed), 4 (cancelled), and
