@@ -2,7 +2,8 @@
 
 The workspace is the MCP tests' sample package (tests/mcp/shop.py, written from strings into a git
 repository). `slotrelay psmr view SHOP` runs as a subprocess on 127.0.0.1; tests/ui/psmr_view.js
-drives Debian's headless Chromium with the pinned playwright-core through overview, search, the
+drives Debian's headless Chromium with the pinned playwright-core (one browser for the module's browser
+tests, tests/ui/browser_session.py) through overview, search, the
 symbol's SVG slice, an edge's evidence, impact, the unknowns list, the proposed deltas and one delta's
 recorded validation and diff, and saves screenshots of the symbol and delta pages under
 build/artifacts/psmr_view/. The deltas are proposed, validated and previewed in the test through
@@ -15,11 +16,12 @@ mid-rebuild) gets an HTML page with a 4xx status, through Starlette's TestClient
 from __future__ import annotations
 
 import ast
+import contextlib
 import html
-import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -56,17 +58,16 @@ from tests.conftest import (
 )
 from tests.mcp.processes import ServerProcess, start_server, stop_server, wait_for_url
 from tests.mcp.shop import FIRST_COMMIT, make_shop
+from tests.ui.browser_session import NODE, BrowserSession
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 SCRIPT = HERE / "psmr_view.js"
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
-NODE = HERE.parent / "mcp" / "node_modules" / ".bin" / "node"
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "build" / "artifacts" / "psmr_view"
 READY = "PSMR view at "
-# Every wait in the browser and for the server; far above what a loaded 2-core machine needs.
-BROWSER_TIMEOUT_MS = 120_000
+# Every wait for the server; far above what a loaded 2-core machine needs.
 START_TIMEOUT_S = 120
 LOGIN = "semantic:shop.auth.login"
 CHECKOUT = "semantic:shop.cart.Cart.checkout"
@@ -152,44 +153,43 @@ def browser_tools() -> None:
     )
 
 
+@pytest.fixture(scope="module")
+def browser(browser_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserSession]:
+    """tests/ui/psmr_view.js in one node and one headless Chromium for every browser test of the module
+    (a browser's start and close cost about 1 CPU-s); its log and profile in a folder of their own."""
+    with BrowserSession(SCRIPT, tmp_path_factory.mktemp("browser")) as session:
+        yield session
+
+
 def _line_of(text: str, needle: str) -> int:
     return next(n for n, line in enumerate(text.splitlines(), start=1) if needle in line)
 
 
 @pytest.mark.browser
 def test_a_person_reads_the_workspace_in_a_browser(
-    view: str, workspace_id: str, shop: Path, proposed: dict[str, str], browser_tools: None, tmp_path: Path
+    view: str,
+    workspace_id: str,
+    shop: Path,
+    proposed: dict[str, str],
+    browser: BrowserSession,
+    tmp_path: Path,
 ) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot, delta_screenshot = ARTIFACTS / "symbol-page.png", ARTIFACTS / "delta-page.png"
-    job = {
-        "url": view.removesuffix(f"ws/{workspace_id}/"),
-        "query": "login",
-        "symbol": LOGIN,
-        "caller": CHECKOUT,
-        "profile": str(tmp_path / "chromium-profile"),
-        "screenshot": str(screenshot),
-        "failure_screenshot": str(tmp_path / "failure.png"),
-        "timeout_ms": BROWSER_TIMEOUT_MS,
-        "delta": proposed["signature"],
-        "delta_screenshot": str(delta_screenshot),
-        "rev_a": "HEAD~1",
-        "rev_b": "HEAD",
-    }
-    done = subprocess.run(
-        [str(NODE), str(SCRIPT), json.dumps(job)],
-        cwd=HERE,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    seen = browser.step(
+        step="person",
+        url=view.removesuffix(f"ws/{workspace_id}/"),
+        query="login",
+        symbol=LOGIN,
+        caller=CHECKOUT,
+        symbol_screenshot=str(screenshot),
+        screenshot=str(tmp_path / "left.png"),
+        delta=proposed["signature"],
+        delta_screenshot=str(delta_screenshot),
+        **REVISIONS,
     )
-    lines = done.stdout.strip().splitlines()
-    seen = json.loads(lines[-1]) if lines else {"ok": False}
     print(f"symbol page screenshot: {screenshot}; delta page screenshot: {delta_screenshot}")
-    assert done.returncode == 0 and seen["ok"], (
-        f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
-    )
+    assert seen["ok"], f"{seen}; page left: {tmp_path / 'left.png'}; browser log: {browser.log}"
     assert seen["refused"] == []
 
     described = api.call("workspace.describe", {"workspace_id": workspace_id})["data"]
@@ -332,25 +332,20 @@ def real_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealView]:
     assert "Traceback" not in output, output
 
 
-# What each regression test below reads of the real packages, all read in one browser (one node, one
-# Chromium): every step opens its own page of a store no step changes, and answers on its own.
+# What each regression test below reads of the real packages, a step each in the module's browser:
+# every step opens its own page of a store no step changes, and answers on its own.
 REAL_STEPS = ("overview", "depth2", "raising", "source", "overload", "missing")
 
 
 @pytest.fixture(scope="module")
-def real_pages(real_view: RealView, browser_tools: None, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """tests/ui/psmr_view.js's REAL_STEPS on `real_view`, in one browser; its answer."""
+def real_pages(
+    real_view: RealView, browser: BrowserSession, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict]:
+    """tests/ui/psmr_view.js's REAL_STEPS on `real_view`: each step's answer by its name."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     work = tmp_path_factory.mktemp("real-pages")
-    (work / "failures").mkdir()
-    job = {
-        "steps": REAL_STEPS,
-        "profile": str(work / "chromium-profile"),
-        "failure_screenshot": str(work / "failure.png"),
-        "failures": str(work / "failures"),
-        "timeout_ms": BROWSER_TIMEOUT_MS,
+    pages = {
         "orient": real_view.page("rich"),
-        "overview_screenshot": str(ARTIFACTS / "overview.png"),
         "busy": real_view.page("rich", "symbol?id=rich.text.Text"),
         "symbol_screenshot": str(ARTIFACTS / "symbol-depth-2.png"),
         "raising": real_view.page("rich", "symbol?id=rich.color.Color.parse"),
@@ -359,27 +354,16 @@ def real_pages(real_view: RealView, browser_tools: None, tmp_path_factory: pytes
         "overload_symbol": "semantic:click.decorators.command",
         "missing": real_view.page("rich", "no-such-page"),
     }
-    done = subprocess.run(
-        [str(NODE), str(SCRIPT), json.dumps(job)],
-        cwd=HERE,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = done.stdout.strip().splitlines()
-    seen = json.loads(lines[-1]) if lines else {"ok": False}
-    assert done.returncode == 0 and seen["ok"], (
-        f"{seen}; page left: {job['failure_screenshot']}; stderr: {done.stderr[-2000:]}"
-    )
-    return seen
+    # The overview's screenshot is the page as its step leaves it, whole.
+    left = {step: work / f"{step}.png" for step in REAL_STEPS} | {"overview": ARTIFACTS / "overview.png"}
+    return {step: browser.step(step=step, screenshot=str(left[step]), **pages) for step in REAL_STEPS}
 
 
 def _browsed(real_pages: dict, step: str, *, refused: tuple[str, ...] = ()) -> dict:
     """What the browser read at one step of `real_pages`. The pages answered with a 4xx or 5xx during
     it must be exactly `refused` (URLs)."""
     seen = real_pages[step]
-    assert seen["ok"], f"{step}: {seen}; page left: {seen.get('at')} (failures/{step}.png)"
+    assert seen["ok"], f"{step}: {seen}; page left: {seen.get('page')} ({seen.get('screenshot')})"
     assert seen["refused"] == [f"404 {url}" for url in refused]
     return seen
 
@@ -1352,7 +1336,7 @@ def test_regression_no_request_from_another_site_makes_the_view_build(
 
 @pytest.mark.browser
 def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
-    own_view: tuple[Path, Path, str], browser_tools: None, tmp_path: Path
+    own_view: tuple[Path, Path, str], browser: BrowserSession, tmp_path: Path
 ) -> None:
     """What issue 29 did with a browser: a page on another origin links to the diff page with two
     revisions and posts them to it. Following the link shows the form, nothing built; the post is 403."""
@@ -1373,29 +1357,30 @@ def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    other = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: Quiet(*a, directory=str(site)))
+    # The connections the site accepted: the module's browser outlives the test and keeps its idle ones
+    # open, each holding a handler thread, until the site closes them.
+    accepted: list[socket.socket] = []
+
+    class OtherSite(ThreadingHTTPServer):
+        def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:
+            accepted.append(request)
+            super().process_request(request, client_address)
+
+    other = OtherSite(("127.0.0.1", 0), lambda *a: Quiet(*a, directory=str(site)))
     Thread(target=other.serve_forever, daemon=True).start()
-    job = {
-        "attack": f"http://127.0.0.1:{other.server_address[1]}/index.html",
-        "profile": str(tmp_path / "chromium-profile"),
-        "failure_screenshot": str(tmp_path / "failure.png"),
-        "timeout_ms": BROWSER_TIMEOUT_MS,
-    }
     try:
-        done = subprocess.run(
-            [str(NODE), str(SCRIPT), json.dumps(job)],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
+        seen = browser.step(
+            step="attack",
+            attack=f"http://127.0.0.1:{other.server_address[1]}/index.html",
+            screenshot=str(tmp_path / "left.png"),
         )
     finally:
         other.shutdown()
+        for connection in accepted:
+            with contextlib.suppress(OSError):  # the handler closed it already
+                connection.shutdown(socket.SHUT_RDWR)
         other.server_close()
-    lines = done.stdout.strip().splitlines()
-    seen = json.loads(lines[-1]) if lines else {"ok": False}
-    assert done.returncode == 0 and seen["ok"], f"{seen}; stderr: {done.stderr[-2000:]}"
+    assert seen["ok"], f"{seen}; page left: {tmp_path / 'left.png'}; browser log: {browser.log}"
     followed = seen["followed"]
     assert (followed["status"], followed["forms"], followed["diff"]) == (200, 1, 0), followed
     assert (seen["posted"]["status"], seen["posted"]["code"]) == (403, "CROSS_SITE_REFUSED")
