@@ -604,20 +604,36 @@ def _mcp_server(shop: Path) -> StdioServerParameters:
     )
 
 
-async def _over_mcp(shop: Path, anchor: str) -> tuple[dict, dict]:
+async def _over_mcp(shop: Path, delta_id: str) -> dict[str, dict]:
     async with Client(_mcp_server(shop)) as client:
-        described = await client.call_tool("psmr_workspace_describe", {})
-        sliced = await client.call_tool(
-            "psmr_query_subgraph",
-            {"anchor": {"kind": "symbol", "value": anchor}, "depth": 1, "relations": list(SYMBOL_RELATIONS)},
-        )
-    assert not described.is_error and not sliced.is_error
-    return described.structured_content["data"], sliced.structured_content["data"]
+        answers = {
+            "described": await client.call_tool("psmr_workspace_describe", {}),
+            "sliced": await client.call_tool(
+                "psmr_query_subgraph",
+                {
+                    "anchor": {"kind": "symbol", "value": LOGIN},
+                    "depth": 1,
+                    "relations": list(SYMBOL_RELATIONS),
+                },
+            ),
+            "deltas": await client.call_tool("psmr_delta_list", {}),
+            "delta": await client.call_tool("psmr_delta_describe", {"delta_id": delta_id}),
+        }
+    assert not any(answer.is_error for answer in answers.values()), answers
+    return {name: answer.structured_content["data"] for name, answer in answers.items()}
 
 
-def test_the_page_and_the_mcp_tools_show_one_state(view: str, workspace_id: str, shop: Path) -> None:
+@pytest.fixture(scope="module")
+def over_mcp(shop: Path, proposed: dict[str, str]) -> dict[str, dict]:
+    """What `slotrelay mcp serve --workspace SHOP` answers an MCP client, one server for the module's
+    comparisons (a start costs about 1 CPU-s): psmr_workspace_describe, psmr_query_subgraph of LOGIN at
+    depth 1, psmr_delta_list, and psmr_delta_describe of the signature change."""
+    return anyio.run(_over_mcp, shop, proposed["signature"])
+
+
+def test_the_page_and_the_mcp_tools_show_one_state(view: str, workspace_id: str, over_mcp: dict) -> None:
     """Counts and slice on the pages equal psmr_workspace_describe and psmr_query_subgraph over MCP."""
-    described, sliced = anyio.run(_over_mcp, shop, LOGIN)
+    described, sliced = over_mcp["described"], over_mcp["sliced"]
     with httpx.Client(base_url=view, timeout=60) as http:
         overview = http.get("").text
         symbol = http.get("symbol", params={"id": "shop.auth.login"}).text
@@ -794,20 +810,12 @@ def test_the_delta_pages_show_what_was_recorded_and_change_nothing(
     assert {p: p.read_bytes() for p in watched} == before
 
 
-async def _deltas_over_mcp(shop: Path, delta_id: str) -> tuple[dict, dict]:
-    async with Client(_mcp_server(shop)) as client:
-        listed = await client.call_tool("psmr_delta_list", {})
-        described = await client.call_tool("psmr_delta_describe", {"delta_id": delta_id})
-    assert not listed.is_error and not described.is_error
-    return listed.structured_content["data"], described.structured_content["data"]
-
-
 def test_the_delta_pages_and_the_mcp_tools_show_one_state(
-    client: TestClient, workspace_id: str, shop: Path, proposed: dict[str, str]
+    client: TestClient, workspace_id: str, proposed: dict[str, str], over_mcp: dict
 ) -> None:
     """The deltas and one delta's edits, checks and diffs on the pages are psmr_delta_list's and
     psmr_delta_describe's answers over MCP."""
-    listed, described = anyio.run(_deltas_over_mcp, shop, proposed["signature"])
+    listed, described = over_mcp["deltas"], over_mcp["delta"]
     page = client.get(f"/ws/{workspace_id}/deltas").text
     badge = {None: "none", True: "passed", False: "failed"}
     assert _delta_rows(page) == {
