@@ -1288,15 +1288,27 @@ def _worktrees(root: Path) -> list[str]:
     return [line.split(" ", 1)[1] for line in listed.splitlines() if line.startswith("worktree ")]
 
 
-@pytest.fixture
-def own_view(shop: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
+def _built(root: Path, store: Path) -> tuple[list[str], list[str], list[str]]:
+    """What a build of revisions leaves: the repository's worktrees, the store's trees and workspaces."""
+
+    def names(folder: Path) -> list[str]:
+        return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+    return _worktrees(root), names(store / "trees"), names(store / "workspaces")
+
+
+@pytest.fixture(scope="module")
+def own_view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
     """A view of a copy of the sample repository (its git history included) with a store of its own, on
-    its own port: yields the copy, the store and the view's URL; its log must end without a traceback."""
-    root, store = tmp_path / "shop", tmp_path / "store"
+    its own port: yields the copy, the store and the view's URL; its log must end without a traceback.
+    One for the module's two cross-site tests (a view's start and stop cost about 0.6 CPU-s): each says
+    what it builds against what was built before it."""
+    work = tmp_path_factory.mktemp("own-view")
+    root, store = work / "shop", work / "store"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr"))
     # Not the worktrees other tests built for the original: this copy starts with its checkout only.
     shutil.rmtree(root / ".git" / "worktrees", ignore_errors=True)
-    server = start_view([str(root), "--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
+    server = start_view([str(root), "--store", str(store), "--port", str(free_port())], work / "err.log")
     try:
         yield root, store, wait_for_url(server, START_TIMEOUT_S)
     finally:
@@ -1312,7 +1324,7 @@ def test_regression_no_request_from_another_site_makes_the_view_build(
     builds is refused unless it comes from the view's own page (Origin, else Referer)."""
     root, store, url = own_view
     port = url.split(":")[2].split("/")[0]
-    store_before = sorted(p.name for p in (store / "workspaces").iterdir())
+    before = _built(root, store)
     crossing = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
     with httpx.Client(base_url=url, timeout=120) as http:
         opened = http.get("diff", params=REVISIONS, headers=crossing)
@@ -1326,8 +1338,7 @@ def test_regression_no_request_from_another_site_makes_the_view_build(
                 "no origin or referer": {},
             }.items()
         }
-        assert _worktrees(root) == [str(root)] and not (store / "trees").exists()
-        assert sorted(p.name for p in (store / "workspaces").iterdir()) == store_before
+        assert _built(root, store) == before
         own = http.post("diff", data=REVISIONS, headers={"Origin": f"http://127.0.0.1:{port}"})
         shown = http.get(f"http://127.0.0.1:{port}{own.headers['location']}")
         by_referer = http.post("diff", data=REVISIONS, headers={"Referer": f"{url}diff"})
@@ -1352,6 +1363,7 @@ def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
     from threading import Thread
 
     root, store, url = own_view
+    before = _built(root, store)
     site = tmp_path / "site"
     site.mkdir()
     diff = f"{url}diff"
@@ -1392,7 +1404,7 @@ def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
     followed = seen["followed"]
     assert (followed["status"], followed["forms"], followed["diff"]) == (200, 1, 0), followed
     assert (seen["posted"]["status"], seen["posted"]["code"]) == (403, "CROSS_SITE_REFUSED")
-    assert _worktrees(root) == [str(root)] and not (store / "trees").exists()
+    assert _built(root, store) == before
 
 
 @pytest.mark.parametrize(
