@@ -1231,54 +1231,6 @@ def test_a_rebuild_between_two_reads_of_one_page_is_refused(shop: Path, tmp_path
     assert (refused.value.code, refused.value.status) == ("WORKSPACE_REBUILT", 409)
 
 
-def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
-    shop: Path, tmp_path: Path
-) -> None:
-    """The state a reader meets inside a rebuild (new graph parts written, manifest not yet) shows the
-    old version whole; a manifest whose graph part is gone is a 409 page; once manifest and parts are
-    in place, the page shows the new version. A Host other than the bound address is refused with 421 (DNS
-    rebinding), a cross-site sub-resource request with 403."""
-    root = tmp_path / "tree"
-    shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
-    store, next_store = tmp_path / "store", tmp_path / "next-store"
-    built = api.build_workspace(root, store=store)
-    workspace_id = built["workspace_id"]
-    (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
-    rebuilt = api.build_workspace(root, store=next_store)
-    assert rebuilt["workspace_id"] == workspace_id
-    folder, next_folder = (s / "workspaces" / workspace_id for s in (store, next_store))
-    for part in (next_folder / "parts").iterdir():
-        shutil.copyfile(part, folder / "parts" / part.name)
-
-    server = start_view(["--store", str(store), "--port", str(free_port())], tmp_path / "err.log")
-    try:
-        base = wait_for_url(server, START_TIMEOUT_S)
-        port = base.split(":")[2].split("/")[0]
-        with httpx.Client(base_url=base, timeout=60) as http:
-            caught = http.get(f"ws/{workspace_id}/")
-            shutil.copyfile(next_folder / "manifest.json", folder / "manifest.json")
-            name = min(name for name, _, _ in Store.open(next_store).manifest(workspace_id)["parts"].values())
-            (folder / "parts" / name).unlink()
-            damaged = http.get(f"ws/{workspace_id}/")
-            shutil.copyfile(next_folder / "parts" / name, folder / "parts" / name)
-            settled = http.get(f"ws/{workspace_id}/")
-            foreign = http.get(f"ws/{workspace_id}/", headers={"Host": f"evil.example:{port}"})
-            embedded = http.get(
-                f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
-            )
-            followed = http.get(
-                f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
-            )
-    finally:
-        output = stop_server(server)
-    assert "Traceback" not in output, output
-    assert caught.status_code == 200 and built["version"] in caught.text, caught.text
-    assert settled.status_code == 200 and rebuilt["version"] in settled.text
-    assert damaged.status_code == 409 and 'data-code="VALIDATION_FAILED"' in damaged.text, damaged.text
-    assert foreign.status_code == 421 and "MISDIRECTED_REQUEST" in foreign.text
-    assert embedded.status_code == 403 and followed.status_code == 200
-
-
 def _worktrees(root: Path) -> list[str]:
     """The git worktrees of the repository at `root` (git's own list)."""
     listed = subprocess.run(
@@ -1299,12 +1251,22 @@ def _built(root: Path, store: Path) -> tuple[list[str], list[str], list[str]]:
     return _worktrees(root), names(store / "trees"), names(store / "workspaces")
 
 
+@dataclass(frozen=True)
+class OwnView:
+    """A running view of a copy of the sample repository with a store of its own."""
+
+    root: Path
+    store: Path
+    url: str
+    server: ServerProcess
+
+
 @pytest.fixture(scope="module")
-def own_view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+def own(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnView]:
     """A view of a copy of the sample repository (its git history included) with a store of its own, on
-    its own port: yields the copy, the store and the view's URL; its log must end without a traceback.
-    One for the module's two cross-site tests (a view's start and stop cost about 0.6 CPU-s): each says
-    what it builds against what was built before it."""
+    its own port; its log must end without a traceback. One for the module's tests of a running view on a
+    store they change (a view's start and stop cost about 0.6 CPU-s): each says what it built against
+    what was there before it, or builds a workspace of its own."""
     work = tmp_path_factory.mktemp("own-view")
     root, store = work / "shop", work / "store"
     shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr"))
@@ -1312,19 +1274,64 @@ def own_view(shop: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
     shutil.rmtree(root / ".git" / "worktrees", ignore_errors=True)
     server = start_view([str(root), "--store", str(store), "--port", str(free_port())], work / "err.log")
     try:
-        yield root, store, wait_for_url(server, START_TIMEOUT_S)
+        yield OwnView(root, store, wait_for_url(server, START_TIMEOUT_S), server)
     finally:
         output = stop_server(server)
     assert "Traceback" not in output, output
 
 
+def test_over_http_a_store_caught_mid_rebuild_and_a_foreign_host_are_refused(
+    shop: Path, own: OwnView, tmp_path: Path
+) -> None:
+    """The state a reader meets inside a rebuild (new graph parts written, manifest not yet) shows the
+    old version whole; a manifest whose graph part is gone is a 409 page; once manifest and parts are
+    in place, the page shows the new version. A Host other than the bound address is refused with 421 (DNS
+    rebinding), a cross-site sub-resource request with 403. The tree is built into the store of `own`'s
+    running view: a workspace of its own, which the view has not read before."""
+    root = tmp_path / "tree"
+    shutil.copytree(shop, root, ignore=shutil.ignore_patterns(".psmr", ".git"))
+    store, next_store = own.store, tmp_path / "next-store"
+    built = api.build_workspace(root, store=store)
+    workspace_id = built["workspace_id"]
+    (root / "shop" / "extra.py").write_text("def added():\n    return 1\n")
+    rebuilt = api.build_workspace(root, store=next_store)
+    assert rebuilt["workspace_id"] == workspace_id
+    folder, next_folder = (s / "workspaces" / workspace_id for s in (store, next_store))
+    for part in (next_folder / "parts").iterdir():
+        shutil.copyfile(part, folder / "parts" / part.name)
+
+    base = own.url.split("ws/", 1)[0]
+    port = base.split(":")[2].split("/")[0]
+    with httpx.Client(base_url=base, timeout=60) as http:
+        caught = http.get(f"ws/{workspace_id}/")
+        shutil.copyfile(next_folder / "manifest.json", folder / "manifest.json")
+        name = min(name for name, _, _ in Store.open(next_store).manifest(workspace_id)["parts"].values())
+        (folder / "parts" / name).unlink()
+        damaged = http.get(f"ws/{workspace_id}/")
+        shutil.copyfile(next_folder / "parts" / name, folder / "parts" / name)
+        settled = http.get(f"ws/{workspace_id}/")
+        foreign = http.get(f"ws/{workspace_id}/", headers={"Host": f"evil.example:{port}"})
+        embedded = http.get(
+            f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+        )
+        followed = http.get(
+            f"ws/{workspace_id}/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+        )
+    assert "Traceback" not in own.server.output(), own.server.output()
+    assert caught.status_code == 200 and built["version"] in caught.text, caught.text
+    assert settled.status_code == 200 and rebuilt["version"] in settled.text
+    assert damaged.status_code == 409 and 'data-code="VALIDATION_FAILED"' in damaged.text, damaged.text
+    assert foreign.status_code == 421 and "MISDIRECTED_REQUEST" in foreign.text
+    assert embedded.status_code == 403 and followed.status_code == 200
+
+
 def test_regression_no_request_from_another_site_makes_the_view_build(
-    own_view: tuple[Path, Path, str],
+    own: OwnView,
 ) -> None:
     """A GET of the diff page with two revisions (a link, or a page another site opened) ran `git worktree
     add` and two builds in the user's repository. Now a GET only fills the form in, and the POST that
     builds is refused unless it comes from the view's own page (Origin, else Referer)."""
-    root, store, url = own_view
+    root, store, url = own.root, own.store, own.url
     port = url.split(":")[2].split("/")[0]
     before = _built(root, store)
     crossing = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
@@ -1357,14 +1364,14 @@ def test_regression_no_request_from_another_site_makes_the_view_build(
 
 @pytest.mark.browser
 def test_regression_another_sites_page_in_a_browser_cannot_make_the_view_build(
-    own_view: tuple[Path, Path, str], browser: BrowserSession, tmp_path: Path
+    own: OwnView, browser: BrowserSession, tmp_path: Path
 ) -> None:
     """What issue 29 did with a browser: a page on another origin links to the diff page with two
     revisions and posts them to it. Following the link shows the form, nothing built; the post is 403."""
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
 
-    root, store, url = own_view
+    root, store, url = own.root, own.store, own.url
     before = _built(root, store)
     site = tmp_path / "site"
     site.mkdir()
