@@ -87,16 +87,12 @@ def browser_loads(url: str, loads: int, work: Path) -> list[float] | None:
         NODE.exists() and Path(CHROMIUM).exists() and (UI_TESTS / "node_modules" / "playwright-core").is_dir()
     ):
         return None
-    job = {
-        "url": url,
-        "loads": loads,
-        "profile": str(work / f"chromium-{time.monotonic_ns()}"),
-        "failure_screenshot": str(work / "failure.png"),
-        "timeout_ms": 120_000,
-    }
+    browser = {"profile": str(work / f"chromium-{time.monotonic_ns()}"), "timeout_ms": 120_000}
+    job = {"step": "loads", "url": url, "loads": loads, "screenshot": str(work / "loads.png")}
     done = subprocess.run(
-        [str(NODE), str(UI_TESTS / "psmr_view.js"), json.dumps(job)],
+        [str(NODE), str(UI_TESTS / "psmr_view.js"), json.dumps(browser)],
         cwd=UI_TESTS,
+        input=json.dumps(job) + "\n",
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,31 +1,22 @@
 // Reads a PSMR workspace through `slotrelay psmr view` as a person would, in Debian's headless
-// Chromium with playwright-core: open the overview, search a symbol with the header's search box,
-// open it, read its slice picture (the SVG dot laid out), follow the SVG edge from a caller to the
-// evidence page, then open the impact page and the unknowns list; then open the proposed deltas from
-// the header, open one delta, read its recorded validation checks and its diff, and screenshot it;
-// then open the diff page from the header, type two git revisions into its form and press Compare
-// (a POST from the view's own page), and read the diff it is redirected to.
+// Chromium with playwright-core.
 //
-// Usage: node psmr_view.js '<job JSON>' with keys
-//   url (the view's address), query (text typed into the search box), symbol (the semantic identity
-//   of the match to open), caller (the semantic identity whose edge into `symbol` to follow),
-//   profile (a fresh Chromium user-data-dir), screenshot (PNG of the symbol page), failure_screenshot
-//   (PNG of the page a failure left), timeout_ms (for every wait), delta (the delta id to open from the
-//   deltas list), delta_screenshot (PNG of the delta page), rev_a and rev_b (the revisions to compare).
-// Prints one JSON line: {ok, overview, search, symbol_page, evidence, impact, unknowns, deltas, delta,
-// revisions, elapsed_ms},
-// or with ok: false, an error and whatever it had read before it (exit code 1).
-//
-// With `attack` (the URL of a page on another origin holding a link to the diff page with two
-// revisions, `#open`, and a form posting them to it, `#post`) it plays the other site instead: it
-// opens that page, follows the link, goes back, submits the form, and prints
-// {ok, followed: {status, url, forms, diff}, posted: {status, url, code}}.
-//
-// With `steps` it reads, one step after another in the one browser, what a new user reads first on a real
-// package; each step opens its own page and answers on its own, so a failing step does not hide the
-// others' results: {ok, refused (the pages refused during it), ...} or {ok: false, error, at}, the page it
-// left saved as <step>.png in the folder `failures`:
-//   overview: the overview `orient` (rich's): its module map and entry points; PNG `overview_screenshot`.
+// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it; one browser for every step), a
+// job's keys: screenshot (PNG of the page as the step leaves it; of the whole page for `overview`) and
+// step, one of:
+//   person: open the overview `url`, search `query` with the header's search box, open the match
+//     `symbol` (a semantic identity), read its slice picture (the SVG dot laid out; PNG
+//     `symbol_screenshot`), follow the SVG edge from `caller` to the evidence page, then open the impact
+//     page and the unknowns list; then open the proposed deltas from the header, open `delta`, read its
+//     recorded validation checks and its diff (PNG `delta_screenshot`); then open the diff page from the
+//     header, type the revisions `rev_a` and `rev_b` into its form and press Compare (a POST from the
+//     view's own page), and read the diff it is redirected to. Answers overview, search, symbol_page,
+//     evidence, impact, unknowns, deltas, delta, revisions.
+//   attack: play another site: open its page `attack` (holding a link to the diff page with two
+//     revisions, `#open`, and a form posting them to it, `#post`), follow the link, go back, submit the
+//     form. Answers followed: {status, url, forms, diff}, posted: {status, url, code}.
+//   What a new user reads first on a real package, a step each, each opening its own page:
+//   overview: the overview `orient` (rich's): its module map and entry points.
 //   depth2: the symbol page `busy`, switched to depth 2 with the page's own form; the anchor's box
 //     must be inside the window as the page opens (PNG `symbol_screenshot`, the window as it opens);
 //     then the link to the list of the neighbours, drawn or not.
@@ -35,16 +26,15 @@
 //   overload: on `overload_overview` (click's), search `overload_query`, open `overload_symbol` and
 //     its impact.
 //   missing: a page that does not exist (`missing`).
-// It prints {ok, <step>: {...}, ...}.
-//
-// With `loads` (and `url` the page to load) it measures instead, for bench/psmr_view_bench.py: the page
-// is loaded `loads` times after one warm-up, and each load's time from navigation start to the load
-// event (Navigation Timing) is printed as {ok, load_ms: [...]}.
+//   loads: for bench/psmr_view_bench.py, the page `url` loaded `loads` times after one warm-up; answers
+//     each load's time from navigation start to the load event (Navigation Timing) as load_ms.
+// Every answer also holds refused: the pages the view answered with a 4xx or 5xx during the step, the
+// first thing to read when a step did not find its element.
 //
 // Every wait is on an element, never a sleep.
 'use strict';
 
-const { openPage } = require('./browser');
+const { answerSteps } = require('./browser');
 
 const XLINK = 'http://www.w3.org/1999/xlink';
 const short = (identity) => identity.replace(/^semantic:/, '');
@@ -84,7 +74,7 @@ async function read(page, job, done) {
         })),
     }), XLINK);
     done.symbol_page = { url: page.url(), heading: (await page.locator('h1.symbol').innerText()).trim(), svg };
-    await page.screenshot({ path: job.screenshot, fullPage: true });
+    await page.screenshot({ path: job.symbol_screenshot, fullPage: true });
 
     const wanted = `${short(job.caller)} calls ${short(job.symbol)} (`;
     const edge = svg.edges.find((e) => e.title.startsWith(wanted));
@@ -189,7 +179,6 @@ async function read(page, job, done) {
         symbols_added: await listed('symbols_added'),
         symbols_changed: await listed('symbols_changed'),
     };
-    return done;
 }
 
 // Another site's page: follow its link to the diff page (a GET carrying two revisions), then submit
@@ -231,7 +220,7 @@ const edgeRows = (page) => page.$$eval('table.edges tbody tr', (rows) => rows.ma
 
 const navigation = (page) => page.$$eval('header nav a', (links) => links.map((a) => a.textContent.trim()));
 
-const STEPS = {
+const REAL = {
     async overview(page, job) {
         await page.goto(job.orient);
         await page.locator('#module-map-graph svg').waitFor();
@@ -263,7 +252,6 @@ const STEPS = {
             tops: await page.evaluate(() => Object.fromEntries(['module-map', 'entry-points', 'busiest', 'read-first', 'numbers'].map(
                 (id) => [id, document.getElementById(id).getBoundingClientRect().top]))),
         };
-        await page.screenshot({ path: job.overview_screenshot, fullPage: true });
         return seen;
     },
 
@@ -369,20 +357,6 @@ const STEPS = {
     },
 };
 
-async function steps(page, job, done, refused) {
-    for (const name of job.steps) {
-        const before = refused.length;
-        try {
-            done[name] = { ok: true, ...await STEPS[name](page, job) };
-        } catch (error) {
-            done[name] = { ok: false, error: String(error.message || error), at: page.url() };
-            await page.screenshot({ path: `${job.failures}/${name}.png`, fullPage: true });
-        }
-        done[name].refused = refused.slice(before);
-    }
-    return done;
-}
-
 async function measure(page, job) {
     await page.goto(job.url);
     const times = [];
@@ -396,27 +370,20 @@ async function measure(page, job) {
     return { load_ms: times };
 }
 
-async function main() {
-    const job = JSON.parse(process.argv[2]);
-    const started = Date.now();
-    const { context, page } = await openPage(job.profile, job.timeout_ms);
-    // Pages the view refused: the first thing to read when a step did not find its element.
-    const refused = [];
-    page.on('response', (r) => { if (r.status() >= 400) refused.push(`${r.status()} ${r.url()}`); });
-    const done = {};
-    let outcome;
+// A step as answerSteps runs it: `read(page, job, done)` fills `done` or returns what it read, and the
+// pages refused during it are noted in done.refused as they come, a failed step's included.
+const noting = (read) => async (page, job, done) => {
+    done.refused = [];
+    const refused = (r) => { if (r.status() >= 400) done.refused.push(`${r.status()} ${r.url()}`); };
+    page.on('response', refused);
     try {
-        const run = job.loads ? measure(page, job)
-            : job.attack ? attack(page, job)
-                : job.steps ? steps(page, job, done, refused) : read(page, job, done);
-        outcome = { ok: true, ...await run };
-    } catch (error) {
-        outcome = { ...done, ok: false, error: String(error.message || error), at: page.url() };
-        await page.screenshot({ path: job.failure_screenshot, fullPage: true });
-        process.exitCode = 1;
+        Object.assign(done, await read(page, job, done));
+    } finally {
+        page.off('response', refused);
     }
-    await context.close();
-    console.log(JSON.stringify({ ...outcome, refused, elapsed_ms: Date.now() - started }));
-}
+};
 
-main();
+const steps = Object.fromEntries(Object.entries({ person: read, attack, loads: measure, ...REAL })
+    .map(([name, step]) => [name, noting(step)]));
+
+answerSteps(steps, new Set(['overview']));
