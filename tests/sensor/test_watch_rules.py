@@ -1,6 +1,6 @@
 """Issue 12 on the session's real Prefect server: in `watch`, agents' slots get the same rules as in `run`.
 
-One `slotrelay watch` serves seven chains; a separate process writes the agents' slots. Each chain is
+One `slotrelay watch` serves ten chains; a separate process writes the agents' slots. Each chain is
 `seed -> ext (external, the agent) -> work (python)`; the test writes ext's input slot as seed's route
 would, then the agent answers (or does not). Every slot that is not a plain completed one is handed
 to a run of the chain at `ext`, where the chain's error types apply as in `slotrelay run`.
@@ -15,18 +15,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from uuid import UUID
 
 import pytest
+from typer.testing import CliRunner
 
 from harness.chains import WORK_CALLABLE, WORK_MODULE
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import input_slot_document, read_slot, write_json_atomic
+from slotrelay.cli import app
 from tests.support.waiting import API_POLL_SECONDS
 
 from .test_deployment_path import ROOT, wait_for
 
 pytestmark = pytest.mark.prefect_server
 HERE = Path(__file__).parent
+CLI = CliRunner()
 ERROR_TYPES = [
     {"error_type": "gone", "handling": "skip"},
     {"error_type": "bad", "handling": "fail"},
@@ -108,17 +112,20 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         ask(folder)
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
     log = tmp_path / "watch.log"
+    # No warm process: no check reads which process ran a run (test_warm has their runs); the first runs
+    # come before warm ones are ready and the last ones are resumed runs, which warm processes never take,
+    # so the two warm ones and their two replacements were four processes importing Prefect for two runs.
     with log.open("w") as handle:
-        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", *map(str, chains)],
+        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0",
+                                  *map(str, chains)],
                                  cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
         assert watch.poll() is None, log.read_text()
 
+        # Every agent answers at once: the runs they lead to go on side by side.
         began = time.monotonic()
         agent(cases["fail"], status="failed", error_type="bad")
-        wait_for(lambda: alerts(cases["fail"]), 120, "the alert of a failed slot")
-        print(f"\nfailed slot -> alert file: {time.monotonic() - began:.2f} s (one sample)")
         agent(cases["identity"], node_id="impostor")
         agent(cases["skip"], status="failed", error_type="gone")
         agent(cases["retry"], status="failed", error_type="flaky")
@@ -130,6 +137,9 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         (cases["half"] / "slots" / "ext_output.json").write_bytes(b'{"node_id": "ext", "status": "compl')
 
         # fail: an alert, nothing downstream.
+        wait_for(lambda: alerts(cases["fail"]), 120, "the alert of a failed slot")
+        print(f"\nfailed slot -> alert file: {time.monotonic() - began:.2f} s (one sample, nine more slots "
+              "written after it)")
         [failed] = alerts(cases["fail"])
         assert (failed.node_id, failed.error_type, failed.handling) == ("ext", "bad", "fail")
         # skip: goes on, with the data ext received.
@@ -144,34 +154,40 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
                  120,
                  "the agent to be asked again")
         agent(cases["retry"], data={"answer": "second try"})
-        wait_for(lambda: completed(cases["retry"] / "slots" / "work_output.json"), 120, "retry's work")
-        assert read_slot(cases["retry"] / "slots" / "work_output.json")["data"]["seen"] == {
-            "answer": "second try"}
+        # Three runs wait for a person; each gets its decision as soon as all three are suspended, and what
+        # each decision leads to is checked after.
         # identity mismatch: an alert and a suspended run; `slotrelay decide` continues with data.
         wait_for(lambda: any(a.status == "paused" for a in alerts(cases["identity"])), 120,
                  "identity's alert")
         [mismatch] = alerts(cases["identity"])
         assert mismatch.error_type == "identity_mismatch" and "impostor" in mismatch.message
         [alert_file] = sorted((cases["identity"] / "alerts").glob("alert-*.json"))
-        wait_for(lambda: _suspended(mismatch.flow_run_id), 120, "identity's run to be suspended",
-                 API_POLL_SECONDS)
-        decided = subprocess.run(
-            [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue",
-                                  "--data", '{"answer": "by hand"}'], cwd=ROOT, env=env, capture_output=True,
-                                 text=True, timeout=120, check=False)
-        assert decided.returncode == 0, decided.stderr
-        wait_for(lambda: completed(cases["identity"] / "slots" / "work_output.json"), 180, "identity's work")
-        assert read_slot(cases["identity"] / "slots" / "work_output.json")["data"]["seen"] == {
-            "answer": "by hand"}
         # an undeclared error type: an alert, decided through the API as the UI form does (retry).
         wait_for(lambda: any(a.status == "paused" for a in alerts(cases["unknown"])), 120, "unknown's alert")
         [unknown] = alerts(cases["unknown"])
         assert (unknown.error_type, unknown.handling) == ("weird", "arbitrate")
+        # fail: its run waits for a person (L5) like any alert's; a decision to terminate ends it.
+        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["fail"])), 120, "fail's alert")
+        [fail_alert] = sorted((cases["fail"] / "alerts").glob("alert-*.json"))
+        wait_for(lambda: _suspended(mismatch.flow_run_id), 120, "identity's run to be suspended",
+                 API_POLL_SECONDS)
         wait_for(lambda: _suspended(unknown.flow_run_id), 120, "unknown's run to be suspended",
                  API_POLL_SECONDS)
-        from uuid import UUID
-
+        wait_for(lambda: _suspended(failed.flow_run_id), 120, "fail's run to be suspended", API_POLL_SECONDS)
+        # `slotrelay decide` runs in this process: the command's own code against the server, without a
+        # second interpreter importing Prefect for it (tests/chain/test_arbitration.py runs it as a process).
+        decided = CLI.invoke(app, ["decide", str(alert_file), "continue", "--data", '{"answer": "by hand"}'])
+        assert decided.exit_code == 0, (decided.output, decided.exception)
         resume_flow_run(UUID(unknown.flow_run_id), run_input={"decision": "retry"})
+        terminated = CLI.invoke(app, ["decide", str(fail_alert), "terminate"])
+        assert terminated.exit_code == 0, (terminated.output, terminated.exception)
+
+        wait_for(lambda: completed(cases["retry"] / "slots" / "work_output.json"), 120, "retry's work")
+        assert read_slot(cases["retry"] / "slots" / "work_output.json")["data"]["seen"] == {
+            "answer": "second try"}
+        wait_for(lambda: completed(cases["identity"] / "slots" / "work_output.json"), 180, "identity's work")
+        assert read_slot(cases["identity"] / "slots" / "work_output.json")["data"]["seen"] == {
+            "answer": "by hand"}
         wait_for(
             lambda: (read_slot(cases["unknown"] / "slots" / "ext_input.json") or {}).get("attempt", 1) > 1,
             120,
@@ -190,14 +206,6 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
             [refused] = alerts(cases[name])
             assert refused.error_type == "slot_invalid", refused
             assert "ext_output.json" in refused.message and problem in refused.message, refused.message
-        # fail: its run waits for a person (L5) like any alert's; a decision to terminate ends it.
-        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["fail"])), 120, "fail's alert")
-        wait_for(lambda: _suspended(failed.flow_run_id), 120, "fail's run to be suspended", API_POLL_SECONDS)
-        [fail_alert] = sorted((cases["fail"] / "alerts").glob("alert-*.json"))
-        terminated = subprocess.run(
-            [sys.executable, "-m", "slotrelay.cli", "decide", str(fail_alert), "terminate"], cwd=ROOT,
-            env=env, capture_output=True, text=True, timeout=120, check=False)
-        assert terminated.returncode == 0, terminated.stderr
         with get_client(sync_client=True) as client:
             wait_for(
                 lambda: all(
