@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -35,6 +36,9 @@ from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
 from tests.sensor.test_up import start_up
 from tests.ui.browser_session import BrowserSession
 from tests.ui.test_resume_form import browser_tools
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 
@@ -80,30 +84,32 @@ def wait_for(condition, what: str, up: subprocess.Popen, log: Path, timeout: flo
     wait_for_up(condition, timeout, what, up, log)
 
 
-def started_at(api_url: str, node_id: str, after: datetime) -> str | None:
+def started_at(client: SyncPrefectClient, node_id: str, after: datetime) -> str | None:
     """The newest flow run of the example's deployment created after `after` that started at `node_id` (a
     run the sensor started), once it has ended; None until then."""
-    from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with temporary_settings(updates={PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(
-            name=DeploymentFilterName(any_=[DEPLOYMENT])))
+    runs = client.read_flow_runs(deployment_filter=DeploymentFilter(
+        name=DeploymentFilterName(any_=[DEPLOYMENT])))
     new = sorted((run for run in runs if run.created is not None and run.created > after
                   and node_id in (run.parameters.get("start_nodes") or [])), key=lambda run: run.created)
     return str(new[-1].id) if new and new[-1].state is not None and new[-1].state.is_final() else None
 
 
 def wait_started_at(node_id: str, after: datetime, api_url: str, up: subprocess.Popen, log: Path) -> str:
-    """`started_at`, waited for."""
+    """`started_at`, waited for, through one client for the whole wait (a client per look built Prefect's
+    settings and a new HTTP connection four times a second)."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     found: dict[str, str | None] = {}
+    with temporary_settings(updates={PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
 
-    def ended() -> bool:
-        found["run"] = started_at(api_url, node_id, after)
-        return found["run"] is not None
+        def ended() -> bool:
+            found["run"] = started_at(client, node_id, after)
+            return found["run"] is not None
 
-    wait_for(ended, f"a run from {node_id}, ended", up, log)
+        wait_for(ended, f"a run from {node_id}, ended", up, log)
     return str(found["run"])
 
 
@@ -141,12 +147,13 @@ def test_the_tutorial_from_a_fresh_clone(in_browser: InBrowser, prefect_server: 
         assert f"export PREFECT_API_URL={api_url}" in panel and f"watching    {clone / CHAIN}" in panel, panel
         wait_for(lambda: http_status(f"{api_url}/deployments/name/chain/{DEPLOYMENT}") == 200,
                  "the example's deployment", up, log)
-        in_browser("deployment", "01-up-deployment", ui_url)
 
-        # 3. Started from the UI: Run > Quick run. The run stops at the review node (an agent outside the
-        # engine: pipeline.py's reviewer answers it), and the sensor runs the rest from exec-publish.
+        # 3. Started from the UI: Run > Quick run, on the deployment's page (its screenshot is step 2's). The
+        # run stops at the review node (an agent outside the engine: pipeline.py's reviewer answers it), and
+        # the sensor runs the rest from exec-publish.
         asked = datetime.now(UTC)
-        started = in_browser("quick-run", "02-quick-run", ui_url)["flow_run_id"]
+        started = in_browser("quick-run", "02-quick-run", ui_url,
+                             deployment_screenshot=str(SHOTS / "01-up-deployment.png"))["flow_run_id"]
         ended = in_browser("run", "03-run-from-the-ui", ui_url, flow_run_id=started, states=FINAL)
         assert ended["state"] == "Completed", ended
         rest = wait_started_at("exec-publish", asked, api_url, up, log)

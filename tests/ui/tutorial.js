@@ -3,8 +3,8 @@
 //
 // Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it), a job's keys:
 //   ui_url, screenshot (PNG path), and
-//   step: "deployment" (the served deployment's page; deployment: its name),
-//         "quick-run" (the same page, Run > Quick run > Run: starts a flow run of it),
+//   step: "quick-run" (the served deployment's page, deployment: its name, saved to deployment_screenshot
+//                      when given; then Run > Quick run > Run: starts a flow run of it),
 //         "run" (a flow run's page, flow_run_id, until its state badge reads one of `states`), or
 //         "resume" (resume_form.js's decision in the run's form, with its keys; its screenshot is of the
 //         whole page, as resume_form.js saves it).
@@ -32,11 +32,10 @@ async function openDeployment(page, job) {
 }
 
 const steps = {
-    async deployment(page, job, done) {
-        await openDeployment(page, job);
-    },
     async 'quick-run'(page, job, done) {
         await openDeployment(page, job);
+        // The deployment's page as `up` serves it, saved on the way to Run rather than in a visit of its own.
+        if (job.deployment_screenshot) await page.screenshot({ path: job.deployment_screenshot });
         await page.getByRole('button', { name: 'Run', exact: true }).click();
         await page.getByText('Quick run', { exact: true }).click();
         const dialog = page.getByRole('dialog');
