@@ -8,9 +8,13 @@ const { chromium } = require('playwright-core');
 
 const CHROMIUM = '/usr/bin/chromium';
 // `headless: true` adds --headless; the profile is the fresh --user-data-dir the caller names.
+// No WebGL: with no GPU, Chromium runs it in software (SwiftShader), and the flow-run graph the Prefect
+// run pages draw with it kept the GPU process busy all the time such a page was open (about a third of
+// the resume form test's CPU seconds). No test here checks that picture: without WebGL v1 leaves the
+// graph's pane empty and v2 draws it on a 2D canvas; everything else on the pages is the same.
 const ARGS = [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync',
+    '--no-sandbox', '--disable-gpu', '--disable-webgl', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
 // A persistent browser context on `profile` and its page, every wait on that page bounded by `timeoutMs`.

@@ -18,7 +18,8 @@ from slotrelay.audit_log import AuditLog
 from tests.pen.conftest import sandbox_backend, stub, stub_server  # noqa: F401
 from tests.pen.contract import assert_output_shape, decision_of
 from tests.pen.test_chain_node import person_chain, start_chain, wait_paused
-from tests.ui.test_resume_form import browser_tools, resume_in_browser  # noqa: F401
+from tests.ui.browser_session import BrowserSession
+from tests.ui.test_resume_form import SCRIPT, browser_tools, resume_in_browser  # noqa: F401
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser, pytest.mark.docker]
 
@@ -32,10 +33,12 @@ def test_a_person_decides_a_pen_node_in_the_ui_form(
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
     chain_path = person_chain(tmp_path, sandbox_backend)
-    worker, results = start_chain(chain_path)
-    flow_run = wait_paused(chain_path, worker)
-    did = resume_in_browser(prefect_server.removesuffix("/api"), str(flow_run.id), ui="v2", form=FORM,
-                            refused=False, name="pen-v2", tmp_path=tmp_path, alert=False)
+    # The browser starts while the chain runs to its pause (its first step waits for a job).
+    with BrowserSession(SCRIPT, tmp_path / "pen-v2") as browser:
+        worker, results = start_chain(chain_path)
+        flow_run = wait_paused(chain_path, worker)
+        did = resume_in_browser(prefect_server.removesuffix("/api"), str(flow_run.id), ui="v2", form=FORM,
+                                refused=False, name="pen-v2", tmp_path=tmp_path, browser=browser, alert=False)
     shown = f"the v2 UI did {did}; screenshot: {did['screenshot']}"
     assert did["fields"] == ["Decision", "Comment (Optional)", "Decided By (Optional)"], shown
     assert did["decision_shown"] == "share", shown

@@ -173,10 +173,6 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
     browser_tools: None, prefect_server: str, chain_runs: dict[str, tuple[Path, subprocess.Popen]],
     tmp_path: Path
 ) -> None:
-    alerts = {name: wait_paused(path.parent, run) for name, (path, run) in chain_runs.items()}
-    for name in RETRIES:
-        (chain_runs[name][0].parent / "fixed").write_text("")
-
     ui_url = prefect_server.removesuffix("/api")
     # The runs are independent: BROWSERS of them are decided at a time, each run's answers in turn. A
     # session waits mostly on the page's polling of the run, so a second browser overlaps those waits. A
@@ -193,8 +189,12 @@ def test_a_person_decides_in_the_ui_form_and_the_run_goes_on(
             free.put(browser)
 
     with contextlib.ExitStack() as browsers:
+        # The browsers start while the runs start (their first step waits for a job), not after the pauses.
         for lane in range(BROWSERS):
             free.put(browsers.enter_context(BrowserSession(SCRIPT, tmp_path / f"browser-{lane}")))
+        alerts = {name: wait_paused(path.parent, run) for name, (path, run) in chain_runs.items()}
+        for name in RETRIES:
+            (chain_runs[name][0].parent / "fixed").write_text("")
         with ThreadPoolExecutor(max_workers=BROWSERS) as lanes:
             decided = [lanes.submit(contextvars.copy_context().run, decide, name) for name in RUNS]
         for done in decided:
