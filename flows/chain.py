@@ -20,9 +20,10 @@ everything that does not need it (a join whose other source fired runs); when no
 that alert is still undecided, it is "an alert left unhandled" (CONTRACTS.md#dont-guess): the run
 pauses on it the same way before it ends.
 
-Key contract: `run_chain(...)` returns the `slotrelay run --json` summary dict (a failed run returns
-`Failed` carrying the same dict, so `state.result(raise_on_failure=False)` gives it). The summary is
-also written to `summary_path(chain, flow_run_id)`; `read_summary` finds it from a final state.
+Key contract: `run_chain(...)` returns the `slotrelay run --json` summary dict; a failed run returns
+`Failed` carrying a `ChainRunFailed` that holds the same dict (`state.result(raise_on_failure=False)`
+gives it). The summary is also written to `summary_path(chain, flow_run_id)`; `read_summary` finds it
+from a final state.
 """
 
 from __future__ import annotations
@@ -94,6 +95,24 @@ def freeze_set_up() -> None:
     """
     if gc.get_freeze_count() == 0:
         gc.freeze()
+
+
+class ChainRunFailed(Exception):
+    """Why a chain run ended FAILED, with its summary: the data of the `Failed` state `run_chain` returns.
+
+    Prefect raises a failed state's data where a result is read: the process a runner or a worker starts
+    for the run logs it as the run's error, and exits 1. A state carrying the summary dict itself could not
+    be raised, and that process logged `TypeError: Unexpected result for failed state` instead.
+    """
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        # Both in `args`: a pickled copy (a persisted result) is built again from them.
+        super().__init__(message, summary)
+        self.message = message
+        self.summary = summary
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def finished_result(future: PrefectFuture[Any]) -> Any:
@@ -263,7 +282,8 @@ def run_chain(
     # here, so the summary is also kept on disk for the caller.
     write_json_atomic(summary_path(schedule.chain, flow_run_id), summary)
     if summary["state"] == "FAILED":
-        return Failed(message=schedule.terminated or "a node of the chain failed", data=summary)
+        reason = schedule.terminated or "a node of the chain failed"
+        return Failed(message=reason, data=ChainRunFailed(f"chain {chain.chain_id}: {reason}", summary))
     return summary
 
 
@@ -301,6 +321,8 @@ def _executor_settings(chain: Chain, model_block: str | None, sandbox_policy: st
 def read_summary(chain: Chain, state: Any) -> dict[str, Any] | None:
     """The summary of a finished `run_chain` state: its data, else the copy kept on disk, else None."""
     result = state.result(raise_on_failure=False)
+    if isinstance(result, ChainRunFailed):
+        return result.summary
     if isinstance(result, dict):
         return result
     return read_slot(summary_path(chain, str(state.state_details.flow_run_id)))
