@@ -9,7 +9,7 @@ removed function that other files import.
 Each update starts from the workspace the previous one left, so a full rebuild after an edit checks every
 update before it too: two rebuilds (after the first three edits, and after the last two) check all five,
 where a rebuild per edit took 60% of the test's time. A full rebuild of networkx is about 20 CPU-s; an
-update 1-15. Each rebuild runs in a `slotrelay psmr build` process of its own on a copy of the tree as the
+update 1-22. Each rebuild runs in a `slotrelay psmr build` process of its own on a copy of the tree as the
 edit left it, started as soon as the edit is made, while this process updates and goes on to the next
 edits (`full_rebuild_started`): a second core makes it meanwhile instead of the update chain waiting
 for it. What the update left is read at once (`workspace_view`), before the next update replaces it.
@@ -28,7 +28,7 @@ from psmr_rebuild import FullRebuild, full_rebuild_started, replaying, workspace
 
 from slotrelay.psmr.api import build_workspace
 
-# A build, five updates and two full rebuilds of networkx: about 115 CPU-s, which a machine with a load
+# A build, five updates and two full rebuilds of networkx: about 130 CPU-s, which a machine with a load
 # of 15 on 2 cores may stretch tenfold; the suite's 600 s bound on a hung test is too short for it.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
