@@ -4,13 +4,21 @@ A module of its own (not `conftest`), imported by a name no other test folder us
 The builds are given resolutions to keep, as the MCP server's are, so an update replays the last one
 where the edit reaches (`relink`); the limit on that reach, past which a build resolves in full
 instead, is lifted, so that every edit is replayed.
+
+The full rebuild runs in the test's process (`assert_update_equals_full_rebuild`), or, where a test goes
+on editing and updating meanwhile, in a `slotrelay psmr build` process of its own on a copy of the tree
+as it was (`full_rebuild_started`), so that a second core makes it while the first goes on.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +27,9 @@ import pytest
 from slotrelay.psmr.analysis import relink
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.workspace.kept import KeptResolutions
-from slotrelay.psmr.workspace.store import Store, Workspace
+from slotrelay.psmr.workspace.store import Store
+
+SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 
 @contextmanager
@@ -31,14 +41,29 @@ def replaying() -> Iterator[KeptResolutions]:
         yield KeptResolutions()
 
 
-def _graph(ws: Workspace) -> tuple[list, list]:
-    """The nodes and edges with their data, in the order a reader walks them."""
-    return list(ws.graph.nodes(data=True)), list(ws.graph.edges(keys=True, data=True))
+def workspace_view(store: Path, workspace_id: str) -> dict[str, Any]:
+    """What the store holds of a workspace: its graph parts (named by their content), its nodes and
+    edges with their data in the order they are stored (and walked: `edges_from` keeps it), its
+    evidence, unknowns and conflicts. Taken before a later update of the same workspace replaces it."""
+    ws = Store.open(store).load(workspace_id)
+    return {
+        "parts": sorted(path.name for path in (store / "workspaces" / workspace_id / "parts").iterdir()),
+        "nodes": list(ws.nodes.items()),
+        "edges": list(ws.edges.items()),
+        "evidence": ws.evidence,
+        "unknowns": ws.unknowns,
+        "conflicts": ws.conflicts,
+    }
 
 
-def _parts(store: Path, workspace_id: str) -> list[str]:
-    """The graph parts a store holds for a workspace (named by their content)."""
-    return sorted(path.name for path in (store / "workspaces" / workspace_id / "parts").iterdir())
+def _assert_equal_views(
+    update: dict[str, Any], updated: dict[str, Any], full: dict[str, Any], rebuilt: dict[str, Any]
+) -> None:
+    # Replayed (it may reach most of the tree: the limit is lifted), not resolved in full.
+    assert update["resolved_sites"] < full["resolved_sites"], (update, full)
+    assert update["assembled_modules"] < full["assembled_modules"], (update, full)
+    for key, value in rebuilt.items():
+        assert updated[key] == value, f"the update's {key} are not the full rebuild's"
 
 
 def assert_update_equals_full_rebuild(
@@ -53,15 +78,42 @@ def assert_update_equals_full_rebuild(
     """
     shutil.copytree(store / "facts", full_store / "facts")
     full = build_workspace(root, store=full_store)
-    # Replayed (it may reach most of the tree: the limit is lifted), not resolved in full.
-    assert update["resolved_sites"] < full["resolved_sites"], (update, full)
-    assert update["assembled_modules"] < full["assembled_modules"], (update, full)
-    assert _parts(store, update["workspace_id"]) == _parts(full_store, full["workspace_id"])
-    updated = Store.open(store).load(update["workspace_id"])
-    rebuilt = Store.open(full_store).load(full["workspace_id"])
-    assert _graph(updated) == _graph(rebuilt)
-    assert (updated.evidence, updated.unknowns, updated.conflicts) == (
-        rebuilt.evidence,
-        rebuilt.unknowns,
-        rebuilt.conflicts,
-    )
+    updated = workspace_view(store, update["workspace_id"])
+    _assert_equal_views(update, updated, full, workspace_view(full_store, full["workspace_id"]))
+
+
+@dataclass
+class FullRebuild:
+    """A full rebuild running in a process of its own (`full_rebuild_started`)."""
+
+    process: subprocess.Popen[bytes]
+    folder: Path
+
+    def assert_equals(self, update: dict[str, Any], updated: dict[str, Any]) -> None:
+        """`updated` (the `workspace_view` of the workspace `update` left, taken before any later
+        update) is the workspace this rebuild makes, as `assert_update_equals_full_rebuild` checks."""
+        code = self.process.wait()
+        assert code == 0, (self.folder / "stderr").read_text()
+        full = json.loads((self.folder / "summary.json").read_text())
+        _assert_equal_views(
+            update, updated, full, workspace_view(self.folder / "store", full["workspace_id"])
+        )
+
+
+@contextmanager
+def full_rebuild_started(root: Path, store: Path, folder: Path) -> Iterator[FullRebuild]:
+    """A full rebuild of `root` as it is now, by `slotrelay psmr build` in `folder`: on a copy of the
+    tree (the caller goes on editing `root`), into a store holding only a copy of `store`'s per-file
+    facts, as in `assert_update_equals_full_rebuild`. Killed if the block ends before it does."""
+    tree = folder / "tree" / root.name
+    shutil.copytree(root, tree)
+    shutil.copytree(store / "facts", folder / "store" / "facts")
+    command = [SLOTRELAY, "psmr", "build", str(tree), "--store", str(folder / "store"), "--json"]
+    with (folder / "summary.json").open("wb") as out, (folder / "stderr").open("wb") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err)
+    try:
+        yield FullRebuild(process, folder)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -4,6 +4,13 @@ xdist hands a worker its next file as it finishes one (`--dist loadfile --no-loa
 Makefile's `suite`): with the long files first, the short ones fill in at the end and both workers finish
 together, instead of one running a file of minutes alone after the other has run out of files (xdist's
 own order, by the number of tests, left the one-test files, the longest among them, for last).
+
+Files of one weight keep the order pytest collected them in. `make test-slow`'s three files hold one
+`slow` test each, and xdist hands each worker a second file at once while its first has two tests or
+fewer left (xdist 3.8's `LoadScopeScheduling._reschedule`): the first and third files go to one worker,
+the second to the other. In collection order that is the rename across rich and the burst on one, the
+networkx edits (the longest) alone on the other; heaviest first would pair the networkx edits with the
+rename.
 """
 
 from __future__ import annotations
