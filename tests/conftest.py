@@ -286,6 +286,18 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests start, however the suite was started.
+
+    The tests stop what they start with SIGINT, as a terminal's Ctrl-C does. A shell without job control
+    starts a background command (`.ci/run &`) with SIGINT ignored, and an ignored signal stays ignored in
+    every process started from it: `watch`, `psmr build --watch` and serve_site.py then never saw their
+    stop (three tests waited out their deadlines, one failed).
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Order the files heaviest first (`heaviest_files_first`), and let hypothesis tests share the global
     `random` with Prefect's process-wide threads.
