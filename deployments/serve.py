@@ -171,9 +171,8 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
                 stopping.append(loop.create_task(_stop_and_reschedule(runner, deployments, warm, started)))
 
         # Before the warm pool starts: its start imports the flow (seconds on a loaded machine), and a SIGINT
-        # there went to asyncio's own handler, which cancels the main task wherever that start was; the
-        # pool's processes were left half started and `watch` served on. Ours asks for the stop, which
-        # waits until the runner has started.
+        # there went to asyncio's own handler, which cancels the main task wherever that start was, leaving
+        # the pool half started. Ours asks for the stop, which waits until the runner has started.
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop)
         async with contextlib.AsyncExitStack() as stack:

@@ -227,10 +227,9 @@ def encryption_key(home: Path) -> str:
         A Fernet key (url-safe base64 of 32 random bytes).
     """
     kept = home / ENV_FILE_NAME
-    key = _key_in(kept) or _key_in(Path.cwd() / ENV_FILE_NAME)
+    key = _key_in(kept)
     if key is None:
-        key = base64.urlsafe_b64encode(os.urandom(32)).decode()
-    if _key_in(kept) != key:
+        key = _key_in(Path.cwd() / ENV_FILE_NAME) or base64.urlsafe_b64encode(os.urandom(32)).decode()
         # python-dotenv writes a new file (mode 0600, as mkstemp makes it) and renames it over the name:
         # a link put there is replaced, never written through.
         set_key(str(kept), ENCRYPTION_KEY_NAME, key, quote_mode="never")

@@ -245,12 +245,7 @@ def site_example(tmp_path):
         yield chain_file, f"http://127.0.0.1:{port}/current/build/index.html"
     finally:
         site.send_signal(signal.SIGINT)
-        try:
-            site.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            # Its Ctrl-C is not what the tests using it check (a loaded machine once took past 30 s).
-            site.kill()
-            site.wait()
+        site.wait(timeout=30)
 
 
 def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_server, tmp_path, site_example):

@@ -8,8 +8,14 @@ while the warm pool started, before the handler, cancelled that start half way.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
+
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.prefect_server
 
@@ -63,15 +69,8 @@ print("stopped", flush=True)
 
 def test_a_sigint_while_the_warm_pool_starts_stops_watch(prefect_server, tmp_path) -> None:
     # The window after `watching` is printed: the pool imports the chain flow (seconds on a loaded
-    # machine) before the runner starts. A SIGINT there went to asyncio's handler, whose cancellation of
-    # the main task the pool's start swallowed, and `watch` served on (seen in a CI run, killed at 90 s).
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from tests.support.waiting import wait_until
-
+    # machine) before the runner starts. A SIGINT there went to asyncio's handler, which cancelled the
+    # main task inside the pool's start: this process ended with the cancellation's traceback, exit 1.
     (tmp_path / "held_flow.py").write_text(HELD_FLOW)
     fifo, importing, log = tmp_path / "held.fifo", tmp_path / "importing", tmp_path / "serve.log"
     os.mkfifo(fifo)
