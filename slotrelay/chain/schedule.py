@@ -29,6 +29,11 @@ that view (`pending`). What it adds is per run:
   suspend takes back the alerts it wrote (`take_back`).
 - With `stop_at_external` the run is one part of what `watch` does: an external node not answered yet
   is left to the sensor, and a node this run has not touched may still fire by the slots' account.
+  An agent's answer has one owner: the sensor routes it, and hands it to the engine (a run starting at
+  that node) when the chain's rules must act on it. So a run takes an external node's answer, refusal or
+  timeout only at a node it started at or whose agent it asked again itself; anywhere else the node is
+  left to the sensor, answered or not. A successor of a run a stopped `watch` cancelled would otherwise
+  meet an answer the sensor also routes, and raise its alerts (and ask a person) a second time.
 
 Per-type retry accounting of one node run (each error type within its own max_retries, across its
 attempts) is `RetryBook`: the flow run's driver keeps one and hands it to each node task.
@@ -231,6 +236,8 @@ class ChainSchedule:
         self._loop_paused: set[str] = set()
         # External nodes whose agent this run asked again (a retry decision): the run waits for the answer.
         self._asked_again: set[str] = set()
+        # Where this run began: under `watch`, the one place an agent's answer can be handed to a run.
+        self._started_at: set[str] = set()
         # External nodes left for the sensor: their agent may still answer, through `watch`.
         self._waiting_for_agent: set[str] = set()
         # A run that is a whole round of the chain on its own carries no join source from before it
@@ -267,6 +274,7 @@ class ChainSchedule:
         unknown = [s for s in start_nodes if s not in self.status]
         if unknown:
             raise ValueError(f"start_nodes names nodes the chain does not have: {', '.join(unknown)}")
+        self._started_at.update(start_nodes)
         self._to_run.extend(s for s in start_nodes if self.status[s] is None and s not in self._to_run)
 
     def take_back(self, alerts: list[tuple[Path, Alert]]) -> None:
@@ -349,7 +357,7 @@ class ChainSchedule:
         for node_id in candidates:
             if self.status[node_id] is not None:
                 continue
-            if self._settled_from_slots(node_id) or self._left_for_sensor(node_id):
+            if self._left_for_sensor(node_id) or self._settled_from_slots(node_id):
                 continue
             self.status[node_id] = NodeState.RUNNING
             self.in_flight.add(node_id)
@@ -377,6 +385,17 @@ class ChainSchedule:
         node = self.chain.node(node_id)
         if not self.stop_at_external or node.executor.kind != "external" or node_id in self._asked_again:
             return False
+        # Where this run did not start, the node is the sensor's whatever its slot says (module docstring).
+        if node_id in self._started_at and not self._agent_still_to_answer(node_id):
+            return False
+        self.status[node_id] = NodeState.NOT_RUN
+        self._waiting_for_agent.add(node_id)
+        self.notes.info("%s waits for its external agent: left for the sensor to route", node_id)
+        return True
+
+    def _agent_still_to_answer(self, node_id: str) -> bool:
+        """Whether an external node this run started at has no answer to its current input yet, within
+        its timeout."""
         in_path = input_slot_path(self.chain, node_id)
         since = in_path.stat().st_mtime if in_path and in_path.exists() else 0.0
         try:
@@ -384,15 +403,12 @@ class ChainSchedule:
         except SlotInvalid:
             # Refused, as a failed slot is finished: the node runs, and its task applies the chain's
             # rules to `slot_invalid` (the sensor hands such a slot to a run starting here).
-            waiting = False
-        if waiting and since and node.timeout_seconds is not None:
+            return False
+        timeout = self.chain.node(node_id).timeout_seconds
+        if waiting and since and timeout is not None:
             # Pending longer than its timeout (the input slot's own clock): it runs, and times out by
             # the chain's rules.
-            waiting = time.time() < since + node.timeout_seconds
-        if waiting:
-            self.status[node_id] = NodeState.NOT_RUN
-            self._waiting_for_agent.add(node_id)
-            self.notes.info("%s waits for its external agent: left for the sensor to route", node_id)
+            return time.time() < since + timeout
         return waiting
 
     # Outcomes.

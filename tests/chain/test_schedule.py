@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from slotrelay.chain import NodeError, NodeOutcome, NodeState, load_chain
 from slotrelay.chain.alerts import Alert, Decision, alert_path, write_alert
 from slotrelay.chain.routing import WriteInput
@@ -455,3 +457,58 @@ def test_only_an_input_slot_a_resume_writes_again_is_written_without_fsync(write
     assert syncs(WriteInput(joined.route_id, "a", "b", joined.path,
                             {**joined.document, "sources": {"a": {"data": {"n": 1}}}})), "a join's sources"
     assert syncs(WriteOutput("a", output_slot_document("a", status="completed", data={}))), "an output slot"
+
+
+def agent_answers(chain, node_id: str, data: dict[str, Any]) -> None:
+    """An external agent writes its output slot (as a file outside the engine would appear)."""
+    write_json_atomic(chain.resolve(f"slots/{node_id}_output.json"),
+                      output_slot_document(node_id, status="completed", data=data, capabilities_used=[]))
+
+
+def watch_run(chain, start: list[str], decisions: dict[str, list[str]] | None = None):
+    """A run as `watch` starts one (deployments/sensor.py): it stops at external nodes and resumes."""
+    return run_plain(chain, start=start, decisions=decisions,
+                     schedule=ChainSchedule(chain, notes=LOG, stop_at_external=True, resume=True))
+
+
+@pytest.mark.parametrize("sensor_first", [True, False], ids=["sensor-first", "successor-first"])
+def test_an_agents_answer_is_acted_on_once_when_a_successor_and_the_sensor_both_meet_it(
+    write_chain, sensor_first: bool) -> None:
+    """A stopped `watch` leaves a successor of each run it cancelled (deployments/serve.py); an answer the
+    agent writes before the successor runs is the sensor's to route, never the successor's as well:
+    here the reviewer's answer past the loop's bound must raise one alert and ask a person once."""
+    from slotrelay.chain.alerts import read_alert
+    from slotrelay.chain.sensor.router import ChainRouter
+
+    rework = {"field": "data.verdict", "operator": "equals", "value": "rework"}
+    agent = {"kind": "external"}
+    chain = build(write_chain, [node("draft", start=True, executor=agent), node("work", executor=py("ok")),
+                                node("review", executor=agent)],
+                  [route("draft", "work"), route("work", "review"),
+                   route("review", "work", condition=rework, max_iterations=1)])
+    sensor = ChainRouter(chain.source, chain=chain)
+    agent_answers(chain, "draft", {"n": 0})
+    assert [e.to_node for e in sensor.route_output("draft")] == ["work"]
+    assert watch_run(chain, ["work"])[1] == ["work"]
+    agent_answers(chain, "review", {"verdict": "rework"})
+    assert [e.to_node for e in sensor.route_output("review")] == ["work"]
+    assert watch_run(chain, ["work"])[1] == ["work"]
+    # That run was cancelled by a stop after its work node (its successor starts at work again, resuming),
+    # and the reviewer answered again: the second firing is past the bound.
+    agent_answers(chain, "review", {"verdict": "rework"})
+
+    def sensor_routes() -> list[str]:
+        handed = sensor.route_output("review")
+        assert [(e.route_id, e.to_node) for e in handed] == [("engine:review", "review")]
+        return watch_run(chain, ["review"], decisions={"review": ["terminate"]})[2]
+
+    if sensor_first:
+        asked_by_sensor = sensor_routes()
+    successor, ran, asked_by_successor = watch_run(chain, ["work"], decisions={"review": ["terminate"]})
+    if not sensor_first:
+        asked_by_sensor = sensor_routes()
+
+    assert (ran, asked_by_successor, asked_by_sensor) == ([], [], ["review"])
+    assert states(successor)["review"] == "NotRun"
+    [bound] = [read_alert(p) for p in sorted((chain.work_dir / "alerts").glob("alert-*.json"))]
+    assert bound.error_type == "loop_bound_exceeded"
