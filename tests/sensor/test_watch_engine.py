@@ -149,15 +149,16 @@ def test_joins_loop_bounds_and_pre_checks_follow_the_routing_step_under_watch(pr
     # started is a process importing Prefect, two more per `watch`.
     watch = start_watch(chains, log, prefect_server, "--warm", "0")
     try:
-        # The join: a's answer alone does not start j, which waits in its input slot for b.
+        # The three chains' first answers at once: their routes and runs go on side by side.
         agent(joined, "a", {"from_a": 1})
+        # The pre_execution check: the agent's seed answer is never what ext may take.
+        agent(checked, "seed", {"approved": False})
+        agent(looped, "draft", {"draft": 0})
+        # The join: a's answer alone does not start j, which waits in its input slot for b.
         wait_for(lambda: any(e.get("route_id") == "a-to-j" for e in ledger(joined)), 60, "a's route")
         waiting = read_slot(joined / "slots" / "j_input.json")
         assert (waiting["status"], waiting["waiting_for"]) == ("waiting", ["b"])
-        # The pre_execution check: the agent's seed answer is never what ext may take.
-        agent(checked, "seed", {"approved": False})
         # The loop: each answer of the reviewer sends the draft back, within the bound.
-        agent(looped, "draft", {"draft": 0})
         for draft in (1, 2):
             wait_for(lambda draft=draft: reviewed(looped) == draft, 180, f"review to get draft {draft}")
             agent(looped, "review", {"verdict": "rework"})
@@ -167,12 +168,13 @@ def test_joins_loop_bounds_and_pre_checks_follow_the_routing_step_under_watch(pr
         assert ran(joined) == [], "j did not run on a's data alone"
 
         watch = start_watch(chains, log, prefect_server, "--warm", "0")
+        # b's answer and the reviewer's third at once: the join's run and the loop's go on side by side.
         agent(joined, "b", {"from_b": 2})
+        agent(looped, "review", {"verdict": "rework"})
         wait_for(lambda: (read_slot(joined / "slots" / "j_output.json") or {}).get("status") == "completed",
                  180, "the join to run")
         assert read_slot(joined / "slots" / "j_output.json")["data"] == {"seen": {"from_a": 1, "from_b": 2}}
         # Past the bound: the third firing does not loop, a person is asked.
-        agent(looped, "review", {"verdict": "rework"})
         wait_for(lambda: any(a.error_type == "loop_bound_exceeded" for a in alerts(looped)), 180,
                  "the loop bound's alert")
         [bound] = alerts(looped)
