@@ -10,6 +10,11 @@ port), each watching its own chain of `--rounds` external sources routed to pyth
   writing the file: the hop starts before the call, so the call (its checks, the write, the answer of
   what follows) is in it (docs/agents.md).
 
+Beside the times, each variant's CPU per hop: the CPU time the `watch`'s whole process tree spent
+over the hops (its processes' own and that of the children they reaped: the runner's flow-run
+processes, the warm processes and their replacements, the fork server's children), divided by the
+hops. The runner's path is the baseline: a new Python process per run.
+
 The variants are interleaved (runner, warm, runner, warm, ...), one hop at a time: each round writes a
 source's output slot, waits until its run has ended, then goes on. The write's time is taken here; the
 rest from the server's record of the run: its creation and the timestamps of its states (Scheduled,
@@ -87,6 +92,7 @@ class Variant:
     marks: list[dict[str, float]] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
     submit: Any = None
+    cpu: list[float] = field(default_factory=list)
 
     def start(self, rounds: int, api_url: str) -> None:
         self.chain = make_chain(self.folder, self.name, rounds)
@@ -102,6 +108,21 @@ class Variant:
         if self.process.poll() is not None:
             raise RuntimeError(f"watch ({self.name}) ended:\n{self.log.read_text()}")
         return "watching" in self.log.read_text()
+
+    def tree_cpu(self) -> float:
+        """CPU seconds of the watch's live process tree, with what each process's reaped children spent."""
+        import psutil
+
+        assert self.process is not None
+        root = psutil.Process(self.process.pid)
+        total = 0.0
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system + times.children_user + times.children_system
+        return total
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -205,11 +226,15 @@ def main() -> None:
                 time.sleep(10)  # the warm processes import Prefect (a few seconds on a loaded machine)
             from prefect.client.orchestration import get_client
 
+            for variant in variants:
+                variant.cpu.append(variant.tree_cpu())
             with get_client(sync_client=True) as client, console.status("hops") as status:
                 for i in range(args.rounds):
                     for variant in variants:
                         status.update(f"hop {i + 1}/{args.rounds} ({variant.name})")
                         variant.hop(client, i)
+            for variant in variants:
+                variant.cpu.append(variant.tree_cpu())
         finally:
             if mcp_client is not None:
                 mcp_client.__exit__(None, None, None)
@@ -223,6 +248,11 @@ def main() -> None:
                     (args.keep / f"watch-{variant.name}.log").write_text(variant.log.read_text())
     load_after = os.getloadavg()
     report(variants, load_before, load_after)
+
+
+def hops_made(variant: Variant) -> int:
+    """The hops a variant made (measured or missed): each wrote a slot and may have started a run."""
+    return max(1, len(variant.marks) + len(variant.missed))
 
 
 def report(variants: list[Variant], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
@@ -276,6 +306,12 @@ def report(variants: list[Variant], load_before: tuple[float, ...], load_after: 
                        f"{statistics.median(node_warm) * 1000:.0f} ms")
             console.print(f"mcp / warm, write -> node task Running: {ratio(node_mcp, node_warm)}; "
                           f"medians {medians}")
+    per_hop = {v.name: (v.cpu[1] - v.cpu[0]) / hops_made(v) for v in variants if len(v.cpu) == 2}
+    if per_hop:
+        console.print("CPU per hop (watch's process tree): " + ", ".join(
+            f"{name} {cpu:.2f} s" for name, cpu in per_hop.items()))
+        if "runner" in per_hop and "warm" in per_hop:
+            console.print(f"warm / runner, CPU per hop: {per_hop['warm'] / per_hop['runner']:.2f}x")
     for variant in variants:
         for miss in variant.missed:
             console.print(f"[yellow]not in the table: {miss}[/yellow]")

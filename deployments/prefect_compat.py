@@ -17,10 +17,10 @@ for Prefect's import where it prepares (before it says it is ready), not here.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from multiprocessing.context import SpawnProcess
-from typing import TYPE_CHECKING, Any
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import PrefectClient
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from prefect.runner._process_manager import ProcessHandle
     from prefect.runner._state_proposer import StateProposer
 
+# The module a deployment run's suspension observer imports on first use (on the hot path otherwise): a
+# warm process imports it ahead (deployments/warm_child.py's PRELOAD).
+RUN_OBSERVERS_MODULE = "prefect._internal.observers"
 # (module, attribute path) of every private name reached below.
 REACHED: tuple[tuple[str, str], ...] = (
     ("prefect.runner._flow_run_executor", "FlowRunExecutorContext"),
@@ -38,7 +41,7 @@ REACHED: tuple[tuple[str, str], ...] = (
     ("prefect.runner._process_manager", "ProcessHandle"),
     ("prefect.runner._cancellation_manager", "CancellationManager.cancel_all"),
     ("prefect._internal.control_listener", "configure_from_env"),
-    ("prefect._internal.observers", ""),
+    (RUN_OBSERVERS_MODULE, ""),
     ("prefect.runner._scheduled_run_poller", "ScheduledRunPoller._get_scheduled_flow_runs"),
 )
 
@@ -61,11 +64,15 @@ def state_proposer(client: PrefectClient) -> StateProposer:
     return StateProposer(client=client)
 
 
-def process_handle(process: SpawnProcess) -> ProcessHandle:
-    """A `ProcessStarter`'s handle on the process it started: `start` must hand one to its task status."""
+def process_handle(process: BaseProcess) -> ProcessHandle:
+    """A `ProcessStarter`'s handle on the process it started: `start` must hand one to its task status.
+
+    Prefect annotates the handle's process as a `SpawnProcess`; it reads only what every multiprocessing
+    process has (pid, exit code), and a warm process is forked by the fork server.
+    """
     from prefect.runner._process_manager import ProcessHandle
 
-    return ProcessHandle(process)
+    return ProcessHandle(cast(SpawnProcess, process))
 
 
 async def cancel_all(context: FlowRunExecutorContext) -> None:
@@ -80,12 +87,6 @@ def configure_control_listener() -> None:
     from prefect._internal.control_listener import configure_from_env
 
     configure_from_env()
-
-
-def import_run_observers() -> None:
-    """Import the module a deployment run's suspension observer imports on first use (on the hot path
-    otherwise): a warm process imports it ahead."""
-    importlib.import_module("prefect._internal.observers")
 
 
 def filter_scheduled_runs(runner: Runner, keep: Callable[[FlowRun], bool]) -> None:

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.context import SpawnProcess
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -57,7 +57,7 @@ import anyio
 import anyio.abc
 
 from deployments import prefect_compat
-from deployments.warm_child import READY, HandOff, load_entrypoint, wait_and_run
+from deployments.warm_child import PRELOAD, READY, HandOff, load_entrypoint, wait_and_run
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
@@ -77,7 +77,7 @@ CLOSE_SECONDS = 5.0
 
 @dataclass(eq=False)  # kept in a set: each is itself
 class _Warm:
-    process: SpawnProcess
+    process: BaseProcess
     connection: Connection
 
 
@@ -110,12 +110,14 @@ class WarmPool:
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stack = AsyncExitStack()
-        self._spawn = multiprocessing.get_context("spawn")
+        self._processes = multiprocessing.get_context("forkserver")
 
     async def __aenter__(self) -> Self:
         from prefect.settings import get_current_settings
 
         self._flow = load_entrypoint(self._entrypoint)
+        # Prefect and the flow are imported once, by the fork server the warm processes are forked from.
+        self._processes.set_forkserver_preload([*PRELOAD, self._entrypoint.partition(":")[0]])
         # The environment Prefect's `run_flow_in_subprocess` gives its child, in the same order of
         # precedence: the settings in force, this process's environment, then the child's flags. Taken
         # once: `watch` changes neither its settings nor its environment while it serves.
@@ -230,15 +232,16 @@ class WarmPool:
         """Start one warm process and wait until it has imported the flow."""
         if self._closing:
             return
-        parent, child = self._spawn.Pipe()
-        process = self._spawn.Process(
+        parent, child = self._processes.Pipe()
+        process = self._processes.Process(
             target=wait_and_run,
             args=(child, self._entrypoint, self._env, self._remove_env, self._chains),
             name="slotrelay-warm",
             daemon=False,
         )
         try:
-            process.start()
+            # In a thread: the first start waits for the fork server to import Prefect (seconds).
+            await anyio.to_thread.run_sync(process.start)
         except OSError:
             # No process to be had (memory, process limit): the runs go to the runner; `watch` goes on.
             logger.exception("could not start a warm process")

@@ -1,17 +1,20 @@
 """The child side of a warm process (deployments/warm.py): import first, then run one flow run handed over.
 
-A warm process is started ahead of need with the environment Prefect's runner gives its child (the
-pool computes it once: the settings in force, the watcher's environment, and Prefect's child flags),
-applied before Prefect is imported, so Prefect reads its settings from it once, off the hot path. It
-imports Prefect's flow engine and the served flow, opens an API client, says `ready` on its pipe, and
-blocks until the pool hands it a flow run. It then does what the child of Prefect's
+A warm process is forked, ahead of need, from a fork server that has imported Prefect's flow engine and
+the served flow once (`PRELOAD`; multiprocessing's `forkserver`): a warm process then costs a fork and
+its own warm-up, not a Python start and Prefect's import (1.4 CPU-s on this machine). It applies the
+environment Prefect's runner gives its child (the pool computes it once: the settings in force, the
+watcher's environment, and Prefect's child flags) and builds Prefect's settings from it again, as the
+fork server imported Prefect under the watcher's own environment (a `watch` given `--api` holds its API
+address in its settings, not in its environment). It then opens an API client, says `ready` on its
+pipe, and blocks until the pool hands it a flow run. It then does what the child of Prefect's
 `run_flow_in_subprocess` does (Prefect 3.9.1, `prefect.flow_engine`): take the run's one-shot
 control-channel variables and run the existing flow run in-process under `handle_engine_signals`. It
 runs that one flow run and exits, so its exit code means what a runner's child's exit code means.
 
 Where this differs from Prefect's child, and why it is the same run:
-- the settings are not read again at hand-off (~0.3 s of pydantic on this machine): the environment
-  they come from was set when the process started and the pool's does not change;
+- the settings are not read again at hand-off: the environment they come from was set when the
+  process started and the pool's does not change;
 - no serialized context is passed: the runner's serializes only its settings (it runs no flow), which
   the environment already carries, and hydrating it would build the settings and an unused API client
   again (~0.1 s);
@@ -29,8 +32,8 @@ it (an idle one reads end-of-file on its pipe, a running one is cancelled throug
 cancellation, control channel then SIGTERM). Interrupted instead, each idle one died with a
 `KeyboardInterrupt` traceback on the terminal of a clean Ctrl-C.
 
-The module imports nothing heavy at its top: `multiprocessing` imports it in the fresh interpreter to
-find `wait_and_run`, and the import cost belongs inside it, before `ready`.
+The module imports nothing heavy at its top: the fork server imports `PRELOAD`, and a process started
+without it (a fresh interpreter) pays the import inside `wait_and_run`, before `ready`.
 """
 
 from __future__ import annotations
@@ -67,6 +70,13 @@ class HandOff:
     run_env: dict[str, str]
 
 
+# What a warm process imports before `ready`, imported once by the fork server (with the served flow's
+# module): Prefect's flow engine and what a run would import on its hot path otherwise (a deployment
+# run's suspension observer, the task runner's first submit).
+PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.task_engine",
+           prefect_compat.RUN_OBSERVERS_MODULE, "anyio._backends._asyncio", "slotrelay.chain.schema")
+
+
 def _left_to_the_pool(signum: int, frame: FrameType | None) -> None:
     """SIGINT: nothing here; the pool stops this process (module docstring).
 
@@ -98,19 +108,17 @@ def wait_and_run(
     for key in remove_env:
         os.environ.pop(key, None)
     os.environ.update(env)
-    from prefect.context import SyncClientContext
+    for module in PRELOAD:
+        importlib.import_module(module)
+    from prefect.context import SyncClientContext, refresh_global_settings_context
     from prefect.engine import handle_engine_signals
     from prefect.flow_engine import run_flow
 
     from slotrelay.chain.schema import warm_up
 
+    refresh_global_settings_context()
     flow = load_entrypoint(entrypoint)
     warm_up(chains)
-    # Imported on first use, on the hot path otherwise: by a deployment run's suspension observer, and
-    # by the task runner's first submit.
-    prefect_compat.import_run_observers()
-    importlib.import_module("prefect.task_engine")
-    importlib.import_module("anyio._backends._asyncio")
     with SyncClientContext.get_or_create():
         connection.send(READY)
         try:

@@ -79,15 +79,17 @@ class Watch:
     """`slotrelay watch --warm 1` on one chain whose nodes note where they ran (its deployment is named
     after the chain)."""
 
-    def __init__(self, folder: Path, api_url: str, chain_id: str = "warm") -> None:
+    def __init__(self, folder: Path, api_url: str | None, chain_id: str = "warm", cwd: Path = ROOT) -> None:
+        """`api_url` None: none in the environment; `watch` finds the server of `cwd`'s home."""
         self.folder = folder
         self.chain_id = chain_id
         self.chain = noting_chain(folder, chain_id)
         self.log = folder / "watch.log"
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "slotrelay.cli", "watch", str(self.chain), "--warm", "1"],
-                cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "250"},
+                cwd=cwd, env={**env, **({"PREFECT_API_URL": api_url} if api_url else {}), "COLUMNS": "250"},
                 stdout=out, stderr=subprocess.STDOUT)
 
     def wait_until_warm(self) -> None:
@@ -133,9 +135,9 @@ class Watch:
 
 
 @contextmanager
-def watching(folder: Path, api_url: str, chain_id: str = "warm") -> Iterator[Watch]:
+def watching(folder: Path, api_url: str | None, chain_id: str = "warm", cwd: Path = ROOT) -> Iterator[Watch]:
     """A started `Watch`, stopped on the way out."""
-    started = Watch(folder, api_url, chain_id)
+    started = Watch(folder, api_url, chain_id, cwd)
     try:
         wait_for(lambda: "watching" in started.log.read_text() or started.process.poll() is not None, 90,
                  "watch to start", started.log)
@@ -233,6 +235,33 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     assert run_of(second)[0].state.is_completed()
     [again] = watch.attempts(1)
     assert again["process"] == "slotrelay-warm" and again["pid"] != attempt["pid"]
+
+
+def test_a_warm_run_goes_to_the_server_watch_found_in_its_folder(tmp_path):
+    """`watch` in a folder whose server `slotrelay run` left, with no PREFECT_API_URL anywhere: its API
+    address is in its settings only (deployments.server.require_api). A warm process is forked from a fork
+    server that imported Prefect under the watcher's environment, which has no address; the run must still
+    go to that folder's server, not to an API of the warm process's own making."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from deployments.server import HOME_FOLDER, start_server
+    from harness.ports import free_port
+
+    server = start_server(port=free_port(), home=tmp_path / HOME_FOLDER, ready_timeout=240)
+    try:
+        with watching(tmp_path / "chain", None, "warm-home", cwd=tmp_path) as watch, temporary_settings(
+                updates={PREFECT_API_URL: server.api_url}):
+            assert f"1 chain(s) on {server.api_url}" in watch.log.read_text(), watch.log.read_text()
+            flow_run_id = watch.hop(0)
+            wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+            with get_client(sync_client=True) as client:
+                state = client.read_flow_run(flow_run_id).state
+            assert state is not None and state.is_completed(), (state, watch.log.read_text())
+            [attempt] = watch.attempts(0)
+            assert attempt["process"] == "slotrelay-warm"
+    finally:
+        server.stop()
 
 
 def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(watch):
