@@ -38,17 +38,19 @@ def test_a_stop_asked_before_the_runner_has_started_stops_it(prefect_server) -> 
         asyncio.run(scenario())
 
 
-# A flow module whose import, in the serving process (not in the warm processes it spawns), says so in
-# a file and then blocks on a FIFO until the test writes to it: the warm pool's start, held open.
+# A flow module whose first import, in the serving process (not in the fork server that imports it again
+# for the warm processes), says so in a file and then blocks on a FIFO until the test writes to it: the
+# warm pool's start, held open.
 HELD_FLOW = '''
-import multiprocessing
 import os
-from pathlib import Path
 
 from prefect import flow
 
-if multiprocessing.parent_process() is None:
-    Path(os.environ["HELD_IMPORTING"]).touch()
+try:
+    os.close(os.open(os.environ["HELD_IMPORTING"], os.O_CREAT | os.O_EXCL))
+except FileExistsError:
+    pass
+else:
     with open(os.environ["HELD_FIFO"]) as held:
         held.read()
 
