@@ -47,9 +47,9 @@ def note(data):
     torn_down.wait(data.get("nap", 0))
     return {"noted": True}
 '''
-# A source per hop, none written by two tests: work-0..1 (runs once), 2..3 (killed), 4 (cancelled), and
-# on the stopped `watch`'s own chain, 0.
-SOURCES = 5
+# A source per hop, none written by two tests: work-0..1 (runs once), 2..3 (killed), 4 (cancelled), 5 (asked
+# for through the API), and on the stopped `watch`'s own chain, 0.
+SOURCES = 6
 
 
 def wait_for(condition, timeout: float, what: str, log: Path, interval: float = 0.1) -> None:
@@ -182,10 +182,10 @@ def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect
     reserved = {key}
 
     class Pool:
-        """What the runner asks of the WarmPool."""
+        """What the runner asks of the WarmPool: which of the runs its poll found it may start."""
 
-        def is_reserved(self, run) -> bool:
-            return run.idempotency_key in reserved
+        def leave_to_runner(self, runs):
+            return [run for run in runs if run.idempotency_key not in reserved]
 
     async def poll() -> None:
         runner = _runner(1.0, Pool(), asyncio.Event())
@@ -235,6 +235,29 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     assert again["process"] == "slotrelay-warm" and again["pid"] != attempt["pid"]
 
 
+def test_a_run_asked_for_through_the_api_runs_in_an_idle_warm_process(watch):
+    """A run the sensor did not create (a Quick or Custom run from the UI, a successor a stopped `watch`
+    left, a run resumed after a pause) is found by the runner's poll; with a warm process idle, it runs
+    there, claimed and run as the sensor's runs are, not in a new `python -m prefect.engine`."""
+    from prefect.client.orchestration import get_client
+
+    watch.wait_until_warm()
+    # What the route into work-5 writes; the run is then asked for as the UI asks, not by the sensor.
+    write_slot(watch.folder / "slots" / "work-5_input.json",
+               input_slot_document(from_node="src-5", route_id="route-5", data={"source": 5}))
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name(f"chain/{watch.chain_id}")
+        flow_run_id = str(client.create_flow_run_from_deployment(
+            deployment.id, parameters={"start_nodes": ["work-5"]}).id)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+    run, states = run_of(flow_run_id)
+    assert run.state.is_completed(), run.state
+    assert [s.name for s in states] == ["Scheduled", "Pending", "Submitting", "Running", "Completed"]
+    [attempt] = watch.attempts(5)
+    assert attempt["process"] == "slotrelay-warm", attempt
+    assert f"flow run {flow_run_id} runs in warm process {attempt['pid']}" in watch.log.read_text()
+
+
 def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(watch):
     flow_run_id = watch.hop(2, nap=600)
     wait_for(lambda: bool(watch.attempts(2)), 120, "the node to start", watch.log)
@@ -269,7 +292,10 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)
 
 
-def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(prefect_server, tmp_path):
+def test_stopping_watch_cancels_a_warm_run_in_flight_and_its_successor_runs_warm_in_the_next(prefect_server,
+                                                                                             tmp_path):
+    """The successor is found by the next `watch`'s first poll, while its warm process is still importing: it
+    waits for that process instead of starting a new one."""
     # A `watch` of its own (the one this test stops), on a chain of its own: the successor it leaves is
     # never run by the shared `watch`.
     with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as watch:
@@ -282,6 +308,13 @@ def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(p
     assert run.state.is_cancelled(), run.state
     [successor] = [r for r in watch.runs() if r.state.is_scheduled()]
     assert successor.parameters == {**run.parameters, "resume": True}
+    # (Its node was not cut off: the cancel ended its nap and it completed, so the successor has nothing left
+    # to run but the flow run itself.)
+    with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as again:
+        wait_for(lambda: final(str(successor.id)), 120, "the successor to end", again.log, API_POLL_SECONDS)
+        assert run_of(str(successor.id))[0].state.is_completed()
+        assert re.search(rf"flow run {successor.id} runs in warm process \d+", again.log.read_text()), \
+            again.log.read_text()
 
 
 def test_once_a_stop_has_begun_the_pool_starts_no_process_and_hands_none_out(prefect_server, tmp_path):
