@@ -1,9 +1,11 @@
 """Warm processes on the session's real Prefect server: a routed run starts in one, exactly once, as a
-normal flow run; a warm process killed mid-run leaves its run Crashed and is replaced; a run cancelled
-as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in flight
-cancels it and leaves a successor, as for the runner's runs. The first test checks the runner's side of the
-hand-off alone. The next three share one `watch` (each writes its own sources and reads back only its own
-runs, so they run in any order); the last stops a `watch` of its own, on a chain of its own."""
+normal flow run; so does a run asked for through the API (as the UI asks), found by the runner's poll, and
+a run resumed after a decision; a warm process killed mid-run leaves its run Crashed and is replaced; a run
+cancelled as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in
+flight cancels it and leaves a successor, as for the runner's runs, which the next `watch` runs warm. The
+first test checks the runner's side of the hand-off alone. The tests taking the `watch` fixture share one
+`watch` (each writes its own sources and reads back only its own runs, so they run in any order); the others
+start a `watch` of their own, on a chain of their own."""
 
 from __future__ import annotations
 
@@ -256,6 +258,55 @@ def test_a_run_asked_for_through_the_api_runs_in_an_idle_warm_process(watch):
     [attempt] = watch.attempts(5)
     assert attempt["process"] == "slotrelay-warm", attempt
     assert f"flow run {flow_run_id} runs in warm process {attempt['pid']}" in watch.log.read_text()
+
+
+def test_a_run_resumed_after_a_decision_starts_again_in_a_warm_process(prefect_server, tmp_path):
+    """A deployment run that needs a person's decision is suspended (its warm process ends with it); the
+    decision puts it back to Scheduled ("Resuming"), the runner's poll finds it, and it starts again in the
+    replacement warm process, not in a new `python -m prefect.engine`."""
+    from prefect.client.orchestration import get_client
+
+    from tests.sensor.test_suspend import write_chains
+
+    waits, _ = write_chains(tmp_path / "chains")
+    log = tmp_path / "watch.log"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "250"}
+    with log.open("w") as out:
+        watching = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "1", str(waits)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def ready() -> int:
+        return len(re.findall(r"warm process \d+ ready", log.read_text()))
+
+    try:
+        wait_for(lambda: ready() or watching.poll() is not None, 120, "an idle warm process", log)
+        assert watching.poll() is None, log.read_text()
+        with get_client(sync_client=True) as client:
+            # Its own slots root: the sensor, which watches the chain's folder, does not route its writes.
+            run = client.create_flow_run_from_deployment(
+                client.read_deployment_by_name("chain/waits").id,
+                parameters={"slots_root": str(tmp_path / "run"), "stop_at_external": False})
+            wait_for(lambda: client.read_flow_run(run.id).state.name == "Suspended", 120,
+                     "the run to be suspended for a decision", log, API_POLL_SECONDS)
+            assert f"flow run {run.id} runs in warm process" in log.read_text(), log.read_text()
+            wait_for(lambda: ready() == 2, 120, "the replacement warm process", log)
+            [alert_file] = sorted((tmp_path / "run" / "alerts").glob("alert-*.json"))
+            decided = subprocess.run(
+                [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue", "--data",
+                 '{"answer": 42}'],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+            assert decided.returncode == 0, decided.stderr
+            wait_for(lambda: final(str(run.id)), 180, "the decided run to end", log, API_POLL_SECONDS)
+            assert client.read_flow_run(run.id).state.is_completed(), client.read_flow_run(run.id).state
+    finally:
+        watching.send_signal(signal.SIGINT)
+        code = watching.wait(timeout=90)
+    assert code == 0, log.read_text()
+    started = re.findall(rf"flow run {run.id} runs in warm process (\d+)", log.read_text())
+    assert len(started) == 2 and started[0] != started[1], log.read_text()
+    after = read_slot(tmp_path / "run" / "slots" / "after_output.json")
+    assert after["data"] == {"after": {"answer": 42}}
 
 
 def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(watch):
