@@ -54,10 +54,11 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
@@ -86,12 +87,17 @@ CHAIN_FLOW_ENTRYPOINT = "flows.chain:run_chain"
 # cancellation and crashed hooks.
 CHILD_ENV = {"PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false"}
 CLOSE_SECONDS = 5.0
+# How long a run found by the runner's poll may wait for a warm process still importing: one taking longer
+# is stuck or starved, and the run goes to the runner rather than wait on it for good. A bound on a wait,
+# not a measurement: a warm process imports in 1-3 s, up to about 10 s under heavy load.
+WARMING_WAIT_SECONDS = 30.0
 
 
 @dataclass(eq=False)  # kept in a set: each is itself
 class _Warm:
     process: SpawnProcess
     connection: Connection
+    started: float = field(default_factory=time.monotonic)
 
 
 class WarmPool:
@@ -228,15 +234,16 @@ class WarmPool:
 
         Left out: runs reserved already (the sensor's, being created or claimed; one found earlier), and due
         runs of a served deployment of the pool's flow, each either handed now to an idle warm process, or
-        left for a later poll while a process is warming that it can then take (one run a warming process:
-        waiting costs no process of its own, and the runner's new one would take as long to start). Runs
+        left for a later poll while a process is warming that it can then take (one run a warming process
+        started less than `WARMING_WAIT_SECONDS` ago: waiting costs no process of its own, and the runner's
+        new one would take as long to start). Runs
         of other flows, runs not due yet (a schedule's, which the poll prefetches and the runner's claim
         waits for: a warm process would sit reserved that long), and those beyond the pool stay the
         runner's, started in new processes. Call it in the pool's event loop.
         """
         if self._loop is None or self._closing:
             return flow_runs
-        warming = len(self._warming)
+        warming = sum(time.monotonic() - warm.started < WARMING_WAIT_SECONDS for warm in self._warming)
         left = []
         for flow_run in flow_runs:
             if self.is_reserved(flow_run):
