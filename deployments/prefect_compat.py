@@ -89,18 +89,18 @@ def configure_control_listener() -> None:
     configure_from_env()
 
 
-def filter_scheduled_runs(runner: Runner, keep: Callable[[FlowRun], bool]) -> None:
-    """Leave out of what the runner's poll discovers the runs `keep` refuses.
+def filter_scheduled_runs(runner: Runner, keep: Callable[[list[FlowRun]], list[FlowRun]]) -> None:
+    """Let the runner's poll start only the runs `keep` returns of those it discovers.
 
     Prefect offers no filter of the runs a runner discovers (its query takes the deployments and a
-    time), so the poller's discovery is wrapped. Call once the runner has been entered (the poller is
-    built then).
+    time), nor a way to start a discovered run other than by its own starters, so the poller's discovery
+    is wrapped. Call once the runner has been entered (the poller is built then).
     """
     poller = runner._scheduled_run_poller
     discover: Callable[[], Awaitable[list[FlowRun]]] = poller._get_scheduled_flow_runs
 
     async def kept() -> list[FlowRun]:
-        return [run for run in await discover() if keep(run)]
+        return keep(await discover())
 
     poller._get_scheduled_flow_runs = kept  # type: ignore[method-assign]
 

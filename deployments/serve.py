@@ -6,10 +6,11 @@ nodes), plus the magic pen's flows when they are installed. Each flow run is sta
 runner as a child process.
 
 A run the sensor creates is handed at once to a warm process (deployments/warm.py) when one is idle;
-the runner's poll is the path of every other run (UI, successors, bursts beyond the warm processes).
-The poll leaves alone a run the pool has reserved a warm process for, until the pool has claimed it or
-given it up (`_runner`): otherwise a poll between the run's creation and the pool's claim would start it
-in a new process instead.
+every other run (a Quick run from the UI, a successor, a run resumed after a pause) is found by the
+runner's poll, which hands a due run of the chain flow to an idle warm process too, and starts the rest
+(other flows, bursts beyond the warm processes) in new processes (`_runner`). The poll leaves alone a run
+the pool has reserved a warm process for, until the pool has claimed it or given it up: otherwise a poll
+between the run's creation and the pool's claim would start it in a new process instead.
 
 Choices, from measurements on Prefect 3.9.1:
 - The runner polls for scheduled runs every second (`query_seconds=1`), not the default ten: a
@@ -157,8 +158,11 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
     started = asyncio.Event()
     runner = _runner(poll_seconds, warm, started)
     for deployment in deployments:
-        # The one apply of each deployment: the runner creates or updates it on the API as it takes it.
-        runner.add_deployment(deployment)
+        # The one apply of each deployment: the runner creates or updates it on the API as it takes it. From
+        # sync code it returns the deployment's id; its annotation also allows an async caller's coroutine.
+        deployment_id = cast("uuid.UUID", runner.add_deployment(deployment))
+        if warm is not None:
+            warm.serve(deployment_id, deployment)
         logger.info("deployment %s ready", full_name(deployment))
     on_applied()
 
@@ -190,7 +194,7 @@ def serve_until_stopped(deployments: list[RunnerDeployment], *, poll_seconds: fl
 
 def _runner(poll_seconds: float, warm: WarmPool | None, started: asyncio.Event) -> Runner:
     """Prefect's runner, which sets `started` once it can be stopped, and whose poll, beside warm processes,
-    leaves the runs reserved for them alone.
+    leaves the runs reserved for them alone and hands them those they can take (`WarmPool.leave_to_runner`).
 
     `Runner.astop` refuses a runner that has not started yet: a SIGINT in the moment between the handler
     and the runner's start was lost, and `watch` served on. The stop waits for `started` instead.
@@ -200,6 +204,10 @@ def _runner(poll_seconds: float, warm: WarmPool | None, started: asyncio.Event) 
     claim's own request. Under load that gap spanned a poll, and the runner started the run in a new
     process. Leaving reserved runs out of what the poll discovers keeps them the pool's to claim; once
     claimed they are Pending (no longer found), and one it gives up is Scheduled for the next poll.
+
+    The runs nobody reserved (a Quick run, a successor, a resumed run) would each cost a new
+    `python -m prefect.engine` (~1.5 CPU-s) with a warm process idle beside it; the pool takes those of the
+    chain flow the same way, reserved under their ids, from the poll that found them.
     """
     from prefect.runner import Runner
 
@@ -209,7 +217,7 @@ def _runner(poll_seconds: float, warm: WarmPool | None, started: asyncio.Event) 
         async def __aenter__(self) -> Self:
             await super().__aenter__()
             if pool is not None:
-                prefect_compat.filter_scheduled_runs(self, lambda run: not pool.is_reserved(run))
+                prefect_compat.filter_scheduled_runs(self, pool.leave_to_runner)
             started.set()
             return self
 

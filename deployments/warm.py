@@ -1,11 +1,23 @@
-"""Warm processes for served chain runs: the sensor hands a flow run it created straight to one.
+"""Warm processes for served chain runs: the sensor hands a flow run it created straight to one, and the
+runner's poll every other run of the chain flow it finds.
 
-Served by Prefect's runner alone, a routed run waits for the runner's next poll (every second) and
-then for a new interpreter to import Prefect (~1.3 s). `slotrelay watch` instead keeps `size`
-processes started ahead of need (deployments/warm_child.py), each with Prefect's flow engine and
-the chain flow already imported, blocked on a pipe. Before the sensor creates a flow run it sets an
-idle one aside for it (`reserve`, keyed by the run's idempotency key); once created, the run is handed
-to it at once; a replacement starts warming once that run's process has ended.
+Served by Prefect's runner alone, a run waits for the runner's next poll (every second) and then for a
+new interpreter to import Prefect (`python -m prefect.engine`, ~1.5 CPU-s). `slotrelay watch` instead
+keeps `size` processes started ahead of need (deployments/warm_child.py), each with Prefect's flow
+engine and the chain flow already imported, blocked on a pipe. Before the sensor creates a flow run it
+sets an idle one aside for it (`reserve`, keyed by the run's idempotency key); once created, the run is
+handed to it at once; a replacement starts warming once that run's process has ended.
+
+Every other run of a served deployment of the chain flow reaches `watch` through the runner's poll: a
+Quick or Custom run from the UI, a successor a stopped `watch` left, a run resumed after a pause (the
+server's `resume_flow_run` puts a Suspended run back to Scheduled, "Resuming"; Prefect 3.9.1,
+prefect/server/api/flow_runs.py, and the runner starts it again like any Scheduled run, in a new process:
+prefect/runner/_scheduled_run_poller.py `_submit_run`). The poll's discovery goes through
+`leave_to_runner` (applied by deployments/serve.py): a due run of such a deployment is reserved for an idle
+warm process (keyed by its id) and handed to it as the sensor's are; while a process is warming (the pool
+starting, a replacement after a run), as many due runs as there are warming processes wait for them
+(the next poll hands them over) rather than each paying for a process of its own; the rest, and runs
+of other flows or not due yet, stay the runner's.
 
 The flow run stays a normal Prefect flow run, executed by Prefect's own machinery for one run
 outside a runner (`FlowRunExecutorContext` and `FlowRunExecutor`, Prefect 3.9.1, the path its
@@ -18,8 +30,7 @@ one:
   its creation, a poll every second finds it, and the pool's claim comes only after the creation's
   reply, the hand-off to this event loop and its own request, which on a loaded machine took longer
   than the gap to the next poll (the runner then ran the run in a new process). A run the pool does
-  not claim (no idle warm process when it was created, one that died idle, the pool closing) is given
-  up and stays with the runner, on its old path; so are runs nobody reserved (UI, successors).
+  not claim (one that died idle, the pool closing) is given up, Scheduled again, for the next poll.
 - then the executor proposes Submitting, hands the run to the process, tracks the process,
   and marks the run Crashed when the process dies without a final state (its exit code in the
   message), as the runner does;
@@ -43,10 +54,12 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -61,6 +74,7 @@ from deployments.warm_child import PRELOAD, READY, HandOff, load_entrypoint, wai
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
+    from prefect.deployments.runner import RunnerDeployment
 
     from deployments.prefect_compat import FlowRunExecutorContext, ProcessHandle
 
@@ -73,19 +87,25 @@ CHAIN_FLOW_ENTRYPOINT = "flows.chain:run_chain"
 # cancellation and crashed hooks.
 CHILD_ENV = {"PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false"}
 CLOSE_SECONDS = 5.0
+# How long a run found by the runner's poll may wait for a warm process still importing: one taking longer
+# is stuck or starved, and the run goes to the runner rather than wait on it for good. A bound on a wait,
+# not a measurement: a warm process imports in 1-3 s, up to about 10 s under heavy load.
+WARMING_WAIT_SECONDS = 30.0
 
 
 @dataclass(eq=False)  # kept in a set: each is itself
 class _Warm:
     process: BaseProcess
     connection: Connection
+    started: float = field(default_factory=time.monotonic)
 
 
 class WarmPool:
     """`size` warm processes of one flow, and the Prefect machinery that runs flow runs in them.
 
     Enter it in the event loop that should own the runs (the runner's, in `serve_until_stopped`);
-    `reserve`, `release`, `hand_off` and `is_reserved` may be called from any thread.
+    `reserve`, `release`, `hand_off` and `is_reserved` may be called from any thread, `leave_to_runner`
+    from that loop.
 
     Parameters:
         size: how many processes are kept warm; each runs one flow run at a time.
@@ -107,6 +127,8 @@ class WarmPool:
         self._reserved: dict[str, _Warm | None] = {}
         self._warming: set[_Warm] = set()
         self._running: set[uuid.UUID] = set()
+        # Deployment id -> (flow name, deployment name) of the served deployments (`serve`).
+        self._deployments: dict[uuid.UUID, tuple[str | None, str]] = {}
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stack = AsyncExitStack()
@@ -175,7 +197,8 @@ class WarmPool:
             warm.process.terminate()
 
     def reserve(self, idempotency_key: str) -> bool:
-        """Set an idle warm process aside for the flow run about to be created with `idempotency_key`.
+        """Set an idle warm process aside for the flow run about to be created with `idempotency_key` (or
+        for a run the runner's poll found, under its id: `leave_to_runner`).
 
         From then until the pool has claimed the run or given it up, the runner's poll leaves that run
         alone (`is_reserved`). Follow with `hand_off` once the run is created, or `release` if it was not.
@@ -200,18 +223,58 @@ class WarmPool:
     def is_reserved(self, flow_run: FlowRun) -> bool:
         """Whether `flow_run` is the pool's to claim: the runner's poll must not start it (yet)."""
         with self._lock:
-            return flow_run.idempotency_key is not None and flow_run.idempotency_key in self._reserved
+            return _polled_key(flow_run) in self._reserved or (
+                flow_run.idempotency_key is not None and flow_run.idempotency_key in self._reserved)
+
+    def serve(self, deployment_id: uuid.UUID, deployment: RunnerDeployment) -> None:
+        """Let the runs of `deployment` (on the API as `deployment_id`) that the runner's poll finds run in
+        warm processes, when it is a deployment of the pool's flow (`leave_to_runner`)."""
+        self._deployments[deployment_id] = (deployment.flow_name, deployment.name)
+
+    def leave_to_runner(self, flow_runs: list[FlowRun]) -> list[FlowRun]:
+        """Of the Scheduled runs the runner's poll found, those the runner starts; the pool takes the others.
+
+        Left out: runs reserved already (the sensor's, being created or claimed; one found earlier), and due
+        runs of a served deployment of the pool's flow, each either handed now to an idle warm process, or
+        left for a later poll while a process is warming that it can then take (one run a warming process
+        started less than `WARMING_WAIT_SECONDS` ago: waiting costs no process of its own, and the runner's
+        new one would take as long to start). Runs
+        of other flows, runs not due yet (a schedule's, which the poll prefetches and the runner's claim
+        waits for: a warm process would sit reserved that long), and those beyond the pool stay the
+        runner's, started in new processes. Call it in the pool's event loop.
+        """
+        if self._loop is None or self._closing:
+            return flow_runs
+        warming = sum(time.monotonic() - warm.started < WARMING_WAIT_SECONDS for warm in self._warming)
+        left = []
+        for flow_run in flow_runs:
+            if self.is_reserved(flow_run):
+                continue
+            served = self._deployments.get(flow_run.deployment_id) if flow_run.deployment_id else None
+            if served is None or served[0] != self._flow.name or not _due(flow_run):
+                left.append(flow_run)
+                continue
+            key = _polled_key(flow_run)
+            if self.reserve(key):
+                self.hand_off(flow_run, served[1], key)
+            elif warming:
+                warming -= 1
+            else:
+                left.append(flow_run)
+        return left
 
     def hand_off(self, flow_run: FlowRun, deployment_name: str, key: str) -> None:
-        """Run `flow_run` (just created, Scheduled) in the warm process reserved for it; from any thread.
+        """Run `flow_run` (Scheduled: just created, or found by the runner's poll) in the warm process
+        reserved for it; from any thread.
 
         A run not Scheduled (an earlier run the API returned for the same key), or handed off once the pool
         is closing, is left to the runner's poll, and its reservation given up.
 
         Parameters:
-            flow_run: the flow run the API returned on creation.
+            flow_run: the flow run the API returned on creation, or the poll found.
             deployment_name: its deployment's name (the runner gives it to its child too).
-            key: the idempotency key it was created with and reserved under (`reserve`).
+            key: what it was reserved under (`reserve`): the idempotency key it was created with, or for a
+                run the poll found, its id (`leave_to_runner`).
         """
         loop = self._loop
         if loop is None or flow_run.state is None or not flow_run.state.is_scheduled():
@@ -362,3 +425,14 @@ class _WarmStarter:
             raise
         task_status.started(prefect_compat.process_handle(self._warm.process))
         await anyio.to_thread.run_sync(self._warm.process.join)
+
+
+def _polled_key(flow_run: FlowRun) -> str:
+    """What a run the runner's poll found is reserved under (the sensor's: their idempotency keys)."""
+    return f"polled-{flow_run.id}"
+
+
+def _due(flow_run: FlowRun) -> bool:
+    """Whether a Scheduled run's time has come (no time: now)."""
+    start = flow_run.next_scheduled_start_time
+    return start is None or start <= datetime.now(UTC)

@@ -92,8 +92,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200",
            "PREFECT_RUNNER_PROCESS_LIMIT": str(RUNNER_PROCESS_LIMIT)}
     log = tmp_path / "watch.log"
-    # No warm process: a warm process runs only a run the sensor routes, and every run here is created
-    # through the API (as from the UI), so all of them are the runner's.
+    # No warm process: the runner's poll would hand these runs (created through the API, as from the UI) to
+    # warm processes, which do not count toward the runner's limit this test is about.
     with log.open("w") as handle:
         watch = subprocess.Popen(
             [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(waits), str(other)],

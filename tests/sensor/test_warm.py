@@ -1,9 +1,11 @@
 """Warm processes on the session's real Prefect server: a routed run starts in one, exactly once, as a
-normal flow run; a warm process killed mid-run leaves its run Crashed and is replaced; a run cancelled
-as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in flight
-cancels it and leaves a successor, as for the runner's runs. The first test checks the runner's side of the
-hand-off alone. The next three share one `watch` (each writes its own sources and reads back only its own
-runs, so they run in any order); the last stops a `watch` of its own, on a chain of its own."""
+normal flow run; so does a run asked for through the API (as the UI asks), found by the runner's poll, and
+a run resumed after a decision; a warm process killed mid-run leaves its run Crashed and is replaced; a run
+cancelled as the UI cancels it ends Cancelled and its process with it; stopping `watch` with a warm run in
+flight cancels it and leaves a successor, as for the runner's runs, which the next `watch` runs warm. The
+first test checks the runner's side of the hand-off alone. The tests taking the `watch` fixture share one
+`watch` (each writes its own sources and reads back only its own runs, so they run in any order); the others
+start a `watch` of their own, on a chain of their own."""
 
 from __future__ import annotations
 
@@ -47,9 +49,9 @@ def note(data):
     torn_down.wait(data.get("nap", 0))
     return {"noted": True}
 '''
-# A source per hop, none written by two tests: work-0..1 (runs once), 2..3 (killed), 4 (cancelled), and
-# on the stopped `watch`'s own chain, 0.
-SOURCES = 5
+# A source per hop, none written by two tests: work-0..1 (runs once), 2..3 (killed), 4 (cancelled), 5 (asked
+# for through the API), and on the stopped `watch`'s own chain, 0.
+SOURCES = 6
 
 
 def wait_for(condition, timeout: float, what: str, log: Path, interval: float = 0.1) -> None:
@@ -184,10 +186,10 @@ def test_the_runners_poll_leaves_a_run_reserved_for_a_warm_process_alone(prefect
     reserved = {key}
 
     class Pool:
-        """What the runner asks of the WarmPool."""
+        """What the runner asks of the WarmPool: which of the runs its poll found it may start."""
 
-        def is_reserved(self, run) -> bool:
-            return run.idempotency_key in reserved
+        def leave_to_runner(self, runs):
+            return [run for run in runs if run.idempotency_key not in reserved]
 
     async def poll() -> None:
         runner = _runner(1.0, Pool(), asyncio.Event())
@@ -264,6 +266,78 @@ def test_a_warm_run_goes_to_the_server_watch_found_in_its_folder(tmp_path):
         server.stop()
 
 
+def test_a_run_asked_for_through_the_api_runs_in_an_idle_warm_process(watch):
+    """A run the sensor did not create (a Quick or Custom run from the UI, a successor a stopped `watch`
+    left, a run resumed after a pause) is found by the runner's poll; with a warm process idle, it runs
+    there, claimed and run as the sensor's runs are, not in a new `python -m prefect.engine`."""
+    from prefect.client.orchestration import get_client
+
+    watch.wait_until_warm()
+    # What the route into work-5 writes; the run is then asked for as the UI asks, not by the sensor.
+    write_slot(watch.folder / "slots" / "work-5_input.json",
+               input_slot_document(from_node="src-5", route_id="route-5", data={"source": 5}))
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name(f"chain/{watch.chain_id}")
+        flow_run_id = str(client.create_flow_run_from_deployment(
+            deployment.id, parameters={"start_nodes": ["work-5"]}).id)
+    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+    run, states = run_of(flow_run_id)
+    assert run.state.is_completed(), run.state
+    assert [s.name for s in states] == ["Scheduled", "Pending", "Submitting", "Running", "Completed"]
+    [attempt] = watch.attempts(5)
+    assert attempt["process"] == "slotrelay-warm", attempt
+    assert f"flow run {flow_run_id} runs in warm process {attempt['pid']}" in watch.log.read_text()
+
+
+def test_a_run_resumed_after_a_decision_starts_again_in_a_warm_process(prefect_server, tmp_path):
+    """A deployment run that needs a person's decision is suspended (its warm process ends with it); the
+    decision puts it back to Scheduled ("Resuming"), the runner's poll finds it, and it starts again in the
+    replacement warm process, not in a new `python -m prefect.engine`."""
+    from prefect.client.orchestration import get_client
+
+    from tests.sensor.test_suspend import write_chains
+
+    waits, _ = write_chains(tmp_path / "chains")
+    log = tmp_path / "watch.log"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "250"}
+    with log.open("w") as out:
+        watching = subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "1", str(waits)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def ready() -> int:
+        return len(re.findall(r"warm process \d+ ready", log.read_text()))
+
+    try:
+        wait_for(lambda: ready() or watching.poll() is not None, 120, "an idle warm process", log)
+        assert watching.poll() is None, log.read_text()
+        with get_client(sync_client=True) as client:
+            # Its own slots root: the sensor, which watches the chain's folder, does not route its writes.
+            run = client.create_flow_run_from_deployment(
+                client.read_deployment_by_name("chain/waits").id,
+                parameters={"slots_root": str(tmp_path / "run"), "stop_at_external": False})
+            wait_for(lambda: client.read_flow_run(run.id).state.name == "Suspended", 120,
+                     "the run to be suspended for a decision", log, API_POLL_SECONDS)
+            assert f"flow run {run.id} runs in warm process" in log.read_text(), log.read_text()
+            wait_for(lambda: ready() == 2, 120, "the replacement warm process", log)
+            [alert_file] = sorted((tmp_path / "run" / "alerts").glob("alert-*.json"))
+            decided = subprocess.run(
+                [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue", "--data",
+                 '{"answer": 42}'],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+            assert decided.returncode == 0, decided.stderr
+            wait_for(lambda: final(str(run.id)), 180, "the decided run to end", log, API_POLL_SECONDS)
+            assert client.read_flow_run(run.id).state.is_completed(), client.read_flow_run(run.id).state
+    finally:
+        watching.send_signal(signal.SIGINT)
+        code = watching.wait(timeout=90)
+    assert code == 0, log.read_text()
+    started = re.findall(rf"flow run {run.id} runs in warm process (\d+)", log.read_text())
+    assert len(started) == 2 and started[0] != started[1], log.read_text()
+    after = read_slot(tmp_path / "run" / "slots" / "after_output.json")
+    assert after["data"] == {"after": {"answer": 42}}
+
+
 def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(watch):
     flow_run_id = watch.hop(2, nap=600)
     wait_for(lambda: bool(watch.attempts(2)), 120, "the node to start", watch.log)
@@ -298,7 +372,10 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)
 
 
-def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(prefect_server, tmp_path):
+def test_stopping_watch_cancels_a_warm_run_in_flight_and_its_successor_runs_warm_in_the_next(prefect_server,
+                                                                                             tmp_path):
+    """The successor is found by the next `watch`'s first poll, while its warm process is still importing: it
+    waits for that process instead of starting a new one."""
     # A `watch` of its own (the one this test stops), on a chain of its own: the successor it leaves is
     # never run by the shared `watch`.
     with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as watch:
@@ -311,6 +388,13 @@ def test_stopping_watch_cancels_a_warm_run_in_flight_and_leaves_it_a_successor(p
     assert run.state.is_cancelled(), run.state
     [successor] = [r for r in watch.runs() if r.state.is_scheduled()]
     assert successor.parameters == {**run.parameters, "resume": True}
+    # (Its node was not cut off: the cancel ended its nap and it completed, so the successor has nothing left
+    # to run but the flow run itself.)
+    with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as again:
+        wait_for(lambda: final(str(successor.id)), 120, "the successor to end", again.log, API_POLL_SECONDS)
+        assert run_of(str(successor.id))[0].state.is_completed()
+        assert re.search(rf"flow run {successor.id} runs in warm process \d+", again.log.read_text()), \
+            again.log.read_text()
 
 
 def test_once_a_stop_has_begun_the_pool_starts_no_process_and_hands_none_out(prefect_server, tmp_path):
