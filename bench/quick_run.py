@@ -9,8 +9,8 @@ port), each watching its own one-hop chain:
 The variants are interleaved (runner, warm, runner, warm, ...), one run at a time, each started once its
 `watch` is quiet again (the warm one: its replacement ready). For each run:
 - wall: the run's creation to its Completed state, from the server's record;
-- CPU to Completed: the `watch` process and all its children (those it has reaped included), from the
-  creation request to Completed;
+- CPU to Completed: the `watch` process and all its descendants (with the children each has reaped),
+  from the creation request to Completed;
 - CPU to quiet: the same until the `watch` is ready for the next run (the warm pool's replacement has
   imported Prefect and the chain flow; the runner's child has exited);
 - server CPU: the Prefect server's process tree over the same span (the API calls either path makes).
@@ -52,15 +52,15 @@ def free_port() -> int:
 
 
 def tree_cpu(process: psutil.Process) -> float:
-    """CPU-seconds of `process`, its reaped children, and its live descendants."""
-    times = process.cpu_times()
-    total = times.user + times.system + times.children_user + times.children_system
-    for child in process.children(recursive=True):
+    """CPU-seconds of `process` and its live descendants, each with the children it has reaped (the warm
+    processes are the fork server's children)."""
+    total = 0.0
+    for member in [process, *process.children(recursive=True)]:
         try:
-            child_times = child.cpu_times()
+            times = member.cpu_times()
         except psutil.Error:
             continue
-        total += child_times.user + child_times.system
+        total += times.user + times.system + times.children_user + times.children_system
     return total
 
 

@@ -126,6 +126,9 @@ class WarmPool:
         # once `_run` has taken it, until the claim is decided). The runner's poll leaves these runs alone.
         self._reserved: dict[str, _Warm | None] = {}
         self._warming: set[_Warm] = set()
+        # When each warm process still being forked was asked for (the first waits for the fork server's
+        # import): warming too, for the runs the runner's poll finds meanwhile.
+        self._forking: list[float] = []
         self._running: set[uuid.UUID] = set()
         # Deployment id -> (flow name, deployment name) of the served deployments (`serve`).
         self._deployments: dict[uuid.UUID, tuple[str | None, str]] = {}
@@ -245,7 +248,9 @@ class WarmPool:
         """
         if self._loop is None or self._closing:
             return flow_runs
-        warming = sum(time.monotonic() - warm.started < WARMING_WAIT_SECONDS for warm in self._warming)
+        now = time.monotonic()
+        warming = sum(now - started < WARMING_WAIT_SECONDS
+                      for started in [*self._forking, *(warm.started for warm in self._warming)])
         left = []
         for flow_run in flow_runs:
             if self.is_reserved(flow_run):
@@ -302,6 +307,8 @@ class WarmPool:
             name="slotrelay-warm",
             daemon=False,
         )
+        asked = time.monotonic()
+        self._forking.append(asked)
         try:
             # In a thread: the first start waits for the fork server to import Prefect (seconds).
             await anyio.to_thread.run_sync(process.start)
@@ -311,9 +318,10 @@ class WarmPool:
             parent.close()
             return
         finally:
+            self._forking.remove(asked)
             child.close()
         logger.info("starting warm process %d", process.pid)
-        warm = _Warm(process, parent)
+        warm = _Warm(process, parent, asked)
         self._warming.add(warm)
         try:
             await anyio.wait_readable(parent)
