@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from psmr_mcp.catalog import ToolSpec
+from slotrelay.chain.outcomes import OUTPUT_STATUSES
 from slotrelay.psmr import envelope
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ INSTRUCTIONS = (
     "engine does next, or which rule failed at which JSON path, and then nothing was written)."
 )
 MAX_WAIT_S = 600
-# `slotrelay.chain.slots.OUTPUT_STATUSES`, spelled out: importing the slots module builds its pydantic
-# models (about 4 ms of CPU), which a server answering workspaces alone never uses (docs/mcp.md#cold-start).
-# tests/mcp/test_engine_tools.py holds the two equal.
-OUTPUT_STATUSES = ("completed", "failed", "skipped")
 
 CHAIN_ID = {
     "type": "string",

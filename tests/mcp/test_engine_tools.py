@@ -17,10 +17,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
 
-from psmr_mcp import WorkspaceRegistry, build_server, engine_tools
+from psmr_mcp import WorkspaceRegistry, build_server
 from psmr_mcp.engine_tools import EngineTools
 from slotrelay.chain.agent_view import AgentGrants, ServedChains
-from slotrelay.chain.slots import OUTPUT_STATUSES, content_hash, read_slot
+from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, ATTESTED, phase2_copy, right_answer, route_to_review
 from tests.mcp.test_tools import call, ok, refused
 from tests.support.waiting import wait_until_async
@@ -338,9 +338,3 @@ def test_serve_refuses_grants_it_cannot_honour(chain_path: Path, extra: list[str
     assert done.exit_code == 2 and done.stderr.startswith(says), done.stderr
     nothing = CliRunner().invoke(app, ["mcp", "serve"], input="")
     assert nothing.exit_code == 2 and "--workspace PATH" in nothing.stderr and "--chain" in nothing.stderr
-
-
-def test_node_submit_offers_the_statuses_the_slots_accept() -> None:
-    # The tool spells them out so that a server without --chain starts without the slots module.
-    assert engine_tools.OUTPUT_STATUSES == OUTPUT_STATUSES
-    assert EngineTools.schemas["node_submit"]["properties"]["status"]["enum"] == list(OUTPUT_STATUSES)
