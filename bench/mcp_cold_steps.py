@@ -1,7 +1,7 @@
 """Where `slotrelay mcp serve`'s cold start goes: the CPU time of each step to the first answer, in one
-fresh process per run, in the order the server takes them (the SDK, the CLI, PSMR's imports, the
-check of the built workspace at start, the tool surface, the first `psmr_query_search`), and whether
-networkx or jsonschema was imported on the way (neither should be).
+fresh process per run, in the order the server takes them (the SDK, the CLI, the parse of serve's
+options, PSMR's imports, the check of the built workspace at start, the tool surface, the first
+`psmr_query_search`), and whether networkx or jsonschema was imported on the way (neither should be).
 
 CPU time, not wall time, so that other work on a shared machine inflates the figures less; each run
 is a new interpreter (imports are cold, bytecode caches warm), the median of `--runs` is printed.
@@ -35,9 +35,11 @@ def step():
 import mcp.server.lowlevel, mcp.server.stdio, mcp_types; step()
 import typer, typer.main; step()
 import slotrelay.cli
-typer.main.get_command(slotrelay.cli.app).get_command(None, "mcp").get_command(None, "serve"); step()
+serve = typer.main.get_command(slotrelay.cli.app).get_command(None, "mcp").get_command(None, "serve"); step()
+root = Path(sys.argv[1])
+serve.make_context("serve", ["--workspace", str(root)]); step()
 import anyio, psmr_mcp, psmr_mcp.transports; step()
-root = Path(sys.argv[1]); registry = psmr_mcp.WorkspaceRegistry([root])
+registry = psmr_mcp.WorkspaceRegistry([root])
 registry.build(root, at_startup=True); step()
 from psmr_mcp.server import ToolSurface
 surface = ToolSurface(registry); step()
@@ -52,6 +54,7 @@ NAMES = (
     "the MCP SDK (mcp.server.lowlevel, its stdio transport, mcp_types)",
     "typer",
     "slotrelay.cli and the mcp serve command",
+    "parsing serve's options (typer builds a pydantic TypeAdapter per option)",
     "psmr_mcp and PSMR's read side",
     "checking the built workspace at start",
     "the tool surface (schemas, argument validators)",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from psmr_mcp.catalog import ToolSpec
-from slotrelay.chain.slots import OUTPUT_STATUSES
+from slotrelay.chain.outcomes import OUTPUT_STATUSES
 from slotrelay.psmr import envelope
 
 if TYPE_CHECKING:

@@ -22,10 +22,10 @@ from typing import Any
 
 from slotrelay.chain.errors import AgentNotGranted, AgentRequestInvalid, AgentTargetNotFound
 from slotrelay.chain.models import Chain, FieldEqualsCheck, JsonSchemaCheck, Node, PathExistsCheck
+from slotrelay.chain.outcomes import OUTPUT_STATUSES
 from slotrelay.chain.provenance import WAITING, input_slot_path, output_slot_path, slot_pending
 from slotrelay.chain.schema import load_chain
 from slotrelay.chain.slots import (
-    OUTPUT_STATUSES,
     OutputSlotShape,
     SlotInvalid,
     content_hash,

@@ -15,6 +15,9 @@ from typing import Any, Literal
 from slotrelay.chain.errors import NodeError
 
 Handling = Literal["retry", "skip", "fail", "escalate", "arbitrate"]
+# What an output slot's `status` may say. Here, not in slotrelay.chain.slots, so that what only needs
+# the words (the MCP server's tool schemas) does not build the slots' pydantic models.
+OUTPUT_STATUSES = ("completed", "failed", "skipped")
 
 
 class NodeState(StrEnum):

@@ -22,8 +22,8 @@ from typing import Any
 
 from slotrelay.chain.checks import identity_problems
 from slotrelay.chain.models import Chain
+from slotrelay.chain.outcomes import OUTPUT_STATUSES
 from slotrelay.chain.slots import (
-    OUTPUT_STATUSES,
     OutputSlotRead,
     SlotInvalid,
     content_hash,

@@ -42,12 +42,12 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slotrelay import fsio
+from slotrelay.chain.outcomes import OUTPUT_STATUSES
 from slotrelay.errors import SlotrelayError
 from slotrelay.timestamps import now_iso
 from slotrelay.validation_text import model_problems
 
 TMP_SUFFIX = ".tmp"
-OUTPUT_STATUSES = ("completed", "failed", "skipped")
 # Deeper documents are refused: the engine copies, hashes, dumps and checks slot data with
 # recursive code (json, jsonschema, Prefect's parameter walk) that must never hit the recursion limit.
 MAX_NESTING = 100

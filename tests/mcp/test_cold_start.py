@@ -40,6 +40,9 @@ NOT_NEEDED_OF_PSMR = (
     "slotrelay.psmr.ops.analyses",
     "slotrelay.psmr.ops.findings",
     "slotrelay.psmr.ops.diff",
+    # The chain engine's slots (pydantic models built at import): only the engine's tools use them, and a
+    # server without --chain answers workspaces alone.
+    "slotrelay.chain.slots",
 )
 IMPORTED = re.compile(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)$", re.MULTILINE)
 

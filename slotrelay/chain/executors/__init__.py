@@ -47,8 +47,8 @@ from slotrelay.chain.errors import (
 )
 from slotrelay.chain.models import Chain, CommandExecutor, ExternalExecutor, Node, PythonExecutor
 from slotrelay.chain.network import unreachable_reason
+from slotrelay.chain.outcomes import OUTPUT_STATUSES
 from slotrelay.chain.slots import (
-    OUTPUT_STATUSES,
     OutputSlotRead,
     SlotInvalid,
     ask_again,
