@@ -203,7 +203,6 @@ def read_slot_bytes(path: str | Path) -> tuple[bytes, float] | None:
         SlotInvalid: the path holds something other than a regular file, a folder on its way is a link
             or not a folder, or the file is over MAX_SLOT_BYTES.
     """
-    path = Path(path)
     try:
         raw, status = fsio.read_file_status(fsio.FS_ROOT, walked(path), limit=MAX_SLOT_BYTES)
     except (FileNotFoundError, NotADirectoryError):
