@@ -137,3 +137,19 @@ def test_slot_bytes_mean_what_json_writes_for_values_orjson_would_change(tmp_pat
     assert json.dumps(json.loads(raw)) == json.dumps(expected), "the slot reads back as json would write it"
     digest = write_slot(tmp_path / "b_input.json", document)
     assert digest == content_hash((tmp_path / "b_input.json").read_bytes()) == content_hash(raw)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+def test_a_slot_nested_past_the_limit_is_refused_however_it_is_encoded(encoding: str) -> None:
+    """parse_slot walks a document for its depth only when its bytes hold more than MAX_NESTING `{` and
+    `[`: a document cannot nest deeper than that, in any encoding json reads."""
+    path = Path("x_output.json")
+
+    def nested(levels: int) -> bytes:
+        return ('{"data": ' + '{"d": ' * (levels - 2) + "[]" + "}" * (levels - 2) + "}").encode(encoding)
+
+    assert parse_slot(path, nested(100)) is not None
+    with pytest.raises(SlotInvalid, match="nested deeper than 100 levels"):
+        parse_slot(path, nested(101))
+    wide = json.dumps({"data": [[] for _ in range(300)]}).encode(encoding)
+    assert parse_slot(path, wide) is not None, "many containers, two levels deep"
