@@ -67,8 +67,7 @@ def test_a_live_run_on_a_busy_machine_outlives_the_crash_window(prefect_server, 
         agent_writes(folder, "src", {"n": 1})
         wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "slow to run")
         # Two gaps between heartbeats: about 60 s of a live run under load, asked through one client at the
-        # API's pace (a new client every 0.2 s cost this process about 5 CPU-s over the wait, and the server
-        # more).
+        # API's pace (a new client every 0.2 s cost this process about 3.5 CPU-s more over the wait).
         with cpu_hogs(), get_client(sync_client=True) as client:
             [run] = chain_runs([folder.name])
             wait_until(lambda: heartbeats(client, run.id) >= HEARTBEATS,
