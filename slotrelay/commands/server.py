@@ -225,7 +225,8 @@ def _route_and_serve(routers: list[ChainRouter], url: str, *, slots_root: Path |
         )
         for r in routers
     }
-    # Warm processes run only what the sensor routes: with no chain to watch they would never run anything.
+    # With no chain to watch, the one chain deployment served is `chain/run-chain`, run from the UI now and
+    # then: a fork server's Prefect import and idle processes of ~100 MB each are not kept for it.
     warm_pool = (WarmPool(size=warm, chains=[r.chain_path for r in routers])
                  if warm and routers and not no_serve else None)
     starter = DeploymentStarter(targets, warm=warm_pool)
