@@ -138,7 +138,7 @@ def test_the_tutorial_from_a_fresh_clone(in_browser: InBrowser, prefect_server: 
     left = home_holder(home)
     assert left is not None and (left.started_by, left.api_url) == ("run", api_url), left
     log = tmp_path / "up.log"
-    up = start_up(["--port", str(port), "--warm", "0", CHAIN], cwd=clone, log=log)
+    up = start_up(["--port", str(port), CHAIN], cwd=clone, log=log)
     try:
         # 2. `slotrelay up` from the same folder reuses it, and says how other shells reach it.
         wait_for(lambda: "Ctrl-C stops" in log.read_text(), "the panel", up, log)
