@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from spread import described, goal_note, ratio, spread_note
 
 from harness.chains import agent_writes, make_chain
+from harness.load import tree_cpu
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 
 console = Console()
@@ -114,15 +115,7 @@ class Variant:
         import psutil
 
         assert self.process is not None
-        root = psutil.Process(self.process.pid)
-        total = 0.0
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                times = proc.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += times.user + times.system + times.children_user + times.children_system
-        return total
+        return tree_cpu(psutil.Process(self.process.pid))
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -39,8 +39,10 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
-# The harness's chain helpers are imported from the repository's root (`start`).
+# The harness's helpers are imported from the repository's root.
 sys.path.insert(0, str(ROOT))
+
+from harness.load import tree_cpu
 
 console = Console()
 
@@ -49,19 +51,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def tree_cpu(process: psutil.Process) -> float:
-    """CPU-seconds of `process` and its live descendants, each with the children it has reaped (the warm
-    processes are the fork server's children)."""
-    total = 0.0
-    for member in [process, *process.children(recursive=True)]:
-        try:
-            times = member.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
 
 
 @dataclass

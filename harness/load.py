@@ -42,3 +42,16 @@ def _spinning(core: int) -> Iterator[psutil.Process]:
     finally:
         process.kill()
         process.wait()
+
+
+def tree_cpu(process: psutil.Process) -> float:
+    """CPU seconds of `process` and its live descendants, each with what the children it has reaped spent
+    (a `watch`'s flow-run processes, its warm processes, which are its fork server's children)."""
+    total = 0.0
+    for member in [process, *process.children(recursive=True)]:
+        try:
+            times = member.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
