@@ -4,7 +4,8 @@ runner's poll every other run of the chain flow it finds.
 Served by Prefect's runner alone, a run waits for the runner's next poll (every second) and then for a
 new interpreter to import Prefect (`python -m prefect.engine`, ~1.5 CPU-s). `slotrelay watch` instead
 keeps `size` processes started ahead of need (deployments/warm_child.py), each with Prefect's flow
-engine and the chain flow already imported, blocked on a pipe. Before the sensor creates a flow run it
+engine and the chain flow already imported, blocked on a pipe: forked from a fork server that imported
+them once, so that a process costs a fork and its warm-up, not an import. Before the sensor creates a flow run it
 sets an idle one aside for it (`reserve`, keyed by the run's idempotency key); once created, the run is
 handed to it at once; a replacement starts warming once that run's process has ended.
 
@@ -89,7 +90,8 @@ CHILD_ENV = {"PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false"}
 CLOSE_SECONDS = 5.0
 # How long a run found by the runner's poll may wait for a warm process still importing: one taking longer
 # is stuck or starved, and the run goes to the runner rather than wait on it for good. A bound on a wait,
-# not a measurement: a warm process imports in 1-3 s, up to about 10 s under heavy load.
+# not a measurement: the fork server imports in 1-3 s, up to about 10 s under heavy load, and a fork
+# warms up in a fraction of that.
 WARMING_WAIT_SECONDS = 30.0
 
 
