@@ -188,8 +188,8 @@ def test_a_suspended_run_with_no_timeout_outlives_the_servers_expiry_of_one_with
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
     log = tmp_path / "watch.log"
     with log.open("w") as handle:
-        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(limited),
-                                  str(waiting)], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(limited), str(waiting)],
+                                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 90, "watch to start")
         assert watch.poll() is None, log.read_text()

@@ -47,9 +47,8 @@ def test_an_agent_node_over_mcp_with_watch_routing(prefect_server: str, tmp_path
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"}
     log = tmp_path / "watch.log"
     with log.open("w") as handle:
-        # No warm process: no check reads which process ran a run (test_warm has their runs).
         watch = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(chain_path)],
+            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain_path)],
             cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")

@@ -254,10 +254,8 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
     slots = tmp_path / "relay" / "slots"
     log = tmp_path / "watch.log"
     with log.open("w") as handle:
-        # No warm process: no check reads which process ran a run (test_warm has their runs), and each warm
-        # one started is a process importing Prefect.
         watch = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(chain), str(site_chain)],
+            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain), str(site_chain)],
             cwd=ROOT, env={**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200"},
             stdout=handle, stderr=subprocess.STDOUT,
         )
