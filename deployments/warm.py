@@ -5,9 +5,9 @@ Served by Prefect's runner alone, a run waits for the runner's next poll (every 
 new interpreter to import Prefect (`python -m prefect.engine`, ~1.5 CPU-s). `slotrelay watch` instead
 keeps `size` processes started ahead of need (deployments/warm_child.py), each with Prefect's flow
 engine and the chain flow already imported, blocked on a pipe: forked from a fork server that imported
-them once, so that a process costs a fork and its warm-up, not an import. Before the sensor creates a flow run it
-sets an idle one aside for it (`reserve`, keyed by the run's idempotency key); once created, the run is
-handed to it at once; a replacement starts warming once that run's process has ended.
+them once, so that a process costs a fork and its warm-up, not an import. Before the sensor creates a
+flow run it sets an idle one aside for it (`reserve`, keyed by the run's idempotency key); once created,
+the run is handed to it at once; a replacement starts warming once that run's process has ended.
 
 Every other run of a served deployment of the chain flow reaches `watch` through the runner's poll: a
 Quick or Custom run from the UI, a successor a stopped `watch` left, a run resumed after a pause (the
