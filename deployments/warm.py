@@ -314,10 +314,14 @@ class WarmPool:
         try:
             # In a thread: the first start waits for the fork server to import Prefect (seconds).
             await anyio.to_thread.run_sync(process.start)
-        except OSError:
-            # No process to be had (memory, process limit): the runs go to the runner; `watch` goes on.
-            logger.exception("could not start a warm process")
+        except (OSError, EOFError):
+            # No process to be had (memory, process limit, a fork server that died): the runs go to the
+            # runner; `watch` goes on. The fork server shares `watch`'s process group, which a terminal's
+            # Ctrl-C (and `up`'s stop) signals as a whole: one during its import of Prefect ends it, and
+            # this start with EOFError, while `watch` is stopping anyway.
             parent.close()
+            if not self._closing:
+                logger.exception("could not start a warm process")
             return
         finally:
             self._forking.remove(asked)
