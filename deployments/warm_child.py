@@ -8,8 +8,7 @@ watcher's environment, and Prefect's child flags) and builds Prefect's settings 
 fork server imported Prefect under the watcher's own environment (a `watch` that found its folder's
 server holds its API address in its settings, not in its environment). It then opens an API client,
 says `ready` on its pipe, and blocks until the pool hands it a flow run. It then does what the child of
-Prefect's
-`run_flow_in_subprocess` does (Prefect 3.9.1, `prefect.flow_engine`): take the run's one-shot
+Prefect's `run_flow_in_subprocess` does (Prefect 3.9.1, `prefect.flow_engine`): take the run's one-shot
 control-channel variables and run the existing flow run in-process under `handle_engine_signals`. It
 runs that one flow run and exits, so its exit code means what a runner's child's exit code means.
 
