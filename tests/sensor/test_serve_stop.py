@@ -95,13 +95,20 @@ def stopped_while_held(prefect_server: str, tmp_path, held_at: int, to_the_group
             os.killpg(serving.pid, signal.SIGINT)
         else:
             serving.send_signal(signal.SIGINT)
-        # The importer may be gone (a fork server the group's SIGINT ended): nobody to release then.
-        with contextlib.suppress(OSError):
-            release = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+
+        def released() -> bool:
+            """Write to the FIFO once its importer has opened it; the importer may also be gone (a fork
+            server the group's SIGINT ended), and with it the serving process's wait for it."""
             try:
+                release = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: its importer has not opened it (yet)
+                return serving.poll() is not None
+            with contextlib.suppress(BrokenPipeError):
                 os.write(release, b"go")
-            finally:
-                os.close(release)
+            os.close(release)
+            return True
+
+        wait_until(released, timeout=240, what="the held import to be released", details=log.read_text)
         try:
             # A deadline, not a measurement: a process that lost the signal serves on forever.
             code = serving.wait(timeout=240)
