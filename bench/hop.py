@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from spread import described, goal_note, ratio, spread_note
 
-from harness.chains import agent_writes, make_chain
+from harness.chains import agent_writes, make_chain, start_watch_warm
 from harness.load import tree_cpu
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 
@@ -98,11 +98,7 @@ class Variant:
     def start(self, rounds: int, api_url: str) -> None:
         self.chain = make_chain(self.folder, self.name, rounds)
         self.log = self.folder / "watch.log"
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "slotrelay.cli", "watch", str(self.chain), "--warm", str(self.warm)],
-                cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "200"},
-                stdout=out, stderr=subprocess.STDOUT)
+        self.process = start_watch_warm(self.chain, self.warm, api_url, self.log)
 
     def ready(self) -> bool:
         assert self.process is not None

@@ -26,7 +26,6 @@ import re
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,15 +62,11 @@ class Variant:
     samples: list[dict[str, float]] = field(default_factory=list)
 
     def start(self, api_url: str) -> None:
-        from harness.chains import make_chain
+        from harness.chains import make_chain, start_watch_warm
 
         self.chain = make_chain(self.folder, self.name, 1)
         self.log = self.folder / "watch.log"
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "slotrelay.cli", "watch", str(self.chain), "--warm", str(self.warm)],
-                cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "200"},
-                stdout=out, stderr=subprocess.STDOUT)
+        self.process = start_watch_warm(self.chain, self.warm, api_url, self.log)
         self.tree = psutil.Process(self.process.pid)
 
     def quiet(self) -> bool:

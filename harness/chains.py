@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
 
 from slotrelay.chain.slots import output_slot_document
+
+ROOT = Path(__file__).resolve().parents[1]
 
 WORK_CALLABLE = "sensor_work:stamp"
 WORK_MODULE = '''
@@ -166,3 +170,13 @@ def small_chain(folder: Path, chain_id: str = "small") -> Path:
     path = folder / "node_chain.json"
     path.write_text(json.dumps(chain))
     return path
+
+
+def start_watch_warm(chain: Path, warm: int, api_url: str, log: Path) -> subprocess.Popen[bytes]:
+    """`slotrelay watch CHAIN --warm N` on `api_url`, run from the repository's root, its output in `log`
+    (the benches' variants of a served chain)."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "slotrelay.cli", "watch", str(chain), "--warm", str(warm)],
+            cwd=ROOT, env={**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "200"},
+            stdout=out, stderr=subprocess.STDOUT)
