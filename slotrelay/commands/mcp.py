@@ -2,17 +2,21 @@
 
 The MCP SDK and `psmr_mcp` are imported inside the command, once its options are checked: `slotrelay
 --help` stays fast, the core never depends on them, and a bad option is refused without the SDK's import
-(about 1 CPU-s). Exit codes (printed and mapped in slotrelay.cli): 2 for a bad option or a
-folder that cannot be served, 1 when building a workspace at start fails, 3 when the MCP SDK is
-missing; 0 after a clean stop (stdin closed, or Ctrl-C).
+(about 1 CPU-s); the cyclic garbage collector is off while they are imported (`frozen_imports`).
+Exit codes (printed and mapped in slotrelay.cli): 2 for a bad option or a folder that cannot be
+served, 1 when building a workspace at start fails, 3 when the MCP SDK is missing; 0 after a clean
+stop (stdin closed, or Ctrl-C).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -155,11 +159,12 @@ def serve(
         if not folder.is_dir():
             raise BadInput(f"--workspace {folder}: not a folder")
     try:
-        import anyio
+        with frozen_imports():
+            import anyio
 
-        from psmr_mcp import WorkspaceRegistry, build_server
-        from psmr_mcp.engine_tools import EngineTools
-        from psmr_mcp.transports import serve_http, serve_stdio
+            from psmr_mcp import WorkspaceRegistry, build_server
+            from psmr_mcp.engine_tools import EngineTools
+            from psmr_mcp.transports import serve_http, serve_stdio
     except ImportError as exc:
         raise EnvironmentMissing(f"the MCP SDK is not installed ({exc}); run `pip install -e .`") from exc
 
@@ -207,6 +212,28 @@ def serve(
         raise BadInput(f"--http {http}: cannot listen ({exc.strerror or exc}); pick another port") from exc
     except KeyboardInterrupt:
         _say("PSMR MCP server stopped")
+
+
+@contextmanager
+def frozen_imports() -> Iterator[None]:
+    """Import the server's modules with the cyclic garbage collector off, then freeze every object alive.
+
+    The MCP SDK's import makes about 120,000 objects (modules, classes, pydantic's schemas) that live as
+    long as the process, as the CLI's do. While they are made, the collector scans them over and over
+    (about 180 passes, a tenth of the import's CPU: 70-85 ms, docs/benchmarks.md#psmr-over-mcp); once
+    made, each of its full passes scans them all again. Frozen (`gc.freeze`), the collector never looks
+    at them: the few hundred objects of cyclic garbage the imports leave stay, and everything made after
+    (the workspaces, the answers) is collected as before. Frozen before the workspaces are built, so
+    that the resolutions the server keeps and replaces are never frozen.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
 
 def parse_http_address(address: str) -> tuple[str, int]:

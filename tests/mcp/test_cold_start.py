@@ -8,6 +8,7 @@ needed is in the log: none of them may be a library or a part of PSMR that only 
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -17,6 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from slotrelay.commands.mcp import frozen_imports
 from tests.mcp.processes import SLOTRELAY
 
 pytestmark = pytest.mark.anyio
@@ -77,3 +79,22 @@ async def test_the_first_answer_imports_only_what_it_needs(
     roots = {name.split(".")[0] for name in imported}
     assert roots.isdisjoint(NOT_NEEDED), sorted(roots & set(NOT_NEEDED))
     assert imported.isdisjoint(NOT_NEEDED_OF_PSMR), sorted(imported & set(NOT_NEEDED_OF_PSMR))
+
+
+def test_the_imports_objects_are_frozen_and_collection_resumes_after_them() -> None:
+    """`slotrelay mcp serve` imports the SDK under `frozen_imports`: the collector is off while the
+    objects are made, never scans them after, and collects what is made later (the workspaces)."""
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        with frozen_imports():
+            assert not gc.isenabled()
+            made = [[index] for index in range(1000)]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(made)
+        with pytest.raises(ImportError), frozen_imports():
+            raise ImportError("the MCP SDK is not installed")
+        assert gc.isenabled()
+    finally:
+        # The test process's own objects go back to the collector's oldest generation.
+        gc.unfreeze()
