@@ -282,11 +282,21 @@ class WorkerDeath:
     watch_exit: int
 
 
-def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: float) -> WorkerDeath:
+def _nothing() -> None:
+    """What a scenario run alone waits for once its watch and first worker are up: nothing."""
+
+
+def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: float, *,
+                            before_chain: Callable[[], object] = _nothing) -> WorkerDeath:
     """The dead-worker scenario: `watch --pool --crash-after crash_after` on `dying_chain(folder)`,
     worker-a takes its run; once `slow` runs, worker-b starts and worker-a is killed with its flow-run
     process (kill -9); then wait for the run to complete. The chain's id is the folder's name; logs go
-    beside it."""
+    beside it.
+
+    `before_chain` is called once `watch` watches and worker-a has started, before the agent's first write.
+    Scenarios run together on one server wait there until every `watch` is up: a `watch --pool` starting
+    replaces the server's crash automation (`deployments.pool.ensure_automations`), and the server forgets
+    the silences the old one was timing, so a run killed before it would never be crashed."""
     from harness.chains import agent_writes
 
     chain_id = folder.name
@@ -302,6 +312,7 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: 
         if watch.poll() is not None:
             raise RuntimeError((folder / "watch.log").read_text())
         wait_for(lambda: "started!" in (logs / f"{chain_id}-a.log").read_text(), 120, "worker-a to start")
+        before_chain()
         agent_writes(folder, "src", {"n": 7})
         wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "worker-a to run slow")
         # The other worker starts once worker-a holds the run, so the run cannot have gone to it first.
@@ -409,12 +420,13 @@ class SecondRunDeath:
     watch_exit: int
 
 
-def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
-                                  crash_after: float) -> SecondRunDeath:
+def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path, crash_after: float, *,
+                                  before_chain: Callable[[], object] = _nothing) -> SecondRunDeath:
     """`watch --pool` on `rounds_chain(folder)`: a first run completes on worker-a; in the second (new
     content from the agent), once `slow` runs, worker-b starts and worker-a alone is killed (kill -9: its
     flow-run process is not); then `slow` may go on, and, unless that process outlived its worker, the
-    test waits for the second run to complete. The chain's id is the folder's name; logs go beside it."""
+    test waits for the second run to complete. The chain's id is the folder's name; logs go beside it.
+    `before_chain` as in `kill_a_worker_mid_chain`."""
     import psutil
 
     from harness.chains import agent_writes
@@ -432,6 +444,7 @@ def kill_a_worker_in_a_second_run(api_url: str, pool: str, folder: Path,
         if watch.poll() is not None:
             raise RuntimeError((folder / "watch.log").read_text())
         wait_for(lambda: "started!" in (logs / f"{chain_id}-a.log").read_text(), 120, "worker-a to start")
+        before_chain()
         (folder / "release-1").touch()
         agent_writes(folder, "src", {"n": 1})
         # A run cannot complete before its last node has started: the API is asked only from then on.
