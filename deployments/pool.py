@@ -174,17 +174,30 @@ def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> li
 
 def ensure_automations(crash_after: timedelta = CRASH_AFTER) -> None:
     """Create the crash and reschedule automations, or bring existing ones of those names up to date (one
-    pair per server: the last `watch --pool` to start sets the crash window of every pool's runs)."""
+    pair per server: the last `watch --pool` to start sets the crash window of every pool's runs).
+
+    An automation that already says what it should is left as it is. Updating one gives its trigger a new
+    id, and the server forgets the silences the old trigger was timing: a run whose worker died just
+    before a `watch --pool` started again (or one on another pool) would then stay Running for good.
+    """
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
         for automation in crash_and_reschedule_automations(crash_after):
             existing = client.read_automations_by_name(automation.name)
-            if existing:
-                client.update_automation(existing[0].id, automation)
-            else:
+            if not existing:
                 client.create_automation(automation)
                 logger.info("automation %r created", automation.name)
+            elif _settings(existing[0]) != _settings(automation):
+                client.update_automation(existing[0].id, automation)
+                logger.info("automation %r updated", automation.name)
+
+
+def _settings(automation: AutomationCore) -> dict[str, Any]:
+    """What an automation does: its fields but its id (an automation read back is an `Automation`)."""
+    from prefect.events.schemas.automations import AutomationCore
+
+    return automation.model_dump(include=set(AutomationCore.model_fields))
 
 
 def apply_on_pool(
@@ -258,17 +271,21 @@ class PoolRunReports:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         now = datetime.now(UTC)
+        wanted = [f"prefect.deployment.{d}" for d in self._deployments]
         crashed = EventFilter(
             # From now on (no backfill of earlier runs), for as long as `watch` runs.
             occurred=EventOccurredFilter(since=now, until=now + timedelta(days=3650)),
             event=EventNameFilter(name=["prefect.flow-run.Crashed"]),
-            related=EventRelatedFilter(id=[f"prefect.deployment.{d}" for d in self._deployments]),
+            related=EventRelatedFilter(id=wanted),
         )
         with contextlib.suppress(asyncio.CancelledError):
             async with get_events_subscriber(filter=crashed) as events:
                 self._listening.set()
                 async for event in events:
-                    self._report(await self._describe(event))
+                    # The subscription's filter does not narrow by related resource: every watch on the
+                    # server would otherwise print every pool's crashed runs.
+                    if any(resource.id in wanted for resource in event.related):
+                        self._report(await self._describe(event))
 
     async def _describe(self, event: Any) -> str:
         from prefect.client.orchestration import get_client

@@ -294,9 +294,8 @@ def kill_a_worker_mid_chain(api_url: str, pool: str, folder: Path, crash_after: 
     beside it.
 
     `before_chain` is called once `watch` watches and worker-a has started, before the agent's first write.
-    Scenarios run together on one server wait there until every `watch` is up: a `watch --pool` starting
-    replaces the server's crash automation (`deployments.pool.ensure_automations`), and the server forgets
-    the silences the old one was timing, so a run killed before it would never be crashed."""
+    Scenarios run together on one server wait there until every `watch` is up, so that their waits
+    overlap."""
     from harness.chains import agent_writes
 
     chain_id = folder.name

@@ -88,15 +88,14 @@ class Scenario:
 @pytest.fixture(scope="module")
 def scenarios(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scenario]:
     """The three scenarios run at once, by name, once all have ended: nothing of them runs on beside the
-    tests that come after (another `watch --pool` on the server would replace the crash automation)."""
+    tests that come after (a `watch --pool` with another window changes the server's crash automation)."""
     # Each watch reads the automations by name, then updates or creates them: on a server without them,
     # three watches starting at once could create a pair each, and two crash automations act twice.
     ensure_automations(WINDOW)
     all_watching = threading.Barrier(3, timeout=ALL_WATCHING_SECONDS)
 
     def before_chain() -> None:
-        # A watch starting replaces the crash automation, and the server forgets the silences the old
-        # one was timing: no chain runs until every watch is up.
+        # No chain runs until every watch is up: the three waits start together and overlap.
         try:
             all_watching.wait()
         except threading.BrokenBarrierError:
@@ -219,6 +218,10 @@ def test_a_second_run_whose_worker_dies_runs_every_node_after_the_cut_for_the_ne
         history = [(s.type.value, s.name) for s in client.read_flow_run_states(second.id)]
     assert ("CRASHED", "Crashed") in history and ("SCHEDULED", "Rescheduled") in history, history
     assert history[-1] == ("COMPLETED", "Completed")
+    # Its watch reported its own run's crash, and no other pool's (the killed scenario's run crashed too).
+    watch_log = (folder / "watch.log").read_text().splitlines()
+    reports = [line for line in watch_log if "crashed on the work pool" in line]
+    assert reports and all(f"chain/{folder.name}" in line for line in reports), reports
     ran = round_executions(folder)
     assert [(node, n) for node, n, _ in ran] == [
         ("first", 1), ("slow", 1), ("third", 1), ("fourth", 1),
@@ -237,3 +240,6 @@ def test_a_live_run_on_a_busy_machine_outlives_the_crash_window(scenarios) -> No
     assert "CRASHED" not in history, history
     assert history[-1] == "COMPLETED", history
     assert [n for n, _ in executions(live.folder)] == ["first", "slow"]
+    # The other scenarios' runs crashed on the same server, on other pools: not this watch's to report.
+    watch_log = (live.folder.parent / "watch.log").read_text()
+    assert "crashed on the work pool" not in watch_log, watch_log

@@ -1,0 +1,47 @@
+"""The crash automation a `watch --pool` sets up (deployments/pool.py) on the session's Prefect server.
+
+A `watch --pool` starting again, or one on another pool, must not reset the crash automation when it
+already holds the window asked for: updating it gives its trigger a new id, and the server forgets the
+silences the old trigger was timing, so a run whose worker died just before would stay Running for good
+(seen with a 40 s window: still Running 120 s after the kill). A different window does update it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from deployments.pool import CRASH_AFTER, CRASH_AUTOMATION, RESCHEDULE_AUTOMATION, ensure_automations
+
+pytestmark = pytest.mark.prefect_server
+
+
+def triggers() -> dict[str, tuple[str, float]]:
+    """The id the server gave each of the two automations' triggers (new on every update; the client's
+    model leaves it out) and its window in seconds, by automation name."""
+    from prefect.client.orchestration import get_client
+
+    found = {}
+    with get_client(sync_client=True) as client:
+        for name in (CRASH_AUTOMATION, RESCHEDULE_AUTOMATION):
+            [automation] = client.read_automations_by_name(name)
+            stored = client.request("GET", "/automations/{id}", path_params={"id": automation.id}).json()
+            found[name] = (stored["trigger"]["id"], stored["trigger"]["within"])
+    return found
+
+
+def test_the_crash_automation_is_updated_only_when_its_window_changes(prefect_server) -> None:
+    ensure_automations(CRASH_AFTER)
+    before = triggers()
+    ensure_automations(CRASH_AFTER)
+    assert triggers() == before, "a watch asking for the same window reset the server's crash timers"
+    try:
+        ensure_automations(CRASH_AFTER + timedelta(seconds=20))
+        changed = triggers()
+        assert changed[CRASH_AUTOMATION][1] == (CRASH_AFTER + timedelta(seconds=20)).total_seconds()
+        assert changed[CRASH_AUTOMATION][0] != before[CRASH_AUTOMATION][0]
+        assert changed[RESCHEDULE_AUTOMATION] == before[RESCHEDULE_AUTOMATION]
+    finally:
+        # The other tests on this server expect the default window.
+        ensure_automations(CRASH_AFTER)
