@@ -32,8 +32,15 @@ run ends (prefect/flow_engine.py, `_send_heartbeats`: `time.sleep(1)` in `heartb
 constant of 0-1 s a run, not a cost of its nodes, that put a 100-node run's wall time in steps of 10 ms
 a node (bare tasks 11.0 ms, the chain 21.0 ms, for a gap of a few ms).
 
+`--slot-write-control` adds a third variant to each condition: the bare tasks, each also writing one
+slot the way an engine node writes its output slot (`write_slot`: a temporary file, fsync, rename,
+folder fsync). It prices that durable write alone: a task that waits on fsync leaves Prefect's threads
+idle, and their work after the wait costs the process more CPU than the fsync itself
+(docs/benchmarks.md, the chain section). The chain's ratio to it is what the engine adds besides the
+write the durability contract keeps.
+
     .venv/bin/python bench/chain_overhead.py [--rounds 15] [--without-hog] [--prefect-heartbeats]
-        [--profile FILE]
+        [--slot-write-control] [--profile FILE]
 
 `--profile FILE` runs the chain once more under cProfile after the timed rounds and writes the stats
 (read them with `python -m pstats FILE`).
@@ -71,6 +78,7 @@ GOAL = 1.15
 # Wall time with the hog: the engine's work waits for the core the hog leaves it, as bare tasks' does.
 GOAL_WALL_WITH_HOG = 1.3
 BARE, CHAIN = "bare Prefect tasks", "slotrelay chain"
+BARE_SLOT = "bare tasks + a slot write"
 QUIET, HOG = "", " + CPU hog"
 
 
@@ -135,6 +143,8 @@ def main() -> None:
     parser.add_argument("--without-hog", action="store_true", help="leave out the variants with a CPU hog")
     parser.add_argument("--prefect-heartbeats", action="store_true",
                         help="keep Prefect's flow-run heartbeat (its end of run waits for a whole second)")
+    parser.add_argument("--slot-write-control", action="store_true",
+                        help="add bare tasks that each write one slot as a node writes its output slot")
     parser.add_argument("--profile", type=Path, help="write a cProfile of one more chain run here")
     args = parser.parse_args()
     console = Console(width=170)
@@ -152,6 +162,7 @@ def main() -> None:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
         from flows.chain import run_chain
+        from slotrelay.chain.slots import write_slot
 
         @task(cache_policy=NO_CACHE, persist_result=False)
         def step(data: dict) -> dict:
@@ -164,11 +175,27 @@ def main() -> None:
                 data = step.with_options(task_run_name=f"t{i:03d}").submit(data).result()
             return data
 
+        control_slot = home / "control" / "output.json"
+
+        @task(cache_policy=NO_CACHE, persist_result=False)
+        def step_writing(data: dict) -> dict:
+            output = {"n": data.get("n", 0) + 1}
+            write_slot(control_slot, {"status": "completed", "data": output})
+            return output
+
+        @flow(name="bare-tasks-writing", persist_result=False)
+        def bare_writing() -> dict:
+            data: dict = {}
+            for i in range(NODES):
+                data = step_writing.with_options(task_run_name=f"t{i:03d}").submit(data).result()
+            return data
+
         chain_path = write_chain(home)
         here, served = [psutil.Process()], [psutil.Process(server.process.pid)]
         server_process = served[0]
         conditions = (QUIET,) if args.without_hog else (QUIET, HOG)
-        names = [f"{variant}{condition}" for condition in conditions for variant in (BARE, CHAIN)]
+        kinds = (BARE, CHAIN, BARE_SLOT) if args.slot_write_control else (BARE, CHAIN)
+        names = [f"{variant}{condition}" for condition in conditions for variant in kinds]
         cpu: dict[str, list[float]] = {name: [] for name in names}
         server_cpu: dict[str, list[float]] = {name: [] for name in names}
         load: list[float] = []
@@ -202,9 +229,9 @@ def main() -> None:
         runs: dict[str, tuple[Callable[[], Any], Callable[[Any], bool]]] = {
             BARE: (bare, lambda r: r == {"n": NODES}),
             CHAIN: (lambda: run_chain(str(chain_path)), lambda r: r["state"] == "COMPLETED"),
+            BARE_SLOT: (bare_writing, lambda r: r == {"n": NODES}),
         }
-        variants = {f"{variant}{condition}": timed(f"{variant}{condition}", *runs[variant])
-                    for condition in conditions for variant in (BARE, CHAIN)}
+        variants = {name: timed(name, *runs[name.removesuffix(HOG)]) for name in names}
         heartbeats = {} if args.prefect_heartbeats else {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
         with console.status(f"a warm-up run of each, then {args.rounds} interleaved rounds"), \
                 temporary_settings(updates=heartbeats):
@@ -229,7 +256,21 @@ def main() -> None:
                           described(cpu[chain_name], per_node, 1), ratio(cpu[chain_name], cpu[base_name]),
                           described(server_cpu[chain_name], per_node, 1),
                           ratio(server_cpu[chain_name], server_cpu[base_name]))
+            if args.slot_write_control:
+                control_name = f"{BARE_SLOT}{condition}"
+                control = samples[control_name]
+                table.add_row(control_name, described(control, per_node, 1), ratio(control, base),
+                              described(cpu[control_name], per_node, 1),
+                              ratio(cpu[control_name], cpu[base_name]),
+                              described(server_cpu[control_name], per_node, 1),
+                              ratio(server_cpu[control_name], server_cpu[base_name]))
         console.print(table)
+        if args.slot_write_control:
+            for condition in conditions:
+                chain_name, control_name = f"{CHAIN}{condition}", f"{BARE_SLOT}{condition}"
+                console.print(f"chain against {control_name}: wall"
+                              f" {ratio(samples[chain_name], samples[control_name])},"
+                              f" CPU here {ratio(cpu[chain_name], cpu[control_name])}")
         console.print(f"load average (1 min) before each run: {described(load, 1, 1)},"
                       f" {min(load):.1f}-{max(load):.1f}; Prefect's flow-run heartbeat"
                       f" {'on' if args.prefect_heartbeats else 'off'}")
