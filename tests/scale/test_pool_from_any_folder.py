@@ -16,15 +16,19 @@ import shutil
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from deployments.pool import CRASH_AFTER, CRASH_AUTOMATION, ensure_automations
 from harness.chains import agent_writes, make_chain
 from harness.workers import ROOT, chain_runs, pool_exists, stop, wait_for
 from slotrelay.chain.slots import read_slot
 
 pytestmark = pytest.mark.prefect_server
+# Not the default: `--crash-after` reaches the crash automation.
+WINDOW = 50
 
 
 def start(args: list[str], *, cwd: Path, api_url: str, log: Path) -> subprocess.Popen:
@@ -34,6 +38,15 @@ def start(args: list[str], *, cwd: Path, api_url: str, log: Path) -> subprocess.
     with log.open("w") as handle:
         return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=env, stdout=handle,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def crash_window() -> timedelta:
+    """The window of the server's crash automation, which `watch --pool --crash-after` sets."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        [automation] = client.read_automations_by_name(CRASH_AUTOMATION)
+    return automation.trigger.within
 
 
 def completed(path: Path) -> bool:
@@ -53,12 +66,13 @@ def pool_watch(prefect_server, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     log = tmp_path / "watch.log"
-    watch = start(["slotrelay.cli", "watch", "--pool", pool, "node_chain.json"], cwd=folder,
-                  api_url=prefect_server, log=log)
+    watch = start(["slotrelay.cli", "watch", "--pool", pool, "--crash-after", str(WINDOW), "node_chain.json"],
+                  cwd=folder, api_url=prefect_server, log=log)
     worker = None
     try:
         wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 120, "watch to start")
         assert watch.poll() is None and pool_exists(pool), log.read_text()
+        assert crash_window() == timedelta(seconds=WINDOW)
         worker_log = tmp_path / "worker.log"
         worker = start(["prefect", "worker", "start", "--pool", pool, "--name", "elsewhere"], cwd=elsewhere,
                        api_url=prefect_server, log=worker_log)
@@ -71,6 +85,8 @@ def pool_watch(prefect_server, tmp_path):
             stop(worker)
         code = stop(watch)
         shutil.rmtree(inside)
+        # The other tests on this server expect the default window.
+        ensure_automations(CRASH_AFTER)
     assert code == 0, log.read_text()
 
 
