@@ -36,6 +36,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
@@ -179,8 +180,13 @@ def ensure_automations(crash_after: timedelta = CRASH_AFTER) -> None:
     An automation that already says what it should is left as it is. Updating one gives its trigger a new
     id, and the server forgets the silences the old trigger was timing: a run whose worker died just
     before a `watch --pool` started again (or one on another pool) would then stay Running for good.
+
+    Two `watch --pool` starting at once on a server without them both find none and both create a pair;
+    two crash automations would act twice. So every `watch` keeps the one of a name with the least id,
+    the same one whichever looks, and deletes the others.
     """
     from prefect.client.orchestration import get_client
+    from prefect.exceptions import PrefectHTTPStatusError
 
     with get_client(sync_client=True) as client:
         for automation in crash_and_reschedule_automations(crash_after):
@@ -188,8 +194,17 @@ def ensure_automations(crash_after: timedelta = CRASH_AFTER) -> None:
             if not existing:
                 client.create_automation(automation)
                 logger.info("automation %r created", automation.name)
-            elif _settings(existing[0]) != _settings(automation):
-                client.update_automation(existing[0].id, automation)
+                existing = client.read_automations_by_name(automation.name)
+            kept, *others = sorted(existing, key=lambda found: str(found.id))
+            for other in others:
+                try:
+                    client.delete_automation(other.id)
+                except PrefectHTTPStatusError as error:
+                    # Another watch deleted it first (the client raises on the 404 it means to ignore).
+                    if error.response.status_code != HTTPStatus.NOT_FOUND:
+                        raise
+            if _settings(kept) != _settings(automation):
+                client.update_automation(kept.id, automation)
                 logger.info("automation %r updated", automation.name)
 
 

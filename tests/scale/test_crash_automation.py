@@ -4,10 +4,14 @@ A `watch --pool` starting again, or one on another pool, must not reset the cras
 already holds the window asked for: updating it gives its trigger a new id, and the server forgets the
 silences the old trigger was timing, so a run whose worker died just before would stay Running for good
 (seen with a 40 s window: still Running 120 s after the kill). A different window does update it.
+And watches starting at once on a server without the automations leave one of each, not one per watch.
 """
 
 from __future__ import annotations
 
+import contextvars
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -15,6 +19,8 @@ import pytest
 from deployments.pool import CRASH_AFTER, CRASH_AUTOMATION, RESCHEDULE_AUTOMATION, ensure_automations
 
 pytestmark = pytest.mark.prefect_server
+# `watch --pool` processes starting at the same moment, as threads.
+WATCHES = 4
 
 
 def triggers() -> dict[str, tuple[str, float]]:
@@ -44,4 +50,29 @@ def test_the_crash_automation_is_updated_only_when_its_window_changes(prefect_se
         assert changed[RESCHEDULE_AUTOMATION] == before[RESCHEDULE_AUTOMATION]
     finally:
         # The other tests on this server expect the default window.
+        ensure_automations(CRASH_AFTER)
+
+
+def test_watches_starting_at_once_on_a_new_server_leave_one_automation_of_each(prefect_server) -> None:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        for name in (CRASH_AUTOMATION, RESCHEDULE_AUTOMATION):
+            for automation in client.read_automations_by_name(name):
+                client.delete_automation(automation.id)
+    starting = threading.Barrier(WATCHES)
+
+    def start() -> None:
+        starting.wait()
+        ensure_automations(CRASH_AFTER)
+
+    try:
+        with ThreadPoolExecutor(WATCHES) as watches:
+            for started in [watches.submit(contextvars.copy_context().run, start) for _ in range(WATCHES)]:
+                started.result()
+        with get_client(sync_client=True) as client:
+            counts = {name: len(client.read_automations_by_name(name))
+                      for name in (CRASH_AUTOMATION, RESCHEDULE_AUTOMATION)}
+        assert counts == {CRASH_AUTOMATION: 1, RESCHEDULE_AUTOMATION: 1}
+    finally:
         ensure_automations(CRASH_AFTER)

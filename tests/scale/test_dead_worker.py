@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from deployments.pool import CRASH_AFTER, HEARTBEAT_TAG, RESCHEDULE_MESSAGE, crash_message, ensure_automations
+from deployments.pool import CRASH_AFTER, HEARTBEAT_TAG, RESCHEDULE_MESSAGE, crash_message
 from harness.chains import agent_writes
 from harness.load import cpu_hogs
 from harness.workers import (
@@ -89,9 +89,6 @@ class Scenario:
 def scenarios(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scenario]:
     """The three scenarios run at once, by name, once all have ended: nothing of them runs on beside the
     tests that come after (a `watch --pool` with another window changes the server's crash automation)."""
-    # Each watch reads the automations by name, then updates or creates them: on a server without them,
-    # three watches starting at once could create a pair each, and two crash automations act twice.
-    ensure_automations(WINDOW)
     all_watching = threading.Barrier(3, timeout=ALL_WATCHING_SECONDS)
 
     def before_chain() -> None:
