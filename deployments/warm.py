@@ -144,7 +144,9 @@ class WarmPool:
 
         self._flow = load_entrypoint(self._entrypoint)
         # Prefect and the flow are imported once, by the fork server the warm processes are forked from.
-        self._processes.set_forkserver_preload([*PRELOAD, self._entrypoint.partition(":")[0]])
+        # deployments.fork_server_start first: from then on a Ctrl-C is the pool's, not the fork server's.
+        self._processes.set_forkserver_preload(
+            ["deployments.fork_server_start", *PRELOAD, self._entrypoint.partition(":")[0]])
         # The environment Prefect's `run_flow_in_subprocess` gives its child, in the same order of
         # precedence: the settings in force, this process's environment, then the child's flags. Taken
         # once: `watch` changes neither its settings nor its environment while it serves.

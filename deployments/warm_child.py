@@ -77,7 +77,7 @@ PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.task_engine",
            prefect_compat.RUN_OBSERVERS_MODULE, "anyio._backends._asyncio", "slotrelay.chain.schema")
 
 
-def _left_to_the_pool(signum: int, frame: FrameType | None) -> None:
+def left_to_the_pool(signum: int, frame: FrameType | None) -> None:
     """SIGINT: nothing here; the pool stops this process (module docstring).
 
     A handler rather than SIG_IGN: an ignored signal stays ignored in the programs a node's executor
@@ -104,7 +104,7 @@ def wait_and_run(
         remove_env: variables to drop from the environment first.
         chains: the chain files the pool's runs may load, checked ahead (`slotrelay.chain.schema.warm_up`).
     """
-    signal.signal(signal.SIGINT, _left_to_the_pool)
+    signal.signal(signal.SIGINT, left_to_the_pool)
     for key in remove_env:
         os.environ.pop(key, None)
     os.environ.update(env)
