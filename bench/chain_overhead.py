@@ -168,13 +168,6 @@ def main() -> None:
         def step(data: dict) -> dict:
             return {"n": data.get("n", 0) + 1}
 
-        @flow(name="bare-tasks", persist_result=False)
-        def bare() -> dict:
-            data: dict = {}
-            for i in range(NODES):
-                data = step.with_options(task_run_name=f"t{i:03d}").submit(data).result()
-            return data
-
         control_slot = home / "control" / "output.json"
 
         @task(cache_policy=NO_CACHE, persist_result=False)
@@ -183,12 +176,19 @@ def main() -> None:
             write_slot(control_slot, {"status": "completed", "data": output})
             return output
 
-        @flow(name="bare-tasks-writing", persist_result=False)
-        def bare_writing() -> dict:
-            data: dict = {}
-            for i in range(NODES):
-                data = step_writing.with_options(task_run_name=f"t{i:03d}").submit(data).result()
-            return data
+        def tasks_flow(name: str, each: Any) -> Any:
+            """A flow of NODES runs of the task `each`, one after the other."""
+
+            @flow(name=name, persist_result=False)
+            def tasks() -> dict:
+                data: dict = {}
+                for i in range(NODES):
+                    data = each.with_options(task_run_name=f"t{i:03d}").submit(data).result()
+                return data
+
+            return tasks
+
+        bare, bare_writing = tasks_flow("bare-tasks", step), tasks_flow("bare-tasks-writing", step_writing)
 
         chain_path = write_chain(home)
         here, served = [psutil.Process()], [psutil.Process(server.process.pid)]
