@@ -59,7 +59,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -99,7 +99,8 @@ WARMING_WAIT_SECONDS = 30.0
 class _Warm:
     process: BaseProcess
     connection: Connection
-    started: float = field(default_factory=time.monotonic)
+    # When it was asked for (time.monotonic): a process still warming long after is not waited for.
+    started: float
 
 
 class WarmPool:
@@ -245,10 +246,10 @@ class WarmPool:
         runs of a served deployment of the pool's flow, each either handed now to an idle warm process, or
         left for a later poll while a process is warming that it can then take (one run a warming process
         started less than `WARMING_WAIT_SECONDS` ago: waiting costs no process of its own, and the runner's
-        new one would take as long to start). Runs
-        of other flows, runs not due yet (a schedule's, which the poll prefetches and the runner's claim
-        waits for: a warm process would sit reserved that long), and those beyond the pool stay the
-        runner's, started in new processes. Call it in the pool's event loop.
+        new one would take as long to start). Runs of other flows, runs not due yet (a schedule's, which
+        the poll prefetches and the runner's claim waits for: a warm process would sit reserved that long),
+        and those beyond the pool stay the runner's, started in new processes. Call it in the pool's event
+        loop.
         """
         if self._loop is None or self._closing:
             return flow_runs
