@@ -52,7 +52,6 @@ import argparse
 import cProfile
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -72,6 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from spread import described, interleaved, ratio, spread_note
 
 from harness.load import cpu_hogs
+from harness.ports import free_port
 
 NODES = 100
 GOAL = 1.15
@@ -81,11 +81,6 @@ BARE, CHAIN = "bare Prefect tasks", "slotrelay chain"
 BARE_SLOT = "bare tasks + a slot write"
 QUIET, HOG = "", " + CPU hog"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_chain(folder: Path) -> Path:

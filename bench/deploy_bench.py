@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.deploy_site import deploy, serving
 from harness.deploy_sshd import Sshd, running_sshd
+from harness.ports import free_port
 from slotrelay.chain.errors import NodeError
 
 FILES = 50
@@ -51,11 +51,6 @@ FILE_BYTES = 10 * 1024
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 console = Console(width=150)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def make_site(base: Path) -> list[str]:

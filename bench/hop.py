@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -55,6 +54,7 @@ from spread import described, goal_note, ratio, spread_note
 
 from harness.chains import agent_writes, make_chain, start_watch_warm
 from harness.load import tree_cpu
+from harness.ports import free_port
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 
 console = Console()
@@ -69,11 +69,6 @@ STEPS = (
 )
 NODE_STEP = ("flow Running -> node task Running (chain load, task submit)", "node")
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def pct(values: list[float], q: float) -> float:

@@ -24,11 +24,9 @@ import argparse
 import os
 import re
 import signal
-import socket
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,14 +40,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.load import tree_cpu
+from harness.ports import free_port
+from harness.workers import wait_for
 
 console = Console()
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -86,15 +81,15 @@ class Variant:
             self.process.wait(120)
 
     def quick_run(self, client: Any, server: psutil.Process) -> None:
-        wait(self.quiet, f"{self.name} quiet")
+        wait_for(self.quiet, 180, f"{self.name} quiet")
         deployment = client.read_deployment_by_name(f"chain/{self.name}")
         cpu, server_cpu = tree_cpu(self.tree), tree_cpu(server)
         run = client.create_flow_run_from_deployment(deployment.id)
-        run = wait(lambda: final(client, run.id), f"{self.name} run {run.id} to end")
+        run = wait_for(lambda: final(client, run.id), 180, f"{self.name} run {run.id} to end")
         done_cpu = tree_cpu(self.tree)
         if not run.state.is_completed():
             raise RuntimeError(f"{self.name}: run {run.id} ended {run.state.name}\n{self.log.read_text()}")
-        wait(self.quiet, f"{self.name} quiet again")
+        wait_for(self.quiet, 180, f"{self.name} quiet again")
         self.samples.append({
             "wall": (run.state.timestamp - run.created).total_seconds(),
             "cpu_completed": done_cpu - cpu,
@@ -107,15 +102,6 @@ class Variant:
 def final(client: Any, flow_run_id: Any) -> Any:
     run = client.read_flow_run(flow_run_id)
     return run if run.state is not None and run.state.is_final() else None
-
-
-def wait(condition: Any, what: str, timeout: float = 180) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout} s for {what}")
-        time.sleep(0.05)
-    return value
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.chains import RunRecorder, agent_writes, make_chain
+from harness.ports import free_port
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.sensor import ChainRouter, SlotSensor
 
@@ -141,11 +141,6 @@ def bench_burst(work: Path, total: int, start_run: Callable, label: str) -> tupl
     runs = sum(len(RoutingLedger(ledger.path).started_runs()) for ledger in ledgers)
     return written, routed, runs
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def started_at(client, flow_run_id: str, timeout: float = 120.0) -> tuple[float, float] | str:
