@@ -172,6 +172,54 @@ def small_chain(folder: Path, chain_id: str = "small") -> Path:
     return path
 
 
+# The nodes of `asking_chains`: `ask` fails with an error type no rule covers, so a person decides.
+ASK_MODULE = '''
+from slotrelay.chain import NodeError
+
+
+def first(data):
+    return {"prepared": True}
+
+
+def ask(data):
+    raise NodeError("needs_a_person", "no rule covers this: a person decides")
+
+
+def after(data):
+    return {"after": data}
+'''
+
+
+def _ask_node(node_id: str, function: str, *, with_input: bool) -> dict:
+    """A python node of `asking_chains` running `ask_work:function`."""
+    return {
+        "node_id": node_id,
+        "input_slot": {"slot_id": f"{node_id}-in",
+                       "path": f"slots/{node_id}_input.json"} if with_input else None,
+        "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
+        "executor": {"kind": "python", "callable": f"ask_work:{function}"},
+    }
+
+
+def asking_chains(folder: Path) -> tuple[Path, Path]:
+    """Two chains of python nodes in `folder`: `waits`, first -> ask (fails with an undeclared type: a
+    person decides) -> after, and `other`, one node. Returns their files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ask_work.py").write_text(ASK_MODULE)
+    always = {"field": "status", "operator": "equals", "value": "completed"}
+    waits = {
+        "chain_id": "waits",
+        "nodes": [_ask_node("first", "first", with_input=False), _ask_node("ask", "ask", with_input=True),
+                  _ask_node("after", "after", with_input=True)],
+        "routes": [{"route_id": "first-to-ask", "from_node": "first", "to_node": "ask", "condition": always},
+                   {"route_id": "ask-to-after", "from_node": "ask", "to_node": "after", "condition": always}],
+    }
+    other = {"chain_id": "other", "nodes": [_ask_node("first", "first", with_input=False)]}
+    (folder / "waits.json").write_text(json.dumps(waits))
+    (folder / "other.json").write_text(json.dumps(other))
+    return folder / "waits.json", folder / "other.json"
+
+
 def start_watch_warm(chain: Path, warm: int, api_url: str, log: Path) -> subprocess.Popen[bytes]:
     """`slotrelay watch CHAIN --warm N` on `api_url`, run from the repository's root, its output in `log`
     (the benches' variants of a served chain)."""

@@ -14,10 +14,10 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from harness.chains import asking_chains
 from slotrelay.chain.alerts import read_alert
 from tests.support.waiting import API_POLL_SECONDS
 
@@ -29,51 +29,6 @@ pytestmark = pytest.mark.prefect_server
 # run than that waits: what is proven is more waiting runs than slots, and each run is a process.
 RUNNER_PROCESS_LIMIT = 2
 WAITING_RUNS = RUNNER_PROCESS_LIMIT + 1
-
-ASK_MODULE = '''
-from slotrelay.chain import NodeError
-
-
-def first(data):
-    return {"prepared": True}
-
-
-def ask(data):
-    raise NodeError("needs_a_person", "no rule covers this: a person decides")
-
-
-def after(data):
-    return {"after": data}
-'''
-
-
-def python_node(node_id: str, function: str, *, with_input: bool) -> dict:
-    return {
-        "node_id": node_id,
-        "input_slot": {"slot_id": f"{node_id}-in",
-                       "path": f"slots/{node_id}_input.json"} if with_input else None,
-        "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
-        "executor": {"kind": "python", "callable": f"ask_work:{function}"},
-    }
-
-
-def write_chains(folder: Path) -> tuple[Path, Path]:
-    """`waits`: first -> ask (fails with an undeclared type: a person decides) -> after; `other`: one node."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ask_work.py").write_text(ASK_MODULE)
-    always = {"field": "status", "operator": "equals", "value": "completed"}
-    waits = {
-        "chain_id": "waits",
-        "nodes": [python_node("first", "first", with_input=False), python_node("ask", "ask", with_input=True),
-                  python_node("after", "after", with_input=True)],
-        "routes": [{"route_id": "first-to-ask", "from_node": "first", "to_node": "ask", "condition": always},
-                   {"route_id": "ask-to-after", "from_node": "ask", "to_node": "after", "condition": always}],
-    }
-    other = {"chain_id": "other", "nodes": [python_node("first", "first", with_input=False)]}
-    (folder / "waits.json").write_text(json.dumps(waits))
-    (folder / "other.json").write_text(json.dumps(other))
-    return folder / "waits.json", folder / "other.json"
-
 
 def task_run_names(flow_run_id) -> list[str]:
     from prefect.client.orchestration import get_client
@@ -88,7 +43,7 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    waits, other = write_chains(tmp_path / "chains")
+    waits, other = asking_chains(tmp_path / "chains")
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200",
            "PREFECT_RUNNER_PROCESS_LIMIT": str(RUNNER_PROCESS_LIMIT)}
     log = tmp_path / "watch.log"

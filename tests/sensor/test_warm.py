@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from deployments import prefect_compat
-from harness.chains import agent_writes, make_chain
+from harness.chains import agent_writes, asking_chains, make_chain
 from slotrelay.chain.slots import input_slot_document, read_slot, write_slot
 from tests.support.processes import log_text
 from tests.support.waiting import API_POLL_SECONDS, wait_until, wait_until_async
@@ -295,9 +295,7 @@ def test_a_run_resumed_after_a_decision_starts_again_in_a_warm_process(prefect_s
     replacement warm process, not in a new `python -m prefect.engine`."""
     from prefect.client.orchestration import get_client
 
-    from tests.sensor.test_suspend import write_chains
-
-    waits, _ = write_chains(tmp_path / "chains")
+    waits, _ = asking_chains(tmp_path / "chains")
     log = tmp_path / "watch.log"
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "250"}
     with log.open("w") as out:
