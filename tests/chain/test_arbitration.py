@@ -18,7 +18,7 @@ import pytest
 
 from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert, write_alert
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 pytestmark = pytest.mark.prefect_server
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))

@@ -22,7 +22,7 @@ from uuid import UUID
 import pytest
 
 from slotrelay.chain.alerts import read_alert
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.prefect_server

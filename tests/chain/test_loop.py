@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from slotrelay.chain.alerts import read_alert
-from tests.chain.conftest import node, route
 from tests.chain.test_arbitration import SLOTRELAY, decide, wait_paused
 from tests.conftest import recorded_task_runs
+from tests.support.chain_specs import node, route
 
 pytestmark = pytest.mark.prefect_server
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain.slots import content_hash
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 pytestmark = pytest.mark.prefect_server
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
