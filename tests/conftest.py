@@ -16,9 +16,7 @@ that hypothesis checks is left alone while it draws an example).
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -37,7 +35,6 @@ from tests.support.ordering import heaviest_files_first
 # Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
 # sandbox, on a copy; they are not this project's tests.
 collect_ignore = ["vendor"]
-IN_CI = os.environ.get("CI") == "true"
 # How long a test's threads may take to end once it returns (a server's shutdown, a worker's last task).
 THREAD_GRACE_S = 5.0
 # Threads a library starts once per process and keeps for the process's life, shared by every caller
@@ -70,15 +67,6 @@ def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-
-def require_service(available: bool, why: str) -> None:
-    """Skip a test whose service is missing on a developer's machine; fail it in CI."""
-    if available:
-        return
-    if IN_CI:
-        pytest.fail(f"CI must provide this service: {why}")
-    pytest.skip(why)
 
 
 def _target(thread: threading.Thread) -> str | None:
@@ -121,103 +109,6 @@ def no_thread_leaks() -> Iterator[None]:
     leaked = [thread for thread in started if thread.is_alive()]
     if leaked:
         pytest.fail(f"the test left {len(leaked)} thread(s) running: {', '.join(map(_describe, leaked))}")
-
-
-def http_status(url: str) -> int:
-    """The HTTP status `url` answers with, or 0 when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
-            return answer.status
-    except OSError:
-        return 0
-
-
-def recorded_task_runs(flow_run_ids: list, count: int, timeout: float = 120) -> list:
-    """The task runs of these flow runs once the server holds `count` of them, each in a final state.
-
-    The server records task runs from their events, after the flow run has ended and in batches: a
-    task run can be on record from its first (Pending) event, still carrying Prefect's default name
-    (`node-4e1`) before the event that renames it to its node_id is recorded. Reading names only
-    once every run is final reads the names a person sees in the UI.
-    """
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[str(i) for i in flow_run_ids]))
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while True:
-            runs = client.read_task_runs(flow_run_filter=in_runs, limit=max(200, 2 * count))
-            if len(runs) >= count and all(r.state is not None and r.state.is_final() for r in runs):
-                return runs
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout} s waiting for {count} final task runs; the server "
-                            f"has {sorted((r.name, r.state_type) for r in runs)}")
-            time.sleep(0.25)
-
-
-def latest_artifact(key: str) -> str | None:
-    """The data of the newest artifact of this key on the server, or None.
-
-    A pen's artifact key comes from its pen id (`pen-execution-mpp-p1-20261203-001`), which restarts at
-    001 in each test's own pen root: a test that shares the server with an earlier one of the same
-    persona finds that one's artifact under the same key, so the newest is the test's own.
-    """
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                                      sort=ArtifactSort.CREATED_DESC, limit=1)
-    return found[0].data if found else None
-
-
-def wait_for_up(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
-    """Wait until `condition()` holds; fail, showing `log`, if `slotrelay up` exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            pytest.fail(
-                f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}"
-            )
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
-        time.sleep(0.25)
-
-
-def interrupt_up(process: subprocess.Popen) -> int:
-    """Stop `slotrelay up` as Ctrl-C does and return its exit code (killed, and the test errs, after 180
-    s)."""
-    process.send_signal(signal.SIGINT)
-    try:
-        return process.wait(timeout=180)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise
-
-
-def migrated_home(folder: Path) -> Path:
-    """A PREFECT_HOME holding a copy of the session server's database, schema already migrated, and of
-    its encryption key (`.env`): a server started on it reads the blocks the session server saved.
-
-    Migrating a fresh SQLite database is about half of a server start (measured on an idle machine:
-    8.5 s to ready from an empty home, 4.0 s from a migrated one), all of it CPU, which a loaded CI
-    machine stretches several times. The copy goes through SQLite's backup API, consistent while the server
-    writes.
-    """
-    from deployments.server import ENV_FILE_NAME
-
-    folder.mkdir(parents=True)
-    shutil.copyfile(Path(os.environ["PREFECT_HOME"]) / ENV_FILE_NAME, folder / ENV_FILE_NAME)
-    source = sqlite3.connect(Path(os.environ["PREFECT_HOME"]) / "prefect.db")
-    target = sqlite3.connect(folder / "prefect.db")
-    try:
-        source.backup(target)
-    finally:
-        target.close()
-        source.close()
-    return folder
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ import pytest
 
 from harness.deploy_site import get, serving
 from harness.deploy_sshd import Sshd, running_sshd, sshd_available
-from tests.conftest import require_service
 from tests.support.chain_specs import node, route
+from tests.support.services import require_service
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.ssh]
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))

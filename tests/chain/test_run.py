@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain.alerts import read_alert
-from tests.conftest import recorded_task_runs
 from tests.support.chain_specs import node, route
+from tests.support.prefect_api import recorded_task_runs
 
 pytestmark = pytest.mark.prefect_server
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))

@@ -24,7 +24,6 @@ from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.grants import Grants
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.conftest import require_service
 from tests.mcp.processes import SLOTRELAY
 from tests.mcp.test_tools import ok, refused
 from tests.mcp.vendored import (
@@ -40,6 +39,7 @@ from tests.mcp.vendored import (
     copy_sqlparse,
     snapshot,
 )
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.anyio
 

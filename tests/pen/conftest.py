@@ -10,10 +10,10 @@ import pytest
 
 from harness.stub_model import StubModel
 from slotrelay.pen.model_client import ModelSettings
-from tests.conftest import require_service
 
 # The sandbox tests' HTTP server on 127.0.0.1, for the pen's network allow-list test.
 from tests.sandbox.conftest import local_host  # noqa: F401
+from tests.support.services import require_service
 
 
 @pytest.fixture(scope="session")

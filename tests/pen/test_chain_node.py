@@ -21,7 +21,7 @@ from slotrelay.audit_log import AuditLog
 from slotrelay.pen.writer import steps as pen_steps
 from slotrelay.psmr.analysis.effects import effects
 from tasks.pen import artifact_key
-from tests.conftest import latest_artifact, recorded_task_runs
+from tests.support.prefect_api import latest_artifact, recorded_task_runs
 from tests.support.waiting import wait_until
 
 from .contract import assert_output_shape, decision_of

@@ -31,9 +31,9 @@ from slotrelay.sandbox.backends import close_backends
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.docker_backend import OWNER_LABEL, owner_id
 from slotrelay.sandbox.errors import SandboxUnavailable
-from tests.conftest import require_service
 from tests.sandbox.conftest import images_built
 from tests.sandbox.remote_dockerd import RemoteDaemon, remote_dockerd
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker
 
@@ -123,8 +123,8 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     from flows.chain import run_chain
     from slotrelay.pen.writer import steps as pen_steps
     from slotrelay.psmr.analysis.effects import effects
-    from tests.conftest import recorded_task_runs
     from tests.pen.test_chain_node import pen_chain
+    from tests.support.prefect_api import recorded_task_runs
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")

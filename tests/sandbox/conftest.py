@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.conftest import require_service
+from tests.support.services import require_service
 
 
 @functools.cache

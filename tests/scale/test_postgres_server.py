@@ -14,7 +14,8 @@ import pytest
 
 from harness.chains import small_chain
 from harness.ports import free_port
-from tests.conftest import http_status, interrupt_up, wait_for_up
+from tests.support.prefect_api import http_status
+from tests.support.slotrelay_up import interrupt_up, wait_for_up
 
 ROOT = Path(__file__).resolve().parents[2]
 # The commands of docs/beyond.md, run here with the test's cluster, port and chain.

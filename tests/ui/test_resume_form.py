@@ -32,7 +32,7 @@ import pytest
 
 from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.chain.test_arbitration import SLOTRELAY, make_chain, wait_paused
-from tests.conftest import require_service
+from tests.support.services import require_service
 from tests.ui.browser_session import NODE, BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
