@@ -25,7 +25,6 @@ from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.grants import Grants
 from slotrelay.sandbox import SandboxUnavailable, get_backend
 from tests.mcp.processes import SLOTRELAY
-from tests.mcp.test_tools import ok, refused
 from tests.mcp.vendored import (
     BODY,
     IMT,
@@ -39,6 +38,7 @@ from tests.mcp.vendored import (
     copy_sqlparse,
     snapshot,
 )
+from tests.support.mcp_tools import ok, refused
 from tests.support.services import require_service
 
 pytestmark = pytest.mark.anyio
