@@ -123,7 +123,7 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     from flows.chain import run_chain
     from slotrelay.pen.writer import steps as pen_steps
     from slotrelay.psmr.analysis.effects import effects
-    from tests.pen.test_chain_node import pen_chain
+    from tests.support.pen_chains import pen_chain
     from tests.support.prefect_api import recorded_task_runs
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
@@ -157,7 +157,7 @@ def test_a_chains_pen_node_on_a_daemon_refusing_its_certificate_fails_with_mpp_e
     from blocks.sandbox_policy import SandboxPolicy
     from flows.chain import read_summary, run_chain
     from slotrelay.chain import load_chain
-    from tests.pen.test_chain_node import pen_chain
+    from tests.support.pen_chains import pen_chain
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")

@@ -1,6 +1,6 @@
 """A chain's pen node whose persona asks a person, decided in the Prefect UI's form in a real browser.
 
-The chain of tests/pen/test_chain_node.py (numbers -> summer, a pen -> after) runs against the stub code
+The chain of tests/support/pen_chains.py (numbers -> summer, a pen -> after) runs against the stub code
 model and the Docker sandbox; its run pauses from inside the pen node. tests/ui/resume_form.js, the script
 that drives the engine's arbitration form, opens the run in the v2 UI (where the UI's root sends a browser
 with no saved preference), reads the form (the pen shown first), chooses share, fills who and why, and
@@ -17,7 +17,7 @@ import pytest
 from slotrelay.audit_log import AuditLog
 from tests.pen.conftest import sandbox_backend, stub, stub_server  # noqa: F401
 from tests.pen.contract import assert_output_shape, decision_of
-from tests.pen.test_chain_node import person_chain, start_chain, wait_paused
+from tests.support.pen_chains import person_chain, start_chain, wait_paused
 from tests.ui.browser_session import BrowserSession
 from tests.ui.test_resume_form import SCRIPT, browser_tools, resume_in_browser  # noqa: F401
 

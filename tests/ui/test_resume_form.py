@@ -1,6 +1,6 @@
 """L5 in the Prefect UI: a person decides a paused run in the form the UI renders, in a real browser.
 
-Four chain runs pause on an undeclared error (the chain of tests/chain/test_arbitration.py). Each is
+Four chain runs pause on an undeclared error (the chain of tests/support/arbitration.py). Each is
 resumed through one of the two UIs the Prefect server serves: v1 (Vue, at `/`), where the run link
 `slotrelay run` prints leads, and v2 (React, at `/v2`), where the UI's root sends a browser that has
 no saved preference. tests/ui/resume_form.js drives Debian's headless Chromium with playwright-core:
@@ -31,8 +31,9 @@ from pathlib import Path
 import pytest
 
 from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
-from tests.chain.test_arbitration import SLOTRELAY, make_chain, wait_paused
+from tests.support.arbitration import make_chain, wait_paused
 from tests.support.services import require_service
+from tests.support.slotrelay_cli import SLOTRELAY
 from tests.ui.browser_session import NODE, BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
