@@ -23,14 +23,17 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from harness.ports import free_port
 from harness.process_groups import stop_process_group
+from harness.stub_model import StubModel
 from slotrelay import fsio
 from tests.support.ordering import heaviest_files_first
+from tests.support.services import require_service
 
 # Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
 # sandbox, on a copy; they are not this project's tests.
@@ -175,6 +178,72 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         stop_process_group(server, signal.SIGTERM, 20)
         log.close()
+
+
+# Fixtures of two folders' tests: the stub code model and the pen's sandbox backend (the pen's tests and
+# tests/ui's pen decision form), and an HTTP host on 127.0.0.1 (the sandbox's network tests and the pen's
+# allow-list test).
+@pytest.fixture(scope="session")
+def stub_server() -> Iterator[StubModel]:
+    with StubModel() as stub:
+        yield stub
+
+
+@pytest.fixture
+def stub(stub_server: StubModel) -> Iterator[StubModel]:
+    stub_server.reset()
+    yield stub_server
+    stub_server.reset()
+
+
+@pytest.fixture(scope="session")
+def sandbox_backend() -> str:
+    """The sandbox backend the pen's end-to-end tests run on: the real Docker one.
+
+    `SLOTRELAY_PEN_TEST_BACKEND=bwrap` runs them on bwrap instead on a machine without Docker.
+    """
+    from slotrelay.sandbox import SandboxUnavailable, get_backend
+
+    name = os.environ.get("SLOTRELAY_PEN_TEST_BACKEND", "docker")
+    try:
+        get_backend(name, lang="python")
+    except SandboxUnavailable as missing:
+        require_service(False, f"the {name} sandbox cannot run python here: {missing.message}")
+    return name
+
+
+
+class HostLog:
+    """The requests a `LocalHost` received (paths), so a test can tell what got out."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def local_host() -> Iterator[tuple[int, HostLog]]:
+    """An HTTP server on 127.0.0.1 answering `hello from <path>`; yields its port and its request log."""
+    log = HostLog()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            log.paths.append(self.path)
+            body = f"hello from {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], log
+    server.shutdown()
+    server.server_close()
+
 
 
 def pytest_configure(config: pytest.Config) -> None:

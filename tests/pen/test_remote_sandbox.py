@@ -31,8 +31,8 @@ from slotrelay.sandbox.backends import close_backends
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.docker_backend import OWNER_LABEL, owner_id
 from slotrelay.sandbox.errors import SandboxUnavailable
-from tests.sandbox.conftest import images_built
 from tests.sandbox.remote_dockerd import RemoteDaemon, remote_dockerd
+from tests.support.sandbox_images import images_built
 from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from slotrelay.audit_log import AuditLog
-from tests.pen.conftest import sandbox_backend, stub, stub_server  # noqa: F401
 from tests.pen.contract import assert_output_shape, decision_of
 from tests.support.pen_chains import person_chain, start_chain, wait_paused
 from tests.ui.browser_session import BrowserSession
