@@ -17,8 +17,8 @@ import pytest
 from slotrelay.audit_log import AuditLog
 from tests.pen.contract import assert_output_shape, decision_of
 from tests.support.pen_chains import person_chain, start_chain, wait_paused
+from tests.support.resume_form import SCRIPT, resume_in_browser
 from tests.ui.browser_session import BrowserSession
-from tests.ui.test_resume_form import SCRIPT, browser_tools, resume_in_browser  # noqa: F401
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser, pytest.mark.docker]
 
@@ -26,7 +26,7 @@ FORM = {"decision": "share", "comment": "a tool others can use", "decided_by": "
 
 
 def test_a_person_decides_a_pen_node_in_the_ui_form(
-    browser_tools: None, prefect_server: str, stub, tmp_path: Path, sandbox_backend: str,  # noqa: F811
+    browser_tools: None, prefect_server: str, stub, tmp_path: Path, sandbox_backend: str,
     monkeypatch,
 ) -> None:
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)

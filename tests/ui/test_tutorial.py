@@ -36,7 +36,6 @@ from tests.support.prefect_api import http_status
 from tests.support.slotrelay_cli import SLOTRELAY
 from tests.support.slotrelay_up import interrupt_up, migrated_home, start_up, wait_for_up
 from tests.ui.browser_session import BrowserSession
-from tests.ui.test_resume_form import browser_tools
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -50,8 +49,6 @@ SHOTS = ROOT / "build" / "artifacts" / "tutorial"
 CHAIN = "examples/phase2/node_chain.json"
 DEPLOYMENT = "phase2-content"
 FINAL = ["Completed", "Failed", "Crashed", "Cancelled"]
-
-__all__ = ["browser_tools"]  # the fixture, used by name
 
 
 InBrowser = Callable[..., dict]
