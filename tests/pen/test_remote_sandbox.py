@@ -32,15 +32,13 @@ from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.docker_backend import OWNER_LABEL, owner_id
 from slotrelay.sandbox.errors import SandboxUnavailable
 from tests.sandbox.remote_dockerd import RemoteDaemon, remote_dockerd
+from tests.support.beyond_page import REMOTE_BUILD, REMOTE_RUN
 from tests.support.sandbox_images import images_built
 from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker
 
 INTENT = "sum the numbers in the input list"
-# The commands of docs/beyond.md, run here against the test's daemon.
-REMOTE_BUILD = "slotrelay sandbox build --lang python"
-REMOTE_RUN = "slotrelay sandbox run hello.py --json"
 ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
