@@ -11,6 +11,10 @@ mix with the user's, or with another session's.
 Every test must also end the threads it starts (`no_thread_leaks`, as watchdog's suite does): a thread
 left running keeps working during later tests, on state they share (files, ports, the global `random`
 that hypothesis checks is left alone while it draws an example).
+
+The fixtures of more than one folder live here too (the stub code model, the pen's sandbox backend, a
+local HTTP host). A conftest is pytest's, never a library: what tests share besides fixtures is in
+tests/support.
 """
 
 from __future__ import annotations
