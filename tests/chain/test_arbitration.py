@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert, write_alert
 from tests.support.arbitration import STEPS, arbitration_chain, decide, make_chain, wait_paused
-from tests.support.slotrelay_cli import SLOTRELAY
 
 pytestmark = pytest.mark.prefect_server
 def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path) -> None:

@@ -21,10 +21,10 @@ from uuid import UUID
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
 from tests.support.arbitration import decide
 from tests.support.chain_specs import node, route
-from tests.support.slotrelay_cli import SLOTRELAY
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.prefect_server

@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
 from tests.support.arbitration import decide, wait_paused
 from tests.support.chain_specs import node, route
 from tests.support.prefect_api import recorded_task_runs
-from tests.support.slotrelay_cli import SLOTRELAY
 
 pytestmark = pytest.mark.prefect_server
 

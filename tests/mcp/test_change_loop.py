@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from harness.commands import SLOTRELAY
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.grants import Grants
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.mcp.processes import SLOTRELAY
 from tests.mcp.vendored import (
     BODY,
     IMT,

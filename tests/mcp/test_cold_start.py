@@ -17,8 +17,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from harness.commands import SLOTRELAY
 from slotrelay.commands.mcp import frozen_imports
-from tests.mcp.processes import SLOTRELAY
 from tests.support.import_times import IMPORTED
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
 from tests.support.chain_specs import node, route
-from tests.support.slotrelay_cli import SLOTRELAY
 
 STEPS = '''
 from pathlib import Path

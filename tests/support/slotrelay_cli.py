@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
-
+from harness.commands import SLOTRELAY
 
 # Any single command: a timeout turns a hang into a failure instead of a stuck suite.
 COMMAND_TIMEOUT_S = 180

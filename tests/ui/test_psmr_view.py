@@ -39,6 +39,7 @@ from mcp import Client, StdioServerParameters
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from psmr_view import create_app
 from psmr_view.errors import ViewError
@@ -61,7 +62,6 @@ from tests.ui.browser_session import NODE, BrowserSession
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 SCRIPT = HERE / "psmr_view.js"
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "build" / "artifacts" / "psmr_view"
 READY = "PSMR view at "

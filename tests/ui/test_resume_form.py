@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.support.arbitration import make_chain, wait_paused
 from tests.support.resume_form import SCRIPT, resume_in_browser
-from tests.support.slotrelay_cli import SLOTRELAY
 from tests.ui.browser_session import BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]

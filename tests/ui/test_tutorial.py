@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import read_slot
 from tests.support.arbitration import wait_paused
 from tests.support.prefect_api import http_status
-from tests.support.slotrelay_cli import SLOTRELAY
 from tests.support.slotrelay_up import interrupt_up, migrated_home, start_up, wait_for_up
 from tests.ui.browser_session import BrowserSession
 
