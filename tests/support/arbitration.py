@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
+
+import pytest
 
 from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
 from tests.support.chain_specs import node, route
+from tests.support.waiting import wait_until
 
 STEPS = '''
 from pathlib import Path
@@ -51,20 +53,24 @@ def make_chain(folder: Path, **options: object) -> Path:
 
 
 def wait_paused(folder: Path, run: subprocess.Popen, timeout: float = 120) -> Path:
-    """The alert file once the run is Paused on the server (alert says so, and the API agrees)."""
+    """The alert file once the run is Paused on the server (alert says so, and the API agrees); fail,
+    with the run's stderr when it is a pipe, once the run has exited first or `timeout` s pass."""
     from prefect.client.orchestration import get_client
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert run.poll() is None, run.stderr.read()[-3000:]
+    def paused_alert() -> Path | None:
+        if run.poll() is not None:
+            said = run.stderr.read()[-3000:] if run.stderr is not None else ""
+            pytest.fail(f"the run exited with {run.returncode} before an alert in {folder} paused it:\n"
+                        f"{said}")
         for path in sorted((folder / "alerts").glob("alert-*.json")):
             alert = read_alert(path)
             if alert.status == "paused":
                 with get_client(sync_client=True) as client:
                     if client.read_flow_run(alert.flow_run_id).state.is_paused():
                         return path
-        time.sleep(0.2)
-    raise AssertionError(f"no paused alert in {folder}")
+        return None
+
+    return wait_until(paused_alert, timeout=timeout, interval=0.2, what=f"a paused alert in {folder}")
 
 
 def decide(alert: Path, *args: str) -> subprocess.CompletedProcess:
