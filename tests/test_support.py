@@ -15,6 +15,7 @@ import pytest
 from tests.support.arbitration import wait_paused
 from tests.support.ordering import heaviest_files_first
 from tests.support.processes import wait_while_running
+from tests.support.slotrelay_up import wait_for_up
 from tests.support.waiting import wait_until, wait_until_async
 
 
@@ -56,6 +57,20 @@ def test_wait_while_running_fails_once_the_process_exits_with_its_log(tmp_path: 
     # The timeout is far away: only the exit ends this wait.
     with pytest.raises(pytest.fail.Exception, match=r"(?s)exited with 0 before it answered:\ngave up"):
         wait_while_running(process, lambda: False, timeout=600, what="it answered", log=log)
+    process.wait()
+
+
+def test_wait_for_up_returns_once_its_condition_holds_and_fails_with_the_log_once_up_exits(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "up.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-c", "print('port taken'); raise SystemExit(3)"],
+                                   stdout=sink, stderr=subprocess.STDOUT)
+    wait_for_up(lambda: True, 600, "nothing", process, log)
+    # The timeout is far away: only the exit ends this wait.
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)exited with 3 before the panel:\nport taken"):
+        wait_for_up(lambda: False, 600, "the panel", process, log)
     process.wait()
 
 

@@ -55,8 +55,6 @@ def make_chain(folder: Path, **options: object) -> Path:
 def wait_paused(folder: Path, run: subprocess.Popen, timeout: float = 120) -> Path:
     """The alert file once the run is Paused on the server (alert says so, and the API agrees); fail,
     with the run's stderr when it is a pipe, once the run has exited first or `timeout` s pass."""
-    from prefect.client.orchestration import get_client
-
     def paused_alert() -> Path | None:
         if run.poll() is not None:
             said = run.stderr.read()[-3000:] if run.stderr is not None else ""
@@ -65,6 +63,8 @@ def wait_paused(folder: Path, run: subprocess.Popen, timeout: float = 120) -> Pa
         for path in sorted((folder / "alerts").glob("alert-*.json")):
             alert = read_alert(path)
             if alert.status == "paused":
+                from prefect.client.orchestration import get_client
+
                 with get_client(sync_client=True) as client:
                     if client.read_flow_run(alert.flow_run_id).state.is_paused():
                         return path

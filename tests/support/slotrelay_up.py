@@ -10,10 +10,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
+from tests.support.processes import wait_while_running
 
 
 def start_up(args: list[str], *, cwd: Path, log: Path) -> subprocess.Popen:
@@ -26,15 +25,7 @@ def start_up(args: list[str], *, cwd: Path, log: Path) -> subprocess.Popen:
 
 def wait_for_up(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
     """Wait until `condition()` holds; fail, showing `log`, if `slotrelay up` exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            pytest.fail(
-                f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}"
-            )
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
-        time.sleep(0.25)
+    wait_while_running(process, condition, timeout=timeout, what=what, log=log, interval=0.25)
 
 
 def interrupt_up(process: subprocess.Popen) -> int:
