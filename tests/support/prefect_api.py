@@ -3,10 +3,9 @@ test's flow runs once final, the newest artifact of a key."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
 
-import pytest
+from tests.support.waiting import wait_until
 
 
 def http_status(url: str) -> int:
@@ -30,16 +29,21 @@ def recorded_task_runs(flow_run_ids: list, count: int, timeout: float = 120) -> 
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[str(i) for i in flow_run_ids]))
-    deadline = time.monotonic() + timeout
+    seen: list = []
     with get_client(sync_client=True) as client:
-        while True:
-            runs = client.read_task_runs(flow_run_filter=in_runs, limit=max(200, 2 * count))
-            if len(runs) >= count and all(r.state is not None and r.state.is_final() for r in runs):
-                return runs
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout} s waiting for {count} final task runs; the server "
-                            f"has {sorted((r.name, r.state_type) for r in runs)}")
-            time.sleep(0.25)
+
+        def final_runs() -> tuple[list] | None:
+            """The runs, in a tuple: one that holds none (`count` 0) is still an answer."""
+            seen[:] = client.read_task_runs(flow_run_filter=in_runs, limit=max(200, 2 * count))
+            if len(seen) >= count and all(r.state is not None and r.state.is_final() for r in seen):
+                return (list(seen),)
+            return None
+
+        (found,) = wait_until(
+            final_runs, timeout=timeout, interval=0.25, what=f"{count} final task runs",
+            details=lambda: f"the server has {sorted((r.name, r.state_type) for r in seen)}",
+        )
+    return found
 
 
 def latest_artifact(key: str) -> str | None:
