@@ -39,6 +39,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from harness.commands import SLOTRELAY
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.deploy_site import deploy, serving
@@ -48,7 +50,6 @@ from slotrelay.chain.errors import NodeError
 
 FILES = 50
 FILE_BYTES = 10 * 1024
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 console = Console(width=150)
 
 

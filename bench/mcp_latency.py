@@ -42,11 +42,11 @@ from rich.console import Console
 from rich.table import Table
 from spread import described, goal_note, interleaved, ratio, spread_note
 
+from harness.commands import SLOTRELAY
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay import fsio
 from slotrelay.psmr import api
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 PACKAGE = "rich"
 ANCHOR = "rich.console.Console.print"
 QUERY = {"anchor": {"kind": "symbol", "value": ANCHOR}, "depth": 2}

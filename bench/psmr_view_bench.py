@@ -23,7 +23,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,12 +31,12 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from harness.commands import SLOTRELAY
 from psmr_view.graph_svg import nearest, slice_svg
 from psmr_view.links import SYMBOL_RELATIONS, Links
 from psmr_view.paging import BUDGETS
 from slotrelay.psmr import api
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 UI_TESTS = Path(__file__).resolve().parents[1] / "tests" / "ui"
 NODE = UI_TESTS.parent / "mcp" / "node_modules" / ".bin" / "node"
 CHROMIUM = "/usr/bin/chromium"

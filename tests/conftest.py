@@ -11,33 +11,37 @@ mix with the user's, or with another session's.
 Every test must also end the threads it starts (`no_thread_leaks`, as watchdog's suite does): a thread
 left running keeps working during later tests, on state they share (files, ports, the global `random`
 that hypothesis checks is left alone while it draws an example).
+
+The fixtures of more than one folder live here too (the stub code model, the pen's sandbox backend, a
+local HTTP host). A conftest is pytest's, never a library: what tests share besides fixtures is in
+tests/support.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from harness.ports import free_port
 from harness.process_groups import stop_process_group
+from harness.stub_model import StubModel
 from slotrelay import fsio
 from tests.support.ordering import heaviest_files_first
+from tests.support.services import require_service
 
 # Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
 # sandbox, on a copy; they are not this project's tests.
 collect_ignore = ["vendor"]
-IN_CI = os.environ.get("CI") == "true"
 # How long a test's threads may take to end once it returns (a server's shutdown, a worker's last task).
 THREAD_GRACE_S = 5.0
 # Threads a library starts once per process and keeps for the process's life, shared by every caller
@@ -70,15 +74,6 @@ def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-
-def require_service(available: bool, why: str) -> None:
-    """Skip a test whose service is missing on a developer's machine; fail it in CI."""
-    if available:
-        return
-    if IN_CI:
-        pytest.fail(f"CI must provide this service: {why}")
-    pytest.skip(why)
 
 
 def _target(thread: threading.Thread) -> str | None:
@@ -121,103 +116,6 @@ def no_thread_leaks() -> Iterator[None]:
     leaked = [thread for thread in started if thread.is_alive()]
     if leaked:
         pytest.fail(f"the test left {len(leaked)} thread(s) running: {', '.join(map(_describe, leaked))}")
-
-
-def http_status(url: str) -> int:
-    """The HTTP status `url` answers with, or 0 when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
-            return answer.status
-    except OSError:
-        return 0
-
-
-def recorded_task_runs(flow_run_ids: list, count: int, timeout: float = 120) -> list:
-    """The task runs of these flow runs once the server holds `count` of them, each in a final state.
-
-    The server records task runs from their events, after the flow run has ended and in batches: a
-    task run can be on record from its first (Pending) event, still carrying Prefect's default name
-    (`node-4e1`) before the event that renames it to its node_id is recorded. Reading names only
-    once every run is final reads the names a person sees in the UI.
-    """
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    in_runs = FlowRunFilter(id=FlowRunFilterId(any_=[str(i) for i in flow_run_ids]))
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while True:
-            runs = client.read_task_runs(flow_run_filter=in_runs, limit=max(200, 2 * count))
-            if len(runs) >= count and all(r.state is not None and r.state.is_final() for r in runs):
-                return runs
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout} s waiting for {count} final task runs; the server "
-                            f"has {sorted((r.name, r.state_type) for r in runs)}")
-            time.sleep(0.25)
-
-
-def latest_artifact(key: str) -> str | None:
-    """The data of the newest artifact of this key on the server, or None.
-
-    A pen's artifact key comes from its pen id (`pen-execution-mpp-p1-20261203-001`), which restarts at
-    001 in each test's own pen root: a test that shares the server with an earlier one of the same
-    persona finds that one's artifact under the same key, so the newest is the test's own.
-    """
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                                      sort=ArtifactSort.CREATED_DESC, limit=1)
-    return found[0].data if found else None
-
-
-def wait_for_up(condition, timeout: float, what: str, process: subprocess.Popen, log: Path) -> None:
-    """Wait until `condition()` holds; fail, showing `log`, if `slotrelay up` exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            pytest.fail(
-                f"`slotrelay up` exited with {process.returncode} waiting for {what}:\n{log.read_text()}"
-            )
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()}")
-        time.sleep(0.25)
-
-
-def interrupt_up(process: subprocess.Popen) -> int:
-    """Stop `slotrelay up` as Ctrl-C does and return its exit code (killed, and the test errs, after 180
-    s)."""
-    process.send_signal(signal.SIGINT)
-    try:
-        return process.wait(timeout=180)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise
-
-
-def migrated_home(folder: Path) -> Path:
-    """A PREFECT_HOME holding a copy of the session server's database, schema already migrated, and of
-    its encryption key (`.env`): a server started on it reads the blocks the session server saved.
-
-    Migrating a fresh SQLite database is about half of a server start (measured on an idle machine:
-    8.5 s to ready from an empty home, 4.0 s from a migrated one), all of it CPU, which a loaded CI
-    machine stretches several times. The copy goes through SQLite's backup API, consistent while the server
-    writes.
-    """
-    from deployments.server import ENV_FILE_NAME
-
-    folder.mkdir(parents=True)
-    shutil.copyfile(Path(os.environ["PREFECT_HOME"]) / ENV_FILE_NAME, folder / ENV_FILE_NAME)
-    source = sqlite3.connect(Path(os.environ["PREFECT_HOME"]) / "prefect.db")
-    target = sqlite3.connect(folder / "prefect.db")
-    try:
-        source.backup(target)
-    finally:
-        target.close()
-        source.close()
-    return folder
 
 
 @pytest.fixture(scope="session")
@@ -284,6 +182,72 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         stop_process_group(server, signal.SIGTERM, 20)
         log.close()
+
+
+# Fixtures of two folders' tests: the stub code model and the pen's sandbox backend (the pen's tests and
+# tests/ui's pen decision form), and an HTTP host on 127.0.0.1 (the sandbox's network tests and the pen's
+# allow-list test).
+@pytest.fixture(scope="session")
+def stub_server() -> Iterator[StubModel]:
+    with StubModel() as stub:
+        yield stub
+
+
+@pytest.fixture
+def stub(stub_server: StubModel) -> Iterator[StubModel]:
+    stub_server.reset()
+    yield stub_server
+    stub_server.reset()
+
+
+@pytest.fixture(scope="session")
+def sandbox_backend() -> str:
+    """The sandbox backend the pen's end-to-end tests run on: the real Docker one.
+
+    `SLOTRELAY_PEN_TEST_BACKEND=bwrap` runs them on bwrap instead on a machine without Docker.
+    """
+    from slotrelay.sandbox import SandboxUnavailable, get_backend
+
+    name = os.environ.get("SLOTRELAY_PEN_TEST_BACKEND", "docker")
+    try:
+        get_backend(name, lang="python")
+    except SandboxUnavailable as missing:
+        require_service(False, f"the {name} sandbox cannot run python here: {missing.message}")
+    return name
+
+
+
+class HostLog:
+    """The requests a `LocalHost` received (paths), so a test can tell what got out."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def local_host() -> Iterator[tuple[int, HostLog]]:
+    """An HTTP server on 127.0.0.1 answering `hello from <path>`; yields its port and its request log."""
+    log = HostLog()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            log.paths.append(self.path)
+            body = f"hello from {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], log
+    server.shutdown()
+    server.server_close()
+
 
 
 def pytest_configure(config: pytest.Config) -> None:

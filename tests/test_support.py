@@ -12,8 +12,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from tests.support.arbitration import wait_paused
 from tests.support.ordering import heaviest_files_first
 from tests.support.processes import wait_while_running
+from tests.support.slotrelay_up import wait_for_up
 from tests.support.waiting import wait_until, wait_until_async
 
 
@@ -56,6 +58,35 @@ def test_wait_while_running_fails_once_the_process_exits_with_its_log(tmp_path: 
     with pytest.raises(pytest.fail.Exception, match=r"(?s)exited with 0 before it answered:\ngave up"):
         wait_while_running(process, lambda: False, timeout=600, what="it answered", log=log)
     process.wait()
+
+
+def test_wait_for_up_returns_once_its_condition_holds_and_fails_with_the_log_once_up_exits(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "up.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-c", "print('port taken'); raise SystemExit(3)"],
+                                   stdout=sink, stderr=subprocess.STDOUT)
+    wait_for_up(lambda: True, 600, "nothing", process, log)
+    # The timeout is far away: only the exit ends this wait.
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)exited with 3 before the panel:\nport taken"):
+        wait_for_up(lambda: False, 600, "the panel", process, log)
+    process.wait()
+
+
+def test_wait_paused_fails_once_the_run_exits_with_its_stderr_or_its_exit_code(tmp_path: Path) -> None:
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('disk on fire')"],
+                          stderr=subprocess.PIPE, text=True) as piped:
+        piped.wait()
+        # The timeout is far away: only the exit ends this wait.
+        with pytest.raises(pytest.fail.Exception, match=r"(?s)the run exited with 0 before .*disk on fire"):
+            wait_paused(tmp_path, piped, timeout=600)
+    # `slotrelay up` writes to a log, not to a pipe: its exit code is what there is to say.
+    with (tmp_path / "log").open("w") as sink:
+        logged = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], stdout=sink, stderr=sink)
+    logged.wait()
+    with pytest.raises(pytest.fail.Exception, match=r"the run exited with 3 before"):
+        wait_paused(tmp_path, logged, timeout=600)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Chain-engine test helpers: chains built in the test from dicts, and a copy of the example chain."""
+"""Fixtures of the chain-engine tests: a chain document written to a fresh folder, a copy of the example
+chain (the chain documents themselves are built with `tests.support.chain_specs`)."""
 
 from __future__ import annotations
 
@@ -10,31 +11,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "phase2"
-
-
-def node(node_id: str, *, start: bool = False, **extra: Any) -> dict[str, Any]:
-    """A minimal node dict: slots under `slots/`, a python executor unless `executor` is given."""
-    spec: dict[str, Any] = {
-        "node_id": node_id,
-        "input_slot": None if start else {"slot_id": f"{node_id}-in", "path": f"slots/{node_id}_input.json"},
-        "output_slot": {"slot_id": node_id, "path": f"slots/{node_id}_output.json"},
-    }
-    spec.update(extra)
-    return spec
-
-
-def route(source: str, target: str, **extra: Any) -> dict[str, Any]:
-    """A route that holds when the source completed."""
-    spec: dict[str, Any] = {
-        "route_id": f"{source}-to-{target}",
-        "from_node": source,
-        "to_node": target,
-        "condition": {"field": "status", "operator": "equals", "value": "completed"},
-    }
-    spec.update(extra)
-    return spec
+from tests.support.chain_specs import EXAMPLE
 
 
 @pytest.fixture

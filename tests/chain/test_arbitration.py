@@ -10,79 +10,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert, write_alert
-from tests.chain.conftest import node, route
+from tests.support.arbitration import STEPS, arbitration_chain, decide, make_chain, wait_paused
 
 pytestmark = pytest.mark.prefect_server
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
-
-STEPS = '''
-from pathlib import Path
-HERE = Path(__file__).parent
-
-def flaky(data):
-    if not (HERE / "fixed").exists():
-        raise RuntimeError("disk on fire")
-    return {"fixed": True}
-
-def fine(data):
-    return {"fine": True, **data}
-'''
-
-
-def chain(*, pause_timeout: int = 300, callable_: str = "steps:flaky") -> dict:
-    python = {"kind": "python"}
-    return {
-        "chain_id": "arbitration",
-        "pause_timeout_seconds": pause_timeout,
-        "nodes": [
-            node("flaky", start=True, executor={**python, "callable": callable_}),
-            node("after", executor={**python, "callable": "steps:fine"}),
-            node("side", start=True, executor={**python, "callable": "steps:fine"}),
-            node("side-2", executor={**python, "callable": "steps:fine"}),
-        ],
-        "routes": [route("flaky", "after"), route("side", "side-2")],
-    }
-
-
-def make_chain(folder: Path, **options: object) -> Path:
-    folder.mkdir()
-    (folder / "steps.py").write_text(STEPS)
-    path = folder / "node_chain.json"
-    path.write_text(json.dumps(chain(**options)))
-    return path
-
-
-def wait_paused(folder: Path, run: subprocess.Popen, timeout: float = 120) -> Path:
-    """The alert file once the run is Paused on the server (alert says so, and the API agrees)."""
-    from prefect.client.orchestration import get_client
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert run.poll() is None, run.stderr.read()[-3000:]
-        for path in sorted((folder / "alerts").glob("alert-*.json")):
-            alert = read_alert(path)
-            if alert.status == "paused":
-                with get_client(sync_client=True) as client:
-                    if client.read_flow_run(alert.flow_run_id).state.is_paused():
-                        return path
-        time.sleep(0.2)
-    raise AssertionError(f"no paused alert in {folder}")
-
-
-def decide(alert: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SLOTRELAY, "decide", str(alert), *args], check=False, capture_output=True,
-                          text=True,
-                          timeout=120, env={**os.environ})
-
-
 def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path) -> None:
     decisions = {
         "continue": ["--data", '{"by": "hand"}', "--comment", "looked fine"],
@@ -114,7 +51,7 @@ def test_each_decision_from_a_second_process(prefect_server: str, tmp_path: Path
     again = wait_paused(runs["reload"][0].parent, runs["reload"][1])
     assert again == alerts["reload"]
     assert [d.decision for d in read_alert(again).previous_decisions] == ["reload"]
-    runs["reload"][0].write_text(json.dumps(chain(callable_="steps:fine")))
+    runs["reload"][0].write_text(json.dumps(arbitration_chain(callable_="steps:fine")))
     assert decide(again, "reload").returncode == 0
     summaries = {}
     for name, (_path, run) in runs.items():
@@ -237,7 +174,7 @@ def test_an_escalation_left_undecided_pauses_the_run_before_it_ends(prefect_serv
     folder = tmp_path / "escalation"
     folder.mkdir()
     (folder / "steps.py").write_text(STEPS)
-    document = chain()
+    document = arbitration_chain()
     document["error_types"] = [{"error_type": "unknown", "handling": "retry", "max_retries": 1,
                                 "escalate_after": "max_retries_exceeded", "on_escalation": "alert"}]
     path = folder / "node_chain.json"

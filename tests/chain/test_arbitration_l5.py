@@ -21,14 +21,14 @@ from uuid import UUID
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
-from tests.chain.conftest import node, route
+from tests.support.arbitration import decide
+from tests.support.chain_specs import node, route
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.prefect_server
 ROOT = Path(__file__).resolve().parents[2]
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
-
 STEPS = '''
 from slotrelay.chain import NodeError
 
@@ -98,11 +98,6 @@ def paused_alert(folder: Path, run: subprocess.Popen | None = None, timeout: flo
 
     wait_for(paused, timeout, f"a paused alert in {folder}")
     return found[0]
-
-
-def decide(alert: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SLOTRELAY, "decide", str(alert), *args], check=False, capture_output=True,
-                          text=True, timeout=120, env={**os.environ})
 
 
 def test_a_fail_alert_is_decided_with_continue_through_slotrelay_decide(prefect_server, tmp_path) -> None:

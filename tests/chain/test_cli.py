@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
-from tests.chain.conftest import EXAMPLE, ROOT, node, route
+from tests.support.chain_specs import EXAMPLE, ROOT, node, route
 
 runner = CliRunner()
 CHAIN = str(EXAMPLE / "node_chain.json")

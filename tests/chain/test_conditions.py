@@ -11,7 +11,7 @@ from slotrelay.chain import evaluate_routes, validate_document
 from slotrelay.chain.checks import failed_checks, identity_problems
 from slotrelay.chain.conditions import evaluate_condition
 from slotrelay.chain.models import Condition, JsonSchemaCheck
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 CHAIN = validate_document({"chain_id": "c", "nodes": [node("a", start=True)]}).bind(source=None)
 DOC = {"node_id": "a", "status": "completed",

@@ -7,20 +7,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from harness.deploy_site import get, serving
 from harness.deploy_sshd import Sshd, running_sshd, sshd_available
-from tests.chain.conftest import node, route
-from tests.conftest import require_service
+from tests.support.chain_specs import node, route
+from tests.support.services import require_service
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.ssh]
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 BUILD = '''
 from pathlib import Path

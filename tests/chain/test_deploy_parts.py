@@ -18,7 +18,7 @@ from slotrelay.chain.executors.deploy.node import run_deploy
 from slotrelay.chain.executors.deploy.sitemap import SitemapInvalid, listed_locs, update_sitemap
 from slotrelay.chain.executors.deploy.ssh import RemoteSettings
 from slotrelay.chain.models import CssPoint, DeployExecutor, HeaderPoint, TitlePoint
-from tests.chain.conftest import ROOT
+from tests.support.chain_specs import ROOT
 
 URLSET = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
 

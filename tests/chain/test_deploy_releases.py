@@ -25,7 +25,7 @@ import pytest
 from harness.deploy_site import deploy, get, picture, served, serving
 from harness.deploy_sshd import Sshd, running_sshd, sshd_available
 from slotrelay.chain.errors import NodeError
-from tests.conftest import require_service
+from tests.support.services import require_service
 
 SITE = "https://example.org/"
 PAGES = {

@@ -24,8 +24,8 @@ from slotrelay.chain.errors import NodeError
 from slotrelay.chain.executors.deploy.node import run_deploy
 from slotrelay.chain.executors.deploy.sitemap import listed_locs
 from slotrelay.chain.models import DeployExecutor
-from tests.chain.conftest import EXAMPLE
-from tests.conftest import require_service
+from tests.support.chain_specs import EXAMPLE
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.ssh
 

@@ -14,7 +14,7 @@ from slotrelay.chain import NodeError, load_chain
 from slotrelay.chain import executors as executors_module
 from slotrelay.chain.runner import decide_handling, execute_node
 from slotrelay.chain.slots import output_slot_document, write_json_atomic
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 from tests.support.waiting import wait_until
 
 STEPS = "def double(data):\n    return {'n': data.get('n', 1) * 2}\n"

@@ -8,10 +8,11 @@ import subprocess
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
-from tests.chain.conftest import node, route
-from tests.chain.test_arbitration import SLOTRELAY, decide, wait_paused
-from tests.conftest import recorded_task_runs
+from tests.support.arbitration import decide, wait_paused
+from tests.support.chain_specs import node, route
+from tests.support.prefect_api import recorded_task_runs
 
 pytestmark = pytest.mark.prefect_server
 

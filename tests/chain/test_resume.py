@@ -11,17 +11,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.slots import content_hash
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 pytestmark = pytest.mark.prefect_server
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 STEPS = '''
 import pathlib, time

@@ -29,7 +29,7 @@ from slotrelay.chain.slots import (
     write_json_atomic,
     write_slot,
 )
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 DIGEST = "sha256:" + "ab" * 32
 

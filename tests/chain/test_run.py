@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
-from tests.chain.conftest import node, route
-from tests.conftest import recorded_task_runs
+from tests.support.chain_specs import node, route
+from tests.support.prefect_api import recorded_task_runs
 
 pytestmark = pytest.mark.prefect_server
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 
 def task_runs(flow_run_id: str, count: int) -> dict[str, object]:

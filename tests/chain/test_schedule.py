@@ -35,7 +35,7 @@ from slotrelay.chain.schedule import (
 )
 from slotrelay.chain.slots import input_slot_document, output_slot_document, read_slot, write_json_atomic
 from slotrelay.timestamps import now_iso
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 STEPS = '''
 import json, pathlib

@@ -12,7 +12,7 @@ import pytest
 from slotrelay.chain import ChainValidationError, load_chain, validate_document
 from slotrelay.chain.provenance import input_slot_path, output_slot_path
 from slotrelay.chain.schema import SCHEMA_PATH, generate_schema, warm_up
-from tests.chain.conftest import EXAMPLE, node, route
+from tests.support.chain_specs import EXAMPLE, node, route
 
 EXAMPLE_DOC = json.loads((EXAMPLE / "node_chain.json").read_text(encoding="utf-8"))
 

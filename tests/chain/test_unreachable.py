@@ -13,7 +13,7 @@ import pytest
 from harness.ports import free_port
 from slotrelay.chain import NodeError, load_chain
 from slotrelay.chain.runner import decide_handling, execute_node
-from tests.chain.conftest import node, route
+from tests.support.chain_specs import node, route
 
 CALLS = '''
 import socket

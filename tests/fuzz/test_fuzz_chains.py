@@ -14,7 +14,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain import Chain, ChainValidationError, load_chain, validate_document
 from slotrelay.chain.graph import MAX_LABEL_CHARS, render_dot, render_mermaid
 from slotrelay.chain.schema import MAX_MESSAGE_CHARS, SCHEMA_PATH
@@ -173,7 +173,7 @@ def test_graphs_of_any_shape(size: int, edges: list[tuple[int, int]], starts: se
 def _slotrelay(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [str(Path(sys.executable).with_name("slotrelay")), *args],
+        [SLOTRELAY, *args],
         check=False,
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.commands import SLOTRELAY
 from tests.mcp.shop import make_shop
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 REPLY_DEADLINE_S = 60
 JSON_BLANKS = " \t\r\n"
 INITIALIZE = {

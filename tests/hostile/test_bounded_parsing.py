@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from harness.commands import SLOTRELAY
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.change import snippets
-from tests.mcp.processes import SLOTRELAY
 from tests.psmr.psmr_trees import write_tree
 
 FILES = {"kit/__init__.py": "", "kit/calc.py": "def add(a, b):\n    return a + b\n"}

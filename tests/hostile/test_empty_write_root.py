@@ -6,12 +6,11 @@ though nobody named it. Both commands that take the flag are run as a user runs 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+from harness.commands import SLOTRELAY
 
 
 @pytest.mark.parametrize("empty", ["", "   "], ids=["empty", "blank"])

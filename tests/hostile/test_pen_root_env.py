@@ -22,7 +22,7 @@ import pytest
 
 from harness.stub_model import StubModel
 from slotrelay.audit_log import AuditLog
-from tests.hostile.conftest import slotrelay
+from tests.support.slotrelay_cli import slotrelay
 
 INTENT = "sum the numbers in the input list"
 

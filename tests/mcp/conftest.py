@@ -10,9 +10,9 @@ import pytest
 
 from harness.ports import free_port
 from psmr_mcp import WorkspaceRegistry
-from tests.conftest import require_service
 from tests.mcp.processes import start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
+from tests.support.services import require_service
 
 NODE_BIN = Path(__file__).with_name("node_modules") / ".bin"
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.commands import SLOTRELAY
 from harness.process_groups import stop_process_group
 from tests.support.processes import wait_while_running
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 READY = "PSMR MCP server at "
 
 

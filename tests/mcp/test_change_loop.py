@@ -20,13 +20,11 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from harness.commands import SLOTRELAY
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.grants import Grants
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.conftest import require_service
-from tests.mcp.processes import SLOTRELAY
-from tests.mcp.test_tools import ok, refused
 from tests.mcp.vendored import (
     BODY,
     IMT,
@@ -40,6 +38,8 @@ from tests.mcp.vendored import (
     copy_sqlparse,
     snapshot,
 )
+from tests.support.mcp_tools import ok, refused
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.anyio
 

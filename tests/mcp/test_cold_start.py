@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -18,8 +17,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from harness.commands import SLOTRELAY
 from slotrelay.commands.mcp import frozen_imports
-from tests.mcp.processes import SLOTRELAY
+from tests.support.import_times import IMPORTED
 
 pytestmark = pytest.mark.anyio
 
@@ -46,9 +46,6 @@ NOT_NEEDED_OF_PSMR = (
     # server without --chain answers workspaces alone.
     "slotrelay.chain.slots",
 )
-IMPORTED = re.compile(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)$", re.MULTILINE)
-
-
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [

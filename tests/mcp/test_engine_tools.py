@@ -22,7 +22,7 @@ from psmr_mcp.engine_tools import EngineTools
 from slotrelay.chain.agent_view import AgentGrants, ServedChains
 from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, ATTESTED, phase2_copy, right_answer, route_to_review
-from tests.mcp.test_tools import call, ok, refused
+from tests.support.mcp_tools import call, ok, refused
 from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay import fsio
 from tests.mcp.engine_chain import AGENT, phase2_copy, route_to_review
-from tests.mcp.processes import SLOTRELAY
-from tests.mcp.test_surface import EXPECTED_TOOLS
 from tests.mcp.vendored import BODY, IMT_FILES, IMT_SITES, INTENT, MAPPED, copy_sqlparse, snapshot
+from tests.support.mcp_tools import EXPECTED_TOOLS
 
 pytestmark = pytest.mark.node
 

@@ -20,43 +20,9 @@ from mcp import Client
 
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.psmr.operators import OPERATIONS
+from tests.support.mcp_tools import EXPECTED_TOOLS
 
 SNAPSHOT = Path(__file__).with_name("tools_list.json")
-EXPECTED_TOOLS = {
-    "psmr_workspace_describe",
-    "psmr_operator_list",
-    "psmr_operator_describe",
-    "psmr_query_search",
-    "psmr_query_subgraph",
-    "psmr_query_evidence",
-    "psmr_query_unknowns",
-    "psmr_query_conflicts",
-    "psmr_impact",
-    "psmr_semantic_diff",
-    "psmr_findings",
-    "psmr_find_motif",
-    "psmr_get_contracts",
-    "psmr_delta_propose",
-    "psmr_delta_list",
-    "psmr_delta_describe",
-    "psmr_delta_validate",
-    "psmr_projection_preview",
-    "psmr_projection_apply",
-    "psmr_run_tests",
-    "psmr_verify_rebuild",
-    "psmr_verify_roundtrip",
-    "psmr_verify_review",
-    "psmr_workspace_build",
-    # The engine's tool family (psmr_mcp/engine_tools.py, docs/agents.md).
-    "chain_list",
-    "chain_describe",
-    "node_inbox",
-    "node_submit",
-    "run_status",
-    "alerts_list",
-    "alert_decide",
-    "pen_write",
-}
 # Tools that change their environment, and of those the ones that write source files or run code.
 # Every tool that writes anything, a record in the store included, is not read-only.
 CHANGING_TOOLS = {

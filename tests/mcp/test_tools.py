@@ -21,36 +21,9 @@ from mcp.shared.exceptions import MCPError
 
 from psmr_mcp import WorkspaceRegistry, build_server
 from tests.mcp.shop import make_shop
+from tests.support.mcp_tools import call, ok, refused
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(
-    client: Client, name: str, arguments: dict[str, Any], **kwargs: Any
-) -> tuple[Any, dict[str, Any]]:
-    """Call a tool; check the result carries the envelope both as structured content and as JSON text."""
-    result = await client.call_tool(name, arguments, **kwargs)
-    answer = result.structured_content
-    assert answer["schema"] == "psmr-tool-result-0.1"
-    assert json.loads(result.content[-1].text) == answer
-    assert result.is_error is (answer["status"] == "error")
-    return result, answer
-
-
-async def ok(client: Client, name: str, arguments: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    result, answer = await call(client, name, arguments, **kwargs)
-    assert not result.is_error, result.content[0].text
-    return answer
-
-
-async def refused(client: Client, name: str, arguments: dict[str, Any], code: str) -> str:
-    """Call a tool expecting a tool error with `code`; returns the message (after `CODE: `)."""
-    result, answer = await call(client, name, arguments)
-    assert result.is_error, answer
-    headline = result.content[0].text
-    assert headline.startswith(f"{code}: "), headline
-    assert answer["error"]["code"] == code
-    return headline.removeprefix(f"{code}: ")
 
 
 def _ids(items: list[dict[str, Any]]) -> set[str]:

@@ -14,12 +14,13 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from slotrelay import fsio
 from slotrelay.psmr.workspace.store import Store
-from tests.mcp.processes import SLOTRELAY, start_server, stop_server, wait_for_url
+from tests.mcp.processes import start_server, stop_server, wait_for_url
 from tests.mcp.shop import make_shop
-from tests.mcp.test_cold_start import IMPORTED
+from tests.support.import_times import IMPORTED
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio

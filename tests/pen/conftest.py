@@ -1,32 +1,15 @@
-"""Fixtures of the pen's tests: the stub code model, a root folder, model settings, Docker, a local host."""
+"""Fixtures of the pen's tests: model settings on the stub code model, and a root folder. The stub model
+(`stub`), the sandbox backend (`sandbox_backend`) and the local HTTP host (`local_host`), which other
+folders' tests use too, are tests/conftest.py's."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.stub_model import StubModel
 from slotrelay.pen.model_client import ModelSettings
-from tests.conftest import require_service
-
-# The sandbox tests' HTTP server on 127.0.0.1, for the pen's network allow-list test.
-from tests.sandbox.conftest import local_host  # noqa: F401
-
-
-@pytest.fixture(scope="session")
-def stub_server() -> Iterator[StubModel]:
-    with StubModel() as stub:
-        yield stub
-
-
-@pytest.fixture
-def stub(stub_server: StubModel) -> Iterator[StubModel]:
-    stub_server.reset()
-    yield stub_server
-    stub_server.reset()
 
 
 @pytest.fixture
@@ -41,19 +24,3 @@ def root(tmp_path: Path) -> Path:
     folder = tmp_path / "root"
     folder.mkdir()
     return folder
-
-
-@pytest.fixture(scope="session")
-def sandbox_backend() -> str:
-    """The sandbox backend the pen's end-to-end tests run on: the real Docker one.
-
-    `SLOTRELAY_PEN_TEST_BACKEND=bwrap` runs them on bwrap instead on a machine without Docker.
-    """
-    from slotrelay.sandbox import SandboxUnavailable, get_backend
-
-    name = os.environ.get("SLOTRELAY_PEN_TEST_BACKEND", "docker")
-    try:
-        get_backend(name, lang="python")
-    except SandboxUnavailable as missing:
-        require_service(False, f"the {name} sandbox cannot run python here: {missing.message}")
-    return name

@@ -11,7 +11,7 @@ from mcp import Client
 from harness.stub_model import SUM_CODE
 from psmr_mcp import WorkspaceRegistry, build_server
 from psmr_mcp.engine_tools import EngineTools
-from tests.mcp.test_tools import ok, refused
+from tests.support.mcp_tools import ok, refused
 
 from .contract import assert_output_shape, decision_of
 

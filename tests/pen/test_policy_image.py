@@ -14,7 +14,7 @@ import pytest
 
 from slotrelay.pen.errors import SandboxStartFailed
 from slotrelay.sandbox import SandboxRequestError
-from tests.sandbox.conftest import images_built
+from tests.support.sandbox_images import images_built
 
 MISSING = f"slotrelay-test/never-built:{uuid.uuid4().hex[:8]}"
 

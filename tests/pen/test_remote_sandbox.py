@@ -31,16 +31,14 @@ from slotrelay.sandbox.backends import close_backends
 from slotrelay.sandbox.daemon import DaemonEndpoint, docker_client
 from slotrelay.sandbox.docker_backend import OWNER_LABEL, owner_id
 from slotrelay.sandbox.errors import SandboxUnavailable
-from tests.conftest import require_service
-from tests.sandbox.conftest import images_built
 from tests.sandbox.remote_dockerd import RemoteDaemon, remote_dockerd
+from tests.support.beyond_page import REMOTE_BUILD, REMOTE_RUN
+from tests.support.sandbox_images import images_built
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker
 
 INTENT = "sum the numbers in the input list"
-# The commands of docs/beyond.md, run here against the test's daemon.
-REMOTE_BUILD = "slotrelay sandbox build --lang python"
-REMOTE_RUN = "slotrelay sandbox run hello.py --json"
 ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -123,8 +121,8 @@ def test_a_chains_pen_node_runs_on_the_daemon_its_sandbox_policy_names(prefect_s
     from flows.chain import run_chain
     from slotrelay.pen.writer import steps as pen_steps
     from slotrelay.psmr.analysis.effects import effects
-    from tests.conftest import recorded_task_runs
-    from tests.pen.test_chain_node import pen_chain
+    from tests.support.pen_chains import pen_chain
+    from tests.support.prefect_api import recorded_task_runs
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")
@@ -157,7 +155,7 @@ def test_a_chains_pen_node_on_a_daemon_refusing_its_certificate_fails_with_mpp_e
     from blocks.sandbox_policy import SandboxPolicy
     from flows.chain import read_summary, run_chain
     from slotrelay.chain import load_chain
-    from tests.pen.test_chain_node import pen_chain
+    from tests.support.pen_chains import pen_chain
 
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)
     monkeypatch.setenv("SLOTRELAY_MODEL_NAME", "stub-coder")

@@ -20,7 +20,7 @@ from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.cli import app
 from slotrelay.pen import store
 from slotrelay.pen.manifest import validate_manifest
-from tests.conftest import require_service
+from tests.support.services import require_service
 
 from .contract import AUDIT_KEYS, EXECUTION_KEYS, EXTENSION, OUTPUT_KEYS, assert_output_shape, decision_of
 

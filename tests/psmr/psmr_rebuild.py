@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,12 +23,11 @@ from typing import Any
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.psmr.analysis import relink
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.workspace.kept import KeptResolutions
 from slotrelay.psmr.workspace.store import Store
-
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 
 @contextmanager

@@ -363,7 +363,7 @@ def test_a_large_suite_s_observations_fit_the_sandbox_result(
     """600 tests each reaching 150 functions: named once each, the observations stay far below the
     sandbox's 1 MiB result (written out per test, as for sqlparse's 540 tests, they did not)."""
     from slotrelay.sandbox import SandboxUnavailable, get_backend
-    from tests.conftest import require_service
+    from tests.support.services import require_service
 
     try:
         get_backend("docker", lang="python")

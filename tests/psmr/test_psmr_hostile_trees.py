@@ -18,7 +18,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,12 @@ import pytest
 from mcp import Client, StdioServerParameters
 from psmr_trees import write_tree
 
+from harness.commands import SLOTRELAY
 from slotrelay.psmr.analysis.facts_version import FACTS_VERSION
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.workspace.build import MAX_FILE_BYTES_ENV, workspace_id
 from slotrelay.psmr.workspace.store import Store
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 MOD = "def real():\n    return 1\n"
 TREE = {"pkg/__init__.py": "", "pkg/mod.py": MOD, "pkg/use.py": "from pkg.mod import real\n\nreal()\n"}
 

@@ -13,7 +13,7 @@ from psmr_trees import write_tree
 
 from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.conftest import require_service
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker
 

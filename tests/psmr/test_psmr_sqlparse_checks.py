@@ -19,8 +19,8 @@ import pytest
 
 from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.conftest import require_service
 from tests.mcp.vendored import copy_sqlparse
+from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker
 

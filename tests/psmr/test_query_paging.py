@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from mcp import Client
 from psmr_trees import write_tree
 
+from harness.commands import SLOTRELAY
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.envelope import render
@@ -152,7 +152,7 @@ def test_the_cli_prints_within_max_text_bytes(hub: tuple[str, Path, Path]) -> No
     limit = 2000
     request = {"workspace_id": ws, **SLICE, "budget": {"max_text_bytes": limit}}
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("slotrelay")), "psmr", "call", "query.subgraph"]
+        [SLOTRELAY, "psmr", "call", "query.subgraph"]
         + [json.dumps(request), "--store", str(store)],
         capture_output=True,
         check=True,

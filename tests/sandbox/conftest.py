@@ -1,4 +1,5 @@
-"""Fixtures of the sandbox tests: each backend (real Docker daemon, real bwrap), and a local HTTP host.
+"""Fixtures of the sandbox tests: each backend (real Docker daemon, real bwrap). The local HTTP host they
+share with the pen's tests (`local_host`) is tests/conftest.py's.
 
 Every test that runs code takes `backend`, which is parametrized over docker and bwrap and
 carries the matching marker; a backend that cannot run here is skipped locally and fails in CI.
@@ -7,32 +8,11 @@ The docker backend is the process-wide one, so its pool is shared by the whole s
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.conftest import require_service
-
-
-@functools.cache
-def images_built() -> bool:
-    """Build the images this checkout needs when a daemon answers (a no-op when current, as in CI)."""
-    from slotrelay.sandbox import images
-    from slotrelay.sandbox.daemon import docker_client
-
-    try:
-        client = docker_client()
-    except SandboxUnavailable:
-        return False
-    try:
-        images.build_images(client, say=lambda line: None)
-    finally:
-        client.close()
-    return True
+from tests.support.sandbox_images import images_built
+from tests.support.services import require_service
 
 
 def _usable(name: str) -> str:
@@ -66,35 +46,3 @@ def bwrap_ready() -> str:
 def docker_backend():
     """The process-wide docker backend (its pool included)."""
     return get_backend(_usable("docker"), lang="python")
-
-
-class HostLog:
-    """The requests a `LocalHost` received (paths), so a test can tell what got out."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-
-
-@pytest.fixture(scope="session")
-def local_host() -> Iterator[tuple[int, HostLog]]:
-    """An HTTP server on 127.0.0.1 answering `hello from <path>`; yields its port and its request log."""
-    log = HostLog()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            log.paths.append(self.path)
-            body = f"hello from {self.path}".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], log
-    server.shutdown()
-    server.server_close()

@@ -6,13 +6,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
+from harness.commands import SLOTRELAY
 
 
 def slotrelay(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,7 @@ import pytest
 
 from harness.ports import free_port
 from harness.postgres_cluster import PostgresCluster, cluster_user, postgres_bin, postgres_cluster
-from tests.conftest import require_service
+from tests.support.services import require_service
 
 
 @pytest.fixture(scope="session")

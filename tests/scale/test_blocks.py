@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from blocks import ChainFolders, SandboxPolicy
 from harness.chains import small_chain
 from slotrelay.sandbox import SandboxRequestError
+from tests.support.beyond_page import REGISTER
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTER = "prefect block register -m blocks"  # the command of docs/beyond.md
 SLUGS = {
     "slotrelay-code-model": {"base_url", "model", "api_key"},
     "slotrelay-sandbox-policy": {"daemon_url", "tls_ca_cert", "tls_client_cert", "tls_client_key",

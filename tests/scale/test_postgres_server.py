@@ -14,14 +14,11 @@ import pytest
 
 from harness.chains import small_chain
 from harness.ports import free_port
-from tests.conftest import http_status, interrupt_up, wait_for_up
+from tests.support.beyond_page import README_RUN, README_UP
+from tests.support.prefect_api import http_status
+from tests.support.slotrelay_up import interrupt_up, wait_for_up
 
 ROOT = Path(__file__).resolve().parents[2]
-# The commands of docs/beyond.md, run here with the test's cluster, port and chain.
-README_UP = "slotrelay up --database {database} CHAIN.json"
-README_RUN = "PREFECT_API_URL={api} slotrelay run CHAIN.json --json"
-
-
 def command(template: str, chain: Path, **values: str) -> tuple[dict[str, str], list[str]]:
     """(environment variables, argv) of a documented command, `slotrelay` run as this Python's module."""
     words = template.format(**values).replace("CHAIN.json", str(chain)).split()

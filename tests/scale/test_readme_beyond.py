@@ -4,13 +4,7 @@ shows."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tests.pen.test_remote_sandbox import REMOTE_BUILD, REMOTE_RUN
-from tests.scale.test_blocks import REGISTER
-from tests.scale.test_postgres_server import README_RUN, README_UP
-
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "beyond.md"
+from tests.support.beyond_page import PAGE, README_RUN, README_UP, REGISTER, REMOTE_BUILD, REMOTE_RUN
 
 
 def test_every_command_of_the_section_is_run_by_a_test() -> None:

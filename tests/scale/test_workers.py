@@ -28,7 +28,7 @@ from harness.workers import (
 )
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
-from tests.scale.test_readme_beyond import PAGE
+from tests.support.beyond_page import PAGE
 
 
 def completed(path) -> bool:

@@ -25,9 +25,9 @@ import anyio.to_thread
 import pytest
 from mcp import Client, StdioServerParameters
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, phase2_copy, right_answer, route_to_review
-from tests.mcp.processes import SLOTRELAY
 from tests.support.waiting import API_POLL_SECONDS
 
 from .test_deployment_path import ROOT, wait_for

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.routing import CRASH_BEFORE_ROUTE_ENV
 from tests.support.waiting import API_POLL_SECONDS
 
@@ -32,7 +32,6 @@ from .test_watch_engine import (
 )
 
 pytestmark = pytest.mark.prefect_server
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 STEPS = '''
 import pathlib
 

@@ -21,7 +21,7 @@ from harness.ports import free_port
 from harness.workers import environment, start_worker, stop
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
-from tests.conftest import http_status, recorded_task_runs
+from tests.support.prefect_api import http_status, recorded_task_runs
 from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server

@@ -16,7 +16,8 @@ import pytest
 
 from harness.chains import agent_writes
 from harness.ports import free_port
-from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
+from tests.support.prefect_api import http_status
+from tests.support.slotrelay_up import interrupt_up, migrated_home, start_up, wait_for_up
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_MODULE = '''
@@ -149,14 +150,6 @@ def test_watch_names_a_bad_chain_and_a_missing_api(tmp_path):
     assert done.returncode == 3
     # The one message of deployments.server.require_api, naming where the address came from.
     assert f"no Prefect server answers at {env['PREFECT_API_URL']} (PREFECT_API_URL)" in done.stderr
-
-
-def start_up(args: list[str], *, cwd: Path, log: Path) -> subprocess.Popen:
-    """`slotrelay up ARGS` from `cwd`, with no PREFECT_API_URL, its output (both streams) in `log`."""
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    with log.open("w") as handle:
-        return subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "up", *args], cwd=cwd,
-                                env={**env, "COLUMNS": "250"}, stdout=handle, stderr=subprocess.STDOUT)
 
 
 @pytest.mark.prefect_server

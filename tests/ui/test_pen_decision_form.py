@@ -1,6 +1,6 @@
 """A chain's pen node whose persona asks a person, decided in the Prefect UI's form in a real browser.
 
-The chain of tests/pen/test_chain_node.py (numbers -> summer, a pen -> after) runs against the stub code
+The chain of tests/support/pen_chains.py (numbers -> summer, a pen -> after) runs against the stub code
 model and the Docker sandbox; its run pauses from inside the pen node. tests/ui/resume_form.js, the script
 that drives the engine's arbitration form, opens the run in the v2 UI (where the UI's root sends a browser
 with no saved preference), reads the form (the pen shown first), chooses share, fills who and why, and
@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from slotrelay.audit_log import AuditLog
-from tests.pen.conftest import sandbox_backend, stub, stub_server  # noqa: F401
 from tests.pen.contract import assert_output_shape, decision_of
-from tests.pen.test_chain_node import person_chain, start_chain, wait_paused
+from tests.support.pen_chains import person_chain, start_chain, wait_paused
+from tests.support.resume_form import SCRIPT, resume_in_browser
 from tests.ui.browser_session import BrowserSession
-from tests.ui.test_resume_form import SCRIPT, browser_tools, resume_in_browser  # noqa: F401
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser, pytest.mark.docker]
 
@@ -27,7 +26,7 @@ FORM = {"decision": "share", "comment": "a tool others can use", "decided_by": "
 
 
 def test_a_person_decides_a_pen_node_in_the_ui_form(
-    browser_tools: None, prefect_server: str, stub, tmp_path: Path, sandbox_backend: str,  # noqa: F811
+    browser_tools: None, prefect_server: str, stub, tmp_path: Path, sandbox_backend: str,
     monkeypatch,
 ) -> None:
     monkeypatch.setenv("SLOTRELAY_MODEL_BASE_URL", stub.base_url)

@@ -39,6 +39,7 @@ from mcp import Client, StdioServerParameters
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from psmr_view import create_app
 from psmr_view.errors import ViewError
@@ -52,20 +53,15 @@ from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.ops.overview import MAP_MODULES, SYMBOL_KINDS
 from slotrelay.psmr.workspace.graph import qname, sid
 from slotrelay.psmr.workspace.store import Store, Workspace
-from tests.conftest import (
-    interrupt_up,
-    migrated_home,
-    require_service,
-    wait_for_up,
-)
 from tests.mcp.processes import ServerProcess, start_server, stop_server, wait_for_url
 from tests.mcp.shop import FIRST_COMMIT, make_shop
+from tests.support.services import require_service
+from tests.support.slotrelay_up import interrupt_up, migrated_home, wait_for_up
 from tests.ui.browser_session import NODE, BrowserSession
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 SCRIPT = HERE / "psmr_view.js"
-SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "build" / "artifacts" / "psmr_view"
 READY = "PSMR view at "

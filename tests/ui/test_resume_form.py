@@ -1,6 +1,6 @@
 """L5 in the Prefect UI: a person decides a paused run in the form the UI renders, in a real browser.
 
-Four chain runs pause on an undeclared error (the chain of tests/chain/test_arbitration.py). Each is
+Four chain runs pause on an undeclared error (the chain of tests/support/arbitration.py). Each is
 resumed through one of the two UIs the Prefect server serves: v1 (Vue, at `/`), where the run link
 `slotrelay run` prints leads, and v2 (React, at `/v2`), where the UI's root sends a browser that has
 no saved preference. tests/ui/resume_form.js drives Debian's headless Chromium with playwright-core:
@@ -20,7 +20,6 @@ import contextvars
 import json
 import os
 import queue
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,16 +29,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
-from tests.chain.test_arbitration import SLOTRELAY, make_chain, wait_paused
-from tests.conftest import require_service
-from tests.ui.browser_session import NODE, BrowserSession
+from tests.support.arbitration import make_chain, wait_paused
+from tests.support.resume_form import SCRIPT, resume_in_browser
+from tests.ui.browser_session import BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 
-HERE = Path(__file__).parent
-SCRIPT = HERE / "resume_form.js"
-CHROMIUM = "/usr/bin/chromium"
 # Browsers open at once: one per core of CI's 2-core machine (rendering the UI keeps a core busy).
 BROWSERS = 2
 # Per run: the UI and the answers given in turn; `data` is the text typed into the JSON editor.
@@ -58,33 +55,6 @@ RUNS = {
 RETRIES = ("v1-retry", "v2-retry")
 # The form has no `via`: only `slotrelay decide` sends it.
 FIELDS = ["Decision", "Comment (Optional)", "Data (Optional)", "Decided By (Optional)"]
-
-
-def resume_in_browser(ui_url: str, flow_run_id: str, *, ui: str, form: dict, refused: bool, name: str,
-                      tmp_path: Path, browser: BrowserSession | None = None,
-                      form_screenshot: Path | None = None, alert: bool = True) -> dict:
-    """resume_form.js's decision on one paused run, in `browser` (else in a browser of its own); returns
-    what it did, with a screenshot of the page it left (tmp_path/<name>-page.png) and, with
-    `form_screenshot`, one of the form as it opened. With `alert` (a run paused on an alert, not a pen's
-    decision) it reads the alert under the Decision field."""
-    screenshot = tmp_path / f"{name}-page.png"
-    job = {
-        "step": "resume",
-        "ui_url": ui_url,
-        "flow_run_id": flow_run_id,
-        "ui": ui,
-        "form": form,
-        "refused": refused,
-        "screenshot": str(screenshot),
-        "form_screenshot": str(form_screenshot) if form_screenshot else None,
-        "alert": alert,
-    }
-    with contextlib.ExitStack() as own:
-        session = browser or own.enter_context(BrowserSession(SCRIPT, tmp_path / name))
-        result = session.step(**job)
-        assert result["ok"], (f"the {ui} UI did not take the decision: {result}; screenshot: {screenshot}; "
-                              f"stderr: {session.log.read_text()[-2000:]}")
-    return result
 
 
 def pause_key(flow_run_id: str) -> str | None:
@@ -140,17 +110,6 @@ def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path, browser: B
             assert (recorded.status, recorded.decision) == ("paused", None)
         else:
             assert did["state_after"] != "Paused" and did["final_state"] == "Completed", shown
-
-
-@pytest.fixture
-def browser_tools() -> None:
-    """Chromium, Node and playwright-core, or a skip (a failure in CI) before any run starts."""
-    require_service(
-        shutil.which(CHROMIUM) is not None and NODE.exists() and (
-            HERE / "node_modules" / "playwright-core").is_dir(),
-        "the browser test needs /usr/bin/chromium (apt chromium), tests/mcp's Node and tests/ui/node_modules "
-        "(run scripts/bootstrap.sh)",
-    )
 
 
 @pytest.fixture

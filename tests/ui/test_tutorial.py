@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import read_slot
-from tests.chain.test_arbitration import SLOTRELAY, wait_paused
-from tests.conftest import http_status, interrupt_up, migrated_home, wait_for_up
-from tests.sensor.test_up import start_up
+from tests.support.arbitration import wait_paused
+from tests.support.prefect_api import http_status
+from tests.support.slotrelay_up import interrupt_up, migrated_home, start_up, wait_for_up
 from tests.ui.browser_session import BrowserSession
-from tests.ui.test_resume_form import browser_tools
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -49,8 +49,6 @@ SHOTS = ROOT / "build" / "artifacts" / "tutorial"
 CHAIN = "examples/phase2/node_chain.json"
 DEPLOYMENT = "phase2-content"
 FINAL = ["Completed", "Failed", "Crashed", "Cancelled"]
-
-__all__ = ["browser_tools"]  # the fixture, used by name
 
 
 InBrowser = Callable[..., dict]
