@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
     from prefect.deployments.runner import RunnerDeployment
     from prefect.events.schemas.automations import AutomationCore
 
@@ -183,29 +184,44 @@ def ensure_automations(crash_after: timedelta = CRASH_AFTER) -> None:
 
     Two `watch --pool` starting at once on a server without them both find none and both create a pair;
     two crash automations would act twice. So every `watch` keeps the one of a name with the least id,
-    the same one whichever looks, and deletes the others.
+    the same one whichever looks, and deletes the others; one whose kept automation is deleted before
+    its update (another, starting at once, saw one of a smaller id) looks again.
     """
     from prefect.client.orchestration import get_client
-    from prefect.exceptions import PrefectHTTPStatusError
 
     with get_client(sync_client=True) as client:
         for automation in crash_and_reschedule_automations(crash_after):
-            existing = client.read_automations_by_name(automation.name)
-            if not existing:
-                client.create_automation(automation)
-                logger.info("automation %r created", automation.name)
-                existing = client.read_automations_by_name(automation.name)
-            kept, *others = sorted(existing, key=lambda found: str(found.id))
-            for other in others:
-                try:
-                    client.delete_automation(other.id)
-                except PrefectHTTPStatusError as error:
-                    # Another watch deleted it first (the client raises on the 404 it means to ignore).
-                    if error.response.status_code != HTTPStatus.NOT_FOUND:
-                        raise
-            if _settings(kept) != _settings(automation):
-                client.update_automation(kept.id, automation)
-                logger.info("automation %r updated", automation.name)
+            while not _ensure_one(client, automation):
+                pass
+
+
+def _ensure_one(client: SyncPrefectClient, automation: AutomationCore) -> bool:
+    """One pass of `ensure_automations` for one automation; False when the one kept was deleted before its
+    update (another watch starting at once found one of a smaller id): the next pass keeps that one."""
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    existing = client.read_automations_by_name(automation.name)
+    if not existing:
+        client.create_automation(automation)
+        logger.info("automation %r created", automation.name)
+        existing = client.read_automations_by_name(automation.name)
+    kept, *others = sorted(existing, key=lambda found: str(found.id))
+    for other in others:
+        try:
+            client.delete_automation(other.id)
+        except PrefectHTTPStatusError as error:
+            # Another watch deleted it first (the client raises on the 404 it means to ignore).
+            if error.response.status_code != HTTPStatus.NOT_FOUND:
+                raise
+    if _settings(kept) != _settings(automation):
+        try:
+            client.update_automation(kept.id, automation)
+        except PrefectHTTPStatusError as error:
+            if error.response.status_code == HTTPStatus.NOT_FOUND:
+                return False
+            raise
+        logger.info("automation %r updated", automation.name)
+    return True
 
 
 def _settings(automation: AutomationCore) -> dict[str, Any]:

@@ -76,3 +76,40 @@ def test_watches_starting_at_once_on_a_new_server_leave_one_automation_of_each(p
         assert counts == {CRASH_AUTOMATION: 1, RESCHEDULE_AUTOMATION: 1}
     finally:
         ensure_automations(CRASH_AFTER)
+
+
+def test_a_watch_whose_automation_another_deletes_before_its_update_updates_the_one_left(
+    prefect_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three watches start at once on a server without the automations, two asking for other windows: C
+    creates X; A finds X (and means to update it to its window); B, which found none either, creates W
+    and, W's id being the least, deletes X. A's update of X then meets a 404: it must update W, not fail
+    `watch` at its start."""
+    from prefect.client.orchestration import SyncPrefectClient, get_client
+
+    from deployments.pool import crash_and_reschedule_automations
+
+    other_window = CRASH_AFTER + timedelta(seconds=20)
+    ensure_automations(other_window)  # watch C's
+    update = SyncPrefectClient.update_automation
+    meanwhile = []
+
+    def deleted_meanwhile(self: SyncPrefectClient, automation_id, automation) -> None:
+        if not meanwhile:
+            # Watch B: its own, then the one A found goes.
+            [crash, _] = crash_and_reschedule_automations(other_window)
+            meanwhile.append(self.create_automation(crash))
+            self.delete_automation(automation_id)
+        update(self, automation_id, automation)
+
+    monkeypatch.setattr(SyncPrefectClient, "update_automation", deleted_meanwhile)
+    try:
+        ensure_automations(CRASH_AFTER)  # watch A's
+        monkeypatch.undo()
+        assert meanwhile
+        assert triggers()[CRASH_AUTOMATION][1] == CRASH_AFTER.total_seconds()
+        with get_client(sync_client=True) as client:
+            assert [a.id for a in client.read_automations_by_name(CRASH_AUTOMATION)] == meanwhile
+    finally:
+        monkeypatch.undo()
+        ensure_automations(CRASH_AFTER)
