@@ -95,3 +95,18 @@ def test_the_imports_objects_are_frozen_and_collection_resumes_after_them() -> N
     finally:
         # The test process's own objects go back to the collector's oldest generation.
         gc.unfreeze()
+
+
+def test_a_ctrl_c_during_the_imports_leaves_the_collector_as_it_was() -> None:
+    """A Ctrl-C while the SDK is imported turns the collector back on; one that was off stays off."""
+    try:
+        with pytest.raises(KeyboardInterrupt), frozen_imports():
+            raise KeyboardInterrupt
+        assert gc.isenabled()
+        gc.disable()
+        with pytest.raises(KeyboardInterrupt), frozen_imports():
+            raise KeyboardInterrupt
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
