@@ -279,7 +279,9 @@ class PoolRunReports:
     def stop(self) -> None:
         """End the subscription and its thread."""
         if self._loop is not None and self._task is not None:
-            self._loop.call_soon_threadsafe(self._task.cancel)
+            # Closed once the reports ended on an error (logged as they ended): nothing is left to cancel.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join(timeout=10)
 
     def _run(self) -> None:

@@ -1,0 +1,63 @@
+"""`PoolRunReports` (deployments/pool.py) on a stream of crash events, without a Prefect server: reports
+that ended on an error stop quietly with `watch`."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any, Self
+from uuid import UUID, uuid4
+
+import pytest
+
+from deployments.pool import PoolRunReports
+
+
+def crashed(run: UUID, deployment: UUID) -> Any:
+    """The event Prefect's server emits as a run of `deployment` ends Crashed."""
+    from prefect.events.schemas.events import Event
+
+    return Event(
+        id=uuid4(), occurred=datetime.now(UTC), event="prefect.flow-run.Crashed",
+        resource={"prefect.resource.id": f"prefect.flow-run.{run}", "prefect.resource.name": "a-run"},
+        related=[{"prefect.resource.id": f"prefect.deployment.{deployment}",
+                  "prefect.resource.role": "deployment", "prefect.resource.name": "chain"}],
+        payload={"validated_state": {"type": "CRASHED", "message": "no heartbeat"}},
+    )
+
+
+class Subscriber:
+    """In place of Prefect's events subscriber: the events given, then nothing until it is cancelled (or
+    the error given, raised as it subscribes)."""
+
+    def __init__(self, events: list[Any], error: Exception | None = None) -> None:
+        self._events = events
+        self._error = error
+
+    async def __aenter__(self) -> Self:
+        if self._error is not None:
+            raise self._error
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> Any:
+        return self._stream()
+
+    async def _stream(self) -> Any:
+        for event in self._events:
+            yield event
+        await asyncio.Event().wait()
+
+
+def test_reports_that_ended_on_an_error_stop_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The events' websocket could not be opened: the reports end (logged), `watch` serves on, and its stop
+    # (Ctrl-C) stops them again.
+    monkeypatch.setattr("prefect.events.clients.get_events_subscriber",
+                        lambda filter: Subscriber([], ConnectionRefusedError("no events")))
+    crashes = PoolRunReports([uuid4()], print)
+    crashes.start()
+    crashes._thread.join(timeout=30)
+    assert not crashes._thread.is_alive()
+    crashes.stop()
