@@ -293,6 +293,7 @@ class PoolRunReports:
             self._listening.set()
 
     async def _listen(self) -> None:
+        import httpx
         from prefect.events.clients import get_events_subscriber
         from prefect.events.filters import (
             EventFilter,
@@ -300,6 +301,7 @@ class PoolRunReports:
             EventOccurredFilter,
             EventRelatedFilter,
         )
+        from prefect.exceptions import ObjectNotFound
 
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
@@ -318,7 +320,14 @@ class PoolRunReports:
                     # The subscription's filter does not narrow by related resource: every watch on the
                     # server would otherwise print every pool's crashed runs.
                     if any(resource.id in wanted for resource in event.related):
-                        self._report(await self._describe(event))
+                        try:
+                            report = await self._describe(event)
+                        except (ObjectNotFound, httpx.HTTPError) as error:
+                            # Its run could not be read (deleted meanwhile, the API unreachable): the crash
+                            # is reported all the same, and the reports go on.
+                            report = (f"{event.resource.id} crashed on the work pool (its details could not "
+                                      f"be read: {error!r})")
+                        self._report(report)
 
     async def _describe(self, event: Any) -> str:
         from prefect.client.orchestration import get_client

@@ -1,9 +1,11 @@
-"""`PoolRunReports` (deployments/pool.py) on a stream of crash events, without a Prefect server: reports
-that ended on an error stop quietly with `watch`."""
+"""`PoolRunReports` (deployments/pool.py) on a stream of crash events, without a Prefect server: a crash
+whose run cannot be read does not end the reports of the crashes after it, and reports that ended on an
+error stop quietly with `watch`."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime
 from typing import Any, Self
 from uuid import UUID, uuid4
@@ -11,6 +13,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from deployments.pool import PoolRunReports
+from tests.support.waiting import wait_until
 
 
 def crashed(run: UUID, deployment: UUID) -> Any:
@@ -49,6 +52,35 @@ class Subscriber:
         for event in self._events:
             yield event
         await asyncio.Event().wait()
+
+
+def test_a_crash_whose_run_cannot_be_read_leaves_the_next_crashes_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prefect.exceptions import ObjectNotFound
+
+    deployment, gone, next_run = uuid4(), uuid4(), uuid4()
+    monkeypatch.setattr("prefect.events.clients.get_events_subscriber",
+                        lambda filter: Subscriber([crashed(gone, deployment), crashed(next_run, deployment)]))
+
+    async def describe(self: PoolRunReports, event: Any) -> str:
+        # The first run was deleted between its crash and this lookup.
+        if event.resource.id == f"prefect.flow-run.{gone}":
+            raise ObjectNotFound(http_exc=Exception("404"))
+        return f"run {event.resource.id} crashed on the work pool"
+
+    monkeypatch.setattr(PoolRunReports, "_describe", describe)
+    reports: list[str] = []
+    crashes = PoolRunReports([deployment], reports.append)
+    crashes.start()
+    try:
+        listening = threading.Thread.is_alive
+        wait_until(lambda: len(reports) == 2 or not listening(crashes._thread), timeout=30,
+                   what="two reports, or the reports' end")
+    finally:
+        crashes.stop()
+    assert len(reports) == 2, reports
+    assert str(gone) in reports[0] and str(next_run) in reports[1], reports
 
 
 def test_reports_that_ended_on_an_error_stop_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
