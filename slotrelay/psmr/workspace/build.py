@@ -14,7 +14,9 @@ before. Either way an updated workspace equals a full rebuild.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import os
 import subprocess
 import threading
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from slotrelay.psmr.analysis.link import Linker, LinkResult
     from slotrelay.psmr.analysis.record import ResolutionRecord
     from slotrelay.psmr.workspace.graph import Assembled
+
+log = logging.getLogger(__name__)
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -225,6 +229,8 @@ def build(
     warm: bool = False,
     budget: BuildBudget | None = None,
     kept: KeptResolutions | None = None,
+    persist: bool = False,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
@@ -239,6 +245,13 @@ def build(
     resolving costs (default: `BuildBudget()`); past it, the call sites left are the unknown
     `budget_exceeded` (see `slotrelay.psmr.analysis.buildbudget`), and the summary's `budget_exceeded` names
     the limit passed.
+
+    A build given no `kept` replays the resolution the store keeps of the workspace, when it has one
+    of the stored version (`slotrelay.psmr.workspace.replay`: a one-shot build in a new process).
+    `persist` keeps this build's resolution there for the next one, once the store held a build of
+    the workspace (a tree being iterated on; the first build does not pay for the records a replay
+    needs). `later`: given the write of that record instead of running it, for a caller that runs it
+    after it has answered (the CLI, in a child process).
     """
     key = (str(Store.open(store).path), str(Path(path).expanduser().resolve()), rev)
     with _BUILDING_GUARD:
@@ -246,7 +259,7 @@ def build(
     with lock:
         return _build(
             path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm,
-            budget=budget, kept=kept,
+            budget=budget, kept=kept, persist=persist, later=later,
         )
 
 
@@ -260,6 +273,8 @@ def _build(
     warm: bool,
     budget: BuildBudget | None,
     kept: KeptResolutions | None,
+    persist: bool = False,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """The phases of a build: discover, facts, resolve, assemble, save."""
     started = time.perf_counter()
@@ -272,7 +287,11 @@ def _build(
         return _unchanged(tree, started, progress)
     last = kept.take(kept_key) if kept is not None else None
     facts = _facts(tree, last, progress)
-    resolution = _resolution(tree, facts, last, budget, keep=kept is not None)
+    if kept is None:
+        last = _stored_resolution(tree, facts)
+    # A one-shot build records what a replay needs only for a workspace the store already holds.
+    persisting = kept is None and persist and bool(tree.manifest.get("version"))
+    resolution = _resolution(tree, facts, last, budget, keep=kept is not None or persisting)
     assembled = _assembled(tree, facts, resolution, last)
     if kept is not None and not resolution.exceeded:
         kept.put(kept_key, Resolved(tree.version, facts.keys, resolution.record, assembled))
@@ -281,9 +300,48 @@ def _build(
     # parts are not the manifest's, so the save then checks every part against the store.
     in_step = last is not None and last.version == tree.manifest.get("version")
     summary = _saved(tree, resolution, assembled, in_step=in_step, started=started)
+    if persisting and resolution.record is not None:
+        write = functools.partial(
+            _store_resolution, tree, Resolved(tree.version, facts.keys, resolution.record, None)
+        )
+        if later is not None:
+            # The record shares the linker's memo: the linker is not closed (its process ends).
+            later(write)
+            return summary
+        write()
     if kept is None:
         resolution.linker.close()
     return summary
+
+
+def _stored_resolution(tree: _Tree, facts: _Facts) -> Resolved | None:
+    """The resolution the store keeps of the workspace (`slotrelay.psmr.workspace.replay`), when it is
+    the stored version's and reads back whole; else None, and the log says why."""
+    from slotrelay.psmr.workspace import replay
+
+    name = replay.record_name(tree.workspace_id)
+    if not tree.manifest.get("version") or not os.path.lexists(tree.store.path / name):
+        return None
+    record = tree.store.read_record(name)
+    if record is None:
+        log.warning(
+            "the stored resolution %s is damaged or not sealed by this user: not replayed, resolving in full",
+            tree.store.path / name,
+        )
+        return None
+    try:
+        return replay.load(record[0], tree.manifest, facts.facts, facts.keys, tree.store.get_facts)
+    except replay.Refused as exc:
+        log.info("the stored resolution %s is not replayed: %s", tree.store.path / name, exc)
+        return None
+
+
+@without_cyclic_gc
+def _store_resolution(tree: _Tree, resolved: Resolved) -> None:
+    """Keep a resolution in the store for the next one-shot build of the workspace."""
+    from slotrelay.psmr.workspace import replay
+
+    tree.store.write_record(replay.record_name(tree.workspace_id), replay.dump(resolved))
 
 
 @dataclass
@@ -417,7 +475,7 @@ def _facts(tree: _Tree, last: Resolved | None, progress: Callable[[int, int, str
     for done, (rel, entry) in enumerate(tree.entries.items(), start=1):
         module = entry["module"]
         cached = None
-        if last is not None and last.keys.get(module) == entry["key"]:
+        if last is not None and last.assembled is not None and last.keys.get(module) == entry["key"]:
             cached = last.assembled.facts[module]
         if cached is None:
             cached = tree.store.get_facts(entry["key"])

@@ -1,0 +1,260 @@
+"""A workspace's last resolution kept in the store, so that a one-shot build in a new process replays it.
+
+A long-lived process keeps its last resolution in memory (`slotrelay.psmr.workspace.kept`); a
+`slotrelay psmr build` is a new process each time, so the same `Resolved` is written to the store
+beside the workspace's manifest and read back by the next build, which replays it where the edit
+reaches (`relink`) instead of resolving the whole tree again. One concept in two places: `dump` turns
+a `Resolved` into the record's payload, `load` a payload back into a `Resolved` (without the graph's
+parts, which the build then assembles from the facts).
+
+    <store>/workspaces/<ws_id>/resolution.msgpack
+
+The record is sealed like every record of the store (`slotrelay.psmr.workspace.sealed`: an HMAC under
+this user's key over its name and payload) and is data only, MessagePack, never pickle. It is used
+only when its seal checks, its format and facts version are this code's, and it is the resolution of
+the workspace the manifest describes (the same version, every file's content key the same); anything
+else is refused with a reason and the build resolves in full: a refused record never gives a wrong
+answer, only a slower build.
+
+What is stored is the record `relink` reads less what the build has anyway: the facts and their tables
+are not stored (the facts are the store's, by the content keys the record names; the tables are
+rebuilt from them). Its values are tuples of strings and numbers (refs, values, memo keys), so each
+section is unpacked in C with every array a tuple, and the sets are made from those tuples; the few
+lists a replay compares as lists (MROs, call targets) live in sections unpacked with lists. Who used
+what (`Uses`, the largest part) is stored once per distinct item: a table of items, then for each item
+the numbers of its users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+import msgpack
+
+from slotrelay.psmr.analysis.calltargets import CallTarget
+from slotrelay.psmr.analysis.facts_version import FACTS_VERSION
+from slotrelay.psmr.analysis.hierarchy import ClassHierarchy
+from slotrelay.psmr.analysis.link import LinkResult
+from slotrelay.psmr.analysis.memo import Uses
+from slotrelay.psmr.analysis.record import ResolutionRecord
+from slotrelay.psmr.workspace.kept import Resolved
+
+FORMAT = "psmr-replay-1"
+# The content key the build gives a module it could not analyse (`build._facts`): no facts are stored.
+UNANALYSED = "unanalysed:"
+FROZENSET_EXT = 2
+
+
+def record_name(workspace_id: str) -> str:
+    """The record's path inside its store."""
+    return f"workspaces/{workspace_id}/resolution.msgpack"
+
+
+class Refused(Exception):
+    """A stored resolution that cannot be replayed; the message says why."""
+
+
+def dump(resolved: Resolved) -> bytes:
+    """The payload of a resolution kept in the store.
+
+    Raises:
+        ValueError: the resolution has no record to replay.
+    """
+    record = resolved.record
+    if record is None:
+        raise ValueError("a resolution without a record cannot be replayed")
+    result = record.result
+    tuples = {
+        "modules": sorted(record.modules),
+        "param_free": _table(record.param_free),
+        "rounds": [_table(r) for r in record.rounds],
+        "round_params": [_table(r) for r in record.round_params],
+        "round_readers": [_table(r) for r in record.round_readers],
+        "final_readers": _table(record.final_readers),
+        "constructed_by": _table(record.constructed_by),
+        "constructed": sorted(record.constructed),
+        "unresolved": [list(result.unresolved), list(result.unresolved.values())],
+        "state": result.state,
+        "decorates": result.decorates,
+        "reexports": result.reexports,
+        "uses": _uses(record.uses),
+        "strict_uses": _uses(record.strict_uses),
+    }
+    lists = {
+        "mro_of": record.hierarchy.mro_of,
+        "subclasses_of": record.hierarchy.subclasses_of,
+        "mro": result.mro,
+        "bases": result.bases,
+        "external_bases": result.external_bases,
+        "targets": _targets(result.targets),
+        "implicit": _targets(result.implicit),
+    }
+    head = {
+        "format": FORMAT,
+        "facts_version": FACTS_VERSION,
+        "version": resolved.version,
+        "keys": resolved.keys,
+    }
+    packed: bytes = msgpack.packb([head, msgpack.packb(tuples, default=_frozenset_ext), msgpack.packb(lists)])
+    return packed
+
+
+def load(
+    payload: bytes,
+    manifest: dict[str, Any],
+    facts: dict[str, dict[str, Any]],
+    keys: dict[str, str],
+    stored_facts: Callable[[str], dict[str, Any] | None],
+) -> Resolved:
+    """The resolution a payload holds, as a replay reads it.
+
+    Parameters:
+        payload: the record's payload (its seal already checked).
+        manifest: the workspace's manifest: the record must be the resolution of its version.
+        facts: every module's facts now (the build's), by module.
+        keys: the content key of each module's facts now.
+        stored_facts: the facts the store holds under a content key, or None: the facts before the
+            edit of the modules it changed, which the record names only by key.
+
+    Raises:
+        Refused: the payload is not a record of this format and facts version, not the manifest's
+            resolution, or names facts the store no longer holds.
+    """
+    try:
+        head, tuples_blob, lists_blob = msgpack.unpackb(payload)
+        if head.get("format") != FORMAT or head.get("facts_version") != FACTS_VERSION:
+            raise Refused(f"a record of format {head.get('format')}, facts {head.get('facts_version')}")
+        then: dict[str, str] = head["keys"]
+        if head.get("version") != manifest.get("version") or any(
+            then.get(entry["module"]) != entry["key"] for entry in manifest["files"].values()
+        ):
+            raise Refused("it is not the resolution of the stored workspace's version")
+        before = _facts_before(then, facts, keys, stored_facts)
+        tuples = _unpack_tuples(tuples_blob)
+        lists = msgpack.unpackb(lists_blob, strict_map_key=False)
+        record = _record(tuples, lists, before)
+    except Refused:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, msgpack.UnpackException) as exc:
+        raise Refused(f"it does not read back as a record ({type(exc).__name__})") from exc
+    return Resolved(head["version"], dict(then), record, None)
+
+
+def _facts_before(
+    then: dict[str, str],
+    facts: dict[str, dict[str, Any]],
+    keys: dict[str, str],
+    stored_facts: Callable[[str], dict[str, Any] | None],
+) -> dict[str, dict[str, Any]]:
+    """The analysable facts the record was resolved from: the build's where the content key is the
+    same, else the store's (a module that could not be analysed then had no facts to resolve)."""
+    out = {}
+    for module, key in then.items():
+        if keys.get(module) == key:
+            out[module] = facts[module]
+        elif not key.startswith(UNANALYSED):
+            found = stored_facts(key)
+            if found is None:
+                raise Refused(f"the facts of {module} it was resolved from are no longer stored")
+            out[module] = found
+    return {module: f for module, f in out.items() if not f.get("syntax_error")}
+
+
+def _record(
+    tuples: dict[str, Any], lists: dict[str, Any], facts: dict[str, dict[str, Any]]
+) -> ResolutionRecord:
+    from slotrelay.psmr.analysis.facttables import LinkTables
+
+    result = LinkResult(
+        targets=_targets_back(lists["targets"]),
+        unresolved=dict(zip(*tuples["unresolved"], strict=True)),
+        state=list(tuples["state"]),
+        mro=lists["mro"],
+        bases=lists["bases"],
+        external_bases=lists["external_bases"],
+        decorates=list(tuples["decorates"]),
+        reexports=list(tuples["reexports"]),
+        implicit=_targets_back(lists["implicit"]),
+    )
+    return ResolutionRecord(
+        modules=frozenset(tuples["modules"]),
+        facts=facts,
+        tables=LinkTables(facts),
+        hierarchy=ClassHierarchy(mro_of=lists["mro_of"], subclasses_of=lists["subclasses_of"]),
+        result=result,
+        param_free=_table_back(tuples["param_free"]),
+        rounds=[_table_back(r) for r in tuples["rounds"]],
+        round_params=[_table_back(r) for r in tuples["round_params"]],
+        round_readers=[_table_back(r) for r in tuples["round_readers"]],
+        final_readers=_table_back(tuples["final_readers"]),
+        constructed_by=_table_back(tuples["constructed_by"]),
+        constructed=frozenset(tuples["constructed"]),
+        uses=_uses_back(tuples["uses"]),
+        strict_uses=_uses_back(tuples["strict_uses"]),
+    )
+
+
+def _frozenset_ext(value: Any) -> msgpack.ExtType:
+    """A set inside a value or key (a memo key holding the values it was asked in), as an extension
+    type: rare enough that only these cost a Python call when read back."""
+    if type(value) is frozenset:
+        return msgpack.ExtType(FROZENSET_EXT, msgpack.packb(list(value), default=_frozenset_ext))
+    raise TypeError(f"cannot store a {type(value).__name__} in a resolution record")
+
+
+def _unpack_tuples(blob: bytes) -> Any:
+    """A section packed with `_frozenset_ext`, every array read back as a tuple."""
+    return msgpack.unpackb(blob, use_list=False, strict_map_key=False, ext_hook=_frozenset_back)
+
+
+def _frozenset_back(code: int, data: bytes) -> Any:
+    if code != FROZENSET_EXT:
+        raise ValueError(f"unknown MessagePack extension {code}")
+    return frozenset(_unpack_tuples(data))
+
+
+def _table(table: Mapping[Any, Iterable[Any]]) -> list[list[Any]]:
+    """A table of key -> set as its keys and its sets' members (in the set's order: a set read back
+    is the same set whatever order it is built in)."""
+    return [list(table), [list(members) for members in table.values()]]
+
+
+def _table_back(packed: tuple[tuple[Any, ...], tuple[tuple[Any, ...], ...]]) -> dict[Any, frozenset[Any]]:
+    keys, members = packed
+    return dict(zip(keys, map(frozenset, members), strict=True))
+
+
+def _targets(table: dict[tuple[str, int], list[CallTarget]]) -> list[list[Any]]:
+    return [
+        [list(key) for key in table],
+        [[[t.target, t.kind, t.resolution] for t in targets] for targets in table.values()],
+    ]
+
+
+def _targets_back(packed: list[list[Any]]) -> dict[tuple[str, int], list[CallTarget]]:
+    keys, targets = packed
+    return {
+        (key[0], key[1]): [CallTarget(*t) for t in found] for key, found in zip(keys, targets, strict=True)
+    }
+
+
+def _uses(uses: Uses) -> list[Any]:
+    """Who used what, every table of it in one: the distinct items, then per item used the numbers
+    of its users (a walk over the union of the tables reaches what a walk over them reaches)."""
+    number: dict[Hashable, int] = {}
+    users_of: dict[int, set[int]] = {}
+    for table in uses.tables:
+        for item, users in table.items():
+            if not users:
+                continue
+            at = number.setdefault(item, len(number))
+            into = users_of.setdefault(at, set())
+            into.update(number.setdefault(user, len(number)) for user in users)
+    return [list(number), list(users_of), [list(users) for users in users_of.values()]]
+
+
+def _uses_back(packed: tuple[Any, ...]) -> Uses:
+    items, used, users = packed
+    at = items.__getitem__
+    return Uses(({items[i]: set(map(at, u)) for i, u in zip(used, users, strict=True)},))
