@@ -27,7 +27,9 @@ the numbers of its users.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+import sys
+from array import array
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 import msgpack
@@ -44,6 +46,8 @@ FORMAT = "psmr-replay-1"
 # The content key the build gives a module it could not analyse (`build._facts`): no facts are stored.
 UNANALYSED = "unanalysed:"
 FROZENSET_EXT = 2
+# How the tables of users are written: 32-bit words in this machine's byte order.
+WORDS = f"{array('I').itemsize * 8}-bit {sys.byteorder}"
 
 
 def record_name(workspace_id: str) -> str:
@@ -92,6 +96,7 @@ def dump(resolved: Resolved) -> bytes:
     }
     head = {
         "format": FORMAT,
+        "words": WORDS,
         "facts_version": FACTS_VERSION,
         "version": resolved.version,
         "keys": resolved.keys,
@@ -123,8 +128,9 @@ def load(
     """
     try:
         head, tuples_blob, lists_blob = msgpack.unpackb(payload)
-        if head.get("format") != FORMAT or head.get("facts_version") != FACTS_VERSION:
-            raise Refused(f"a record of format {head.get('format')}, facts {head.get('facts_version')}")
+        made = (head.get("format"), head.get("facts_version"), head.get("words"))
+        if made != (FORMAT, FACTS_VERSION, WORDS):
+            raise Refused("a record of format {}, facts {}, {} words".format(*made))
         then: dict[str, str] = head["keys"]
         if head.get("version") != manifest.get("version") or any(
             then.get(entry["module"]) != entry["key"] for entry in manifest["files"].values()
@@ -240,8 +246,9 @@ def _targets_back(packed: list[list[Any]]) -> dict[tuple[str, int], list[CallTar
 
 
 def _uses(uses: Uses) -> list[Any]:
-    """Who used what, every table of it in one: the distinct items, then per item used the numbers
-    of its users (a walk over the union of the tables reaches what a walk over them reaches)."""
+    """Who used what, every table of it in one (a walk over the union of the tables reaches what a
+    walk over them reaches): the distinct items, then where each one's users start in the list of
+    users, and that list, both as numbers of items (native 32-bit words)."""
     number: dict[Hashable, int] = {}
     users_of: dict[int, set[int]] = {}
     for table in uses.tables:
@@ -251,10 +258,53 @@ def _uses(uses: Uses) -> list[Any]:
             at = number.setdefault(item, len(number))
             into = users_of.setdefault(at, set())
             into.update(number.setdefault(user, len(number)) for user in users)
-    return [list(number), list(users_of), [list(users) for users in users_of.values()]]
+    starts, targets = array("I", [0]), array("I")
+    for at in range(len(number)):
+        targets.extend(sorted(users_of.get(at, ())))
+        starts.append(len(targets))
+    return [list(number), starts.tobytes(), targets.tobytes()]
+
+
+class StoredUses(Mapping[Hashable, set[Hashable]]):
+    """Who used what as the record holds it (see `_uses`): each item's set of users is made when it is
+    asked for, so that a replay, which asks for the few an edit reaches, does not build the half
+    million sets of a large tree."""
+
+    def __init__(self, packed: tuple[Any, ...]) -> None:
+        items, starts, targets = packed
+        self._items: tuple[Hashable, ...] = items
+        self._number = dict(zip(items, range(len(items)), strict=True))
+        self._starts, self._targets = array("I"), array("I")
+        self._starts.frombytes(starts)
+        self._targets.frombytes(targets)
+        if len(self._starts) != len(items) + 1 or self._starts[-1] != len(self._targets):
+            raise ValueError("the table of users does not match its items")
+        if self._targets and max(self._targets) >= len(items):
+            raise ValueError("a user is not an item of the table")
+
+    def get(self, item: Hashable, default: Any = None) -> Any:  # the hot path of `Uses.affected`
+        at = self._number.get(item)
+        if at is None:
+            return default
+        start, end = self._starts[at], self._starts[at + 1]
+        if start == end:
+            return default
+        return set(map(self._items.__getitem__, self._targets[start:end]))
+
+    def __getitem__(self, item: Hashable) -> set[Hashable]:
+        users: set[Hashable] | None = self.get(item)
+        if users is None:
+            raise KeyError(item)
+        return users
+
+    def __iter__(self) -> Iterator[Hashable]:
+        starts = self._starts
+        return (item for at, item in enumerate(self._items) if starts[at] != starts[at + 1])
+
+    def __len__(self) -> int:
+        starts = self._starts
+        return sum(starts[at] != starts[at + 1] for at in range(len(self._items)))
 
 
 def _uses_back(packed: tuple[Any, ...]) -> Uses:
-    items, used, users = packed
-    at = items.__getitem__
-    return Uses(({items[i]: set(map(at, u)) for i, u in zip(used, users, strict=True)},))
+    return Uses((StoredUses(packed),))
