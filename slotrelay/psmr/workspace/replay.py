@@ -247,17 +247,28 @@ def _targets_back(packed: list[list[Any]]) -> dict[tuple[str, int], list[CallTar
 
 def _uses(uses: Uses) -> list[Any]:
     """Who used what, every table of it in one (a walk over the union of the tables reaches what a
-    walk over them reaches): the distinct items, then where each one's users start in the list of
-    users, and that list, both as numbers of items (native 32-bit words)."""
-    number: dict[Hashable, int] = {}
+    walk over them reaches): each distinct item by its canonical bytes (`canonical`), then where each
+    one's users start in the list of users, and that list, both as numbers of items (native 32-bit
+    words). A table read back from a record is taken over as its bytes, without reading its items."""
+    number: dict[bytes, int] = {}
     users_of: dict[int, set[int]] = {}
+    known: dict[Hashable, bytes] = {}
+
+    def key(item: Hashable) -> int:
+        packed = known.get(item)
+        if packed is None:
+            packed = known[item] = canonical(item)
+        return number.setdefault(packed, len(number))
+
     for table in uses.tables:
+        if isinstance(table, StoredUses):
+            stored = [number.setdefault(packed, len(number)) for packed in table.keys_packed]
+            for at, numbers in table.numbered():
+                users_of.setdefault(stored[at], set()).update(stored[user] for user in numbers)
+            continue
         for item, users in table.items():
-            if not users:
-                continue
-            at = number.setdefault(item, len(number))
-            into = users_of.setdefault(at, set())
-            into.update(number.setdefault(user, len(number)) for user in users)
+            if users:
+                users_of.setdefault(key(item), set()).update(map(key, users))
     starts, targets = array("I", [0]), array("I")
     for at in range(len(number)):
         targets.extend(sorted(users_of.get(at, ())))
@@ -265,31 +276,92 @@ def _uses(uses: Uses) -> list[Any]:
     return [list(number), starts.tobytes(), targets.tobytes()]
 
 
+def canonical(item: Any) -> bytes:
+    """The bytes of an item (a memo key, a question, a fact: tuples of strings, numbers and sets) that
+    every item equal to it has too: sets with their members in the order of their bytes, and a bool or
+    an integral float as the int it equals (`True == 1`, so a key holding either is the same key)."""
+    packed: bytes = msgpack.packb(item, default=_canonical_set)
+    # A bool or a float packs to one of these bytes (which a string or a number may hold too).
+    if any(marker in packed for marker in _BOOL_OR_FLOAT):
+        packed = msgpack.packb(_as_int_where_equal(item), default=_canonical_set)
+    return packed
+
+
+_BOOL_OR_FLOAT = (b"\xc2", b"\xc3", b"\xca", b"\xcb")
+
+
+def _canonical_set(value: Any) -> msgpack.ExtType:
+    if type(value) is frozenset:
+        members = sorted(map(canonical, value))
+        header: bytes = msgpack.Packer().pack_array_header(len(members))
+        return msgpack.ExtType(FROZENSET_EXT, header + b"".join(members))
+    raise TypeError(f"cannot store a {type(value).__name__} in a resolution record")
+
+
+def _as_int_where_equal(value: Any) -> Any:
+    kind = type(value)
+    if kind is tuple:
+        return tuple(map(_as_int_where_equal, value))
+    if kind is frozenset:
+        return frozenset(map(_as_int_where_equal, value))
+    if kind is bool or (kind is float and value.is_integer() and abs(value) < 2**63):
+        return int(value)
+    return value
+
+
 class StoredUses(Mapping[Hashable, set[Hashable]]):
-    """Who used what as the record holds it (see `_uses`): each item's set of users is made when it is
-    asked for, so that a replay, which asks for the few an edit reaches, does not build the half
-    million sets of a large tree."""
+    """Who used what as the record holds it (see `_uses`), read without reading its items: an item is
+    found by its canonical bytes, and only the users a replay asks for are read back (a replay asks
+    for few of the hundreds of thousands of items of a large tree). An item read back is its
+    canonical form, equal to the item it was (a bool as the int it equals)."""
 
     def __init__(self, packed: tuple[Any, ...]) -> None:
-        items, starts, targets = packed
-        self._items: tuple[Hashable, ...] = items
-        self._number = dict(zip(items, range(len(items)), strict=True))
+        keys, starts, targets = packed
+        if not all(type(key) is bytes for key in keys):
+            raise ValueError("an item of the table of users is not bytes")
+        self.keys_packed: tuple[bytes, ...] = keys
+        self._number = dict(zip(keys, range(len(keys)), strict=True))
         self._starts, self._targets = array("I"), array("I")
         self._starts.frombytes(starts)
         self._targets.frombytes(targets)
-        if len(self._starts) != len(items) + 1 or self._starts[-1] != len(self._targets):
+        if len(self._number) != len(keys) or len(self._starts) != len(keys) + 1:
             raise ValueError("the table of users does not match its items")
-        if self._targets and max(self._targets) >= len(items):
+        if self._starts[-1] != len(self._targets) or (self._targets and max(self._targets) >= len(keys)):
             raise ValueError("a user is not an item of the table")
+        # The items read back, and the number of each item asked about or read back.
+        self._items: dict[int, Hashable] = {}
+        self._known: dict[Hashable, int] = {}
+
+    def numbered(self) -> Iterator[tuple[int, array[int]]]:
+        """Each item that has users, by number, with its users' numbers."""
+        starts, targets = self._starts, self._targets
+        for at in range(len(self.keys_packed)):
+            if starts[at] != starts[at + 1]:
+                yield at, targets[starts[at] : starts[at + 1]]
+
+    def _number_of(self, item: Hashable) -> int | None:
+        at = self._known.get(item)
+        if at is None:
+            at = self._number.get(canonical(item))
+            if at is not None:
+                self._known[item] = at
+        return at
+
+    def _item(self, at: int) -> Hashable:
+        item = self._items.get(at)
+        if item is None:
+            item = self._items[at] = _unpack_tuples(self.keys_packed[at])
+            self._known[item] = at
+        return item
 
     def get(self, item: Hashable, default: Any = None) -> Any:  # the hot path of `Uses.affected`
-        at = self._number.get(item)
+        at = self._number_of(item)
         if at is None:
             return default
         start, end = self._starts[at], self._starts[at + 1]
         if start == end:
             return default
-        return set(map(self._items.__getitem__, self._targets[start:end]))
+        return set(map(self._item, self._targets[start:end]))
 
     def __getitem__(self, item: Hashable) -> set[Hashable]:
         users: set[Hashable] | None = self.get(item)
@@ -298,12 +370,10 @@ class StoredUses(Mapping[Hashable, set[Hashable]]):
         return users
 
     def __iter__(self) -> Iterator[Hashable]:
-        starts = self._starts
-        return (item for at, item in enumerate(self._items) if starts[at] != starts[at + 1])
+        return (self._item(at) for at, _ in self.numbered())
 
     def __len__(self) -> int:
-        starts = self._starts
-        return sum(starts[at] != starts[at + 1] for at in range(len(self._items)))
+        return sum(1 for _ in self.numbered())
 
 
 def _uses_back(packed: tuple[Any, ...]) -> Uses:
