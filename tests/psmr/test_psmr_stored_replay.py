@@ -246,3 +246,31 @@ def test_the_command_keeps_the_resolution_after_answering_and_its_next_run_repla
     wait_for(lambda: _record_path(store, second).exists(), 60, "the resolution the command keeps")
     _append(root / "app/util2.py", LEAF.format(n=2))
     assert command()["resolved_sites"] < everything
+
+
+def _waiting_on(lock: Path) -> bool:
+    """Whether a process waits for an flock on the file (a `->` line of /proc/locks names its inode)."""
+    inode = f":{lock.stat().st_ino} "
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and inode in line for line in lines)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads Linux's table of file locks")
+def test_a_build_waits_for_the_record_another_is_writing(iterated: tuple[Path, Path, int]) -> None:
+    root, store, everything = iterated
+    # A build whose record is still to be written, as the command's child writes it after answering.
+    pending: list[Any] = []
+    _append(root / "app/util2.py", LEAF.format(n=2))
+    summary = build(root, store=store, persist=True, later=pending.append)
+    assert len(pending) == 1
+    _append(root / "app/util3.py", LEAF.format(n=3))
+    command = [SLOTRELAY, "psmr", "build", str(root), "--store", str(store), "--json"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        lock = store / "workspaces" / summary["workspace_id"] / replay.LOCK_FILE
+        try:
+            wait_for(lambda: _waiting_on(lock), 60, "the next build to wait for the record")
+        finally:
+            pending[0]()
+        out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert json.loads(out)["resolved_sites"] < everything

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from slotrelay.psmr.analysis.link import Linker, LinkResult
     from slotrelay.psmr.analysis.record import ResolutionRecord
     from slotrelay.psmr.workspace.graph import Assembled
+    from slotrelay.psmr.workspace.replay import WriteLock
 
 log = logging.getLogger(__name__)
 
@@ -301,8 +302,13 @@ def _build(
     in_step = last is not None and last.version == tree.manifest.get("version")
     summary = _saved(tree, resolution, assembled, in_step=in_step, started=started)
     if persisting and resolution.record is not None:
+        from slotrelay.psmr.workspace.replay import WriteLock
+
         write = functools.partial(
-            _store_resolution, tree, Resolved(tree.version, facts.keys, resolution.record, None)
+            _store_resolution,
+            tree,
+            Resolved(tree.version, facts.keys, resolution.record, None),
+            WriteLock(tree.store.path, tree.workspace_id),
         )
         if later is not None:
             # The record shares the linker's memo: the linker is not closed (its process ends).
@@ -320,7 +326,11 @@ def _stored_resolution(tree: _Tree, facts: _Facts) -> Resolved | None:
     from slotrelay.psmr.workspace import replay
 
     name = replay.record_name(tree.workspace_id)
-    if not tree.manifest.get("version") or not os.path.lexists(tree.store.path / name):
+    if not tree.manifest.get("version"):
+        return None
+    # The command that saved the workspace may still be writing its resolution (in its child).
+    replay.wait_for_writer(tree.store.path, tree.workspace_id)
+    if not os.path.lexists(tree.store.path / name):
         return None
     record = tree.store.read_record(name)
     if record is None:
@@ -337,11 +347,15 @@ def _stored_resolution(tree: _Tree, facts: _Facts) -> Resolved | None:
 
 
 @without_cyclic_gc
-def _store_resolution(tree: _Tree, resolved: Resolved) -> None:
-    """Keep a resolution in the store for the next one-shot build of the workspace."""
+def _store_resolution(tree: _Tree, resolved: Resolved, lock: WriteLock) -> None:
+    """Keep a resolution in the store for the next one-shot build of the workspace (then let the
+    next build read it: `lock`)."""
     from slotrelay.psmr.workspace import replay
 
-    tree.store.write_record(replay.record_name(tree.workspace_id), replay.dump(resolved))
+    try:
+        tree.store.write_record(replay.record_name(tree.workspace_id), replay.dump(resolved))
+    finally:
+        lock.release()
 
 
 @dataclass

@@ -27,13 +27,18 @@ the numbers of its users.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sys
+import threading
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import msgpack
 
+from slotrelay import fsio
 from slotrelay.psmr.analysis.calltargets import CallTarget
 from slotrelay.psmr.analysis.facts_version import FACTS_VERSION
 from slotrelay.psmr.analysis.hierarchy import ClassHierarchy
@@ -53,6 +58,54 @@ WORDS = f"{array('I').itemsize * 8}-bit {sys.byteorder}"
 def record_name(workspace_id: str) -> str:
     """The record's path inside its store."""
     return f"workspaces/{workspace_id}/resolution.msgpack"
+
+
+# The workspaces (store folder, workspace id) whose record this process has yet to write.
+_WRITING: set[tuple[str, str]] = set()
+_WRITING_GUARD = threading.Lock()
+LOCK_FILE = "resolution.lock"
+
+
+class WriteLock:
+    """Held from the end of a build until its record is written (an exclusive `flock` on the
+    workspace's `resolution.lock`): the next build waits for the record rather than resolve in full.
+    The command writes in a child process, which inherits the lock and releases it when done (or
+    when it dies); its parent ends meanwhile."""
+
+    def __init__(self, store: Path, workspace_id: str) -> None:
+        self._key = (str(store), workspace_id)
+        with fsio.open_dir(store, f"workspaces/{workspace_id}", create=True) as folder:
+            self._fd: int | None = os.open(
+                LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder.fd
+            )
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        with _WRITING_GUARD:
+            _WRITING.add(self._key)
+
+    def release(self) -> None:
+        """Let the next build read the record."""
+        with _WRITING_GUARD:
+            _WRITING.discard(self._key)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def wait_for_writer(store: Path, workspace_id: str) -> None:
+    """Wait until no process is writing the workspace's record (see `WriteLock`). Not when this
+    process is to write it itself (its caller runs the write later): that would never end."""
+    with _WRITING_GUARD:
+        if (str(store), workspace_id) in _WRITING:
+            return
+    try:
+        with fsio.open_dir(store, f"workspaces/{workspace_id}") as folder:
+            fd = os.open(LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)
 
 
 class Refused(Exception):
