@@ -10,16 +10,18 @@ resolution in the store (the store already held a build of the workspace: see
 makes them (a function appended to the package's largest module: `leaf` calls nothing of the package,
 `flow` passes its parameter into it). Each figure is the command's process wall time (what its caller
 waits: the resolution's record is written by a child after the command answered, and the bench waits
-for it before the next edit, outside the figure), the build's own `duration_s`, and the ratio of the
-wall time to the full build's. Also the record's size on disk, and how long its write took in the child
-(the record's modification time less the command's end). Run it on a quiet machine and report the
-load average.
+for it before the next edit, outside the figure), its CPU time (with grimp's, without the child's), the
+build's own `duration_s`, and the ratios of wall and CPU time to the mean of two full builds, one at the
+start and one at the end (into an empty store again), so that a load that changes meanwhile shows. Also
+the record's size on disk, and when it was in place (its modification time less the command's end). Run
+it on a quiet machine and report the load average.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,16 +41,22 @@ from slotrelay.psmr.workspace.store import Store
 SLOTRELAY = str(Path(sys.executable).with_name("slotrelay"))
 
 
-def command(root: Path, store: Path) -> tuple[dict[str, Any], float, float]:
-    """One `slotrelay psmr build --json` process: its summary, wall time, and when it ended."""
-    started = time.perf_counter()
+def command(root: Path, store: Path) -> tuple[dict[str, Any], float, float, float]:
+    """One `slotrelay psmr build --json` process: its summary, wall time, CPU time (its own and its
+    waited children's, grimp's; not the child that writes the record after it), and when it ended."""
+    started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(
         [SLOTRELAY, "psmr", "build", str(root), "--store", str(store), "--json"],
         capture_output=True,
         check=True,
     )
     ended = time.time()
-    return json.loads(done.stdout), time.perf_counter() - started, ended
+    return json.loads(done.stdout), time.perf_counter() - started, _children_cpu() - cpu, ended
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def record_written(store: Path, summary: dict[str, Any], ended: float) -> tuple[float, int]:
@@ -77,44 +85,78 @@ def _version(payload: bytes) -> str | None:
 def main() -> None:
     args, source = arguments()
     work = Path(tempfile.mkdtemp(prefix="psmr-oneshot-bench-"))
-    rows: list[tuple[str, float, float, int, str]] = []
+    rows: list[tuple[str, float, float, float, int, str]] = []
+    fulls: list[tuple[float, float]] = []
     try:
         root = work / args.package
         shutil.copytree(source, root, ignore=shutil.ignore_patterns("__pycache__"))
         target = max(root.rglob("*.py"), key=lambda f: f.stat().st_size if f.name != "__init__.py" else 0)
         store = work / "store"
-        full, full_wall, _ = command(root, store)
-        rows.append(("full build", full_wall, full["duration_s"], full["resolved_sites"], ""))
+        full, wall, cpu, _ = command(root, store)
+        fulls.append((wall, cpu))
+        rows.append(("full build", wall, cpu, full["duration_s"], full["resolved_sites"], ""))
         number = 0
         edit(target, "leaf", number, args.package)
         number += 1
-        first, wall, ended = command(root, store)
+        first, wall, cpu, ended = command(root, store)
         delay, size = record_written(store, first, ended)
         note = f"record {size / 1e6:.0f} MB in place {delay:.1f} s after"
-        rows.append(("first update (records)", wall, first["duration_s"], first["resolved_sites"], note))
+        rows.append(("first update (records)", wall, cpu, first["duration_s"], first["resolved_sites"], note))
         for kind in ("leaf", "flow"):
-            walls = []
             for _ in range(args.rounds):
                 edit(target, kind, number, args.package)
                 number += 1
-                summary, wall, ended = command(root, store)
+                summary, wall, cpu, ended = command(root, store)
                 assert summary["analysed"] == 1, summary
                 delay, size = record_written(store, summary, ended)
                 note = f"record {size / 1e6:.0f} MB in place {delay:.1f} s after"
                 rows.append(
-                    (f"{kind} update, one-shot", wall, summary["duration_s"], summary["resolved_sites"], note)
+                    (
+                        f"{kind} update, one-shot",
+                        wall,
+                        cpu,
+                        summary["duration_s"],
+                        summary["resolved_sites"],
+                        note,
+                    )
                 )
-                walls.append(wall)
-            rows.append((f"{kind} update (median)", statistics.median(walls), 0.0, 0, ""))
+        # The full build again, into an empty store, for a baseline taken under the load of the end too.
+        again, wall, cpu, _ = command(root, work / "again")
+        fulls.append((wall, cpu))
+        rows.append(("full build, again", wall, cpu, again["duration_s"], again["resolved_sites"], ""))
         load = os.getloadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    table = Table(title=f"{args.package}: {full['files']} files, load average {load[0]:.2f} {load[1]:.2f}")
-    for column in ("run", "process wall s", "x full build", "build duration_s", "sites resolved", "note"):
+    full_wall = statistics.mean(wall for wall, _ in fulls)
+    full_cpu = statistics.mean(cpu for _, cpu in fulls)
+    table = Table(
+        title=f"{args.package}: {full['files']} files, load average {load[0]:.2f} {load[1]:.2f}; "
+        "x full build: against the mean of the two full builds"
+    )
+    columns = (
+        "run",
+        "process wall s",
+        "x full",
+        "process cpu s",
+        "x full",
+        "duration_s",
+        "sites resolved",
+        "note",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column in ("run", "note") else "right")
-    for name, wall, duration, sites, note in rows:
-        table.add_row(name, f"{wall:.2f}", f"{wall / full_wall:.3f}", f"{duration:.2f}", str(sites), note)
-    Console(width=170).print(table)
+    for name, wall, cpu, duration, sites, note in rows:
+        table.add_row(
+            name,
+            f"{wall:.2f}",
+            f"{wall / full_wall:.3f}",
+            f"{cpu:.2f}",
+            f"{cpu / full_cpu:.3f}",
+            f"{duration:.2f}",
+            str(sites),
+            note,
+        )
+    Console(width=180).print(table)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@
                                                by its content
     <store>/workspaces/<ws_id>/deltas/<delta_id>.json
                                                the workspace's deltas (`slotrelay.psmr.change.delta`)
+    <store>/workspaces/<ws_id>/resolution.msgpack
+                                               the workspace's last resolution, for a one-shot build to
+                                               replay (`slotrelay.psmr.workspace.replay`), and beside it
+                                               `resolution.lock`, held while it is written
     <store>/facts/<key>.msgpack                one file's fast-pass facts, keyed by content hash
     <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings,
                                                the passes' recorded disagreements)
