@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +276,32 @@ def test_a_build_waits_for_the_record_another_is_writing(iterated: tuple[Path, P
         out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     assert json.loads(out)["resolved_sites"] < everything
+
+
+def test_a_lock_file_that_is_not_a_file_is_not_waited_on(iterated: tuple[Path, Path, int]) -> None:
+    root, store, everything = iterated
+    workspace = build(root, store=store)["workspace_id"]
+    lock = store / "workspaces" / workspace / replay.LOCK_FILE
+    lock.unlink()
+    os.mkfifo(lock)
+    _append(root / "app/util2.py", LEAF.format(n=2))
+    done: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: done.append(build(root, store=store, persist=True)), daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert done and done[0]["resolved_sites"] < everything, "the build waited on a FIFO in the store"
+
+
+def test_a_part_changed_on_disk_since_the_manifest_is_written_again(iterated: tuple[Path, Path, int]) -> None:
+    # A one-shot build assembles every part and keeps, unread, those whose content the manifest names
+    # while their files are as the manifest noted them; a file changed since is not kept.
+    root, store, _ = iterated
+    workspace = build(root, store=store)["workspace_id"]
+    manifest = Store.open(store).manifest(workspace)
+    name = manifest["parts"]["app.util7"][0]
+    part = store / "workspaces" / workspace / "parts" / name
+    part.write_bytes(part.read_bytes() + b" ")
+    _append(root / "app/util2.py", LEAF.format(n=2))
+    build(root, store=store, persist=True)
+    assert Store.open(store).load(workspace).nodes
+    assert Store.open(store).manifest(workspace)["parts"]["app.util7"][0] == name

@@ -638,5 +638,6 @@ def _saved(
         },
         assembled.parts,
         stored={module: stored[module] for module in assembled.reused if module in stored} if in_step else {},
+        previous=stored,
     )
     return summary

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import sys
 import threading
 from array import array
@@ -75,10 +76,9 @@ class WriteLock:
     def __init__(self, store: Path, workspace_id: str) -> None:
         self._key = (str(store), workspace_id)
         with fsio.open_dir(store, f"workspaces/{workspace_id}", create=True) as folder:
-            self._fd: int | None = os.open(
-                LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder.fd
-            )
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self._fd = _open_lock(folder, os.O_RDWR | os.O_CREAT)
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
         with _WRITING_GUARD:
             _WRITING.add(self._key)
 
@@ -99,13 +99,28 @@ def wait_for_writer(store: Path, workspace_id: str) -> None:
             return
     try:
         with fsio.open_dir(store, f"workspaces/{workspace_id}") as folder:
-            fd = os.open(LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
-    except OSError:
+            fd = _open_lock(folder, os.O_RDONLY)
+    except (OSError, ValueError):
+        return
+    if fd is None:
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
     finally:
         os.close(fd)
+
+
+def _open_lock(folder: fsio.CheckedDir, flags: int) -> int | None:
+    """The lock file opened in the workspace's folder, or None when it is not a regular file (the store
+    is not trusted: a FIFO put there is neither waited on to open nor locked)."""
+    try:
+        fd = os.open(LOCK_FILE, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600, dir_fd=folder.fd)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
 
 
 class Refused(Exception):
