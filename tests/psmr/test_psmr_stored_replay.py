@@ -305,3 +305,27 @@ def test_a_part_changed_on_disk_since_the_manifest_is_written_again(iterated: tu
     build(root, store=store, persist=True)
     assert Store.open(store).load(workspace).nodes
     assert Store.open(store).manifest(workspace)["parts"]["app.util7"][0] == name
+
+
+def test_items_whose_digests_collide_are_told_apart_by_their_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    facts = {}
+    for rel, text in TREE.items():
+        module = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+        facts[module] = extract(text, module, is_package=rel.endswith("__init__.py"))
+    linker = Linker(facts, record=True)
+    linker.run()
+    record = ResolutionRecord.of(linker)
+    assert record is not None
+    # Three digests for every item of the table: each lookup meets many others of its digest.
+    monkeypatch.setattr(replay, "_hash", lambda key: len(key) % 3)
+    keys = {module: f"key-{module}" for module in facts}
+    manifest = {"version": "v1", "files": {m: {"key": k, "module": m} for m, k in keys.items()}}
+    payload = replay.dump(Resolved("v1", keys, record, None))
+    back = replay.load(payload, manifest, facts, keys, lambda key: None)
+    assert back.record is not None
+    stored = back.record.uses.tables[0]
+    original = _merged(record.uses)
+    assert len(original) > 100
+    for item, users in original.items():
+        assert stored.get(item) == users, item
+    assert stored.get(("no such item",)) is None

@@ -27,7 +27,10 @@ the numbers of its users.
 
 from __future__ import annotations
 
+import bisect
 import fcntl
+import hashlib
+import itertools
 import os
 import stat
 import sys
@@ -330,7 +333,7 @@ def _uses(uses: Uses) -> list[Any]:
 
     for table in uses.tables:
         if isinstance(table, StoredUses):
-            stored = [number.setdefault(packed, len(number)) for packed in table.keys_packed]
+            stored = [number.setdefault(table.key_at(at), len(number)) for at in range(table.count)]
             for at, numbers in table.numbered():
                 users_of.setdefault(stored[at], set()).update(stored[user] for user in numbers)
             continue
@@ -341,7 +344,23 @@ def _uses(uses: Uses) -> list[Any]:
     for at in range(len(number)):
         targets.extend(sorted(users_of.get(at, ())))
         starts.append(len(targets))
-    return [list(number), starts.tobytes(), targets.tobytes()]
+    keys = list(number)
+    offsets = array("Q", [0])
+    offsets.extend(itertools.accumulate(map(len, keys)))
+    hashes = sorted(zip(map(_hash, keys), itertools.count()))
+    return [
+        array("Q", (h for h, _ in hashes)).tobytes(),
+        array("I", (at for _, at in hashes)).tobytes(),
+        offsets.tobytes(),
+        b"".join(keys),
+        starts.tobytes(),
+        targets.tobytes(),
+    ]
+
+
+def _hash(key: bytes) -> int:
+    """A 64-bit digest of an item's canonical bytes, by which the record's table finds it."""
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
 def canonical(item: Any) -> bytes:
@@ -379,46 +398,67 @@ def _as_int_where_equal(value: Any) -> Any:
 
 class StoredUses(Mapping[Hashable, set[Hashable]]):
     """Who used what as the record holds it (see `_uses`), read without reading its items: an item is
-    found by its canonical bytes, and only the users a replay asks for are read back (a replay asks
-    for few of the hundreds of thousands of items of a large tree). An item read back is its
-    canonical form, equal to the item it was (a bool as the int it equals)."""
+    found by the digest of its canonical bytes (a binary search in the sorted digests, then its bytes
+    compared), and only the users a replay asks for are read back (a replay asks for few of the
+    hundreds of thousands of items of a large tree). An item read back is its canonical form, equal
+    to the item it was (a bool as the int it equals)."""
 
     def __init__(self, packed: tuple[Any, ...]) -> None:
-        keys, starts, targets = packed
-        if not all(type(key) is bytes for key in keys):
-            raise ValueError("an item of the table of users is not bytes")
-        self.keys_packed: tuple[bytes, ...] = keys
-        self._number = dict(zip(keys, range(len(keys)), strict=True))
+        hashes, order, offsets, blob, starts, targets = packed
+        if type(blob) is not bytes:
+            raise ValueError("the items of the table of users are not bytes")
+        self._hashes, self._order, self._offsets = array("Q"), array("I"), array("Q")
         self._starts, self._targets = array("I"), array("I")
-        self._starts.frombytes(starts)
-        self._targets.frombytes(targets)
-        if len(self._number) != len(keys) or len(self._starts) != len(keys) + 1:
+        for words, data in (
+            (self._hashes, hashes),
+            (self._order, order),
+            (self._offsets, offsets),
+            (self._starts, starts),
+            (self._targets, targets),
+        ):
+            words.frombytes(data)
+        self._blob = blob
+        count = self.count = len(self._order)
+        if not (len(self._hashes) == count and len(self._offsets) == len(self._starts) == count + 1):
             raise ValueError("the table of users does not match its items")
-        if self._starts[-1] != len(self._targets) or (self._targets and max(self._targets) >= len(keys)):
+        if self._offsets[-1] != len(blob) or self._starts[-1] != len(self._targets):
+            raise ValueError("the table of users does not match its items")
+        if count and (max(self._order) >= count or (self._targets and max(self._targets) >= count)):
             raise ValueError("a user is not an item of the table")
         # The items read back, and the number of each item asked about or read back.
         self._items: dict[int, Hashable] = {}
         self._known: dict[Hashable, int] = {}
 
+    def key_at(self, at: int) -> bytes:
+        """The canonical bytes of the item numbered `at`."""
+        return self._blob[self._offsets[at] : self._offsets[at + 1]]
+
     def numbered(self) -> Iterator[tuple[int, array[int]]]:
         """Each item that has users, by number, with its users' numbers."""
         starts, targets = self._starts, self._targets
-        for at in range(len(self.keys_packed)):
+        for at in range(self.count):
             if starts[at] != starts[at + 1]:
                 yield at, targets[starts[at] : starts[at + 1]]
 
     def _number_of(self, item: Hashable) -> int | None:
         at = self._known.get(item)
-        if at is None:
-            at = self._number.get(canonical(item))
-            if at is not None:
-                self._known[item] = at
-        return at
+        if at is not None:
+            return at
+        packed = canonical(item)
+        digest = _hash(packed)
+        hashes = self._hashes
+        for place in range(bisect.bisect_left(hashes, digest), len(hashes)):
+            if hashes[place] != digest:
+                break
+            if self.key_at(self._order[place]) == packed:
+                at = self._known[item] = self._order[place]
+                return at
+        return None
 
     def _item(self, at: int) -> Hashable:
         item = self._items.get(at)
         if item is None:
-            item = self._items[at] = _unpack_tuples(self.keys_packed[at])
+            item = self._items[at] = _unpack_tuples(self.key_at(at))
             self._known[item] = at
         return item
 
