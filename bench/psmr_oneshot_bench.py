@@ -77,7 +77,8 @@ def record_written(store: Path, summary: dict[str, Any], ended: float) -> tuple[
 def _version(payload: bytes) -> str | None:
     import msgpack
 
-    head = msgpack.unpackb(payload)[0]
+    head_length = replay.LENGTHS.unpack_from(payload)[0]
+    head = msgpack.unpackb(payload[replay.LENGTHS.size : replay.LENGTHS.size + head_length])
     version: str | None = head.get("version")
     return version
 

@@ -33,6 +33,7 @@ import hashlib
 import itertools
 import os
 import stat
+import struct
 import sys
 import threading
 from array import array
@@ -55,6 +56,8 @@ FORMAT = "psmr-replay-1"
 # The content key the build gives a module it could not analyse (`build._facts`): no facts are stored.
 UNANALYSED = "unanalysed:"
 FROZENSET_EXT = 2
+# A record starts with the lengths of its head and of its two sections.
+LENGTHS = struct.Struct("<QQQ")
 # How the tables of users are written: 32-bit words in this machine's byte order.
 WORDS = f"{array('I').itemsize * 8}-bit {sys.byteorder}"
 
@@ -172,8 +175,9 @@ def dump(resolved: Resolved) -> bytes:
         "version": resolved.version,
         "keys": resolved.keys,
     }
-    packed: bytes = msgpack.packb([head, msgpack.packb(tuples, default=_frozenset_ext), msgpack.packb(lists)])
-    return packed
+    # The lengths of the head and of the two sections, then each as it is: reading them copies nothing.
+    parts = [msgpack.packb(head), msgpack.packb(tuples, default=_frozenset_ext), msgpack.packb(lists)]
+    return b"".join([LENGTHS.pack(*map(len, parts)), *parts])
 
 
 def load(
@@ -198,7 +202,13 @@ def load(
             resolution, or names facts the store no longer holds.
     """
     try:
-        head, tuples_blob, lists_blob = msgpack.unpackb(payload)
+        lengths = LENGTHS.unpack_from(payload)
+        if LENGTHS.size + sum(lengths) != len(payload):
+            raise Refused("its sections do not add up to its length")
+        view = memoryview(payload)
+        ends = list(itertools.accumulate(lengths, initial=LENGTHS.size))
+        head, tuples_blob, lists_blob = (view[start:end] for start, end in itertools.pairwise(ends))
+        head = msgpack.unpackb(head)
         made = (head.get("format"), head.get("facts_version"), head.get("words"))
         if made != (FORMAT, FACTS_VERSION, WORDS):
             raise Refused("a record of format {}, facts {}, {} words".format(*made))
@@ -213,7 +223,15 @@ def load(
         record = _record(tuples, lists, before)
     except Refused:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, msgpack.UnpackException) as exc:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        struct.error,
+        msgpack.UnpackException,
+    ) as exc:
         raise Refused(f"it does not read back as a record ({type(exc).__name__})") from exc
     return Resolved(head["version"], dict(then), record, None)
 
@@ -280,7 +298,7 @@ def _frozenset_ext(value: Any) -> msgpack.ExtType:
     raise TypeError(f"cannot store a {type(value).__name__} in a resolution record")
 
 
-def _unpack_tuples(blob: bytes) -> Any:
+def _unpack_tuples(blob: bytes | memoryview) -> Any:
     """A section packed with `_frozenset_ext`, every array read back as a tuple."""
     return msgpack.unpackb(blob, use_list=False, strict_map_key=False, ext_hook=_frozenset_back)
 
