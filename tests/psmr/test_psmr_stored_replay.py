@@ -329,3 +329,25 @@ def test_items_whose_digests_collide_are_told_apart_by_their_bytes(monkeypatch: 
     for item, users in original.items():
         assert stored.get(item) == users, item
     assert stored.get(("no such item",)) is None
+
+
+def test_a_process_that_builds_again_before_writing_does_not_wait_on_itself(
+    iterated: tuple[Path, Path, int],
+) -> None:
+    root, store, everything = iterated
+    pending: list[Any] = []
+    _append(root / "app/util2.py", LEAF.format(n=2))
+    build(root, store=store, persist=True, later=pending.append)
+    _append(root / "app/util3.py", LEAF.format(n=3))
+    done: list[dict[str, Any]] = []
+    worker = threading.Thread(
+        target=lambda: done.append(build(root, store=store, persist=True, later=pending.append)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=120)
+    assert done, "the second build waited on its own process's lock"
+    for write in pending:
+        write()
+    # The record written last is the second build's, the stored version: the next build replays it.
+    _append(root / "app/util4.py", LEAF.format(n=4))
+    assert build(root, store=store, persist=True)["resolved_sites"] < everything

@@ -77,21 +77,30 @@ class WriteLock:
     """Held from the end of a build until its record is written (an exclusive `flock` on the
     workspace's `resolution.lock`): the next build waits for the record rather than resolve in full.
     The command writes in a child process, which inherits the lock and releases it when done (or
-    when it dies); its parent ends meanwhile."""
+    when it dies); its parent ends meanwhile. A process that already has a write of the workspace to
+    run (a caller of `build(later=...)` building again first) takes no second lock, which would wait
+    on its own first one forever: the later write of the two replaces the other, and a record not of
+    the stored version is refused when read."""
 
     def __init__(self, store: Path, workspace_id: str) -> None:
         self._key = (str(store), workspace_id)
+        self._fd: int | None = None
+        with _WRITING_GUARD:
+            self._owner = self._key not in _WRITING
+            _WRITING.add(self._key)
+        if not self._owner:
+            return
         with fsio.open_dir(store, f"workspaces/{workspace_id}", create=True) as folder:
             self._fd = _open_lock(folder, os.O_RDWR | os.O_CREAT)
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
-        with _WRITING_GUARD:
-            _WRITING.add(self._key)
 
     def release(self) -> None:
         """Let the next build read the record."""
-        with _WRITING_GUARD:
-            _WRITING.discard(self._key)
+        if self._owner:
+            with _WRITING_GUARD:
+                _WRITING.discard(self._key)
+            self._owner = False
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
