@@ -21,8 +21,9 @@ are not stored (the facts are the store's, by the content keys the record names;
 rebuilt from them). Its values are tuples of strings and numbers (refs, values, memo keys), so each
 section is unpacked in C with every array a tuple, and the sets are made from those tuples; the few
 lists a replay compares as lists (MROs, call targets) live in sections unpacked with lists. Who used
-what (`Uses`, the largest part) is stored once per distinct item: a table of items, then for each item
-the numbers of its users.
+what (`Uses`, the largest part: on networkx a million items and four million uses) is never read
+whole: each distinct item is stored as its canonical bytes, found by a binary search on their sorted
+64-bit digests, and only the items a replay walks to are read back (`StoredUses`).
 """
 
 from __future__ import annotations
@@ -216,8 +217,8 @@ def load(
             raise Refused("its sections do not add up to its length")
         view = memoryview(payload)
         ends = list(itertools.accumulate(lengths, initial=LENGTHS.size))
-        head, tuples_blob, lists_blob = (view[start:end] for start, end in itertools.pairwise(ends))
-        head = msgpack.unpackb(head)
+        head_blob, tuples_blob, lists_blob = (view[start:end] for start, end in itertools.pairwise(ends))
+        head = msgpack.unpackb(head_blob)
         made = (head.get("format"), head.get("facts_version"), head.get("words"))
         if made != (FORMAT, FACTS_VERSION, WORDS):
             raise Refused("a record of format {}, facts {}, {} words".format(*made))
