@@ -126,6 +126,8 @@ def build_workspace(
     progress: Callable[[int, int, str], None] | None = None,
     budget: BuildBudget | None = None,
     kept: KeptResolutions | None = None,
+    persist: bool = False,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """Build or incrementally update the workspace of a source tree (or one git revision of it).
 
@@ -140,7 +142,13 @@ def build_workspace(
             `budget_exceeded` and the workspace is written all the same.
         kept: the resolutions the calling process keeps (`slotrelay.psmr.workspace.kept.KeptResolutions`), for
             a long-lived process that updates the workspace again: the update replays the last
-            resolution where the edit reaches. None (the default) keeps nothing.
+            resolution where the edit reaches. None (the default) keeps nothing in the process, and
+            replays the resolution the store keeps of the workspace, if any (`persist`).
+        persist: keep this build's resolution in the store for the next build's replay (the
+            `slotrelay psmr build` command does), once the store already held a build of the workspace
+            (see `slotrelay.psmr.workspace.replay`).
+        later: given the write of that record instead of running it, for a caller that runs it after
+            answering (the command does, in a child process, so that nobody waits for it).
 
     Returns:
         `{"workspace_id", "root", "store", "rev", "commit", "version", "files", "analysed",
@@ -155,7 +163,9 @@ def build_workspace(
     """
     from slotrelay.psmr.workspace.build import build
 
-    return build(path, rev=rev, store=store, progress=progress, budget=budget, kept=kept)
+    return build(
+        path, rev=rev, store=store, progress=progress, budget=budget, kept=kept, persist=persist, later=later
+    )
 
 
 def list_workspaces(*, store: str | Path | None = None) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ says which questions to ask again; every value kept is still the one a fresh eva
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
@@ -70,7 +70,7 @@ class CanonicalMemo(Generic[V]):
         # Whether `invalidate` keeps who used a dropped value (for `Uses.affected`).
         self.keep_past = False
         # The records of memos this one took over (see `inherit`), newest first.
-        self._inherited: list[dict[Hashable, set[Hashable]]] = []
+        self._inherited: list[Mapping[Hashable, set[Hashable]]] = []
         # The inputs read (see `unread`).
         self._sources: set[Hashable] = set()
         # Whether a key got its stand-in value for depth (see MAX_DEPTH): values may then depend on
@@ -237,10 +237,12 @@ class Uses:
     """Who used what in a computation (see `CanonicalMemo.uses`): tables of item -> its users.
 
     Parameters:
-        tables: the tables, as a memo holds them (its own, its past ones, those it inherited).
+        tables: the tables, as a memo holds them (its own, its past ones, those it inherited), or as
+            the store reads them back (`slotrelay.psmr.workspace.replay`: a mapping that makes each
+            item's set of users when asked).
     """
 
-    def __init__(self, tables: tuple[dict[Hashable, set[Hashable]], ...]) -> None:
+    def __init__(self, tables: tuple[Mapping[Hashable, set[Hashable]], ...]) -> None:
         self.tables = tables
 
     def affected(self, sources: Iterable[Hashable]) -> set[Hashable]:
@@ -255,7 +257,7 @@ class Uses:
         return out
 
 
-def _reach(sources: Iterable[Hashable], tables: Iterable[dict[Hashable, set[Hashable]]]) -> set[Hashable]:
+def _reach(sources: Iterable[Hashable], tables: Iterable[Mapping[Hashable, set[Hashable]]]) -> set[Hashable]:
     """The sources and everything that used one of them in the tables, directly or through others."""
     tables = tuple(tables)
     seen: set[Hashable] = set()

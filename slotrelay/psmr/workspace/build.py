@@ -14,7 +14,9 @@ before. Either way an updated workspace equals a full rebuild.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import os
 import subprocess
 import threading
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
     from slotrelay.psmr.analysis.link import Linker, LinkResult
     from slotrelay.psmr.analysis.record import ResolutionRecord
     from slotrelay.psmr.workspace.graph import Assembled
+    from slotrelay.psmr.workspace.replay import WriteLock
+
+log = logging.getLogger(__name__)
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 # Generated files past this size cost seconds and gigabytes to analyse (5 MB: 27 s, 1.6 GB) and are
@@ -225,6 +230,8 @@ def build(
     warm: bool = False,
     budget: BuildBudget | None = None,
     kept: KeptResolutions | None = None,
+    persist: bool = False,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """Build or update the workspace of `path` (see `slotrelay.psmr.api.build_workspace`).
 
@@ -239,6 +246,13 @@ def build(
     resolving costs (default: `BuildBudget()`); past it, the call sites left are the unknown
     `budget_exceeded` (see `slotrelay.psmr.analysis.buildbudget`), and the summary's `budget_exceeded` names
     the limit passed.
+
+    A build given no `kept` replays the resolution the store keeps of the workspace, when it has one
+    of the stored version (`slotrelay.psmr.workspace.replay`: a one-shot build in a new process).
+    `persist` keeps this build's resolution there for the next one, once the store held a build of
+    the workspace (a tree being iterated on; the first build does not pay for the records a replay
+    needs). `later`: given the write of that record instead of running it, for a caller that runs it
+    after it has answered (the CLI, in a child process).
     """
     key = (str(Store.open(store).path), str(Path(path).expanduser().resolve()), rev)
     with _BUILDING_GUARD:
@@ -246,7 +260,7 @@ def build(
     with lock:
         return _build(
             path, rev=rev, store=store, progress=progress, max_file_bytes=max_file_bytes, warm=warm,
-            budget=budget, kept=kept,
+            budget=budget, kept=kept, persist=persist, later=later,
         )
 
 
@@ -260,6 +274,8 @@ def _build(
     warm: bool,
     budget: BuildBudget | None,
     kept: KeptResolutions | None,
+    persist: bool = False,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict[str, Any]:
     """The phases of a build: discover, facts, resolve, assemble, save."""
     started = time.perf_counter()
@@ -271,8 +287,18 @@ def _build(
     if not cold and tree.unchanged:
         return _unchanged(tree, started, progress)
     last = kept.take(kept_key) if kept is not None else None
-    facts = _facts(tree, last, progress)
-    resolution = _resolution(tree, facts, last, budget, keep=kept is not None)
+    if kept is None:
+        # The stored record is read and its seal checked (I/O and hashing, which let go of the
+        # interpreter lock: 0.3-0.4 s on networkx) while this thread reads the facts.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="psmr-replay") as pool:
+            stored = pool.submit(_stored_record, tree)
+            facts = _facts(tree, last, progress)
+            last = _stored_resolution(tree, facts, stored.result())
+    else:
+        facts = _facts(tree, last, progress)
+    # A one-shot build records what a replay needs only for a workspace the store already holds.
+    persisting = kept is None and persist and bool(tree.manifest.get("version"))
+    resolution = _resolution(tree, facts, last, budget, keep=kept is not None or persisting)
     assembled = _assembled(tree, facts, resolution, last)
     if kept is not None and not resolution.exceeded:
         kept.put(kept_key, Resolved(tree.version, facts.keys, resolution.record, assembled))
@@ -281,9 +307,72 @@ def _build(
     # parts are not the manifest's, so the save then checks every part against the store.
     in_step = last is not None and last.version == tree.manifest.get("version")
     summary = _saved(tree, resolution, assembled, in_step=in_step, started=started)
+    if persisting and resolution.record is not None:
+        from slotrelay.psmr.workspace.replay import WriteLock
+
+        write = functools.partial(
+            _store_resolution,
+            tree,
+            Resolved(tree.version, facts.keys, resolution.record, None),
+            WriteLock(tree.store.path, tree.workspace_id),
+        )
+        if later is not None:
+            # The record shares the linker's memo: the linker is not closed (its process ends).
+            later(write)
+            return summary
+        write()
     if kept is None:
         resolution.linker.close()
     return summary
+
+
+def _stored_record(tree: _Tree) -> tuple[bytes, str] | None:
+    """The record of the resolution the store keeps of the workspace, read and its seal checked; None
+    when there is none, or it is damaged or not sealed by this user (the log says so)."""
+    from slotrelay.psmr.workspace import replay
+
+    name = replay.record_name(tree.workspace_id)
+    if not tree.manifest.get("version"):
+        return None
+    # The command that saved the workspace may still be writing its resolution (in its child).
+    replay.wait_for_writer(tree.store.path, tree.workspace_id)
+    if not os.path.lexists(tree.store.path / name):
+        return None
+    record = tree.store.read_record(name)
+    if record is None:
+        log.warning(
+            "the stored resolution %s is damaged or not sealed by this user: not replayed, resolving in full",
+            tree.store.path / name,
+        )
+    return record
+
+
+def _stored_resolution(tree: _Tree, facts: _Facts, record: tuple[bytes, str] | None) -> Resolved | None:
+    """The resolution the store keeps of the workspace (`slotrelay.psmr.workspace.replay`), from its
+    record (`_stored_record`), when it is the stored version's and reads back whole; else None, and
+    the log says why."""
+    from slotrelay.psmr.workspace import replay
+
+    if record is None:
+        return None
+    name = replay.record_name(tree.workspace_id)
+    try:
+        return replay.load(record[0], tree.manifest, facts.facts, facts.keys, tree.store.get_facts)
+    except replay.Refused as exc:
+        log.info("the stored resolution %s is not replayed: %s", tree.store.path / name, exc)
+        return None
+
+
+@without_cyclic_gc
+def _store_resolution(tree: _Tree, resolved: Resolved, lock: WriteLock) -> None:
+    """Keep a resolution in the store for the next one-shot build of the workspace (then let the
+    next build read it: `lock`)."""
+    from slotrelay.psmr.workspace import replay
+
+    try:
+        tree.store.write_record(replay.record_name(tree.workspace_id), replay.dump(resolved))
+    finally:
+        lock.release()
 
 
 @dataclass
@@ -417,7 +506,7 @@ def _facts(tree: _Tree, last: Resolved | None, progress: Callable[[int, int, str
     for done, (rel, entry) in enumerate(tree.entries.items(), start=1):
         module = entry["module"]
         cached = None
-        if last is not None and last.keys.get(module) == entry["key"]:
+        if last is not None and last.assembled is not None and last.keys.get(module) == entry["key"]:
             cached = last.assembled.facts[module]
         if cached is None:
             cached = tree.store.get_facts(entry["key"])
@@ -566,5 +655,6 @@ def _saved(
         },
         assembled.parts,
         stored={module: stored[module] for module in assembled.reused if module in stored} if in_step else {},
+        previous=stored,
     )
     return summary

@@ -29,12 +29,13 @@ class Resolved:
     """A workspace's last resolution in this process: the content keys of the facts it read (by
     module), its record, which an update replays (`relink`; None when it cannot be replayed), and the
     graph's parts (with the facts they were assembled from), which it assembles again only where their
-    module's facts or resolution changed."""
+    module's facts or resolution changed. A resolution read back from the store
+    (`slotrelay.psmr.workspace.replay`) has no parts: the update assembles every module."""
 
     version: str
     keys: dict[str, str]
     record: ResolutionRecord | None
-    assembled: Assembled
+    assembled: Assembled | None
 
 
 class KeptResolutions:

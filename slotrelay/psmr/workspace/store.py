@@ -8,6 +8,10 @@
                                                by its content
     <store>/workspaces/<ws_id>/deltas/<delta_id>.json
                                                the workspace's deltas (`slotrelay.psmr.change.delta`)
+    <store>/workspaces/<ws_id>/resolution.msgpack
+                                               the workspace's last resolution, for a one-shot build to
+                                               replay (`slotrelay.psmr.workspace.replay`), and beside it
+                                               `resolution.lock`, held while it is written
     <store>/facts/<key>.msgpack                one file's fast-pass facts, keyed by content hash
     <store>/cache/<kind>/<key>.json            per-file caches (jedi inference, pyflakes findings,
                                                the passes' recorded disagreements)
@@ -383,6 +387,7 @@ class Store:
         parts: dict[str, ModulePart],
         *,
         stored: dict[str, Any] | None = None,
+        previous: dict[str, Any] | None = None,
     ) -> None:
         """Write a workspace's graph parts, then its manifest (last, so it never points at nothing), then
         remove the parts it no longer names.
@@ -394,6 +399,9 @@ class Store:
                 written again.
             stored: the records (from the last manifest) of the parts the caller knows are unchanged
                 since: kept as they are while their files are.
+            previous: the records of every part of the last manifest: a part whose content is the
+                one it names (its name is its content's digest) is kept as it is while its file is,
+                without reading the file back to compare.
         """
         started = time.time_ns()
         folder = f"workspaces/{manifest['workspace_id']}"
@@ -406,6 +414,15 @@ class Store:
                 continue
             payload = part.to_payload()
             name = hashlib.sha256(payload).hexdigest()[:32] + ".json"
+            known = (previous or {}).get(module)
+            if (
+                known is not None
+                and known[0] == name
+                and known[2] is not None
+                and _stat_of(parts_folder / name) == known[2]
+            ):
+                records[module] = known
+                continue
             record = f"{folder}/parts/{name}"
             found = self.read_record(record) if (parts_folder / name).exists() else None
             same = found is not None and found[0] == payload
