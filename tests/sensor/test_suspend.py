@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,24 +47,35 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     waits, other = asking_chains(tmp_path / "chains")
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "COLUMNS": "200",
            "PREFECT_RUNNER_PROCESS_LIMIT": str(RUNNER_PROCESS_LIMIT)}
+    command = [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(waits), str(other)]
+
+    def start_watch(log: Path) -> subprocess.Popen:
+        # No warm process: the runner's poll would hand these runs (created through the API, as from the
+        # UI) to warm processes, which do not count toward the runner's limit this test is about.
+        with log.open("w") as handle:
+            started = subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        wait_for(lambda: "watching" in log.read_text() or started.poll() is not None, 60, "watch to start")
+        assert started.poll() is None, log.read_text()
+        return started
+
+    # The runs are created while no `watch` polls, so that the first poll of the next one finds them all:
+    # created under a running watch, a poll between two creations left the runner a free slot for the last
+    # once the first two had suspended (on a quiet machine, well within a poll's interval).
+    deploying = start_watch(tmp_path / "deploy.log")
+    deploying.send_signal(signal.SIGINT)
+    assert deploying.wait(timeout=90) == 0, (tmp_path / "deploy.log").read_text()
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("chain/waits")
+        waiting = [
+            client.create_flow_run_from_deployment(deployment.id, parameters={
+                "chain_path": str(waits), "slots_root": str(tmp_path / f"run-{i}"),
+                "stop_at_external": False})
+            for i in range(WAITING_RUNS)
+        ]
     log = tmp_path / "watch.log"
-    # No warm process: the runner's poll would hand these runs (created through the API, as from the UI) to
-    # warm processes, which do not count toward the runner's limit this test is about.
-    with log.open("w") as handle:
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(waits), str(other)],
-            cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    watch = start_watch(log)
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
-        assert watch.poll() is None, log.read_text()
         with get_client(sync_client=True) as client:
-            deployment = client.read_deployment_by_name("chain/waits")
-            waiting = [
-                client.create_flow_run_from_deployment(deployment.id, parameters={
-                    "chain_path": str(waits), "slots_root": str(tmp_path / f"run-{i}"),
-                    "stop_at_external": False})
-                for i in range(WAITING_RUNS)
-            ]
 
             def suspended() -> bool:
                 states = [r.state for r in client.read_flow_runs(
