@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,8 @@ from mcp import Client, StdioServerParameters
 from harness.commands import SLOTRELAY
 from slotrelay.chain.slots import content_hash, read_slot
 from tests.mcp.engine_chain import AGENT, phase2_copy, right_answer, route_to_review
-from tests.support.waiting import API_POLL_SECONDS
-
-from .test_deployment_path import ROOT, wait_for
+from tests.support.chain_specs import ROOT
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 
@@ -51,7 +51,8 @@ def test_an_agent_node_over_mcp_with_watch_routing(prefect_server: str, tmp_path
             [sys.executable, "-m", "slotrelay.cli", "watch", str(chain_path)],
             cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 60, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=60,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
         anyio.run(_agent_session, chain_path, env)
     finally:
@@ -71,9 +72,9 @@ async def _agent_session(chain_path: Path, env: dict[str, str]) -> None:
     async with Client(_server(chain_path, env)) as client:
         await _agent_plays_review(client, chain_path)
         publish_out = slots / "exec-publish_output.json"
-        await anyio.to_thread.run_sync(
-            wait_for, lambda: (read_slot(publish_out) or {}).get("status") == "completed", 180,
-            "exec-publish to run on the agent's output")
+        await anyio.to_thread.run_sync(partial(
+            wait_until, lambda: (read_slot(publish_out) or {}).get("status") == "completed", timeout=180,
+            what="exec-publish to run on the agent's output"))
         published = read_slot(publish_out)
         assert published["data"]["published"] == 1
         # exec-publish ran on the input the agent's output was routed into.
@@ -129,7 +130,8 @@ async def _agent_fails_and_decides(client: Client, chain_path: Path) -> None:
     def paused() -> bool:
         return any(read_slot(p).get("status") == "paused" for p in alerts.glob("alert-*.json"))
 
-    await anyio.to_thread.run_sync(wait_for, paused, 180, "the alert of the failed submit")
+    await anyio.to_thread.run_sync(partial(wait_until, paused, timeout=180,
+                                           what="the alert of the failed submit"))
     [alert] = (await _call(client, "alerts_list", {"status": "paused"}))["data"]["alerts"]
     assert (alert["node_id"], alert["error_type"], alert["handling"]) == (AGENT, "write_denied", "fail")
     suspended = await anyio.to_thread.run_sync(_suspended_within, alert["flow_run_id"])
@@ -139,7 +141,8 @@ async def _agent_fails_and_decides(client: Client, chain_path: Path) -> None:
         "data": {"approved": True, "titles": ["Watchdog tips"]}})
     assert decided["status"] == "ok", decided
     summary = chain_path.parent / "logs" / "runs" / f"{alert['flow_run_id']}.json"
-    await anyio.to_thread.run_sync(wait_for, summary.exists, 240, "the decided run to end")
+    await anyio.to_thread.run_sync(partial(wait_until, summary.exists, timeout=240,
+                                           what="the decided run to end"))
     status = (await _call(client, "run_status", {"flow_run_id": alert["flow_run_id"]}))["data"]
     assert status["state"] == "COMPLETED" and status["summary"]["state"] == "COMPLETED", status
     assert status["ui_url"].endswith(f"/runs/flow-run/{alert['flow_run_id']}")
@@ -159,5 +162,5 @@ def _suspended_within(flow_run_id: str) -> bool:
             state = client.read_flow_run(UUID(flow_run_id)).state
             return state is not None and state.name == "Suspended"
 
-        wait_for(suspended, 120, "the alert's run to be suspended", API_POLL_SECONDS)
+        wait_until(suspended, timeout=120, what="the alert's run to be suspended", interval=API_POLL_SECONDS)
     return True

@@ -16,20 +16,10 @@ import pytest
 
 from harness.commands import SLOTRELAY
 from slotrelay.chain.routing import CRASH_BEFORE_ROUTE_ENV
-from tests.support.waiting import API_POLL_SECONDS
-
-from .test_deployment_path import deployment_runs, runs_finished, wait_for
-from .test_watch_engine import (
-    agent,
-    agent_node,
-    ledger,
-    python_node,
-    ran,
-    route,
-    start_watch,
-    stop_watch,
-    write_chain,
-)
+from tests.support.prefect_api import deployment_runs, runs_finished
+from tests.support.sensor_processes import agent, start_watch, stop_watch
+from tests.support.waiting import API_POLL_SECONDS, wait_until
+from tests.support.watch_chains import agent_node, ledger, python_node, ran, route, write_chain
 
 pytestmark = pytest.mark.prefect_server
 STEPS = '''
@@ -67,8 +57,8 @@ def review_chain(folder: Path, chain_id: str) -> Path:
     review["output_slot"]["babel_path"] = "slots/review_babel.jsonl"
     path = write_chain(folder, chain_id, [draft, review, python_node("publish", "publish"),
                                           python_node("archive", "archive")],
-                       [route("draft", "review"), route("review", "publish"), route("publish", "archive")])
-    (folder / "steps.py").write_text(STEPS)
+                       [route("draft", "review"), route("review", "publish"), route("publish", "archive")],
+                       STEPS)
     return path
 
 
@@ -80,8 +70,9 @@ def run_answered_by_agent(chain: Path, api: str, **extra_env: str) -> subprocess
         run = subprocess.Popen([SLOTRELAY, "run", str(chain), "--json"], stdout=handle, stderr=handle,
                                env={**os.environ, "PREFECT_API_URL": api, **extra_env})
     try:
-        wait_for(lambda: (folder / "slots" / "review_input.json").exists() or run.poll() is not None, 180,
-                 "the run to ask the reviewer")
+        wait_until(lambda: (folder / "slots" / "review_input.json").exists() or run.poll() is not None,
+                   timeout=180,
+                   what="the run to ask the reviewer")
         assert run.poll() is None, log.read_text()[-3000:]
         agent(folder, "review", {"text": "a draft", "approved": True})
         run.wait(timeout=180)
@@ -136,8 +127,9 @@ def test_watch_after_a_run_cut_before_the_agents_route_routes_it(prefect_server,
     try:
         routed = [e for e in ledger(folder) if e["kind"] == "routed"]
         assert [(e["route_id"], e["starts"]) for e in routed] == [("review-to-publish", True)]
-        wait_for(lambda: runs_finished("catchup-cut"), 180, "the run the catch-up started to end",
-                 API_POLL_SECONDS)
+        wait_until(lambda: runs_finished("catchup-cut"), timeout=180,
+                   what="the run the catch-up started to end",
+                   interval=API_POLL_SECONDS)
     finally:
         stop_watch(watch, log)
     assert ran(folder) == ["draft", "publish", "archive"]

@@ -21,7 +21,7 @@ from harness.ports import free_port
 from harness.workers import environment, start_worker, stop
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
-from tests.support.prefect_api import http_status, recorded_task_runs
+from tests.support.prefect_api import deployment_runs, http_status, recorded_task_runs, runs_finished
 from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
@@ -62,23 +62,6 @@ def relay_chain(folder: Path) -> Path:
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> None:
     wait_until(condition, timeout=timeout, what=what, interval=interval)
-
-
-def deployment_runs(*deployments: str) -> list:
-    """The flow runs of the deployments with these names, read from the session's server."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-
-    with get_client(sync_client=True) as client:
-        return client.read_flow_runs(
-            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
-
-
-def runs_finished(*deployments: str) -> bool:
-    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running
-    ones)."""
-    runs = deployment_runs(*deployments)
-    return bool(runs) and all(r.state is not None and r.state.is_final() for r in runs)
 
 
 def completed(path: Path) -> bool:

@@ -21,8 +21,9 @@ from slotrelay.chain import NodeError
 from slotrelay.chain.errors import SLOT_INVALID
 from slotrelay.chain.executors import wait_for_output
 from slotrelay.chain.slots import SlotInvalid, read_output_slot
-
-from .test_routing import _start_sensor_process, routed_keys, wait_for
+from tests.support.sensor_processes import start_sensor_process
+from tests.support.waiting import wait_until
+from tests.support.watch_chains import routed_keys
 
 MALFORMED = {
     "status_is_a_list": b'{"node_id": "src-0", "status": ["completed"]}',
@@ -69,7 +70,8 @@ def test_a_malformed_slot_present_at_start_is_refused_and_the_rest_is_routed(tmp
 
     # And the same content arriving as an event: refused the same way, the sensor goes on.
     agent_writes(tmp_path, "src-1", {"fine": "again"})
-    wait_for(lambda: recorder.started_nodes().count(("bad-at-start", "work-1")) == 2, what="the next run")
+    wait_until(lambda: recorder.started_nodes().count(("bad-at-start", "work-1")) == 2, timeout=20.0,
+               what="the next run")
 
 
 def test_a_fifo_at_a_watched_slot_never_blocks_and_sigint_still_stops(tmp_path):
@@ -77,16 +79,17 @@ def test_a_fifo_at_a_watched_slot_never_blocks_and_sigint_still_stops(tmp_path):
     (tmp_path / "slots").mkdir()
     os.mkfifo(tmp_path / "slots" / "src-0_output.json")  # present at start: the reconcile reads it
     runs_file = tmp_path / "runs.jsonl"
-    process = _start_sensor_process(runs_file, [chain])
+    process = start_sensor_process(runs_file, [chain])
     try:
         os.mkfifo(tmp_path / "slots" / "src-1_output.json.fifo")
         os.replace(tmp_path / "slots" / "src-1_output.json.fifo", tmp_path / "slots" / "src-1_output.json")
-        wait_for(lambda: "src-1_output.json: is a FIFO, not a regular file" in engine_log(tmp_path),
-                 what="the sensor to meet the FIFO moved onto src-1's slot")
+        wait_until(lambda: "src-1_output.json: is a FIFO, not a regular file" in engine_log(tmp_path),
+                   timeout=20.0,
+                   what="the sensor to meet the FIFO moved onto src-1's slot")
         (tmp_path / "slots" / "src-1_output.json").unlink()
         agent_writes(tmp_path, "src-1", {"after": "the fifo"})
-        wait_for(lambda: any(route == "route-1" for _, route, _ in routed_keys(tmp_path)),
-                 what="src-1 routed after the FIFOs")
+        wait_until(lambda: any(route == "route-1" for _, route, _ in routed_keys(tmp_path)), timeout=20.0,
+                   what="src-1 routed after the FIFOs")
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0, "SIGINT must stop a sensor that met a FIFO"
@@ -103,7 +106,7 @@ def test_a_symlink_at_a_slot_path_is_not_followed(tmp_path, sensor_for):
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
     agent_writes(tmp_path, "src-1", {"i": 1})
-    wait_for(lambda: ("link", "work-1") in recorder.started_nodes(), what="src-1's run")
+    wait_until(lambda: ("link", "work-1") in recorder.started_nodes(), timeout=20.0, what="src-1's run")
     assert sensor.coalescer.wait_idle(5)
     assert sorted(recorder.started_nodes()) == [("link", "src-0"), ("link", "work-1")]
     assert not (tmp_path / "slots" / "work-0_input.json").exists()
@@ -130,7 +133,7 @@ def test_an_input_slot_that_is_a_link_out_of_the_chain_is_not_written_through(tm
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
     agent_writes(tmp_path, "src-0", {"n": 1})
-    wait_for(lambda: recorder.runs, what="the hand-over")
+    wait_until(lambda: recorder.runs, timeout=20.0, what="the hand-over")
     assert sensor.coalescer.wait_idle(5)
     # The link is refused, not replaced or followed; a run at src-0 applies the chain's rules.
     assert outside.read_text() == "the agent's link points here\n"

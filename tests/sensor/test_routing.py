@@ -6,8 +6,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,33 +13,13 @@ from pathlib import Path
 from harness.chains import RunRecorder, agent_writes, make_chain, recorded_runs
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.slots import read_slot
+from tests.support.sensor_processes import start_sensor_process
 from tests.support.waiting import wait_until
-
-HERE = Path(__file__).parent
+from tests.support.watch_chains import ledger_lines, routed_keys
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
     wait_until(condition, timeout=timeout, what=what, interval=0.02)
-
-
-def ledger_lines(folder: Path) -> list[dict]:
-    path = folder / LEDGER_FILE_NAME
-    if not path.exists():
-        return []
-    lines = []
-    for line in path.read_text().splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            continue
-    return lines
-
-
-def routed_keys(folder: Path) -> Counter:
-    return Counter(
-        (r["chain_id"], r["route_id"], r["source_hash"]) for r in ledger_lines(
-            folder) if r["kind"] == "routed"
-    )
 
 
 def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for):
@@ -197,23 +175,12 @@ def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, 
     assert max(runs_per_chain.values()) <= windows, f"{runs_per_chain} runs in {routing_seconds:.1f} s"
 
 
-def _start_sensor_process(runs_file: Path, chains: list[Path]) -> subprocess.Popen:
-    log = runs_file.with_name(f"sensor-{time.monotonic_ns()}.log")
-    with log.open("w") as handle:
-        process = subprocess.Popen(
-            [sys.executable, str(HERE / "sensor_proc.py"), str(runs_file), *map(str, chains)], stderr=handle
-        )
-    wait_for(lambda: "watching" in log.read_text() or process.poll() is not None, 30, "the sensor process")
-    assert process.poll() is None, log.read_text()
-    return process
-
-
 def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
     n = 80
     chains = [make_chain(tmp_path / "k1", "kill-a", n), make_chain(tmp_path / "k2", "kill-b", n)]
     runs_file = tmp_path / "runs.jsonl"
     rng = random.Random(9)
-    process = _start_sensor_process(runs_file, chains)
+    process = start_sensor_process(runs_file, chains)
     kills = 0
     for i in range(n):
         agent_writes(tmp_path / "k1", f"src-{i}", {"i": i})
@@ -223,7 +190,7 @@ def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
             process.send_signal(signal.SIGKILL)
             process.wait()
             kills += 1
-            process = _start_sensor_process(runs_file, chains)
+            process = start_sensor_process(runs_file, chains)
     try:
         def all_started() -> bool:
             ledgers = [RoutingLedger(tmp_path / k / LEDGER_FILE_NAME) for k in ("k1", "k2")]
@@ -246,7 +213,7 @@ def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
 def test_sigint_finishes_and_flushes_waiting_runs_then_exits_0(tmp_path):
     chain = make_chain(tmp_path, "stop", 5)
     runs_file = tmp_path / "runs.jsonl"
-    process = _start_sensor_process(runs_file, [chain])
+    process = start_sensor_process(runs_file, [chain])
     for i in range(5):
         agent_writes(tmp_path, f"src-{i}", {"i": i})
     wait_for(lambda: sum(routed_keys(tmp_path).values()) == 5, what="5 routes")

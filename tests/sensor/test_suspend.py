@@ -20,9 +20,9 @@ import pytest
 
 from harness.chains import asking_chains
 from slotrelay.chain.alerts import read_alert
-from tests.support.waiting import API_POLL_SECONDS
-
-from .test_deployment_path import ROOT, deployment_runs, wait_for
+from tests.support.chain_specs import ROOT
+from tests.support.prefect_api import deployment_runs
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 
@@ -54,7 +54,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
         # UI) to warm processes, which do not count toward the runner's limit this test is about.
         with log.open("w") as handle:
             started = subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        wait_for(lambda: "watching" in log.read_text() or started.poll() is not None, 60, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or started.poll() is not None, timeout=60,
+                   what="watch to start")
         assert started.poll() is None, log.read_text()
         return started
 
@@ -83,7 +84,8 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
                 return len(states) == WAITING_RUNS and all(
                     s is not None and s.is_paused() and s.name == "Suspended" for s in states)
 
-            wait_for(suspended, 300, f"{WAITING_RUNS} runs suspended for a decision", API_POLL_SECONDS)
+            wait_until(suspended, timeout=300, what=f"{WAITING_RUNS} runs suspended for a decision",
+                       interval=API_POLL_SECONDS)
             # The limit was the runner's while they started: it held a run back for want of a slot.
             assert "scheduled runs skipped (at capacity)" in log.read_text(), log.read_text()
             assert all(client.read_flow_run(r.id).state.state_details.pause_reschedule for r in waiting)
@@ -91,9 +93,9 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
             # Another chain's run starts and completes although more runs wait than the runner has slots.
             [other_run] = [client.create_flow_run_from_deployment(
                 client.read_deployment_by_name("chain/other").id, parameters={"chain_path": str(other)})]
-            wait_for(lambda: client.read_flow_run(other_run.id).state.is_completed(), 120,
-                     f"the other chain's run to complete while {WAITING_RUNS} runs wait for people",
-                     API_POLL_SECONDS)
+            wait_until(lambda: client.read_flow_run(other_run.id).state.is_completed(), timeout=120,
+                       what=f"the other chain's run to complete while {WAITING_RUNS} runs wait for people",
+                       interval=API_POLL_SECONDS)
 
             # A decision from `slotrelay decide` starts the first waiting run again, which completes.
             [alert_file] = sorted((tmp_path / "run-0" / "alerts").glob("alert-*.json"))
@@ -103,8 +105,9 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
             assert decided.returncode == 0, decided.stderr
             resumed = waiting[0].id
-            wait_for(lambda: client.read_flow_run(resumed).state.is_final(), 180, "the decided run to end",
-                     API_POLL_SECONDS)
+            wait_until(lambda: client.read_flow_run(resumed).state.is_final(), timeout=180,
+                       what="the decided run to end",
+                       interval=API_POLL_SECONDS)
             assert client.read_flow_run(resumed).state.is_completed(), client.read_flow_run(resumed).state
     finally:
         watch.send_signal(signal.SIGINT)
@@ -115,8 +118,9 @@ def test_runs_waiting_for_a_person_leave_the_runner_free_and_resume_on_a_decisio
     assert json.loads((slots / "ask_output.json").read_text())["data"] == {"answer": 42}
     assert json.loads((slots / "after_output.json").read_text())["data"] == {"after": {"answer": 42}}
     # `first` and `ask` ran once, before the suspend; only `after` ran once the run started again.
-    wait_for(lambda: task_run_names(resumed) == ["after", "ask", "first"], 60, "the task runs to be recorded",
-             API_POLL_SECONDS)
+    wait_until(lambda: task_run_names(resumed) == ["after", "ask", "first"], timeout=60,
+               what="the task runs to be recorded",
+               interval=API_POLL_SECONDS)
     assert "ask: taken back from alert" in (tmp_path / "run-0" / "logs" / "engine.log").read_text()
     alert = read_alert(alert_file)
     assert alert.status == "decided" and alert.decision.decision == "continue" and alert.decision.via == "cli"

@@ -24,9 +24,8 @@ from harness.chains import WORK_CALLABLE, WORK_MODULE
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import input_slot_document, read_slot, write_json_atomic
 from slotrelay.cli import app
-from tests.support.waiting import API_POLL_SECONDS
-
-from .test_deployment_path import ROOT, wait_for
+from tests.support.chain_specs import ROOT
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 HERE = Path(__file__).parent
@@ -119,7 +118,8 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
                                   *map(str, chains)],
                                  cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=240,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
 
         # Every agent answers at once: the runs they lead to go on side by side.
@@ -136,43 +136,49 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         (cases["half"] / "slots" / "ext_output.json").write_bytes(b'{"node_id": "ext", "status": "compl')
 
         # fail: an alert, nothing downstream.
-        wait_for(lambda: alerts(cases["fail"]), 120, "the alert of a failed slot")
+        wait_until(lambda: alerts(cases["fail"]), timeout=120, what="the alert of a failed slot")
         print(f"\nfailed slot -> alert file: {time.monotonic() - began:.2f} s (one sample, nine more slots "
               "written after it)")
         [failed] = alerts(cases["fail"])
         assert (failed.node_id, failed.error_type, failed.handling) == ("ext", "bad", "fail")
         # skip: goes on, with the data ext received.
-        wait_for(lambda: completed(cases["skip"] / "slots" / "work_output.json"), 120, "skip to lead on")
+        wait_until(lambda: completed(cases["skip"] / "slots" / "work_output.json"), timeout=120,
+                   what="skip to lead on")
         assert read_slot(cases["skip"] / "slots" / "work_output.json")["data"]["seen"] == {"question": "skip"}
         # babel: the agent's completed output is dual-written once, and routed.
-        wait_for(lambda: completed(cases["babel"] / "slots" / "work_output.json"), 120, "babel's work")
+        wait_until(lambda: completed(cases["babel"] / "slots" / "work_output.json"), timeout=120,
+                   what="babel's work")
         babel = (cases["babel"] / "slots" / "ext_babel.jsonl").read_text().splitlines()
         assert len(babel) == 1 and json.loads(babel[0])["payload"]["data"] == {"answer": "once"}
         # retry: the engine asks the agent again (input slot pending, attempt 2); the answer goes on.
-        wait_for(lambda: (read_slot(cases["retry"] / "slots" / "ext_input.json") or {}).get("attempt") == 2,
-                 120,
-                 "the agent to be asked again")
+        wait_until(lambda: (read_slot(cases["retry"] / "slots" / "ext_input.json") or {}).get("attempt") == 2,
+                   timeout=120,
+                   what="the agent to be asked again")
         agent(cases["retry"], data={"answer": "second try"})
         # Three runs wait for a person; each gets its decision as soon as all three are suspended, and what
         # each decision leads to is checked after.
         # identity mismatch: an alert and a suspended run; `slotrelay decide` continues with data.
-        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["identity"])), 120,
-                 "identity's alert")
+        wait_until(lambda: any(a.status == "paused" for a in alerts(cases["identity"])), timeout=120,
+                   what="identity's alert")
         [mismatch] = alerts(cases["identity"])
         assert mismatch.error_type == "identity_mismatch" and "impostor" in mismatch.message
         [alert_file] = sorted((cases["identity"] / "alerts").glob("alert-*.json"))
         # an undeclared error type: an alert, decided through the API as the UI form does (retry).
-        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["unknown"])), 120, "unknown's alert")
+        wait_until(lambda: any(a.status == "paused" for a in alerts(cases["unknown"])), timeout=120,
+                   what="unknown's alert")
         [unknown] = alerts(cases["unknown"])
         assert (unknown.error_type, unknown.handling) == ("weird", "arbitrate")
         # fail: its run waits for a person (L5) like any alert's; a decision to terminate ends it.
-        wait_for(lambda: any(a.status == "paused" for a in alerts(cases["fail"])), 120, "fail's alert")
+        wait_until(lambda: any(a.status == "paused" for a in alerts(cases["fail"])), timeout=120,
+                   what="fail's alert")
         [fail_alert] = sorted((cases["fail"] / "alerts").glob("alert-*.json"))
-        wait_for(lambda: _suspended(mismatch.flow_run_id), 120, "identity's run to be suspended",
-                 API_POLL_SECONDS)
-        wait_for(lambda: _suspended(unknown.flow_run_id), 120, "unknown's run to be suspended",
-                 API_POLL_SECONDS)
-        wait_for(lambda: _suspended(failed.flow_run_id), 120, "fail's run to be suspended", API_POLL_SECONDS)
+        wait_until(lambda: _suspended(mismatch.flow_run_id), timeout=120,
+                   what="identity's run to be suspended",
+                   interval=API_POLL_SECONDS)
+        wait_until(lambda: _suspended(unknown.flow_run_id), timeout=120, what="unknown's run to be suspended",
+                   interval=API_POLL_SECONDS)
+        wait_until(lambda: _suspended(failed.flow_run_id), timeout=120, what="fail's run to be suspended",
+                   interval=API_POLL_SECONDS)
         # `slotrelay decide` runs in this process: the command's own code against the server, without a
         # second interpreter importing Prefect for it (tests/chain/test_arbitration.py runs it as a process).
         decided = CLI.invoke(app, ["decide", str(alert_file), "continue", "--data", '{"answer": "by hand"}'])
@@ -181,35 +187,39 @@ def test_agents_slots_get_the_engines_rules_in_watch(prefect_server, tmp_path):
         terminated = CLI.invoke(app, ["decide", str(fail_alert), "terminate"])
         assert terminated.exit_code == 0, (terminated.output, terminated.exception)
 
-        wait_for(lambda: completed(cases["retry"] / "slots" / "work_output.json"), 120, "retry's work")
+        wait_until(lambda: completed(cases["retry"] / "slots" / "work_output.json"), timeout=120,
+                   what="retry's work")
         assert read_slot(cases["retry"] / "slots" / "work_output.json")["data"]["seen"] == {
             "answer": "second try"}
-        wait_for(lambda: completed(cases["identity"] / "slots" / "work_output.json"), 180, "identity's work")
+        wait_until(lambda: completed(cases["identity"] / "slots" / "work_output.json"), timeout=180,
+                   what="identity's work")
         assert read_slot(cases["identity"] / "slots" / "work_output.json")["data"]["seen"] == {
             "answer": "by hand"}
-        wait_for(
+        wait_until(
             lambda: (read_slot(cases["unknown"] / "slots" / "ext_input.json") or {}).get("attempt", 1) > 1,
-            120,
-            "the agent to be asked again after the decision")
+            timeout=120,
+            what="the agent to be asked again after the decision")
         agent(cases["unknown"], data={"answer": "fixed"})
-        wait_for(lambda: completed(cases["unknown"] / "slots" / "work_output.json"), 180, "unknown's work")
+        wait_until(lambda: completed(cases["unknown"] / "slots" / "work_output.json"), timeout=180,
+                   what="unknown's work")
         # timeout: no answer within 3 s of the input slot's own timestamp: the declared `timeout` type.
-        wait_for(lambda: alerts(cases["timeout"]), 120, "the timeout's alert")
+        wait_until(lambda: alerts(cases["timeout"]), timeout=120, what="the timeout's alert")
         [timed_out] = alerts(cases["timeout"])
         assert (timed_out.error_type, timed_out.handling) == ("timeout", "fail")
         # Each malformed slot: an alert naming the file and what was wrong; the sensor went on with the
         # others.
         for name, problem in (("notjson", "is not JSON"), ("nostatus", "status: Field required"),
                               ("half", "is half written")):
-            wait_for(lambda name=name: alerts(cases[name]), 120, f"the alert of the {name} slot")
+            wait_until(lambda name=name: alerts(cases[name]), timeout=120,
+                       what=f"the alert of the {name} slot")
             [refused] = alerts(cases[name])
             assert refused.error_type == "slot_invalid", refused
             assert "ext_output.json" in refused.message and problem in refused.message, refused.message
         with get_client(sync_client=True) as client:
-            wait_for(
+            wait_until(
                 lambda: all(
                     r.state.is_final() for r in client.read_flow_runs() if r.name.startswith("wr-fail")),
-                120, "the fail run to end", API_POLL_SECONDS)
+                timeout=120, what="the fail run to end", interval=API_POLL_SECONDS)
         # babel: an agent's failed slot is dual-written too, once, though the sensor and a run both took it.
         for name in ("fail", "skip"):
             lines = (cases[name] / "slots" / "ext_babel.jsonl").read_text().splitlines()

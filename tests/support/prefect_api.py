@@ -1,5 +1,5 @@
 """Asking a Prefect server what a test's runs left there: an address's HTTP status, the task runs of a
-test's flow runs once final, the newest artifact of a key."""
+test's flow runs once final, the newest artifact of a key, the flow runs of deployments."""
 
 from __future__ import annotations
 
@@ -15,6 +15,23 @@ def http_status(url: str) -> int:
             return answer.status
     except OSError:
         return 0
+
+
+def deployment_runs(*deployments: str) -> list:
+    """The flow runs of the deployments with these names, read from the session's server."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_runs(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(deployments))))
+
+
+def runs_finished(*deployments: str) -> bool:
+    """Every flow run of these deployments has ended (`watch` stopped earlier would cancel the running
+    ones)."""
+    runs = deployment_runs(*deployments)
+    return bool(runs) and all(r.state is not None and r.state.is_final() for r in runs)
 
 
 def recorded_task_runs(flow_run_ids: list, count: int, timeout: float = 120) -> list:
