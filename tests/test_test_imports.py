@@ -26,23 +26,34 @@ def _is_test_file(module: str) -> bool:
     return module.split(".")[0] == "tests" and (last == "conftest" or last.startswith("test_"))
 
 
-def library_imports(source: str) -> list[str]:
-    """The test modules and conftests that `source` imports from (`tests.chain.conftest`, ...)."""
+def module_name(path: str) -> str:
+    """The dotted name of the file at `path` (`tests/sensor/test_up.py` -> `tests.sensor.test_up`); a
+    package's `__init__.py` keeps its `__init__`, so that its package is what comes before the last dot."""
+    return path.removesuffix(".py").replace("/", ".")
+
+
+def library_imports(source: str, module: str) -> list[str]:
+    """The test modules and conftests that `source`, the code of the module named `module`
+    (`tests.sensor.test_up`), imports from (`tests.chain.conftest`, ...); a relative import is read
+    against `module`'s package (`from .test_x import y` in `tests.sensor.test_up`: `tests.sensor.test_x`)."""
+    package = module.split(".")[:-1]
     found: list[str] = []
     for statement in ast.walk(ast.parse(source)):
         if isinstance(statement, ast.Import):
             found += [alias.name for alias in statement.names if _is_test_file(alias.name)]
-        elif isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0:
-            if _is_test_file(statement.module):
-                found.append(statement.module)
+        elif isinstance(statement, ast.ImportFrom):
+            base = ".".join(package[:len(package) - statement.level + 1]) if statement.level else ""
+            named = ".".join(part for part in (base, statement.module) if part)
+            if _is_test_file(named):
+                found.append(named)
             else:
-                found += [f"{statement.module}.{alias.name}" for alias in statement.names
-                          if _is_test_file(f"{statement.module}.{alias.name}")]
+                found += [f"{named}.{alias.name}" for alias in statement.names
+                          if _is_test_file(f"{named}.{alias.name}")]
     return found
 
 
 def test_library_imports_finds_a_conftest_and_a_test_module_however_imported() -> None:
-    # Written with a placeholder so that a grep of the suite for such imports does not find this sample.
+    # Written with placeholders so that a grep of the suite for such imports does not find this sample.
     source = (
         "from {t}.conftest import require_service\n"
         "from {t}.chain.conftest import node\n"
@@ -53,11 +64,21 @@ def test_library_imports_finds_a_conftest_and_a_test_module_however_imported() -
         "from {t}.support.waiting import wait_until\n"
         "from {t}.ui.browser_session import BrowserSession\n"
         "from harness.ports import free_port\n"
-    ).format(t="tests")
-    assert library_imports(source) == [
+        "from {d}test_deployment_path import ROOT\n"
+        "from {d} import sensor_proc, test_routing\n"
+        "from {d}{d}chain.conftest import node\n"
+        "from {d}{d} import conftest\n"
+        "from {d}sensor_proc import main\n"
+        "from {d}{d}support.waiting import wait_until\n"
+    ).format(t="tests", d=".")
+    assert library_imports(source, "tests.sensor.test_sample") == [
         "tests.conftest", "tests.chain.conftest", "tests.mcp.test_tools", "tests.pen.test_chain_node",
-        "tests.chain.test_arbitration",
+        "tests.sensor.test_deployment_path", "tests.sensor.test_routing", "tests.chain.conftest",
+        "tests.conftest", "tests.chain.test_arbitration",
     ]
+    # A package's own relative imports are read against the package itself.
+    in_package = module_name("tests/sensor/__init__.py")
+    assert library_imports("from {d}test_x import y\n".format(d="."), in_package) == ["tests.sensor.test_x"]
 
 
 def test_no_test_module_or_conftest_is_imported_as_a_library() -> None:
@@ -66,6 +87,6 @@ def test_no_test_module_or_conftest_is_imported_as_a_library() -> None:
     offenders = [
         f"{name}: {module}"
         for name in files
-        for module in library_imports((REPO / name).read_text(encoding="utf-8"))
+        for module in library_imports((REPO / name).read_text(encoding="utf-8"), module_name(name))
     ]
     assert not offenders, "\n".join(offenders)
