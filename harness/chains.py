@@ -128,17 +128,18 @@ class RunRecorder:
         return [(chain, node) for chain, nodes, _ in self.runs.values() for node in nodes]
 
 
-def recorded_runs(path: Path) -> list[dict]:
-    """The runs a `RunRecorder(path)` in another process recorded."""
+def whole_json_lines(path: Path) -> list[dict]:
+    """The entries of a JSON-lines file another process appends to (the runs a `RunRecorder(path)`
+    recorded, a ledger), but a line not yet whole, which a writer killed mid-line leaves."""
     if not path.exists():
         return []
-    runs = []
+    entries = []
     for line in path.read_text().splitlines():
         try:
-            runs.append(json.loads(line))
+            entries.append(json.loads(line))
         except ValueError:
             continue
-    return runs
+    return entries
 
 
 # The small chain's nodes: two plain functions, no agent.

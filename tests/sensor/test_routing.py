@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness.chains import RunRecorder, agent_writes, make_chain, recorded_runs
+from harness.chains import RunRecorder, agent_writes, make_chain, whole_json_lines
 from slotrelay.chain.ledger import LEDGER_FILE_NAME, RoutingLedger
 from slotrelay.chain.slots import read_slot
 from tests.support.sensor_processes import start_sensor_process
@@ -206,7 +206,7 @@ def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
         assert set(routed_keys(tmp_path / folder).values()) == {1}
         for i in range(n):
             assert read_slot(tmp_path / folder / "slots" / f"work-{i}_input.json")["data"] == {"i": i}
-    started = Counter((r["chain_id"], node) for r in recorded_runs(runs_file) for node in r["start_nodes"])
+    started = Counter((r["chain_id"], node) for r in whole_json_lines(runs_file) for node in r["start_nodes"])
     assert len(started) == 2 * n and set(started.values()) == {1}
 
 
@@ -219,7 +219,7 @@ def test_sigint_finishes_and_flushes_waiting_runs_then_exits_0(tmp_path):
     wait_for(lambda: sum(routed_keys(tmp_path).values()) == 5, what="5 routes")
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=20) == 0
-    started = sorted(node for r in recorded_runs(runs_file) for node in r["start_nodes"])
+    started = sorted(node for r in whole_json_lines(runs_file) for node in r["start_nodes"])
     assert started == [f"work-{i}" for i in range(5)]
 
 

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from harness.chains import whole_json_lines
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 
 ALWAYS = {"field": "status", "operator": "equals", "value": "completed"}
@@ -55,16 +56,7 @@ def ledger(folder: Path) -> list[dict]:
 
 def ledger_lines(folder: Path) -> list[dict]:
     """The ledger's entries, but a line not (yet) whole, which a writer killed mid-line leaves."""
-    path = folder / LEDGER_FILE_NAME
-    if not path.exists():
-        return []
-    lines = []
-    for line in path.read_text().splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            continue
-    return lines
+    return whole_json_lines(folder / LEDGER_FILE_NAME)
 
 
 def routed_keys(folder: Path) -> Counter:
