@@ -654,7 +654,7 @@ def _saved(
             "stats": summary,
         },
         assembled.parts,
-        stored={module: stored[module] for module in assembled.reused if module in stored} if in_step else {},
         previous=stored,
+        unchanged=assembled.reused if in_step else (),
     )
     return summary

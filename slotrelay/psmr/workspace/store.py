@@ -43,7 +43,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
@@ -386,8 +386,8 @@ class Store:
         manifest: dict[str, Any],
         parts: dict[str, ModulePart],
         *,
-        stored: dict[str, Any] | None = None,
         previous: dict[str, Any] | None = None,
+        unchanged: Collection[str] = (),
     ) -> None:
         """Write a workspace's graph parts, then its manifest (last, so it never points at nothing), then
         remove the parts it no longer names.
@@ -397,24 +397,25 @@ class Store:
                 version, updated, files, warnings, stats); the schema and the parts' records are added.
             parts: each module's part of the graph. A part already stored (the same content) is not
                 written again.
-            stored: the records (from the last manifest) of the parts the caller knows are unchanged
-                since: kept as they are while their files are.
             previous: the records of every part of the last manifest: a part whose content is the
                 one it names (its name is its content's digest) is kept as it is while its file is,
                 without reading the file back to compare.
+            unchanged: the modules whose parts the caller knows are unchanged since the last manifest:
+                their records are kept as they are while their files are, without making the part's
+                content.
         """
         started = time.time_ns()
         folder = f"workspaces/{manifest['workspace_id']}"
         records: dict[str, list[Any]] = {}
         parts_folder = self._parts_folder(manifest["workspace_id"])
+        previous = previous or {}
         for module, part in parts.items():
-            known = (stored or {}).get(module)
-            if known is not None and _stat_of(parts_folder / known[0]) == known[2]:
+            known = previous.get(module)
+            if known is not None and module in unchanged and _stat_of(parts_folder / known[0]) == known[2]:
                 records[module] = known
                 continue
             payload = part.to_payload()
             name = hashlib.sha256(payload).hexdigest()[:32] + ".json"
-            known = (previous or {}).get(module)
             if (
                 known is not None
                 and known[0] == name
