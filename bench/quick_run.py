@@ -46,7 +46,6 @@ from harness.workers import wait_for
 console = Console()
 
 
-
 @dataclass
 class Variant:
     """One `slotrelay watch` process and the Quick runs measured through it."""

@@ -8,7 +8,6 @@ operator or object, a refused query).
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -16,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,6 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import AlreadyReported, BadInput
 from slotrelay.psmr.errors import ERROR_CLASSES, ERROR_CODES
+
+if TYPE_CHECKING:
+    from slotrelay.psmr.analysis.buildbudget import BuildBudget
 
 app = typer.Typer(no_args_is_help=True, help="PSMR: a semantic workspace over Python code, and its API.")
 out = Console(soft_wrap=True)
@@ -83,56 +85,52 @@ def build(
             raise BadInput("--watch watches the files of PATH; a --rev never changes, leave one of them out")
         _watch(path, store, as_json)
         return
-    from slotrelay.psmr.analysis.buildbudget import BuildBudget
-    from slotrelay.psmr.api import build_workspace
-
     for option, value in (("--max-cpu-s", max_cpu_s), ("--max-memory-mb", max_memory_mb)):
         if value is not None and value <= 0:
             raise BadInput(f"{option} must be above 0, not {value}")
+    from slotrelay.psmr.analysis.buildbudget import BuildBudget
+    from slotrelay.psmr.workspace.store import without_cyclic_gc
+
+    budget = BuildBudget()
+    if max_cpu_s is not None:
+        budget.cpu_s = max_cpu_s
+    if max_memory_mb is not None:
+        budget.memory_bytes = max_memory_mb * 1024 * 1024
     # The cyclic collector stays off to the end: once a build is over, the first full collection scans
     # the resolution it leaves (3-5 s on networkx), which this process is about to drop or hand over.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        budget = BuildBudget()
-        if max_cpu_s is not None:
-            budget.cpu_s = max_cpu_s
-        if max_memory_mb is not None:
-            budget.memory_bytes = max_memory_mb * 1024 * 1024
-        with Progress(
-            TextColumn("[bold]analysing[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("", total=None)
-            writes: list[Callable[[], None]] = []
+    without_cyclic_gc(_build_and_answer)(path, rev, store, as_json, budget)
 
-            def progress(done: int, total: int, file: str) -> None:
-                bar.update(task, completed=done, total=total, description=file)
 
-            summary = build_workspace(
-                path,
-                rev=rev,
-                store=store,
-                progress=progress,
-                budget=budget,
-                persist=True,
-                later=writes.append,
-            )
-        if as_json:
-            print_json(summary)
-        else:
-            out.print(summary["workspace_id"])
-            err.print(_counts(summary))
-        _after_answering(writes)
-    finally:
-        # Reached only when the command runs inside another program (see `_after_answering`).
-        if collecting:
-            gc.enable()
+def _build_and_answer(
+    path: Path, rev: str | None, store: Path | None, as_json: bool, budget: BuildBudget
+) -> None:
+    """Build, print the summary, then `_after_answering` (which ends the command's own process)."""
+    from slotrelay.psmr.api import build_workspace
+
+    with Progress(
+        TextColumn("[bold]analysing[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("", total=None)
+        writes: list[Callable[[], None]] = []
+
+        def progress(done: int, total: int, file: str) -> None:
+            bar.update(task, completed=done, total=total, description=file)
+
+        summary = build_workspace(
+            path, rev=rev, store=store, progress=progress, budget=budget, persist=True, later=writes.append
+        )
+    if as_json:
+        print_json(summary)
+    else:
+        out.print(summary["workspace_id"])
+        err.print(_counts(summary))
+    _after_answering(writes)
 
 
 def _after_answering(writes: list[Callable[[], None]]) -> None:
