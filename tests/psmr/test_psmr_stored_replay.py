@@ -6,6 +6,7 @@ resolves in full and the log says why), never used."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -351,3 +352,52 @@ def test_a_process_that_builds_again_before_writing_does_not_wait_on_itself(
     # The record written last is the second build's, the stored version: the next build replays it.
     _append(root / "app/util4.py", LEAF.format(n=4))
     assert build(root, store=store, persist=True)["resolved_sites"] < everything
+
+
+def _sections(payload: bytes) -> list[bytes]:
+    lengths = replay.LENGTHS.unpack_from(payload)
+    ends = [replay.LENGTHS.size]
+    for length in lengths:
+        ends.append(ends[-1] + length)
+    return [payload[start:end] for start, end in itertools.pairwise(ends)]
+
+
+def _packed(sections: list[bytes]) -> bytes:
+    return b"".join([replay.LENGTHS.pack(*map(len, sections)), *sections])
+
+
+def test_a_sealed_record_that_does_not_read_back_is_refused(tmp_path: Path) -> None:
+    """The seal says who wrote a record, not that it is whole: a payload this user's key sealed but
+    that does not hold a record (cut sections, a table of users that does not match its items, a
+    section without its fields) is refused, never read as a resolution."""
+    import msgpack
+
+    root = write_tree(tmp_path / "tree", SHAPES)
+    facts = {}
+    for path in discover(root):
+        module, is_package = module_name(root, path)
+        facts[module] = extract(path.read_text(), module, is_package=is_package)
+    linker = Linker(facts, record=True)
+    linker.run()
+    record = ResolutionRecord.of(linker)
+    assert record is not None
+    keys = {module: f"key-{module}" for module in facts}
+    manifest = {"version": "v1", "files": {m: {"key": k, "module": m} for m, k in keys.items()}}
+    payload = replay.dump(Resolved("v1", keys, record, None))
+    assert replay.load(payload, manifest, facts, keys, lambda key: None).record is not None
+
+    head, tuples, lists = _sections(payload)
+    unpacked = msgpack.unpackb(tuples, strict_map_key=False, ext_hook=msgpack.ExtType)
+    users = list(unpacked["uses"])
+    users[5] = users[5][:-4]  # the last user of the last item cut off
+    cut_users = msgpack.packb({**unpacked, "uses": users})
+    damaged = {
+        "an extra byte": payload + b"\x00",
+        "a table of users cut": _packed([head, cut_users, lists]),
+        "a section without its fields": _packed([head, msgpack.packb({}), lists]),
+        "a section that is not MessagePack": _packed([head, b"\xc1" * 8, lists]),
+    }
+    for what, bad in damaged.items():
+        with pytest.raises(replay.Refused) as refused:
+            replay.load(bad, manifest, facts, keys, lambda key: None)
+        assert "do not add up" in str(refused.value) or "does not read back" in str(refused.value), what
