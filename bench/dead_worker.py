@@ -101,6 +101,7 @@ def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hog
     """A run held `seconds` on a pool worker while `hogs` processes spin; its heartbeat gaps, its states."""
     from harness.chains import agent_writes
     from harness.load import cpu_hogs
+    from harness.waiting import wait_for
     from harness.workers import (
         chain_runs,
         dying_chain,
@@ -109,7 +110,6 @@ def live_run(api_url: str, folder: Path, crash_after: float, seconds: float, hog
         start_watch,
         start_worker,
         stop,
-        wait_for,
     )
 
     pool = f"live-{uuid.uuid4().hex[:6]}"

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.load import tree_cpu
 from harness.ports import free_port
-from harness.workers import wait_for
+from harness.waiting import wait_for
 
 console = Console()
 

@@ -41,6 +41,7 @@ SETUPS = (("SQLite", 1), ("SQLite", 2), ("PostgreSQL", 1), ("PostgreSQL", 2))
 
 def measure(api_url: str, folder: Path, workers: int, sources: tuple[int, ...]) -> tuple[int, float]:
     """One burst on `workers` workers: (flow runs, seconds from the first write to the last run's end)."""
+    from harness.waiting import wait_for
     from harness.workers import (
         burst_chains,
         chain_runs,
@@ -48,7 +49,6 @@ def measure(api_url: str, folder: Path, workers: int, sources: tuple[int, ...]) 
         start_watch,
         start_worker,
         stop,
-        wait_for,
         write_burst,
     )
 

@@ -16,10 +16,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+
+from harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-T = TypeVar("T")
 # The worker's log line, sent to the flow run's logs by Prefect 3's `BaseWorker`.
 SUBMITTED_BY = re.compile(r"Worker '([^']+)' submitting flow run")
 # The commands docs/beyond.md shows; the processes below are started from them.
@@ -145,17 +145,6 @@ def flow_run_processes(worker: subprocess.Popen) -> list:
             if child.status() != psutil.STATUS_ZOMBIE:
                 running.append(child)
     return running
-
-
-def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
-    """Poll `condition` until it holds and return what it gave; raise TimeoutError naming `what` past
-    `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
-    return value
 
 
 PAGE = 200  # the server's largest page

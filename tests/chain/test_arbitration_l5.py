@@ -25,7 +25,7 @@ from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import read_alert
 from tests.support.arbitration import decide
 from tests.support.chain_specs import node, route
-from tests.support.waiting import wait_until
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,10 +76,6 @@ def flow_run_state(flow_run_id: str):
         return client.read_flow_run(flow_run_id).state
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    wait_until(condition, timeout=timeout, what=what, interval=0.2)
-
-
 def paused_alert(folder: Path, run: subprocess.Popen | None = None, timeout: float = 180) -> Path:
     """The alert file once its run waits on the server (the alert says paused, and the API agrees)."""
     found: list[Path] = []
@@ -96,7 +92,7 @@ def paused_alert(folder: Path, run: subprocess.Popen | None = None, timeout: flo
                     return True
         return False
 
-    wait_for(paused, timeout, f"a paused alert in {folder}")
+    wait_until(paused, timeout=timeout, what=f"a paused alert in {folder}", interval=API_POLL_SECONDS)
     return found[0]
 
 
@@ -186,7 +182,8 @@ def test_a_suspended_run_with_no_timeout_outlives_the_servers_expiry_of_one_with
         watch = subprocess.Popen([sys.executable, "-m", "slotrelay.cli", "watch", str(limited), str(waiting)],
                                  cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 90, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=90,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
         with get_client(sync_client=True) as client:
             runs = {
@@ -204,8 +201,9 @@ def test_a_suspended_run_with_no_timeout_outlives_the_servers_expiry_of_one_with
             def limited_waited() -> bool:
                 return suspended("limited") or client.read_flow_run(runs["limited"].id).state.is_final()
 
-            wait_for(limited_waited, 180, "the limited run to wait")
-            wait_for(lambda: suspended("waiting"), 180, "the waiting run to be suspended")
+            wait_until(limited_waited, timeout=180, what="the limited run to wait", interval=API_POLL_SECONDS)
+            wait_until(lambda: suspended("waiting"), timeout=180, what="the waiting run to be suspended",
+                       interval=API_POLL_SECONDS)
             waiting_state = client.read_flow_run(runs["waiting"].id).state
             assert waiting_state.state_details.pause_timeout is None
             assert "no time limit" in waiting_state.message, waiting_state.message
@@ -214,8 +212,8 @@ def test_a_suspended_run_with_no_timeout_outlives_the_servers_expiry_of_one_with
             assert "(pause_timeout_seconds 2); with no decision by then the run fails" in message, message
 
             # The server fails the limited run; the other is still suspended afterwards.
-            wait_for(lambda: client.read_flow_run(runs["limited"].id).state.is_final(), 180,
-                     "the server to fail the limited run")
+            wait_until(lambda: client.read_flow_run(runs["limited"].id).state.is_final(), timeout=180,
+                       what="the server to fail the limited run", interval=API_POLL_SECONDS)
             ended = client.read_flow_run(runs["limited"].id).state
             assert ended.is_failed() and ended.message == "The flow was paused and never resumed.", ended
             assert suspended("waiting")
@@ -224,8 +222,8 @@ def test_a_suspended_run_with_no_timeout_outlives_the_servers_expiry_of_one_with
             assert read_alert(alert_file).handling == "arbitrate"
             done = decide(alert_file, "continue", "--data", '{"by": "hand"}')
             assert done.returncode == 0, done.stderr
-            wait_for(lambda: client.read_flow_run(runs["waiting"].id).state.is_final(), 180,
-                     "the decided run to end")
+            wait_until(lambda: client.read_flow_run(runs["waiting"].id).state.is_final(), timeout=180,
+                       what="the decided run to end", interval=API_POLL_SECONDS)
             assert client.read_flow_run(runs["waiting"].id).state.is_completed()
         # The limited run's alert is still paused; `decide` refuses it, its run having failed.
         [limited_alert] = sorted((limited.parent / "alerts").glob("alert-*.json"))

@@ -21,7 +21,6 @@ import rich
 from psmr_rebuild import SLOTRELAY, workspace_view
 from psmr_trees import SHAPES, write_tree
 
-from harness.workers import wait_for
 from slotrelay.psmr.analysis.extract import extract
 from slotrelay.psmr.analysis.link import Linker
 from slotrelay.psmr.analysis.record import ResolutionRecord
@@ -29,6 +28,7 @@ from slotrelay.psmr.workspace import replay
 from slotrelay.psmr.workspace.build import build, discover, module_name
 from slotrelay.psmr.workspace.kept import KeptResolutions, Resolved
 from slotrelay.psmr.workspace.store import Store
+from tests.support.waiting import wait_until
 
 # Enough modules that adding a function nothing calls reaches few of the call sites (see
 # `slotrelay.psmr.analysis.relink.MAX_AGAIN_SHARE`).
@@ -246,7 +246,8 @@ def test_the_command_keeps_the_resolution_after_answering_and_its_next_run_repla
     second = command()
     assert second["resolved_sites"] >= everything
     # The record is written by a child process after the command answered (renamed into place whole).
-    wait_for(lambda: _record_path(store, second).exists(), 60, "the resolution the command keeps")
+    wait_until(lambda: _record_path(store, second).exists(), timeout=60,
+               what="the resolution the command keeps")
     _append(root / "app/util2.py", LEAF.format(n=2))
     assert command()["resolved_sites"] < everything
 
@@ -271,7 +272,7 @@ def test_a_build_waits_for_the_record_another_is_writing(iterated: tuple[Path, P
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         lock = store / "workspaces" / summary["workspace_id"] / replay.LOCK_FILE
         try:
-            wait_for(lambda: _waiting_on(lock), 60, "the next build to wait for the record")
+            wait_until(lambda: _waiting_on(lock), timeout=60, what="the next build to wait for the record")
         finally:
             pending[0]()
         out, err = process.communicate(timeout=120)

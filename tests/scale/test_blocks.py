@@ -19,6 +19,7 @@ from blocks import ChainFolders, SandboxPolicy
 from harness.chains import small_chain
 from slotrelay.sandbox import SandboxRequestError
 from tests.support.beyond_page import REGISTER
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SLUGS = {
@@ -109,7 +110,7 @@ def test_watch_names_its_blocks_on_the_deployments_and_watches_the_folders_block
                                                                                  tmp_path: Path) -> None:
     from deployments.pool import pool_chain_deployment
     from harness.chains import agent_writes, make_chain
-    from harness.workers import stop, wait_for
+    from harness.workers import stop
     from slotrelay.chain import load_chain
 
     chain = make_chain(tmp_path / "chain", "watched-blocks", 1)
@@ -127,12 +128,13 @@ def test_watch_names_its_blocks_on_the_deployments_and_watches_the_folders_block
             stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 120, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=120,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
         # The agent writes where the block puts the slots: the sensor watches there, the run writes there.
         agent_writes(slots, "src-0", {"n": 1})
         output = slots / "slots" / "work-0_output.json"
-        wait_for(output.exists, 180, "the routed run's output slot")
+        wait_until(output.exists, timeout=180, what="the routed run's output slot")
     finally:
         stop(watch)
     assert json.loads(output.read_text())["data"]["seen"] == {"n": 1}

@@ -59,7 +59,6 @@ from harness.workers import (
     start_worker,
     stop,
     submissions,
-    wait_for,
 )
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import content_hash
@@ -148,15 +147,17 @@ def keep_a_run_alive_under_load(api_url: str, pool: str, folder: Path, *,
     watch = start_watch(api_url, pool, [chain], watch_log)
     worker = None
     try:
-        wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 120, "watch to create the pool")
+        wait_until(lambda: pool_exists(pool) or watch.poll() is not None, timeout=120,
+                   what="watch to create the pool", interval=API_POLL_SECONDS)
         worker = start_worker(api_url, pool, "live", worker_log, limit=1)
-        wait_for(lambda: "watching" in watch_log.read_text() or watch.poll() is not None, 120,
-                 "watch to start")
+        wait_until(lambda: "watching" in watch_log.read_text() or watch.poll() is not None, timeout=120,
+                   what="watch to start")
         assert watch.poll() is None, watch_log.read_text()
-        wait_for(lambda: "started!" in worker_log.read_text(), 120, "the worker to start")
+        wait_until(lambda: "started!" in worker_log.read_text(), timeout=120, what="the worker to start")
         before_chain()
         agent_writes(folder, "src", {"n": 1})
-        wait_for(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], 180, "slow to run")
+        wait_until(lambda: [n for n, _ in executions(folder)] == ["first", "slow"], timeout=180,
+                   what="slow to run")
         # Two gaps between heartbeats: about 60 s of a live run under load, asked through one client at the
         # API's pace (a new client every 0.2 s cost this process about 3.5 CPU-s more over the wait).
         with cpu_hogs(), get_client(sync_client=True) as client:
@@ -165,7 +166,8 @@ def keep_a_run_alive_under_load(api_url: str, pool: str, folder: Path, *,
                        timeout=HEARTBEATS * WINDOW.total_seconds() + 120,
                        what=f"{HEARTBEATS} heartbeats of the live run", interval=API_POLL_SECONDS)
         (folder / "release").touch()
-        wait_for(lambda: chain_runs([folder.name])[0].state.is_final(), 240, "the run to end")
+        wait_until(lambda: chain_runs([folder.name])[0].state.is_final(), timeout=240, what="the run to end",
+                   interval=API_POLL_SECONDS)
         with get_client(sync_client=True) as client:
             return [s.type.value for s in client.read_flow_run_states(run.id)]
     finally:
@@ -199,7 +201,8 @@ def test_a_run_whose_worker_is_killed_is_crashed_rescheduled_and_finished_by_the
     assert [n for n, _ in ran] == ["first", "slow", "slow"], ran
     assert {pid for _, pid in ran[:2]} <= set(death.killed) and ran[2][1] not in death.killed
     # Task-run states reach the server as events, recorded a moment after the flow run ends.
-    wait_for(lambda: completed_tasks([run.id])["slow"] >= 1, 120, "slow's task run to be recorded")
+    wait_until(lambda: completed_tasks([run.id])["slow"] >= 1, timeout=120,
+               what="slow's task run to be recorded", interval=API_POLL_SECONDS)
     assert completed_tasks([run.id]) == {"first": 1, "slow": 1}
     assert json.loads((folder / "slots" / "slow_output.json").read_text())["data"] == {"done": {"n": 7}}
     ledger = [json.loads(line) for line in (folder / LEDGER_FILE_NAME).read_text().splitlines()]

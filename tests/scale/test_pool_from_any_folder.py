@@ -23,8 +23,9 @@ import pytest
 
 from deployments.pool import CRASH_AFTER, CRASH_AUTOMATION, ensure_automations
 from harness.chains import agent_writes, make_chain
-from harness.workers import ROOT, chain_runs, pool_exists, stop, wait_for
+from harness.workers import ROOT, chain_runs, pool_exists, stop
 from slotrelay.chain.slots import read_slot
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 # Not the default: `--crash-after` reaches the crash automation.
@@ -70,14 +71,15 @@ def pool_watch(prefect_server, tmp_path):
                   cwd=folder, api_url=prefect_server, log=log)
     worker = None
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 120, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=120,
+                   what="watch to start")
         assert watch.poll() is None and pool_exists(pool), log.read_text()
         assert crash_window() == timedelta(seconds=WINDOW)
         worker_log = tmp_path / "worker.log"
         worker = start(["prefect", "worker", "start", "--pool", pool, "--name", "elsewhere"], cwd=elsewhere,
                        api_url=prefect_server, log=worker_log)
-        wait_for(lambda: "started!" in worker_log.read_text() or worker.poll() is not None, 120,
-                 "the worker to start")
+        wait_until(lambda: "started!" in worker_log.read_text() or worker.poll() is not None, timeout=120,
+                   what="the worker to start")
         assert worker.poll() is None, worker_log.read_text()
         yield chain_id, folder, log
     finally:
@@ -93,8 +95,8 @@ def pool_watch(prefect_server, tmp_path):
 def test_a_run_requested_by_watch_in_the_chains_folder_completes_on_a_worker_elsewhere(pool_watch) -> None:
     chain_id, folder, log = pool_watch
     agent_writes(folder, "src-0", {"n": 1})
-    wait_for(lambda: any(r.state is not None and r.state.is_final() for r in chain_runs([chain_id])), 240,
-             "the run to end")
+    wait_until(lambda: any(r.state is not None and r.state.is_final() for r in chain_runs([chain_id])),
+               timeout=240, what="the run to end", interval=API_POLL_SECONDS)
     [run] = chain_runs([chain_id])
     assert run.state.is_completed(), (run.state, log.read_text())
     assert completed(folder / "slots" / "work-0_output.json")
@@ -111,10 +113,11 @@ def test_a_worker_that_cannot_load_the_flow_is_an_error_watch_shows(pool_watch) 
         deployment = client.read_deployment_by_name(f"chain/{chain_id}")
         client.update_deployment(deployment.id, DeploymentUpdate(entrypoint="flows.nowhere.run_chain"))
     agent_writes(folder, "src-0", {"n": 2})
-    wait_for(lambda: any(r.state is not None and r.state.is_final() for r in chain_runs([chain_id])), 240,
-             "the run to end")
+    wait_until(lambda: any(r.state is not None and r.state.is_final() for r in chain_runs([chain_id])),
+               timeout=240, what="the run to end", interval=API_POLL_SECONDS)
     [run] = chain_runs([chain_id])
     assert run.state.is_crashed(), run.state
-    wait_for(lambda: f"run {run.name} of chain/{chain_id}" in log.read_text(), 120, "watch to say so")
+    wait_until(lambda: f"run {run.name} of chain/{chain_id}" in log.read_text(), timeout=120,
+               what="watch to say so")
     said = log.read_text()
     assert "ERROR" in said and "crashed" in said and "No module named 'flows.nowhere'" in said, said

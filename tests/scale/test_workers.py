@@ -23,12 +23,12 @@ from harness.workers import (
     start_worker,
     stop,
     submitted_by,
-    wait_for,
     write_burst,
 )
 from slotrelay.chain.ledger import LEDGER_FILE_NAME
 from slotrelay.chain.slots import read_slot
 from tests.support.beyond_page import PAGE
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 
 def completed(path) -> bool:
@@ -50,26 +50,28 @@ def test_a_burst_across_three_chains_runs_each_target_once_on_two_workers(postgr
     watch = start_watch(api, pool, list(chains.values()), tmp_path / "watch.log")
     workers = []
     try:
-        wait_for(lambda: pool_exists(pool) or watch.poll() is not None, 90, "watch to create the pool")
+        wait_until(lambda: pool_exists(pool) or watch.poll() is not None, timeout=90,
+                   what="watch to create the pool", interval=API_POLL_SECONDS)
         # Two runs at a time per worker: neither can take the whole burst in one poll.
         workers = [start_worker(api, pool, name, tmp_path / f"{name}.log", limit=2)
                    for name in ("worker-a", "worker-b")]
-        wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None, 90,
-                 "watch to start")
+        wait_until(lambda: "watching" in (tmp_path / "watch.log").read_text() or watch.poll() is not None,
+                   timeout=90, what="watch to start")
         assert watch.poll() is None, (tmp_path / "watch.log").read_text()
-        wait_for(
+        wait_until(
             lambda: all(
                 "started!" in (tmp_path / f"{name}.log").read_text() for name in ("worker-a", "worker-b")),
-            120, "both workers to start")
+            timeout=120, what="both workers to start")
 
         outputs = write_burst(tmp_path, chain_ids)
         assert len(outputs) == 200
-        wait_for(lambda: all(completed(p) for p in outputs), 900, "every target's output slot")
-        wait_for(lambda: all(r.state is not None and r.state.is_final() for r in chain_runs(chain_ids)), 120,
-                 "the flow runs to end")
+        wait_until(lambda: all(completed(p) for p in outputs), timeout=900, what="every target's output slot")
+        wait_until(lambda: all(r.state is not None and r.state.is_final() for r in chain_runs(chain_ids)),
+                   timeout=120, what="the flow runs to end", interval=API_POLL_SECONDS)
         # Task-run states reach the server as events, recorded a moment after the flow run ends.
-        wait_for(lambda: sum(completed_tasks([r.id for r in chain_runs(chain_ids)]).values()) >= len(outputs),
-                 120, "the task runs to be recorded")
+        wait_until(
+            lambda: sum(completed_tasks([r.id for r in chain_runs(chain_ids)]).values()) >= len(outputs),
+            timeout=120, what="the task runs to be recorded", interval=API_POLL_SECONDS)
     finally:
         for worker in workers:
             stop(worker)

@@ -60,10 +60,6 @@ def relay_chain(folder: Path) -> Path:
     return path
 
 
-def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> None:
-    wait_until(condition, timeout=timeout, what=what, interval=interval)
-
-
 def completed(path: Path) -> bool:
     document = read_slot(path)
     return bool(document) and document.get("status") == "completed"
@@ -171,18 +167,19 @@ def counted_watch(prefect_server, tmp_path_factory) -> CountedWatch:
     outputs = [root / cid / "slots" / f"work-{i}_output.json" for cid, n in BURST_SIZES.items()
                for i in range(n)]
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=240,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
         for i in range(max(BURST_SIZES.values())):
             for cid, n in BURST_SIZES.items():
                 if i < n:
                     agent_writes(root / cid, f"src-{i}", {"i": i})
-        wait_for(lambda: completed(folder / "slots" / "work-0_output.json") or watch.poll() is not None, 180,
-                 "the run requested at the sensor's start to run work-0")
+        wait_until(lambda: completed(folder / "slots" / "work-0_output.json") or watch.poll() is not None,
+                   timeout=180, what="the run requested at the sensor's start to run work-0")
         assert watch.poll() is None, log.read_text()
-        wait_for(lambda: all(completed(p) for p in outputs), 180, "all 100 targets to run")
-        wait_for(lambda: runs_finished("applied-once", *BURST_SIZES), 120, "the flow runs to end",
-                 API_POLL_SECONDS)
+        wait_until(lambda: all(completed(p) for p in outputs), timeout=180, what="all 100 targets to run")
+        wait_until(lambda: runs_finished("applied-once", *BURST_SIZES), timeout=120,
+                   what="the flow runs to end", interval=API_POLL_SECONDS)
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=180)
@@ -224,7 +221,8 @@ def site_example(tmp_path):
     deploy["executor"]["targets"][0]["preview_url"] = f"http://127.0.0.1:{port}/releases/"
     chain_file.write_text(json.dumps(chain, indent=1))
     try:
-        wait_for(lambda: http_status(f"http://127.0.0.1:{port}/") == 200, 60, "serve_site.py to answer")
+        wait_until(lambda: http_status(f"http://127.0.0.1:{port}/") == 200, timeout=60,
+                   what="serve_site.py to answer")
         yield chain_file, f"http://127.0.0.1:{port}/current/build/index.html"
     finally:
         site.send_signal(signal.SIGINT)
@@ -243,27 +241,30 @@ def test_watch_runs_two_chains_end_to_end_through_their_deployments(prefect_serv
             stdout=handle, stderr=subprocess.STDOUT,
         )
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=240,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
 
         agent_writes(tmp_path / "relay", "ask", {"question": "ship it?"})
         agent_writes(tmp_path / "site", "draft", {"title": "Relay <1>", "body": "routed once"})
-        wait_for(lambda: completed(slots / "work_output.json"), 90, "`work` to run in a flow run")
+        wait_until(lambda: completed(slots / "work_output.json"), timeout=90,
+                   what="`work` to run in a flow run")
         assert read_slot(slots / "work_output.json")["data"] == {"seen": {"question": "ship it?"},
                                                                  "stamped": True}
         # The run stops at the external `review`: it writes its input (just after `work`'s output), and
         # the output is the agent's to write.
-        wait_for(lambda: read_slot(slots / "review_input.json") is not None, 60, "`review`'s input slot")
+        wait_until(lambda: read_slot(slots / "review_input.json") is not None, timeout=60,
+                   what="`review`'s input slot")
         assert read_slot(slots / "review_input.json")["data"]["stamped"] is True
         assert not (slots / "review_output.json").exists()
 
         agent_writes(tmp_path / "relay", "review", {"approved": True})
-        wait_for(lambda: completed(slots / "publish_output.json"), 90,
-                 "`publish` to run in a second flow run")
+        wait_until(lambda: completed(slots / "publish_output.json"), timeout=90,
+                   what="`publish` to run in a second flow run")
         deployed = tmp_path / "site" / "slots" / "deploy_output.json"
-        wait_for(lambda: completed(deployed), 90, "the site chain's deploy node")
-        wait_for(lambda: runs_finished("relay", "site-relay"), 90, "the flow runs to end",
-                 API_POLL_SECONDS)
+        wait_until(lambda: completed(deployed), timeout=90, what="the site chain's deploy node")
+        wait_until(lambda: runs_finished("relay", "site-relay"), timeout=90, what="the flow runs to end",
+                   interval=API_POLL_SECONDS)
     finally:
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=180)
@@ -331,12 +332,13 @@ def test_prefect_deploy_all_then_a_worker_runs_what_watch_no_serve_requests(pref
             stdin=subprocess.DEVNULL,
         )
     try:
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 120, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=120,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
         agent_writes(tmp_path / "noserve", "src-0", {"n": 1})
-        wait_for(lambda: completed(output), 240, "the worker to run work-0")
-        wait_for(lambda: bool(runs()) and all(r.state.is_final() for r in runs()), 120, "the run to end",
-                 API_POLL_SECONDS)
+        wait_until(lambda: completed(output), timeout=240, what="the worker to run work-0")
+        wait_until(lambda: bool(runs()) and all(r.state.is_final() for r in runs()), timeout=120,
+                   what="the run to end", interval=API_POLL_SECONDS)
     finally:
         stop(watch)
         stop(worker)
@@ -394,14 +396,15 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
             watch = subprocess.Popen(
                 [sys.executable, "-m", "slotrelay.cli", "watch", "--warm", "0", str(chain)],
                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        wait_for(lambda: "watching" in log.read_text() or watch.poll() is not None, 240, "watch to start")
+        wait_until(lambda: "watching" in log.read_text() or watch.poll() is not None, timeout=240,
+                   what="watch to start")
         assert watch.poll() is None, log.read_text()
         return watch
 
     first = start_watch(tmp_path / "watch-1.log")
     try:
         agent_writes(folder, "src-0", {"i": 0})
-        wait_for(attempts.exists, 90, "the node to start in a flow run")
+        wait_until(attempts.exists, timeout=90, what="the node to start in a flow run")
     finally:
         first.send_signal(signal.SIGTERM)  # as a service manager stops it; the second watch gets a Ctrl-C
         assert first.wait(timeout=180) == 0, (tmp_path / "watch-1.log").read_text()
@@ -413,8 +416,10 @@ def test_a_run_in_flight_when_watch_stops_is_run_by_the_next_watch(prefect_serve
 
     second = start_watch(tmp_path / "watch-2.log")
     try:
-        wait_for(lambda: completed(folder / "slots" / "work-0_output.json"), 120, "the next watch to run it")
-        wait_for(lambda: runs_finished("nap"), 60, "the flow run to end", API_POLL_SECONDS)
+        wait_until(lambda: completed(folder / "slots" / "work-0_output.json"), timeout=120,
+                   what="the next watch to run it")
+        wait_until(lambda: runs_finished("nap"), timeout=60, what="the flow run to end",
+                   interval=API_POLL_SECONDS)
     finally:
         second.send_signal(signal.SIGINT)
         assert second.wait(timeout=180) == 0, (tmp_path / "watch-2.log").read_text()

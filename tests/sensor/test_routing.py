@@ -18,10 +18,6 @@ from tests.support.waiting import wait_until
 from tests.support.watch_chains import ledger_lines, routed_keys
 
 
-def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
-    wait_until(condition, timeout=timeout, what=what, interval=0.02)
-
-
 def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for):
     chain = make_chain(tmp_path, "one", 2)
     recorder = RunRecorder()
@@ -29,13 +25,13 @@ def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for)
     input_slot = tmp_path / "slots" / "work-0_input.json"
 
     agent_writes(tmp_path, "src-0", {"n": 1})
-    wait_for(lambda: input_slot.exists(), what="the input slot")
+    wait_until(lambda: input_slot.exists(), timeout=20, what="the input slot")
     document = read_slot(input_slot)
     assert document["status"] == "pending"
     assert document["from_node"] == "src-0" and document["route_id"] == "route-0"
     assert document["data"] == {"n": 1}
     # The input slot is written before the route is recorded and its run requested.
-    wait_for(lambda: recorder.runs, what="the run")
+    wait_until(lambda: recorder.runs, timeout=20, what="the run")
     assert recorder.started_nodes() == [("one", "work-0")]
 
     # The very same bytes written again (touch, rewrite): no new route, no new run.
@@ -50,8 +46,8 @@ def test_same_content_routes_once_new_content_routes_again(tmp_path, sensor_for)
     assert len(recorder.runs) == 1
 
     agent_writes(tmp_path, "src-0", {"n": 2})
-    wait_for(lambda: read_slot(input_slot)["data"] == {"n": 2}, what="the new content routed")
-    wait_for(lambda: len(recorder.runs) == 2, what="the second run")
+    wait_until(lambda: read_slot(input_slot)["data"] == {"n": 2}, timeout=20, what="the new content routed")
+    wait_until(lambda: len(recorder.runs) == 2, timeout=20, what="the second run")
     assert sorted(recorder.started_nodes()) == [("one", "work-0"), ("one", "work-0")]
     assert list(routed_keys(tmp_path).values()) == [1, 1]
     assert not (tmp_path / "slots" / "work-1_input.json").exists()
@@ -73,7 +69,7 @@ def test_a_non_atomic_write_routes_once_when_complete(tmp_path, sensor_for):
         assert not (tmp_path / "slots" / "work-0_input.json").exists()
         assert routed_keys(tmp_path) == Counter()
         handle.write(text[len(text) // 2:])
-    wait_for(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), what="the input slot")
+    wait_until(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), timeout=20, what="the input slot")
     sensor.settle(path.parent)
     assert list(routed_keys(tmp_path).values()) == [1]
     assert len(recorder.runs) == 1
@@ -95,7 +91,7 @@ def test_identity_mismatch_and_failed_slots_are_handed_to_the_engine_and_unfinis
         json.dumps({"node_id": "src-2", "status": "completed", "data": {}}))
     sensor.settle(slots)
     agent_writes(tmp_path, "src-0", {"ok": True}, status="failed")
-    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 3, what="three hand-overs")
+    wait_until(lambda: sum(routed_keys(tmp_path).values()) == 3, timeout=20, what="three hand-overs")
     assert sensor.coalescer.wait_idle(5)
     # Nothing routed downstream: each slot goes to a run of the chain at its own node, where the
     # engine's rules (identity check, error types, alerts) apply as in `slotrelay run`.
@@ -132,7 +128,7 @@ def test_external_targets_get_their_input_but_no_run(tmp_path, sensor_for):
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
     agent_writes(tmp_path, "src-0", {"to": "another agent"})
-    wait_for(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), what="the input slot")
+    wait_until(lambda: (tmp_path / "slots" / "work-0_input.json").exists(), timeout=20, what="the input slot")
     assert sensor.coalescer.wait_idle(5)
     assert recorder.runs == {}
 
@@ -161,7 +157,8 @@ def test_a_burst_of_1000_across_3_chains_routes_each_once_in_few_runs(tmp_path, 
     for tmp, path in documents:
         os.replace(tmp, path)
 
-    wait_for(lambda: sum(sum(routed_keys(tmp_path / c).values()) for c in sizes) == 1000, 60, "1,000 routes")
+    wait_until(lambda: sum(sum(routed_keys(tmp_path / c).values()) for c in sizes) == 1000, timeout=60,
+               what="1,000 routes")
     routing_seconds = time.monotonic() - began
     assert sensor.coalescer.wait_idle(30)
     for cid, n in sizes.items():
@@ -197,7 +194,7 @@ def test_kill_9_at_any_moment_then_restart_fires_every_route_once(tmp_path):
             done = all(len(ledger.routed_entries()) == n for ledger in ledgers)
             return done and all(not ledger.unstarted_runs(c) and not ledger.unbatched(c)
                                 for ledger, c in zip(ledgers, ("kill-a", "kill-b"), strict=True))
-        wait_for(all_started, 30, "every route fired and its run started")
+        wait_until(all_started, timeout=30, what="every route fired and its run started")
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
@@ -216,7 +213,7 @@ def test_sigint_finishes_and_flushes_waiting_runs_then_exits_0(tmp_path):
     process = start_sensor_process(runs_file, [chain])
     for i in range(5):
         agent_writes(tmp_path, f"src-{i}", {"i": i})
-    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 5, what="5 routes")
+    wait_until(lambda: sum(routed_keys(tmp_path).values()) == 5, timeout=20, what="5 routes")
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=20) == 0
     started = sorted(node for r in whole_json_lines(runs_file) for node in r["start_nodes"])
@@ -232,7 +229,7 @@ def test_an_input_slot_the_sensor_cannot_write_is_logged_and_handed_to_the_engin
     recorder = RunRecorder()
     sensor = sensor_for([chain], recorder)
     agent_writes(tmp_path, "src-0", {"n": 1})
-    wait_for(lambda: recorder.runs, what="the hand-over")
+    wait_until(lambda: recorder.runs, timeout=20, what="the hand-over")
     assert sensor.coalescer.wait_idle(5)
     # Nothing routed; a run of the chain at src-0 applies the chain's rules (`slot_unwritable`, an alert).
     assert recorder.started_nodes() == [("blocked", "src-0")]
@@ -255,7 +252,7 @@ def test_a_failed_agent_slot_names_the_agents_error_type_and_is_not_an_error_aga
     slot.write_text(json.dumps(failed))
     log = tmp_path / "logs" / "engine.log"
     first = sensor_for([chain], RunRecorder())
-    wait_for(lambda: sum(routed_keys(tmp_path).values()) == 1, what="the hand-over")
+    wait_until(lambda: sum(routed_keys(tmp_path).values()) == 1, timeout=20, what="the hand-over")
     assert first.coalescer.wait_idle(5)
     said = log.read_text()
     assert "output of src-0 not routed: source_busy: the reviewer's queue is full" in said, said

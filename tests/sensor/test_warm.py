@@ -54,10 +54,6 @@ def note(data):
 SOURCES = 6
 
 
-def wait_for(condition, timeout: float, what: str, log: Path, interval: float = 0.1) -> None:
-    wait_until(condition, timeout=timeout, what=what, interval=interval, details=lambda: log_text(log))
-
-
 def noting_chain(folder: Path, chain_id: str) -> Path:
     """A chain of `SOURCES` hops whose nodes note where they ran (`NOTE_MODULE`)."""
     chain = make_chain(folder, chain_id, SOURCES)
@@ -101,7 +97,7 @@ class Watch:
             text = self.log.read_text()
             return len(re.findall(r"warm process \d+ ready", text)) > text.count("runs in warm process")
 
-        wait_for(idle, 120, "an idle warm process", self.log)
+        wait_until(idle, timeout=120, what="an idle warm process", details=lambda: log_text(self.log))
 
     def started(self) -> list[str]:
         """The flow runs the sensor has started, in order (from its ledger)."""
@@ -114,8 +110,8 @@ class Watch:
         self.wait_until_warm()
         before = len(self.started())
         agent_writes(self.folder, f"src-{source}", {"source": source, "nap": nap})
-        wait_for(lambda: len(self.started()) > before, 60, f"the run of work-{source} to be requested",
-                 self.log)
+        wait_until(lambda: len(self.started()) > before, timeout=60,
+                   what=f"the run of work-{source} to be requested", details=lambda: log_text(self.log))
         return self.started()[-1]
 
     def attempts(self, source: int) -> list[dict]:
@@ -141,8 +137,8 @@ def watching(folder: Path, api_url: str | None, chain_id: str = "warm", cwd: Pat
     """A started `Watch`, stopped on the way out."""
     started = Watch(folder, api_url, chain_id, cwd)
     try:
-        wait_for(lambda: "watching" in started.log.read_text() or started.process.poll() is not None, 90,
-                 "watch to start", started.log)
+        wait_until(lambda: "watching" in started.log.read_text() or started.process.poll() is not None,
+                   timeout=90, what="watch to start", details=lambda: log_text(started.log))
         assert started.process.poll() is None, started.log.read_text()
         yield started
     finally:
@@ -217,7 +213,8 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
 
     before = {str(r.id) for r in watch.runs()}
     flow_run_id = watch.hop(0)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+    wait_until(lambda: final(flow_run_id), timeout=120, what="the run to end", interval=API_POLL_SECONDS,
+               details=lambda: log_text(watch.log))
     run, states = run_of(flow_run_id)
     assert run.state.is_completed(), run.state
     assert [s.name for s in states] == ["Scheduled", "Pending", "Submitting", "Running", "Completed"]
@@ -228,12 +225,13 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     # One flow run for the write, the one the sensor created, and its logs are on the API.
     assert [str(r.id) for r in watch.runs() if str(r.id) not in before] == [flow_run_id]
     with get_client(sync_client=True) as client:
-        wait_for(lambda: any("ended COMPLETED" in entry.message for entry in client.read_logs(
-            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))), 60, "the run's logs",
-                 watch.log, API_POLL_SECONDS)
+        wait_until(lambda: any("ended COMPLETED" in entry.message for entry in client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))), timeout=60,
+                   what="the run's logs", interval=API_POLL_SECONDS, details=lambda: log_text(watch.log))
     # One run per process: the next hop runs in the replacement.
     second = watch.hop(1)
-    wait_for(lambda: final(second), 120, "the second run to end", watch.log, API_POLL_SECONDS)
+    wait_until(lambda: final(second), timeout=120, what="the second run to end", interval=API_POLL_SECONDS,
+               details=lambda: log_text(watch.log))
     assert run_of(second)[0].state.is_completed()
     [again] = watch.attempts(1)
     assert again["process"] == "slotrelay-warm" and again["pid"] != attempt["pid"]
@@ -256,7 +254,8 @@ def test_a_warm_run_goes_to_the_server_watch_found_in_its_folder(tmp_path):
                 updates={PREFECT_API_URL: server.api_url}):
             assert f"1 chain(s) on {server.api_url}" in watch.log.read_text(), watch.log.read_text()
             flow_run_id = watch.hop(0)
-            wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+            wait_until(lambda: final(flow_run_id), timeout=120, what="the run to end",
+                       interval=API_POLL_SECONDS, details=lambda: log_text(watch.log))
             with get_client(sync_client=True) as client:
                 state = client.read_flow_run(flow_run_id).state
             assert state is not None and state.is_completed(), (state, watch.log.read_text())
@@ -280,7 +279,8 @@ def test_a_run_asked_for_through_the_api_runs_in_an_idle_warm_process(watch):
         deployment = client.read_deployment_by_name(f"chain/{watch.chain_id}")
         flow_run_id = str(client.create_flow_run_from_deployment(
             deployment.id, parameters={"start_nodes": ["work-5"]}).id)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+    wait_until(lambda: final(flow_run_id), timeout=120, what="the run to end", interval=API_POLL_SECONDS,
+               details=lambda: log_text(watch.log))
     run, states = run_of(flow_run_id)
     assert run.state.is_completed(), run.state
     assert [s.name for s in states] == ["Scheduled", "Pending", "Submitting", "Running", "Completed"]
@@ -307,24 +307,28 @@ def test_a_run_resumed_after_a_decision_starts_again_in_a_warm_process(prefect_s
         return len(re.findall(r"warm process \d+ ready", log.read_text()))
 
     try:
-        wait_for(lambda: ready() or watching.poll() is not None, 120, "an idle warm process", log)
+        wait_until(lambda: ready() or watching.poll() is not None, timeout=120, what="an idle warm process",
+                   details=lambda: log_text(log))
         assert watching.poll() is None, log.read_text()
         with get_client(sync_client=True) as client:
             # Its own slots root: the sensor, which watches the chain's folder, does not route its writes.
             run = client.create_flow_run_from_deployment(
                 client.read_deployment_by_name("chain/waits").id,
                 parameters={"slots_root": str(tmp_path / "run"), "stop_at_external": False})
-            wait_for(lambda: client.read_flow_run(run.id).state.name == "Suspended", 120,
-                     "the run to be suspended for a decision", log, API_POLL_SECONDS)
+            wait_until(lambda: client.read_flow_run(run.id).state.name == "Suspended", timeout=120,
+                       what="the run to be suspended for a decision", interval=API_POLL_SECONDS,
+                       details=lambda: log_text(log))
             assert f"flow run {run.id} runs in warm process" in log.read_text(), log.read_text()
-            wait_for(lambda: ready() == 2, 120, "the replacement warm process", log)
+            wait_until(lambda: ready() == 2, timeout=120, what="the replacement warm process",
+                       details=lambda: log_text(log))
             [alert_file] = sorted((tmp_path / "run" / "alerts").glob("alert-*.json"))
             decided = subprocess.run(
                 [sys.executable, "-m", "slotrelay.cli", "decide", str(alert_file), "continue", "--data",
                  '{"answer": 42}'],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
             assert decided.returncode == 0, decided.stderr
-            wait_for(lambda: final(str(run.id)), 180, "the decided run to end", log, API_POLL_SECONDS)
+            wait_until(lambda: final(str(run.id)), timeout=180, what="the decided run to end",
+                       interval=API_POLL_SECONDS, details=lambda: log_text(log))
             assert client.read_flow_run(run.id).state.is_completed(), client.read_flow_run(run.id).state
     finally:
         watching.send_signal(signal.SIGINT)
@@ -338,16 +342,19 @@ def test_a_run_resumed_after_a_decision_starts_again_in_a_warm_process(prefect_s
 
 def test_a_warm_process_killed_mid_run_leaves_its_run_crashed_and_is_replaced(watch):
     flow_run_id = watch.hop(2, nap=600)
-    wait_for(lambda: bool(watch.attempts(2)), 120, "the node to start", watch.log)
+    wait_until(lambda: bool(watch.attempts(2)), timeout=120, what="the node to start",
+               details=lambda: log_text(watch.log))
     [attempt] = watch.attempts(2)
     os.kill(attempt["pid"], signal.SIGKILL)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+    wait_until(lambda: final(flow_run_id), timeout=120, what="the run to end", interval=API_POLL_SECONDS,
+               details=lambda: log_text(watch.log))
     run, _ = run_of(flow_run_id)
     assert run.state.is_crashed(), run.state
     assert "-9" in (run.state.message or ""), run.state.message
     # The next write runs in a new warm process.
     following = watch.hop(3)
-    wait_for(lambda: final(following), 120, "the next run to end", watch.log, API_POLL_SECONDS)
+    wait_until(lambda: final(following), timeout=120, what="the next run to end", interval=API_POLL_SECONDS,
+               details=lambda: log_text(watch.log))
     assert run_of(following)[0].state.is_completed()
     [replacement] = watch.attempts(3)
     assert replacement["process"] == "slotrelay-warm" and replacement["pid"] != attempt["pid"]
@@ -358,16 +365,19 @@ def test_cancelling_a_run_in_a_warm_process_stops_it(watch, tmp_path):
     from prefect.states import Cancelling
 
     flow_run_id = watch.hop(4, nap=600)
-    wait_for(lambda: bool(watch.attempts(4)), 120, "the node to start", watch.log)
+    wait_until(lambda: bool(watch.attempts(4)), timeout=120, what="the node to start",
+               details=lambda: log_text(watch.log))
     [attempt] = watch.attempts(4)
     pid = attempt["pid"]
     with get_client(sync_client=True) as client:
         # What the UI's Cancel does.
         client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
-    wait_for(lambda: final(flow_run_id), 120, "the run to end", watch.log, API_POLL_SECONDS)
+    wait_until(lambda: final(flow_run_id), timeout=120, what="the run to end", interval=API_POLL_SECONDS,
+               details=lambda: log_text(watch.log))
     run, _ = run_of(flow_run_id)
     assert run.state.is_cancelled(), run.state
-    wait_for(lambda: not psutil.pid_exists(pid), 30, "the warm process to end", watch.log)
+    wait_until(lambda: not psutil.pid_exists(pid), timeout=30, what="the warm process to end",
+               details=lambda: log_text(watch.log))
 
 
 def test_stopping_watch_cancels_a_warm_run_in_flight_and_its_successor_runs_warm_in_the_next(prefect_server,
@@ -378,7 +388,8 @@ def test_stopping_watch_cancels_a_warm_run_in_flight_and_its_successor_runs_warm
     # never run by the shared `watch`.
     with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as watch:
         flow_run_id = watch.hop(0, nap=600)
-        wait_for(lambda: bool(watch.attempts(0)), 120, "the node to start", watch.log)
+        wait_until(lambda: bool(watch.attempts(0)), timeout=120, what="the node to start",
+                   details=lambda: log_text(watch.log))
         [attempt] = watch.attempts(0)
         assert attempt["process"] == "slotrelay-warm"
         watch.stop(signal.SIGTERM)
@@ -389,7 +400,8 @@ def test_stopping_watch_cancels_a_warm_run_in_flight_and_its_successor_runs_warm
     # (Its node was not cut off: the cancel ended its nap and it completed, so the successor has nothing left
     # to run but the flow run itself.)
     with watching(tmp_path / "stopped", prefect_server, "warm-stopped") as again:
-        wait_for(lambda: final(str(successor.id)), 120, "the successor to end", again.log, API_POLL_SECONDS)
+        wait_until(lambda: final(str(successor.id)), timeout=120, what="the successor to end",
+                   interval=API_POLL_SECONDS, details=lambda: log_text(again.log))
         assert run_of(str(successor.id))[0].state.is_completed()
         assert re.search(rf"flow run {successor.id} runs in warm process \d+", again.log.read_text()), \
             again.log.read_text()

@@ -2,17 +2,20 @@
 deadline passes, then fails saying what it waited for and what it saw.
 
 The deadline only bounds a wait that went wrong; it is never what a test proves, so it is generous
-(a loaded machine, CI's two cores) and a passing wait ends as soon as its condition holds.
+(a loaded machine, CI's two cores) and a passing wait ends as soon as its condition holds. The polling
+loop is the one the benchmarks use too (`harness.waiting`); a test's wait fails with `pytest.fail`
+where a benchmark's raises `TimeoutError`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 import anyio
 import pytest
+
+from harness.waiting import Polling, wait_for
 
 T = TypeVar("T")
 
@@ -39,12 +42,7 @@ def wait_until(
         interval: seconds between two calls.
         details: called once on failure, its text added to the message (a log, the last state seen).
     """
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            _timed_out(timeout, what, details)
-        time.sleep(interval)
-    return value
+    return wait_for(condition, timeout, what, interval=interval, details=details, timed_out=pytest.fail)
 
 
 async def wait_until_async(
@@ -56,14 +54,7 @@ async def wait_until_async(
     details: Callable[[], str] | None = None,
 ) -> T:
     """`wait_until` inside an event loop, which goes on running while the test waits (same parameters)."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            _timed_out(timeout, what, details)
+    polling = Polling(condition, timeout=timeout, what=what, details=details, timed_out=pytest.fail)
+    for _ in polling:
         await anyio.sleep(interval)
-    return value
-
-
-def _timed_out(timeout: float, what: str, details: Callable[[], str] | None) -> NoReturn:
-    said = f"timed out after {timeout} s waiting for {what}"
-    pytest.fail(f"{said}:\n{details()}" if details is not None else said)
+    return polling.value

@@ -78,10 +78,6 @@ def agent_answers(example: Path, document: dict) -> None:
     os.replace(temporary, slot)
 
 
-def wait_for(condition, what: str, up: subprocess.Popen, log: Path, timeout: float = 300) -> None:
-    wait_for_up(condition, timeout, what, up, log)
-
-
 def started_at(client: SyncPrefectClient, node_id: str, after: datetime) -> str | None:
     """The newest flow run of the example's deployment created after `after` that started at `node_id` (a
     run the sensor started), once it has ended; None until then."""
@@ -107,7 +103,7 @@ def wait_started_at(node_id: str, after: datetime, api_url: str, up: subprocess.
             found["run"] = started_at(client, node_id, after)
             return found["run"] is not None
 
-        wait_for(ended, f"a run from {node_id}, ended", up, log)
+        wait_for_up(ended, 300, f"a run from {node_id}, ended", up, log)
     return str(found["run"])
 
 
@@ -139,12 +135,12 @@ def test_the_tutorial_from_a_fresh_clone(in_browser: InBrowser, prefect_server: 
     up = start_up(["--port", str(port), CHAIN], cwd=clone, log=log)
     try:
         # 2. `slotrelay up` from the same folder reuses it, and says how other shells reach it.
-        wait_for(lambda: "Ctrl-C stops" in log.read_text(), "the panel", up, log)
+        wait_for_up(lambda: "Ctrl-C stops" in log.read_text(), 300, "the panel", up, log)
         panel = log.read_text()
         assert f"reused: the one `slotrelay run` left running (pid {left.pid})" in panel, panel
         assert f"export PREFECT_API_URL={api_url}" in panel and f"watching    {clone / CHAIN}" in panel, panel
-        wait_for(lambda: http_status(f"{api_url}/deployments/name/chain/{DEPLOYMENT}") == 200,
-                 "the example's deployment", up, log)
+        wait_for_up(lambda: http_status(f"{api_url}/deployments/name/chain/{DEPLOYMENT}") == 200, 300,
+                    "the example's deployment", up, log)
 
         # 3. Started from the UI: Run > Quick run, on the deployment's page (its screenshot is step 2's). The
         # run stops at the review node (an agent outside the engine: pipeline.py's reviewer answers it), and
@@ -202,9 +198,9 @@ def test_the_tutorial_from_a_fresh_clone(in_browser: InBrowser, prefect_server: 
         # 7. Decided with `slotrelay decide`, from a shell with no PREFECT_API_URL.
         switch.touch()
         second = in_browser("quick-run", "10-quick-run-store-busy-again", ui_url)["flow_run_id"]
-        wait_for(lambda: any(read_alert(a).flow_run_id == second and read_alert(a).status == "paused"
-                             for a in (example / "alerts").glob("alert-*-exec-enrich.json")),
-                 "the second pause", up, log)
+        wait_for_up(lambda: any(read_alert(a).flow_run_id == second and read_alert(a).status == "paused"
+                                for a in (example / "alerts").glob("alert-*-exec-enrich.json")),
+                    300, "the second pause", up, log)
         waiting = next(a for a in (example / "alerts").glob("alert-*-exec-enrich.json")
                        if read_alert(a).flow_run_id == second)
         switch.unlink()
@@ -224,7 +220,8 @@ def test_the_tutorial_from_a_fresh_clone(in_browser: InBrowser, prefect_server: 
         agent_answers(example, {
             "node_id": "exec-review", "status": "failed", "data": {}, "capabilities_used": ["Read"],
             "checks": {}, "error": {"error_type": "source_busy", "message": "the review queue is full"}})
-        wait_for(lambda: (read_slot(review_in) or {}).get("attempt") == 2, "the agent asked again", up, log)
+        wait_for_up(lambda: (read_slot(review_in) or {}).get("attempt") == 2, 300, "the agent asked again",
+                    up, log)
         said = (example / "logs" / "engine.log").read_text()
         handed = "exec-review handed to the engine's rules (source_busy: the review queue is full)"
         assert handed in said, said
