@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.commands import SLOTRELAY
-from tests.mcp.shop import make_shop
+from tests.support.shop_package import make_shop
 
 REPLY_DEADLINE_S = 60
 JSON_BLANKS = " \t\r\n"

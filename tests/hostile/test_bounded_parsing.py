@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 from harness.commands import SLOTRELAY
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.change import snippets
-from tests.psmr.psmr_trees import write_tree
+from tests.support.psmr_trees import write_tree
 
 FILES = {"kit/__init__.py": "", "kit/calc.py": "def add(a, b):\n    return a + b\n"}
 DEEP = "return " + "(" * 5000 + "1" + ")" * 5000 + "\n"

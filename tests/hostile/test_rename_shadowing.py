@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from slotrelay.psmr.api import Grants, build_workspace, call
-from tests.psmr.psmr_trees import write_tree
+from tests.support.psmr_trees import write_tree
 
 FILES = {
     "pkg/__init__.py": "",

@@ -14,7 +14,7 @@ from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.psmr.ops.observations import EVIDENCE_KIND, RUNTIME_KIND
 from slotrelay.psmr.workspace.store import Store
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.psmr.psmr_trees import write_tree
+from tests.support.psmr_trees import write_tree
 from tests.support.services import require_service
 
 FAKES = ("/etc/hostname::x", "/dev/zero::x")

@@ -28,9 +28,9 @@ from harness.ports import free_port
 from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.workspace import sealed
 from slotrelay.psmr.workspace.build import workspace_id
-from tests.mcp.processes import start_server, stop_server, wait_for_url
 from tests.support.clones import snapshot
 from tests.support.slotrelay_cli import mcp_client, psmr_call, slotrelay
+from tests.support.slotrelay_servers import start_server, stop_server, wait_for_url
 
 # A guard against a hang, never a measure: an answer that takes this long is a hung call.
 ANSWER_TIMEOUT_S = 90

@@ -10,9 +10,9 @@ import pytest
 
 from harness.ports import free_port
 from psmr_mcp import WorkspaceRegistry
-from tests.mcp.processes import start_server, stop_server, wait_for_url
-from tests.mcp.shop import make_shop
 from tests.support.services import require_service
+from tests.support.shop_package import make_shop
+from tests.support.slotrelay_servers import start_server, stop_server, wait_for_url
 
 NODE_BIN = Path(__file__).with_name("node_modules") / ".bin"
 

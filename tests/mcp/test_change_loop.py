@@ -25,7 +25,9 @@ from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.audit_log import AuditLog
 from slotrelay.psmr.grants import Grants
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.mcp.vendored import (
+from tests.support.mcp_tools import ok, refused
+from tests.support.services import require_service
+from tests.support.vendored_sqlparse import (
     BODY,
     IMT,
     IMT_FILES,
@@ -38,8 +40,6 @@ from tests.mcp.vendored import (
     copy_sqlparse,
     snapshot,
 )
-from tests.support.mcp_tools import ok, refused
-from tests.support.services import require_service
 
 pytestmark = pytest.mark.anyio
 

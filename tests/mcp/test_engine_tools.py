@@ -21,8 +21,8 @@ from psmr_mcp import WorkspaceRegistry, build_server
 from psmr_mcp.engine_tools import EngineTools
 from slotrelay.chain.agent_view import AgentGrants, ServedChains
 from slotrelay.chain.slots import content_hash, read_slot
-from tests.mcp.engine_chain import AGENT, ATTESTED, phase2_copy, right_answer, route_to_review
 from tests.support.mcp_tools import call, ok, refused
+from tests.support.phase2_chain import AGENT, ATTESTED, phase2_copy, right_answer, route_to_review
 from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -14,9 +14,17 @@ import pytest
 
 from harness.commands import SLOTRELAY
 from slotrelay import fsio
-from tests.mcp.engine_chain import AGENT, phase2_copy, route_to_review
-from tests.mcp.vendored import BODY, IMT_FILES, IMT_SITES, INTENT, MAPPED, copy_sqlparse, snapshot
 from tests.support.mcp_tools import EXPECTED_TOOLS
+from tests.support.phase2_chain import AGENT, phase2_copy, route_to_review
+from tests.support.vendored_sqlparse import (
+    BODY,
+    IMT_FILES,
+    IMT_SITES,
+    INTENT,
+    MAPPED,
+    copy_sqlparse,
+    snapshot,
+)
 
 pytestmark = pytest.mark.node
 

@@ -20,8 +20,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from psmr_mcp import WorkspaceRegistry, build_server
-from tests.mcp.shop import make_shop
 from tests.support.mcp_tools import call, ok, refused
+from tests.support.shop_package import make_shop
 
 pytestmark = pytest.mark.anyio
 

@@ -18,9 +18,9 @@ from harness.commands import SLOTRELAY
 from harness.ports import free_port
 from slotrelay import fsio
 from slotrelay.psmr.workspace.store import Store
-from tests.mcp.processes import start_server, stop_server, wait_for_url
-from tests.mcp.shop import make_shop
 from tests.support.import_times import IMPORTED
+from tests.support.shop_package import make_shop
+from tests.support.slotrelay_servers import start_server, stop_server, wait_for_url
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio

@@ -19,10 +19,9 @@ from slotrelay.pen.writer import steps as pen_steps
 from slotrelay.psmr.analysis.effects import effects
 from tasks.pen import artifact_key
 from tests.support.pen_chains import pen_chain, person_chain, start_chain, wait_paused
+from tests.support.pen_output_contract import assert_output_shape, decision_of
 from tests.support.prefect_api import latest_artifact, recorded_task_runs
 from tests.support.waiting import wait_until
-
-from .contract import assert_output_shape, decision_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 

@@ -23,10 +23,9 @@ from slotrelay.audit_log import AuditLog
 from slotrelay.pen.errors import DecisionTimedOut, PermissionViolation
 from slotrelay.psmr.analysis.effects import effects
 from tasks.pen import artifact_key
+from tests.support.pen_output_contract import assert_output_shape, decision_of
 from tests.support.prefect_api import latest_artifact
 from tests.support.waiting import wait_until
-
-from .contract import assert_output_shape, decision_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.prefect_server]
 

@@ -12,8 +12,7 @@ from harness.stub_model import SUM_CODE
 from psmr_mcp import WorkspaceRegistry, build_server
 from psmr_mcp.engine_tools import EngineTools
 from tests.support.mcp_tools import ok, refused
-
-from .contract import assert_output_shape, decision_of
+from tests.support.pen_output_contract import assert_output_shape, decision_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 INTENT = "sum the numbers in the input list"

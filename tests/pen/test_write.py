@@ -20,9 +20,15 @@ from slotrelay.audit_log import AuditLog, sha256_text
 from slotrelay.cli import app
 from slotrelay.pen import store
 from slotrelay.pen.manifest import validate_manifest
+from tests.support.pen_output_contract import (
+    AUDIT_KEYS,
+    EXECUTION_KEYS,
+    EXTENSION,
+    OUTPUT_KEYS,
+    assert_output_shape,
+    decision_of,
+)
 from tests.support.services import require_service
-
-from .contract import AUDIT_KEYS, EXECUTION_KEYS, EXTENSION, OUTPUT_KEYS, assert_output_shape, decision_of
 
 pytestmark = pytest.mark.docker
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace
+from tests.support.psmr_trees import write_tree
 
 SHOP = {
     "shop/__init__.py": "from .pricing import price\n\n\ndef price(item):\n    return 0\n",

@@ -1,6 +1,6 @@
 """A one-file update of a workspace, checked against the workspace a full rebuild of the same tree makes.
 
-A module of its own (not `conftest`), imported by a name no other test folder uses, as `psmr_trees` is.
+A module of its own (not `conftest`), imported by a name no other test folder uses; only tests/psmr uses it.
 The builds are given resolutions to keep, as the MCP server's are, so an update replays the last one
 where the edit reaches (`relink`); the limit on that reach, past which a build resolves in full
 instead, is lifted, so that every edit is replayed.

@@ -10,11 +10,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import OPERATIONS, build_workspace, call, list_workspaces
 from slotrelay.psmr.envelope import render
 from slotrelay.psmr.errors import ERROR_CODES
+from tests.support.psmr_trees import write_tree
 
 ENVELOPE_KEYS = {
     "schema",

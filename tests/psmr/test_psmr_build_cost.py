@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from psmr_trees import SHAPES, write_tree
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.analysis.buildbudget import BuildBudget
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.workspace.store import Store
+from tests.support.psmr_trees import SHAPES, write_tree
 
 # marshmallow's `merge_errors`, cut down: a recursive function that returns a container of its
 # arguments (`[errors1, errors2]`) and merges into their elements (`merge(errors1[key], val)`). Each

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import write_tree
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.psmr.change.projection import write_all
+from tests.support.psmr_trees import write_tree
 
 SOURCE = '''"""Greetings."""
 

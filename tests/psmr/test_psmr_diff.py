@@ -8,11 +8,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from psmr_trees import write_tree
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.api import build_workspace, call
+from tests.support.psmr_trees import write_tree
 
 BEFORE = """def fetch(url, timeout=10):
     return _get(url)

@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
-from psmr_trees import write_tree
 
 from harness.commands import SLOTRELAY
 from slotrelay.psmr.analysis.facts_version import FACTS_VERSION
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.workspace.build import MAX_FILE_BYTES_ENV, workspace_id
 from slotrelay.psmr.workspace.store import Store
+from tests.support.psmr_trees import write_tree
 
 MOD = "def real():\n    return 1\n"
 TREE = {"pkg/__init__.py": "", "pkg/mod.py": MOD, "pkg/use.py": "from pkg.mod import real\n\nreal()\n"}

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from psmr_trees import SHAPES, write_tree
 
 from slotrelay.psmr.workspace.build import build
 from slotrelay.psmr.workspace.kept import KeptResolutions
 from slotrelay.psmr.workspace.store import Store
+from tests.support.psmr_trees import SHAPES, write_tree
 
 # Enough modules that adding a function nothing calls reaches few of the call sites (see
 # `slotrelay.psmr.analysis.relink.MAX_AGAIN_SHARE`).

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.ops import overview
 from slotrelay.psmr.workspace.store import Store, Workspace
+from tests.support.psmr_trees import write_tree
 
 TOOL = {
     "pyproject.toml": """

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import Grants, build_workspace, call
+from tests.support.psmr_trees import write_tree
 
 REGISTRY = '''"""Where values are kept."""
 

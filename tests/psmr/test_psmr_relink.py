@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import rich
-from psmr_trees import SHAPES
 
 from slotrelay.psmr.analysis import relink as relink_module
 from slotrelay.psmr.analysis.extract import extract
@@ -19,6 +18,7 @@ from slotrelay.psmr.analysis.link import Linker, LinkResult
 from slotrelay.psmr.analysis.record import ResolutionRecord
 from slotrelay.psmr.analysis.relink import relink
 from slotrelay.psmr.workspace.build import discover, module_name
+from tests.support.psmr_trees import SHAPES
 
 # Each edit: the file, the text replaced (None: appended), the new text.
 EDITS = {

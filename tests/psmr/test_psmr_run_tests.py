@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.sandbox import SandboxUnavailable, get_backend
+from tests.support.psmr_trees import write_tree
 from tests.support.services import require_service
 
 pytestmark = pytest.mark.docker

@@ -1,5 +1,5 @@
-"""Issue 31's loop on a real package, sqlparse 0.6.1 (vendored, `tests/mcp/vendored.py`), with its own
-tests run in the docker sandbox.
+"""Issue 31's loop on a real package, sqlparse 0.6.1 (vendored, `tests/support/vendored_sqlparse.py`), with
+its own tests run in the docker sandbox.
 
 `TokenList.token_not_matching` has one production caller, `group_comments`, which calls it through an
 untyped parameter (`tlist.token_not_matching(...)`): the resolver leaves it unresolved, as it left
@@ -19,8 +19,8 @@ import pytest
 
 from slotrelay.psmr.api import Grants, build_workspace, call
 from slotrelay.sandbox import SandboxUnavailable, get_backend
-from tests.mcp.vendored import copy_sqlparse
 from tests.support.services import require_service
+from tests.support.vendored_sqlparse import copy_sqlparse
 
 pytestmark = pytest.mark.docker
 

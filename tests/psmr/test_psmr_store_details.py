@@ -11,7 +11,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.ops import queries
@@ -19,6 +18,7 @@ from slotrelay.psmr.workspace import store as store_module
 from slotrelay.psmr.workspace.kept import KeptResolutions
 from slotrelay.psmr.workspace.parts import Content, merge
 from slotrelay.psmr.workspace.store import Store
+from tests.support.psmr_trees import write_tree
 
 # A shop: a class with state, calls across modules, an import from outside, a call nothing resolves.
 SHOP = {

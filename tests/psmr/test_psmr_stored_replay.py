@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import rich
 from psmr_rebuild import SLOTRELAY, workspace_view
-from psmr_trees import SHAPES, write_tree
 
 from slotrelay.psmr.analysis.extract import extract
 from slotrelay.psmr.analysis.link import Linker
@@ -28,6 +27,7 @@ from slotrelay.psmr.workspace import replay
 from slotrelay.psmr.workspace.build import build, discover, module_name
 from slotrelay.psmr.workspace.kept import KeptResolutions, Resolved
 from slotrelay.psmr.workspace.store import Store
+from tests.support.psmr_trees import SHAPES, write_tree
 from tests.support.waiting import wait_until
 
 # Enough modules that adding a function nothing calls reaches few of the call sites (see

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import SHAPES, write_tree
 
 from slotrelay.psmr.api import build_workspace
 from slotrelay.psmr.workspace.build import build
 from slotrelay.psmr.workspace.kept import KeptResolutions
 from slotrelay.psmr.workspace.store import Store, Workspace
 from slotrelay.psmr.workspace.watch import TreeWatcher
+from tests.support.psmr_trees import SHAPES, write_tree
 
 # Updates wait for the tree to be quiet; on a loaded machine a build may take long, never this long.
 WAIT_S = 120

@@ -8,13 +8,13 @@ import shutil
 from pathlib import Path
 
 import requests
-from psmr_trees import write_tree
 from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.workspace.export import callgraph, callgraph_of
 from slotrelay.psmr.workspace.store import Store, Workspace
+from tests.support.psmr_trees import write_tree
 
 
 def _graph_state(ws: Workspace) -> tuple:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace, call
+from tests.support.psmr_trees import write_tree
 
 NOTEBOOK = """import sys
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from psmr_trees import write_tree
 
 from harness.commands import SLOTRELAY
 from psmr_mcp import WorkspaceRegistry, build_server
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.envelope import render
+from tests.support.psmr_trees import write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS, LEAVES = 4, 6

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psmr_trees import write_tree
 
 from slotrelay.psmr.api import build_workspace, call
 from slotrelay.psmr.operators import INVERSE_RELATIONS, RELATIONS
+from tests.support.psmr_trees import write_tree
 
 ZOO = {
     "zoo/__init__.py": "",

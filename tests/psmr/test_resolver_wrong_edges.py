@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from psmr_trees import write_tree
-
 from slotrelay.psmr.api import call
 from slotrelay.psmr.workspace.build import build
 from tests.support.call_edges import built, call_statuses
+from tests.support.psmr_trees import write_tree
 
 
 def _statuses(tmp_path: Path, source: str) -> dict[tuple[str, str], set[str]]:

@@ -28,8 +28,8 @@ from mcp import Client, StdioServerParameters
 
 from harness.commands import SLOTRELAY
 from slotrelay.chain.slots import content_hash, read_slot
-from tests.mcp.engine_chain import AGENT, phase2_copy, right_answer, route_to_review
 from tests.support.chain_specs import ROOT
+from tests.support.phase2_chain import AGENT, phase2_copy, right_answer, route_to_review
 from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server

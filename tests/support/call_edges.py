@@ -7,7 +7,7 @@ from pathlib import Path
 
 from slotrelay.psmr.workspace.build import build
 from slotrelay.psmr.workspace.store import Store, Workspace
-from tests.psmr.psmr_trees import write_tree
+from tests.support.psmr_trees import write_tree
 
 
 def built(tmp_path: Path, files: dict[str, str] | str) -> Workspace:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from tests.ui.browser_session import BrowserSession
+from tests.support.browser_session import BrowserSession
 
 SCRIPT = Path(__file__).resolve().parents[1] / "ui" / "resume_form.js"
 

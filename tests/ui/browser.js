@@ -59,7 +59,7 @@ async function openPage(profile, timeoutMs) {
     return { context, page };
 }
 
-// One browser for many steps (tests/ui/browser_session.py starts it): the script's argument is
+// One browser for many steps (tests/support/browser_session.py starts it): the script's argument is
 // {profile, timeout_ms}; then each line of stdin is a job, {step, screenshot, ...the step's keys}, run as
 // `steps[job.step](page, job, done)` (which fills `done` as it goes) and answered by one line of stdout:
 // {ok, step, page, text (the start of the page's text), api_errors (API calls the page saw fail during the

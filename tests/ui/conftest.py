@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser_session import NODE
 from tests.support.services import require_service
-from tests.ui.browser_session import NODE
 
 HERE = Path(__file__).parent
 CHROMIUM = "/usr/bin/chromium"

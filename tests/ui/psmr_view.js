@@ -1,7 +1,7 @@
 // Reads a PSMR workspace through `slotrelay psmr view` as a person would, in Debian's headless
 // Chromium with playwright-core.
 //
-// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it; one browser for every step), a
+// Usage: browser.js's answerSteps (tests/support/browser_session.py starts it; one browser for every step), a
 // job's keys: screenshot (PNG of the page as the step leaves it; of the whole page for `overview`) and
 // step, one of:
 //   person: open the overview `url`, search `query` with the header's search box, open the match

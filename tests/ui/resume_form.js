@@ -2,7 +2,7 @@
 // open the run's page, press Resume, fill the form Prefect generates from the RunInput model's JSON
 // schema, submit, and watch the run's state badge leave Paused (or Suspended) and reach a final state.
 //
-// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it), or `resume(page, job, done)`
+// Usage: browser.js's answerSteps (tests/support/browser_session.py starts it), or `resume(page, job, done)`
 // from tutorial.js; the step "resume", with keys
 //   ui_url, flow_run_id, ui ("v1": the Vue UI at /, "v2": the React UI at /v2),
 //   form ({decision, comment?, decided_by?, data?: the text typed into the JSON editor}),

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from slotrelay.audit_log import AuditLog
-from tests.pen.contract import assert_output_shape, decision_of
+from tests.support.browser_session import BrowserSession
 from tests.support.pen_chains import person_chain, start_chain, wait_paused
+from tests.support.pen_output_contract import assert_output_shape, decision_of
 from tests.support.resume_form import SCRIPT, resume_in_browser
-from tests.ui.browser_session import BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser, pytest.mark.docker]
 

@@ -1,16 +1,15 @@
 """The PSMR human view (`slotrelay psmr view`): read in a real browser, checked against the MCP tools.
 
-The workspace is the MCP tests' sample package (tests/mcp/shop.py, written from strings into a git
-repository). `slotrelay psmr view SHOP` runs as a subprocess on 127.0.0.1; tests/ui/psmr_view.js
-drives Debian's headless Chromium with the pinned playwright-core (one browser for the module's browser
-tests, tests/ui/browser_session.py) through overview, search, the
-symbol's SVG slice, an edge's evidence, impact, the unknowns list, the proposed deltas and one delta's
-recorded validation and diff, and saves screenshots of the symbol and delta pages under
-build/artifacts/psmr_view/. The deltas are proposed, validated and previewed in the test through
-`slotrelay.psmr.api.call`, as an agent would; the pages only read them. One state, two projections:
-the page's counts, slice and deltas equal what `slotrelay mcp serve` answers to an MCP client for the
-same store. Bad input (an unknown symbol or delta, a bad page number, a missing store, a store caught
-mid-rebuild) gets an HTML page with a 4xx status, through Starlette's TestClient and over real HTTP.
+The workspace is the MCP tests' sample package (tests/support/shop_package.py, written from strings into a git
+repository). `slotrelay psmr view SHOP` runs as a subprocess on 127.0.0.1; tests/ui/psmr_view.js drives
+Debian's headless Chromium with the pinned playwright-core (one browser for the module's browser tests,
+tests/support/browser_session.py) through overview, search, the symbol's SVG slice, an edge's evidence,
+impact, the unknowns list, the proposed deltas and one delta's recorded validation and diff, and saves
+screenshots of the symbol and delta pages under build/artifacts/psmr_view/. The deltas are proposed, validated
+and previewed in the test through `slotrelay.psmr.api.call`, as an agent would; the pages only read them. One
+state, two projections: the page's counts, slice and deltas equal what `slotrelay mcp serve` answers to an MCP
+client for the same store. Bad input (an unknown symbol or delta, a bad page number, a missing store, a store
+caught mid-rebuild) gets an HTML page with a 4xx status, through Starlette's TestClient and over real HTTP.
 """
 
 from __future__ import annotations
@@ -53,11 +52,11 @@ from slotrelay.psmr.operators import FINDING_KINDS
 from slotrelay.psmr.ops.overview import MAP_MODULES, SYMBOL_KINDS
 from slotrelay.psmr.workspace.graph import qname, sid
 from slotrelay.psmr.workspace.store import Store, Workspace
-from tests.mcp.processes import ServerProcess, start_server, stop_server, wait_for_url
-from tests.mcp.shop import FIRST_COMMIT, make_shop
+from tests.support.browser_session import NODE, BrowserSession
 from tests.support.services import require_service
+from tests.support.shop_package import FIRST_COMMIT, make_shop
+from tests.support.slotrelay_servers import ServerProcess, start_server, stop_server, wait_for_url
 from tests.support.slotrelay_up import interrupt_up, migrated_home, wait_for_up
-from tests.ui.browser_session import NODE, BrowserSession
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]

@@ -32,8 +32,8 @@ import pytest
 from harness.commands import SLOTRELAY
 from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.support.arbitration import make_chain, wait_paused
+from tests.support.browser_session import BrowserSession
 from tests.support.resume_form import SCRIPT, resume_in_browser
-from tests.ui.browser_session import BrowserSession
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 

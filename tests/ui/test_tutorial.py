@@ -33,9 +33,9 @@ from harness.ports import free_port
 from slotrelay.chain.alerts import read_alert
 from slotrelay.chain.slots import read_slot
 from tests.support.arbitration import wait_paused
+from tests.support.browser_session import BrowserSession
 from tests.support.prefect_api import http_status
 from tests.support.slotrelay_up import interrupt_up, migrated_home, start_up, wait_for_up
-from tests.ui.browser_session import BrowserSession
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient

@@ -1,7 +1,7 @@
 // The UI steps of docs/tutorial.md, as a person does them in the Prefect UI (v2, at /v2), one after another
 // in one browser, each ending with a screenshot of the page as it is then.
 //
-// Usage: browser.js's answerSteps (tests/ui/browser_session.py starts it), a job's keys:
+// Usage: browser.js's answerSteps (tests/support/browser_session.py starts it), a job's keys:
 //   ui_url, screenshot (PNG path), and
 //   step: "quick-run" (the served deployment's page, deployment: its name, saved to deployment_screenshot
 //                      when given; then Run > Quick run > Run: starts a flow run of it),

@@ -1,8 +1,5 @@
-"""Source trees built from strings for the PSMR tests.
-
-A module of its own (not `conftest`): test modules import it by a name no other test folder uses, so
-the import does not depend on which folder's conftest pytest loaded last.
-"""
+"""Source trees built from strings for the PSMR tests (tests/psmr, and tests/hostile's on PSMR's
+input), as griffe builds its test packages in memory."""
 
 from __future__ import annotations
 

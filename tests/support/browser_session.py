@@ -16,10 +16,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-HERE = Path(__file__).parent
+# The UI tests' folder: their scripts, and the playwright-core they require from its node_modules.
+UI = Path(__file__).resolve().parents[1] / "ui"
 # playwright-core 1.65 needs Node >= 20 and Debian 12's nodejs is 18: use the Node 22 that
 # tests/mcp pins (scripts/bootstrap.sh installs both folders).
-NODE = HERE.parent / "mcp" / "node_modules" / ".bin" / "node"
+NODE = UI.parent / "mcp" / "node_modules" / ".bin" / "node"
 # Every wait in the browser; far above what a loaded 2-core machine needs (a few seconds).
 BROWSER_TIMEOUT_MS = 120_000
 # How long one step may take before the browser counts as gone (its own waits end well before).
@@ -35,7 +36,7 @@ class BrowserSession:
         self.log = work / f"{script.stem}.log"
         browser = {"profile": str(work / f"{script.stem}-profile"), "timeout_ms": BROWSER_TIMEOUT_MS}
         with self.log.open("w") as stderr:
-            self.node = subprocess.Popen([str(NODE), str(script), json.dumps(browser)], cwd=HERE,
+            self.node = subprocess.Popen([str(NODE), str(script), json.dumps(browser)], cwd=UI,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                          text=True, start_new_session=True)
         assert self.node.stdin is not None and self.node.stdout is not None
