@@ -19,6 +19,7 @@ import pytest
 from harness.commands import SLOTRELAY
 from slotrelay.chain.slots import content_hash
 from tests.support.chain_specs import node, route
+from tests.support.processes import wait_while_running
 
 pytestmark = pytest.mark.prefect_server
 
@@ -73,10 +74,8 @@ def test_kill_9_mid_chain_then_resume_runs_each_completed_node_once(prefect_serv
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
     with (tmp_path / "first-run.log").open("w") as log:
         killed = subprocess.Popen([SLOTRELAY, "run", str(path), "--json"], env=env, stdout=log, stderr=log)
-    deadline = time.monotonic() + 180
-    while [name for name, _ in runs(folder)] != ["first", "second"]:
-        assert killed.poll() is None and time.monotonic() < deadline, (tmp_path / "first-run.log").read_text()
-        time.sleep(0.05)
+    wait_while_running(killed, lambda: [name for name, _ in runs(folder)] == ["first", "second"], timeout=180,
+                       what="`second` to start", log=tmp_path / "first-run.log")
     killed.send_signal(signal.SIGKILL)
     killed.wait(timeout=30)
     (folder / "release").touch()

@@ -21,7 +21,6 @@ import json
 import os
 import queue
 import subprocess
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -34,6 +33,7 @@ from slotrelay.chain.alerts import DECISION_HELP, SAFE_DECISION, read_alert
 from tests.support.arbitration import make_chain, wait_paused
 from tests.support.browser_session import BrowserSession
 from tests.support.resume_form import SCRIPT, resume_in_browser
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = [pytest.mark.prefect_server, pytest.mark.browser]
 
@@ -68,13 +68,13 @@ def pause_key(flow_run_id: str) -> str | None:
 
 def wait_asked_again(flow_run_id: str, refused_key: str, timeout: float = 120) -> str:
     """The key of the run's next pause, once it has refused the answer to the pause `refused_key`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def next_key() -> str | None:
         key = pause_key(flow_run_id)
-        if key not in (None, refused_key):
-            return key
-        time.sleep(0.2)
-    raise AssertionError(f"flow run {flow_run_id} did not ask again after its pause {refused_key}")
+        return None if key == refused_key else key
+
+    return wait_until(next_key, timeout=timeout, interval=API_POLL_SECONDS,
+                      what=f"flow run {flow_run_id} to ask again after its pause {refused_key}")
 
 
 def decide_in_ui(ui_url: str, name: str, alert: Path, tmp_path: Path, browser: BrowserSession) -> None:
