@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from slotrelay.collector import collector_off
 from slotrelay.errors import BadInput, EnvironmentMissing
 from slotrelay.loopback import is_loopback
 from slotrelay.psmr.errors import CapabilityDenied, InvalidQuery
@@ -226,14 +227,11 @@ def frozen_imports() -> Iterator[None]:
     (the workspaces, the answers) is collected as before. Frozen before the workspaces are built, so
     that the resolutions the server keeps and replaces are never frozen.
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if collecting:
-            gc.enable()
+    with collector_off():
+        try:
+            yield
+        finally:
+            gc.freeze()
 
 
 def parse_http_address(address: str) -> tuple[str, int]:

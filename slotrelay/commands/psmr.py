@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from slotrelay.collector import collector_off
 from slotrelay.commands.output import AsJson, print_json
 from slotrelay.errors import AlreadyReported, BadInput
 from slotrelay.psmr.errors import ERROR_CLASSES, ERROR_CODES
@@ -89,7 +90,6 @@ def build(
         if value is not None and value <= 0:
             raise BadInput(f"{option} must be above 0, not {value}")
     from slotrelay.psmr.analysis.buildbudget import BuildBudget
-    from slotrelay.psmr.workspace.store import without_cyclic_gc
 
     budget = BuildBudget()
     if max_cpu_s is not None:
@@ -98,7 +98,8 @@ def build(
         budget.memory_bytes = max_memory_mb * 1024 * 1024
     # The cyclic collector stays off to the end: once a build is over, the first full collection scans
     # the resolution it leaves (3-5 s on networkx), which this process is about to drop or hand over.
-    without_cyclic_gc(_build_and_answer)(path, rev, store, as_json, budget)
+    with collector_off():
+        _build_and_answer(path, rev, store, as_json, budget)
 
 
 def _build_and_answer(

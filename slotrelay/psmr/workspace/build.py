@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from slotrelay import fsio
+from slotrelay.collector import collector_off
 from slotrelay.psmr.analysis.facts_version import FACTS_VERSION
 from slotrelay.psmr.errors import ExecutionFailed, InvalidQuery, PsmrError
 from slotrelay.psmr.workspace.kept import KeptResolutions, Resolved
-from slotrelay.psmr.workspace.store import Store, without_cyclic_gc
+from slotrelay.psmr.workspace.store import Store
 
 if TYPE_CHECKING:
     from slotrelay.psmr.analysis.buildbudget import BuildBudget
@@ -219,7 +220,7 @@ def workspace_id(root: Path, commit: str | None) -> str:
     return "ws_" + hashlib.sha1(f"{root.resolve()}@{commit or 'worktree'}".encode()).hexdigest()[:12]
 
 
-@without_cyclic_gc
+@collector_off()
 def build(
     path: str | Path,
     *,
@@ -363,7 +364,7 @@ def _stored_resolution(tree: _Tree, facts: _Facts, record: tuple[bytes, str] | N
         return None
 
 
-@without_cyclic_gc
+@collector_off()
 def _store_resolution(tree: _Tree, resolved: Resolved, lock: WriteLock) -> None:
     """Keep a resolution in the store for the next one-shot build of the workspace (then let the
     next build read it: `lock`)."""
