@@ -20,10 +20,12 @@ and exits, so the container stops with it; removal happens on the pool's worker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -54,6 +56,7 @@ EGRESS_MOUNT = "/run/slotrelay-egress"
 SANDBOX_UID = "65534:65534"
 # After a kill, how long the reader may take to see the stream end before it is cut.
 DRAIN_GRACE_S = 15.0
+KILLED_EXIT_CODE = 128 + signal.SIGKILL
 # What a daemon error while a program runs is reported as (the run's calls, and its waiter thread's).
 RUN_FAILED = "the sandbox container failed to run"
 
@@ -381,11 +384,11 @@ class DockerBackend:
         waiter.join(timeout=limits.timeout_ms / 1000)
         timed_out = waiter.is_alive()
         if timed_out:
-            try:
-                with docker_errors(RUN_FAILED):
-                    api.kill(container.id)
-            except SandboxDaemonRefused:
-                timed_out = False  # it ended between the deadline and the kill: not killed
+            # A refusal is no verdict: the container ended between the deadline and the kill (409), or the
+            # daemon delivered the kill but did not see the container end in its own time (500). The exit
+            # code below says which.
+            with contextlib.suppress(SandboxDaemonRefused), docker_errors(RUN_FAILED):
+                api.kill(container.id)
             waiter.join(timeout=DRAIN_GRACE_S)
         duration_ms = int((time.monotonic() - started) * 1000)
         reader.join(timeout=DRAIN_GRACE_S)
@@ -394,8 +397,9 @@ class DockerBackend:
         if isinstance(ended[0], Exception):
             raise ended[0]
         exit_code = ended[0]
-        # Exit 0 is the program's own: it ended while the kill was on its way, so it was not killed.
-        timed_out = timed_out and exit_code != 0
+        # Killed at the deadline: SIGKILL's exit code (the init passes it on). A program that ended while the
+        # kill was on its way keeps its own exit code and status.
+        timed_out = timed_out and exit_code == KILLED_EXIT_CODE
         state = api.inspect_container(container.id)["State"]
         return execution_result(
             stdout, stderr, marker, exit_code=exit_code, timed_out=timed_out, limits=limits,

@@ -157,6 +157,27 @@ def test_the_deadline_counts_from_the_delivery_not_the_start(docker_backend) -> 
     assert (result.status, result.result) == ("success", "in time"), result
 
 
+def test_a_kill_the_daemon_answers_with_an_error_still_ends_the_run_as_a_timeout(
+    docker_backend, monkeypatch
+) -> None:
+    # Under load the daemon may deliver the kill and still answer 500 ("tried to kill container, but did
+    # not receive an exit event" once the container takes over 10 s to end). The run was killed at its
+    # deadline all the same: it was reported as the program's own error, exit 137.
+    real_kill = docker.APIClient.kill
+
+    def kill_answered_late(client: docker.APIClient, container: str, *args: object, **kwargs: object) -> None:
+        real_kill(client, container, *args, **kwargs)
+        raise docker.errors.APIError("tried to kill container, but did not receive an exit event")
+
+    monkeypatch.setattr(docker.APIClient, "kill", kill_answered_late)
+    result = sandbox.run(
+        "import time\nprint('started', flush=True)\ntime.sleep(120)\n",
+        limits=LIMITS.model_copy(update={"timeout_ms": 1000}),
+        backend="docker",
+    )
+    assert (result.status, result.exit_code, result.stdout) == ("timeout", 137, "started\n"), result
+
+
 def test_the_idle_containers_memory_caps_stay_within_the_pool_budget() -> None:
     backend = DockerBackend(pool_size=3, pool_memory_mb=250)
     try:
