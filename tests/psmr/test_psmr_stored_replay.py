@@ -78,9 +78,9 @@ def _merged(table_of: Any) -> dict[Any, set[Any]]:
     return merged
 
 
-def test_a_stored_resolution_reads_back_as_the_resolution_it_was(tmp_path: Path) -> None:
-    root = tmp_path / "rich"
-    shutil.copytree(Path(rich.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+def _dumped(root: Path) -> tuple[dict[str, Any], ResolutionRecord, dict[str, str], dict[str, Any], bytes]:
+    """The facts of the tree at `root`, its full resolution's record, the keys and manifest of a version
+    "v1" of it, and that resolution as `replay.dump` stores it."""
     facts = {}
     for path in discover(root):
         module, is_package = module_name(root, path)
@@ -91,7 +91,13 @@ def test_a_stored_resolution_reads_back_as_the_resolution_it_was(tmp_path: Path)
     assert record is not None
     keys = {module: f"key-{module}" for module in facts}
     manifest = {"version": "v1", "files": {m: {"key": k, "module": m} for m, k in keys.items()}}
-    payload = replay.dump(Resolved("v1", keys, record, None))
+    return facts, record, keys, manifest, replay.dump(Resolved("v1", keys, record, None))
+
+
+def test_a_stored_resolution_reads_back_as_the_resolution_it_was(tmp_path: Path) -> None:
+    root = tmp_path / "rich"
+    shutil.copytree(Path(rich.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    facts, record, keys, manifest, payload = _dumped(root)
     back = replay.load(payload, manifest, facts, keys, lambda key: None)
     assert back.version == "v1" and back.keys == keys and back.assembled is None
     again = back.record
@@ -373,18 +379,7 @@ def test_a_sealed_record_that_does_not_read_back_is_refused(tmp_path: Path) -> N
     section without its fields) is refused, never read as a resolution."""
     import msgpack
 
-    root = write_tree(tmp_path / "tree", SHAPES)
-    facts = {}
-    for path in discover(root):
-        module, is_package = module_name(root, path)
-        facts[module] = extract(path.read_text(), module, is_package=is_package)
-    linker = Linker(facts, record=True)
-    linker.run()
-    record = ResolutionRecord.of(linker)
-    assert record is not None
-    keys = {module: f"key-{module}" for module in facts}
-    manifest = {"version": "v1", "files": {m: {"key": k, "module": m} for m, k in keys.items()}}
-    payload = replay.dump(Resolved("v1", keys, record, None))
+    facts, _, keys, manifest, payload = _dumped(write_tree(tmp_path / "tree", SHAPES))
     assert replay.load(payload, manifest, facts, keys, lambda key: None).record is not None
 
     head, tuples, lists = _sections(payload)
