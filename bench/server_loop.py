@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 
 import psutil
@@ -30,6 +29,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from deployments.server import api_answers  # noqa: E402
 from harness.ports import free_port  # noqa: E402
 from harness.waiting import wait_for  # noqa: E402
 
@@ -65,14 +65,6 @@ asyncio.run(main(int(sys.argv[1])))
 """
 
 
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
-
-
 def server_cpu(loop: str, http: str, runs: int) -> float:
     """The server's CPU seconds over `runs` runs' worth of API calls, after a warm-up."""
     port = free_port()
@@ -85,9 +77,10 @@ def server_cpu(loop: str, http: str, runs: int) -> float:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         try:
-            wait_for(lambda: healthy(url) or server.poll() is not None, 120, f"the server ({loop}, {http})")
+            what = f"the server ({loop}, {http})"
+            wait_for(lambda: api_answers(url) or server.poll() is not None, 120, what)
             if server.poll() is not None:
-                raise SystemExit(f"the server ({loop}, {http}) ended with {server.returncode}")
+                raise SystemExit(f"{what} ended with {server.returncode}")
             client_env = {**os.environ, "PREFECT_API_URL": url}
             subprocess.run([sys.executable, "-c", WORKLOAD, "20"], env=client_env, check=True)
             before = psutil.Process(server.pid).cpu_times()

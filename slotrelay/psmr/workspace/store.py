@@ -45,7 +45,7 @@ from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import msgpack
 import orjson
@@ -72,7 +72,6 @@ _LOADED_LOCK = threading.Lock()
 KEEP_LOADED = 8
 # A load that finds a part gone reads the manifest again this often: a build saved meanwhile.
 LOAD_ATTEMPTS = 3
-T = TypeVar("T")
 
 
 @dataclass
