@@ -12,6 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from harness.waiting import wait_for
 from tests.support.arbitration import wait_paused
 from tests.support.ordering import heaviest_files_first
 from tests.support.processes import wait_while_running
@@ -28,6 +29,13 @@ def test_wait_until_fails_naming_what_it_waited_for_and_what_it_saw() -> None:
     said = r"(?s)waiting for the slot to be routed:\nempty"
     with pytest.raises(pytest.fail.Exception, match=said):
         wait_until(lambda: False, timeout=0, what="the slot to be routed", details=lambda: "empty")
+
+
+def test_the_benchmarks_wait_returns_what_held_and_raises_timeout_error_naming_what_it_waited_for() -> None:
+    calls = iter([None, "ready"])
+    assert wait_for(lambda: next(calls), 60, "the server", interval=0) == "ready"
+    with pytest.raises(TimeoutError, match=r"(?s)waiting for the server:\nno answer"):
+        wait_for(lambda: False, 0, "the server", details=lambda: "no answer")
 
 
 def test_wait_until_async_waits_while_the_event_loop_goes_on_and_fails_as_wait_until_does() -> None:
