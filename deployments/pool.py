@@ -129,7 +129,15 @@ def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> li
     Returns:
         `CRASH_AUTOMATION`: the proactive trigger of Prefect's "Detect zombie flows" page, limited to
         runs tagged `HEARTBEAT_TAG`; `RESCHEDULE_AUTOMATION`: a Crashed run of that tag that has run
-        at most `RESCHEDULES` times is forced back to Scheduled (a final state moves only when forced).
+        at most `RESCHEDULES` times is forced back to Scheduled (a final state moves only when forced),
+        once per `crash_after`.
+
+    Prefect's automations act at least once: on a loaded SQLite server the crash trigger can mark one
+    silence Crashed twice in a row. A second reschedule would force back to Scheduled a run that a worker
+    already holds again, and two processes would run it. A run that really crashes again does so no
+    sooner than `crash_after` after its first crash: it must have been rescheduled, beat, then gone
+    silent for a whole window. So the reschedule trigger's window is `crash_after`: it reacts to the
+    first Crashed of a run and lets repeats inside that window pass.
     """
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState
@@ -166,7 +174,7 @@ def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> li
             for_each={"prefect.resource.id"},
             posture=Posture.Reactive,
             threshold=1,
-            within=timedelta(0),
+            within=crash_after,
         ),
         actions=[ChangeFlowRunState(state=StateType.SCHEDULED, name="Rescheduled", message=RESCHEDULE_MESSAGE,
                                     force=True)],

@@ -5,6 +5,7 @@ already holds the window asked for: updating it gives its trigger a new id, and 
 silences the old trigger was timing, so a run whose worker died just before would stay Running for good
 (seen with a 40 s window: still Running 120 s after the kill). A different window does update it.
 And watches starting at once on a server without the automations leave one of each, not one per watch.
+A run the crash automation marks Crashed twice for one silence is rescheduled once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from datetime import timedelta
 
 import pytest
 
-from deployments.pool import CRASH_AFTER, CRASH_AUTOMATION, RESCHEDULE_AUTOMATION, ensure_automations
+from deployments.pool import (
+    CRASH_AFTER,
+    CRASH_AUTOMATION,
+    HEARTBEAT_TAG,
+    RESCHEDULE_AUTOMATION,
+    crash_message,
+    ensure_automations,
+)
+from tests.support.waiting import API_POLL_SECONDS, wait_until
 
 pytestmark = pytest.mark.prefect_server
 # `watch --pool` processes starting at the same moment, as threads.
@@ -47,7 +56,8 @@ def test_the_crash_automation_is_updated_only_when_its_window_changes(prefect_se
         changed = triggers()
         assert changed[CRASH_AUTOMATION][1] == (CRASH_AFTER + timedelta(seconds=20)).total_seconds()
         assert changed[CRASH_AUTOMATION][0] != before[CRASH_AUTOMATION][0]
-        assert changed[RESCHEDULE_AUTOMATION] == before[RESCHEDULE_AUTOMATION]
+        # The reschedule trigger lets a repeated crash pass for as long as the crash window.
+        assert changed[RESCHEDULE_AUTOMATION][1] == changed[CRASH_AUTOMATION][1]
     finally:
         # The other tests on this server expect the default window.
         ensure_automations(CRASH_AFTER)
@@ -113,3 +123,37 @@ def test_a_watch_whose_automation_another_deletes_before_its_update_updates_the_
     finally:
         monkeypatch.undo()
         ensure_automations(CRASH_AFTER)
+
+
+def test_a_run_marked_crashed_twice_for_one_silence_is_rescheduled_once(prefect_server) -> None:
+    """Prefect's automations act at least once: in a loaded CI run the crash automation marked one dead
+    worker's run Crashed twice in a row. A reschedule for each would force back to Scheduled a run that a
+    worker already holds again. Run A is marked Crashed twice; then run B once, a sentinel: B's Crashed
+    reaches the server's triggers after A's two, so once B is rescheduled A's second Crashed has been
+    seen."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Crashed, Running
+
+    @flow(name="crashed-twice")
+    def crashed_twice() -> None:
+        """Never runs: its runs' states are set here, as a worker and the crash automation would."""
+
+    def rescheduled(client, run_id) -> int:
+        return sum(state.name == "Rescheduled" for state in client.read_flow_run_states(run_id))
+
+    ensure_automations(CRASH_AFTER)
+    with get_client(sync_client=True) as client:
+        a, b = (client.create_flow_run(crashed_twice, tags=[HEARTBEAT_TAG]) for _ in range(2))
+        try:
+            for run, crashes in ((a, 2), (b, 1)):
+                client.set_flow_run_state(run.id, Running())
+                for _ in range(crashes):
+                    client.set_flow_run_state(run.id, Crashed(message=crash_message(CRASH_AFTER)), force=True)
+            wait_until(lambda: rescheduled(client, b.id) == 1, timeout=120, what="the sentinel's reschedule",
+                       interval=API_POLL_SECONDS)
+            history = [(state.type.value, state.name) for state in client.read_flow_run_states(a.id)]
+            assert [name for _, name in history].count("Rescheduled") == 1, history
+        finally:
+            for run in (a, b):
+                client.delete_flow_run(run.id)
