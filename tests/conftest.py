@@ -25,7 +25,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,6 +37,7 @@ from harness.stub_model import StubModel
 from slotrelay import fsio
 from tests.support.ordering import heaviest_files_first
 from tests.support.services import require_service
+from tests.support.waiting import wait_until
 
 # Real packages copied unmodified (tests/vendor/README.md): the change-loop tests run their suites in the
 # sandbox, on a copy; they are not this project's tests.
@@ -131,7 +131,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
-    from deployments.server import ENCRYPTION_KEY_NAME, encryption_key
+    from deployments.server import ENCRYPTION_KEY_NAME, api_answers, encryption_key
 
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
@@ -156,17 +156,11 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Prefect server did not start; see {home / 'server.log'}")
-            time.sleep(0.25)
+        wait_until(lambda: api_answers(url) or server.poll() is not None, timeout=90,
+                   what="the session's Prefect server to answer", interval=0.25,
+                   details=lambda: f"see {home / 'server.log'}")
+        if server.poll() is not None:
+            pytest.fail(f"the Prefect server did not start; see {home / 'server.log'}")
         saved = {key: os.environ.get(key) for key in ("PREFECT_API_URL", "PREFECT_HOME")}
         os.environ["PREFECT_API_URL"] = url
         os.environ["PREFECT_HOME"] = str(home)
