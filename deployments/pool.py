@@ -134,10 +134,10 @@ def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> li
 
     Prefect's automations act at least once: on a loaded SQLite server the crash trigger can mark one
     silence Crashed twice in a row. A second reschedule would force back to Scheduled a run that a worker
-    already holds again, and two processes would run it. A run that really crashes again does so no
-    sooner than `crash_after` after its first crash: it must have been rescheduled, beat, then gone
-    silent for a whole window. So the reschedule trigger's window is `crash_after`: it reacts to the
-    first Crashed of a run and lets repeats inside that window pass.
+    already holds again, and two processes would run it. The crash trigger marks a rescheduled run
+    Crashed again no sooner than `crash_after` after its first crash: its new process must have sent a
+    heartbeat and gone silent for a whole window. So the reschedule trigger's window is `crash_after`:
+    it reacts to the first Crashed of a run and lets repeats inside that window pass.
     """
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState
