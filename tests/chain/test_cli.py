@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from slotrelay.cli import app
 from tests.support.chain_specs import EXAMPLE, ROOT, node, route
+from tests.support.slotrelay_up import migrated_home
 
 runner = CliRunner()
 CHAIN = str(EXAMPLE / "node_chain.json")
@@ -238,13 +239,14 @@ def test_line_breaks_and_escape_sequences_in_a_condition_stay_on_one_line(tmp_pa
 
 
 @pytest.mark.prefect_server
-def test_run_in_process_leaves_no_prefect_api_url_in_the_environment(tmp_path: Path, monkeypatch) -> None:
+def test_run_in_process_leaves_no_prefect_api_url_in_the_environment(prefect_server: str, tmp_path: Path,
+                                                                    monkeypatch) -> None:
     """`run` finds the server of the current folder's home, and runs on it under `temporary_settings`:
     a command run in-process (a test, the MCP server) leaves nothing in `os.environ` for the next one."""
     from deployments.server import HOME_FOLDER, start_server
     from harness.ports import free_port
 
-    server = start_server(port=free_port(), home=tmp_path / HOME_FOLDER, ready_timeout=240)
+    server = start_server(port=free_port(), home=migrated_home(tmp_path / HOME_FOLDER), ready_timeout=240)
     try:
         monkeypatch.chdir(tmp_path)
         monkeypatch.delenv("PREFECT_API_URL", raising=False)

@@ -26,6 +26,7 @@ from deployments import prefect_compat
 from harness.chains import agent_writes, asking_chains, make_chain
 from slotrelay.chain.slots import input_slot_document, read_slot, write_slot
 from tests.support.processes import log_text
+from tests.support.slotrelay_up import migrated_home
 from tests.support.waiting import API_POLL_SECONDS, wait_until, wait_until_async
 
 pytestmark = pytest.mark.prefect_server
@@ -237,7 +238,7 @@ def test_a_routed_run_runs_once_in_a_warm_process_as_a_normal_flow_run(watch):
     assert again["process"] == "slotrelay-warm" and again["pid"] != attempt["pid"]
 
 
-def test_a_warm_run_goes_to_the_server_watch_found_in_its_folder(tmp_path):
+def test_a_warm_run_goes_to_the_server_watch_found_in_its_folder(prefect_server, tmp_path):
     """`watch` in a folder whose server `slotrelay run` left, with no PREFECT_API_URL anywhere: its API
     address is in its settings only (deployments.server.require_api). A warm process is forked from a fork
     server that imported Prefect under the watcher's environment, which has no address; the run must still
@@ -248,7 +249,7 @@ def test_a_warm_run_goes_to_the_server_watch_found_in_its_folder(tmp_path):
     from deployments.server import HOME_FOLDER, start_server
     from harness.ports import free_port
 
-    server = start_server(port=free_port(), home=tmp_path / HOME_FOLDER, ready_timeout=240)
+    server = start_server(port=free_port(), home=migrated_home(tmp_path / HOME_FOLDER), ready_timeout=240)
     try:
         with watching(tmp_path / "chain", None, "warm-home", cwd=tmp_path) as watch, temporary_settings(
                 updates={PREFECT_API_URL: server.api_url}):
