@@ -130,7 +130,7 @@ def test_a_run_marked_crashed_twice_for_one_silence_is_rescheduled_once(prefect_
     worker's run Crashed twice in a row. A reschedule for each would force back to Scheduled a run that a
     worker already holds again. Run A is marked Crashed twice; then run B once, a sentinel: B's Crashed
     reaches the server's triggers after A's two, so once B is rescheduled A's second Crashed has been
-    seen."""
+    taken up (before the fix, A was rescheduled twice)."""
     from prefect import flow
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed, Running
@@ -150,8 +150,10 @@ def test_a_run_marked_crashed_twice_for_one_silence_is_rescheduled_once(prefect_
                 client.set_flow_run_state(run.id, Running())
                 for _ in range(crashes):
                     client.set_flow_run_state(run.id, Crashed(message=crash_message(CRASH_AFTER)), force=True)
-            wait_until(lambda: rescheduled(client, b.id) == 1, timeout=120, what="the sentinel's reschedule",
-                       interval=API_POLL_SECONDS)
+            # The server's triggers and actions each take two messages at a time: B's reschedule can come
+            # before A's first.
+            wait_until(lambda: rescheduled(client, a.id) and rescheduled(client, b.id), timeout=120,
+                       what="both runs' reschedules", interval=API_POLL_SECONDS)
             history = [(state.type.value, state.name) for state in client.read_flow_run_states(a.id)]
             assert [name for _, name in history].count("Rescheduled") == 1, history
         finally:
