@@ -33,7 +33,8 @@ from deployments.server import api_answers  # noqa: E402
 from harness.ports import free_port  # noqa: E402
 from harness.waiting import wait_for  # noqa: E402
 
-STACKS = {"uvloop + httptools": ("uvloop", "httptools"), "asyncio + h11 (baseline)": ("asyncio", "h11")}
+BASELINE = "asyncio + h11 (baseline)"
+STACKS = {"uvloop + httptools": ("uvloop", "httptools"), BASELINE: ("asyncio", "h11")}
 SERVER = """
 import sys
 import uvicorn
@@ -104,7 +105,7 @@ def main() -> None:
             for name, (loop, http) in STACKS.items():
                 status.update(f"round {round_ + 1}/{args.rounds}: {name}")
                 seen[name].append(server_cpu(loop, http, args.runs))
-    baseline = statistics.median(seen["asyncio + h11 (baseline)"])
+    baseline = statistics.median(seen[BASELINE])
     load = os.getloadavg()[0]
     table = Table(title=f"Prefect server CPU over {args.runs} runs' API calls (load {load:.1f})")
     for column in ("stack", "CPU-s per round", "median", "x baseline"):
