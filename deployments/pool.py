@@ -255,7 +255,8 @@ def apply_on_pool(
 
 
 class PoolRunReports:
-    """Prints, in `watch`'s console, each run of its deployments that ends Crashed on the pool, and why.
+    """Prints, in `watch`'s console, each run of its deployments that ends Crashed on the pool, and why;
+    once for each crash, though the crash automation may mark one silence Crashed twice.
 
     A worker that cannot start a run (it cannot import the flow, its process dies at once) leaves it
     Crashed, and nothing else would tell the person running `watch`. The reports come from Prefect's event
@@ -326,8 +327,10 @@ class PoolRunReports:
                 self._listening.set()
                 async for event in events:
                     # The subscription's filter does not narrow by related resource: every watch on the
-                    # server would otherwise print every pool's crashed runs.
-                    if any(resource.id in wanted for resource in event.related):
+                    # server would otherwise print every pool's crashed runs. A run marked Crashed again
+                    # while Crashed is the same crash: the crash automation acts at least once.
+                    repeat = (event.payload.get("intended") or {}).get("from") == "CRASHED"
+                    if not repeat and any(resource.id in wanted for resource in event.related):
                         try:
                             report = await self._describe(event)
                         except (ObjectNotFound, httpx.HTTPError) as error:
