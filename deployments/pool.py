@@ -66,16 +66,20 @@ MIN_CRASH_AFTER = timedelta(seconds=HEARTBEAT_SECONDS + 5)
 # A run silent for longer has no worker worth waiting for (and the window must stay a finite number).
 MAX_CRASH_AFTER = timedelta(days=1)
 HEARTBEAT_TAG = "slotrelay-heartbeat"
-# A run crashing again and again (its code kills its process) stays Crashed after this many reschedules.
+# A run found silent again and again (each of its workers dies) stays Crashed after this many reschedules.
 RESCHEDULES = 2
 CRASH_AUTOMATION = "slotrelay: crash zombie chain runs"
 RESCHEDULE_AUTOMATION = "slotrelay: reschedule crashed chain runs"
 RESCHEDULE_MESSAGE = "Rescheduled after a crash: a worker of the pool runs it again from its slots"
 
 
+# How the message of every Crashed state `CRASH_AUTOMATION` sets begins, whatever its window.
+CRASH_MESSAGE_START = "Marked crashed: no heartbeat for "
+
+
 def crash_message(crash_after: timedelta) -> str:
     """The message of the Crashed state `CRASH_AUTOMATION` sets, naming the silence that set it."""
-    return f"Marked crashed: no heartbeat for {crash_after.total_seconds():g} s (its worker died?)"
+    return f"{CRASH_MESSAGE_START}{crash_after.total_seconds():g} s (its worker died?)"
 
 
 def pool_chain_deployment(chain: Chain, blocks: dict[str, str] | None = None) -> RunnerDeployment:
@@ -128,16 +132,19 @@ def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> li
 
     Returns:
         `CRASH_AUTOMATION`: the proactive trigger of Prefect's "Detect zombie flows" page, limited to
-        runs tagged `HEARTBEAT_TAG`; `RESCHEDULE_AUTOMATION`: a Crashed run of that tag that has run
-        at most `RESCHEDULES` times is forced back to Scheduled (a final state moves only when forced),
-        once per `crash_after`.
+        runs tagged `HEARTBEAT_TAG`; `RESCHEDULE_AUTOMATION`: each Crashed state that `CRASH_AUTOMATION`
+        set on a run of that tag that has run at most `RESCHEDULES` times is forced back to Scheduled (a
+        final state moves only when forced). A run its worker reports Crashed (the worker could not start
+        it, or saw its process die) is not the crash automation's, and stays Crashed for a person.
 
-    Prefect's automations act at least once: on a loaded SQLite server the crash trigger can mark one
-    silence Crashed twice in a row. A second reschedule would force back to Scheduled a run that a worker
-    already holds again, and two processes would run it. The crash trigger marks a rescheduled run
-    Crashed again no sooner than `crash_after` after its first crash: its new process must have sent a
-    heartbeat and gone silent for a whole window. So the reschedule trigger's window is `crash_after`:
-    it reacts to the first Crashed of a run and lets repeats inside that window pass.
+    Prefect's automations act at least once. On a loaded SQLite server (Prefect 3.9) the proactive
+    evaluation fires the crash action before it commits the removal of the silence's bucket; when that
+    commit is late or fails, the run's own Crashed event finds the expired bucket and fires the action
+    again, about 0.1 s after the first. That second Crashed may land before the reschedule or after it,
+    so the reschedule automation reacts to every Crashed the crash automation sets, with no window:
+    one that let repeats pass would leave a run whose second Crashed came after its reschedule Crashed
+    for good. A repeat before the reschedule gives a second, harmless Scheduled; only a worker taking the
+    run up within that 0.1 s could see its run forced back.
     """
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState
@@ -163,18 +170,19 @@ def crash_and_reschedule_automations(crash_after: timedelta = CRASH_AFTER) -> li
     )
     reschedule = AutomationCore(
         name=RESCHEDULE_AUTOMATION,
-        description=f"A crashed run tagged {HEARTBEAT_TAG} runs again (resuming from its slots), "
-                    f"at most {RESCHEDULES} times.",
+        description=f"A run tagged {HEARTBEAT_TAG} that the crash automation marked Crashed runs again "
+                    f"(resuming from its slots), at most {RESCHEDULES} times.",
         trigger=EventTrigger(
             expect={"prefect.flow-run.Crashed"},
-            # run-count 0: the run never started (its worker could not launch it); it would crash again.
+            # The crash automation's own Crashed, of a run that has run at most RESCHEDULES times.
             match={"prefect.resource.id": "prefect.flow-run.*",
+                   "prefect.state-message": f"{CRASH_MESSAGE_START}*",
                    "prefect.run-count": [str(n) for n in range(1, RESCHEDULES + 1)]},
             match_related=tagged,
             for_each={"prefect.resource.id"},
             posture=Posture.Reactive,
             threshold=1,
-            within=crash_after,
+            within=timedelta(0),
         ),
         actions=[ChangeFlowRunState(state=StateType.SCHEDULED, name="Rescheduled", message=RESCHEDULE_MESSAGE,
                                     force=True)],
@@ -322,15 +330,19 @@ class PoolRunReports:
             event=EventNameFilter(name=["prefect.flow-run.Crashed"]),
             related=EventRelatedFilter(id=wanted),
         )
+        reported: set[tuple[str, str | None, str | None]] = set()
         with contextlib.suppress(asyncio.CancelledError):
             async with get_events_subscriber(filter=crashed) as events:
                 self._listening.set()
                 async for event in events:
                     # The subscription's filter does not narrow by related resource: every watch on the
-                    # server would otherwise print every pool's crashed runs. A run marked Crashed again
-                    # while Crashed is the same crash: the crash automation acts at least once.
-                    repeat = (event.payload.get("intended") or {}).get("from") == "CRASHED"
-                    if not repeat and any(resource.id in wanted for resource in event.related):
+                    # server would otherwise print every pool's crashed runs. The same Crashed of a run
+                    # that has not run since is a repeat of one crash: the crash automation acts at least
+                    # once.
+                    crash = (event.resource.id, event.resource.get("prefect.run-count"),
+                             event.resource.get("prefect.state-message"))
+                    if crash not in reported and any(resource.id in wanted for resource in event.related):
+                        reported.add(crash)
                         try:
                             report = await self._describe(event)
                         except (ObjectNotFound, httpx.HTTPError) as error:

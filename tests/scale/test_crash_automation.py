@@ -5,7 +5,8 @@ already holds the window asked for: updating it gives its trigger a new id, and 
 silences the old trigger was timing, so a run whose worker died just before would stay Running for good
 (seen with a 40 s window: still Running 120 s after the kill). A different window does update it.
 And watches starting at once on a server without the automations leave one of each, not one per watch.
-A run the crash automation marks Crashed twice for one silence is rescheduled once.
+Every Crashed the crash automation sets is rescheduled, a repeat of one silence's too, and a run its worker
+reported Crashed is not.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def test_the_crash_automation_is_updated_only_when_its_window_changes(prefect_se
         changed = triggers()
         assert changed[CRASH_AUTOMATION][1] == (CRASH_AFTER + timedelta(seconds=20)).total_seconds()
         assert changed[CRASH_AUTOMATION][0] != before[CRASH_AUTOMATION][0]
-        # The reschedule trigger lets a repeated crash pass for as long as the crash window.
-        assert changed[RESCHEDULE_AUTOMATION][1] == changed[CRASH_AUTOMATION][1]
+        # The reschedule trigger has no window: it reacts to every Crashed the crash automation sets.
+        assert changed[RESCHEDULE_AUTOMATION][1] == 0
     finally:
         # The other tests on this server expect the default window.
         ensure_automations(CRASH_AFTER)
@@ -125,37 +126,51 @@ def test_a_watch_whose_automation_another_deletes_before_its_update_updates_the_
         ensure_automations(CRASH_AFTER)
 
 
-def test_a_run_marked_crashed_twice_for_one_silence_is_rescheduled_once(prefect_server) -> None:
-    """Prefect's automations act at least once: in a loaded CI run the crash automation marked one dead
-    worker's run Crashed twice in a row. A reschedule for each would force back to Scheduled a run that a
-    worker already holds again. Run A is marked Crashed twice; then run B once, a sentinel: B's Crashed
-    reaches the server's triggers after A's two, so once B is rescheduled A's second Crashed has been
-    taken up (before the fix, A was rescheduled twice)."""
+def test_every_crashed_the_crash_automation_sets_is_rescheduled_and_a_workers_is_not(prefect_server) -> None:
+    """Prefect's automations act at least once: under load the crash automation marked one dead worker's
+    run Crashed twice, the second time about 0.1 s after the first, and that second Crashed can land
+    before the run's reschedule or after it (seen: Crashed, Rescheduled, Crashed, and the run then stayed
+    Crashed for good). Run A is marked Crashed twice in a row; run B once, then again once it has been
+    rescheduled: each ends Scheduled. Run C, which its worker reported Crashed (another message), is not
+    the crash automation's and stays Crashed: its Crashed is sent first, so the server's triggers have
+    taken it up by the time A's and B's later ones are rescheduled."""
     from prefect import flow
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed, Running
 
-    @flow(name="crashed-twice")
-    def crashed_twice() -> None:
+    @flow(name="crashed-again")
+    def crashed_again() -> None:
         """Never runs: its runs' states are set here, as a worker and the crash automation would."""
 
-    def rescheduled(client, run_id) -> int:
-        return sum(state.name == "Rescheduled" for state in client.read_flow_run_states(run_id))
+    def names(client, run_id) -> list[str]:
+        return [state.name for state in client.read_flow_run_states(run_id)]
+
+    def current(client, run_id) -> str | None:
+        state = client.read_flow_run(run_id).state
+        return state.name if state else None
+
+    def crash(client, run_id, message: str = crash_message(CRASH_AFTER)) -> None:
+        client.set_flow_run_state(run_id, Crashed(message=message), force=True)
 
     ensure_automations(CRASH_AFTER)
     with get_client(sync_client=True) as client:
-        a, b = (client.create_flow_run(crashed_twice, tags=[HEARTBEAT_TAG]) for _ in range(2))
+        a, b, c = (client.create_flow_run(crashed_again, tags=[HEARTBEAT_TAG]) for _ in range(3))
         try:
-            for run, crashes in ((a, 2), (b, 1)):
+            for run in (c, a, b):
                 client.set_flow_run_state(run.id, Running())
-                for _ in range(crashes):
-                    client.set_flow_run_state(run.id, Crashed(message=crash_message(CRASH_AFTER)), force=True)
-            # The server's triggers and actions each take two messages at a time: B's reschedule can come
-            # before A's first.
-            wait_until(lambda: rescheduled(client, a.id) and rescheduled(client, b.id), timeout=120,
-                       what="both runs' reschedules", interval=API_POLL_SECONDS)
-            history = [(state.type.value, state.name) for state in client.read_flow_run_states(a.id)]
-            assert [name for _, name in history].count("Rescheduled") == 1, history
+            crash(client, c.id, "Flow run infrastructure exited with non-zero status code 1.")
+            crash(client, a.id)
+            crash(client, a.id)
+            crash(client, b.id)
+            wait_until(lambda: current(client, b.id) == "Rescheduled", timeout=120, what="B's reschedule",
+                       interval=API_POLL_SECONDS)
+            crash(client, b.id)
+            wait_until(lambda: current(client, b.id) == "Rescheduled" and names(client, b.id).count(
+                "Rescheduled") == 2, timeout=120, what="B's second reschedule", interval=API_POLL_SECONDS)
+            wait_until(lambda: current(client, a.id) == "Rescheduled", timeout=120,
+                       what="A, crashed twice, rescheduled", interval=API_POLL_SECONDS, details=lambda: str(
+                           names(client, a.id)))
+            assert names(client, c.id)[-1] == "Crashed" and "Rescheduled" not in names(client, c.id)
         finally:
-            for run in (a, b):
+            for run in (a, b, c):
                 client.delete_flow_run(run.id)

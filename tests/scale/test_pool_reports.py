@@ -1,6 +1,6 @@
 """`PoolRunReports` (deployments/pool.py) on a stream of crash events, without a Prefect server: a crash
-whose run cannot be read does not end the reports of the crashes after it, a run marked Crashed again while
-Crashed is one crash, reported once, and reports that ended on an error stop quietly with `watch`."""
+whose run cannot be read does not end the reports of the crashes after it, a crash the crash automation
+marked twice is reported once, and reports that ended on an error stop quietly with `watch`."""
 
 from __future__ import annotations
 
@@ -16,18 +16,20 @@ from deployments.pool import PoolRunReports
 from tests.support.waiting import wait_until
 
 
-def crashed(run: UUID, deployment: UUID, *, was: str = "RUNNING") -> Any:
+def crashed(run: UUID, deployment: UUID, *, was: str = "RUNNING", message: str = "no heartbeat",
+            run_count: int = 1) -> Any:
     """The event Prefect's server emits as a run of `deployment` in a state of type `was` ends Crashed
-    (prefect/server/models/events.py's `state_change_event`)."""
+    (prefect/server/models/events.py's `flow_run_state_change_event`)."""
     from prefect.events.schemas.events import Event
 
     return Event(
         id=uuid4(), occurred=datetime.now(UTC), event="prefect.flow-run.Crashed",
-        resource={"prefect.resource.id": f"prefect.flow-run.{run}", "prefect.resource.name": "a-run"},
+        resource={"prefect.resource.id": f"prefect.flow-run.{run}", "prefect.resource.name": "a-run",
+                  "prefect.run-count": str(run_count), "prefect.state-message": message},
         related=[{"prefect.resource.id": f"prefect.deployment.{deployment}",
                   "prefect.resource.role": "deployment", "prefect.resource.name": "chain"}],
         payload={"intended": {"from": was, "to": "CRASHED"},
-                 "validated_state": {"type": "CRASHED", "message": "no heartbeat"}},
+                 "validated_state": {"type": "CRASHED", "message": message}},
     )
 
 
@@ -85,27 +87,35 @@ def test_a_crash_whose_run_cannot_be_read_leaves_the_next_crashes_reported(
     assert str(gone) in reports[0] and str(next_run) in reports[1], reports
 
 
-def test_a_run_marked_crashed_again_while_crashed_is_reported_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Prefect's automations act at least once: the crash automation may mark one silence Crashed twice in
-    # a row (tests/scale/test_crash_automation.py). `watch` prints one crash, not two.
-    deployment, twice, after = uuid4(), uuid4(), uuid4()
-    monkeypatch.setattr("prefect.events.clients.get_events_subscriber", lambda filter: Subscriber(
-        [crashed(twice, deployment), crashed(twice, deployment, was="CRASHED"), crashed(after, deployment)]))
+def test_a_repeated_crash_is_reported_once_and_a_new_one_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prefect's automations act at least once: the crash automation may mark one silence Crashed twice,
+    # the second time while Crashed or just after the reschedule (tests/scale/test_crash_automation.py).
+    # `watch` prints that crash once; the run's next crash (its worker reports it, or it ran again and
+    # went silent again) is printed too.
+    deployment, run, after = uuid4(), uuid4(), uuid4()
+    events = [crashed(run, deployment), crashed(run, deployment, was="CRASHED"),
+              crashed(run, deployment, was="SCHEDULED"),
+              crashed(run, deployment, was="PENDING", message="infrastructure exited with status 1"),
+              crashed(run, deployment, run_count=2), crashed(after, deployment)]
+    monkeypatch.setattr("prefect.events.clients.get_events_subscriber", lambda filter: Subscriber(events))
 
     async def describe(self: PoolRunReports, event: Any) -> str:
-        return f"run {event.resource.id} crashed on the work pool"
+        labels = event.resource
+        return f"run {labels.id} ({labels['prefect.run-count']}, {labels['prefect.state-message']}) crashed"
 
     monkeypatch.setattr(PoolRunReports, "_describe", describe)
     reports: list[str] = []
     crashes = PoolRunReports([deployment], reports.append)
     crashes.start()
     try:
-        # The run after it is reported once the repeat has been taken up.
+        # The run after it is reported once the repeats have been taken up.
         wait_until(lambda: any(str(after) in report for report in reports), timeout=30,
-                   what="the report of the run after the repeat")
+                   what="the report of the run after the repeats")
     finally:
         crashes.stop()
-    assert [str(twice) in report for report in reports] == [True, False], reports
+    assert [report.split(" ", 2)[2] for report in reports if str(run) in report] == [
+        "(1, no heartbeat) crashed", "(1, infrastructure exited with status 1) crashed",
+        "(2, no heartbeat) crashed"], reports
 
 
 def test_reports_that_ended_on_an_error_stop_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
