@@ -5,7 +5,7 @@ marked twice is reported once, and reports that ended on an error stop quietly w
 from __future__ import annotations
 
 import asyncio
-import threading
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Self
 from uuid import UUID, uuid4
@@ -58,6 +58,23 @@ class Subscriber:
         await asyncio.Event().wait()
 
 
+def reported(monkeypatch: pytest.MonkeyPatch, deployment: UUID,
+             describe: Callable[[PoolRunReports, Any], Awaitable[str]], *,
+             until: Callable[[list[str]], bool], what: str) -> list[str]:
+    """The reports of `deployment`'s crashes, each described by `describe`, once `until` holds of them
+    (or the reports have ended)."""
+    monkeypatch.setattr(PoolRunReports, "_describe", describe)
+    reports: list[str] = []
+    crashes = PoolRunReports([deployment], reports.append)
+    crashes.start()
+    try:
+        wait_until(lambda: until(reports) or not crashes._thread.is_alive(), timeout=30,
+                   what=f"{what}, or the reports' end")
+    finally:
+        crashes.stop()
+    return reports
+
+
 def test_a_crash_whose_run_cannot_be_read_leaves_the_next_crashes_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -73,16 +90,8 @@ def test_a_crash_whose_run_cannot_be_read_leaves_the_next_crashes_reported(
             raise ObjectNotFound(http_exc=Exception("404"))
         return f"run {event.resource.id} crashed on the work pool"
 
-    monkeypatch.setattr(PoolRunReports, "_describe", describe)
-    reports: list[str] = []
-    crashes = PoolRunReports([deployment], reports.append)
-    crashes.start()
-    try:
-        listening = threading.Thread.is_alive
-        wait_until(lambda: len(reports) == 2 or not listening(crashes._thread), timeout=30,
-                   what="two reports, or the reports' end")
-    finally:
-        crashes.stop()
+    reports = reported(monkeypatch, deployment, describe, until=lambda reports: len(reports) == 2,
+                       what="two reports")
     assert len(reports) == 2, reports
     assert str(gone) in reports[0] and str(next_run) in reports[1], reports
 
@@ -103,16 +112,10 @@ def test_a_repeated_crash_is_reported_once_and_a_new_one_again(monkeypatch: pyte
         labels = event.resource
         return f"run {labels.id} ({labels['prefect.run-count']}, {labels['prefect.state-message']}) crashed"
 
-    monkeypatch.setattr(PoolRunReports, "_describe", describe)
-    reports: list[str] = []
-    crashes = PoolRunReports([deployment], reports.append)
-    crashes.start()
-    try:
-        # The run after it is reported once the repeats have been taken up.
-        wait_until(lambda: any(str(after) in report for report in reports), timeout=30,
-                   what="the report of the run after the repeats")
-    finally:
-        crashes.stop()
+    # The run after it is reported once the repeats have been taken up.
+    reports = reported(monkeypatch, deployment, describe,
+                       until=lambda reports: any(str(after) in report for report in reports),
+                       what="the report of the run after the repeats")
     assert [report.split(" ", 2)[2] for report in reports if str(run) in report] == [
         "(1, no heartbeat) crashed", "(1, infrastructure exited with status 1) crashed",
         "(2, no heartbeat) crashed"], reports
