@@ -6,7 +6,7 @@ silences the old trigger was timing, so a run whose worker died just before woul
 (seen with a 40 s window: still Running 120 s after the kill). A different window does update it.
 And watches starting at once on a server without the automations leave one of each, not one per watch.
 Every Crashed the crash automation sets is rescheduled, a repeat of one silence's too, and a run its worker
-reported Crashed is not.
+reported Crashed, or one past its reschedules, is not.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from deployments.pool import (
     CRASH_AUTOMATION,
     HEARTBEAT_TAG,
     RESCHEDULE_AUTOMATION,
+    RESCHEDULES,
     crash_message,
     ensure_automations,
 )
@@ -132,11 +133,12 @@ def test_every_crashed_the_crash_automation_sets_is_rescheduled_and_a_workers_is
     before the run's reschedule or after it (seen: Crashed, Rescheduled, Crashed, and the run then stayed
     Crashed for good). Run A is marked Crashed twice in a row; run B once, then again once it has been
     rescheduled: each ends Scheduled. Run C, which its worker reported Crashed (another message), is not
-    the crash automation's and stays Crashed: its Crashed is sent first, so the server's triggers have
-    taken it up by the time A's and B's later ones are rescheduled."""
+    the crash automation's and stays Crashed; so does run D, found silent on its third run, past the
+    reschedules a run gets (`RESCHEDULES`). C's and D's Crashed are sent first, so the server's triggers
+    have taken them up by the time A's and B's later ones are rescheduled."""
     from prefect import flow
     from prefect.client.orchestration import get_client
-    from prefect.states import Crashed, Running
+    from prefect.states import Crashed, Running, Scheduled
 
     @flow(name="crashed-again")
     def crashed_again() -> None:
@@ -154,11 +156,16 @@ def test_every_crashed_the_crash_automation_sets_is_rescheduled_and_a_workers_is
 
     ensure_automations(CRASH_AFTER)
     with get_client(sync_client=True) as client:
-        a, b, c = (client.create_flow_run(crashed_again, tags=[HEARTBEAT_TAG]) for _ in range(3))
+        a, b, c, d = (client.create_flow_run(crashed_again, tags=[HEARTBEAT_TAG]) for _ in range(4))
         try:
             for run in (c, a, b):
                 client.set_flow_run_state(run.id, Running())
+            for _ in range(RESCHEDULES + 1):
+                client.set_flow_run_state(d.id, Scheduled(), force=True)
+                client.set_flow_run_state(d.id, Running())
+            assert client.read_flow_run(d.id).run_count == RESCHEDULES + 1
             crash(client, c.id, "Flow run infrastructure exited with non-zero status code 1.")
+            crash(client, d.id)
             crash(client, a.id)
             crash(client, a.id)
             crash(client, b.id)
@@ -170,7 +177,9 @@ def test_every_crashed_the_crash_automation_sets_is_rescheduled_and_a_workers_is
             wait_until(lambda: current(client, a.id) == "Rescheduled", timeout=120,
                        what="A, crashed twice, rescheduled", interval=API_POLL_SECONDS, details=lambda: str(
                            names(client, a.id)))
-            assert names(client, c.id)[-1] == "Crashed" and "Rescheduled" not in names(client, c.id)
+            for stays in (c, d):
+                assert names(client, stays.id)[-1] == "Crashed" and "Rescheduled" not in names(
+                    client, stays.id)
         finally:
-            for run in (a, b, c):
+            for run in (a, b, c, d):
                 client.delete_flow_run(run.id)
